@@ -1,0 +1,326 @@
+#!/usr/bin/env python3
+"""Generates the npu (PrivateUse1) kernels of ATen's structured ops.
+
+A structured op group (functional `add.Tensor`, inplace `add_.Tensor`, out
+`add.out`) shares one TORCH_META_FUNC that infers its outputs. For every such
+group with a CPU kernel we emit three wrappers (see EXAMPLE_add.cpp.txt):
+
+  stage 1 (caller thread): common_device(...) checks devices, then the meta
+           function runs inside StructuredFunctional/Inplace/Out (structured.h),
+           which allocates, checks or resizes the npu outputs;
+  stage 2 (stream worker): a lambda that owns snapshots of every argument
+           calls at::cpu::<name>_outf / at::cpu::<name>_ on CPU views of the
+           device buffers.
+
+Usage:
+  gen_structured_kernels.py --output-dir DIR [--shards 4] [--only add,mul]
+writes DIR/structured_kernels_{0..N-1}.cpp and DIR/structured_ops.txt (the
+registered schema names, one per line).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass, field
+
+import torchgen
+from torchgen.api import meta, structured
+from torchgen.api.translate import translate
+from torchgen.api.types import CppSignatureGroup, DispatcherSignature
+from torchgen.context import native_function_manager
+from torchgen.gen import get_grouped_native_functions, parse_native_yaml
+from torchgen.model import (
+    DispatchKey,
+    NativeFunction,
+    NativeFunctionsGroup,
+    SchemaKind,
+)
+
+# Ops the lead handles by hand (views, special cases) or wants off. Entries are
+# either an op base name ("add": its whole group) or a schema name
+# ("add_.Tensor": that variant only). Excluded ops are listed in shard 0.
+DENY_LIST: set[str] = set()
+
+# Ops that were tried and cannot be generated; name (as DENY_LIST) -> reason.
+KNOWN_FAILURES: dict[str, str] = {}
+
+TORCH_DIR = os.path.dirname(torchgen.__file__)
+YAML_DIR = os.path.join(TORCH_DIR, "packaged", "ATen", "native")
+# Installed ATen headers, to check that the headers we include exist.
+ATEN_OPS_DIR = os.path.join(
+    os.path.dirname(TORCH_DIR), "torch", "include", "ATen", "ops"
+)
+
+
+class Unsupported(Exception):
+    """An argument type we don't know how to carry into stage 2."""
+
+
+# --- arguments: how each dispatcher C++ type travels into stage 2 ------------
+#
+# The lambda runs later on the stream worker, after the caller's arguments are
+# gone, so it captures owning copies: TensorRef snapshots for tensors, vectors
+# for array refs, std::string for string views. SymInts become plain ints: the
+# CPU kernel (at::cpu non-symint overload) needs real ints anyway.
+#
+# type -> (capture initializer, stage-2 expression), "{a}" = argument name,
+# "{c}" = its capture (argument name + "_").
+BY_VALUE = "{a}", "{c}"
+ARG_RULES: dict[str, tuple[str, str]] = {
+    "const at::Tensor &": ("TensorRef({a})", "{c}.view()"),
+    "const ::std::optional<at::Tensor> &": ("TensorRef({a})", "{c}.optional_view()"),
+    "const at::ITensorListRef &": ("snapshot({a})", "views({c})"),
+    "at::TensorList": ("snapshot({a})", "views({c})"),
+    "const c10::List<::std::optional<at::Tensor>> &": ("snapshot({a})", "optional_views({c})"),
+    "at::IntArrayRef": ("{a}.vec()", "{c}"),
+    "c10::SymIntArrayRef": ("C10_AS_INTARRAYREF_SLOW({a}).vec()", "{c}"),
+    "c10::SymInt": ("{a}.guard_int(__FILE__, __LINE__)", "{c}"),
+    "at::OptionalIntArrayRef": (
+        "{a}.has_value() ? std::make_optional({a}->vec()) : std::nullopt",
+        "{c} ? at::OptionalIntArrayRef(*{c}) : at::OptionalIntArrayRef()"),
+    "at::OptionalSymIntArrayRef": (
+        "{a}.has_value() ? std::make_optional(C10_AS_INTARRAYREF_SLOW(*{a}).vec()) : std::nullopt",
+        "{c} ? at::OptionalIntArrayRef(*{c}) : at::OptionalIntArrayRef()"),
+    "::std::optional<c10::SymInt>": (
+        "{a}.has_value() ? std::make_optional({a}->guard_int(__FILE__, __LINE__)) : std::nullopt",
+        "{c}"),
+    "at::ArrayRef<double>": ("{a}.vec()", "{c}"),
+    "c10::string_view": ("std::string({a})", "{c}"),
+    "::std::optional<c10::string_view>": (
+        "{a}.has_value() ? std::make_optional(std::string(*{a})) : std::nullopt",
+        "{c} ? std::optional<c10::string_view>(*{c}) : std::nullopt"),
+    **{t: BY_VALUE for t in (
+        "const at::Scalar &", "const ::std::optional<at::Scalar> &", "bool", "int64_t",
+        "double", "at::ScalarType", "at::Layout", "at::MemoryFormat", "at::Device",
+        "::std::optional<double>", "::std::optional<int64_t>", "::std::optional<bool>",
+        "::std::optional<at::ScalarType>", "::std::optional<at::Layout>",
+        "::std::optional<at::MemoryFormat>", "::std::optional<at::Device>")},
+}
+# Arguments common_device() must see (DeviceCheck::add has overloads for these).
+TENSOR_LIKE = {
+    "const at::Tensor &", "at::Tensor &", "const ::std::optional<at::Tensor> &",
+    "const at::ITensorListRef &", "at::TensorList",
+    "const c10::List<::std::optional<at::Tensor>> &",
+}
+
+
+@dataclass
+class Lambda:
+    """Stage 2: captures, local lvalues (mutable tensors) and the CPU call."""
+    captures: list[str] = field(default_factory=list)
+    locals: list[str] = field(default_factory=list)
+    call_args: list[str] = field(default_factory=list)
+
+    def capture(self, name: str, dispatcher_type: str, init_expr: str | None = None) -> None:
+        """Captures argument `name`; `init_expr` overrides the value captured."""
+        c = name + "_"
+        if dispatcher_type == "at::Tensor &":  # mutated (self_ / out): lvalue view
+            self.captures.append(f"{c} = TensorRef({init_expr or name})")
+            self.locals.append(f"at::Tensor {name} = {c}.view();")
+            self.call_args.append(name)
+            return
+        if dispatcher_type not in ARG_RULES:
+            raise Unsupported(f"argument type `{dispatcher_type}` of `{name}`")
+        cap, use = ARG_RULES[dispatcher_type]
+        self.captures.append(f"{c} = {cap.format(a=init_expr or name)}")
+        if dispatcher_type in ("const at::ITensorListRef &", "at::TensorList"):
+            # IListRef only borrows: keep the vector of views alive in a local.
+            self.locals.append(f"std::vector<at::Tensor> {name} = {use.format(c=c)};")
+            self.call_args.append(name)
+        else:
+            self.call_args.append(use.format(c=c))
+
+    def emit(self, device: str, op: str, call: str) -> str:
+        caps = ",\n          ".join(self.captures)
+        body = "".join(f"           {line}\n" for line in self.locals)
+        return (f"  launch({device}, \"{op}\",\n"
+                f"         [{caps}]() {{\n"
+                f"{body}"
+                f"           {call}({', '.join(self.call_args)});\n"
+                f"         }});")
+
+
+def wrapper_name(f: NativeFunction) -> str:
+    return f"wrapper_{f.func.name.unambiguous_name()}"
+
+
+def gen_variant(g: NativeFunctionsGroup, f: NativeFunction) -> str:
+    """The wrapper of one variant (functional, inplace or out) of group g."""
+    k = f.func.kind()
+    op = str(f.func.name)
+    sig = DispatcherSignature.from_schema(f.func)  # exact unboxed dispatcher types
+    args = sig.arguments()
+    n_out = len(f.func.returns)
+    meta_class = f"at::meta::structured_{meta.name(g)}"
+
+    lines = [f"{sig.defn(name=wrapper_name(f))} {{"]
+    tensors = [a.name for a in args if a.type in TENSOR_LIKE]
+    lines.append(f"  const c10::DeviceIndex device = common_device(\"{op}\", {', '.join(tensors)});")
+
+    if k is SchemaKind.functional:
+        lines.append(f"  StructuredFunctional<{meta_class}, {n_out}> op(device);")
+    else:
+        outs = [f.func.arguments.self_arg.argument.name] if k is SchemaKind.inplace \
+            else [a.name for a in f.func.arguments.out]
+        refs = ", ".join(f"std::cref({o})" for o in outs)
+        cls = "StructuredInplace" if k is SchemaKind.inplace else "StructuredOut"
+        lines.append(f"  {cls}<{meta_class}, {n_out}> op({{{refs}}});")
+
+    # Meta takes the functional's non-out args in structured types (ints, not
+    # SymInts; const refs): let torchgen's translate() convert, as
+    # RegisterDispatchKey.py does. Precomputed values returned by the meta of
+    # some ops are not needed: the at::cpu call below recomputes them.
+    meta_exprs = ", ".join(
+        e.expr for e in translate(args, structured.meta_arguments(g), method=False))
+    discard = "(void)" if g.out.precomputed else ""
+    lines.append(f"  {discard}op.meta({meta_exprs});")
+
+    # Stage 2. Captures are initialized here, after meta (it may resize out=).
+    lam = Lambda()
+    if k is SchemaKind.inplace:
+        cpu_sig = CppSignatureGroup.from_native_function(
+            f, method=False, fallback_binding=False).most_faithful_signature()
+        for a in args:
+            lam.capture(a.name, a.type)
+    else:
+        # Functional and out both run the CPU out= kernel, args in schema order.
+        cpu_sig = CppSignatureGroup.from_native_function(
+            g.out, method=False, fallback_binding=False).most_faithful_signature()
+        for a in args:
+            lam.capture(a.name, a.type)
+        if k is SchemaKind.functional:  # the outputs meta just allocated
+            for i in range(n_out):
+                lam.capture(f"out{i}", "at::Tensor &", f"op.outputs_[{i}]")
+    lines.append(lam.emit("device", op, f"at::cpu::{cpu_sig.name()}"))
+
+    if k is SchemaKind.functional:
+        moved = [f"std::move(op.outputs_[{i}])" for i in range(n_out)]
+        lines.append(f"  return {moved[0]};" if n_out == 1
+                     else f"  return std::make_tuple({', '.join(moved)});")
+    elif k is SchemaKind.inplace:
+        lines.append(f"  return {f.func.arguments.self_arg.argument.name};")
+    else:
+        outs = [a.name for a in f.func.arguments.out]
+        lines.append(f"  return {outs[0]};" if n_out == 1
+                     else f"  return std::forward_as_tuple({', '.join(outs)});")
+    lines.append("}\n")
+    return "\n".join(lines)
+
+
+@dataclass
+class GroupCode:
+    headers: list[str]
+    wrappers: list[str]
+    registrations: list[tuple[str, str]]  # (schema name, wrapper name)
+
+
+def exclusion(name: str) -> str | None:
+    """Why `name` (op base name or schema name) is excluded, if it is."""
+    if name in DENY_LIST:
+        return "deny-listed"
+    return KNOWN_FAILURES.get(name)
+
+
+def gen_group(g: NativeFunctionsGroup, denied: list[tuple[str, str]]) -> GroupCode | None:
+    """All allowed variants of g, or None (reason appended to `denied`)."""
+    base = str(g.functional.func.name.name.base)
+    root = g.functional.root_name
+    if why := exclusion(base):
+        denied.append((base, why))
+        return None
+    if any(a.type.is_generator_like() for f in g.functions() for a in f.func.arguments.flat_all):
+        denied.append((base, "takes a Generator (randomness not supported yet)"))
+        return None
+    headers = [f"ATen/ops/{root}_meta.h", f"ATen/ops/{root}_cpu_dispatch.h"]
+    missing = [h for h in headers if not os.path.exists(os.path.join(ATEN_OPS_DIR, h[9:]))]
+    if missing:
+        denied.append((base, f"missing header {missing[0]}"))
+        return None
+
+    code = GroupCode(headers, [], [])
+    # (No structured group has a `mutable` variant; torchgen rejects those.)
+    variants = [g.functional] + ([g.inplace] if g.inplace else []) + [g.out]
+    for f in variants:
+        if why := exclusion(str(f.func.name)):
+            denied.append((str(f.func.name), why))
+            continue
+        with native_function_manager(f):
+            try:
+                code.wrappers.append(gen_variant(g, f))
+            except Unsupported as e:
+                denied.append((base, f"unsupported {e}"))
+                return None
+        code.registrations.append((str(f.func.name), wrapper_name(f)))
+    return code
+
+
+def structured_groups() -> list[NativeFunctionsGroup]:
+    """Structured groups whose out= variant has a CPU kernel."""
+    parsed = parse_native_yaml(os.path.join(YAML_DIR, "native_functions.yaml"),
+                               os.path.join(YAML_DIR, "tags.yaml"))
+    cpu = parsed.backend_indices[DispatchKey.CPU]
+    return [g for g in get_grouped_native_functions(parsed.native_functions)
+            if isinstance(g, NativeFunctionsGroup) and g.structured
+            and cpu.has_kernel(g.out)]
+
+
+def render_shard(groups: list[GroupCode], excluded: list[tuple[str, str]] | None) -> str:
+    out = ["// @generated by csrc/codegen/gen_structured_kernels.py; do not edit.",
+           "// npu kernels of ATen's structured ops: meta on the caller thread,",
+           "// at::cpu kernel on CPU views of the device memory in stage 2."]
+    if excluded is not None:
+        out.append("//\n// Structured ops NOT generated (registered nowhere by this file set):")
+        out += [f"//   {name}: {why}" for name, why in excluded] or ["//   (none)"]
+    out.append("")
+    # structured.h first: the per-op *_cpu_dispatch.h headers only include
+    # ATen_fwd.h and need complete types (OptionalArrayRef, Tensor) before them.
+    out += ['#include "csrc/ops/structured.h"', "", "#include <c10/util/OptionalArrayRef.h>",
+            "#include <torch/library.h>", ""]
+    # Narrow per-op headers only: these TUs are big, <ATen/ATen.h> would double them.
+    out += [f"#include <{h}>" for h in sorted({h for gc in groups for h in gc.headers})]
+    out += ["", "#include <optional>", "#include <string>", "#include <tuple>",
+            "#include <vector>", "", "namespace torch_npu::generated {", "namespace {", ""]
+    for gc in groups:
+        out += gc.wrappers
+    out += ["}  // namespace", "", "TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {"]
+    out += [f'  m.impl("{op}", TORCH_FN({w}));' for gc in groups for op, w in gc.registrations]
+    out += ["}", "", "}  // namespace torch_npu::generated", ""]
+    return "\n".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--output-dir", required=True)
+    ap.add_argument("--shards", type=int, default=4)
+    ap.add_argument("--only", default="", help="comma-separated op base names (for testing)")
+    args = ap.parse_args()
+    only = {s for s in args.only.split(",") if s}
+
+    denied: list[tuple[str, str]] = []
+    generated: list[GroupCode] = []
+    for g in structured_groups():
+        if only and str(g.functional.func.name.name.base) not in only:
+            continue
+        gc = gen_group(g, denied)
+        if gc is not None and gc.registrations:
+            generated.append(gc)
+
+    # Round-robin keeps shards about the same size, so they compile in parallel.
+    shards: list[list[GroupCode]] = [generated[i::args.shards] for i in range(args.shards)]
+    os.makedirs(args.output_dir, exist_ok=True)
+    for i, shard in enumerate(shards):
+        text = render_shard(shard, denied if i == 0 else None)
+        path = os.path.join(args.output_dir, f"structured_kernels_{i}.cpp")
+        # Leave unchanged files alone so the build does not recompile them.
+        if not os.path.exists(path) or open(path).read() != text:
+            with open(path, "w") as fh:
+                fh.write(text)
+    with open(os.path.join(args.output_dir, "structured_ops.txt"), "w") as fh:
+        fh.writelines(f"{op}\n" for gc in generated for op, _ in gc.registrations)
+    n_variants = sum(len(gc.registrations) for gc in generated)
+    print(f"{len(generated)} groups, {n_variants} kernels, {len(denied)} excluded "
+          f"-> {args.output_dir} ({args.shards} shards)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+#include "csrc/core/npu_device.h"
+
+#include <pthread.h>
+
+#include <atomic>
+
+#include "csrc/core/npu_error.h"
+
+namespace torch_npu {
+namespace {
+
+thread_local c10::DeviceIndex t_current_device = -1;
+std::atomic<bool> g_initialized{false};
+std::atomic<bool> g_bad_fork{false};
+
+// Stream workers do not survive fork(): a child that used the device
+// before would wait forever on queues nobody drains. Refuse instead.
+void mark_bad_fork_in_child() { g_bad_fork.store(g_initialized.load()); }
+[[maybe_unused]] const int g_atfork_registered = pthread_atfork(nullptr, nullptr, &mark_bad_fork_in_child);
+
+}  // namespace
+
+c10::DeviceIndex device_count() noexcept {
+  return static_cast<c10::DeviceIndex>(vnpu::Runtime::instance().device_count());
+}
+
+const std::string& device_init_error() noexcept {
+  return vnpu::Runtime::instance().init_error();
+}
+
+void check_not_forked() {
+  NPU_CHECK_WITH(Error, ErrCode::kInternal, !g_bad_fork.load(std::memory_order_relaxed),
+                 "Cannot re-initialize NPU in forked subprocess. To use NPU with multiprocessing, you must "
+                 "use the 'spawn' start method");
+}
+
+void check_device_index(c10::DeviceIndex index) {
+  check_not_forked();
+  const auto& init_error = device_init_error();
+  NPU_CHECK_WITH(Error, ErrCode::kUnavail, init_error.empty(),
+                 "The virtual NPU could not be initialised: ", init_error);
+  const auto count = device_count();
+  NPU_CHECK_WITH(Error, ErrCode::kParam, count > 0,
+                 "No NPU device is available (VNPU_DEVICE_COUNT=0 or ASCEND_RT_VISIBLE_DEVICES is empty).");
+  NPU_CHECK_WITH(Error, ErrCode::kParam, index >= 0 && index < count,
+                 "Invalid device ID ", static_cast<int>(index), ": there are ", static_cast<int>(count),
+                 " NPU devices, valid device IDs are 0 to ", static_cast<int>(count - 1), ".");
+}
+
+vnpu::Device& runtime_device(c10::DeviceIndex index) {
+  check_device_index(index);
+  mark_initialized();
+  return vnpu::Runtime::instance().device(index);
+}
+
+c10::DeviceIndex current_device() {
+  if (t_current_device < 0) t_current_device = 0;
+  return t_current_device;
+}
+
+c10::DeviceIndex current_device_or_minus_one() noexcept { return t_current_device; }
+
+void set_current_device(c10::DeviceIndex index) {
+  check_device_index(index);
+  mark_initialized();
+  t_current_device = index;
+}
+
+bool is_initialized() noexcept { return g_initialized.load(std::memory_order_relaxed); }
+void mark_initialized() noexcept { g_initialized.store(true, std::memory_order_relaxed); }
+
+}  // namespace torch_npu

@@ -1,0 +1,46 @@
+// The virtual NPU devices as the adaptor sees them: count, current device,
+// and access to the runtime's Device objects with torch-style errors.
+//
+// The current device is per thread (like torch.cuda), default 0.
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include "runtime/include/vnpu/runtime.h"
+
+namespace torch_npu {
+
+// Upper bound on devices the adaptor tracks per thread.
+constexpr int kMaxDevices = 64;
+
+// Number of visible virtual NPUs; 0 when the environment is invalid.
+// Never throws (libraries call it to probe for an NPU).
+c10::DeviceIndex device_count() noexcept;
+
+// Why device_count() is 0 when the environment is invalid; "" otherwise.
+const std::string& device_init_error() noexcept;
+
+// Throws torch_npu's fork error in a forked child of a process that had
+// initialised the device.
+void check_not_forked();
+
+// Throws a torch error naming the valid range unless 0 <= index < count.
+void check_device_index(c10::DeviceIndex index);
+
+// The runtime device; throws a torch error for a bad index.
+vnpu::Device& runtime_device(c10::DeviceIndex index);
+
+c10::DeviceIndex current_device();
+// -1 when the device was never touched on this thread (error suffixes).
+c10::DeviceIndex current_device_or_minus_one() noexcept;
+void set_current_device(c10::DeviceIndex index);
+
+// True once any device was used in this process (torch.npu.is_initialized).
+bool is_initialized() noexcept;
+void mark_initialized() noexcept;
+
+inline c10::Device npu_device(c10::DeviceIndex index) {
+  return c10::Device(c10::DeviceType::PrivateUse1, index);
+}
+
+}  // namespace torch_npu

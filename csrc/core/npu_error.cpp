@@ -1,0 +1,95 @@
+#include "csrc/core/npu_error.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <ctime>
+
+#include "csrc/core/npu_device.h"
+#include "runtime/include/vnpu/environment.h"
+
+namespace torch_npu {
+namespace {
+
+std::atomic<int> g_error_rank{-1};
+
+const char* submodule_name(SubModule sub) {
+  switch (sub) {
+    case SubModule::kPTA: return "PTA";
+    case SubModule::kOPS: return "OPS";
+    case SubModule::kDIST: return "DIST";
+    case SubModule::kGRAPH: return "GRAPH";
+    case SubModule::kPROF: return "PROF";
+  }
+  return "PTA";
+}
+
+// The short descriptions torch_npu prints after the code.
+const char* code_description(ErrCode code) {
+  switch (code) {
+    case ErrCode::kSuc: return "success";
+    case ErrCode::kParam: return "invalid parameter";
+    case ErrCode::kType: return "invalid type";
+    case ErrCode::kValue: return "invalid value";
+    case ErrCode::kPtr: return "invalid pointer";
+    case ErrCode::kInternal: return "internal error";
+    case ErrCode::kMemory: return "memory error";
+    case ErrCode::kNotSupport: return "feature not supported";
+    case ErrCode::kNotFound: return "resource not found";
+    case ErrCode::kUnavail: return "resource unavailable";
+    case ErrCode::kSysCall: return "system call failed";
+    case ErrCode::kTimeout: return "timeout error";
+    case ErrCode::kPermission: return "permission error";
+    case ErrCode::kAcl: return "call acl api failed";
+    case ErrCode::kHccl: return "call hccl api failed";
+    case ErrCode::kGe: return "call ge api failed";
+  }
+  return "unknown error";
+}
+
+}  // namespace
+
+void set_error_rank(int rank) { g_error_rank.store(rank); }
+
+std::string error_suffix(SubModule sub, ErrCode code) {
+  if (vnpu::environment().compact_error_output) return "";
+  char when[32];
+  std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  std::strftime(when, sizeof(when), "%Y-%m-%d-%H:%M:%S", &local);
+  char buffer[256];
+  std::snprintf(buffer, sizeof(buffer), "\n[ERROR] %s (PID:%d, Device:%d, RankID:%d) ERR%02d%03d %s %s",
+                when, static_cast<int>(getpid()), static_cast<int>(current_device_or_minus_one()),
+                g_error_rank.load(), static_cast<int>(sub), static_cast<int>(code),
+                submodule_name(sub), code_description(code));
+  return buffer;
+}
+
+void throw_runtime_error(const vnpu::Error& error) {
+  switch (error.code()) {
+    case vnpu::ErrorCode::kInvalidDevice:
+      NPU_CHECK_WITH(Error, ErrCode::kParam, false, error.what());
+    case vnpu::ErrorCode::kInvalidValue:
+      NPU_CHECK_WITH(ValueError, ErrCode::kValue, false, error.what());
+    case vnpu::ErrorCode::kOutOfMemory:
+      NPU_CHECK_WITH(OutOfMemoryError, ErrCode::kMemory, false, error.what());
+    case vnpu::ErrorCode::kNotSupported:
+      NPU_CHECK_WITH(NotImplementedError, ErrCode::kNotSupport, false, error.what());
+    case vnpu::ErrorCode::kKernelFailed: {
+      // Raised at a sync point for a task that failed earlier on a stream
+      // worker; torch.AcceleratorError in Python, like CUDA's async errors.
+      std::string message = std::string(error.what()) +
+          "\nSince the operator is called asynchronously, the stacktrace may be inaccurate. "
+          "If you want to get the accurate stacktrace, please set the environment variable "
+          "ASCEND_LAUNCH_BLOCKING=1." + error_suffix(SubModule::kPTA, ErrCode::kAcl);
+      throw c10::AcceleratorError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+                                  /*code=*/507015, std::move(message));
+    }
+    case vnpu::ErrorCode::kInternal:
+      break;
+  }
+  NPU_CHECK_WITH(Error, ErrCode::kInternal, false, error.what());
+}
+
+}  // namespace torch_npu

@@ -1,0 +1,42 @@
+// Errors raised by the adaptor, in torch_npu's wording.
+//
+// torch_npu appends a suffix to its errors:
+//   [ERROR] 2024-05-01-12:00:00 (PID:123, Device:0, RankID:-1) ERR00001 PTA invalid parameter
+// TORCH_NPU_COMPACT_ERROR_OUTPUT=1 drops it. NPU_CHECK_* below build the
+// message, pick the torch exception type, and add the suffix.
+#pragma once
+
+#include <c10/util/Exception.h>
+
+#include <string>
+
+#include "runtime/include/vnpu/error.h"
+
+namespace torch_npu {
+
+enum class SubModule { kPTA = 0, kOPS = 1, kDIST = 2, kGRAPH = 3, kPROF = 4 };
+
+enum class ErrCode {
+  kSuc = 0, kParam = 1, kType = 2, kValue = 3, kPtr = 4, kInternal = 5, kMemory = 6,
+  kNotSupport = 7, kNotFound = 8, kUnavail = 9, kSysCall = 10, kTimeout = 11,
+  kPermission = 12, kAcl = 100, kHccl = 200, kGe = 300,
+};
+
+// "\n[ERROR] <time> (PID:.., Device:.., RankID:..) ERR<sub><code> <SUB> <what>",
+// or "" when TORCH_NPU_COMPACT_ERROR_OUTPUT is set.
+std::string error_suffix(SubModule sub, ErrCode code);
+
+// The rank shown in error suffixes; set by the hccl backend.
+void set_error_rank(int rank);
+
+// Converts a runtime error into the matching torch exception and throws it.
+[[noreturn]] void throw_runtime_error(const vnpu::Error& error);
+
+}  // namespace torch_npu
+
+// User errors: the condition, the torch exception type, then message parts.
+#define NPU_CHECK_WITH(error_t, code, cond, ...)                                   \
+  TORCH_CHECK_WITH(error_t, cond, __VA_ARGS__,                                     \
+                   ::torch_npu::error_suffix(::torch_npu::SubModule::kPTA, code))
+
+#define NPU_CHECK(cond, ...) NPU_CHECK_WITH(Error, ::torch_npu::ErrCode::kParam, cond, __VA_ARGS__)

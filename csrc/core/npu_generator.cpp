@@ -1,0 +1,99 @@
+#include "csrc/core/npu_generator.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/GeneratorForPrivateuseone.h>
+#include <ATen/ops/empty.h>
+#include <c10/core/TensorImpl.h>
+
+#include <array>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <random>
+
+#include "csrc/core/npu_device.h"
+#include "csrc/core/npu_error.h"
+
+namespace torch_npu {
+namespace {
+
+// splitmix64: mixes (seed, offset) into well-distributed per-op seeds.
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+constexpr size_t kStateBytes = 2 * sizeof(uint64_t);
+
+}  // namespace
+
+NpuGenerator::NpuGenerator(c10::DeviceIndex device, uint64_t seed)
+    : c10::GeneratorImpl(c10::Device(c10::DeviceType::PrivateUse1, device),
+                         c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
+      seed_(seed) {}
+
+void NpuGenerator::set_current_seed(uint64_t seed) {
+  seed_ = seed;
+  offset_ = 0;
+}
+void NpuGenerator::set_offset(uint64_t offset) { offset_ = offset; }
+uint64_t NpuGenerator::get_offset() const { return offset_; }
+uint64_t NpuGenerator::current_seed() const { return seed_; }
+
+uint64_t NpuGenerator::seed() {
+  std::random_device rd;
+  const uint64_t s = (static_cast<uint64_t>(rd()) << 32) | rd();
+  set_current_seed(s);
+  return s;
+}
+
+void NpuGenerator::set_state(const c10::TensorImpl& new_state) {
+  TORCH_CHECK(new_state.dtype() == caffe2::TypeMeta::Make<uint8_t>(),
+              "RNG state must be a torch.ByteTensor");
+  TORCH_CHECK(new_state.numel() == static_cast<int64_t>(kStateBytes),
+              "RNG state is wrong size: expected ", kStateBytes, " bytes, got ", new_state.numel());
+  uint64_t values[2];
+  std::memcpy(values, new_state.data(), kStateBytes);
+  seed_ = values[0];
+  offset_ = values[1];
+}
+
+c10::intrusive_ptr<c10::TensorImpl> NpuGenerator::get_state() const {
+  auto state = at::empty({static_cast<int64_t>(kStateBytes)}, at::TensorOptions().dtype(at::kByte));
+  const uint64_t values[2] = {seed_, offset_};
+  std::memcpy(state.data_ptr(), values, kStateBytes);
+  return state.getIntrusivePtr();
+}
+
+uint64_t NpuGenerator::next_op_seed() { return mix(seed_ ^ mix(offset_++)); }
+
+NpuGenerator* NpuGenerator::clone_impl() const {
+  auto* copy = new NpuGenerator(device().index(), seed_);
+  copy->offset_ = offset_;
+  return copy;
+}
+
+const at::Generator& default_generator(c10::DeviceIndex device) {
+  static std::array<at::Generator, kMaxDevices> generators;
+  static std::array<std::once_flag, kMaxDevices> once;
+  if (device < 0) device = current_device();
+  check_device_index(device);
+  std::call_once(once[device], [device] {
+    generators[device] = at::make_generator<NpuGenerator>(device);
+  });
+  return generators[device];
+}
+
+uint64_t draw_op_seed(const std::optional<at::Generator>& generator, c10::DeviceIndex device) {
+  at::Generator gen = generator.has_value() && generator->defined() ? *generator : default_generator(device);
+  TORCH_CHECK(gen.device().type() == c10::DeviceType::PrivateUse1,
+              "Expected a 'npu' device type for generator but found '", gen.device().type(), "'");
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return at::check_generator<NpuGenerator>(gen)->next_op_seed();
+}
+
+at::Generator cpu_generator_for(uint64_t seed) { return at::make_generator<at::CPUGeneratorImpl>(seed); }
+
+}  // namespace torch_npu

@@ -1,0 +1,111 @@
+// DeviceGuardImplInterface for npu: what torch's generic device/stream/event
+// code (torch.Stream, torch.Event, DeviceGuard, autograd engine) calls.
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include "csrc/core/npu_caching_allocator.h"
+#include "csrc/core/npu_device.h"
+#include "csrc/core/npu_error.h"
+#include "csrc/core/npu_stream.h"
+#include "runtime/include/vnpu/event.h"
+
+namespace torch_npu {
+namespace {
+
+vnpu::Event* as_event(void* event) { return static_cast<vnpu::Event*>(event); }
+
+template <typename F>
+auto translate_errors(F&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const vnpu::Error& e) {
+    throw_runtime_error(e);
+  }
+}
+
+struct NpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
+  static constexpr c10::DeviceType kType = c10::DeviceType::PrivateUse1;
+
+  c10::DeviceType type() const override { return kType; }
+
+  c10::Device exchangeDevice(c10::Device d) const override {
+    const auto old = current_device();
+    if (d.index() != old) set_current_device(d.index());
+    return npu_device(old);
+  }
+  c10::Device getDevice() const override { return npu_device(current_device()); }
+  void setDevice(c10::Device d) const override { set_current_device(d.index()); }
+  void uncheckedSetDevice(c10::Device d) const noexcept override {
+    try {
+      set_current_device(d.index());
+    } catch (...) {
+      // Called from destructors restoring a device that was valid before.
+    }
+  }
+
+  c10::Stream getStream(c10::Device d) const override { return current_stream(d.index()); }
+  c10::Stream getDefaultStream(c10::Device d) const override { return default_stream(d.index()); }
+  c10::Stream getNewStream(c10::Device d, int priority) const override {
+    return new_stream(d.index(), priority);
+  }
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool high_priority) const override {
+    return new_stream(d.index(), high_priority ? -1 : 0);
+  }
+  c10::Stream exchangeStream(c10::Stream s) const override {
+    const c10::Stream old = current_stream(s.device_index());
+    set_current_stream(s);
+    return old;
+  }
+
+  c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
+
+  void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
+    delete as_event(event);
+  }
+
+  void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
+              const c10::EventFlag flag) const override {
+    TORCH_CHECK(device_index == -1 || device_index == stream.device_index(),
+                "Event device index ", static_cast<int>(device_index),
+                " does not match recording stream's device index ",
+                static_cast<int>(stream.device_index()), ".");
+    if (*event == nullptr) {
+      *event = new vnpu::Event(/*enable_timing=*/flag == c10::EventFlag::BACKEND_DEFAULT);
+    }
+    translate_errors([&] { as_event(*event)->record(runtime_stream(stream)); });
+  }
+
+  void block(void* event, const c10::Stream& stream) const override {
+    if (event == nullptr) return;
+    translate_errors([&] { as_event(event)->block(runtime_stream(stream)); });
+  }
+
+  bool queryEvent(void* event) const override {
+    return event == nullptr || as_event(event)->query();
+  }
+
+  void synchronizeEvent(void* event) const override {
+    if (event == nullptr) return;
+    translate_errors([&] { as_event(event)->synchronize(); });
+  }
+
+  double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {
+    TORCH_CHECK(start != nullptr && end != nullptr,
+                "Both events must be recorded before calculating elapsed time.");
+    return translate_errors([&] { return as_event(start)->elapsed_ms(*as_event(end)); });
+  }
+
+  bool queryStream(const c10::Stream& stream) const override { return runtime_stream(stream).query(); }
+  void synchronizeStream(const c10::Stream& stream) const override { synchronize_stream(stream); }
+  void synchronizeDevice(const c10::DeviceIndex device_index) const override {
+    synchronize_device(device_index);
+  }
+
+  void recordDataPtrOnStream(const c10::DataPtr& data_ptr, const c10::Stream& stream) const override {
+    record_stream(data_ptr, stream);
+  }
+};
+
+C10_REGISTER_GUARD_IMPL(PrivateUse1, NpuGuardImpl);
+
+}  // namespace
+}  // namespace torch_npu

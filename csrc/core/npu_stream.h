@@ -1,0 +1,37 @@
+// NPU streams as c10::Stream values.
+//
+// A c10::Stream's id is the runtime stream index on its device: 0 is the
+// default stream, 1..vnpu::Device::kStreamPoolSize are pool streams handed
+// out round-robin by torch.npu.Stream(). Each thread has a current stream per
+// device (default: the default stream), as in torch.cuda.
+//
+// Thread-safety: all functions may be called from any thread. The lookup
+// from c10::Stream to vnpu::Stream is lock-free after first use.
+#pragma once
+
+#include <c10/core/Stream.h>
+
+#include "runtime/include/vnpu/stream.h"
+
+namespace torch_npu {
+
+// The runtime stream behind a c10::Stream of device type npu.
+vnpu::Stream& runtime_stream(const c10::Stream& stream);
+
+// The calling thread's current stream on `device` (-1: current device).
+c10::Stream current_stream(c10::DeviceIndex device = -1);
+// Shortcut used by every kernel launch: the current runtime stream.
+vnpu::Stream& current_runtime_stream(c10::DeviceIndex device);
+c10::Stream default_stream(c10::DeviceIndex device = -1);
+// A pool stream (torch.npu.Stream()).
+c10::Stream new_stream(c10::DeviceIndex device, int priority);
+// Makes `stream` current on its device for the calling thread.
+void set_current_stream(const c10::Stream& stream);
+
+// Waits for every stream of `device` (all devices when -1) and reports the
+// first sticky kernel error as a torch error.
+void synchronize_device(c10::DeviceIndex device);
+// Waits for one stream and reports its sticky error as a torch error.
+void synchronize_stream(const c10::Stream& stream);
+
+}  // namespace torch_npu

@@ -1,0 +1,107 @@
+// Copies between host and npu, and between npu devices (_copy_from), plus
+// .item() (_local_scalar_dense).
+//
+// Every copy touching device memory is a task on a stream, so it is ordered
+// with the kernels that produce or consume the data:
+//   H2D: the host data is staged (cloned) at call time unless it is pinned
+//        and non_blocking, so the caller may reuse its buffer at once.
+//   D2H: queued on the source's stream; the caller waits unless the copy is
+//        non_blocking into pinned memory (then it completes asynchronously).
+//   D2D: same device: one task. Across devices: the destination stream first
+//        waits for the source stream, the source stream then waits for the
+//        copy, so neither side's memory is reused early.
+#include <ATen/ops/_local_scalar_dense_native.h>
+#include <ATen/ExpandUtils.h>
+#include <torch/library.h>
+
+#include "csrc/core/host_allocator.h"
+#include "csrc/core/npu_device.h"
+#include "csrc/ops/launch.h"
+#include "runtime/include/vnpu/event.h"
+
+namespace torch_npu {
+namespace {
+
+bool is_npu(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1; }
+
+bool is_pinned(const at::Tensor& t) {
+  return t.device().is_cpu() && t.numel() > 0 && is_pinned_host_pointer(t.const_data_ptr());
+}
+
+void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  const c10::DeviceIndex device = dst.device().index();
+  at::Tensor staged = (non_blocking && is_pinned(src)) ? src : src.clone();
+  launch(device, "copy_h2d", [staged, dst_ = TensorRef(dst)]() { dst_.view().copy_(staged); });
+}
+
+void copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  const c10::DeviceIndex device = src.device().index();
+  launch(device, "copy_d2h", [src_ = TensorRef(src), dst]() mutable { dst.copy_(src_.view()); });
+  if (!(non_blocking && is_pinned(dst))) sync_current_stream(device);
+}
+
+void copy_device_to_device(const at::Tensor& src, const at::Tensor& dst) {
+  const c10::DeviceIndex src_device = src.device().index();
+  const c10::DeviceIndex dst_device = dst.device().index();
+  if (src_device == dst_device) {
+    launch(dst_device, "copy_d2d", [src_ = TensorRef(src), dst_ = TensorRef(dst)]() {
+      dst_.view().copy_(src_.view());
+    });
+    return;
+  }
+  vnpu::Stream& src_stream = current_runtime_stream(src_device);
+  vnpu::Stream& dst_stream = current_runtime_stream(dst_device);
+  try {
+    vnpu::Event src_ready;
+    src_ready.record(src_stream);
+    src_ready.block(dst_stream);
+    launch(dst_device, "copy_d2d", [src_ = TensorRef(src), dst_ = TensorRef(dst)]() {
+      dst_.view().copy_(src_.view());
+    });
+    vnpu::Event copy_done;
+    copy_done.record(dst_stream);
+    copy_done.block(src_stream);
+  } catch (const vnpu::Error& e) {
+    throw_runtime_error(e);
+  }
+}
+
+at::Tensor npu_copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  // copy_ hands npu copies to _copy_from before broadcasting: check here so
+  // a bad shape fails at the call, not later on the stream.
+  TORCH_CHECK(at::is_expandable_to(self.sizes(), dst.sizes()), "output with shape ", dst.sizes(),
+              " doesn't match the broadcast shape ", self.sizes());
+  if (dst.numel() == 0) return dst;
+  if (is_npu(self) && is_npu(dst)) {
+    copy_device_to_device(self, dst);
+  } else if (is_npu(dst)) {
+    TORCH_CHECK(self.device().is_cpu(), "Copying from ", self.device(), " to npu is not supported");
+    copy_host_to_device(self, dst, non_blocking);
+  } else {
+    TORCH_CHECK(dst.device().is_cpu(), "Copying from npu to ", dst.device(), " is not supported");
+    copy_device_to_host(self, dst, non_blocking);
+  }
+  return dst;
+}
+
+at::Tensor npu_copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  if (dst.sizes() != self.sizes()) dst.resize_(self.sizes());
+  return npu_copy_from(self, dst, false);
+}
+
+at::Scalar npu_local_scalar_dense(const at::Tensor& self) {
+  const c10::DeviceIndex device = self.device().index();
+  sync_current_stream(device);
+  at::AutoDispatchBelowADInplaceOrView no_autograd;
+  return at::native::_local_scalar_dense_cpu(TensorRef(self).view());
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_copy_from", TORCH_FN(npu_copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(npu_copy_from_and_resize));
+  m.impl("_local_scalar_dense", TORCH_FN(npu_local_scalar_dense));
+}
+
+}  // namespace torch_npu

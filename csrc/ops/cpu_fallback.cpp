@@ -1,0 +1,59 @@
+#include "csrc/ops/cpu_fallback.h"
+
+#include <ATen/native/CPUFallback.h>
+#include <torch/library.h>
+
+#include <atomic>
+#include <iostream>
+#include <mutex>
+
+#include "csrc/core/npu_error.h"
+#include "runtime/include/vnpu/environment.h"
+
+namespace torch_npu {
+namespace {
+
+std::mutex g_mutex;
+std::map<std::string, int64_t> g_counts;
+std::atomic<bool> g_debug{false};
+
+void npu_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const std::string name = c10::toString(op.operator_name());
+  NPU_CHECK_WITH(NotImplementedError, ErrCode::kNotSupport, !vnpu::environment().fallback_cpu_disable,
+                 "The operator '", name, "' is not currently supported on the NPU backend, and the CPU "
+                 "fallback is disabled by TORCH_NPU_FALLBACK_CPU_DISABLE=1. Unset it to run this operator "
+                 "on the CPU, or replace the operator.");
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    first = (g_counts[name]++ == 0);
+  }
+  if (first) {
+    TORCH_WARN("CAUTION: The operator '", name,
+               "' is not currently supported on the NPU backend and will fall back to run on the CPU. "
+               "This may have performance implications.");
+  } else if (g_debug.load(std::memory_order_relaxed)) {
+    std::cerr << "[torch_npu] operator '" << name << "' falls back to the CPU\n";
+  }
+  at::native::cpu_fallback(op, stack);
+}
+
+}  // namespace
+
+std::map<std::string, int64_t> fallback_counts() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_counts;
+}
+
+void reset_fallback_counts() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_counts.clear();
+}
+
+void set_fallback_debug(bool enabled) { g_debug.store(enabled); }
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&npu_cpu_fallback>());
+}
+
+}  // namespace torch_npu

@@ -1,0 +1,31 @@
+#include "csrc/ops/structured.h"
+
+namespace torch_npu {
+
+// Mirrors the checks ATen's generated CPU wrappers make for in-place ops.
+void check_inplace_output(const at::Tensor& self, c10::IntArrayRef sizes,
+                          const c10::TensorOptions& options) {
+  TORCH_CHECK(options.dtype() == self.dtype(), "Bad in-place call: input tensor dtype ",
+              self.dtype(), " and output tensor dtype ", options.dtype(), " should match");
+  TORCH_CHECK(sizes == self.sizes(), "Bad in-place call: input tensor size ", self.sizes(),
+              " and output tensor size ", sizes, " should match");
+}
+
+// Mirrors ATen's resize_out for `out=` arguments: same dtype required,
+// resized (with a warning when non-empty) to the expected shape.
+void resize_out_tensor(const at::Tensor& out, c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                       const c10::TensorOptions& options) {
+  TORCH_CHECK(options.dtype() == out.dtype(), "Expected out tensor to have dtype ",
+              options.dtype(), ", but got ", out.dtype(), " instead");
+  TORCH_CHECK(out.device().type() == c10::DeviceType::PrivateUse1,
+              "Expected out tensor to be on npu, but got ", out.device());
+  if (at::native::resize_output(out, sizes)) {
+    if (!strides.empty()) {
+      out.as_strided_(sizes, strides);
+    } else if (options.memory_format_opt().has_value()) {
+      out.unsafeGetTensorImpl()->empty_tensor_restride(*options.memory_format_opt());
+    }
+  }
+}
+
+}  // namespace torch_npu

@@ -1,0 +1,280 @@
+#include "csrc/ops/sync_kernel.h"
+
+#include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/core/Tensor.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/StorageImpl.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <memory>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "csrc/core/npu_caching_allocator.h"
+#include "csrc/core/npu_device.h"
+#include "csrc/core/npu_generator.h"
+#include "csrc/ops/launch.h"
+
+namespace torch_npu {
+namespace {
+
+thread_local c10::DeviceIndex t_device_memory = -1;
+
+// The CPU allocator while a DeviceMemoryScope is active on the thread: the
+// block comes from the npu caching allocator, its DataPtr claims CPU so the
+// CPU kernel accepts it; sync_native_kernel re-labels it npu afterwards.
+class ScopedCpuAllocator final : public c10::Allocator {
+ public:
+  explicit ScopedCpuAllocator(c10::Allocator* base) : base_(base) {}
+  c10::DataPtr allocate(size_t bytes) override {
+    if (t_device_memory < 0) return base_->allocate(bytes);
+    c10::DataPtr ptr = device_allocator(t_device_memory)->allocate(bytes);
+    ptr.unsafe_set_device(c10::Device(c10::kCPU));
+    return ptr;
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return base_->raw_deleter(); }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    base_->copy_data(dest, src, count);
+  }
+
+ private:
+  c10::Allocator* base_;
+};
+
+ScopedCpuAllocator* g_scoped_cpu_allocator = nullptr;
+
+bool is_npu(const at::Tensor& t) { return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1; }
+
+// A CPU tensor over the whole storage of an npu tensor, same sizes,
+// strides and offset. Its storage is resizable so `out=` kernels may grow it
+// (the new block comes from device memory, see ScopedCpuAllocator).
+at::Tensor cpu_alias(const at::Tensor& t) {
+  const c10::Storage& storage = t.storage();
+  c10::DataPtr data(storage.mutable_data(), c10::Device(c10::kCPU));
+  auto impl = c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), storage.nbytes(),
+                                                    std::move(data), g_scoped_cpu_allocator,
+                                                    /*resizable=*/true);
+  auto cpu = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(std::move(impl)),
+                                                      c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
+  cpu.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  return cpu;
+}
+
+// Bookkeeping of one call: which CPU aliases stand for which npu tensors,
+// and which CPU storages were already turned into npu storages.
+class AliasMap {
+ public:
+  explicit AliasMap(c10::DeviceIndex device) : device_(device) {}
+
+  at::Tensor to_cpu(const at::Tensor& npu) {
+    at::Tensor cpu = cpu_alias(npu);
+    by_impl_[cpu.unsafeGetTensorImpl()] = npu;
+    by_storage_[cpu.storage().unsafeGetStorageImpl()] = npu.storage();
+    args_.emplace_back(cpu, npu);
+    return cpu;
+  }
+
+  // After the kernel: propagate resizes of `out=`/in-place arguments.
+  void write_back_arguments() {
+    for (auto& [cpu, npu] : args_) {
+      auto* cpu_storage = cpu.storage().unsafeGetStorageImpl();
+      c10::Storage npu_storage = npu.storage();
+      if (cpu_storage->data() != npu_storage.data()) {
+        // The kernel resized the storage: adopt the new block.
+        c10::DataPtr fresh = cpu_storage->set_data_ptr(c10::DataPtr(nullptr, c10::Device(c10::kCPU)));
+        fresh.unsafe_set_device(npu_device(device_));
+        npu_storage.unsafeGetStorageImpl()->set_data_ptr_noswap(std::move(fresh));
+        npu_storage.unsafeGetStorageImpl()->set_nbytes(cpu_storage->nbytes());
+        by_storage_[cpu_storage] = npu_storage;
+        // Keep the CPU alias pointing at live memory (it dies right after).
+        cpu_storage->set_data_ptr_noswap(c10::DataPtr(npu_storage.mutable_data(), c10::Device(c10::kCPU)));
+      }
+      if (cpu.sizes() != npu.sizes() || cpu.strides() != npu.strides() ||
+          cpu.storage_offset() != npu.storage_offset()) {
+        npu.unsafeGetTensorImpl()->set_sizes_and_strides(cpu.sizes(), cpu.strides(), cpu.storage_offset());
+      }
+    }
+  }
+
+  // A kernel result as an npu tensor.
+  at::Tensor to_npu(const at::Tensor& cpu) {
+    if (!cpu.defined() || !cpu.device().is_cpu()) return cpu;
+    auto same = by_impl_.find(cpu.unsafeGetTensorImpl());
+    if (same != by_impl_.end()) return same->second;  // in-place / out=: the caller's tensor
+    c10::StorageImpl* cpu_storage = cpu.storage().unsafeGetStorageImpl();
+    auto known = by_storage_.find(cpu_storage);
+    c10::Storage npu_storage;
+    if (known != by_storage_.end()) {
+      npu_storage = known->second;  // a view of an argument, or of an earlier result
+    } else if (is_npu_block(cpu.storage().data_ptr())) {
+      npu_storage = adopt(cpu_storage);  // born in device memory: relabel, no copy
+      by_storage_[cpu_storage] = npu_storage;
+    } else {
+      return copy_to_device(cpu);  // a storage the kernel did not allocate here
+    }
+    auto npu = at::detail::make_tensor<c10::TensorImpl>(
+        std::move(npu_storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), cpu.dtype());
+    npu.unsafeGetTensorImpl()->set_sizes_and_strides(cpu.sizes(), cpu.strides(), cpu.storage_offset());
+    return npu;
+  }
+
+ private:
+  c10::Storage adopt(c10::StorageImpl* cpu_storage) {
+    const size_t nbytes = cpu_storage->nbytes();
+    c10::DataPtr data = cpu_storage->set_data_ptr(c10::DataPtr(nullptr, c10::Device(c10::kCPU)));
+    void* raw = data.get();
+    data.unsafe_set_device(npu_device(device_));
+    // The CPU result may outlive this call (e.g. cached by autograd): let it
+    // keep a non-owning view of the same bytes.
+    cpu_storage->set_data_ptr_noswap(c10::DataPtr(raw, c10::Device(c10::kCPU)));
+    return c10::Storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), nbytes,
+                                                              std::move(data), device_allocator(device_),
+                                                              /*resizable=*/true));
+  }
+
+  at::Tensor copy_to_device(const at::Tensor& cpu) {
+    at::Tensor npu = empty_npu(cpu.sizes(), cpu.strides(), cpu.options(), device_);
+    if (npu.numel() > 0) cpu_alias(npu).copy_(cpu);  // the stream is idle: copy now
+    return npu;
+  }
+
+  c10::DeviceIndex device_;
+  std::unordered_map<c10::TensorImpl*, at::Tensor> by_impl_;
+  std::unordered_map<c10::StorageImpl*, c10::Storage> by_storage_;
+  std::vector<std::pair<at::Tensor, at::Tensor>> args_;
+};
+
+// The device the op runs on: its npu tensors' device, else an npu Device
+// argument (factories such as arange(device="npu")), else the current one.
+c10::DeviceIndex op_device(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+  const std::string name = c10::toString(op.operator_name());
+  DeviceCheck check(name.c_str());
+  bool any_tensor = false;
+  for (const auto& arg : args) {
+    if (arg.isTensor()) {
+      if (is_npu(arg.toTensor())) { check.add(arg.toTensor()); any_tensor = true; }
+    } else if (arg.isTensorList()) {
+      for (const at::Tensor& t : arg.toTensorList()) {
+        if (is_npu(t)) { check.add(t); any_tensor = true; }
+      }
+    } else if (arg.isOptionalTensorList()) {
+      for (const std::optional<at::Tensor>& t : arg.toOptionalTensorList()) {
+        if (t.has_value() && is_npu(*t)) { check.add(*t); any_tensor = true; }
+      }
+    }
+  }
+  if (any_tensor) return check.device();
+  for (const auto& arg : args) {
+    if (arg.isDevice() && arg.toDevice().type() == c10::DeviceType::PrivateUse1) {
+      const auto index = arg.toDevice().has_index() ? arg.toDevice().index() : current_device();
+      check_device_index(index);
+      return index;
+    }
+  }
+  return current_device();
+}
+
+}  // namespace
+
+DeviceMemoryScope::DeviceMemoryScope(c10::DeviceIndex device) : previous_(t_device_memory) {
+  t_device_memory = device;
+}
+DeviceMemoryScope::~DeviceMemoryScope() { t_device_memory = previous_; }
+
+void install_device_memory_cpu_allocator() {
+  if (g_scoped_cpu_allocator != nullptr) return;
+  g_scoped_cpu_allocator = new ScopedCpuAllocator(c10::GetCPUAllocator());
+  c10::SetCPUAllocator(g_scoped_cpu_allocator, /*priority=*/1);
+}
+
+void sync_native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  const size_t num_args = schema.arguments().size();
+  auto args = torch::jit::last(*stack, num_args);
+  const c10::DeviceIndex device = op_device(op, args);
+  sync_current_stream(device);
+
+  AliasMap aliases(device);
+  const size_t first = stack->size() - num_args;
+  for (size_t i = 0; i < num_args; ++i) {
+    c10::IValue& arg = (*stack)[first + i];
+    const auto& type = schema.arguments()[i].type();
+    if (arg.isTensor()) {
+      if (is_npu(arg.toTensor())) arg = aliases.to_cpu(arg.toTensor());
+    } else if (arg.isTensorList()) {
+      c10::List<at::Tensor> list = arg.toTensorList();
+      c10::List<at::Tensor> cpu;
+      cpu.reserve(list.size());
+      for (const at::Tensor& t : list) cpu.push_back(is_npu(t) ? aliases.to_cpu(t) : t);
+      arg = std::move(cpu);
+    } else if (arg.isOptionalTensorList()) {
+      auto list = arg.toOptionalTensorList();
+      c10::List<std::optional<at::Tensor>> cpu;
+      cpu.reserve(list.size());
+      for (const std::optional<at::Tensor>& t : list) {
+        cpu.push_back(t.has_value() && is_npu(*t) ? std::optional<at::Tensor>(aliases.to_cpu(*t)) : t);
+      }
+      arg = std::move(cpu);
+    } else if (arg.isDevice() && arg.toDevice().type() == c10::DeviceType::PrivateUse1) {
+      arg = c10::Device(c10::kCPU);
+    } else if (type->kind() == c10::TypeKind::GeneratorType ||
+               (type->kind() == c10::TypeKind::OptionalType &&
+                type->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::GeneratorType)) {
+      // Random ops draw from the npu generator (explicit or default).
+      std::optional<at::Generator> gen;
+      if (arg.isGenerator()) gen = arg.toGenerator();
+      arg = cpu_generator_for(draw_op_seed(gen, device));
+    }
+  }
+
+  {
+    DeviceMemoryScope scope(device);
+    at::AutoDispatchBelowADInplaceOrView no_autograd;
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  }
+  aliases.write_back_arguments();
+
+  const size_t num_returns = schema.returns().size();
+  for (size_t i = stack->size() - num_returns; i < stack->size(); ++i) {
+    c10::IValue& ret = (*stack)[i];
+    if (ret.isTensor()) {
+      ret = aliases.to_npu(ret.toTensor());
+    } else if (ret.isTensorList()) {
+      c10::List<at::Tensor> list = ret.toTensorList();
+      c10::List<at::Tensor> npu;
+      npu.reserve(list.size());
+      for (const at::Tensor& t : list) npu.push_back(aliases.to_npu(t));
+      ret = std::move(npu);
+    }
+  }
+}
+
+std::vector<std::string> register_sync_native_kernels(const std::vector<std::string>& excluded) {
+  static auto* library = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
+                                            __FILE__, __LINE__);
+  const std::unordered_set<std::string> skip(excluded.begin(), excluded.end());
+  std::vector<std::string> registered;
+  for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
+    if (name.name.rfind("aten::", 0) != 0) continue;
+    auto handle = c10::Dispatcher::singleton().findOp(name);
+    if (!handle.has_value() || !handle->hasSchema()) continue;
+    if (!handle->hasKernelForDispatchKey(c10::DispatchKey::CPU)) continue;
+    if (handle->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
+    const std::string full = c10::toString(name).substr(6);  // drop "aten::"
+    if (skip.count(full) || skip.count(name.name.substr(6))) continue;
+    // Pure views (returns alias the input, nothing written) must stay
+    // metadata-only; the ones npu needs are registered in views.cpp.
+    const auto& schema = handle->schema();
+    bool is_view = false;
+    for (const auto& ret : schema.returns()) {
+      if (ret.alias_info() != nullptr && !ret.alias_info()->isWrite()) is_view = true;
+    }
+    if (is_view) continue;
+    library->impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<&sync_native_kernel>());
+    registered.push_back(full);
+  }
+  return registered;
+}
+
+}  // namespace torch_npu

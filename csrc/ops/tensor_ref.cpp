@@ -1,0 +1,62 @@
+#include "csrc/ops/tensor_ref.h"
+
+#include <ATen/ops/empty_strided.h>
+#include <ATen/ops/from_blob.h>
+
+namespace torch_npu {
+
+TensorRef::TensorRef(const at::Tensor& tensor) {
+  if (!tensor.defined()) return;
+  defined_ = true;
+  if (tensor.device().is_cpu()) {
+    cpu_ = tensor.dim() == 0 ? tensor.clone() : tensor;
+    return;
+  }
+  dtype_ = tensor.scalar_type();
+  data_ = tensor.data_ptr();
+  const auto sizes = tensor.sizes();
+  const auto strides = tensor.strides();
+  dims_.append(sizes.begin(), sizes.end());
+  dims_.append(strides.begin(), strides.end());
+}
+
+at::Tensor TensorRef::view() const {
+  if (!defined_) return at::Tensor();
+  if (cpu_.defined()) return cpu_;
+  const size_t dim = dims_.size() / 2;
+  const c10::IntArrayRef sizes(dims_.data(), dim);
+  const c10::IntArrayRef strides(dims_.data() + dim, dim);
+  const auto options = at::TensorOptions().dtype(dtype_).device(c10::kCPU);
+  if (data_ == nullptr) return at::empty_strided(sizes, strides, options);  // no elements
+  return at::from_blob(data_, sizes, strides, options);
+}
+
+std::vector<TensorRef> snapshot(at::ITensorListRef tensors) {
+  std::vector<TensorRef> refs;
+  refs.reserve(tensors.size());
+  for (const at::Tensor& t : tensors) refs.emplace_back(t);
+  return refs;
+}
+
+std::vector<TensorRef> snapshot(const c10::List<std::optional<at::Tensor>>& tensors) {
+  std::vector<TensorRef> refs;
+  refs.reserve(tensors.size());
+  for (const std::optional<at::Tensor>& t : tensors) refs.emplace_back(t);
+  return refs;
+}
+
+std::vector<at::Tensor> views(const std::vector<TensorRef>& refs) {
+  std::vector<at::Tensor> out;
+  out.reserve(refs.size());
+  for (const auto& r : refs) out.push_back(r.view());
+  return out;
+}
+
+c10::List<std::optional<at::Tensor>> optional_views(const std::vector<TensorRef>& refs) {
+  c10::List<std::optional<at::Tensor>> out;
+  out.reserve(refs.size());
+  for (const auto& r : refs) out.push_back(r.optional_view());
+  return out;
+}
+
+}  // namespace torch_npu

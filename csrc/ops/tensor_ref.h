@@ -1,0 +1,52 @@
+// TensorRef: what a queued kernel knows about one tensor argument.
+//
+// Stage 1 (the caller) snapshots a tensor's data pointer, sizes, strides and
+// dtype; stage 2 (the stream worker) turns the snapshot into a CPU tensor
+// that aliases the device memory (zero copy) and hands it to ATen's CPU
+// kernel. Snapshotting, instead of holding the at::Tensor, keeps later
+// metadata changes on the caller (resize_, unsqueeze_, .data = ...) from
+// leaking into queued work, and keeps refcount traffic off the hot path.
+// Memory stays valid by stream order (see npu_caching_allocator.h).
+//
+// CPU tensors (0-dim scalars mixed into npu ops) are cloned at snapshot time
+// so later in-place changes on the host cannot race with the queued kernel.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/SmallVector.h>
+
+#include <optional>
+#include <vector>
+
+namespace torch_npu {
+
+class TensorRef {
+ public:
+  TensorRef() = default;
+  explicit TensorRef(const at::Tensor& tensor);
+  explicit TensorRef(const std::optional<at::Tensor>& tensor)
+      : TensorRef(tensor.has_value() ? *tensor : at::Tensor()) {}
+
+  bool defined() const { return defined_; }
+
+  // Stage 2: a CPU tensor over the same memory (undefined if not defined()).
+  at::Tensor view() const;
+  std::optional<at::Tensor> optional_view() const {
+    return defined_ ? std::optional<at::Tensor>(view()) : std::nullopt;
+  }
+
+ private:
+  void* data_ = nullptr;
+  at::Tensor cpu_;                       // set for CPU arguments
+  c10::SmallVector<int64_t, 10> dims_;   // sizes then strides
+  c10::ScalarType dtype_ = c10::ScalarType::Undefined;
+  bool defined_ = false;
+};
+
+// Snapshots of a tensor list (cat, stack, _foreach_*).
+std::vector<TensorRef> snapshot(at::ITensorListRef tensors);
+std::vector<TensorRef> snapshot(const c10::List<std::optional<at::Tensor>>& tensors);
+std::vector<at::Tensor> views(const std::vector<TensorRef>& refs);
+c10::List<std::optional<at::Tensor>> optional_views(const std::vector<TensorRef>& refs);
+
+}  // namespace torch_npu

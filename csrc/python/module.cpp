@@ -1,0 +1,166 @@
+// torch_npu._C: the Python face of the adaptor. Thin bindings only; the
+// Python package (torch_npu/) builds the user-facing API on top.
+#include <torch/csrc/Generator.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include "csrc/core/npu_caching_allocator.h"
+#include "csrc/core/npu_device.h"
+#include "csrc/core/npu_error.h"
+#include "csrc/core/npu_generator.h"
+#include "csrc/core/npu_stream.h"
+#include "csrc/ops/cpu_fallback.h"
+#include "csrc/ops/sync_kernel.h"
+#include "runtime/include/vnpu/environment.h"
+
+namespace torch_npu {
+
+void register_hooks();
+
+namespace {
+
+namespace py = pybind11;
+
+c10::DeviceIndex resolve(int device) {
+  const c10::DeviceIndex index = device < 0 ? current_device() : static_cast<c10::DeviceIndex>(device);
+  check_device_index(index);
+  return index;
+}
+
+py::dict environment_dict() {
+  const vnpu::Environment& env = vnpu::environment();
+  py::dict d;
+  d["VNPU_DEVICE_COUNT"] = env.device_count;
+  d["ASCEND_RT_VISIBLE_DEVICES"] = env.visible_devices ? py::cast(*env.visible_devices) : py::none();
+  d["VNPU_CHIP"] = env.chip_name;
+  d["VNPU_DEVICE_MEMORY_MB"] =
+      env.device_memory_bytes ? py::cast(*env.device_memory_bytes / (1024 * 1024)) : py::none();
+  d["TASK_QUEUE_ENABLE"] = env.task_queue_enable;
+  d["ASCEND_LAUNCH_BLOCKING"] = env.launch_blocking;
+  d["TORCH_NPU_FALLBACK_CPU_DISABLE"] = env.fallback_cpu_disable;
+  d["TORCH_NPU_COMPACT_ERROR_OUTPUT"] = env.compact_error_output;
+  d["PYTORCH_NPU_ALLOC_CONF"] = env.npu_alloc_conf ? py::cast(*env.npu_alloc_conf) : py::none();
+  d["PYTORCH_ALLOC_CONF"] = env.alloc_conf ? py::cast(*env.alloc_conf) : py::none();
+  d["PYTORCH_NO_NPU_MEMORY_CACHING"] = env.no_memory_caching;
+  d["errors"] = env.errors;
+  return d;
+}
+
+py::dict device_properties(int device) {
+  vnpu::Device& d = runtime_device(resolve(device));
+  const vnpu::ChipProfile& p = d.profile();
+  py::dict out;
+  out["name"] = p.name;
+  out["soc_version"] = p.soc_version;
+  out["total_memory"] = d.memory().capacity();
+  out["cube_core_num"] = p.cube_core_num;
+  out["vector_core_num"] = p.vector_core_num;
+  out["L2_cache_size"] = p.l2_cache_bytes;
+  out["major"] = p.capability_major;
+  out["minor"] = p.capability_minor;
+  out["supports_bf16"] = p.supports_bf16;
+  out["physical_id"] = d.physical_id();
+  return out;
+}
+
+py::dict stats_dict(int device) {
+  const MemoryStats s = memory_stats(resolve(device));
+  py::dict d;
+  auto put = [&](const std::string& name, int64_t current, int64_t peak) {
+    for (const char* pool : {"all", "large_pool", "small_pool"}) {
+      // Pools are not split yet: every figure is reported under "all" and
+      // "large_pool"; "small_pool" reads zero.
+      const bool zero = std::string(pool) == "small_pool";
+      d[py::str(name + "." + pool + ".current")] = zero ? 0 : current;
+      d[py::str(name + "." + pool + ".peak")] = zero ? 0 : peak;
+    }
+  };
+  put("allocated_bytes", s.allocated_bytes, s.allocated_bytes_peak);
+  put("reserved_bytes", s.reserved_bytes, s.reserved_bytes_peak);
+  put("active_bytes", s.active_bytes, s.active_bytes_peak);
+  put("requested_bytes", s.requested_bytes, s.requested_bytes_peak);
+  put("allocation", s.allocation_count, s.allocation_count);
+  put("segment", s.segment_count, s.segment_count);
+  d["num_alloc_retries"] = s.num_alloc_retries;
+  d["num_ooms"] = s.num_ooms;
+  d["num_device_alloc"] = s.num_device_alloc;
+  d["num_device_free"] = s.num_device_free;
+  return d;
+}
+
+py::tuple stream_tuple(const c10::Stream& s) {
+  return py::make_tuple(s.id(), static_cast<int>(s.device_index()), static_cast<int>(s.device_type()));
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "vNPU: torch_npu for a virtual Ascend NPU (C++ adaptor)";
+
+  m.def("_init", [](const std::vector<std::string>& excluded) {
+    register_hooks();
+    install_device_memory_cpu_allocator();
+    return register_sync_native_kernels(excluded);
+  });
+  m.def("_environment", &environment_dict);
+
+  // Devices.
+  m.def("_device_count", [] { return static_cast<int>(device_count()); });
+  m.def("_init_error", [] { return device_init_error(); });
+  m.def("_current_device", [] { return static_cast<int>(current_device()); });
+  m.def("_set_device", [](int d) { set_current_device(static_cast<c10::DeviceIndex>(d)); });
+  m.def("_check_device", [](int d) { check_device_index(static_cast<c10::DeviceIndex>(d)); });
+  m.def("_is_initialized", [] { return is_initialized(); });
+  m.def("_lazy_init", [] {
+    if (device_count() > 0) mark_initialized();
+  });
+  m.def("_synchronize", [](int d) {
+    py::gil_scoped_release no_gil;
+    synchronize_device(d < 0 ? -1 : resolve(d));
+  });
+  m.def("_device_properties", &device_properties);
+  m.def("_mem_get_info", [](int d) {
+    vnpu::Device& dev = runtime_device(resolve(d));
+    return py::make_tuple(dev.memory().free_bytes(), dev.memory().capacity());
+  });
+
+  // Streams (as (stream_id, device_index, device_type) for torch.Stream).
+  m.def("_current_stream", [](int d) { return stream_tuple(current_stream(resolve(d))); });
+  m.def("_default_stream", [](int d) { return stream_tuple(default_stream(resolve(d))); });
+  m.def("_set_stream", [](int64_t id, int d, int type) {
+    set_current_stream(c10::Stream(c10::Stream::UNSAFE, npu_device(resolve(d)), id));
+  });
+
+  // Memory.
+  m.def("_memory_stats", &stats_dict);
+  m.def("_reset_peak_memory_stats", [](int d) { reset_peak_memory_stats(resolve(d)); });
+  m.def("_empty_cache", [] {
+    py::gil_scoped_release no_gil;
+    empty_cache();
+  });
+  m.def("_set_memory_fraction", [](double f, int d) { set_memory_fraction(f, resolve(d)); });
+  m.def("_get_memory_fraction", [](int d) { return get_memory_fraction(resolve(d)); });
+  m.def("_caching_allocator_alloc", [](size_t size, int d, int64_t stream_id) {
+    const auto index = resolve(d);
+    return reinterpret_cast<uintptr_t>(
+        raw_alloc(size, c10::Stream(c10::Stream::UNSAFE, npu_device(index), stream_id)));
+  });
+  m.def("_caching_allocator_delete", [](uintptr_t ptr) { raw_delete(reinterpret_cast<void*>(ptr)); });
+  m.def("_format_size", &format_size);
+
+  // RNG.
+  m.def("_default_generator", [](int d) {
+    return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(default_generator(resolve(d))));
+  });
+
+  // CPU fallback.
+  m.def("_fallback_counts", &fallback_counts);
+  m.def("_reset_fallback_counts", &reset_fallback_counts);
+  m.def("_set_fallback_debug", &set_fallback_debug);
+
+  m.def("_error_suffix", [](int sub, int code) {
+    return error_suffix(static_cast<SubModule>(sub), static_cast<ErrCode>(code));
+  });
+  m.def("_set_error_rank", &set_error_rank);
+}
+
+}  // namespace torch_npu

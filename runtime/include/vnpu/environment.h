@@ -1,0 +1,49 @@
+// Every environment variable vNPU honours is read here, once, at first use.
+// Nothing else in the project calls getenv: other layers ask this struct.
+// README.md ("Environment variables") documents each entry.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace vnpu {
+
+struct Environment {
+  // --- virtual devices --------------------------------------------------
+  int device_count = 8;                       // VNPU_DEVICE_COUNT
+  std::optional<std::string> visible_devices; // ASCEND_RT_VISIBLE_DEVICES (raw)
+  std::string chip_name;                      // VNPU_CHIP (default Ascend910B2)
+  std::optional<std::uint64_t> device_memory_bytes;  // VNPU_DEVICE_MEMORY_MB
+
+  // --- launch queue -----------------------------------------------------
+  int task_queue_enable = 1;     // TASK_QUEUE_ENABLE: 0 sync, 1 and 2 async
+  bool launch_blocking = false;  // ASCEND_LAUNCH_BLOCKING=1: run kernels inline
+
+  // --- framework adaptor switches (consumed by csrc/) -------------------
+  bool fallback_cpu_disable = false;   // TORCH_NPU_FALLBACK_CPU_DISABLE=1
+  bool compact_error_output = false;   // TORCH_NPU_COMPACT_ERROR_OUTPUT=1
+  std::optional<std::string> npu_alloc_conf;  // PYTORCH_NPU_ALLOC_CONF
+  std::optional<std::string> alloc_conf;      // PYTORCH_ALLOC_CONF
+  bool no_memory_caching = false;      // PYTORCH_NO_NPU_MEMORY_CACHING=1
+
+  // Problems found while parsing (bad numbers, bad TASK_QUEUE_ENABLE ...).
+  // They are reported when the device is first used, never at import, so
+  // that is_available()/device_count() stay non-throwing.
+  std::vector<std::string> errors;
+
+  // True when kernels must run synchronously on the caller.
+  bool synchronous_launch() const {
+    return launch_blocking || task_queue_enable == 0;
+  }
+};
+
+// The process-wide environment, parsed on first call. Thread-safe.
+const Environment& environment();
+
+// Parses an environment from an explicit lookup function; used by tests.
+// `lookup` returns nullptr for unset variables.
+Environment parse_environment(const char* (*lookup)(const char* name));
+
+}  // namespace vnpu

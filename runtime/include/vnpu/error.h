@@ -1,0 +1,34 @@
+// Errors raised by the virtual NPU runtime.
+//
+// The runtime reports every failure as a vnpu::Error carrying an ErrorCode, so
+// the adaptor layer (csrc/) can map it to the right torch exception type and to
+// torch_npu's error-code suffix without parsing messages.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace vnpu {
+
+enum class ErrorCode {
+  kInvalidValue,    // a bad argument or environment value (user error)
+  kInvalidDevice,   // a device index outside [0, device_count)
+  kOutOfMemory,     // device capacity exhausted
+  kKernelFailed,    // a task threw on a stream worker (sticky async error)
+  kNotSupported,    // a feature the virtual device does not have
+  kInternal,        // a broken invariant inside the runtime
+};
+
+const char* error_code_name(ErrorCode code);
+
+class Error : public std::runtime_error {
+ public:
+  Error(ErrorCode code, const std::string& message)
+      : std::runtime_error(message), code_(code) {}
+  ErrorCode code() const noexcept { return code_; }
+
+ private:
+  ErrorCode code_;
+};
+
+}  // namespace vnpu

@@ -1,0 +1,60 @@
+// Event: a marker in a stream's task order, like aclrtEvent / cudaEvent.
+//
+// record(stream) enqueues a marker task; the event completes when the stream
+// has completed that task. With timing enabled the marker stamps a
+// steady-clock time when it runs, so elapsed_ms() measures device time
+// between two markers.
+//
+// Thread-safety: all methods may be called from any thread; recording the
+// same event concurrently from two threads is a user race (last one wins),
+// as with CUDA events.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+
+namespace vnpu {
+
+class Stream;
+
+class Event {
+ public:
+  explicit Event(bool enable_timing = false);
+
+  // Enqueues the marker on `stream`; later query/synchronize refer to it.
+  void record(Stream& stream);
+
+  // True when the event was never recorded or its marker has completed.
+  bool query() const;
+
+  // Blocks until the marker completes; reports the stream's sticky error.
+  void synchronize() const;
+
+  // Makes future work on `waiter` wait for this event's marker (no-op when
+  // the event was never recorded). Does not block the caller.
+  void block(Stream& waiter) const;
+
+  // Milliseconds between this event's marker and `end`'s marker.
+  // Throws Error(kInvalidValue) unless both have timing enabled, were
+  // recorded, and have completed.
+  double elapsed_ms(const Event& end) const;
+
+  bool enable_timing() const { return enable_timing_; }
+  bool recorded() const { return stream_ != nullptr; }
+  Stream* stream() const { return stream_; }
+  std::uint64_t sequence() const { return seq_; }
+
+ private:
+  struct Stamp {
+    std::atomic<bool> done{false};
+    std::chrono::steady_clock::time_point time;
+  };
+  bool enable_timing_;
+  Stream* stream_ = nullptr;
+  std::uint64_t seq_ = 0;
+  std::shared_ptr<Stamp> stamp_;
+};
+
+}  // namespace vnpu

@@ -1,0 +1,94 @@
+// Runtime: the registry of virtual devices (registry -> device -> stream).
+//
+// Device count comes from VNPU_DEVICE_COUNT (default 8), filtered and
+// renumbered by ASCEND_RT_VISIBLE_DEVICES like CUDA_VISIBLE_DEVICES. Each
+// device has a chip profile (VNPU_CHIP), device memory with the profile's
+// capacity (or VNPU_DEVICE_MEMORY_MB), a default stream (index 0) and a pool
+// of additional streams created on demand.
+//
+// Configuration errors (a bad VNPU_DEVICE_COUNT, a visible device that does
+// not exist, a bad TASK_QUEUE_ENABLE) do not throw from device_count(): it
+// returns 0 and init_error() says why; device(i) throws that message.
+//
+// Thread-safety: all methods may be called from any thread. Devices and
+// streams live until process exit (streams are never destroyed while tasks
+// may refer to them).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "vnpu/chip_profile.h"
+#include "vnpu/device_memory.h"
+#include "vnpu/environment.h"
+#include "vnpu/stream.h"
+
+namespace vnpu {
+
+class Device {
+ public:
+  // Streams beyond the default one that a device hands out round-robin
+  // (like CUDA's per-device stream pool).
+  static constexpr int kStreamPoolSize = 32;
+
+  Device(int index, int physical_id, ChipProfile profile, std::uint64_t capacity_bytes,
+         bool synchronous);
+
+  int index() const { return index_; }
+  int physical_id() const { return physical_id_; }  // id before ASCEND_RT_VISIBLE_DEVICES
+  const ChipProfile& profile() const { return profile_; }
+  DeviceMemory& memory() { return memory_; }
+
+  // Stream 0 is the default stream; 1..kStreamPoolSize are pool streams.
+  // Throws Error(kInvalidValue) for other indices. Creates on first use.
+  Stream& stream(int stream_index);
+  // Next pool stream, round-robin (for torch.npu.Stream()).
+  int next_pool_stream_index(int priority);
+  // Streams created so far (for device-wide synchronize).
+  std::vector<Stream*> created_streams();
+
+  // Blocks until every stream of the device is idle; reports the first
+  // sticky error found (after draining all streams).
+  void synchronize();
+
+ private:
+  const int index_;
+  const int physical_id_;
+  const ChipProfile profile_;
+  const bool synchronous_;
+  DeviceMemory memory_;
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<Stream>> streams_;  // index -> stream (lazily filled)
+  int next_pool_ = 0;
+};
+
+class Runtime {
+ public:
+  static Runtime& instance();
+
+  int device_count() const { return static_cast<int>(devices_.size()); }
+  // Non-empty when the environment is invalid; device_count() is then 0.
+  const std::string& init_error() const { return init_error_; }
+
+  // Throws Error(kInvalidDevice) naming the valid range, or the init error.
+  Device& device(int index);
+
+  // Device whose memory holds ptr, or -1.
+  int device_of_pointer(const void* ptr) const;
+
+  // Builds a runtime from an explicit environment (tests).
+  explicit Runtime(const Environment& env);
+  // Drains every stream of every device before any is destroyed, so that a
+  // stream-wait-event task never waits on a stream that is already gone.
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+ private:
+  std::vector<std::unique_ptr<Device>> devices_;
+  std::string init_error_;
+};
+
+}  // namespace vnpu

@@ -1,0 +1,140 @@
+// The only translation unit that reads the process environment.
+#include "vnpu/environment.h"
+
+#include <cstdlib>
+#include <limits>
+
+#include "vnpu/chip_profile.h"
+
+namespace vnpu {
+namespace {
+
+constexpr int kMaxDeviceCount = 64;
+
+std::string trim(const std::string& s) {
+  const char* ws = " \t\r\n";
+  const auto begin = s.find_first_not_of(ws);
+  if (begin == std::string::npos) return "";
+  const auto end = s.find_last_not_of(ws);
+  return s.substr(begin, end - begin + 1);
+}
+
+// Parses a non-negative decimal integer (surrounding blanks allowed).
+// Returns false for anything else, including overflow, signs and "1e3".
+bool parse_unsigned(const std::string& raw, std::uint64_t* out) {
+  const std::string s = trim(raw);
+  if (s.empty()) return false;
+  std::uint64_t value = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    const std::uint64_t digit = static_cast<std::uint64_t>(c - '0');
+    if (value > (std::numeric_limits<std::uint64_t>::max() - digit) / 10) return false;
+    value = value * 10 + digit;
+  }
+  *out = value;
+  return true;
+}
+
+std::string quoted(const char* value) { return std::string("'") + value + "'"; }
+
+std::string known_chip_names() {
+  std::string names;
+  for (const ChipProfile& profile : known_chip_profiles()) {
+    if (!names.empty()) names += ", ";
+    names += profile.name;
+  }
+  return names;
+}
+
+// Reads a variable, treating an empty value like an unset one. Used for the
+// numeric and boolean switches, where `VAR= cmd` is a common way to unset.
+const char* lookup_nonempty(const char* (*lookup)(const char*), const char* name) {
+  const char* value = lookup(name);
+  if (value == nullptr || trim(value).empty()) return nullptr;
+  return value;
+}
+
+bool is_one(const char* value) { return value != nullptr && trim(value) == "1"; }
+
+std::optional<std::string> raw(const char* (*lookup)(const char*), const char* name) {
+  const char* value = lookup(name);
+  if (value == nullptr) return std::nullopt;
+  return std::string(value);
+}
+
+const char* process_lookup(const char* name) { return std::getenv(name); }
+
+}  // namespace
+
+Environment parse_environment(const char* (*lookup)(const char* name)) {
+  Environment env;
+  env.chip_name = default_chip_name();
+
+  if (const char* v = lookup_nonempty(lookup, "VNPU_DEVICE_COUNT")) {
+    std::uint64_t count = 0;
+    if (parse_unsigned(v, &count) && count <= static_cast<std::uint64_t>(kMaxDeviceCount)) {
+      env.device_count = static_cast<int>(count);
+    } else {
+      env.errors.push_back("VNPU_DEVICE_COUNT must be an integer between 0 and " +
+                           std::to_string(kMaxDeviceCount) + ", got " + quoted(v));
+    }
+  }
+
+  // Kept raw: the runtime validates it against the device count.
+  env.visible_devices = raw(lookup, "ASCEND_RT_VISIBLE_DEVICES");
+
+  if (const char* v = lookup_nonempty(lookup, "VNPU_CHIP")) {
+    if (const ChipProfile* profile = find_chip_profile(trim(v))) {
+      env.chip_name = profile->name;  // canonical spelling
+    } else {
+      env.errors.push_back("VNPU_CHIP names unknown chip " + quoted(v) +
+                           "; known chips: " + known_chip_names());
+    }
+  }
+
+  if (const char* v = lookup_nonempty(lookup, "VNPU_DEVICE_MEMORY_MB")) {
+    constexpr std::uint64_t kMiB = 1024ull * 1024ull;
+    std::uint64_t mb = 0;
+    if (parse_unsigned(v, &mb) && mb > 0 &&
+        mb <= std::numeric_limits<std::uint64_t>::max() / kMiB) {
+      env.device_memory_bytes = mb * kMiB;
+    } else {
+      env.errors.push_back("VNPU_DEVICE_MEMORY_MB must be a positive integer (MiB), got " +
+                           quoted(v));
+    }
+  }
+
+  if (const char* v = lookup_nonempty(lookup, "TASK_QUEUE_ENABLE")) {
+    const std::string s = trim(v);
+    if (s == "0" || s == "1" || s == "2") {
+      env.task_queue_enable = s[0] - '0';
+    } else {
+      // torch_npu's wording, with the offending value appended.
+      env.errors.push_back("TASK_QUEUE_ENABLE should be 0, 1 or 2, but got " + quoted(v));
+    }
+  }
+
+  if (const char* v = lookup_nonempty(lookup, "ASCEND_LAUNCH_BLOCKING")) {
+    const std::string s = trim(v);
+    if (s == "0" || s == "1") {
+      env.launch_blocking = s == "1";
+    } else {
+      env.errors.push_back("ASCEND_LAUNCH_BLOCKING should be 0 or 1, but got " + quoted(v));
+    }
+  }
+
+  env.fallback_cpu_disable = is_one(lookup("TORCH_NPU_FALLBACK_CPU_DISABLE"));
+  env.compact_error_output = is_one(lookup("TORCH_NPU_COMPACT_ERROR_OUTPUT"));
+  env.no_memory_caching = is_one(lookup("PYTORCH_NO_NPU_MEMORY_CACHING"));
+  env.npu_alloc_conf = raw(lookup, "PYTORCH_NPU_ALLOC_CONF");
+  env.alloc_conf = raw(lookup, "PYTORCH_ALLOC_CONF");
+  return env;
+}
+
+const Environment& environment() {
+  // A function-local static is initialised exactly once, thread-safely.
+  static const Environment env = parse_environment(&process_lookup);
+  return env;
+}
+
+}  // namespace vnpu

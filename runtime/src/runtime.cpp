@@ -1,0 +1,190 @@
+#include "vnpu/runtime.h"
+
+#include <exception>
+#include <set>
+
+#include "vnpu/error.h"
+
+namespace vnpu {
+namespace {
+
+std::string trim(const std::string& s) {
+  const char* ws = " \t\r\n";
+  const auto begin = s.find_first_not_of(ws);
+  if (begin == std::string::npos) return "";
+  const auto end = s.find_last_not_of(ws);
+  return s.substr(begin, end - begin + 1);
+}
+
+std::string existing_devices(int device_count) {
+  if (device_count == 0) return "no devices exist (VNPU_DEVICE_COUNT=0)";
+  return "only devices 0-" + std::to_string(device_count - 1) +
+         " exist (VNPU_DEVICE_COUNT=" + std::to_string(device_count) + ")";
+}
+
+// Parses ASCEND_RT_VISIBLE_DEVICES into physical ids. An empty value hides
+// every device, like CUDA_VISIBLE_DEVICES="". Returns "" on success, else
+// the error message.
+std::string parse_visible_devices(const std::string& raw, int device_count,
+                                  std::vector<int>* physical_ids) {
+  const std::string value = trim(raw);
+  if (value.empty()) return "";
+  std::set<int> seen;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t comma = value.find(',', start);
+    const std::string item =
+        trim(value.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    // Digits only; at most 6 of them so the value fits in an int.
+    bool numeric = !item.empty() && item.size() <= 6;
+    for (char c : item) numeric = numeric && c >= '0' && c <= '9';
+    if (!numeric) {
+      return "ASCEND_RT_VISIBLE_DEVICES must be a comma-separated list of device indices, got '" +
+             raw + "'";
+    }
+    const int id = std::stoi(item);
+    if (id >= device_count) {
+      return "ASCEND_RT_VISIBLE_DEVICES names device " + std::to_string(id) + ", but " +
+             existing_devices(device_count);
+    }
+    if (!seen.insert(id).second) {
+      return "ASCEND_RT_VISIBLE_DEVICES names device " + std::to_string(id) + " more than once";
+    }
+    physical_ids->push_back(id);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return "";
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- Device
+
+Device::Device(int index, int physical_id, ChipProfile profile, std::uint64_t capacity_bytes,
+               bool synchronous)
+    : index_(index),
+      physical_id_(physical_id),
+      profile_(std::move(profile)),
+      synchronous_(synchronous),
+      memory_(index, capacity_bytes),
+      streams_(kStreamPoolSize + 1) {}
+
+Stream& Device::stream(int stream_index) {
+  if (stream_index < 0 || stream_index > kStreamPoolSize) {
+    throw Error(ErrorCode::kInvalidValue,
+                "Invalid stream index " + std::to_string(stream_index) + " on NPU " +
+                    std::to_string(index_) + ": valid indices are 0 to " +
+                    std::to_string(kStreamPoolSize));
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_ptr<Stream>& slot = streams_[static_cast<std::size_t>(stream_index)];
+  if (!slot) slot = std::make_unique<Stream>(index_, stream_index, /*priority=*/0, synchronous_);
+  return *slot;
+}
+
+int Device::next_pool_stream_index(int priority) {
+  // One pool for all priorities: the virtual device does not schedule by
+  // priority, so separate pools would only split the round robin.
+  (void)priority;
+  std::lock_guard<std::mutex> lock(mutex_);
+  next_pool_ = next_pool_ % kStreamPoolSize + 1;
+  return next_pool_;
+}
+
+std::vector<Stream*> Device::created_streams() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<Stream*> out;
+  for (const auto& stream : streams_) {
+    if (stream) out.push_back(stream.get());
+  }
+  return out;
+}
+
+void Device::synchronize() {
+  // Drain every stream before reporting, so that after an error the device
+  // is still idle when the caller regains control.
+  std::exception_ptr first_error;
+  for (Stream* stream : created_streams()) {
+    try {
+      stream->synchronize();
+    } catch (const Error&) {
+      if (!first_error) first_error = std::current_exception();
+    }
+  }
+  if (first_error) std::rethrow_exception(first_error);
+}
+
+// ---------------------------------------------------------------- Runtime
+
+Runtime::Runtime(const Environment& env) {
+  if (!env.errors.empty()) {
+    for (const std::string& error : env.errors) {
+      if (!init_error_.empty()) init_error_ += "; ";
+      init_error_ += error;
+    }
+    return;
+  }
+
+  const std::string chip = env.chip_name.empty() ? default_chip_name() : env.chip_name;
+  const ChipProfile* profile = find_chip_profile(chip);
+  if (profile == nullptr) {
+    init_error_ = "unknown chip '" + chip + "'";
+    return;
+  }
+
+  std::vector<int> physical_ids;
+  if (env.visible_devices) {
+    init_error_ = parse_visible_devices(*env.visible_devices, env.device_count, &physical_ids);
+    if (!init_error_.empty()) return;
+  } else {
+    for (int i = 0; i < env.device_count; ++i) physical_ids.push_back(i);
+  }
+
+  const std::uint64_t capacity = env.device_memory_bytes.value_or(profile->total_memory_bytes);
+  const bool synchronous = env.synchronous_launch();
+  for (std::size_t i = 0; i < physical_ids.size(); ++i) {
+    devices_.push_back(std::make_unique<Device>(static_cast<int>(i), physical_ids[i], *profile,
+                                                capacity, synchronous));
+  }
+}
+
+Runtime::~Runtime() {
+  for (const auto& device : devices_) {
+    for (Stream* stream : device->created_streams()) stream->wait_completed(stream->last_enqueued());
+  }
+}
+
+Runtime& Runtime::instance() {
+  // Leaked on purpose: tensors owned by Python objects and by the adaptor's
+  // static caches are freed during interpreter shutdown, after function-level
+  // statics would already be destroyed. The OS reclaims the memory.
+  static Runtime* runtime = new Runtime(environment());
+  return *runtime;
+}
+
+Device& Runtime::device(int index) {
+  if (!init_error_.empty()) throw Error(ErrorCode::kInvalidValue, init_error_);
+  const int count = device_count();
+  if (index < 0 || index >= count) {
+    std::string message = "Invalid device index " + std::to_string(index) + ": vNPU has ";
+    if (count == 0) {
+      message += "no devices";
+    } else {
+      message += std::to_string(count) + (count == 1 ? " device" : " devices") +
+                 ", valid indices are 0 to " + std::to_string(count - 1);
+    }
+    throw Error(ErrorCode::kInvalidDevice, message);
+  }
+  return *devices_[static_cast<std::size_t>(index)];
+}
+
+int Runtime::device_of_pointer(const void* ptr) const {
+  if (ptr == nullptr) return -1;
+  for (const auto& device : devices_) {
+    if (device->memory().owns(ptr)) return device->index();
+  }
+  return -1;
+}
+
+}  // namespace vnpu

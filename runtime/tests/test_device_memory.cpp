@@ -1,0 +1,172 @@
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "vnpu/device_memory.h"
+#include "vnpu/error.h"
+
+namespace {
+
+using vnpu::DeviceMemory;
+using vnpu::Error;
+using vnpu::ErrorCode;
+
+TEST(DeviceMemory, AllocatesAlignedRoundedBlocks) {
+  DeviceMemory mem(0, 1 << 20);
+  EXPECT_EQ(mem.allocate(0), nullptr);
+  EXPECT_EQ(mem.reserved(), 0u);
+
+  void* p = mem.allocate(1);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % DeviceMemory::kAlignmentBytes, 0u);
+  EXPECT_EQ(mem.reserved(), DeviceMemory::kAlignmentBytes);
+  EXPECT_EQ(mem.free_bytes(), (1u << 20) - DeviceMemory::kAlignmentBytes);
+
+  char* c = static_cast<char*>(p);
+  EXPECT_TRUE(mem.owns(c));
+  EXPECT_TRUE(mem.owns(c + DeviceMemory::kAlignmentBytes - 1));
+  EXPECT_FALSE(mem.owns(c + DeviceMemory::kAlignmentBytes));
+  EXPECT_FALSE(mem.owns(c - 1));
+  c[0] = 1;  // the block is real, writable memory
+  c[DeviceMemory::kAlignmentBytes - 1] = 2;
+
+  mem.release(p);
+  EXPECT_EQ(mem.reserved(), 0u);
+  EXPECT_FALSE(mem.owns(p));
+  mem.release(nullptr);  // ignored
+}
+
+TEST(DeviceMemory, CapacityIsEnforcedWithMessage) {
+  DeviceMemory mem(2, 4096);
+  void* a = mem.allocate(4096);
+  ASSERT_NE(a, nullptr);
+  try {
+    mem.allocate(1);
+    FAIL() << "expected out of memory";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kOutOfMemory);
+    EXPECT_STREQ(e.what(),
+                 "virtual NPU 2 out of memory: tried to reserve 512 bytes, 4096 of 4096 bytes "
+                 "already reserved");
+  }
+  EXPECT_EQ(mem.reserved(), 4096u);  // the failed attempt reserved nothing
+  mem.release(a);
+  void* b = mem.allocate(4096);  // room again after release
+  EXPECT_NE(b, nullptr);
+  mem.release(b);
+
+  try {
+    mem.allocate(8192);
+    FAIL() << "expected out of memory";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kOutOfMemory);
+    EXPECT_NE(std::string(e.what()).find("tried to reserve 8192 bytes, 0 of 4096"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(DeviceMemory, LoweringCapacityKeepsExistingBlocks) {
+  DeviceMemory mem(0, 8192);
+  void* a = mem.allocate(4096);
+  mem.set_capacity(1024);
+  EXPECT_EQ(mem.free_bytes(), 0u);
+  EXPECT_THROW(mem.allocate(512), Error);
+  EXPECT_TRUE(mem.owns(a));
+  mem.release(a);
+  EXPECT_EQ(mem.free_bytes(), 1024u);
+}
+
+TEST(DeviceMemory, ReleaseOfForeignPointerIsRejected) {
+  DeviceMemory mem(1, 1 << 20);
+  void* host = std::malloc(64);
+  ASSERT_NE(host, nullptr);
+  try {
+    mem.release(host);
+    FAIL() << "expected invalid value";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidValue);
+    EXPECT_NE(std::string(e.what()).find("virtual NPU 1"), std::string::npos) << e.what();
+  }
+  std::free(host);
+
+  void* p = mem.allocate(2048);
+  EXPECT_THROW(mem.release(static_cast<char*>(p) + 512), Error);  // interior pointer
+  EXPECT_EQ(mem.reserved(), 2048u);
+  mem.release(p);
+  EXPECT_THROW(mem.release(p), Error);  // double free
+  EXPECT_EQ(mem.reserved(), 0u);
+
+  // A block of another device is foreign too.
+  DeviceMemory other(2, 1 << 20);
+  void* q = other.allocate(512);
+  EXPECT_THROW(mem.release(q), Error);
+  EXPECT_FALSE(mem.owns(q));
+  other.release(q);
+}
+
+TEST(DeviceMemory, LargeAllocationsAreLazy) {
+  // 4 GiB is reserved without being touched; the test would take seconds
+  // (and the RAM) if the runtime zeroed it.
+  constexpr std::uint64_t kGiB = 1ull << 30;
+  DeviceMemory mem(0, 64 * kGiB);
+  void* p = mem.allocate(4 * kGiB);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(mem.reserved(), 4 * kGiB);
+  mem.release(p);
+}
+
+TEST(DeviceMemory, ConcurrentAllocateNeverExceedsCapacity) {
+  constexpr std::uint64_t kCapacity = 256 * 1024;
+  DeviceMemory mem(0, kCapacity);
+  std::atomic<std::uint64_t> live{0};      // bytes the threads hold
+  std::atomic<bool> exceeded{false};
+  std::atomic<int> ooms{0};
+  std::atomic<int> wrong_code{0};
+
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(static_cast<unsigned>(t));
+      std::uniform_int_distribution<std::size_t> size_dist(1, 64 * 1024);
+      std::vector<std::pair<void*, std::size_t>> held;
+      for (int i = 0; i < 2000; ++i) {
+        if (held.size() < 4) {
+          const std::size_t rounded =
+              (size_dist(rng) + DeviceMemory::kAlignmentBytes - 1) & ~(DeviceMemory::kAlignmentBytes - 1);
+          try {
+            void* p = mem.allocate(rounded);
+            const std::uint64_t now = live.fetch_add(rounded) + rounded;
+            if (now > kCapacity || mem.reserved() > kCapacity) exceeded = true;
+            held.emplace_back(p, rounded);
+          } catch (const vnpu::Error& e) {
+            if (e.code() != ErrorCode::kOutOfMemory) ++wrong_code;
+            ++ooms;
+          }
+        } else {
+          const std::size_t k = rng() % held.size();
+          live.fetch_sub(held[k].second);
+          mem.release(held[k].first);
+          held.erase(held.begin() + static_cast<std::ptrdiff_t>(k));
+        }
+      }
+      for (const auto& block : held) {
+        live.fetch_sub(block.second);
+        mem.release(block.first);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_FALSE(exceeded.load());
+  EXPECT_EQ(wrong_code.load(), 0);
+  EXPECT_EQ(mem.reserved(), 0u);
+  EXPECT_EQ(live.load(), 0u);
+  // 8 threads x 4 blocks x ~32 KiB on average is far above 256 KiB.
+  RecordProperty("ooms", ooms.load());
+}
+
+}  // namespace

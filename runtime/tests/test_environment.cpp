@@ -1,0 +1,127 @@
+#include <gtest/gtest.h>
+
+#include "test_helpers.h"
+#include "vnpu/environment.h"
+
+namespace {
+
+using vnpu_test::parse;
+
+TEST(Environment, Defaults) {
+  const vnpu::Environment env = parse({});
+  EXPECT_TRUE(env.errors.empty());
+  EXPECT_EQ(env.device_count, 8);
+  EXPECT_FALSE(env.visible_devices.has_value());
+  EXPECT_EQ(env.chip_name, "Ascend910B2");
+  EXPECT_FALSE(env.device_memory_bytes.has_value());
+  EXPECT_EQ(env.task_queue_enable, 1);
+  EXPECT_FALSE(env.launch_blocking);
+  EXPECT_FALSE(env.synchronous_launch());
+  EXPECT_FALSE(env.fallback_cpu_disable);
+  EXPECT_FALSE(env.compact_error_output);
+  EXPECT_FALSE(env.no_memory_caching);
+  EXPECT_FALSE(env.npu_alloc_conf.has_value());
+  EXPECT_FALSE(env.alloc_conf.has_value());
+}
+
+TEST(Environment, DeviceCount) {
+  EXPECT_EQ(parse({{"VNPU_DEVICE_COUNT", "0"}}).device_count, 0);
+  EXPECT_EQ(parse({{"VNPU_DEVICE_COUNT", "64"}}).device_count, 64);
+  EXPECT_EQ(parse({{"VNPU_DEVICE_COUNT", " 3 "}}).device_count, 3);
+  EXPECT_EQ(parse({{"VNPU_DEVICE_COUNT", ""}}).device_count, 8);  // empty = unset
+
+  const vnpu::Environment bad = parse({{"VNPU_DEVICE_COUNT", "abc"}});
+  ASSERT_EQ(bad.errors.size(), 1u);
+  EXPECT_EQ(bad.errors[0], "VNPU_DEVICE_COUNT must be an integer between 0 and 64, got 'abc'");
+  for (const char* value : {"65", "-1", "1.5", "4x", "99999999999999999999999"}) {
+    const vnpu::Environment env = parse({{"VNPU_DEVICE_COUNT", value}});
+    ASSERT_EQ(env.errors.size(), 1u) << value;
+    EXPECT_NE(env.errors[0].find(std::string("got '") + value + "'"), std::string::npos);
+  }
+}
+
+TEST(Environment, TaskQueueEnable) {
+  EXPECT_EQ(parse({{"TASK_QUEUE_ENABLE", "2"}}).task_queue_enable, 2);
+  const vnpu::Environment sync = parse({{"TASK_QUEUE_ENABLE", "0"}});
+  EXPECT_TRUE(sync.errors.empty());
+  EXPECT_EQ(sync.task_queue_enable, 0);
+  EXPECT_TRUE(sync.synchronous_launch());
+
+  const vnpu::Environment bad = parse({{"TASK_QUEUE_ENABLE", "3"}});
+  ASSERT_EQ(bad.errors.size(), 1u);
+  EXPECT_EQ(bad.errors[0].rfind("TASK_QUEUE_ENABLE should be 0, 1 or 2", 0), 0u) << bad.errors[0];
+  EXPECT_NE(bad.errors[0].find("'3'"), std::string::npos);
+}
+
+TEST(Environment, LaunchBlocking) {
+  const vnpu::Environment on = parse({{"ASCEND_LAUNCH_BLOCKING", "1"}});
+  EXPECT_TRUE(on.errors.empty());
+  EXPECT_TRUE(on.launch_blocking);
+  EXPECT_TRUE(on.synchronous_launch());
+  EXPECT_FALSE(parse({{"ASCEND_LAUNCH_BLOCKING", "0"}}).launch_blocking);
+
+  const vnpu::Environment bad = parse({{"ASCEND_LAUNCH_BLOCKING", "yes"}});
+  ASSERT_EQ(bad.errors.size(), 1u);
+  EXPECT_NE(bad.errors[0].find("ASCEND_LAUNCH_BLOCKING"), std::string::npos);
+  EXPECT_NE(bad.errors[0].find("'yes'"), std::string::npos);
+  EXPECT_FALSE(bad.launch_blocking);
+}
+
+TEST(Environment, Chip) {
+  EXPECT_EQ(parse({{"VNPU_CHIP", "ascend910b3"}}).chip_name, "Ascend910B3");
+  EXPECT_EQ(parse({{"VNPU_CHIP", "310P3"}}).chip_name, "Ascend310P3");
+
+  const vnpu::Environment bad = parse({{"VNPU_CHIP", "Ascend999"}});
+  ASSERT_EQ(bad.errors.size(), 1u);
+  EXPECT_NE(bad.errors[0].find("'Ascend999'"), std::string::npos);
+  EXPECT_NE(bad.errors[0].find("Ascend910B2"), std::string::npos) << "should list known chips";
+  EXPECT_NE(bad.errors[0].find("Ascend310P3"), std::string::npos);
+}
+
+TEST(Environment, DeviceMemory) {
+  const vnpu::Environment env = parse({{"VNPU_DEVICE_MEMORY_MB", "2048"}});
+  ASSERT_TRUE(env.device_memory_bytes.has_value());
+  EXPECT_EQ(*env.device_memory_bytes, 2048ull * 1024 * 1024);
+  for (const char* value : {"0", "-5", "lots", "99999999999999999999"}) {
+    const vnpu::Environment bad = parse({{"VNPU_DEVICE_MEMORY_MB", value}});
+    ASSERT_EQ(bad.errors.size(), 1u) << value;
+    EXPECT_NE(bad.errors[0].find("VNPU_DEVICE_MEMORY_MB"), std::string::npos);
+  }
+}
+
+TEST(Environment, FlagsAndRawStrings) {
+  const vnpu::Environment env = parse({
+      {"TORCH_NPU_FALLBACK_CPU_DISABLE", "1"},
+      {"TORCH_NPU_COMPACT_ERROR_OUTPUT", "1"},
+      {"PYTORCH_NO_NPU_MEMORY_CACHING", "1"},
+      {"PYTORCH_NPU_ALLOC_CONF", "expandable_segments:True"},
+      {"PYTORCH_ALLOC_CONF", ""},
+      {"ASCEND_RT_VISIBLE_DEVICES", " 0,1 "},
+  });
+  EXPECT_TRUE(env.errors.empty());
+  EXPECT_TRUE(env.fallback_cpu_disable);
+  EXPECT_TRUE(env.compact_error_output);
+  EXPECT_TRUE(env.no_memory_caching);
+  EXPECT_EQ(env.npu_alloc_conf.value_or("?"), "expandable_segments:True");
+  EXPECT_EQ(env.alloc_conf.value_or("?"), "");
+  EXPECT_EQ(env.visible_devices.value_or("?"), " 0,1 ");
+
+  const vnpu::Environment off = parse({{"TORCH_NPU_FALLBACK_CPU_DISABLE", "0"},
+                                       {"PYTORCH_NO_NPU_MEMORY_CACHING", "true"}});
+  EXPECT_FALSE(off.fallback_cpu_disable);
+  EXPECT_FALSE(off.no_memory_caching);
+}
+
+TEST(Environment, SeveralErrorsAreAllReported) {
+  const vnpu::Environment env =
+      parse({{"VNPU_DEVICE_COUNT", "x"}, {"TASK_QUEUE_ENABLE", "9"}});
+  EXPECT_EQ(env.errors.size(), 2u);
+}
+
+TEST(Environment, ProcessEnvironmentIsParsedOnce) {
+  const vnpu::Environment& a = vnpu::environment();
+  const vnpu::Environment& b = vnpu::environment();
+  EXPECT_EQ(&a, &b);
+}
+
+}  // namespace

@@ -1,0 +1,199 @@
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <stdexcept>
+#include <thread>
+
+#include "test_helpers.h"
+#include "vnpu/error.h"
+#include "vnpu/runtime.h"
+
+namespace {
+
+using vnpu::Error;
+using vnpu::ErrorCode;
+using vnpu::Runtime;
+using vnpu_test::parse;
+
+constexpr std::uint64_t kGiB = 1ull << 30;
+
+template <typename Fn>
+Error expect_error(Fn fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "expected a vnpu::Error";
+  return Error(ErrorCode::kInternal, "");
+}
+
+TEST(Runtime, DefaultDevices) {
+  Runtime rt(parse({}));
+  EXPECT_EQ(rt.init_error(), "");
+  ASSERT_EQ(rt.device_count(), 8);
+  for (int i = 0; i < 8; ++i) {
+    vnpu::Device& d = rt.device(i);
+    EXPECT_EQ(d.index(), i);
+    EXPECT_EQ(d.physical_id(), i);
+    EXPECT_EQ(d.profile().name, "Ascend910B2");
+    EXPECT_EQ(d.memory().capacity(), 64 * kGiB);
+    EXPECT_EQ(d.memory().device_index(), i);
+  }
+}
+
+TEST(Runtime, VisibleDevicesFilterAndRenumber) {
+  Runtime rt(parse({{"VNPU_DEVICE_COUNT", "4"}, {"ASCEND_RT_VISIBLE_DEVICES", "3, 1"}}));
+  EXPECT_EQ(rt.init_error(), "");
+  ASSERT_EQ(rt.device_count(), 2);
+  EXPECT_EQ(rt.device(0).physical_id(), 3);
+  EXPECT_EQ(rt.device(1).physical_id(), 1);
+  EXPECT_EQ(rt.device(1).index(), 1);
+  EXPECT_EQ(rt.device(1).memory().device_index(), 1);
+}
+
+TEST(Runtime, EmptyVisibleDevicesHidesAll) {
+  Runtime rt(parse({{"ASCEND_RT_VISIBLE_DEVICES", ""}}));
+  EXPECT_EQ(rt.init_error(), "");
+  EXPECT_EQ(rt.device_count(), 0);
+  const Error e = expect_error([&] { rt.device(0); });
+  EXPECT_EQ(e.code(), ErrorCode::kInvalidDevice);
+  EXPECT_STREQ(e.what(), "Invalid device index 0: vNPU has no devices");
+}
+
+TEST(Runtime, MissingVisibleDevice) {
+  Runtime rt(parse({{"ASCEND_RT_VISIBLE_DEVICES", "0,9"}}));
+  EXPECT_EQ(rt.device_count(), 0);
+  EXPECT_EQ(rt.init_error(),
+            "ASCEND_RT_VISIBLE_DEVICES names device 9, but only devices 0-7 exist "
+            "(VNPU_DEVICE_COUNT=8)");
+  const Error e = expect_error([&] { rt.device(0); });
+  EXPECT_EQ(e.code(), ErrorCode::kInvalidValue);
+  EXPECT_EQ(std::string(e.what()), rt.init_error());
+}
+
+TEST(Runtime, MalformedOrDuplicateVisibleDevices) {
+  for (const char* value : {"0,0", "a", "1,,2", "-1", "0;1", "1,"}) {
+    Runtime rt(parse({{"ASCEND_RT_VISIBLE_DEVICES", value}}));
+    EXPECT_EQ(rt.device_count(), 0) << value;
+    EXPECT_NE(rt.init_error().find("ASCEND_RT_VISIBLE_DEVICES"), std::string::npos) << value;
+  }
+}
+
+TEST(Runtime, InvalidIndexNamesTheRange) {
+  Runtime rt(parse({}));
+  for (int bad : {8, -1, 100}) {
+    const Error e = expect_error([&] { rt.device(bad); });
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidDevice);
+    EXPECT_EQ(std::string(e.what()), "Invalid device index " + std::to_string(bad) +
+                                         ": vNPU has 8 devices, valid indices are 0 to 7");
+  }
+}
+
+TEST(Runtime, EnvironmentErrorsDisableDevices) {
+  Runtime rt(parse({{"TASK_QUEUE_ENABLE", "3"}, {"VNPU_DEVICE_COUNT", "x"}}));
+  EXPECT_EQ(rt.device_count(), 0);
+  EXPECT_NE(rt.init_error().find("TASK_QUEUE_ENABLE should be 0, 1 or 2"), std::string::npos);
+  EXPECT_NE(rt.init_error().find("VNPU_DEVICE_COUNT"), std::string::npos);
+  const Error e = expect_error([&] { rt.device(0); });
+  EXPECT_EQ(e.code(), ErrorCode::kInvalidValue);
+}
+
+TEST(Runtime, ChipAndMemoryOverride) {
+  Runtime b4(parse({{"VNPU_CHIP", "910b4"}, {"VNPU_DEVICE_COUNT", "1"}}));
+  ASSERT_EQ(b4.device_count(), 1);
+  EXPECT_EQ(b4.device(0).profile().name, "Ascend910B4");
+  EXPECT_EQ(b4.device(0).memory().capacity(), 32 * kGiB);
+
+  Runtime small(parse({{"VNPU_DEVICE_MEMORY_MB", "1"}, {"VNPU_DEVICE_COUNT", "2"}}));
+  ASSERT_EQ(small.device_count(), 2);
+  EXPECT_EQ(small.device(1).memory().capacity(), 1024u * 1024u);
+}
+
+TEST(Runtime, StreamsAreCreatedOnceAndPooled) {
+  Runtime rt(parse({{"VNPU_DEVICE_COUNT", "1"}}));
+  vnpu::Device& d = rt.device(0);
+  EXPECT_TRUE(d.created_streams().empty());
+  vnpu::Stream& s0 = d.stream(0);
+  EXPECT_EQ(&d.stream(0), &s0);
+  EXPECT_EQ(s0.stream_index(), 0);
+  EXPECT_FALSE(s0.synchronous());
+  EXPECT_EQ(d.created_streams().size(), 1u);
+
+  EXPECT_EQ(expect_error([&] { d.stream(vnpu::Device::kStreamPoolSize + 1); }).code(),
+            ErrorCode::kInvalidValue);
+  EXPECT_EQ(expect_error([&] { d.stream(-1); }).code(), ErrorCode::kInvalidValue);
+
+  for (int i = 1; i <= vnpu::Device::kStreamPoolSize; ++i) EXPECT_EQ(d.next_pool_stream_index(0), i);
+  EXPECT_EQ(d.next_pool_stream_index(0), 1);  // wraps around
+}
+
+TEST(Runtime, SynchronousLaunchFromEnvironment) {
+  Runtime rt(parse({{"ASCEND_LAUNCH_BLOCKING", "1"}, {"VNPU_DEVICE_COUNT", "1"}}));
+  vnpu::Stream& s = rt.device(0).stream(3);
+  EXPECT_TRUE(s.synchronous());
+  int value = 0;
+  s.enqueue("inline", [&] { value = 1; });
+  EXPECT_EQ(value, 1);
+}
+
+TEST(Runtime, DeviceOfPointer) {
+  Runtime rt(parse({{"VNPU_DEVICE_COUNT", "3"}}));
+  void* p = rt.device(1).memory().allocate(4096);
+  EXPECT_EQ(rt.device_of_pointer(p), 1);
+  EXPECT_EQ(rt.device_of_pointer(static_cast<char*>(p) + 4095), 1);
+  EXPECT_EQ(rt.device_of_pointer(nullptr), -1);
+  int local = 0;
+  EXPECT_EQ(rt.device_of_pointer(&local), -1);
+  rt.device(1).memory().release(p);
+  EXPECT_EQ(rt.device_of_pointer(p), -1);
+}
+
+TEST(Runtime, DeviceSynchronizeDrainsAllStreamsThenReports) {
+  Runtime rt(parse({{"VNPU_DEVICE_COUNT", "1"}}));
+  vnpu::Device& d = rt.device(0);
+  std::atomic<int> slow_done{0};
+  d.stream(1).enqueue("broken_op", [] { throw std::runtime_error("bad shape"); });
+  for (int i = 0; i < 5; ++i) {
+    d.stream(2).enqueue("slow", [&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      slow_done.fetch_add(1);
+    });
+  }
+  const Error e = expect_error([&] { d.synchronize(); });
+  EXPECT_EQ(e.code(), ErrorCode::kKernelFailed);
+  EXPECT_NE(std::string(e.what()).find("broken_op failed on NPU 0: bad shape"), std::string::npos);
+  EXPECT_EQ(slow_done.load(), 5);
+  for (vnpu::Stream* s : d.created_streams()) EXPECT_TRUE(s->query());
+  EXPECT_NO_THROW(d.synchronize());
+}
+
+TEST(Runtime, DestructionWithCrossStreamWaitsPending) {
+  // Stream 2 will wait on stream 1, but only after a slow task; stream 1 is
+  // destroyed first. The runtime must drain every stream before destroying
+  // any, or the wait reads a freed stream (ASan: heap-use-after-free).
+  std::atomic<int> done{0};
+  {
+    Runtime rt(parse({{"VNPU_DEVICE_COUNT", "1"}}));
+    vnpu::Device& d = rt.device(0);
+    vnpu::Stream& s1 = d.stream(1);
+    vnpu::Stream& s2 = d.stream(2);
+    const std::uint64_t seq = s1.enqueue("quick", [&] { done.fetch_add(1); });
+    s2.enqueue("slow", [] { std::this_thread::sleep_for(std::chrono::milliseconds(30)); });
+    s2.enqueue("wait", [&s1, seq] { s1.wait_completed(seq); });
+    s2.enqueue("after", [&] { done.fetch_add(1); });
+  }
+  EXPECT_EQ(done.load(), 2);
+}
+
+TEST(Runtime, InstanceIsUsable) {
+  Runtime& rt = Runtime::instance();
+  EXPECT_EQ(&rt, &Runtime::instance());
+  if (rt.init_error().empty()) {
+    EXPECT_GE(rt.device_count(), 0);
+  } else {
+    EXPECT_EQ(rt.device_count(), 0);
+  }
+}
+
+}  // namespace

@@ -1,0 +1,280 @@
+#include <gtest/gtest.h>
+
+#include <array>
+#include <atomic>
+#include <memory>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "test_helpers.h"
+#include "vnpu/error.h"
+#include "vnpu/stream.h"
+
+namespace {
+
+using vnpu::Error;
+using vnpu::ErrorCode;
+using vnpu::Stream;
+using vnpu_test::eventually;
+using vnpu_test::Gate;
+
+TEST(Stream, RunsTasksInOrder) {
+  Stream stream(0, 0, 0, false);
+  constexpr int kTasks = 100000;
+  std::vector<int> seen;  // touched only by the worker until synchronize()
+  seen.reserve(kTasks);
+  for (int i = 0; i < kTasks; ++i) {
+    stream.enqueue("append", [&seen, i] { seen.push_back(i); });
+  }
+  stream.synchronize();
+  ASSERT_EQ(seen.size(), static_cast<std::size_t>(kTasks));
+  for (int i = 0; i < kTasks; ++i) ASSERT_EQ(seen[i], i);
+}
+
+TEST(Stream, SequenceNumbersAndQuery) {
+  Stream stream(0, 1, 0, false);
+  EXPECT_EQ(stream.last_enqueued(), 0u);
+  EXPECT_EQ(stream.last_completed(), 0u);
+  EXPECT_TRUE(stream.query());
+
+  Gate gate;
+  EXPECT_EQ(stream.enqueue("gate", [&] { gate.wait(); }), 1u);
+  EXPECT_EQ(stream.enqueue("noop", [] {}), 2u);
+  EXPECT_EQ(stream.enqueue("noop", [] {}), 3u);
+  EXPECT_EQ(stream.last_enqueued(), 3u);
+  EXPECT_FALSE(stream.query());
+  EXPECT_EQ(stream.last_completed(), 0u);  // task 1 is still running
+
+  gate.open();
+  stream.synchronize();
+  EXPECT_TRUE(stream.query());
+  EXPECT_EQ(stream.last_completed(), 3u);
+
+  // A task that was never enqueued cannot be waited for.
+  try {
+    stream.wait_for(4);
+    FAIL() << "expected invalid value";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidValue);
+  }
+}
+
+TEST(Stream, CapturesAreReleasedBeforeCompletion) {
+  Stream stream(0, 0, 0, false);
+  // The deleter runs when the task's capture is destroyed and notes how far
+  // completion had got by then: it must be before the task's own completion.
+  std::uint64_t completed_at_release = ~0ull;
+  std::shared_ptr<int> resource(new int(7), [&](int* p) {
+    completed_at_release = stream.last_completed();
+    delete p;
+  });
+  const std::uint64_t seq =
+      stream.enqueue("hold", [r = std::move(resource)] { (void)*r; });
+  stream.synchronize();
+  EXPECT_LT(completed_at_release, seq);
+}
+
+TEST(Stream, MoveOnlyAndLargeCallables) {
+  Stream stream(0, 0, 0, false);
+  int a = 0;
+  int b = 0;
+  auto owned = std::make_unique<int>(5);
+  stream.enqueue("move_only", [&a, p = std::move(owned)] { a = *p; });
+  std::array<int, 200> big{};  // 800 bytes: boxed on the heap
+  big[199] = 9;
+  stream.enqueue("large", [&b, big] { b = big[199]; });
+  stream.synchronize();
+  EXPECT_EQ(a, 5);
+  EXPECT_EQ(b, 9);
+}
+
+TEST(Stream, BackPressureWhenRingIsFull) {
+  Stream stream(0, 0, 0, false);
+  Gate gate;
+  constexpr int kExtra = 500;
+  constexpr int kTasks = static_cast<int>(Stream::kCapacity) + kExtra;
+  std::atomic<int> enqueued{0};
+  std::vector<int> seen;
+  seen.reserve(kTasks);
+
+  std::thread producer([&] {
+    for (int i = 0; i < kTasks; ++i) {
+      stream.enqueue("slow", [&seen, &gate, i] {
+        if (i == 0) gate.wait();
+        seen.push_back(i);
+      });
+      enqueued.fetch_add(1);
+    }
+  });
+
+  // Task 1 blocks, so the ring fills: exactly kCapacity tasks get in and the
+  // producer blocks on the next one.
+  ASSERT_TRUE(eventually([&] { return enqueued.load() == static_cast<int>(Stream::kCapacity); }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(enqueued.load(), static_cast<int>(Stream::kCapacity));
+  EXPECT_EQ(stream.last_enqueued(), Stream::kCapacity);
+  EXPECT_EQ(stream.last_completed(), 0u);
+
+  gate.open();
+  producer.join();
+  stream.synchronize();
+  ASSERT_EQ(seen.size(), static_cast<std::size_t>(kTasks));
+  for (int i = 0; i < kTasks; ++i) ASSERT_EQ(seen[i], i);
+}
+
+TEST(Stream, ManyProducersEachTaskRunsOnce) {
+  Stream stream(0, 0, 0, false);
+  constexpr int kThreads = 8;
+  constexpr int kPerThread = 10000;
+  std::vector<int> runs(kThreads * kPerThread, 0);  // worker-only until sync
+  std::vector<int> last(kThreads, -1);
+  bool out_of_order = false;
+
+  std::vector<std::thread> producers;
+  for (int t = 0; t < kThreads; ++t) {
+    producers.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        stream.enqueue("count", [&, t, i] {
+          ++runs[t * kPerThread + i];
+          // Tasks of one producer keep that producer's order.
+          if (last[t] != i - 1) out_of_order = true;
+          last[t] = i;
+        });
+      }
+    });
+  }
+  for (auto& p : producers) p.join();
+  stream.synchronize();
+  EXPECT_EQ(stream.last_completed(), static_cast<std::uint64_t>(kThreads * kPerThread));
+  EXPECT_FALSE(out_of_order);
+  for (std::size_t i = 0; i < runs.size(); ++i) ASSERT_EQ(runs[i], 1) << "task " << i;
+}
+
+TEST(Stream, SynchronizeWhileTasksRun) {
+  Stream stream(0, 0, 0, false);
+  std::atomic<int> done{0};
+  for (int i = 0; i < 20; ++i) {
+    stream.enqueue("sleep", [&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      done.fetch_add(1);
+    });
+  }
+  std::thread other([&] {
+    stream.synchronize();
+    EXPECT_EQ(done.load(), 20);
+  });
+  stream.synchronize();
+  EXPECT_EQ(done.load(), 20);
+  other.join();
+
+  // wait_for on an earlier task returns once that task is done.
+  const std::uint64_t first = stream.enqueue("sleep", [] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  });
+  stream.enqueue("sleep", [] { std::this_thread::sleep_for(std::chrono::milliseconds(5)); });
+  stream.wait_for(first);
+  EXPECT_GE(stream.last_completed(), first);
+  stream.synchronize();
+}
+
+TEST(Stream, StickyErrorSkipsLaterTasksAndIsReportedOnce) {
+  Stream stream(3, 0, 0, false);
+  bool before = false;
+  bool after = false;
+  stream.enqueue("before", [&] { before = true; });
+  stream.enqueue("my_kernel", [] { throw std::runtime_error("boom"); });
+  const std::uint64_t skipped = stream.enqueue("after", [&] { after = true; });
+
+  try {
+    stream.synchronize();
+    FAIL() << "expected the sticky error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kKernelFailed);
+    EXPECT_STREQ(e.what(), "my_kernel failed on NPU 3: boom");
+  }
+  EXPECT_TRUE(before);
+  EXPECT_FALSE(after) << "tasks after a failure must be skipped";
+  EXPECT_GE(stream.last_completed(), skipped) << "skipped tasks still complete";
+  EXPECT_FALSE(stream.has_error());
+
+  // Reported once; the stream is usable again.
+  EXPECT_NO_THROW(stream.synchronize());
+  int value = 0;
+  stream.enqueue("again", [&] { value = 11; });
+  EXPECT_NO_THROW(stream.synchronize());
+  EXPECT_EQ(value, 11);
+}
+
+TEST(Stream, NonStdExceptionAndTakeError) {
+  Stream stream(0, 0, 0, false);
+  stream.enqueue("weird", [] { throw 42; });
+  ASSERT_TRUE(eventually([&] { return stream.has_error(); }));
+  EXPECT_TRUE(stream.query());  // the failed task completed
+  const std::string message = stream.take_error();
+  EXPECT_NE(message.find("weird failed on NPU 0"), std::string::npos) << message;
+  EXPECT_EQ(stream.take_error(), "");
+  EXPECT_NO_THROW(stream.synchronize());
+}
+
+TEST(Stream, DestructorDrains) {
+  std::atomic<int> done{0};
+  {
+    Stream stream(0, 0, 0, false);
+    for (int i = 0; i < 200; ++i) {
+      stream.enqueue("work", [&] {
+        if (done.load() % 50 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        done.fetch_add(1);
+      });
+    }
+  }
+  EXPECT_EQ(done.load(), 200);
+}
+
+TEST(Stream, IdleWorkerWakesUp) {
+  Stream stream(0, 0, 0, false);
+  for (int round = 0; round < 20; ++round) {
+    // Long enough for the worker to stop spinning and sleep.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    int value = 0;
+    stream.enqueue("wake", [&] { value = round; });
+    stream.synchronize();
+    ASSERT_EQ(value, round);
+  }
+}
+
+TEST(SynchronousStream, RunsInlineOnCaller) {
+  Stream stream(0, 0, 0, true);
+  EXPECT_TRUE(stream.synchronous());
+  const std::thread::id caller = std::this_thread::get_id();
+  std::thread::id ran_on;
+  int value = 0;
+  EXPECT_EQ(stream.enqueue("inline", [&] {
+    ran_on = std::this_thread::get_id();
+    value = 1;
+  }), 1u);
+  EXPECT_EQ(value, 1) << "ran before enqueue returned";
+  EXPECT_EQ(ran_on, caller);
+  EXPECT_EQ(stream.last_enqueued(), 1u);
+  EXPECT_EQ(stream.last_completed(), 1u);
+
+  auto owned = std::make_unique<int>(3);
+  stream.enqueue("move_only", [&value, p = std::move(owned)] { value = *p; });
+  EXPECT_EQ(value, 3);
+}
+
+TEST(SynchronousStream, ExceptionPropagatesUnchanged) {
+  Stream stream(0, 0, 0, true);
+  EXPECT_THROW(stream.enqueue("bad", [] { throw std::out_of_range("index 5"); }),
+               std::out_of_range);
+  // The task still counts as completed, and no sticky error is left.
+  EXPECT_EQ(stream.last_completed(), 1u);
+  EXPECT_TRUE(stream.query());
+  EXPECT_FALSE(stream.has_error());
+  EXPECT_NO_THROW(stream.synchronize());
+  int value = 0;
+  EXPECT_EQ(stream.enqueue("good", [&] { value = 2; }), 2u);
+  EXPECT_EQ(value, 2);
+}
+
+}  // namespace

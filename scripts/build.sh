@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Builds torch_npu._C in place (build/ holds the CMake tree; ninja + ccache
+# keep rebuilds incremental). Uses the python on PATH and its torch.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+prefix=$("$PYTHON" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+if [ ! -f build/build.ninja ]; then
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
+    -DPython3_EXECUTABLE="$(command -v "$PYTHON")" "${launcher[@]}" "$@"
+fi
+cmake --build build -j "${VNPU_BUILD_JOBS:-$(nproc)}"

@@ -1,0 +1,31 @@
+"""vNPU: the torch_npu API on a virtual Ascend NPU.
+
+An independent emulator of Huawei's torch_npu for machines without Ascend
+hardware: ``import torch_npu`` registers the ``npu`` device with PyTorch,
+and its kernels run asynchronously on the host CPU. Not Huawei's package.
+"""
+
+import sys
+import types
+
+import torch
+
+__version__ = "2.13.0+vnpu1"
+
+from torch_npu import _C  # noqa: E402  (the C++ adaptor; registers kernels on load)
+from torch_npu import _registration  # noqa: E402
+
+_registration.register()
+
+import torch_npu.npu  # noqa: E402
+from torch_npu.npu import (  # noqa: E402,F401
+    get_soc_version,
+)
+
+__all__ = ["npu", "get_soc_version"]
+
+
+def _autoload():
+    """Entry point of the ``torch.backends`` group: ``import torch`` calls it
+    (unless TORCH_DEVICE_BACKEND_AUTOLOAD=0). Importing the package did all
+    the work already."""

@@ -1,0 +1,48 @@
+"""Registers the virtual NPU with PyTorch as the ``npu`` device.
+
+Order matters: the PrivateUse1 backend is renamed before any npu tensor
+exists, the C++ side then installs its hooks and kernels, and only then is
+``torch.npu`` published and the ``.npu()`` methods generated.
+"""
+
+import torch
+
+from torch_npu import _C
+
+# Pure view ops must stay metadata-only and are never given the
+# synchronous native kernel (see csrc/ops/sync_kernel.h); these are ops with
+# CPU kernels that npu must not claim at all.
+_NOT_NATIVE = [
+    # Sparse/quantized/mkldnn internals: not meaningful on a dense device.
+    "_to_sparse", "to_mkldnn", "mkldnn_reorder_conv2d_weight",
+]
+
+_registered = False
+sync_native_ops = frozenset()
+
+
+def register():
+    global _registered, sync_native_ops
+    if _registered:
+        return
+    _registered = True
+    torch.utils.rename_privateuse1_backend("npu")
+    sync_native_ops = frozenset(_C._init(_NOT_NATIVE))
+
+    import torch_npu.npu as npu_module
+    torch._register_device_module("npu", npu_module)
+    torch.utils.generate_methods_for_privateuse1_backend(
+        for_tensor=True, for_module=True, for_storage=True)
+    _install_backends_module()
+
+
+def _install_backends_module():
+    """``torch.backends.npu.is_available()``, as the seeds use it."""
+    import sys
+    import types
+    import torch.backends
+    mod = types.ModuleType("torch.backends.npu")
+    mod.is_available = lambda: torch.npu.is_available()
+    mod.__doc__ = "The virtual NPU backend (vNPU)."
+    torch.backends.npu = mod
+    sys.modules["torch.backends.npu"] = mod

@@ -1,0 +1,25 @@
+"""torch.npu: device, stream, memory, RNG and option APIs (mirrors torch.cuda)."""
+
+from torch_npu.npu.device import (  # noqa: F401
+    _NPUDeviceProperties, _lazy_init, current_device, device, device_count, device_of,
+    get_device_capability, get_device_name, get_device_properties, get_soc_version,
+    init, is_available, is_initialized, mem_get_info, set_device, synchronize,
+    utilization, can_device_access_peer,
+)
+from torch_npu.npu.streams import (  # noqa: F401
+    Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream,
+)
+from torch_npu.npu.memory import (  # noqa: F401
+    caching_allocator_alloc, caching_allocator_delete, empty_cache, get_per_process_memory_fraction,
+    max_memory_allocated, max_memory_reserved, memory_allocated, memory_reserved, memory_stats,
+    reset_max_memory_allocated, reset_peak_memory_stats, set_per_process_memory_fraction,
+)
+from torch_npu.npu.random import (  # noqa: F401
+    default_generators, get_rng_state, get_rng_state_all, initial_seed, manual_seed,
+    manual_seed_all, seed, seed_all, set_rng_state, set_rng_state_all,
+)
+from torch_npu.npu.options import (  # noqa: F401
+    fallback_counts, get_option, is_jit_compile_false, is_support, set_compile_mode, set_option,
+)
+from torch_npu.npu import utils  # noqa: F401
+from torch_npu.npu.utils import get_cann_version, is_bf16_supported, is_support_inf_nan  # noqa: F401

@@ -1,0 +1,162 @@
+"""Device management: torch.npu.device_count, set_device, properties, ..."""
+
+import contextlib
+
+import torch
+
+from torch_npu import _C
+
+
+def is_available() -> bool:
+    """True when at least one virtual NPU is visible. Never raises."""
+    return device_count() > 0
+
+
+def device_count() -> int:
+    """Number of visible NPUs (VNPU_DEVICE_COUNT filtered by
+    ASCEND_RT_VISIBLE_DEVICES). Never raises: 0 when misconfigured."""
+    return _C._device_count()
+
+
+def is_initialized() -> bool:
+    return _C._is_initialized()
+
+
+def _lazy_init():
+    if device_count() == 0:
+        error = _C._init_error()
+        raise RuntimeError(
+            "The virtual NPU could not be initialised: " + error if error else
+            "No NPU device is available (VNPU_DEVICE_COUNT=0 or ASCEND_RT_VISIBLE_DEVICES is empty).")
+    _C._lazy_init()
+
+
+def init():
+    """Initialises the NPU state (a no-op once done)."""
+    _lazy_init()
+
+
+def _index(device) -> int:
+    """Device index from an int, str, torch.device or None (current)."""
+    if device is None:
+        return -1
+    if isinstance(device, int):
+        return device
+    if isinstance(device, str):
+        device = torch.device(device)
+    if isinstance(device, torch.device):
+        if device.type != "npu":
+            raise ValueError(f"Expected a npu device, but got: {device}")
+        return -1 if device.index is None else device.index
+    raise TypeError(f"Invalid device, expected int, str or torch.device but got {type(device).__name__}")
+
+
+def current_device() -> int:
+    _lazy_init()
+    return _C._current_device()
+
+
+def set_device(device) -> None:
+    index = _index(device)
+    if index >= 0:
+        _C._set_device(index)
+
+
+class device:
+    """Context manager that changes the current NPU device."""
+
+    def __init__(self, device):
+        self.idx = _index(device)
+        self.prev_idx = -1
+
+    def __enter__(self):
+        if self.idx >= 0:
+            self.prev_idx = _C._current_device()
+            if self.prev_idx != self.idx:
+                _C._set_device(self.idx)
+        return self
+
+    def __exit__(self, *args):
+        if self.idx >= 0 and self.prev_idx != self.idx:
+            _C._set_device(self.prev_idx)
+        return False
+
+
+class device_of(device):
+    """Sets the current device to the one of the given tensor (no-op for CPU tensors)."""
+
+    def __init__(self, obj):
+        super().__init__(obj.get_device() if obj.device.type == "npu" else -1)
+
+
+def synchronize(device=None) -> None:
+    """Waits for all kernels on all streams of the device to finish; raises
+    a pending asynchronous kernel error."""
+    _lazy_init()
+    _C._synchronize(_index(device) if device is not None else _C._current_device())
+
+
+class _NPUDeviceProperties:
+    """What torch_npu's get_device_properties returns."""
+
+    def __init__(self, props: dict):
+        self.name = props["name"]
+        self.total_memory = props["total_memory"]
+        self.cube_core_num = props["cube_core_num"]
+        self.vector_core_num = props["vector_core_num"]
+        self.L2_cache_size = props["L2_cache_size"]
+        self.major = props["major"]
+        self.minor = props["minor"]
+        self.uuid = f"vnpu-{props['physical_id']:04d}-{props['soc_version']}"
+
+    def __repr__(self):
+        return (f"_NPUDeviceProperties(name='{self.name}', total_memory={self.total_memory // (1024 * 1024)}MB, "
+                f"cube_core_num={self.cube_core_num}, vector_core_num={self.vector_core_num}, "
+                f"uuid={self.uuid}, L2_cache_size={self.L2_cache_size // (1024 * 1024)}MB)")
+
+
+def get_device_properties(device=None) -> _NPUDeviceProperties:
+    _lazy_init()
+    return _NPUDeviceProperties(_C._device_properties(_index(device)))
+
+
+def get_device_name(device=None) -> str:
+    return get_device_properties(device).name
+
+
+def get_device_capability(device=None):
+    props = get_device_properties(device)
+    return (props.major, props.minor)
+
+
+def get_soc_version() -> int:
+    """SoC version number of the current device's chip (e.g. 221 for Ascend910B2)."""
+    _lazy_init()
+    return _C._device_properties(-1)["soc_version"]
+
+
+def mem_get_info(device=None):
+    """(free, total) bytes of the device."""
+    _lazy_init()
+    return _C._mem_get_info(_index(device))
+
+
+def utilization(device=None) -> int:
+    """Percent of time the device was busy recently. The virtual device does
+    not sample utilisation: always 0."""
+    _lazy_init()
+    _C._check_device(_index(device) if device is not None else _C._current_device())
+    return 0
+
+
+def can_device_access_peer(device, peer_device) -> bool:
+    """All virtual NPUs share host memory, so every pair can access each other."""
+    _lazy_init()
+    _C._check_device(_index(device))
+    _C._check_device(_index(peer_device))
+    return True
+
+
+@contextlib.contextmanager
+def _noop():
+    yield

@@ -1,0 +1,112 @@
+"""torch.npu.set_option / is_support / set_compile_mode.
+
+The options mirror torch_npu's ACL options. The virtual NPU has no graph
+compiler or precision modes, so most values are validated and recorded
+(get_option returns them) without changing numerics; "enable_debug"
+(from the seeds) makes every CPU fallback call print a line.
+"""
+
+import torch
+
+from torch_npu import _C
+
+# Allowed values per option; None means any string.
+_OPTIONS = {
+    "ACL_PRECISION_MODE": ("allow_fp32_to_fp16", "must_keep_origin_dtype", "allow_mix_precision",
+                           "force_fp16", "force_fp32"),
+    "ACL_OP_SELECT_IMPL_MODE": ("high_performance", "high_precision"),
+    "ACL_OPTYPELIST_FOR_IMPLMODE": None,
+    "ACL_AICORE_NUM": None,
+    "ACL_OP_COMPILER_CACHE_MODE": ("enable", "disable", "force"),
+    "ACL_OP_COMPILER_CACHE_DIR": None,
+    "ACL_OP_DEBUG_LEVEL": ("0", "1", "2", "3", "4"),
+    "ACL_DEBUG_DIR": None,
+    "NPU_FUZZY_COMPILE_BLACKLIST": None,
+    "MM_BMM_ND_ENABLE": ("enable", "disable"),
+    "enable_debug": (True, False),
+}
+
+_values = {}
+_jit_compile = False
+
+
+def _check(key, value):
+    if not isinstance(key, str):
+        raise TypeError(f"npu option name must be a str, but got {type(key).__name__}")
+    if key not in _OPTIONS:
+        raise ValueError(f"unknown npu option '{key}'; known options are: {', '.join(sorted(_OPTIONS))}")
+    allowed = _OPTIONS[key]
+    if key == "ACL_AICORE_NUM":
+        if not (str(value).isdigit() and int(value) > 0):
+            raise ValueError(f"value of {key} should be a positive integer but got {value}")
+        return
+    if allowed is None:
+        if not isinstance(value, str):
+            raise ValueError(f"value of {key} should be a str but got {value!r}")
+        return
+    if value not in allowed:
+        raise ValueError(f"value of {key} should be in {list(allowed)} but got {value!r}")
+
+
+def set_option(option, value=None):
+    """``set_option({"ACL_PRECISION_MODE": "allow_fp32_to_fp16"})`` or
+    ``set_option("enable_debug", True)``."""
+    if isinstance(option, str) and value is not None:
+        option = {option: value}
+    if not isinstance(option, dict):
+        raise TypeError("npu option must be a dict.")
+    for key, val in option.items():
+        _check(key, val)
+    for key, val in option.items():
+        _values[key] = val
+        if key == "enable_debug":
+            _C._set_fallback_debug(bool(val))
+
+
+def get_option(key):
+    """The value set for ``key`` with set_option, or None."""
+    return _values.get(key)
+
+
+def set_compile_mode(jit_compile=False):
+    """Records torch_npu's compile mode flag (the virtual NPU has no op compiler)."""
+    global _jit_compile
+    if not isinstance(jit_compile, bool):
+        raise TypeError(f"jit_compile must be a bool, but got {type(jit_compile).__name__}")
+    _jit_compile = jit_compile
+
+
+def is_jit_compile_false() -> bool:
+    return not _jit_compile
+
+
+_SUPPORTED_KEYS = ("PrivateUse1", "CompositeImplicitAutograd", "CompositeExplicitAutograd",
+                   "CompositeExplicitAutogradNonFunctional")
+
+
+def is_support(op_name: str) -> bool:
+    """True when ``op_name`` (e.g. "matmul", "aten::add.Tensor") runs natively
+    on the NPU: it has an npu kernel, or is a composite of ops that do.
+    False for unknown ops and ops that would take the CPU fallback."""
+    if not isinstance(op_name, str) or not op_name:
+        raise TypeError("is_support expects an operator name such as 'matmul' or 'aten::add.Tensor'")
+    name = op_name.split("::", 1)[1] if "::" in op_name else op_name
+    namespace = op_name.split("::", 1)[0] if "::" in op_name else "aten"
+    base, _, overload = name.partition(".")
+    packet = getattr(getattr(torch.ops, namespace, None), base, None)
+    if packet is None or not hasattr(packet, "overloads"):
+        return False
+    overloads = [overload] if overload else [o for o in packet.overloads()]
+    for ov in overloads:
+        qualname = f"{namespace}::{base}" + (f".{ov}" if ov and ov != "default" else "")
+        try:
+            if any(torch._C._dispatch_has_kernel_for_dispatch_key(qualname, k) for k in _SUPPORTED_KEYS):
+                return True
+        except RuntimeError:
+            continue
+    return False
+
+
+def fallback_counts() -> dict:
+    """How many times each operator took the CPU fallback in this process."""
+    return dict(_C._fallback_counts())

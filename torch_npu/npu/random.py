@@ -1,0 +1,60 @@
+"""NPU random number generation state (torch.npu.manual_seed, get_rng_state, ...)."""
+
+import torch
+
+from torch_npu import _C
+from torch_npu.npu.device import _index, _lazy_init, device_count
+
+
+def _generator(device=None) -> torch.Generator:
+    _lazy_init()
+    return _C._default_generator(_index(device))
+
+
+def _all_generators():
+    return [_C._default_generator(i) for i in range(device_count())]
+
+
+# torch.npu.default_generators: one torch.Generator per visible device.
+default_generators = tuple(_C._default_generator(i) for i in range(device_count()))
+
+
+def manual_seed(seed) -> None:
+    """Seeds the current device's generator."""
+    _generator().manual_seed(int(seed))
+
+
+def manual_seed_all(seed) -> None:
+    for gen in _all_generators():
+        gen.manual_seed(int(seed))
+
+
+def seed() -> None:
+    _generator().seed()
+
+
+def seed_all() -> None:
+    value = _generator().seed()
+    for gen in _all_generators():
+        gen.manual_seed(value)
+
+
+def initial_seed() -> int:
+    return _generator().initial_seed()
+
+
+def get_rng_state(device="npu") -> torch.Tensor:
+    return _generator(device).get_state()
+
+
+def set_rng_state(new_state, device="npu") -> None:
+    _generator(device).set_state(new_state)
+
+
+def get_rng_state_all():
+    return [gen.get_state() for gen in _all_generators()]
+
+
+def set_rng_state_all(new_states) -> None:
+    for gen, state in zip(_all_generators(), new_states):
+        gen.set_state(state)

@@ -1,0 +1,95 @@
+"""NPU streams and events (torch.npu.Stream / Event / stream()).
+
+They subclass PyTorch's generic torch.Stream / torch.Event, whose methods
+(query, synchronize, wait_event, wait_stream, record, elapsed_time) reach the
+virtual NPU through its device guard.
+"""
+
+import torch
+
+from torch_npu import _C
+from torch_npu.npu.device import _index, _lazy_init
+
+
+class Stream(torch.Stream):
+    """An in-order queue of work on an NPU (a worker thread on the virtual NPU).
+
+    ``Stream(device=None, priority=0)`` takes a stream from the device's pool.
+    """
+
+    def __new__(cls, device=None, priority=0, **kwargs):
+        _lazy_init()
+        if "stream_id" in kwargs:
+            return super().__new__(cls, **kwargs)
+        index = _index(device)
+        if index < 0:
+            index = _C._current_device()
+        return super().__new__(cls, device=torch.device("npu", index), priority=priority)
+
+    def __repr__(self):
+        return f"<torch_npu.npu.Stream device=npu:{self.device_index} npu_stream={self.stream_id}>"
+
+    @property
+    def npu_stream(self):
+        return self.stream_id
+
+
+class Event(torch.Event):
+    """A marker in a stream, for synchronisation and timing."""
+
+    def __new__(cls, enable_timing=False, blocking=False, interprocess=False):
+        _lazy_init()
+        return super().__new__(cls, device=torch.device("npu", _C._current_device()),
+                               enable_timing=enable_timing, blocking=blocking, interprocess=interprocess)
+
+    def record(self, stream=None):
+        super().record(stream if stream is not None else current_stream())
+
+    def wait(self, stream=None):
+        super().wait(stream if stream is not None else current_stream())
+
+
+def _wrap(stream_tuple):
+    stream_id, device_index, device_type = stream_tuple
+    return Stream(stream_id=stream_id, device_index=device_index, device_type=device_type)
+
+
+def current_stream(device=None) -> Stream:
+    _lazy_init()
+    return _wrap(_C._current_stream(_index(device)))
+
+
+def default_stream(device=None) -> Stream:
+    _lazy_init()
+    return _wrap(_C._default_stream(_index(device)))
+
+
+def set_stream(stream) -> None:
+    if stream is None:
+        return
+    _C._set_stream(stream.stream_id, stream.device_index, stream.device_type)
+
+
+class StreamContext:
+    """Makes ``stream`` current for the block (on its device), then restores."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.prev = None
+
+    def __enter__(self):
+        if self.stream is None:
+            return None
+        self.prev = current_stream(self.stream.device_index)
+        set_stream(self.stream)
+        return self.stream
+
+    def __exit__(self, *args):
+        if self.stream is not None:
+            set_stream(self.prev)
+        return False
+
+
+def stream(stream) -> StreamContext:
+    """``with torch.npu.stream(s):`` runs the block's kernels on ``s``."""
+    return StreamContext(stream)
