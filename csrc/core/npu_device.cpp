@@ -28,6 +28,8 @@ const std::string& device_init_error() noexcept {
   return vnpu::Runtime::instance().init_error();
 }
 
+bool is_in_bad_fork() noexcept { return g_bad_fork.load(); }
+
 void check_not_forked() {
   NPU_CHECK_WITH(Error, ErrCode::kInternal, !g_bad_fork.load(std::memory_order_relaxed),
                  "Cannot re-initialize NPU in forked subprocess. To use NPU with multiprocessing, you must "

@@ -23,6 +23,7 @@ const std::string& device_init_error() noexcept;
 // Throws torch_npu's fork error in a forked child of a process that had
 // initialised the device.
 void check_not_forked();
+bool is_in_bad_fork() noexcept;
 
 // Throws a torch error naming the valid range unless 0 <= index < count.
 void check_device_index(c10::DeviceIndex index);

@@ -23,3 +23,9 @@ from torch_npu.npu.options import (  # noqa: F401
 )
 from torch_npu.npu import utils  # noqa: F401
 from torch_npu.npu.utils import get_cann_version, is_bf16_supported, is_support_inf_nan  # noqa: F401
+
+
+def _is_in_bad_fork() -> bool:
+    """True in a forked child of a process that had used the NPU."""
+    from torch_npu import _C
+    return _C._is_in_bad_fork()
