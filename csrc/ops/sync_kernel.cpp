@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -175,7 +176,25 @@ c10::DeviceIndex op_device(const c10::OperatorHandle& op, c10::ArrayRef<c10::IVa
   return current_device();
 }
 
+std::mutex g_counts_mutex;
+std::map<std::string, int64_t> g_counts;
+
+void count_call(const c10::OperatorHandle& op) {
+  std::lock_guard<std::mutex> lock(g_counts_mutex);
+  g_counts[c10::toString(op.operator_name())] += 1;
+}
+
 }  // namespace
+
+std::map<std::string, int64_t> sync_native_counts() {
+  std::lock_guard<std::mutex> lock(g_counts_mutex);
+  return g_counts;
+}
+
+void reset_sync_native_counts() {
+  std::lock_guard<std::mutex> lock(g_counts_mutex);
+  g_counts.clear();
+}
 
 DeviceMemoryScope::DeviceMemoryScope(c10::DeviceIndex device) : previous_(t_device_memory) {
   t_device_memory = device;
@@ -193,6 +212,7 @@ void sync_native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   const size_t num_args = schema.arguments().size();
   auto args = torch::jit::last(*stack, num_args);
   const c10::DeviceIndex device = op_device(op, args);
+  count_call(op);
   sync_current_stream(device);
 
   AliasMap aliases(device);

@@ -11,6 +11,7 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,10 @@ class DeviceMemoryScope {
  private:
   c10::DeviceIndex previous_;
 };
+
+// Times each op took the synchronous native path in this process.
+std::map<std::string, int64_t> sync_native_counts();
+void reset_sync_native_counts();
 
 // Installs the CPU allocator that honours DeviceMemoryScope (at import).
 void install_device_memory_cpu_allocator();

@@ -157,6 +157,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_fallback_counts", &fallback_counts);
   m.def("_reset_fallback_counts", &reset_fallback_counts);
   m.def("_set_fallback_debug", &set_fallback_debug);
+  m.def("_sync_native_counts", &sync_native_counts);
+  m.def("_reset_sync_native_counts", &reset_sync_native_counts);
 
   m.def("_error_suffix", [](int sub, int code) {
     return error_suffix(static_cast<SubModule>(sub), static_cast<ErrCode>(code));

@@ -1,0 +1,114 @@
+// Convolution on npu. ATen routes convolutions on devices it does not know
+// to convolution_overrideable / convolution_backward_overrideable; these
+// compute output shapes in stage 1 and run ATen's CPU convolution (oneDNN
+// or the native kernels) in stage 2.
+#include <ATen/native/ConvUtils.h>
+#include <ATen/ops/convolution.h>
+#include <ATen/ops/convolution_backward.h>
+#include <torch/library.h>
+
+#include "csrc/ops/launch.h"
+
+namespace torch_npu {
+namespace {
+
+std::vector<int64_t> to_vector(c10::SymIntArrayRef values) {
+  const auto ints = C10_AS_INTARRAYREF_SLOW(values);
+  return std::vector<int64_t>(ints.begin(), ints.end());
+}
+
+// Validates like ATen's check_shape_forward, with its messages, so bad
+// shapes fail at the call rather than later on the stream.
+std::vector<int64_t> output_shape(const at::Tensor& input, const at::Tensor& weight,
+                                  const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
+                                  const std::vector<int64_t>& dilation, bool transposed,
+                                  const std::vector<int64_t>& output_padding, int64_t groups) {
+  const int64_t dim = weight.dim();
+  TORCH_CHECK(input.dim() == dim, "Expected ", dim, "-dimensional input for ", dim, "-dimensional weight ",
+              weight.sizes(), ", but got ", input.dim(), "-dimensional input of size ", input.sizes(),
+              " instead");
+  TORCH_CHECK(groups > 0, "non-positive groups is not supported");
+  const size_t spatial = static_cast<size_t>(dim - 2);
+  TORCH_CHECK(stride.size() == spatial && padding.size() == spatial && dilation.size() == spatial,
+              "expected stride, padding and dilation to have ", spatial, " elements");
+  for (auto s : stride) TORCH_CHECK(s > 0, "non-positive stride is not supported");
+  for (auto p : padding) TORCH_CHECK(p >= 0, "negative padding is not supported");
+  if (!transposed) {
+    TORCH_CHECK(weight.size(0) % groups == 0, "Given groups=", groups, ", expected weight to be divisible by ",
+                groups, " at dimension 0, but got weight of size ", weight.sizes(), " instead");
+    TORCH_CHECK(input.size(1) == weight.size(1) * groups, "Given groups=", groups, ", weight of size ",
+                weight.sizes(), ", expected input", input.sizes(), " to have ", weight.size(1) * groups,
+                " channels, but got ", input.size(1), " channels instead");
+    auto out = at::native::conv_output_size(input.sizes(), weight.sizes(), padding, stride, dilation);
+    for (size_t i = 2; i < out.size(); ++i) {
+      TORCH_CHECK(out[i] > 0, "Calculated output size: ", c10::IntArrayRef(out),
+                  ". Output size is too small");
+    }
+    return out;
+  }
+  TORCH_CHECK(input.size(1) == weight.size(0), "Given transposed=1, weight of size ", weight.sizes(),
+              ", expected input", input.sizes(), " to have ", weight.size(0), " channels, but got ",
+              input.size(1), " channels instead");
+  std::vector<int64_t> out{input.size(0), weight.size(1) * groups};
+  for (size_t i = 0; i < spatial; ++i) {
+    const int64_t kernel = weight.size(static_cast<int64_t>(i) + 2);
+    out.push_back((input.size(static_cast<int64_t>(i) + 2) - 1) * stride[i] - 2 * padding[i] +
+                  dilation[i] * (kernel - 1) + output_padding[i] + 1);
+    TORCH_CHECK(out.back() > 0, "Calculated output size: ", c10::IntArrayRef(out), ". Output size is too small");
+  }
+  return out;
+}
+
+at::Tensor npu_convolution(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                           c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
+                           bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups) {
+  const auto device = common_device("convolution", input, weight, bias);
+  auto s = to_vector(stride), p = to_vector(padding), d = to_vector(dilation), op = to_vector(output_padding);
+  const int64_t g = groups.expect_int();
+  const auto shape = output_shape(input, weight, s, p, d, transposed, op, g);
+  TORCH_CHECK(input.scalar_type() == weight.scalar_type(), "Input type (", input.scalar_type(),
+              ") and weight type (", weight.scalar_type(), ") should be the same");
+  const auto memory_format = input.suggest_memory_format();
+  at::Tensor out = empty_npu(shape, {}, input.options().memory_format(memory_format), device);
+  launch(device, "convolution",
+         [in_ = TensorRef(input), w_ = TensorRef(weight), b_ = TensorRef(bias), s, p, d, transposed, op, g,
+          out_ = TensorRef(out)]() {
+           out_.view().copy_(at::convolution(in_.view(), w_.view(), b_.optional_view(), s, p, d, transposed, op, g));
+         });
+  return out;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_convolution_backward(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, c10::SymIntArrayRef stride,
+    c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed, c10::SymIntArrayRef output_padding,
+    c10::SymInt groups, std::array<bool, 3> output_mask) {
+  const auto device = common_device("convolution_backward", grad_output, input, weight);
+  auto s = to_vector(stride), p = to_vector(padding), d = to_vector(dilation), op = to_vector(output_padding);
+  const int64_t g = groups.expect_int();
+  at::Tensor grad_input, grad_weight, grad_bias;
+  if (output_mask[0]) grad_input = empty_npu(input.sizes(), {}, input.options().memory_format(input.suggest_memory_format()), device);
+  if (output_mask[1]) grad_weight = empty_npu(weight.sizes(), {}, weight.options(), device);
+  const int64_t out_channels = transposed ? weight.size(1) * g : weight.size(0);
+  if (output_mask[2]) grad_bias = empty_npu({out_channels}, {}, grad_output.options(), device);
+  launch(device, "convolution_backward",
+         [go_ = TensorRef(grad_output), in_ = TensorRef(input), w_ = TensorRef(weight), s, p, d, transposed, op, g,
+          output_mask, out_channels, gi_ = TensorRef(grad_input), gw_ = TensorRef(grad_weight),
+          gb_ = TensorRef(grad_bias)]() {
+           const std::vector<int64_t> bias_sizes{out_channels};
+           auto [gi, gw, gb] = at::convolution_backward(go_.view(), in_.view(), w_.view(), bias_sizes, s, p, d,
+                                                        transposed, op, g, output_mask);
+           if (output_mask[0]) gi_.view().copy_(gi);
+           if (output_mask[1]) gw_.view().copy_(gw);
+           if (output_mask[2]) gb_.view().copy_(gb);
+         });
+  return {grad_input, grad_weight, grad_bias};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("convolution_overrideable", TORCH_FN(npu_convolution));
+  m.impl("convolution_backward_overrideable", TORCH_FN(npu_convolution_backward));
+}
+
+}  // namespace torch_npu
