@@ -18,6 +18,7 @@ from torch_npu import _registration  # noqa: E402
 _registration.register()
 
 import torch_npu.npu  # noqa: E402
+from torch_npu import _shutdown  # noqa: E402,F401
 from torch_npu.npu import (  # noqa: E402,F401
     get_soc_version,
 )

@@ -15,6 +15,7 @@
 #include "csrc/core/npu_caching_allocator.h"
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_generator.h"
+#include "csrc/ops/boxed_call.h"
 #include "csrc/ops/launch.h"
 
 namespace torch_npu {
@@ -146,36 +147,6 @@ class AliasMap {
   std::vector<std::pair<at::Tensor, at::Tensor>> args_;
 };
 
-// The device the op runs on: its npu tensors' device, else an npu Device
-// argument (factories such as arange(device="npu")), else the current one.
-c10::DeviceIndex op_device(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
-  const std::string name = c10::toString(op.operator_name());
-  DeviceCheck check(name.c_str());
-  bool any_tensor = false;
-  for (const auto& arg : args) {
-    if (arg.isTensor()) {
-      if (is_npu(arg.toTensor())) { check.add(arg.toTensor()); any_tensor = true; }
-    } else if (arg.isTensorList()) {
-      for (const at::Tensor& t : arg.toTensorList()) {
-        if (is_npu(t)) { check.add(t); any_tensor = true; }
-      }
-    } else if (arg.isOptionalTensorList()) {
-      for (const std::optional<at::Tensor>& t : arg.toOptionalTensorList()) {
-        if (t.has_value() && is_npu(*t)) { check.add(*t); any_tensor = true; }
-      }
-    }
-  }
-  if (any_tensor) return check.device();
-  for (const auto& arg : args) {
-    if (arg.isDevice() && arg.toDevice().type() == c10::DeviceType::PrivateUse1) {
-      const auto index = arg.toDevice().has_index() ? arg.toDevice().index() : current_device();
-      check_device_index(index);
-      return index;
-    }
-  }
-  return current_device();
-}
-
 std::mutex g_counts_mutex;
 std::map<std::string, int64_t> g_counts;
 
@@ -238,9 +209,7 @@ void sync_native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
       arg = std::move(cpu);
     } else if (arg.isDevice() && arg.toDevice().type() == c10::DeviceType::PrivateUse1) {
       arg = c10::Device(c10::kCPU);
-    } else if (type->kind() == c10::TypeKind::GeneratorType ||
-               (type->kind() == c10::TypeKind::OptionalType &&
-                type->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::GeneratorType)) {
+    } else if (is_generator_type(type)) {
       // Random ops draw from the npu generator (explicit or default).
       std::optional<at::Generator> gen;
       if (arg.isGenerator()) gen = arg.toGenerator();

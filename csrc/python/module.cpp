@@ -110,6 +110,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_device", [](int d) { set_current_device(static_cast<c10::DeviceIndex>(d)); });
   m.def("_check_device", [](int d) { check_device_index(static_cast<c10::DeviceIndex>(d)); });
   m.def("_is_initialized", [] { return is_initialized(); });
+  m.def("_device_was_used", [](int d) {
+    return is_initialized() && !vnpu::Runtime::instance().device(d).created_streams().empty();
+  });
   m.def("_is_in_bad_fork", [] { return is_in_bad_fork(); });
   m.def("_lazy_init", [] {
     if (device_count() > 0) mark_initialized();

@@ -1,0 +1,94 @@
+#include "csrc/ops/boxed_call.h"
+
+#include "csrc/core/npu_device.h"
+#include "csrc/core/npu_generator.h"
+#include "csrc/ops/launch.h"
+
+namespace torch_npu {
+namespace {
+
+bool is_npu(const at::Tensor& t) { return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1; }
+
+}  // namespace
+
+c10::DeviceIndex op_device(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+  const std::string name = c10::toString(op.operator_name());
+  DeviceCheck check(name.c_str());
+  bool any_tensor = false;
+  auto add = [&](const at::Tensor& t) {
+    if (is_npu(t)) {
+      check.add(t);
+      any_tensor = true;
+    }
+  };
+  for (const auto& arg : args) {
+    if (arg.isTensor()) {
+      add(arg.toTensor());
+    } else if (arg.isTensorList()) {
+      for (const at::Tensor& t : arg.toTensorList()) add(t);
+    } else if (arg.isOptionalTensorList()) {
+      for (const std::optional<at::Tensor>& t : arg.toOptionalTensorList()) {
+        if (t.has_value()) add(*t);
+      }
+    }
+  }
+  if (any_tensor) return check.device();
+  for (const auto& arg : args) {
+    if (arg.isDevice() && arg.toDevice().type() == c10::DeviceType::PrivateUse1) {
+      const auto index = arg.toDevice().has_index() ? arg.toDevice().index() : current_device();
+      check_device_index(index);
+      return index;
+    }
+  }
+  return current_device();
+}
+
+bool is_generator_type(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::GeneratorType) return true;
+  return type->kind() == c10::TypeKind::OptionalType &&
+         type->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::GeneratorType;
+}
+
+BoxedSnapshot::BoxedSnapshot(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
+                             c10::DeviceIndex device) {
+  args_.resize(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::IValue& value = args[i];
+    Arg& arg = args_[i];
+    if (value.isTensor()) {
+      arg.kind = Kind::kTensor;
+      arg.tensor = TensorRef(value.toTensor());
+    } else if (value.isTensorList()) {
+      arg.kind = Kind::kTensorList;
+      const c10::List<at::Tensor> list = value.toTensorList();
+      arg.list = snapshot(at::ITensorListRef(list));
+    } else if (value.isOptionalTensorList()) {
+      arg.kind = Kind::kOptionalTensorList;
+      arg.list = snapshot(value.toOptionalTensorList());
+    } else if (is_generator_type(schema.arguments()[i].type())) {
+      arg.kind = Kind::kGenerator;
+      std::optional<at::Generator> gen;
+      if (value.isGenerator()) gen = value.toGenerator();
+      arg.seed = draw_op_seed(gen, device);
+    } else {
+      arg.value = value;
+    }
+  }
+}
+
+torch::jit::Stack BoxedSnapshot::to_stack() const {
+  torch::jit::Stack stack;
+  stack.reserve(args_.size());
+  for (const Arg& arg : args_) {
+    switch (arg.kind) {
+      case Kind::kValue: stack.push_back(arg.value); break;
+      case Kind::kTensor: stack.push_back(arg.tensor.view()); break;
+      case Kind::kTensorList: stack.push_back(c10::List<at::Tensor>(views(arg.list))); break;
+      case Kind::kOptionalTensorList: stack.push_back(optional_views(arg.list)); break;
+      case Kind::kGenerator: stack.push_back(cpu_generator_for(arg.seed)); break;
+    }
+  }
+  return stack;
+}
+
+}  // namespace torch_npu

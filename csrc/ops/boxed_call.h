@@ -1,0 +1,43 @@
+// Helpers for boxed npu kernels (kernels that see an op as a stack of
+// IValues instead of typed arguments): finding the op's device, recognising
+// generator arguments, and snapshotting a call so it can run later on a
+// stream worker.
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <vector>
+
+#include "csrc/ops/tensor_ref.h"
+
+namespace torch_npu {
+
+// The device the op runs on: its npu tensors' device (all must agree), else
+// an npu Device argument (factories such as arange(device="npu")), else the
+// current device.
+c10::DeviceIndex op_device(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args);
+
+// True for `Generator` and `Generator?` schema types.
+bool is_generator_type(const c10::TypePtr& type);
+
+// The arguments of one call, owned, with npu tensors snapshotted as
+// TensorRefs and generators replaced by per-op seeds drawn now (stage 1).
+// to_stack() rebuilds CPU-view arguments in stage 2.
+class BoxedSnapshot {
+ public:
+  BoxedSnapshot(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args, c10::DeviceIndex device);
+  torch::jit::Stack to_stack() const;
+
+ private:
+  enum class Kind : uint8_t { kValue, kTensor, kTensorList, kOptionalTensorList, kGenerator };
+  struct Arg {
+    Kind kind = Kind::kValue;
+    c10::IValue value;              // kValue
+    TensorRef tensor;               // kTensor
+    std::vector<TensorRef> list;    // kTensorList / kOptionalTensorList
+    uint64_t seed = 0;              // kGenerator
+  };
+  std::vector<Arg> args_;
+};
+
+}  // namespace torch_npu

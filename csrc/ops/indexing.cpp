@@ -1,0 +1,71 @@
+// Gathering rows: index_select and the embedding backward. Hot in NLP
+// models (nn.Embedding forward is index_select), and not structured in ATen.
+// Out-of-range indices are found by the CPU kernel in stage 2 and reported
+// at the next synchronisation point, as on a real device.
+#include <ATen/WrapDimUtils.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/embedding_dense_backward_cpu_dispatch.h>
+#include <ATen/ops/index_select_cpu_dispatch.h>
+#include <torch/library.h>
+
+#include "csrc/ops/launch.h"
+
+namespace torch_npu {
+namespace {
+
+std::vector<int64_t> index_select_shape(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+  TORCH_CHECK_INDEX(index.dim() <= 1, "index_select(): Index is supposed to be a vector");
+  TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt,
+              "index_select(): Expected dtype int32 or int64 for index");
+  TORCH_CHECK(!(self.dim() == 0 && index.numel() != 1),
+              "index_select(): Index to scalar can have only 1 value, got ", index.numel(), " value(s)");
+  std::vector<int64_t> shape = self.sizes().vec();
+  if (self.dim() > 0) shape[dim] = index.numel();
+  return shape;
+}
+
+at::Tensor npu_index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+  const auto device = common_device("index_select", self, index);
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  at::Tensor out = empty_npu(index_select_shape(self, dim, index), {}, self.options(), device);
+  launch(device, "index_select", [self_ = TensorRef(self), index_ = TensorRef(index), dim, out_ = TensorRef(out)]() {
+    at::Tensor out = out_.view();
+    at::cpu::index_select_out(out, self_.view(), dim, index_.view());
+  });
+  return out;
+}
+
+at::Tensor& npu_index_select_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out) {
+  const auto device = common_device("index_select.out", self, index, out);
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "index_select(): self and result must have the same scalar type");
+  at::native::resize_output(out, index_select_shape(self, dim, index));
+  launch(device, "index_select.out", [self_ = TensorRef(self), index_ = TensorRef(index), dim, out_ = TensorRef(out)]() {
+    at::Tensor out = out_.view();
+    at::cpu::index_select_out(out, self_.view(), dim, index_.view());
+  });
+  return out;
+}
+
+at::Tensor npu_embedding_dense_backward(const at::Tensor& grad, const at::Tensor& indices, c10::SymInt num_weights,
+                                        c10::SymInt padding_idx, bool scale_grad_by_freq) {
+  const auto device = common_device("embedding_dense_backward", grad, indices);
+  const int64_t rows = num_weights.expect_int(), padding = padding_idx.expect_int();
+  at::Tensor out = empty_npu({rows, grad.size(-1)}, {}, grad.options(), device);
+  launch(device, "embedding_dense_backward", [grad_ = TensorRef(grad), indices_ = TensorRef(indices), rows, padding,
+                                              scale_grad_by_freq, out_ = TensorRef(out)]() {
+    out_.view().copy_(at::cpu::embedding_dense_backward(grad_.view(), indices_.view(), rows, padding,
+                                                        scale_grad_by_freq));
+  });
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("index_select", TORCH_FN(npu_index_select));
+  m.impl("index_select.out", TORCH_FN(npu_index_select_out));
+  m.impl("embedding_dense_backward", TORCH_FN(npu_embedding_dense_backward));
+}
+
+}  // namespace torch_npu

@@ -1,0 +1,62 @@
+// Asynchronous native kernels for in-place ops, by schema rather than by
+// hand: an in-place op writes into tensors that already exist, so stage 1
+// has no shape to infer. It snapshots the arguments (drawing a seed for
+// random ops) and queues the CPU kernel; the caller gets `self` back at once.
+//
+// Only ops on kInplaceOps are routed here: in-place ops that change
+// metadata (resize_, t_, squeeze_, set_ ...) must not be.
+#include <ATen/core/LegacyTypeDispatch.h>
+#include <torch/library.h>
+
+#include "csrc/ops/boxed_call.h"
+#include "csrc/ops/launch.h"
+
+namespace torch_npu {
+namespace {
+
+// In-place ops without a structured kernel, whose CPU kernel only writes
+// element values. Structured in-place ops (add_, mul_, clamp_ ...) come from
+// the generated kernels instead.
+constexpr const char* kInplaceOps[] = {
+    "fill_.Scalar", "fill_.Tensor", "zero_",
+    "uniform_", "normal_", "bernoulli_.float", "bernoulli_.Tensor", "random_", "random_.from",
+    "random_.to", "exponential_", "geometric_", "log_normal_", "cauchy_",
+    "masked_fill_.Scalar", "masked_fill_.Tensor", "index_fill_.int_Scalar", "index_fill_.int_Tensor",
+    "_index_put_impl_", "put_", "masked_scatter_",
+    "_amp_foreach_non_finite_check_and_unscale_",
+};
+
+void async_inplace_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  const size_t num_args = schema.arguments().size();
+  auto args = torch::jit::last(*stack, num_args);
+  const c10::DeviceIndex device = op_device(op, args);
+  BoxedSnapshot call(schema, args, device);
+  const char* name = op.operator_name().name.c_str();
+  launch(device, name, [call = std::move(call), op]() {
+    torch::jit::Stack cpu_stack = call.to_stack();
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu_stack);
+  });
+  // Returns alias arguments (`Tensor(a!)`): hand back the caller's tensors.
+  std::vector<c10::IValue> returns;
+  for (const auto& ret : schema.returns()) {
+    size_t aliased = 0;
+    for (size_t i = 0; i < num_args; ++i) {
+      const auto* info = schema.arguments()[i].alias_info();
+      if (info != nullptr && ret.alias_info() != nullptr && *info == *ret.alias_info()) aliased = i;
+    }
+    returns.push_back(args[aliased]);
+  }
+  torch::jit::drop(*stack, num_args);
+  for (auto& r : returns) stack->push_back(std::move(r));
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  for (const char* name : kInplaceOps) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&async_inplace_kernel>());
+  }
+}
+
+}  // namespace torch_npu

@@ -1,0 +1,64 @@
+"""Shared fixtures for the vNPU test suite.
+
+Every test runs against the real emulator: ``import torch_npu`` registers the
+virtual ``npu`` device and kernels run asynchronously on worker threads. Most
+tests are differential: the same computation on npu and on cpu must agree.
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import torch_npu  # noqa: F401  (registers the npu device)
+
+# Environment variables that change how the emulator starts. Tests that run
+# subprocesses start from a clean slate so that a developer's shell (or the
+# CI job) cannot change their outcome.
+_VNPU_ENV = (
+    "VNPU_DEVICE_COUNT", "ASCEND_RT_VISIBLE_DEVICES", "TASK_QUEUE_ENABLE",
+    "ASCEND_LAUNCH_BLOCKING", "TORCH_NPU_FALLBACK_CPU_DISABLE", "VNPU_CHIP",
+    "PYTORCH_NPU_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_NO_NPU_MEMORY_CACHING",
+    "TORCH_NPU_COMPACT_ERROR_OUTPUT",
+)
+
+
+@pytest.fixture(autouse=True)
+def _npu_clean_state():
+    """Each test starts on device 0 and leaves no queued work behind.
+
+    A test that provokes an asynchronous kernel error must consume it itself;
+    draining here makes a leaked error fail the test that leaked it, not the
+    next one.
+    """
+    torch.npu.set_device(0)
+    yield
+    torch.npu.synchronize()
+    torch.npu.set_device(0)
+
+
+def clean_env(**overrides):
+    """os.environ without the vNPU switches, plus ``overrides`` (str values)."""
+    env = {k: v for k, v in os.environ.items() if k not in _VNPU_ENV}
+    env.update({k: str(v) for k, v in overrides.items()})
+    return env
+
+
+def run_python(code, timeout=120, **env_overrides):
+    """Runs ``code`` in a fresh interpreter; returns the CompletedProcess.
+
+    Used for everything decided at import time (environment variables) and for
+    behaviour that must not leak into this process (fallback switches, crashes).
+    """
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=clean_env(**env_overrides), capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def npu():
+    """The default npu device, for tests that want it as a parameter."""
+    return torch.device("npu:0")

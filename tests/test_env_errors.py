@@ -1,0 +1,157 @@
+"""Environment variables read at start-up, and the errors a misconfiguration
+gives. Each case runs in a fresh interpreter, since the emulator reads its
+environment once."""
+
+import pytest
+
+from conftest import run_python
+
+# Prints device_count/is_available (must never raise), then tries to use the
+# device and prints the error type and message on one line.
+_PROBE = """
+    import torch, torch_npu
+    print("count", torch.npu.device_count(), torch.npu.is_available())
+    try:
+        x = torch.ones(2).npu()
+        print("use ok", x.device, x.sum().item())
+    except Exception as e:
+        print("use error", type(e).__name__, str(e).replace("\\n", " "))
+"""
+
+
+def _probe(**env):
+    r = run_python(_PROBE, **env)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_default_eight_devices():
+    out = _probe()
+    assert "count 8 True" in out
+    assert "use ok npu:0 2.0" in out
+
+
+def test_device_count_env():
+    out = _probe(VNPU_DEVICE_COUNT=2)
+    assert "count 2 True" in out
+    assert "use ok" in out
+
+
+def test_device_count_zero():
+    out = _probe(VNPU_DEVICE_COUNT=0)
+    assert "count 0 False" in out
+    assert "use error" in out
+
+
+def test_device_count_not_a_number():
+    out = _probe(VNPU_DEVICE_COUNT="abc")
+    # device_count() never raises: libraries call it just to probe.
+    assert "count 0 False" in out
+    line = next(l for l in out.splitlines() if l.startswith("use "))
+    assert line.startswith("use error RuntimeError"), line
+    assert "VNPU_DEVICE_COUNT" in line and "abc" in line
+
+
+def test_visible_devices_remaps_indices():
+    r = run_python("""
+        import torch, torch_npu
+        print(torch.npu.device_count())
+        print(torch.npu.get_device_properties(0).uuid)
+        print(torch.npu.get_device_properties(1).uuid)
+        x = torch.arange(3.0, device="npu:1")
+        print(x.device, x.sum().item())
+        try:
+            torch.ones(1, device="npu:2")
+        except RuntimeError as e:
+            print("bad index", "0 to 1" in str(e))
+    """, ASCEND_RT_VISIBLE_DEVICES="3,5")
+    assert r.returncode == 0, r.stderr
+    count, uuid0, uuid1, use, bad = r.stdout.strip().splitlines()
+    assert count == "2"
+    # npu:0 and npu:1 are the physical cards 3 and 5.
+    assert "3" in uuid0 and "5" in uuid1 and uuid0 != uuid1
+    assert "0005" in uuid1
+    assert use == "npu:1 3.0"
+    assert bad == "bad index True"
+
+
+def test_visible_devices_out_of_range():
+    out = _probe(ASCEND_RT_VISIBLE_DEVICES="9")
+    assert "count 0 False" in out
+    line = next(l for l in out.splitlines() if l.startswith("use "))
+    assert "use error RuntimeError" in line
+    assert "ASCEND_RT_VISIBLE_DEVICES" in line
+
+
+def test_visible_devices_with_device_count():
+    out = _probe(VNPU_DEVICE_COUNT=4, ASCEND_RT_VISIBLE_DEVICES="1,3")
+    assert "count 2 True" in out
+
+
+def test_task_queue_enable_invalid():
+    out = _probe(TASK_QUEUE_ENABLE=5)
+    line = next(l for l in out.splitlines() if l.startswith("use "))
+    assert "use error" in line
+    assert "TASK_QUEUE_ENABLE should be 0, 1 or 2" in line
+
+
+@pytest.mark.parametrize("value", ["0", "1", "2"])
+def test_task_queue_enable_valid(value):
+    out = _probe(TASK_QUEUE_ENABLE=value)
+    assert "count 8 True" in out and "use ok" in out
+
+
+# A kernel whose error only shows in stage 2 (gather checks its indices in the
+# CPU kernel, on the stream worker). Synchronous launch modes must raise it at
+# the call itself, with the accurate stack trace.
+_SYNC_ERROR = """
+    import torch, torch_npu
+    src = torch.randn(5, 3).npu()
+    idx = torch.tensor([[7, 0, 0]]).npu()
+    torch.npu.synchronize()
+    try:
+        src.gather(0, idx)
+        print("call returned")
+    except Exception as e:
+        print("raised at call", type(e).__name__)
+    try:
+        torch.npu.synchronize()
+        print("sync ok")
+    except Exception as e:
+        print("raised at sync", type(e).__name__)
+    # The device still works afterwards.
+    print("after", (torch.arange(4.0).npu() * 2).sum().item())
+"""
+
+
+@pytest.mark.parametrize("env", [{"ASCEND_LAUNCH_BLOCKING": "1"}, {"TASK_QUEUE_ENABLE": "0"}],
+                         ids=["ASCEND_LAUNCH_BLOCKING=1", "TASK_QUEUE_ENABLE=0"])
+def test_blocking_launch_raises_at_call(env):
+    r = run_python(_SYNC_ERROR, **env)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert lines[0].startswith("raised at call"), lines
+    assert lines[1] == "sync ok", lines
+    assert lines[2] == "after 12.0"
+
+
+def test_default_launch_raises_at_sync():
+    # Contrast: with the queue on (default), the same error surfaces later.
+    r = run_python(_SYNC_ERROR)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert lines[0] == "call returned", lines
+    assert lines[1].startswith("raised at sync"), lines
+    assert lines[2] == "after 12.0"
+
+
+def test_invalid_device_message_in_fresh_process():
+    r = run_python("""
+        import torch, torch_npu
+        try:
+            torch.npu.set_device(8)
+        except RuntimeError as e:
+            print(str(e).splitlines()[0])
+    """)
+    assert r.returncode == 0, r.stderr
+    assert "0 to 7" in r.stdout
