@@ -16,7 +16,8 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 class BuildWithCMake(build_py):
     def run(self):
         env = dict(os.environ, PYTHON=sys.executable)
-        subprocess.check_call([os.path.join(ROOT, "scripts", "build.sh")], env=env)
+        if not os.environ.get("VNPU_SKIP_BUILD"):
+            subprocess.check_call([os.path.join(ROOT, "scripts", "build.sh")], env=env)
         super().run()
 
 

@@ -132,10 +132,23 @@ def test_call_time_errors_are_raised_at_call():
         a @ a
     with pytest.raises(RuntimeError):
         a + torch.randn(5).npu()
-    # index_select checks indices on the caller (sync kernel): also at once.
-    with pytest.raises(IndexError):
-        torch.randn(5, 3).npu().index_select(0, torch.tensor([7]).npu())
     torch.npu.synchronize()  # nothing pending
+
+
+@pytest.mark.parametrize("op,call", [
+    ("index_select", lambda: torch.randn(5, 3).npu().index_select(0, torch.tensor([7]).npu())),
+    ("embedding", lambda: torch.nn.functional.embedding(torch.tensor([7]).npu(), torch.randn(5, 3).npu())),
+])
+def test_index_errors_raise_at_call_or_next_sync(op, call):
+    # Whether a kernel checks its indices in stage 1 or stage 2 is an
+    # implementation choice; either way the error must surface by the next
+    # sync point, name an op, and leave the device usable.
+    with pytest.raises((IndexError, RuntimeError)) as info:
+        call()
+        torch.npu.synchronize()
+    assert "index out of range" in str(info.value)
+    torch.npu.synchronize()
+    assert (torch.ones(4, device="npu") * 2).sum().item() == 8
 
 
 def test_work_queued_after_error_before_sync():
@@ -222,9 +235,24 @@ def test_wait_stream_orders_producer_consumer():
         for _ in range(20):
             a = a * 1.001
     torch.npu.current_stream().wait_stream(producer)
-    a.record_stream(torch.npu.current_stream())
     out = (a + 1).cpu()
     assert_close(out, cpu * 1.001 ** 20 + 1, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.xfail(reason="BUG: aten::record_stream has no npu kernel; it takes the CPU fallback "
+                          "and fails with NotImplementedError", strict=True)
+def test_record_stream():
+    s = torch.npu.Stream()
+    with torch.npu.stream(s):
+        x = torch.ones(1000, device="npu") * 2
+    torch.npu.current_stream().wait_stream(s)
+    # x was allocated on s but is used on the default stream: tell the
+    # allocator, so the block is not reused by s before that use finished.
+    x.record_stream(torch.npu.current_stream())
+    y = x + 1
+    del x
+    assert y.sum().item() == 3000
+    assert "aten::record_stream" not in torch.npu.fallback_counts()
 
 
 def test_wait_event_between_streams():
@@ -258,6 +286,8 @@ def test_event_record_query_synchronize():
     torch.npu.current_stream().wait_event(ev2)
 
 
+@pytest.mark.xfail(reason="BUG: torch.npu.Event.elapsed_time(other torch.npu.Event) raises "
+                          "'expected other to be a torch.Event object' (subclass rejected)", strict=True)
 def test_event_elapsed_time():
     start = torch.npu.Event(enable_timing=True)
     end = torch.npu.Event(enable_timing=True)

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs whatever is missing to build and run vNPU, then builds it.
+# Safe to re-run: each step is skipped when already done.
+#   - Debian packages: cmake, ninja, ccache, g++, GoogleTest (when root)
+#   - Python packages: torch==2.13.0 (CPU build), numpy, pytest, expecttest
+#   - torch_npu._C (CMake + ninja, incremental) and an editable install of
+#     the torch_npu distribution (so importlib.metadata finds it)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+
+need_apt=()
+command -v cmake >/dev/null || need_apt+=(cmake)
+command -v ninja >/dev/null || need_apt+=(ninja-build)
+command -v ccache >/dev/null || need_apt+=(ccache)
+command -v g++ >/dev/null || need_apt+=(g++)
+[ -f /usr/include/gtest/gtest.h ] || need_apt+=(libgtest-dev)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "[setup] apt-get install ${need_apt[*]}"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  else
+    echo "[setup] missing system packages: ${need_apt[*]} (install them, e.g. with sudo apt-get install)" >&2
+    exit 1
+  fi
+fi
+
+# torch must be exactly 2.13.0: a bare `torch` requirement would pull a
+# multi-GB CUDA build.
+if ! "$PYTHON" -c 'import torch, sys; sys.exit(0 if torch.__version__.split("+")[0] == "2.13.0" else 1)' 2>/dev/null; then
+  echo "[setup] pip install torch==2.13.0"
+  "$PYTHON" -m pip install -q torch==2.13.0
+fi
+for module in numpy pytest expecttest; do
+  "$PYTHON" -c "import $module" 2>/dev/null || { echo "[setup] pip install $module"; "$PYTHON" -m pip install -q "$module"; }
+done
+
+PYTHON="$PYTHON" ./scripts/build.sh >/tmp/vnpu-build.log 2>&1 || { cat /tmp/vnpu-build.log; exit 1; }
+echo "[setup] built torch_npu._C"
+
+if ! "$PYTHON" -c 'import importlib.metadata as m; m.version("torch_npu")' 2>/dev/null ||
+   ! "$PYTHON" -c 'import torch_npu, os, sys; sys.exit(0 if os.path.dirname(torch_npu.__file__) == os.path.abspath("torch_npu") else 1)' 2>/dev/null; then
+  echo "[setup] pip install --no-build-isolation --no-deps -e ."
+  # The extension is already built; the editable install only records the
+  # distribution metadata and the torch.backends entry point.
+  VNPU_SKIP_BUILD=1 "$PYTHON" -m pip install -q --no-build-isolation --no-deps -e . 2>&1 | grep -v "Running pip as the 'root' user" || true
+fi
