@@ -11,6 +11,7 @@
 #include "csrc/ops/cpu_fallback.h"
 #include "csrc/ops/sync_kernel.h"
 #include "runtime/include/vnpu/environment.h"
+#include "runtime/include/vnpu/event.h"
 
 namespace torch_npu {
 
@@ -132,6 +133,18 @@ PYBIND11_MODULE(_C, m) {
   m.def("_default_stream", [](int d) { return stream_tuple(default_stream(resolve(d))); });
   m.def("_set_stream", [](int64_t id, int d, int type) {
     set_current_stream(c10::Stream(c10::Stream::UNSAFE, npu_device(resolve(d)), id));
+  });
+
+  // torch.Event.elapsed_time only accepts exact torch.Event objects; the
+  // torch.npu.Event subclass measures through the raw handles instead.
+  m.def("_event_elapsed_time", [](uintptr_t start, uintptr_t end) {
+    NPU_CHECK_WITH(ValueError, ErrCode::kValue, start != 0 && end != 0,
+                   "Both events must be recorded before calculating elapsed time.");
+    try {
+      return reinterpret_cast<vnpu::Event*>(start)->elapsed_ms(*reinterpret_cast<vnpu::Event*>(end));
+    } catch (const vnpu::Error& e) {
+      throw_runtime_error(e);
+    }
   });
 
   // Memory.

@@ -48,6 +48,13 @@ class Event(torch.Event):
     def wait(self, stream=None):
         super().wait(stream if stream is not None else current_stream())
 
+    def elapsed_time(self, end_event) -> float:
+        """Milliseconds between this event and ``end_event`` (both recorded
+        with enable_timing=True, and ``end_event`` completed)."""
+        if not isinstance(end_event, torch.Event):
+            raise TypeError(f"expected a torch.npu.Event, got {type(end_event).__name__}")
+        return _C._event_elapsed_time(self.event_id, end_event.event_id)
+
 
 def _wrap(stream_tuple):
     stream_id, device_index, device_type = stream_tuple
