@@ -23,7 +23,7 @@ constexpr const char* kInplaceOps[] = {
     "random_.to", "exponential_", "geometric_", "log_normal_", "cauchy_",
     "masked_fill_.Scalar", "masked_fill_.Tensor", "index_fill_.int_Scalar", "index_fill_.int_Tensor",
     "_index_put_impl_", "put_", "masked_scatter_",
-    "_amp_foreach_non_finite_check_and_unscale_",
+    "_amp_foreach_non_finite_check_and_unscale_", "_amp_update_scale_",
 };
 
 void async_inplace_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {

@@ -21,7 +21,8 @@ from torch_npu.npu.random import (  # noqa: F401
 from torch_npu.npu.options import (  # noqa: F401
     fallback_counts, get_option, is_jit_compile_false, is_support, set_compile_mode, set_option,
 )
-from torch_npu.npu import utils  # noqa: F401
+from torch_npu.npu import amp, utils  # noqa: F401
+from torch_npu.npu.amp.common import get_amp_supported_dtype  # noqa: F401
 from torch_npu.npu.utils import get_cann_version, is_bf16_supported, is_support_inf_nan  # noqa: F401
 
 
@@ -29,3 +30,14 @@ def _is_in_bad_fork() -> bool:
     """True in a forked child of a process that had used the NPU."""
     from torch_npu import _C
     return _C._is_in_bad_fork()
+
+
+def is_autocast_enabled() -> bool:
+    """True inside an enabled npu autocast region."""
+    import torch
+    return torch.is_autocast_enabled("npu")
+
+
+def get_autocast_dtype():
+    import torch
+    return torch.get_autocast_dtype("npu")

@@ -1,0 +1,33 @@
+"""torch.npu.amp.GradScaler: torch.amp.GradScaler("npu") with torch_npu's
+``dynamic`` switch (dynamic=False keeps the loss scale fixed)."""
+
+import torch
+
+
+class GradScaler(torch.amp.GradScaler):
+    def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
+                 enabled=True, dynamic=True):
+        if not isinstance(dynamic, bool):
+            raise TypeError(f"dynamic must be a bool, but got {type(dynamic).__name__}")
+        super().__init__("npu", init_scale=init_scale, growth_factor=growth_factor,
+                         backoff_factor=backoff_factor, growth_interval=growth_interval, enabled=enabled)
+        self._dynamic = dynamic
+
+    def update(self, new_scale=None):
+        """Adjusts the scale after a step; a static scaler keeps it unless
+        ``new_scale`` is given."""
+        if not self._enabled:
+            return
+        if not self._dynamic and new_scale is None and self._scale is not None:
+            new_scale = self._scale.clone()
+        super().update(new_scale)
+
+    def state_dict(self):
+        state = super().state_dict()
+        if self._enabled:
+            state["dynamic"] = self._dynamic
+        return state
+
+    def load_state_dict(self, state_dict):
+        self._dynamic = state_dict.pop("dynamic", self._dynamic) if self._enabled else self._dynamic
+        super().load_state_dict(state_dict)
