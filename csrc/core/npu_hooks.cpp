@@ -4,6 +4,7 @@
 #include <c10/core/Storage.h>
 
 #include "csrc/core/host_allocator.h"
+#include "csrc/core/npu_caching_allocator.h"
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_error.h"
 #include "csrc/core/npu_generator.h"
@@ -58,6 +59,9 @@ void NpuHooks::resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_by
 void register_hooks() {
   static NpuHooks hooks;
   at::RegisterPrivateUse1HooksInterface(&hooks);
+  // Generic code (torch.UntypedStorage(n, device="npu"), deserialisation)
+  // looks the allocator up by device type.
+  c10::SetAllocator(c10::DeviceType::PrivateUse1, npu_caching_allocator());
 }
 
 }  // namespace torch_npu
