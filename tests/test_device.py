@@ -275,3 +275,24 @@ def test_detection_in_fresh_interpreter():
     """)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["True", "8"]
+
+
+def test_autoload_on_import_torch():
+    # The torch.backends entry point: `import torch` alone brings the npu device.
+    r = run_python("""
+        import torch
+        print(hasattr(torch, "npu"), torch.ones(1, device="npu").device)
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["True", "npu:0"]
+
+
+def test_autoload_can_be_disabled():
+    r = run_python("""
+        import torch
+        print(hasattr(torch, "npu"))
+        import torch_npu
+        print(hasattr(torch, "npu"), torch.npu.is_available())
+    """, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["False", "True", "True"]

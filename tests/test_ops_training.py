@@ -461,6 +461,66 @@ def test_misc_shape_ops():
         check_fwd_bwd(fn, x.detach().clone().requires_grad_())
 
 
+# --- recurrent layers ----------------------------------------------------------
+
+# nn.LSTM/GRU on a PrivateUse1 device use the fused cell ops (as on CUDA):
+# aten::_thnn_fused_lstm_cell / _thnn_fused_gru_cell have no CPU kernel, so
+# the CPU fallback cannot run them.
+_FUSED_RNN_BUG = pytest.mark.xfail(
+    reason="BUG: aten::_thnn_fused_lstm_cell/_thnn_fused_gru_cell have no npu kernel and no CPU "
+           "kernel to fall back to: nn.LSTM/nn.GRU/LSTMCell/GRUCell raise NotImplementedError on npu",
+    strict=True)
+
+RNN_CASES = {
+    "rnn_tanh": (lambda: torch.nn.RNN(8, 16, batch_first=True), (2, 5, 8)),
+    "lstm": pytest.param(lambda: torch.nn.LSTM(8, 16, num_layers=2, batch_first=True), (2, 5, 8),
+                         marks=_FUSED_RNN_BUG),
+    "gru": pytest.param(lambda: torch.nn.GRU(8, 16), (5, 2, 8), marks=_FUSED_RNN_BUG),
+    "lstm_cell": pytest.param(lambda: torch.nn.LSTMCell(8, 16), (2, 8), marks=_FUSED_RNN_BUG),
+    "gru_cell": pytest.param(lambda: torch.nn.GRUCell(8, 16), (2, 8), marks=_FUSED_RNN_BUG),
+}
+
+
+@pytest.mark.parametrize("make,shape", list(RNN_CASES.values()), ids=list(RNN_CASES))
+def test_recurrent_layers(make, shape):
+    torch.manual_seed(0)
+    m_c = make()
+    m_n = copy.deepcopy(m_c).npu()
+    x = rnd(*shape, seed=50)
+    out_c = m_c(x)
+    out_n = m_n(x.detach().npu().requires_grad_())
+    out_c = out_c[0] if isinstance(out_c, tuple) else out_c
+    out_n = out_n[0] if isinstance(out_n, tuple) else out_n
+    assert_close(out_n.cpu(), out_c, atol=1e-5, rtol=1e-4)
+    out_c.sum().backward()
+    out_n.sum().backward()
+    for (name, pc), pn in zip(m_c.named_parameters(), m_n.parameters()):
+        assert_close(pn.grad.cpu(), pc.grad, atol=1e-4, rtol=1e-4, msg=name)
+
+
+def test_transformer_encoder_layer():
+    torch.manual_seed(0)
+    layer_c = torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+    layer_n = copy.deepcopy(layer_c).npu()
+    x = rnd(2, 5, 16, grad=False, seed=51)
+    out_c, out_n = layer_c(x), layer_n(x.npu())
+    assert_close(out_n.cpu(), out_c, atol=1e-5, rtol=1e-4)
+    out_c.sum().backward()
+    out_n.sum().backward()
+    for (name, pc), pn in zip(layer_c.named_parameters(), layer_n.parameters()):
+        assert_close(pn.grad.cpu(), pc.grad, atol=1e-4, rtol=1e-4, msg=name)
+    # Eval + no_grad takes PyTorch's fused fast path.
+    layer_c.eval(), layer_n.eval()
+    with torch.no_grad():
+        assert_close(layer_n(x.npu()).cpu(), layer_c(x), atol=1e-5, rtol=1e-4)
+
+
+def test_scaled_dot_product_attention():
+    q, k, v = rnd(2, 4, 8, 16, seed=52), rnd(2, 4, 8, 16, seed=53), rnd(2, 4, 8, 16, seed=54)
+    check_fwd_bwd(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), q, k, v,
+                  atol=1e-5, rtol=1e-4)
+
+
 # --- optimizers ----------------------------------------------------------------
 
 OPTIMIZERS = {

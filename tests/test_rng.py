@@ -157,3 +157,37 @@ def test_random_dtypes(dtype):
     x = torch.randn(1000, dtype=dtype, device="npu")
     assert x.dtype == dtype
     assert abs(x.float().mean().item()) < 0.15
+
+
+@pytest.mark.xfail(reason="BUG: torch.npu has no `_initialized` attribute; torch.utils.checkpoint "
+                          "checks getattr(device_module, '_initialized') before saving device RNG "
+                          "states, so the recomputation draws a different dropout mask", strict=True)
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_checkpoint_preserves_dropout_rng(reentrant):
+    # Gradient checkpointing (seed 002) recomputes the forward in backward; the
+    # recomputation must replay the same dropout mask, or gradients are wrong.
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(64, 64).npu()
+    x0 = torch.randn(32, 64, device="npu")
+
+    def f(z):
+        return F.dropout(lin(z), 0.5)
+
+    x = x0.clone().requires_grad_()
+    torch.npu.manual_seed(5)
+    y = torch.utils.checkpoint.checkpoint(f, x, use_reentrant=reentrant)
+    y.sum().backward()
+    grad_ckpt = x.grad.cpu()
+
+    x = x0.clone().requires_grad_()
+    torch.npu.manual_seed(5)
+    f(x).sum().backward()
+    torch.testing.assert_close(grad_ckpt, x.grad.cpu())
+
+
+@pytest.mark.xfail(reason="BUG: torch.npu._initialized missing (torch.cuda and real torch_npu have it)",
+                   strict=True)
+def test_initialized_flag_like_cuda():
+    # torch.utils.checkpoint reads torch.<device>._initialized.
+    torch.ones(1, device="npu")
+    assert torch.npu._initialized is True

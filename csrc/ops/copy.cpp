@@ -98,6 +98,17 @@ at::Scalar npu_local_scalar_dense(const at::Tensor& self) {
 
 }  // namespace
 
+// _copy_from resolves lazy conjugate/negative bits itself (the CPU copy in
+// stage 2 sees them on the views). Without these fallthroughs ATen's
+// conjugate fallback would materialise the source with clone(), which calls
+// copy_ -> _copy_from again, forever.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", TORCH_FN(npu_copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(npu_copy_from_and_resize));

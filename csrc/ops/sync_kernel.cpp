@@ -60,6 +60,8 @@ at::Tensor cpu_alias(const at::Tensor& t) {
   auto cpu = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(std::move(impl)),
                                                       c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
   cpu.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  if (t.is_conj()) cpu._set_conj(true);
+  if (t.is_neg()) cpu._set_neg(true);
   return cpu;
 }
 
@@ -118,6 +120,8 @@ class AliasMap {
     auto npu = at::detail::make_tensor<c10::TensorImpl>(
         std::move(npu_storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), cpu.dtype());
     npu.unsafeGetTensorImpl()->set_sizes_and_strides(cpu.sizes(), cpu.strides(), cpu.storage_offset());
+    if (cpu.is_conj()) npu._set_conj(true);
+    if (cpu.is_neg()) npu._set_neg(true);
     return npu;
   }
 

@@ -14,6 +14,8 @@ TensorRef::TensorRef(const at::Tensor& tensor) {
   }
   dtype_ = tensor.scalar_type();
   data_ = tensor.data_ptr();
+  conj_ = tensor.is_conj();
+  neg_ = tensor.is_neg();
   const auto sizes = tensor.sizes();
   const auto strides = tensor.strides();
   dims_.append(sizes.begin(), sizes.end());
@@ -27,8 +29,11 @@ at::Tensor TensorRef::view() const {
   const c10::IntArrayRef sizes(dims_.data(), dim);
   const c10::IntArrayRef strides(dims_.data() + dim, dim);
   const auto options = at::TensorOptions().dtype(dtype_).device(c10::kCPU);
-  if (data_ == nullptr) return at::empty_strided(sizes, strides, options);  // no elements
-  return at::from_blob(data_, sizes, strides, options);
+  at::Tensor view = data_ == nullptr ? at::empty_strided(sizes, strides, options)  // no elements
+                                     : at::from_blob(data_, sizes, strides, options);
+  if (conj_) view._set_conj(true);
+  if (neg_) view._set_neg(true);
+  return view;
 }
 
 std::vector<TensorRef> snapshot(at::ITensorListRef tensors) {

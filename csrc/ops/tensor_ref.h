@@ -41,6 +41,8 @@ class TensorRef {
   c10::SmallVector<int64_t, 10> dims_;   // sizes then strides
   c10::ScalarType dtype_ = c10::ScalarType::Undefined;
   bool defined_ = false;
+  bool conj_ = false;  // lazy conjugate / negative bits travel with the view
+  bool neg_ = false;
 };
 
 // Snapshots of a tensor list (cat, stack, _foreach_*).
