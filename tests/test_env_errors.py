@@ -113,7 +113,8 @@ _SYNC_ERROR = """
         src.gather(0, idx)
         print("call returned")
     except Exception as e:
-        print("raised at call", type(e).__name__)
+        # Synchronous: no "called asynchronously" disclaimer, accurate stack.
+        print("raised at call", type(e).__name__, "asynchronously" in str(e))
     try:
         torch.npu.synchronize()
         print("sync ok")
@@ -131,6 +132,7 @@ def test_blocking_launch_raises_at_call(env):
     assert r.returncode == 0, r.stderr
     lines = r.stdout.strip().splitlines()
     assert lines[0].startswith("raised at call"), lines
+    assert lines[0].endswith("False"), lines
     assert lines[1] == "sync ok", lines
     assert lines[2] == "after 12.0"
 
@@ -155,3 +157,38 @@ def test_invalid_device_message_in_fresh_process():
     """)
     assert r.returncode == 0, r.stderr
     assert "0 to 7" in r.stdout
+
+
+def test_fork_after_init():
+    # torch_npu's message for a forked child that touches the NPU; DataLoader
+    # workers (fork, CPU only) must keep working.
+    r = run_python("""
+        import multiprocessing as mp
+        import torch, torch_npu
+        from torch.utils.data import DataLoader, TensorDataset
+
+        torch.ones(1, device="npu")  # initialise in the parent
+
+        def child(q):
+            try:
+                torch.ones(2, device="npu")
+                q.put("no error")
+            except RuntimeError as e:
+                q.put(str(e).splitlines()[0])
+
+        ctx = mp.get_context("fork")
+        q = ctx.Queue()
+        p = ctx.Process(target=child, args=(q,))
+        p.start()
+        print(q.get(timeout=30))
+        p.join(30)
+
+        ds = TensorDataset(torch.arange(64.0).view(32, 2))
+        total = sum((b.npu() * 2).sum().item() for (b,) in DataLoader(ds, batch_size=8, num_workers=2))
+        print("loader", total)
+    """)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert lines[0].startswith("Cannot re-initialize NPU in forked subprocess"), lines
+    assert "'spawn' start method" in lines[0]
+    assert lines[1] == "loader 4032.0"

@@ -13,10 +13,7 @@ EXAMPLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 EXAMPLES = sorted(f for f in os.listdir(EXAMPLES_DIR) if f.endswith(".py"))
 
 # Known product bugs that make an example fail; strict, so a fix is noticed.
-KNOWN_FAILURES = {
-    "save_load.py": "BUG: torch.load of an npu checkpoint (no map_location, or map_location='npu') "
-                    "segfaults: UntypedStorage allocation on npu has no c10 allocator",
-}
+KNOWN_FAILURES = {}
 
 
 def test_examples_exist():

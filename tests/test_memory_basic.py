@@ -75,6 +75,7 @@ def test_empty_cache_releases_reserved():
 
 def test_cached_block_is_reused():
     _settle()
+    torch.npu.empty_cache()  # so the block freed below is the only 8 MiB candidate
     t = torch.empty(8 * MB, dtype=torch.uint8, device="npu")
     ptr = t.data_ptr()
     del t

@@ -130,6 +130,19 @@ def test_conv_module_and_pool():
         assert_close(pn.grad.cpu(), pc.grad, atol=1e-4, rtol=1e-4, msg=name)
 
 
+def test_conv3d():
+    check_fwd_bwd(lambda x, w, b: F.conv3d(x, w, b, stride=(1, 2, 2), padding=1),
+                  rnd(1, 2, 5, 6, 6, seed=60), rnd(4, 2, 3, 3, 3, seed=61), rnd(4, seed=62),
+                  atol=1e-4, rtol=1e-4)
+
+
+def test_conv2d_channels_last():
+    x = rnd(2, 3, 8, 8, grad=False, seed=63).to(memory_format=torch.channels_last).requires_grad_()
+    w = rnd(6, 3, 3, 3, seed=64)
+    out = check_fwd_bwd(lambda x, w: F.conv2d(x, w, padding=1), x, w, atol=1e-4, rtol=1e-4)
+    assert out[0].is_contiguous(memory_format=torch.channels_last)
+
+
 def test_conv1d_and_conv_transpose2d():
     check_fwd_bwd(lambda x, w: F.conv1d(x, w, padding=1), rnd(2, 3, 10, seed=1), rnd(5, 3, 3, seed=2),
                   atol=1e-5, rtol=1e-4)

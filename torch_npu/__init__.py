@@ -5,10 +5,15 @@ hardware: ``import torch_npu`` registers the ``npu`` device with PyTorch,
 and its kernels run asynchronously on the host CPU. Not Huawei's package.
 """
 
-import sys
-import types
+def _autoload():
+    """Entry point of the ``torch.backends`` group: ``import torch`` calls it
+    (unless TORCH_DEVICE_BACKEND_AUTOLOAD=0). Importing this package does the
+    work; the function is defined before ``import torch`` so that
+    ``import torch_npu`` as the first import (which imports torch, which
+    autoloads torch_npu again) finds it on the partially imported module."""
 
-import torch
+
+import torch  # noqa: E402
 
 __version__ = "2.13.0+vnpu1"
 
@@ -25,8 +30,3 @@ from torch_npu.npu import (  # noqa: E402,F401
 
 __all__ = ["npu", "get_soc_version"]
 
-
-def _autoload():
-    """Entry point of the ``torch.backends`` group: ``import torch`` calls it
-    (unless TORCH_DEVICE_BACKEND_AUTOLOAD=0). Importing the package did all
-    the work already."""

@@ -1,0 +1,54 @@
+// AllocConfig: the caching allocator's options, parsed from the text of
+// PYTORCH_NPU_ALLOC_CONF (or PYTORCH_ALLOC_CONF), e.g.
+//   "max_split_size_mb:128,garbage_collection_threshold:0.8"
+//   "roundup_power2_divisions:[256:1,512:2,>:8]"
+//
+// Keys (as in torch_npu / torch.cuda):
+// - max_split_size_mb:N (integer MiB, > 20): cached blocks of at least this
+//   size are never split, so large blocks are not carved up by small requests.
+// - garbage_collection_threshold:T (0 < T < 1): before the allocator grows
+//   past T of the memory it may use, it releases idle cached segments, least
+//   recently used first.
+// - roundup_power2_divisions:N (0 or a power of two) or a list
+//   [S:N, ..., >:N] of MiB bounds S (powers of two): each power-of-two size
+//   interval is split into N steps and requests round up to the next step, so
+//   varying sizes (e.g. sequence lengths) reuse the same blocks. "S:N" covers
+//   sizes below S MiB not covered by an earlier entry; ">:N" the rest.
+// - expandable_segments:True|False: the virtual NPU has no virtual memory
+//   mapping to grow segments in place; True is refused (kNotSupported).
+//
+// Parsing only; environment.cpp decides which variable supplies the text.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <limits>
+#include <string>
+
+namespace vnpu {
+
+struct AllocConfig {
+  // Power-of-two size intervals with their own division count: [0, 2) MiB,
+  // [2, 4) MiB, ... [2^15 MiB, inf).
+  static constexpr std::size_t kRoundupIntervals = 16;
+
+  // Blocks of at least this many bytes are never split ("no limit" default).
+  std::size_t max_split_size_bytes = std::numeric_limits<std::size_t>::max();
+  // Fraction of the allowed memory above which idle segments are collected;
+  // 0 disables garbage collection.
+  double garbage_collection_threshold = 0.0;
+  // Divisions per interval; 0 or 1: plain rounding to the block size.
+  std::array<std::size_t, kRoundupIntervals> roundup_power2_divisions{};
+  bool expandable_segments = false;
+
+  // Division count that applies to a request of `bytes`.
+  std::size_t roundup_divisions(std::size_t bytes) const;
+};
+
+// Parses `text` ("key:value,key:value"; blanks around tokens are ignored).
+// `variable` names the source in messages, e.g. "PYTORCH_NPU_ALLOC_CONF".
+// Throws Error(kInvalidValue) for an unknown key or a malformed value, and
+// Error(kNotSupported) for expandable_segments:True.
+AllocConfig parse_alloc_config(const std::string& text, const std::string& variable);
+
+}  // namespace vnpu

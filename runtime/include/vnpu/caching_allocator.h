@@ -1,0 +1,251 @@
+// CachingAllocator: the stream-aware caching allocator of one virtual NPU.
+//
+// Note [Caching allocator policy]
+// Device memory (DeviceMemory, the stand-in for aclrtMalloc) is reserved in
+// segments; the allocator carves blocks out of them and keeps freed blocks
+// for reuse instead of returning them.
+// - Rounding: a request is rounded up to a multiple of kMinBlockSize, or,
+//   with roundup_power2_divisions, to the next of N equal steps of its
+//   power-of-two interval (so varying sizes land on the same few blocks).
+// - Pools: requests up to kSmallSize go to the small pool, packed into
+//   kSmallBuffer segments; larger ones to the large pool, where requests
+//   below kMinLargeAlloc share kLargeBuffer segments and bigger ones get a
+//   segment of their own, rounded to kRoundLarge.
+// - Best fit: the smallest cached block of the same stream and pool that
+//   fits, lowest address first among equals. Blocks of max_split_size or
+//   more are never split, so they only serve requests that are themselves at
+//   least max_split_size and at most kLargeBuffer smaller.
+// - Splitting and merging: a block bigger than the request is split when the
+//   rest is worth keeping (at least kMinBlockSize in the small pool, more
+//   than kSmallSize in the large pool). A freed block merges with the free
+//   blocks next to it in its segment.
+// - Streams: a segment belongs to the stream it was reserved for and its
+//   blocks serve only that stream, so reuse is safe by stream order: work
+//   queued before the free runs before work queued after the reuse.
+//   record_stream(block, s) names another stream that uses the block; the
+//   free then waits (without blocking anyone) until s has run everything
+//   queued on it so far, and only then returns the block to its pool.
+// - Giving memory back: a cached block may still be read by work queued
+//   before it was freed. Each free block remembers the last task queued on
+//   its stream at the free; its segment goes back to device memory only once
+//   the stream completed that task. empty_cache() and the out-of-memory path
+//   wait for that; garbage collection and PYTORCH_NO_NPU_MEMORY_CACHING only
+//   release what is already safe and try again at the next call.
+// - Out of memory: when device memory (or the per-process memory fraction)
+//   refuses a new segment, idle cached segments are released and the
+//   reservation retried, then the allocator waits for streams still using
+//   cached segments and tries once more; after that it throws
+//   Error(kOutOfMemory) with torch_npu's message.
+// - garbage_collection_threshold T: before growing beyond T of the allowed
+//   memory, idle whole segments are released, least recently used first.
+//
+// Why stream positions rather than recorded events for record_stream: the
+// position "last task queued on s" completes exactly when an event recorded
+// there would, but recording an event queues a task, which can block on a
+// full launch queue while this allocator's mutex is held (deadlocking the
+// worker that frees a tensor), and frees also run on stream workers, where a
+// synchronous stream must not be re-entered.
+//
+// Thread-safety: every method may be called from any thread; one mutex per
+// allocator. free() and record_stream() never wait for a stream, so tensors
+// may die on stream workers. allocate() (when short of memory) and
+// empty_cache() wait for streams without holding the mutex: never call them
+// from a stream worker.
+// Ownership: blocks belong to the allocator; callers hold them from
+// allocate() to free(). The streams and the DeviceMemory must outlive it.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "vnpu/alloc_config.h"
+
+namespace vnpu {
+
+class DeviceMemory;
+class Stream;
+
+// One statistic, as torch.cuda.memory_stats reports it.
+struct Stat {
+  std::int64_t current = 0;
+  std::int64_t peak = 0;
+  std::int64_t allocated = 0;  // sum of increases since the last reset
+  std::int64_t freed = 0;      // sum of decreases since the last reset
+
+  void increase(std::int64_t amount) {
+    current += amount;
+    allocated += amount;
+    if (current > peak) peak = current;
+  }
+  void decrease(std::int64_t amount) {
+    current -= amount;
+    freed += amount;
+  }
+};
+
+// Index of a StatArray: all pools together, then each pool.
+enum StatType : std::size_t { kAggregateStat = 0, kSmallPoolStat = 1, kLargePoolStat = 2, kNumStatTypes = 3 };
+using StatArray = std::array<Stat, kNumStatTypes>;
+
+// The counters behind torch.npu.memory_stats() (torch's DeviceStats).
+struct AllocatorStats {
+  StatArray allocation;            // blocks handed out and not yet freed
+  StatArray segment;               // device reservations
+  StatArray active;                // allocated blocks + freed ones awaiting record_stream users
+  StatArray inactive_split;        // free blocks inside partly used segments
+  StatArray allocated_bytes;
+  StatArray reserved_bytes;
+  StatArray active_bytes;
+  StatArray inactive_split_bytes;
+  StatArray requested_bytes;       // sizes as requested, before rounding
+  std::int64_t num_alloc_retries = 0;     // reservations that failed and freed the cache
+  std::int64_t num_ooms = 0;              // out-of-memory errors thrown
+  std::int64_t num_sync_all_streams = 0;  // waits for streams before releasing memory
+  std::int64_t num_device_alloc = 0;      // segments reserved
+  std::int64_t num_device_free = 0;       // segments released
+  Stat oversize_allocations;       // blocks of max_split_size or more handed out
+  Stat oversize_segments;          // segments of max_split_size or more
+  std::int64_t max_split_size = 0; // bytes; -1 when unlimited (torch's convention)
+};
+
+// One block of a segment, for memory snapshots.
+struct BlockInfo {
+  std::uintptr_t address = 0;
+  std::size_t size = 0;
+  std::size_t requested_size = 0;  // 0 unless allocated
+  bool allocated = false;
+  bool active = false;  // allocated, or freed while a record_stream user still runs
+};
+
+// One segment (device reservation) and its blocks in address order.
+struct SegmentInfo {
+  std::uintptr_t address = 0;
+  std::size_t total_size = 0;
+  std::size_t requested_size = 0;
+  std::size_t allocated_size = 0;
+  std::size_t active_size = 0;
+  int stream_index = 0;
+  bool is_large = false;
+  std::vector<BlockInfo> blocks;
+};
+
+// A range of a segment handed out by allocate(); opaque to callers.
+struct Block;
+
+class CachingAllocator {
+ public:
+  static constexpr std::size_t kMinBlockSize = 512;              // bytes; every block is a multiple
+  static constexpr std::size_t kSmallSize = 1024 * 1024;         // bytes; largest small-pool request
+  static constexpr std::size_t kSmallBuffer = 2 * 1024 * 1024;   // bytes; small-pool segment size
+  static constexpr std::size_t kLargeBuffer = 20 * 1024 * 1024;  // bytes; shared large segment size
+  static constexpr std::size_t kMinLargeAlloc = 10 * 1024 * 1024;  // bytes; from here: own segment
+  static constexpr std::size_t kRoundLarge = 2 * 1024 * 1024;    // bytes; own segments round to this
+
+  // `caching` false (PYTORCH_NO_NPU_MEMORY_CACHING=1): every block is its own
+  // segment and goes back to device memory as soon as its stream allows.
+  CachingAllocator(DeviceMemory& memory, const AllocConfig& config, bool caching = true);
+  // Returns every segment to device memory; no block may be in use by
+  // queued work any more.
+  ~CachingAllocator();
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+  // A block of at least `bytes` bytes for work on `stream`; nullptr for 0.
+  // Throws Error(kOutOfMemory) with torch_npu's message when neither the
+  // cache nor device memory can serve it. May wait for streams (see above).
+  Block* allocate(std::size_t bytes, Stream& stream);
+
+  // Returns a block to the cache. Never waits.
+  void free(Block* block);
+
+  // Marks `block` as used by work on `stream` as well (record_stream). Never waits.
+  void record_stream(Block* block, Stream& stream);
+
+  // Waits until no queued work uses a cached block, then returns every
+  // fully free segment to device memory.
+  void empty_cache();
+
+  // Limits reservations to fraction * capacity (0 <= fraction <= 1; the
+  // caller validates). Also makes out-of-memory messages show the limit.
+  void set_memory_fraction(double fraction);
+  double memory_fraction() const;
+
+  AllocatorStats stats() const;
+  void reset_peak_stats();
+  void reset_accumulated_stats();
+
+  // Every segment with its blocks, in address order.
+  std::vector<SegmentInfo> snapshot() const;
+
+  // The rounded size a request of `bytes` occupies.
+  std::size_t round_size(std::size_t bytes) const;
+
+  static void* address(const Block* block);
+  static CachingAllocator& owner(const Block* block);
+
+  DeviceMemory& memory() const { return memory_; }
+  const AllocConfig& config() const { return config_; }
+
+ private:
+  friend struct Block;
+  struct BlockLess {
+    bool operator()(const Block* a, const Block* b) const;
+  };
+  using BlockSet = std::set<Block*, BlockLess>;
+  struct Pool {
+    BlockSet blocks;
+    bool is_small;
+  };
+  struct AddressLess {
+    bool operator()(const Block* a, const Block* b) const;
+  };
+  // A stream and the sequence number of its last task at some point.
+  struct StreamMark {
+    Stream* stream;
+    std::uint64_t seq;
+  };
+
+  Pool& pool_for(std::size_t size) { return size <= kSmallSize ? small_pool_ : large_pool_; }
+  std::size_t segment_size(std::size_t size) const;
+  std::uint64_t allowed_bytes() const;
+
+  Block* find_free_block(Pool& pool, Stream& stream, std::size_t size);
+  Block* reserve_segment(Pool& pool, Stream& stream, std::size_t segment_bytes);
+  Block* take_block(Block* block, std::size_t size, std::size_t requested);
+  void finish_free(Block* block);
+  void return_to_pool(Block* block);
+  Block* merge(Block* block, Block* neighbour, Pool& pool);
+  void release_segment(Block* head);
+  bool is_idle_segment(const Block* block) const;
+  std::size_t release_idle_segments();
+  void garbage_collect();
+  void process_deferred();
+  std::vector<StreamMark> marks_to_wait_for() const;
+  static void wait_for(const std::vector<StreamMark>& marks);
+  std::string out_of_memory_message(std::size_t segment_bytes) const;
+
+  DeviceMemory& memory_;
+  const AllocConfig config_;
+  const bool caching_;
+
+  mutable std::mutex mutex_;  // guards everything below
+  Pool small_pool_{{}, true};
+  Pool large_pool_{{}, false};
+  std::set<Block*, AddressLess> segments_;  // the first block of every segment
+  std::vector<Block*> deferred_;            // freed, waiting for record_stream users
+  std::vector<Block*> unreleased_;          // no caching: freed, waiting for their stream
+  AllocatorStats stats_;
+  double fraction_ = 1.0;
+  bool fraction_set_ = false;
+  std::uint64_t clock_ = 0;  // counts allocations; ages cached blocks for GC
+};
+
+// torch's size text: "512 bytes", "2.00 KiB", "1.50 MiB", "3.00 GiB".
+std::string format_size(std::uint64_t bytes);
+
+}  // namespace vnpu

@@ -1,0 +1,201 @@
+#include "vnpu/alloc_config.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <utility>
+#include <vector>
+
+#include "vnpu/error.h"
+
+namespace vnpu {
+namespace {
+
+constexpr std::size_t kMiB = 1024 * 1024;
+// max_split_size_mb must exceed the large-pool segment size (20 MiB): smaller
+// limits would stop the allocator from splitting its own segments.
+constexpr std::uint64_t kMinMaxSplitSizeMiB = 20;
+
+std::string trim(const std::string& s) {
+  const char* ws = " \t\r\n";
+  const auto begin = s.find_first_not_of(ws);
+  if (begin == std::string::npos) return "";
+  return s.substr(begin, s.find_last_not_of(ws) - begin + 1);
+}
+
+bool is_power_of_two(std::uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+int floor_log2(std::uint64_t v) {
+  int log = 0;
+  while (v >>= 1) ++log;
+  return log;
+}
+
+// Splits on `separator` outside square brackets (lists hold commas too).
+std::vector<std::string> split_top_level(const std::string& text, char separator) {
+  std::vector<std::string> parts;
+  std::string current;
+  int depth = 0;
+  for (char c : text) {
+    if (c == '[') ++depth;
+    if (c == ']') --depth;
+    if (c == separator && depth == 0) {
+      parts.push_back(current);
+      current.clear();
+    } else {
+      current += c;
+    }
+  }
+  parts.push_back(current);
+  return parts;
+}
+
+class Parser {
+ public:
+  explicit Parser(std::string variable) : variable_(std::move(variable)) {}
+
+  [[noreturn]] void fail(const std::string& what, ErrorCode code = ErrorCode::kInvalidValue) const {
+    throw Error(code, variable_ + ": " + what);
+  }
+
+  std::uint64_t parse_unsigned(const std::string& key, const std::string& raw) const {
+    const std::string s = trim(raw);
+    if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos) {
+      fail("option " + key + " expects a non-negative integer, got '" + raw + "'");
+    }
+    errno = 0;
+    const unsigned long long value = std::strtoull(s.c_str(), nullptr, 10);
+    if (errno == ERANGE) fail("option " + key + " value '" + raw + "' is too large");
+    return value;
+  }
+
+  double parse_double(const std::string& key, const std::string& raw) const {
+    const std::string s = trim(raw);
+    char* end = nullptr;
+    errno = 0;
+    const double value = std::strtod(s.c_str(), &end);
+    if (s.empty() || end != s.c_str() + s.size() || errno == ERANGE) {
+      fail("option " + key + " expects a number, got '" + raw + "'");
+    }
+    return value;
+  }
+
+  void max_split_size(const std::string& raw, AllocConfig& config) const {
+    const std::uint64_t mb = parse_unsigned("max_split_size_mb", raw);
+    if (mb <= kMinMaxSplitSizeMiB) {
+      fail("max_split_size_mb too small, must be > " + std::to_string(kMinMaxSplitSizeMiB) + ", got " +
+           std::to_string(mb));
+    }
+    config.max_split_size_bytes = mb > std::numeric_limits<std::size_t>::max() / kMiB
+                                      ? std::numeric_limits<std::size_t>::max()
+                                      : static_cast<std::size_t>(mb) * kMiB;
+  }
+
+  void gc_threshold(const std::string& raw, AllocConfig& config) const {
+    const double t = parse_double("garbage_collection_threshold", raw);
+    if (!(t > 0.0 && t < 1.0)) {
+      fail("garbage_collection_threshold is invalid, set it in (0.0, 1.0), got '" + trim(raw) + "'");
+    }
+    config.garbage_collection_threshold = t;
+  }
+
+  std::size_t divisions(const std::string& raw) const {
+    const std::uint64_t n = parse_unsigned("roundup_power2_divisions", raw);
+    if (n != 0 && !is_power_of_two(n)) {
+      fail("roundup_power2_divisions must be 0 or a power of two, got " + std::to_string(n));
+    }
+    return static_cast<std::size_t>(n);
+  }
+
+  void roundup(const std::string& raw, AllocConfig& config) const {
+    const std::string s = trim(raw);
+    auto& table = config.roundup_power2_divisions;
+    if (s.empty() || s.front() != '[') {
+      table.fill(divisions(s));
+      return;
+    }
+    if (s.back() != ']') fail("roundup_power2_divisions list must end with ']', got '" + s + "'");
+    // Next interval not yet covered by an entry.
+    std::size_t next = 0;
+    bool saw_rest = false;
+    for (const std::string& entry : split_top_level(s.substr(1, s.size() - 2), ',')) {
+      const auto colon = entry.find(':');
+      if (colon == std::string::npos) {
+        fail("roundup_power2_divisions entries are 'MiB:divisions' or '>:divisions', got '" +
+             trim(entry) + "'");
+      }
+      if (saw_rest) fail("roundup_power2_divisions: '>' must be the last entry");
+      const std::string bound = trim(entry.substr(0, colon));
+      const std::size_t n = divisions(entry.substr(colon + 1));
+      if (bound == ">") {
+        for (std::size_t i = next; i < table.size(); ++i) table[i] = n;
+        next = table.size();
+        saw_rest = true;
+        continue;
+      }
+      const std::uint64_t mb = parse_unsigned("roundup_power2_divisions", bound);
+      if (!is_power_of_two(mb)) {
+        fail("roundup_power2_divisions bounds must be powers of two (MiB), got " + bound);
+      }
+      // Sizes below `mb` MiB: the intervals [2^i, 2^(i+1)) MiB with i < log2(mb).
+      const std::size_t end = std::min<std::size_t>(floor_log2(mb), table.size());
+      if (end < next) fail("roundup_power2_divisions bounds must increase, got " + bound + " MiB");
+      for (std::size_t i = next; i < end; ++i) table[i] = n;
+      next = end;
+    }
+  }
+
+  void expandable(const std::string& raw, AllocConfig& config) const {
+    const std::string s = trim(raw);
+    if (s == "False") {
+      config.expandable_segments = false;
+    } else if (s == "True") {
+      fail("expandable_segments:True is not supported by the virtual NPU (its device memory cannot "
+           "be remapped to grow a segment); remove the option or set expandable_segments:False",
+           ErrorCode::kNotSupported);
+    } else {
+      fail("expandable_segments expects True or False, got '" + raw + "'");
+    }
+  }
+
+ private:
+  std::string variable_;
+};
+
+}  // namespace
+
+std::size_t AllocConfig::roundup_divisions(std::size_t bytes) const {
+  const std::size_t mb = bytes / kMiB;
+  const std::size_t interval = mb < 2 ? 0 : static_cast<std::size_t>(floor_log2(mb));
+  return roundup_power2_divisions[std::min(interval, kRoundupIntervals - 1)];
+}
+
+AllocConfig parse_alloc_config(const std::string& text, const std::string& variable) {
+  const Parser parser(variable);
+  AllocConfig config;
+  for (const std::string& raw_entry : split_top_level(text, ',')) {
+    const std::string entry = trim(raw_entry);
+    if (entry.empty()) continue;  // "a:1," and "" are fine
+    const auto colon = entry.find(':');
+    if (colon == std::string::npos) parser.fail("expected 'key:value', got '" + entry + "'");
+    const std::string key = trim(entry.substr(0, colon));
+    const std::string value = entry.substr(colon + 1);
+    if (key == "max_split_size_mb") {
+      parser.max_split_size(value, config);
+    } else if (key == "garbage_collection_threshold") {
+      parser.gc_threshold(value, config);
+    } else if (key == "roundup_power2_divisions") {
+      parser.roundup(value, config);
+    } else if (key == "expandable_segments") {
+      parser.expandable(value, config);
+    } else {
+      parser.fail("Unrecognized CachingAllocator option: " + key +
+                  " (supported: max_split_size_mb, garbage_collection_threshold, "
+                  "roundup_power2_divisions, expandable_segments)");
+    }
+  }
+  return config;
+}
+
+}  // namespace vnpu

@@ -1,0 +1,516 @@
+#include "vnpu/caching_allocator.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <limits>
+#include <unordered_map>
+
+#include "vnpu/device_memory.h"
+#include "vnpu/error.h"
+#include "vnpu/stream.h"
+
+namespace vnpu {
+
+// Every field is guarded by the owner's mutex.
+struct Block {
+  CachingAllocator* owner = nullptr;
+  Stream* stream = nullptr;  // the stream its segment belongs to
+  bool small = false;        // small or large pool
+  char* ptr = nullptr;
+  std::size_t size = 0;            // bytes, a multiple of kMinBlockSize
+  std::size_t requested_size = 0;  // what the caller asked for, while allocated
+  bool allocated = false;
+  Block* prev = nullptr;  // neighbours in the segment, in address order
+  Block* next = nullptr;
+  std::vector<Stream*> stream_uses;                  // record_stream users
+  std::vector<CachingAllocator::StreamMark> pending;  // freed: users still to pass these
+  std::uint64_t free_seq = 0;   // last task queued on `stream` when it was freed
+  std::uint64_t last_used = 0;  // the allocator's clock when it was freed (GC age)
+
+  bool is_split() const { return prev != nullptr || next != nullptr; }
+  // Free and in its pool (not allocated, not waiting for record_stream users).
+  bool in_pool() const { return !allocated && pending.empty(); }
+};
+
+namespace {
+
+constexpr std::size_t round_up(std::size_t bytes, std::size_t multiple) {
+  return (bytes + multiple - 1) / multiple * multiple;
+}
+
+// Requests beyond this cannot be rounded without overflow; no device has
+// that much memory anyway.
+constexpr std::size_t kMaxRequestBytes = std::size_t{1} << 60;
+
+void update(StatArray& stat, bool small, std::int64_t amount) {
+  Stat& pool = stat[small ? kSmallPoolStat : kLargePoolStat];
+  if (amount >= 0) {
+    stat[kAggregateStat].increase(amount);
+    pool.increase(amount);
+  } else {
+    stat[kAggregateStat].decrease(-amount);
+    pool.decrease(-amount);
+  }
+}
+
+bool stream_passed(const Stream* stream, std::uint64_t seq) { return stream->last_completed() >= seq; }
+
+}  // namespace
+
+bool CachingAllocator::BlockLess::operator()(const Block* a, const Block* b) const {
+  if (a->stream != b->stream) return std::less<const Stream*>()(a->stream, b->stream);
+  if (a->size != b->size) return a->size < b->size;
+  return std::less<const char*>()(a->ptr, b->ptr);
+}
+
+bool CachingAllocator::AddressLess::operator()(const Block* a, const Block* b) const {
+  return std::less<const char*>()(a->ptr, b->ptr);
+}
+
+CachingAllocator::CachingAllocator(DeviceMemory& memory, const AllocConfig& config, bool caching)
+    : memory_(memory), config_(config), caching_(caching) {}
+
+CachingAllocator::~CachingAllocator() {
+  for (Block* head : segments_) {
+    memory_.release(head->ptr);
+    for (Block* block = head; block != nullptr;) {
+      Block* next = block->next;
+      delete block;
+      block = next;
+    }
+  }
+}
+
+void* CachingAllocator::address(const Block* block) { return block->ptr; }
+
+CachingAllocator& CachingAllocator::owner(const Block* block) { return *block->owner; }
+
+std::size_t CachingAllocator::round_size(std::size_t bytes) const {
+  if (bytes < kMinBlockSize) return kMinBlockSize;
+  const std::size_t divisions = config_.roundup_divisions(bytes);
+  if (divisions > 1 && bytes > kMinBlockSize * divisions) {
+    // Steps of the power-of-two interval holding `bytes`; a power of two of
+    // at least kMinBlockSize since bytes > kMinBlockSize * divisions.
+    const std::size_t floor_pow2 = std::size_t{1} << (63 - __builtin_clzll(bytes));
+    return round_up(bytes, floor_pow2 / divisions);
+  }
+  return round_up(bytes, kMinBlockSize);
+}
+
+std::size_t CachingAllocator::segment_size(std::size_t size) const {
+  if (!caching_) return size;
+  if (size <= kSmallSize) return kSmallBuffer;
+  if (size < kMinLargeAlloc) return kLargeBuffer;
+  return round_up(size, kRoundLarge);
+}
+
+std::uint64_t CachingAllocator::allowed_bytes() const {
+  return static_cast<std::uint64_t>(fraction_ * static_cast<double>(memory_.capacity()));
+}
+
+Block* CachingAllocator::allocate(std::size_t bytes, Stream& stream) {
+  if (bytes == 0) return nullptr;
+  const std::size_t size = round_size(std::min(bytes, kMaxRequestBytes));
+  const std::size_t segment_bytes = segment_size(size);
+  Pool& pool = pool_for(size);
+
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!deferred_.empty() || !unreleased_.empty()) process_deferred();
+  ++clock_;
+
+  Block* block = caching_ ? find_free_block(pool, stream, size) : nullptr;
+  if (block == nullptr && config_.garbage_collection_threshold > 0.0) garbage_collect();
+  if (block == nullptr) block = reserve_segment(pool, stream, segment_bytes);
+  if (block == nullptr) {
+    // Out of room: what the cache holds idle goes back first.
+    stats_.num_alloc_retries += 1;
+    release_idle_segments();
+    block = reserve_segment(pool, stream, segment_bytes);
+  }
+  if (block == nullptr) {
+    // Cached segments still read by queued work: wait for it, then retry.
+    const std::vector<StreamMark> marks = marks_to_wait_for();
+    if (!marks.empty()) {
+      stats_.num_sync_all_streams += 1;
+      lock.unlock();
+      wait_for(marks);
+      lock.lock();
+      process_deferred();
+      if (caching_) block = find_free_block(pool, stream, size);
+      if (block == nullptr) {
+        release_idle_segments();
+        block = reserve_segment(pool, stream, segment_bytes);
+      }
+    }
+  }
+  if (block == nullptr) {
+    stats_.num_ooms += 1;
+    throw Error(ErrorCode::kOutOfMemory, out_of_memory_message(segment_bytes));
+  }
+  return take_block(block, size, bytes);
+}
+
+Block* CachingAllocator::find_free_block(Pool& pool, Stream& stream, std::size_t size) {
+  Block key;
+  key.stream = &stream;
+  key.size = size;
+  const auto it = pool.blocks.lower_bound(&key);
+  if (it == pool.blocks.end() || (*it)->stream != &stream) return nullptr;
+  Block* block = *it;
+  // Blocks of max_split_size or more are never split: handing one to a much
+  // smaller request would waste the difference for as long as it lives.
+  const std::size_t max_split = config_.max_split_size_bytes;
+  if (size < max_split && block->size >= max_split) return nullptr;
+  if (size >= max_split && block->size >= size + kLargeBuffer) return nullptr;
+  pool.blocks.erase(it);
+  return block;
+}
+
+Block* CachingAllocator::reserve_segment(Pool& pool, Stream& stream, std::size_t segment_bytes) {
+  if (stats_.reserved_bytes[kAggregateStat].current + segment_bytes > allowed_bytes()) return nullptr;
+  auto block = std::make_unique<Block>();
+  try {
+    block->ptr = static_cast<char*>(memory_.allocate(segment_bytes));
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::kOutOfMemory) return nullptr;
+    throw;
+  }
+  block->owner = this;
+  block->stream = &stream;
+  block->small = pool.is_small;
+  block->size = segment_bytes;
+  segments_.insert(block.get());
+  update(stats_.segment, pool.is_small, 1);
+  update(stats_.reserved_bytes, pool.is_small, static_cast<std::int64_t>(segment_bytes));
+  if (segment_bytes >= config_.max_split_size_bytes) stats_.oversize_segments.increase(1);
+  stats_.num_device_alloc += 1;
+  return block.release();
+}
+
+Block* CachingAllocator::take_block(Block* block, std::size_t size, std::size_t requested) {
+  const bool small = block->small;
+  if (block->is_split()) {
+    update(stats_.inactive_split, small, -1);
+    update(stats_.inactive_split_bytes, small, -static_cast<std::int64_t>(block->size));
+  }
+  const std::size_t rest = block->size - size;
+  const bool split = small ? rest >= kMinBlockSize
+                           : size < config_.max_split_size_bytes && rest > kSmallSize;
+  if (split) {
+    auto* remaining = new Block();
+    remaining->owner = this;
+    remaining->stream = block->stream;
+    remaining->small = small;
+    remaining->ptr = block->ptr + size;
+    remaining->size = rest;
+    remaining->prev = block;
+    remaining->next = block->next;
+    remaining->free_seq = block->free_seq;
+    remaining->last_used = block->last_used;
+    if (block->next != nullptr) block->next->prev = remaining;
+    block->next = remaining;
+    block->size = size;
+    (small ? small_pool_ : large_pool_).blocks.insert(remaining);
+    update(stats_.inactive_split, small, 1);
+    update(stats_.inactive_split_bytes, small, static_cast<std::int64_t>(rest));
+  }
+  block->allocated = true;
+  block->requested_size = requested;
+  const auto bytes = static_cast<std::int64_t>(block->size);
+  update(stats_.allocation, small, 1);
+  update(stats_.allocated_bytes, small, bytes);
+  update(stats_.active, small, 1);
+  update(stats_.active_bytes, small, bytes);
+  update(stats_.requested_bytes, small, static_cast<std::int64_t>(requested));
+  if (block->size >= config_.max_split_size_bytes) stats_.oversize_allocations.increase(1);
+  return block;
+}
+
+void CachingAllocator::free(Block* block) {
+  if (block == nullptr) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  const bool small = block->small;
+  update(stats_.allocation, small, -1);
+  update(stats_.allocated_bytes, small, -static_cast<std::int64_t>(block->size));
+  update(stats_.requested_bytes, small, -static_cast<std::int64_t>(block->requested_size));
+  if (block->size >= config_.max_split_size_bytes) stats_.oversize_allocations.decrease(1);
+  block->allocated = false;
+  block->requested_size = 0;
+  // Everything that used the block on its stream was queued by now.
+  block->free_seq = block->stream->last_enqueued();
+  if (!block->stream_uses.empty()) {
+    for (Stream* user : block->stream_uses) block->pending.push_back({user, user->last_enqueued()});
+    block->stream_uses.clear();
+    deferred_.push_back(block);
+    return;
+  }
+  finish_free(block);
+  if (!unreleased_.empty()) process_deferred();
+}
+
+void CachingAllocator::record_stream(Block* block, Stream& stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (&stream == block->stream) return;  // ordered by its own stream already
+  if (std::find(block->stream_uses.begin(), block->stream_uses.end(), &stream) == block->stream_uses.end()) {
+    block->stream_uses.push_back(&stream);
+  }
+}
+
+void CachingAllocator::finish_free(Block* block) {
+  update(stats_.active, block->small, -1);
+  update(stats_.active_bytes, block->small, -static_cast<std::int64_t>(block->size));
+  block->last_used = clock_;
+  if (caching_) {
+    return_to_pool(block);
+  } else if (stream_passed(block->stream, block->free_seq)) {
+    release_segment(block);
+  } else {
+    unreleased_.push_back(block);
+  }
+}
+
+void CachingAllocator::return_to_pool(Block* block) {
+  Pool& pool = block->small ? small_pool_ : large_pool_;
+  if (block->prev != nullptr && block->prev->in_pool()) block = merge(block, block->prev, pool);
+  if (block->next != nullptr && block->next->in_pool()) block = merge(block, block->next, pool);
+  if (block->is_split()) {
+    update(stats_.inactive_split, block->small, 1);
+    update(stats_.inactive_split_bytes, block->small, static_cast<std::int64_t>(block->size));
+  }
+  pool.blocks.insert(block);
+}
+
+Block* CachingAllocator::merge(Block* block, Block* neighbour, Pool& pool) {
+  pool.blocks.erase(neighbour);
+  update(stats_.inactive_split, neighbour->small, -1);
+  update(stats_.inactive_split_bytes, neighbour->small, -static_cast<std::int64_t>(neighbour->size));
+  // The lower block survives, so a segment's first block (the one kept in
+  // segments_) never changes.
+  Block* lower = block->prev == neighbour ? neighbour : block;
+  Block* upper = lower == block ? neighbour : block;
+  lower->size += upper->size;
+  lower->next = upper->next;
+  if (upper->next != nullptr) upper->next->prev = lower;
+  lower->free_seq = std::max(lower->free_seq, upper->free_seq);
+  lower->last_used = std::max(lower->last_used, upper->last_used);
+  delete upper;
+  return lower;
+}
+
+void CachingAllocator::release_segment(Block* head) {
+  segments_.erase(head);
+  memory_.release(head->ptr);
+  update(stats_.segment, head->small, -1);
+  update(stats_.reserved_bytes, head->small, -static_cast<std::int64_t>(head->size));
+  if (head->size >= config_.max_split_size_bytes) stats_.oversize_segments.decrease(1);
+  stats_.num_device_free += 1;
+  delete head;
+}
+
+bool CachingAllocator::is_idle_segment(const Block* block) const {
+  return block->in_pool() && !block->is_split() && stream_passed(block->stream, block->free_seq);
+}
+
+std::size_t CachingAllocator::release_idle_segments() {
+  std::size_t released = 0;
+  for (Pool* pool : {&small_pool_, &large_pool_}) {
+    for (auto it = pool->blocks.begin(); it != pool->blocks.end();) {
+      Block* block = *it;
+      if (!is_idle_segment(block)) {
+        ++it;
+        continue;
+      }
+      it = pool->blocks.erase(it);
+      released += block->size;
+      release_segment(block);
+    }
+  }
+  return released;
+}
+
+void CachingAllocator::garbage_collect() {
+  const double limit = config_.garbage_collection_threshold * static_cast<double>(allowed_bytes());
+  auto reserved = [this] { return static_cast<double>(stats_.reserved_bytes[kAggregateStat].current); };
+  if (reserved() <= limit) return;
+  std::vector<Block*> idle;
+  for (Pool* pool : {&small_pool_, &large_pool_}) {
+    for (Block* block : pool->blocks) {
+      if (is_idle_segment(block)) idle.push_back(block);
+    }
+  }
+  std::sort(idle.begin(), idle.end(), [](const Block* a, const Block* b) { return a->last_used < b->last_used; });
+  for (Block* block : idle) {
+    if (reserved() <= limit) break;
+    (block->small ? small_pool_ : large_pool_).blocks.erase(block);
+    release_segment(block);
+  }
+}
+
+void CachingAllocator::process_deferred() {
+  for (std::size_t i = 0; i < deferred_.size();) {
+    Block* block = deferred_[i];
+    const bool done = std::all_of(block->pending.begin(), block->pending.end(),
+                                  [](const StreamMark& m) { return stream_passed(m.stream, m.seq); });
+    if (!done) {
+      ++i;
+      continue;
+    }
+    block->pending.clear();
+    deferred_[i] = deferred_.back();
+    deferred_.pop_back();
+    finish_free(block);
+  }
+  for (std::size_t i = 0; i < unreleased_.size();) {
+    Block* block = unreleased_[i];
+    if (!stream_passed(block->stream, block->free_seq)) {
+      ++i;
+      continue;
+    }
+    unreleased_[i] = unreleased_.back();
+    unreleased_.pop_back();
+    release_segment(block);
+  }
+}
+
+std::vector<CachingAllocator::StreamMark> CachingAllocator::marks_to_wait_for() const {
+  // The furthest position per stream is enough: streams complete in order.
+  std::unordered_map<Stream*, std::uint64_t> furthest;
+  auto note = [&](Stream* stream, std::uint64_t seq) {
+    if (stream_passed(stream, seq)) return;
+    std::uint64_t& at = furthest[stream];
+    at = std::max(at, seq);
+  };
+  for (const Pool* pool : {&small_pool_, &large_pool_}) {
+    for (const Block* block : pool->blocks) note(block->stream, block->free_seq);
+  }
+  for (const Block* block : deferred_) {
+    note(block->stream, block->free_seq);
+    for (const StreamMark& mark : block->pending) note(mark.stream, mark.seq);
+  }
+  for (const Block* block : unreleased_) note(block->stream, block->free_seq);
+  std::vector<StreamMark> marks;
+  for (const auto& [stream, seq] : furthest) marks.push_back({stream, seq});
+  return marks;
+}
+
+void CachingAllocator::wait_for(const std::vector<StreamMark>& marks) {
+  for (const StreamMark& mark : marks) mark.stream->wait_completed(mark.seq);
+}
+
+void CachingAllocator::empty_cache() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  process_deferred();
+  const std::vector<StreamMark> marks = marks_to_wait_for();
+  if (!marks.empty()) {
+    stats_.num_sync_all_streams += 1;
+    lock.unlock();
+    wait_for(marks);
+    lock.lock();
+    process_deferred();
+  }
+  release_idle_segments();
+}
+
+void CachingAllocator::set_memory_fraction(double fraction) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  fraction_ = fraction;
+  fraction_set_ = true;
+}
+
+double CachingAllocator::memory_fraction() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return fraction_;
+}
+
+AllocatorStats CachingAllocator::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  AllocatorStats stats = stats_;
+  const std::size_t max_split = config_.max_split_size_bytes;
+  stats.max_split_size =
+      max_split == std::numeric_limits<std::size_t>::max() ? -1 : static_cast<std::int64_t>(max_split);
+  return stats;
+}
+
+void CachingAllocator::reset_peak_stats() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (StatArray* array : {&stats_.allocation, &stats_.segment, &stats_.active, &stats_.inactive_split,
+                           &stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes,
+                           &stats_.inactive_split_bytes, &stats_.requested_bytes}) {
+    for (Stat& stat : *array) stat.peak = stat.current;
+  }
+  stats_.oversize_allocations.peak = stats_.oversize_allocations.current;
+  stats_.oversize_segments.peak = stats_.oversize_segments.current;
+}
+
+void CachingAllocator::reset_accumulated_stats() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (StatArray* array : {&stats_.allocation, &stats_.segment, &stats_.active, &stats_.inactive_split,
+                           &stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes,
+                           &stats_.inactive_split_bytes, &stats_.requested_bytes}) {
+    for (Stat& stat : *array) stat.allocated = stat.freed = 0;
+  }
+  for (Stat* stat : {&stats_.oversize_allocations, &stats_.oversize_segments}) stat->allocated = stat->freed = 0;
+  stats_.num_alloc_retries = 0;
+  stats_.num_ooms = 0;
+  stats_.num_sync_all_streams = 0;
+  stats_.num_device_alloc = 0;
+  stats_.num_device_free = 0;
+}
+
+std::vector<SegmentInfo> CachingAllocator::snapshot() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<SegmentInfo> segments;
+  segments.reserve(segments_.size());
+  for (const Block* head : segments_) {
+    SegmentInfo segment;
+    segment.address = reinterpret_cast<std::uintptr_t>(head->ptr);
+    segment.stream_index = head->stream->stream_index();
+    segment.is_large = !head->small;
+    for (const Block* block = head; block != nullptr; block = block->next) {
+      BlockInfo info;
+      info.address = reinterpret_cast<std::uintptr_t>(block->ptr);
+      info.size = block->size;
+      info.requested_size = block->requested_size;
+      info.allocated = block->allocated;
+      info.active = block->allocated || !block->pending.empty();
+      segment.total_size += info.size;
+      segment.requested_size += info.requested_size;
+      if (info.allocated) segment.allocated_size += info.size;
+      if (info.active) segment.active_size += info.size;
+      segment.blocks.push_back(info);
+    }
+    segments.push_back(std::move(segment));
+  }
+  return segments;
+}
+
+std::string CachingAllocator::out_of_memory_message(std::size_t segment_bytes) const {
+  // torch_npu's text, word for word (including the missing space after ").").
+  const std::string allowed = fraction_set_ ? format_size(allowed_bytes()) + " allowed; " : "";
+  return "NPU out of memory. Tried to allocate " + format_size(segment_bytes) + " (NPU " +
+         std::to_string(memory_.device_index()) + "; " + format_size(memory_.capacity()) +
+         " total capacity; " + format_size(stats_.allocated_bytes[kAggregateStat].current) +
+         " already allocated; " + format_size(stats_.active_bytes[kAggregateStat].current) +
+         " current active; " + format_size(memory_.free_bytes()) + " free; " + allowed +
+         format_size(stats_.reserved_bytes[kAggregateStat].current) +
+         " reserved in total by PyTorch).If reserved memory is >> allocated memory try setting "
+         "max_split_size_mb to avoid fragmentation.";
+}
+
+std::string format_size(std::uint64_t bytes) {
+  char text[64];
+  if (bytes <= 1024) {
+    std::snprintf(text, sizeof(text), "%llu bytes", static_cast<unsigned long long>(bytes));
+  } else if (bytes <= 1024ull * 1024) {
+    std::snprintf(text, sizeof(text), "%.2f KiB", bytes / 1024.0);
+  } else if (bytes <= 1024ull * 1024 * 1024) {
+    std::snprintf(text, sizeof(text), "%.2f MiB", bytes / 1048576.0);
+  } else {
+    std::snprintf(text, sizeof(text), "%.2f GiB", bytes / 1073741824.0);
+  }
+  return text;
+}
+
+}  // namespace vnpu
