@@ -221,3 +221,48 @@ def test_common_training_ops_do_not_fall_back():
         opt.step()
     torch.npu.synchronize()
     assert torch.npu.fallback_counts() == before
+
+
+@pytest.fixture(scope="module")
+def probe_lib():
+    """CPU-only custom ops with mutation, out= and several outputs."""
+    lib = torch.library.Library("vnpu_fallback_probe", "DEF")
+    lib.define("mut(Tensor(a!) x) -> ()")
+
+    def mut(x):
+        x.add_(1)
+    lib.impl("mut", mut, "CPU")
+    lib.define("two(Tensor x) -> (Tensor, Tensor)")
+    lib.impl("two", lambda x: (x * 2, x.sum()), "CPU")
+    lib.define("outv(Tensor x, *, Tensor(a!) out) -> Tensor(a!)")
+
+    def outv(x, out):
+        out.copy_(x + 10)
+        return out
+    lib.impl("outv", outv, "CPU")
+    yield torch.ops.vnpu_fallback_probe
+    lib._destroy()
+
+
+def test_fallback_mutation_is_copied_back(probe_lib):
+    x = torch.zeros(3, device="npu")
+    probe_lib.mut(x)
+    assert_close(x.cpu(), torch.ones(3))
+    # Through a strided view: the base sees exactly the view's elements change.
+    base = torch.zeros(6, device="npu")
+    probe_lib.mut(base[::2])
+    assert_close(base.cpu(), torch.tensor([1.0, 0, 1, 0, 1, 0]))
+
+
+def test_fallback_multiple_outputs_on_input_device(probe_lib):
+    a, b = probe_lib.two(torch.ones(3, device="npu:1"))
+    assert a.device == b.device == torch.device("npu:1")
+    assert_close(a.cpu(), torch.full((3,), 2.0))
+    assert b.item() == 3.0
+
+
+def test_fallback_out_argument(probe_lib):
+    out = torch.empty(3, device="npu")
+    r = probe_lib.outv(torch.ones(3, device="npu"), out=out)
+    assert r is out
+    assert_close(out.cpu(), torch.full((3,), 11.0))

@@ -175,12 +175,6 @@ def test_activation_noncontiguous_input():
     check_fwd_bwd(lambda x: F.gelu(x.t()[:, ::2]), x)
 
 
-# Structured loss kernels whose CPU out= kernel computes the unreduced loss
-# and then resizes the (0-dim) output: the npu output storage is not resizable.
-_REDUCED_LOSS_BUG = pytest.mark.xfail(
-    reason="BUG: mse_loss/smooth_l1_loss with reduction mean/sum fail in stage 2: "
-           "'Trying to resize storage that is not resizable'", strict=True)
-
 LOSSES = {
     "cross_entropy": lambda x, t: F.cross_entropy(x, t),
     "cross_entropy_sum": lambda x, t: F.cross_entropy(x, t, reduction="sum"),
@@ -188,11 +182,10 @@ LOSSES = {
     "cross_entropy_ignore": lambda x, t: F.cross_entropy(x, t, ignore_index=2),
     "nll_loss": lambda x, t: F.nll_loss(F.log_softmax(x, 1), t),
     "nll_loss_none": lambda x, t: F.nll_loss(F.log_softmax(x, 1), t, reduction="none"),
-    "mse_loss": pytest.param(lambda x, t: F.mse_loss(x, F.one_hot(t, 5).float()), marks=_REDUCED_LOSS_BUG),
+    "mse_loss": lambda x, t: F.mse_loss(x, F.one_hot(t, 5).float()),
     "mse_loss_none": lambda x, t: F.mse_loss(x, F.one_hot(t, 5).float(), reduction="none"),
     "l1_loss": lambda x, t: F.l1_loss(x, F.one_hot(t, 5).float()),
-    "smooth_l1": pytest.param(lambda x, t: F.smooth_l1_loss(x, F.one_hot(t, 5).float()),
-                              marks=_REDUCED_LOSS_BUG),
+    "smooth_l1": lambda x, t: F.smooth_l1_loss(x, F.one_hot(t, 5).float()),
     "huber": lambda x, t: F.huber_loss(x, F.one_hot(t, 5).float()),
     "bce_logits": lambda x, t: F.binary_cross_entropy_with_logits(x, F.one_hot(t, 5).float()),
     "kl_div": lambda x, t: F.kl_div(F.log_softmax(x, 1), F.softmax(x.detach() * 0.5, 1), reduction="batchmean"),
@@ -205,9 +198,11 @@ def test_loss(loss):
     check_fwd_bwd(loss, rnd(8, 5, seed=7), target)
 
 
-@_REDUCED_LOSS_BUG
 @pytest.mark.parametrize("reduction", ["mean", "sum"])
 def test_mse_loss_reduced_minimal(reduction):
+    # Regression: the CPU out= kernel computes the unreduced loss and then
+    # resizes the 0-dim output; that used to fail in stage 2 with "Trying to
+    # resize storage that is not resizable".
     a, b = torch.randn(8, 5), torch.randn(8, 5)
     out = F.mse_loss(a.npu(), b.npu(), reduction=reduction)
     assert_close(out.cpu(), F.mse_loss(a, b, reduction=reduction))

@@ -1,53 +1,48 @@
-// NpuCachingAllocator: the c10::Allocator for npu tensors.
+// The npu tensor allocator: a c10::DeviceAllocator over the runtime's
+// vnpu::CachingAllocator, one per device, created at a device's first
+// allocation. The policy (pools, splitting, streams, record_stream, release,
+// OOM retry) lives in runtime/include/vnpu/caching_allocator.h, Note
+// [Caching allocator policy]; this layer adds what needs torch: the current
+// device and stream, DataPtrs, torch's exception types and error suffixes,
+// and torch.accelerator's DeviceAllocator interface.
 //
-// Policy (a first version; see docs/architecture.md):
-// - Requests are rounded up to kRoundBytes and served from a cache of freed
-//   blocks kept per (device, stream); a block is reused only by work on the
-//   stream it was allocated on, so reuse is safe by stream order without any
-//   synchronisation (CUDA's caching-allocator semantics).
-// - record_stream(t, s) adds a stream that uses the block; freeing such a
-//   block records an event on each of those streams and the block returns to
-//   the cache only after all those events completed.
-// - When device memory cannot satisfy a request, the cache is released
-//   (after synchronising the device) and the request retried; if it still
-//   fails, torch.OutOfMemoryError with torch_npu's message.
-// - PYTORCH_NO_NPU_MEMORY_CACHING=1 returns every block to the device at free.
+// The DataPtr context is the vnpu::Block*; its deleter may run on any
+// thread, including stream workers (tensors die there too), and never waits.
+// PYTORCH_NPU_ALLOC_CONF errors are raised (RuntimeError) by the first
+// allocation, as in torch_npu.
 //
-// Thread-safety: all functions may be called from any thread, including
-// stream workers (tensors die there too).
+// Thread-safety: every function may be called from any thread. empty_cache
+// and allocations may wait for streams: never call them from a stream task.
 #pragma once
 
 #include <c10/core/Allocator.h>
 #include <c10/core/Stream.h>
 
 #include <cstdint>
-#include <map>
 #include <string>
+#include <vector>
+
+#include "runtime/include/vnpu/caching_allocator.h"
 
 namespace torch_npu {
 
 // Counters behind torch.npu.memory_stats(); names follow torch.cuda.
-struct MemoryStats {
-  int64_t allocated_bytes = 0, allocated_bytes_peak = 0;
-  int64_t reserved_bytes = 0, reserved_bytes_peak = 0;
-  int64_t active_bytes = 0, active_bytes_peak = 0;
-  int64_t allocation_count = 0;       // current live blocks
-  int64_t segment_count = 0;          // current device reservations
-  int64_t num_alloc_retries = 0;
-  int64_t num_ooms = 0;
-  int64_t num_device_alloc = 0, num_device_free = 0;
-  int64_t requested_bytes = 0, requested_bytes_peak = 0;
-};
+using MemoryStats = vnpu::AllocatorStats;
 
+// The allocator registered for the npu device type (a c10::DeviceAllocator).
 c10::Allocator* npu_caching_allocator();
 
 MemoryStats memory_stats(c10::DeviceIndex device);
 void reset_peak_memory_stats(c10::DeviceIndex device);
-// Synchronises the device and returns every cached block to device memory.
+void reset_accumulated_memory_stats(c10::DeviceIndex device);
+// Returns every cached, unused block of every device to device memory,
+// after the work queued before their free has run.
 void empty_cache();
 // Limits this process to `fraction` of the device's capacity.
 void set_memory_fraction(double fraction, c10::DeviceIndex device);
 double get_memory_fraction(c10::DeviceIndex device);
+// The segments of `device` (nothing when it never allocated).
+std::vector<vnpu::SegmentInfo> memory_snapshot(c10::DeviceIndex device);
 
 // Marks the block behind `data_ptr` as used by `stream` (record_stream).
 void record_stream(const c10::DataPtr& data_ptr, const c10::Stream& stream);

@@ -70,7 +70,11 @@ std::tuple<at::Tensor, at::Tensor> npu_native_dropout(const at::Tensor& input, d
 
 at::Tensor npu_native_dropout_backward(const at::Tensor& grad, const at::Tensor& mask, double scale) {
   const auto device = common_device("native_dropout_backward", grad, mask);
-  at::Tensor out = empty_like_npu(grad, device);
+  // grad * mask * scale: integral gradients promote to the default float type.
+  const auto dtype = c10::isIntegralType(grad.scalar_type(), /*includeBool=*/true)
+                         ? c10::typeMetaToScalarType(c10::get_default_dtype())
+                         : grad.scalar_type();
+  at::Tensor out = empty_like_npu(grad, device, dtype);
   launch(device, "native_dropout_backward", [grad_ = TensorRef(grad), mask_ = TensorRef(mask), scale,
                                              out_ = TensorRef(out)]() {
     out_.view().copy_(at::cpu::native_dropout_backward(grad_.view(), mask_.view(), scale));

@@ -10,6 +10,9 @@ TensorRef::TensorRef(const at::Tensor& tensor) {
   defined_ = true;
   if (tensor.device().is_cpu()) {
     cpu_ = tensor.dim() == 0 ? tensor.clone() : tensor;
+    // Python scalars arrive as "wrapped number" tensors, which type promotion
+    // and TensorIterator treat differently from ordinary 0-dim tensors.
+    if (tensor.unsafeGetTensorImpl()->is_wrapped_number()) cpu_.unsafeGetTensorImpl()->set_wrapped_number(true);
     return;
   }
   dtype_ = tensor.scalar_type();

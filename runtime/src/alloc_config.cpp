@@ -4,9 +4,11 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <utility>
 #include <vector>
 
+#include "vnpu/environment.h"
 #include "vnpu/error.h"
 
 namespace vnpu {
@@ -196,6 +198,20 @@ AllocConfig parse_alloc_config(const std::string& text, const std::string& varia
     }
   }
   return config;
+}
+
+AllocConfig alloc_config_from(const Environment& env) {
+  auto given = [](const std::optional<std::string>& value) { return value && !trim(*value).empty(); };
+  const bool npu = given(env.npu_alloc_conf);
+  const bool generic = given(env.alloc_conf);
+  if (npu && generic) {
+    throw Error(ErrorCode::kInvalidValue,
+                "PYTORCH_NPU_ALLOC_CONF and PYTORCH_ALLOC_CONF are both set; set only one of them "
+                "(PYTORCH_NPU_ALLOC_CONF is torch_npu's name)");
+  }
+  if (npu) return parse_alloc_config(*env.npu_alloc_conf, "PYTORCH_NPU_ALLOC_CONF");
+  if (generic) return parse_alloc_config(*env.alloc_conf, "PYTORCH_ALLOC_CONF");
+  return AllocConfig{};
 }
 
 }  // namespace vnpu

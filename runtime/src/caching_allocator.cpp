@@ -122,12 +122,12 @@ Block* CachingAllocator::allocate(std::size_t bytes, Stream& stream) {
 
   Block* block = caching_ ? find_free_block(pool, stream, size) : nullptr;
   if (block == nullptr && config_.garbage_collection_threshold > 0.0) garbage_collect();
-  if (block == nullptr) block = reserve_segment(pool, stream, segment_bytes);
+  if (block == nullptr) block = reserve_segment(pool, stream, size, segment_bytes);
   if (block == nullptr) {
     // Out of room: what the cache holds idle goes back first.
     stats_.num_alloc_retries += 1;
     release_idle_segments();
-    block = reserve_segment(pool, stream, segment_bytes);
+    block = reserve_segment(pool, stream, size, segment_bytes);
   }
   if (block == nullptr) {
     // Cached segments still read by queued work: wait for it, then retry.
@@ -141,13 +141,13 @@ Block* CachingAllocator::allocate(std::size_t bytes, Stream& stream) {
       if (caching_) block = find_free_block(pool, stream, size);
       if (block == nullptr) {
         release_idle_segments();
-        block = reserve_segment(pool, stream, segment_bytes);
+        block = reserve_segment(pool, stream, size, segment_bytes);
       }
     }
   }
   if (block == nullptr) {
     stats_.num_ooms += 1;
-    throw Error(ErrorCode::kOutOfMemory, out_of_memory_message(segment_bytes));
+    throw Error(ErrorCode::kOutOfMemory, out_of_memory_message(size));
   }
   return take_block(block, size, bytes);
 }
@@ -168,15 +168,16 @@ Block* CachingAllocator::find_free_block(Pool& pool, Stream& stream, std::size_t
   return block;
 }
 
-Block* CachingAllocator::reserve_segment(Pool& pool, Stream& stream, std::size_t segment_bytes) {
-  if (stats_.reserved_bytes[kAggregateStat].current + segment_bytes > allowed_bytes()) return nullptr;
+Block* CachingAllocator::reserve_segment(Pool& pool, Stream& stream, std::size_t size,
+                                         std::size_t segment_bytes) {
   auto block = std::make_unique<Block>();
-  try {
-    block->ptr = static_cast<char*>(memory_.allocate(segment_bytes));
-  } catch (const Error& e) {
-    if (e.code() == ErrorCode::kOutOfMemory) return nullptr;
-    throw;
+  block->ptr = static_cast<char*>(try_reserve(segment_bytes));
+  if (block->ptr == nullptr && segment_bytes > size) {
+    // No room for a shared segment, maybe for one that holds just this block.
+    segment_bytes = size;
+    block->ptr = static_cast<char*>(try_reserve(segment_bytes));
   }
+  if (block->ptr == nullptr) return nullptr;
   block->owner = this;
   block->stream = &stream;
   block->small = pool.is_small;
@@ -187,6 +188,16 @@ Block* CachingAllocator::reserve_segment(Pool& pool, Stream& stream, std::size_t
   if (segment_bytes >= config_.max_split_size_bytes) stats_.oversize_segments.increase(1);
   stats_.num_device_alloc += 1;
   return block.release();
+}
+
+void* CachingAllocator::try_reserve(std::size_t bytes) {
+  if (stats_.reserved_bytes[kAggregateStat].current + bytes > allowed_bytes()) return nullptr;
+  try {
+    return memory_.allocate(bytes);
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::kOutOfMemory) return nullptr;
+    throw;
+  }
 }
 
 Block* CachingAllocator::take_block(Block* block, std::size_t size, std::size_t requested) {
@@ -486,10 +497,10 @@ std::vector<SegmentInfo> CachingAllocator::snapshot() const {
   return segments;
 }
 
-std::string CachingAllocator::out_of_memory_message(std::size_t segment_bytes) const {
+std::string CachingAllocator::out_of_memory_message(std::size_t size) const {
   // torch_npu's text, word for word (including the missing space after ").").
   const std::string allowed = fraction_set_ ? format_size(allowed_bytes()) + " allowed; " : "";
-  return "NPU out of memory. Tried to allocate " + format_size(segment_bytes) + " (NPU " +
+  return "NPU out of memory. Tried to allocate " + format_size(size) + " (NPU " +
          std::to_string(memory_.device_index()) + "; " + format_size(memory_.capacity()) +
          " total capacity; " + format_size(stats_.allocated_bytes[kAggregateStat].current) +
          " already allocated; " + format_size(stats_.active_bytes[kAggregateStat].current) +

@@ -5,7 +5,6 @@
 #include <limits>
 
 #include "vnpu/chip_profile.h"
-#include "vnpu/error.h"
 
 namespace vnpu {
 namespace {
@@ -129,19 +128,6 @@ Environment parse_environment(const char* (*lookup)(const char* name)) {
   env.no_memory_caching = is_one(lookup("PYTORCH_NO_NPU_MEMORY_CACHING"));
   env.npu_alloc_conf = raw(lookup, "PYTORCH_NPU_ALLOC_CONF");
   env.alloc_conf = raw(lookup, "PYTORCH_ALLOC_CONF");
-  if (env.npu_alloc_conf && env.alloc_conf) {
-    env.errors.push_back(
-        "PYTORCH_NPU_ALLOC_CONF and PYTORCH_ALLOC_CONF are both set; set only one of them "
-        "(PYTORCH_NPU_ALLOC_CONF is torch_npu's name)");
-  } else if (env.npu_alloc_conf || env.alloc_conf) {
-    const bool npu = env.npu_alloc_conf.has_value();
-    try {
-      env.alloc_config = parse_alloc_config(npu ? *env.npu_alloc_conf : *env.alloc_conf,
-                                            npu ? "PYTORCH_NPU_ALLOC_CONF" : "PYTORCH_ALLOC_CONF");
-    } catch (const Error& e) {
-      env.errors.push_back(e.what());
-    }
-  }
   return env;
 }
 

@@ -17,7 +17,9 @@
 // - expandable_segments:True|False: the virtual NPU has no virtual memory
 //   mapping to grow segments in place; True is refused (kNotSupported).
 //
-// Parsing only; environment.cpp decides which variable supplies the text.
+// Errors surface when the allocator is created (the first allocation), as
+// in torch_npu, not when the environment is read: a bad allocator option
+// must not make the device look absent.
 #pragma once
 
 #include <array>
@@ -26,6 +28,8 @@
 #include <string>
 
 namespace vnpu {
+
+struct Environment;
 
 struct AllocConfig {
   // Power-of-two size intervals with their own division count: [0, 2) MiB,
@@ -50,5 +54,10 @@ struct AllocConfig {
 // Throws Error(kInvalidValue) for an unknown key or a malformed value, and
 // Error(kNotSupported) for expandable_segments:True.
 AllocConfig parse_alloc_config(const std::string& text, const std::string& variable);
+
+// The options `env` asks for: PYTORCH_NPU_ALLOC_CONF or PYTORCH_ALLOC_CONF
+// (blank values count as unset). Throws as parse_alloc_config does, and
+// Error(kInvalidValue) when both are set.
+AllocConfig alloc_config_from(const Environment& env);
 
 }  // namespace vnpu

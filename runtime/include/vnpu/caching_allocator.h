@@ -10,7 +10,8 @@
 // - Pools: requests up to kSmallSize go to the small pool, packed into
 //   kSmallBuffer segments; larger ones to the large pool, where requests
 //   below kMinLargeAlloc share kLargeBuffer segments and bigger ones get a
-//   segment of their own, rounded to kRoundLarge.
+//   segment of their own, rounded to kRoundLarge. When device memory has no
+//   room for a shared segment, a segment of just the block is tried.
 // - Best fit: the smallest cached block of the same stream and pool that
 //   fits, lowest address first among equals. Blocks of max_split_size or
 //   more are never split, so they only serve requests that are themselves at
@@ -215,7 +216,8 @@ class CachingAllocator {
   std::uint64_t allowed_bytes() const;
 
   Block* find_free_block(Pool& pool, Stream& stream, std::size_t size);
-  Block* reserve_segment(Pool& pool, Stream& stream, std::size_t segment_bytes);
+  Block* reserve_segment(Pool& pool, Stream& stream, std::size_t size, std::size_t segment_bytes);
+  void* try_reserve(std::size_t bytes);
   Block* take_block(Block* block, std::size_t size, std::size_t requested);
   void finish_free(Block* block);
   void return_to_pool(Block* block);
@@ -227,7 +229,7 @@ class CachingAllocator {
   void process_deferred();
   std::vector<StreamMark> marks_to_wait_for() const;
   static void wait_for(const std::vector<StreamMark>& marks);
-  std::string out_of_memory_message(std::size_t segment_bytes) const;
+  std::string out_of_memory_message(std::size_t size) const;
 
   DeviceMemory& memory_;
   const AllocConfig config_;

@@ -8,8 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "vnpu/alloc_config.h"
-
 namespace vnpu {
 
 struct Environment {
@@ -29,9 +27,6 @@ struct Environment {
   std::optional<std::string> npu_alloc_conf;  // PYTORCH_NPU_ALLOC_CONF
   std::optional<std::string> alloc_conf;      // PYTORCH_ALLOC_CONF
   bool no_memory_caching = false;      // PYTORCH_NO_NPU_MEMORY_CACHING=1
-  // The caching allocator's options, parsed from whichever of the two
-  // variables above is set (setting both is an error).
-  AllocConfig alloc_config;
 
   // Problems found while parsing (bad numbers, bad TASK_QUEUE_ENABLE ...).
   // They are reported when the device is first used, never at import, so

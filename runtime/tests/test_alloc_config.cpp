@@ -1,0 +1,158 @@
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <map>
+#include <string>
+
+#include "test_helpers.h"
+#include "vnpu/alloc_config.h"
+#include "vnpu/error.h"
+
+namespace {
+
+using vnpu::AllocConfig;
+using vnpu::alloc_config_from;
+using vnpu::Error;
+using vnpu::ErrorCode;
+using vnpu::parse_alloc_config;
+
+constexpr std::size_t kMiB = 1024 * 1024;
+
+AllocConfig parse(const std::string& text) { return parse_alloc_config(text, "PYTORCH_NPU_ALLOC_CONF"); }
+
+// The error parse(text) throws (fails the test if none).
+Error parse_error(const std::string& text) {
+  try {
+    parse(text);
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "expected an error for '" << text << "'";
+  return Error(ErrorCode::kInternal, "");
+}
+
+TEST(AllocConfig, EmptyTextGivesDefaults) {
+  for (const char* text : {"", " ", ",", " , "}) {
+    const AllocConfig config = parse(text);
+    EXPECT_EQ(config.max_split_size_bytes, std::numeric_limits<std::size_t>::max());
+    EXPECT_EQ(config.garbage_collection_threshold, 0.0);
+    EXPECT_EQ(config.roundup_divisions(100 * kMiB), 0u);
+    EXPECT_FALSE(config.expandable_segments);
+  }
+}
+
+TEST(AllocConfig, ParsesEveryKeyWithBlanks) {
+  const AllocConfig config = parse(
+      " max_split_size_mb : 128 , garbage_collection_threshold:0.75,roundup_power2_divisions:4,"
+      "expandable_segments:False,");
+  EXPECT_EQ(config.max_split_size_bytes, 128 * kMiB);
+  EXPECT_DOUBLE_EQ(config.garbage_collection_threshold, 0.75);
+  EXPECT_EQ(config.roundup_divisions(1), 4u);
+  EXPECT_EQ(config.roundup_divisions(64ull * 1024 * kMiB), 4u);
+  EXPECT_FALSE(config.expandable_segments);
+}
+
+TEST(AllocConfig, RoundupListCoversIntervalsBelowEachBound) {
+  const AllocConfig config = parse("roundup_power2_divisions:[256:1, 512:2, 1024:4, >:8]");
+  EXPECT_EQ(config.roundup_divisions(1), 1u);
+  EXPECT_EQ(config.roundup_divisions(255 * kMiB), 1u);
+  EXPECT_EQ(config.roundup_divisions(256 * kMiB), 2u);
+  EXPECT_EQ(config.roundup_divisions(511 * kMiB), 2u);
+  EXPECT_EQ(config.roundup_divisions(512 * kMiB), 4u);
+  EXPECT_EQ(config.roundup_divisions(1024 * kMiB), 8u);
+  EXPECT_EQ(config.roundup_divisions(std::numeric_limits<std::size_t>::max()), 8u);
+}
+
+TEST(AllocConfig, RoundupListWithoutRestLeavesLargerSizesPlain) {
+  const AllocConfig config = parse("roundup_power2_divisions:[64:2]");
+  EXPECT_EQ(config.roundup_divisions(10 * kMiB), 2u);
+  EXPECT_EQ(config.roundup_divisions(64 * kMiB), 0u);
+}
+
+TEST(AllocConfig, RejectsUnknownKeysNamingThem) {
+  const Error e = parse_error("max_split_size_mb:64,pinned_use_cuda_host_register:True");
+  EXPECT_EQ(e.code(), ErrorCode::kInvalidValue);
+  const std::string what = e.what();
+  EXPECT_NE(what.find("PYTORCH_NPU_ALLOC_CONF"), std::string::npos) << what;
+  EXPECT_NE(what.find("Unrecognized CachingAllocator option: pinned_use_cuda_host_register"),
+            std::string::npos)
+      << what;
+}
+
+TEST(AllocConfig, RejectsMalformedValues) {
+  for (const char* text : {
+           "max_split_size_mb",                    // no value
+           "max_split_size_mb:",                   // empty value
+           "max_split_size_mb:abc",                //
+           "max_split_size_mb:-5",                 //
+           "max_split_size_mb:20",                 // must exceed the 20 MiB segments
+           "max_split_size_mb:99999999999999999999999",  // overflow
+           "garbage_collection_threshold:0",       //
+           "garbage_collection_threshold:1.0",     //
+           "garbage_collection_threshold:0.5x",    //
+           "garbage_collection_threshold:nan",     //
+           "roundup_power2_divisions:3",           // not a power of two
+           "roundup_power2_divisions:[256:1",      // unterminated list
+           "roundup_power2_divisions:[100:2]",     // bound not a power of two
+           "roundup_power2_divisions:[512:2,256:4]",  // bounds must increase
+           "roundup_power2_divisions:[>:2,512:4]",    // '>' must be last
+           "roundup_power2_divisions:[256]",          //
+           "expandable_segments:yes",              //
+       }) {
+    const Error e = parse_error(text);
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidValue) << text << ": " << e.what();
+  }
+}
+
+TEST(AllocConfig, ExpandableSegmentsTrueIsNotSupported) {
+  const Error e = parse_error("expandable_segments:True");
+  EXPECT_EQ(e.code(), ErrorCode::kNotSupported);
+  EXPECT_NE(std::string(e.what()).find("expandable_segments:True is not supported"), std::string::npos);
+}
+
+vnpu::Environment environment(const std::map<std::string, std::string>& vars) {
+  vnpu::Environment env = vnpu_test::parse(vars);
+  EXPECT_TRUE(env.errors.empty()) << "allocator options are checked by the allocator, not here";
+  return env;
+}
+
+TEST(AllocConfigEnvironment, ReadsEitherVariable) {
+  AllocConfig config = alloc_config_from(environment({{"PYTORCH_NPU_ALLOC_CONF", "max_split_size_mb:64"}}));
+  EXPECT_EQ(config.max_split_size_bytes, 64 * kMiB);
+
+  config = alloc_config_from(environment({{"PYTORCH_ALLOC_CONF", "garbage_collection_threshold:0.5"}}));
+  EXPECT_DOUBLE_EQ(config.garbage_collection_threshold, 0.5);
+
+  // A blank variable counts as unset.
+  config = alloc_config_from(
+      environment({{"PYTORCH_NPU_ALLOC_CONF", "max_split_size_mb:64"}, {"PYTORCH_ALLOC_CONF", " "}}));
+  EXPECT_EQ(config.max_split_size_bytes, 64 * kMiB);
+  config = alloc_config_from(environment({}));
+  EXPECT_EQ(config.max_split_size_bytes, std::numeric_limits<std::size_t>::max());
+}
+
+template <typename Fn>
+std::string error_text(Fn fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an error";
+  return "";
+}
+
+TEST(AllocConfigEnvironment, BothVariablesAreAnError) {
+  const auto env = environment(
+      {{"PYTORCH_NPU_ALLOC_CONF", "max_split_size_mb:64"}, {"PYTORCH_ALLOC_CONF", "max_split_size_mb:64"}});
+  const std::string what = error_text([&] { alloc_config_from(env); });
+  EXPECT_NE(what.find("both set"), std::string::npos) << what;
+}
+
+TEST(AllocConfigEnvironment, BadValueNamesTheVariable) {
+  const auto env = environment({{"PYTORCH_ALLOC_CONF", "bogus:1"}});
+  const std::string what = error_text([&] { alloc_config_from(env); });
+  EXPECT_EQ(what.rfind("PYTORCH_ALLOC_CONF: Unrecognized CachingAllocator option: bogus", 0), 0u) << what;
+}
+
+}  // namespace
