@@ -25,13 +25,18 @@ def _flush_autograd_device_threads():
     if not _C._is_initialized():
         return
     engine = torch.autograd.variable.Variable._execution_engine
-    for index in range(_C._device_count()):
-        if not _C._device_was_used(index):
-            continue
-        x = torch.ones((), device=f"npu:{index}", requires_grad=True)
-        y = x * 1
-        engine.run_backward((y,), (torch.ones((), device=f"npu:{index}"),), False, False, (), True, True)
-    _C._synchronize(-1)
+    try:
+        for index in range(_C._device_count()):
+            if not _C._device_was_used(index):
+                continue
+            x = torch.ones((), device=f"npu:{index}", requires_grad=True)
+            y = x * 1
+            engine.run_backward((y,), (torch.ones((), device=f"npu:{index}"),), False, False, (), True, True)
+        _C._synchronize(-1)
+    except Exception:
+        # The process is exiting: a kernel error nobody synchronised on is
+        # no longer reportable to anyone.
+        pass
 
 
 atexit.register(_flush_autograd_device_threads)

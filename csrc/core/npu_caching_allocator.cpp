@@ -1,6 +1,8 @@
 #include "csrc/core/npu_caching_allocator.h"
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/CachingDeviceAllocator.h>
+#include <torch/library.h>
 
 #include <array>
 #include <atomic>
@@ -236,5 +238,18 @@ void raw_delete(void* ptr) {
 }
 
 std::string format_size(uint64_t bytes) { return vnpu::format_size(bytes); }
+
+namespace {
+
+// Tensor.record_stream(stream).
+void record_stream_kernel(at::Tensor& self, c10::Stream stream) {
+  NPU_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1,
+            "record_stream: expected an npu stream, got a stream of device ", stream.device());
+  record_stream(self.storage().data_ptr(), stream);
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("record_stream", &record_stream_kernel); }
+
+}  // namespace
 
 }  // namespace torch_npu

@@ -9,16 +9,27 @@ namespace {
 
 bool is_npu(const at::Tensor& t) { return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1; }
 
+// Ops that accept CPU index tensors next to device tensors on CUDA too
+// (device_check: NoCheck in ATen); every other op must get npu tensors only.
+bool accepts_cpu_tensors(const c10::OperatorHandle& op) {
+  const std::string& name = op.operator_name().name;
+  return name == "aten::index" || name == "aten::index_put_" || name == "aten::_index_put_impl_" ||
+         name == "aten::index_put";
+}
+
 }  // namespace
 
 c10::DeviceIndex op_device(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
   const std::string name = c10::toString(op.operator_name());
   DeviceCheck check(name.c_str());
   bool any_tensor = false;
+  const bool cpu_ok = accepts_cpu_tensors(op);
   auto add = [&](const at::Tensor& t) {
     if (is_npu(t)) {
       check.add(t);
       any_tensor = true;
+    } else if (t.defined() && !cpu_ok) {
+      check.add(t);  // raises for CPU tensors other than 0-dim scalars
     }
   };
   for (const auto& arg : args) {

@@ -2,6 +2,7 @@
 // models (nn.Embedding forward is index_select), and not structured in ATen.
 // Out-of-range indices are found by the CPU kernel in stage 2 and reported
 // at the next synchronisation point, as on a real device.
+#include <ATen/MemoryOverlap.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/embedding_dense_backward_cpu_dispatch.h>
@@ -39,6 +40,9 @@ at::Tensor& npu_index_select_out(const at::Tensor& self, int64_t dim, const at::
   const auto device = common_device("index_select.out", self, index, out);
   dim = at::maybe_wrap_dim(dim, self.dim());
   TORCH_CHECK(out.scalar_type() == self.scalar_type(), "index_select(): self and result must have the same scalar type");
+  at::assert_no_internal_overlap(out);
+  at::assert_no_overlap(out, self);
+  at::assert_no_overlap(out, index);
   at::native::resize_output(out, index_select_shape(self, dim, index));
   launch(device, "index_select.out", [self_ = TensorRef(self), index_ = TensorRef(index), dim, out_ = TensorRef(out)]() {
     at::Tensor out = out_.view();

@@ -6,8 +6,10 @@
 // Only ops on kInplaceOps are routed here: in-place ops that change
 // metadata (resize_, t_, squeeze_, set_ ...) must not be.
 #include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
+#include "csrc/core/npu_generator.h"
 #include "csrc/ops/boxed_call.h"
 #include "csrc/ops/launch.h"
 
@@ -15,22 +17,71 @@ namespace torch_npu {
 namespace {
 
 // In-place ops without a structured kernel, whose CPU kernel only writes
-// element values. Structured in-place ops (add_, mul_, clamp_ ...) come from
+// element values. (masked_fill_.Tensor is not here: like CUDA it reads the
+// value tensor on the host, so it takes the synchronous path.) Structured in-place ops (add_, mul_, clamp_ ...) come from
 // the generated kernels instead.
 constexpr const char* kInplaceOps[] = {
     "fill_.Scalar", "fill_.Tensor", "zero_",
     "uniform_", "normal_", "bernoulli_.float", "bernoulli_.Tensor", "random_", "random_.from",
     "random_.to", "exponential_", "geometric_", "log_normal_", "cauchy_",
-    "masked_fill_.Scalar", "masked_fill_.Tensor", "index_fill_.int_Scalar", "index_fill_.int_Tensor",
+    "masked_fill_.Scalar", "index_fill_.int_Scalar", "index_fill_.int_Tensor",
     "_index_put_impl_", "put_", "masked_scatter_",
     "_amp_foreach_non_finite_check_and_unscale_", "_amp_update_scale_",
 };
+
+// Ops whose parameters cannot be wrong in a way the CPU kernel would catch
+// (and which are hot): no dry run.
+bool needs_dry_run(const c10::OperatorHandle& op) {
+  const std::string& name = op.operator_name().name;
+  return name != "aten::fill_" && name != "aten::zero_" && name != "aten::_amp_update_scale_" &&
+         name != "aten::_amp_foreach_non_finite_check_and_unscale_";
+}
+
+// A one-element CPU tensor of the same rank and dtype, holding zero (a valid
+// index for any dimension of size 1).
+at::Tensor stand_in(const at::Tensor& t) {
+  if (!t.defined() || t.device().is_cpu()) return t;
+  return at::zeros(std::vector<int64_t>(t.dim(), 1), t.options().device(c10::kCPU));
+}
+
+// Runs the CPU kernel on one-element stand-ins of the npu tensors, on the
+// caller: the kernel's argument checks (normal_ with std < 0, masked_fill_
+// with a 1-dim value or a value that overflows the dtype, ...) then raise at
+// the call, as they do on the CPU, instead of later on the stream. Random ops
+// draw from a private generator so no user-visible RNG state changes.
+void dry_run(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+  torch::jit::Stack stack;
+  stack.reserve(args.size());
+  for (const c10::IValue& arg : args) {
+    if (arg.isTensor()) {
+      stack.emplace_back(stand_in(arg.toTensor()));
+    } else if (arg.isTensorList()) {
+      c10::List<at::Tensor> list;
+      for (const at::Tensor& t : arg.toTensorList()) list.push_back(stand_in(t));
+      stack.emplace_back(std::move(list));
+    } else if (arg.isOptionalTensorList()) {
+      c10::List<std::optional<at::Tensor>> list;
+      for (const std::optional<at::Tensor>& t : arg.toOptionalTensorList()) {
+        list.push_back(t.has_value() ? std::optional<at::Tensor>(stand_in(*t)) : std::nullopt);
+      }
+      stack.emplace_back(std::move(list));
+    } else if (is_generator_type(op.schema().arguments()[stack.size()].type())) {
+      static thread_local at::Generator scratch = cpu_generator_for(0);
+      stack.emplace_back(scratch);
+    } else {
+      stack.push_back(arg);
+    }
+  }
+  at::AutoDispatchBelowADInplaceOrView no_autograd;
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
+}
 
 void async_inplace_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const size_t num_args = schema.arguments().size();
   auto args = torch::jit::last(*stack, num_args);
   const c10::DeviceIndex device = op_device(op, args);
+  if (needs_dry_run(op)) dry_run(op, args);
   BoxedSnapshot call(schema, args, device);
   const char* name = op.operator_name().name.c_str();
   launch(device, name, [call = std::move(call), op]() {

@@ -48,16 +48,20 @@ ScopedCpuAllocator* g_scoped_cpu_allocator = nullptr;
 
 bool is_npu(const at::Tensor& t) { return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1; }
 
-// A CPU tensor over the whole storage of an npu tensor, same sizes,
-// strides and offset. Its storage is resizable so `out=` kernels may grow it
-// (the new block comes from device memory, see ScopedCpuAllocator).
-at::Tensor cpu_alias(const at::Tensor& t) {
-  const c10::Storage& storage = t.storage();
+// A CPU storage over the whole storage of an npu tensor. It is resizable so
+// `out=` kernels may grow it (the new block comes from device memory, see
+// ScopedCpuAllocator).
+c10::Storage cpu_storage_over(const c10::Storage& storage) {
   c10::DataPtr data(storage.mutable_data(), c10::Device(c10::kCPU));
-  auto impl = c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), storage.nbytes(),
-                                                    std::move(data), g_scoped_cpu_allocator,
-                                                    /*resizable=*/true);
-  auto cpu = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(std::move(impl)),
+  return c10::Storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), storage.nbytes(),
+                                                            std::move(data), g_scoped_cpu_allocator,
+                                                            /*resizable=*/true));
+}
+
+// A CPU tensor with the npu tensor's sizes, strides and offset over `storage`
+// (a cpu_storage_over the npu tensor's storage).
+at::Tensor cpu_alias(const at::Tensor& t, c10::Storage storage) {
+  auto cpu = at::detail::make_tensor<c10::TensorImpl>(std::move(storage),
                                                       c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
   cpu.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
   if (t.is_conj()) cpu._set_conj(true);
@@ -72,7 +76,11 @@ class AliasMap {
   explicit AliasMap(c10::DeviceIndex device) : device_(device) {}
 
   at::Tensor to_cpu(const at::Tensor& npu) {
-    at::Tensor cpu = cpu_alias(npu);
+    // Aliases of one npu storage share one CPU storage, so ATen's overlap
+    // checks (out= aliasing an input) see what they would see on the CPU.
+    auto& shared = cpu_storage_of_[npu.storage().unsafeGetStorageImpl()];
+    if (!shared) shared = cpu_storage_over(npu.storage());
+    at::Tensor cpu = cpu_alias(npu, shared);
     by_impl_[cpu.unsafeGetTensorImpl()] = npu;
     by_storage_[cpu.storage().unsafeGetStorageImpl()] = npu.storage();
     args_.emplace_back(cpu, npu);
@@ -141,13 +149,14 @@ class AliasMap {
 
   at::Tensor copy_to_device(const at::Tensor& cpu) {
     at::Tensor npu = empty_npu(cpu.sizes(), cpu.strides(), cpu.options(), device_);
-    if (npu.numel() > 0) cpu_alias(npu).copy_(cpu);  // the stream is idle: copy now
+    if (npu.numel() > 0) cpu_alias(npu, cpu_storage_over(npu.storage())).copy_(cpu);  // the stream is idle
     return npu;
   }
 
   c10::DeviceIndex device_;
   std::unordered_map<c10::TensorImpl*, at::Tensor> by_impl_;
   std::unordered_map<c10::StorageImpl*, c10::Storage> by_storage_;
+  std::unordered_map<c10::StorageImpl*, c10::Storage> cpu_storage_of_;  // npu storage -> its CPU alias
   std::vector<std::pair<at::Tensor, at::Tensor>> args_;
 };
 
