@@ -1,6 +1,9 @@
 // torch_npu._C: the Python face of the adaptor. Thin bindings only; the
 // Python package (torch_npu/) builds the user-facing API on top.
 #include <torch/csrc/Generator.h>
+
+#include <chrono>
+#include <thread>
 #include <torch/csrc/utils/pybind.h>
 
 #include "csrc/core/npu_caching_allocator.h"
@@ -107,6 +110,19 @@ PYBIND11_MODULE(_C, m) {
   // Streams (as (stream_id, device_index, device_type) for torch.Stream).
   m.def("_current_stream", [](int d) { return stream_tuple(current_stream(resolve(d))); });
   m.def("_default_stream", [](int d) { return stream_tuple(default_stream(resolve(d))); });
+  // torch.npu._sleep: like torch.cuda._sleep, keeps the current stream busy
+  // for a while (tests of stream ordering and concurrency).
+  m.def("_sleep", [](int64_t microseconds) {
+    NPU_CHECK_WITH(ValueError, ErrCode::kValue, microseconds >= 0, "_sleep expects a non-negative duration");
+    const auto device = current_device();
+    try {
+      current_runtime_stream(device).enqueue("_sleep", [microseconds] {
+        std::this_thread::sleep_for(std::chrono::microseconds(microseconds));
+      });
+    } catch (const vnpu::Error& e) {
+      throw_runtime_error(e);
+    }
+  });
   m.def("_set_stream", [](int64_t id, int d, int type) {
     set_current_stream(c10::Stream(c10::Stream::UNSAFE, npu_device(resolve(d)), id));
   });

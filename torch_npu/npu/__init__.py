@@ -11,8 +11,10 @@ from torch_npu.npu.streams import (  # noqa: F401
 )
 from torch_npu.npu.memory import (  # noqa: F401
     caching_allocator_alloc, caching_allocator_delete, empty_cache, get_per_process_memory_fraction,
-    max_memory_allocated, max_memory_reserved, memory_allocated, memory_reserved, memory_stats,
-    reset_max_memory_allocated, reset_peak_memory_stats, set_per_process_memory_fraction,
+    max_memory_allocated, max_memory_cached, max_memory_reserved, memory_allocated, memory_cached,
+    memory_reserved, memory_snapshot, memory_stats, memory_summary, reset_accumulated_memory_stats,
+    reset_max_memory_allocated, reset_max_memory_cached, reset_peak_memory_stats,
+    set_per_process_memory_fraction,
 )
 from torch_npu.npu.random import (  # noqa: F401
     default_generators, get_rng_state, get_rng_state_all, initial_seed, manual_seed,
@@ -41,3 +43,10 @@ def is_autocast_enabled() -> bool:
 def get_autocast_dtype():
     import torch
     return torch.get_autocast_dtype("npu")
+
+
+def _sleep(microseconds: int) -> None:
+    """Keeps the current stream busy for ``microseconds`` (like torch.cuda._sleep,
+    which takes cycles): for tests of stream ordering and concurrency."""
+    from torch_npu import _C
+    _C._sleep(int(microseconds))

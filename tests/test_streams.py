@@ -1,0 +1,115 @@
+"""Streams run concurrently and are ordered only by events, as on a real NPU."""
+
+import pytest
+import torch
+
+import torch_npu  # noqa: F401
+
+
+def test_streams_run_concurrently():
+    a, b = torch.npu.Stream(), torch.npu.Stream()
+    x = torch.ones(4, device="npu")
+    with torch.npu.stream(a):
+        torch.npu._sleep(300_000)  # keep stream a busy for 0.3 s
+        ya = x * 2
+    with torch.npu.stream(b):
+        yb = x * 3
+    b.synchronize()
+    # b finished its work while a is still busy: they do not share a queue.
+    assert not a.query()
+    assert torch.equal(yb.cpu(), torch.full((4,), 3.0))
+    a.synchronize()
+    assert torch.equal(ya.cpu(), torch.full((4,), 2.0))
+
+
+def test_wait_event_orders_streams():
+    a, b = torch.npu.Stream(), torch.npu.Stream()
+    x = torch.zeros(4, device="npu")
+    torch.npu.synchronize()
+    with torch.npu.stream(a):
+        torch.npu._sleep(200_000)
+        x.fill_(1.0)
+        done = torch.npu.Event()
+        done.record(a)
+    with torch.npu.stream(b):
+        b.wait_event(done)
+        seen = x.clone()
+    b.synchronize()
+    assert torch.equal(seen.cpu(), torch.ones(4))
+
+
+def test_without_wait_the_other_stream_may_not_see_the_result():
+    a, b = torch.npu.Stream(), torch.npu.Stream()
+    x = torch.zeros(4, device="npu")
+    torch.npu.synchronize()
+    with torch.npu.stream(a):
+        torch.npu._sleep(300_000)
+        x.fill_(1.0)
+    with torch.npu.stream(b):
+        seen = x.clone()  # no wait: runs while a is still sleeping
+    b.synchronize()
+    assert torch.equal(seen.cpu(), torch.zeros(4))
+    torch.npu.synchronize()
+    assert torch.equal(x.cpu(), torch.ones(4))
+
+
+def test_wait_stream():
+    a, b = torch.npu.Stream(), torch.npu.Stream()
+    x = torch.zeros(4, device="npu")
+    torch.npu.synchronize()
+    with torch.npu.stream(a):
+        torch.npu._sleep(100_000)
+        x.add_(5)
+    b.wait_stream(a)
+    with torch.npu.stream(b):
+        y = x * 2
+    b.synchronize()
+    assert torch.equal(y.cpu(), torch.full((4,), 10.0))
+
+
+def test_record_stream_delays_reuse():
+    """A block freed after use on another stream is not handed out again
+    until that stream's work is done."""
+    a = torch.npu.Stream()
+    x = torch.ones(1 << 16, device="npu")
+    torch.npu.synchronize()
+    with torch.npu.stream(a):
+        torch.npu._sleep(200_000)
+        y = x * 2  # reads x on stream a, 0.2 s from now
+    x.record_stream(a)
+    ptr = x.data_ptr()
+    del x
+    z = torch.full((1 << 16,), 7.0, device="npu")  # same size, default stream
+    assert z.data_ptr() != ptr
+    torch.npu.synchronize()
+    assert torch.equal(y.cpu(), torch.full((1 << 16,), 2.0))
+
+
+def test_generic_stream_and_event_api():
+    s = torch.Stream(device="npu")
+    e = torch.Event(device="npu", enable_timing=True)
+    e2 = torch.Event(device="npu", enable_timing=True)
+    e.record(s)
+    with torch.npu.stream(s):
+        torch.npu._sleep(20_000)
+    e2.record(s)
+    e2.synchronize()
+    assert e.query() and e2.query()
+    assert e.elapsed_time(e2) >= 15.0  # milliseconds; the sleep alone is 20 ms
+    assert s.device.type == "npu"
+
+
+def test_event_elapsed_time_without_timing_raises():
+    e1, e2 = torch.npu.Event(), torch.npu.Event()
+    e1.record()
+    e2.record()
+    e2.synchronize()
+    with pytest.raises(ValueError, match="enable_timing"):
+        e1.elapsed_time(e2)
+
+
+def test_event_elapsed_time_not_recorded_raises():
+    e1, e2 = torch.npu.Event(enable_timing=True), torch.npu.Event(enable_timing=True)
+    e2.record()
+    with pytest.raises(ValueError, match="recorded"):
+        e1.elapsed_time(e2)
