@@ -1,0 +1,70 @@
+"""torch.save / torch.load of npu tensors, modules and optimizer state."""
+
+import io
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn as nn
+
+import torch_npu  # noqa: F401
+
+
+@pytest.fixture()
+def checkpoint():
+    torch.manual_seed(0)
+    model = nn.Linear(4, 3).npu()
+    opt = torch.optim.Adam(model.parameters())
+    model(torch.randn(2, 4).npu()).sum().backward()
+    opt.step()
+    buf = io.BytesIO()
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "t": torch.arange(5).npu(1)}, buf)
+    return buf, model
+
+
+@pytest.mark.parametrize("location,expect", [
+    (None, ("npu:0", "npu:1")), ("cpu", ("cpu", "cpu")), ("npu", ("npu:0", "npu:0")),
+    ("npu:1", ("npu:1", "npu:1")), (torch.device("npu:2"), ("npu:2", "npu:2")),
+    ({"npu:0": "npu:3", "npu:1": "cpu"}, ("npu:3", "cpu")),
+])
+def test_map_location(checkpoint, location, expect):
+    buf, model = checkpoint
+    buf.seek(0)
+    loaded = torch.load(buf, map_location=location)
+    assert str(loaded["model"]["weight"].device) == expect[0]
+    assert str(loaded["t"].device) == expect[1]
+    assert torch.equal(loaded["model"]["weight"].cpu(), model.weight.detach().cpu())
+    assert torch.equal(loaded["t"].cpu(), torch.arange(5))
+    assert str(loaded["opt"]["state"][0]["exp_avg"].device) == expect[0]
+
+
+def test_load_onto_missing_device_raises(checkpoint):
+    buf, _ = checkpoint
+    buf.seek(0)
+    with pytest.raises(RuntimeError, match="device_count"):
+        torch.load(buf, map_location="npu:9")
+
+
+def test_checkpoint_loads_without_torch_npu(checkpoint, tmp_path):
+    buf, model = checkpoint
+    path = tmp_path / "ckpt.pt"
+    path.write_bytes(buf.getvalue())
+    code = ("import torch, sys; d = torch.load(sys.argv[1], map_location='cpu'); "
+            "print(d['model']['weight'].device, 'torch_npu' in sys.modules)")
+    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["cpu", "False"]
+
+
+def test_module_round_trip(tmp_path):
+    model = nn.Sequential(nn.Linear(3, 3), nn.ReLU()).npu()
+    path = tmp_path / "m.pt"
+    torch.save(model, path)
+    loaded = torch.load(path, weights_only=False)
+    x = torch.randn(2, 3).npu()
+    assert next(loaded.parameters()).device.type == "npu"
+    assert torch.equal(loaded(x).cpu(), model(x).cpu())
