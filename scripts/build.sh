@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
-prefix=$("$PYTHON" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
+prefix=$(TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$PYTHON" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 if [ ! -f build/build.ninja ]; then

@@ -68,3 +68,26 @@ def test_module_round_trip(tmp_path):
     x = torch.randn(2, 3).npu()
     assert next(loaded.parameters()).device.type == "npu"
     assert torch.equal(loaded(x).cpu(), model(x).cpu())
+
+
+def test_format_tag_survives_round_trip():
+    x = torch.randn(2, 3, 4, 5).npu()
+    assert torch_npu.get_npu_format(x) == 0          # 4-d base format NCHW
+    assert torch_npu.get_npu_format(x.view(-1)) == 2  # ND
+    y = torch_npu.npu_format_cast(x, 29)              # FRACTAL_NZ
+    assert torch_npu.get_npu_format(y) == 29
+    assert torch.equal(y.cpu(), x.cpu())              # values unchanged
+    buf = io.BytesIO()
+    torch.save({"y": y}, buf)
+    buf.seek(0)
+    loaded = torch.load(buf)["y"]
+    assert loaded.device.type == "npu" and torch_npu.get_npu_format(loaded) == 29
+    torch_npu.npu_format_cast_(loaded, 2)
+    assert torch_npu.get_npu_format(loaded) == 2
+
+
+def test_format_cast_rejects_unknown_format():
+    with pytest.raises(ValueError, match="unknown acl_format"):
+        torch_npu.npu_format_cast(torch.randn(2).npu(), 77)
+    with pytest.raises(RuntimeError, match="npu tensor"):
+        torch_npu.npu_format_cast(torch.randn(2), 2)

@@ -28,5 +28,10 @@ from torch_npu.npu import (  # noqa: E402,F401
     get_soc_version,
 )
 
-__all__ = ["npu", "get_soc_version"]
+# Custom ops live in torch.ops.npu and are re-exported here, as in torch_npu.
+npu_format_cast = torch.ops.npu.npu_format_cast
+npu_format_cast_ = torch.ops.npu.npu_format_cast_
+get_npu_format = torch.ops.npu.get_npu_format
+
+__all__ = ["npu", "get_soc_version", "npu_format_cast", "npu_format_cast_", "get_npu_format"]
 

@@ -19,6 +19,7 @@
 namespace torch_npu {
 
 void register_hooks();
+void register_format_serialization();
 void bind_memory(pybind11::module& m);
 
 namespace {
@@ -78,6 +79,7 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("_init", [](const std::vector<std::string>& excluded) {
     register_hooks();
+    register_format_serialization();
     install_device_memory_cpu_allocator();
     return register_sync_native_kernels(excluded);
   });

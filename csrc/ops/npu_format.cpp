@@ -1,0 +1,119 @@
+// Storage format tags: torch_npu.npu_format_cast / get_npu_format.
+//
+// Real NPUs keep some tensors in private layouts (NC1HWC0, FRACTAL_NZ ...).
+// The virtual NPU always keeps data in ND layout and only tracks the tag, in
+// the tensor's BackendMeta, so code that queries or casts formats runs, and
+// the tag survives torch.save/torch.load (serialised as a "npu_format_<N>"
+// key of the tensor metadata).
+#include "csrc/ops/launch.h"
+
+#include <ATen/ops/clone.h>
+#include <c10/core/TensorImpl.h>
+#include <torch/csrc/jit/serialization/pickler_helper.h>
+#include <torch/library.h>
+
+#include <array>
+#include <string>
+
+namespace torch_npu {
+namespace {
+
+// ACL format ids as torch_npu numbers them.
+constexpr std::array<std::pair<int64_t, const char*>, 12> kFormats = {{
+    {0, "NCHW"}, {1, "NHWC"}, {2, "ND"}, {3, "NC1HWC0"}, {4, "FRACTAL_Z"}, {12, "NC1HWC0_C04"},
+    {16, "HWCN"}, {27, "NDHWC"}, {29, "FRACTAL_NZ"}, {30, "NCDHW"}, {32, "NDC1HWC0"}, {33, "FRACTAL_Z_3D"},
+}};
+constexpr const char* kKeyPrefix = "npu_format_";
+
+struct NpuFormatMeta final : public c10::BackendMeta {
+  explicit NpuFormatMeta(int64_t format) : format(format) {}
+  c10::intrusive_ptr<c10::BackendMeta> clone(const c10::intrusive_ptr<c10::BackendMeta>& ptr) const override {
+    return c10::make_intrusive<NpuFormatMeta>(format);
+  }
+  int64_t format;
+};
+
+void check_format(int64_t format) {
+  for (const auto& [id, name] : kFormats) {
+    if (id == format) return;
+  }
+  std::string known;
+  for (const auto& [id, name] : kFormats) known += std::string(known.empty() ? "" : ", ") + name + "=" + std::to_string(id);
+  TORCH_CHECK_VALUE(false, "npu_format_cast: unknown acl_format ", format, "; known formats: ", known);
+}
+
+void check_npu(const at::Tensor& t, const char* op) {
+  TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, op, " expects an npu tensor, but got a tensor on ",
+              t.device());
+}
+
+void set_format(const at::Tensor& t, int64_t format) {
+  t.unsafeGetTensorImpl()->set_backend_meta(c10::make_intrusive<NpuFormatMeta>(format));
+}
+
+}  // namespace
+
+// Untagged tensors report their base format: NCHW for 4-d, ND otherwise.
+int64_t get_npu_format(const at::Tensor& self) {
+  check_npu(self, "get_npu_format");
+  auto* meta = dynamic_cast<NpuFormatMeta*>(self.unsafeGetTensorImpl()->get_backend_meta());
+  if (meta != nullptr) return meta->format;
+  return self.dim() == 4 ? 0 : 2;
+}
+
+namespace {
+
+at::Tensor npu_format_cast(const at::Tensor& self, int64_t acl_format) {
+  check_npu(self, "npu_format_cast");
+  check_format(acl_format);
+  at::Tensor out = at::clone(self);
+  set_format(out, acl_format);
+  return out;
+}
+
+at::Tensor& npu_format_cast_(at::Tensor& self, int64_t acl_format) {
+  check_npu(self, "npu_format_cast_");
+  check_format(acl_format);
+  set_format(self, acl_format);
+  return self;
+}
+
+void serialize_format(const at::Tensor& t, std::unordered_map<std::string, bool>& metadata) {
+  auto* meta = dynamic_cast<NpuFormatMeta*>(t.unsafeGetTensorImpl()->get_backend_meta());
+  if (meta != nullptr) metadata[kKeyPrefix + std::to_string(meta->format)] = true;
+}
+
+void deserialize_format(const at::Tensor& t, std::unordered_map<std::string, bool>& metadata) {
+  for (auto it = metadata.begin(); it != metadata.end(); ++it) {
+    if (it->first.rfind(kKeyPrefix, 0) == 0) {
+      set_format(t, std::stoll(it->first.substr(std::string(kKeyPrefix).size())));
+      metadata.erase(it);
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+void register_format_serialization() {
+  torch::jit::TensorBackendMetaRegistry(c10::DeviceType::PrivateUse1, &serialize_format, &deserialize_format);
+}
+
+TORCH_LIBRARY(npu, m) {
+  m.def("npu_format_cast(Tensor self, int acl_format) -> Tensor");
+  m.def("npu_format_cast_(Tensor(a!) self, int acl_format) -> Tensor(a!)");
+  m.def("get_npu_format(Tensor self) -> int");
+}
+
+TORCH_LIBRARY_IMPL(npu, PrivateUse1, m) {
+  m.impl("npu_format_cast", TORCH_FN(npu_format_cast));
+  m.impl("npu_format_cast_", TORCH_FN(npu_format_cast_));
+  m.impl("get_npu_format", TORCH_FN(get_npu_format));
+}
+
+// Casting a format does not change values: gradients pass straight through.
+TORCH_LIBRARY_IMPL(npu, AutogradPrivateUse1, m) {
+  m.impl("get_npu_format", torch::CppFunction::makeFallthrough());
+}
+
+}  // namespace torch_npu
