@@ -111,6 +111,13 @@ TORCH_LIBRARY_IMPL(npu, PrivateUse1, m) {
   m.impl("get_npu_format", TORCH_FN(get_npu_format));
 }
 
+// On CPU tensors: the same functions, which say that an npu tensor is needed.
+TORCH_LIBRARY_IMPL(npu, CPU, m) {
+  m.impl("npu_format_cast", TORCH_FN(npu_format_cast));
+  m.impl("npu_format_cast_", TORCH_FN(npu_format_cast_));
+  m.impl("get_npu_format", TORCH_FN(get_npu_format));
+}
+
 // Casting a format does not change values: gradients pass straight through.
 TORCH_LIBRARY_IMPL(npu, AutogradPrivateUse1, m) {
   m.impl("get_npu_format", torch::CppFunction::makeFallthrough());
