@@ -1,4 +1,4 @@
-// Layer normalisation (forward and backward), asynchronous. ATen's CPU
+// Layer and batch normalisation (forward and backward), asynchronous. ATen's CPU
 // kernels are not structured, so the output shapes are worked out here the
 // way ATen does: y like the input, mean/rstd with the normalised dimensions
 // kept as size 1, in the input's dtype (float when a reduced-precision input
@@ -6,6 +6,8 @@
 // launch.h first: the *_cpu_dispatch.h headers assume ATen's core types.
 #include "csrc/ops/launch.h"
 
+#include <ATen/ops/native_batch_norm_backward_cpu_dispatch.h>
+#include <ATen/ops/native_batch_norm_cpu_dispatch.h>
 #include <ATen/ops/native_layer_norm_backward_cpu_dispatch.h>
 #include <ATen/ops/native_layer_norm_cpu_dispatch.h>
 #include <torch/library.h>
@@ -106,9 +108,91 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_native_layer_norm_backward(
   return {grad_input, grad_weight, grad_bias};
 }
 
+// --- batch norm ------------------------------------------------------------
+
+bool defined(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
+
+// ATen's rule for the dtype of batch-norm statistics and parameter
+// gradients: float when a reduced-precision input meets float parameters.
+at::ScalarType batch_norm_param_dtype(const at::Tensor& input, std::initializer_list<const std::optional<at::Tensor>*> params) {
+  const bool reduced = input.scalar_type() == at::kHalf || input.scalar_type() == at::kBFloat16;
+  for (const auto* p : params) {
+    if (reduced && defined(*p) && (*p)->scalar_type() == at::kFloat) return at::kFloat;
+  }
+  return input.scalar_type();
+}
+
+void check_batch_norm_params(const at::Tensor& input, std::initializer_list<std::pair<const char*, const std::optional<at::Tensor>*>> params) {
+  TORCH_CHECK(input.dim() >= 2, "batch_norm: expected input with at least 2 dimensions, but got ", input.dim());
+  const int64_t channels = input.size(1);
+  for (const auto& [name, p] : params) {
+    if (defined(*p)) {
+      TORCH_CHECK((*p)->numel() == channels, name, " should contain ", channels, " elements not ", (*p)->numel());
+    }
+  }
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_native_batch_norm(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var, bool training,
+    double momentum, double eps) {
+  const auto device = common_device("native_batch_norm", input, weight, bias, running_mean, running_var);
+  check_batch_norm_params(input, {{"weight", &weight}, {"bias", &bias}, {"running_mean", &running_mean},
+                                  {"running_var", &running_var}});
+  TORCH_CHECK(training || (defined(running_mean) && defined(running_var)),
+              "running_mean and running_var must be defined in evaluation mode");
+  const auto stats_dtype = batch_norm_param_dtype(input, {&weight, &bias, &running_mean, &running_var});
+  at::Tensor out = empty_npu(input.sizes(), {}, input.options().memory_format(input.suggest_memory_format()), device);
+  const int64_t stats = training ? input.size(1) : 0;
+  at::Tensor save_mean = empty_npu({stats}, {}, input.options().dtype(stats_dtype), device);
+  at::Tensor save_invstd = empty_npu({stats}, {}, input.options().dtype(stats_dtype), device);
+  launch(device, "native_batch_norm",
+         [in_ = TensorRef(input), w_ = TensorRef(weight), b_ = TensorRef(bias), rm_ = TensorRef(running_mean),
+          rv_ = TensorRef(running_var), training, momentum, eps, out_ = TensorRef(out),
+          mean_ = TensorRef(save_mean), invstd_ = TensorRef(save_invstd)]() {
+           at::Tensor out = out_.view(), mean = mean_.view(), invstd = invstd_.view();
+           // running_mean/var are updated in place through their views.
+           at::cpu::native_batch_norm_out(out, mean, invstd, in_.view(), w_.optional_view(), b_.optional_view(),
+                                          rm_.optional_view(), rv_.optional_view(), training, momentum, eps);
+         });
+  return {out, save_mean, save_invstd};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_native_batch_norm_backward(
+    const at::Tensor& grad_out, const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var,
+    const std::optional<at::Tensor>& save_mean, const std::optional<at::Tensor>& save_invstd, bool train, double eps,
+    std::array<bool, 3> output_mask) {
+  const auto device = common_device("native_batch_norm_backward", grad_out, input, weight, running_mean,
+                                    running_var, save_mean, save_invstd);
+  check_batch_norm_params(input, {{"weight", &weight}, {"running_mean", &running_mean}, {"running_var", &running_var}});
+  const auto param_dtype = defined(weight) ? weight->scalar_type()
+                                           : batch_norm_param_dtype(input, {&running_mean, &running_var});
+  at::Tensor grad_input, grad_weight, grad_bias;
+  if (output_mask[0]) {
+    grad_input = empty_npu(input.sizes(), {}, input.options().memory_format(input.suggest_memory_format()), device);
+  }
+  if (output_mask[1]) grad_weight = empty_npu({input.size(1)}, {}, input.options().dtype(param_dtype), device);
+  if (output_mask[2]) grad_bias = empty_npu({input.size(1)}, {}, input.options().dtype(param_dtype), device);
+  launch(device, "native_batch_norm_backward",
+         [go_ = TensorRef(grad_out), in_ = TensorRef(input), w_ = TensorRef(weight), rm_ = TensorRef(running_mean),
+          rv_ = TensorRef(running_var), sm_ = TensorRef(save_mean), si_ = TensorRef(save_invstd), train, eps,
+          output_mask, gi_ = TensorRef(grad_input), gw_ = TensorRef(grad_weight), gb_ = TensorRef(grad_bias)]() {
+           auto [gi, gw, gb] = at::cpu::native_batch_norm_backward(
+               go_.view(), in_.view(), w_.optional_view(), rm_.optional_view(), rv_.optional_view(),
+               sm_.optional_view(), si_.optional_view(), train, eps, output_mask);
+           if (gi_.defined()) gi_.view().copy_(gi);
+           if (gw_.defined()) gw_.view().copy_(gw);
+           if (gb_.defined()) gb_.view().copy_(gb);
+         });
+  return {grad_input, grad_weight, grad_bias};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("native_batch_norm", TORCH_FN(npu_native_batch_norm));
+  m.impl("native_batch_norm_backward", TORCH_FN(npu_native_batch_norm_backward));
   m.impl("native_layer_norm", TORCH_FN(npu_native_layer_norm));
   m.impl("native_layer_norm_backward", TORCH_FN(npu_native_layer_norm_backward));
 }
