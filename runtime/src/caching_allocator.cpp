@@ -121,35 +121,61 @@ Block* CachingAllocator::allocate(std::size_t bytes, Stream& stream) {
   ++clock_;
 
   Block* block = caching_ ? find_free_block(pool, stream, size) : nullptr;
-  if (block == nullptr && config_.garbage_collection_threshold > 0.0) garbage_collect();
-  if (block == nullptr) block = reserve_segment(pool, stream, size, segment_bytes);
   if (block == nullptr) {
-    // Out of room: what the cache holds idle goes back first.
-    stats_.num_alloc_retries += 1;
-    release_idle_segments();
+    release_outgrown_segments(pool, stream, size);
+    if (config_.garbage_collection_threshold > 0.0) garbage_collect();
     block = reserve_segment(pool, stream, size, segment_bytes);
   }
   if (block == nullptr) {
-    // Cached segments still read by queued work: wait for it, then retry.
-    const std::vector<StreamMark> marks = marks_to_wait_for();
-    if (!marks.empty()) {
-      stats_.num_sync_all_streams += 1;
-      lock.unlock();
-      wait_for(marks);
-      lock.lock();
-      process_deferred();
-      if (caching_) block = find_free_block(pool, stream, size);
-      if (block == nullptr) {
-        release_idle_segments();
-        block = reserve_segment(pool, stream, size, segment_bytes);
-      }
-    }
+    stats_.num_alloc_retries += 1;
+    block = retry_after_releasing_cache(lock, pool, stream, size, segment_bytes);
   }
   if (block == nullptr) {
     stats_.num_ooms += 1;
     throw Error(ErrorCode::kOutOfMemory, out_of_memory_message(size));
   }
   return take_block(block, size, bytes);
+}
+
+Block* CachingAllocator::retry_after_releasing_cache(std::unique_lock<std::mutex>& lock, Pool& pool,
+                                                     Stream& stream, std::size_t size,
+                                                     std::size_t segment_bytes) {
+  // What the cache holds idle goes back first.
+  release_idle_segments();
+  if (Block* block = reserve_segment(pool, stream, size, segment_bytes)) return block;
+  // Then the segments queued work still reads, once it has run.
+  if (!wait_until_cache_is_idle(lock)) return nullptr;
+  if (caching_) {
+    if (Block* block = find_free_block(pool, stream, size)) return block;
+  }
+  release_idle_segments();
+  return reserve_segment(pool, stream, size, segment_bytes);
+}
+
+bool CachingAllocator::wait_until_cache_is_idle(std::unique_lock<std::mutex>& lock) {
+  // The furthest position per stream is enough: streams complete in order.
+  std::unordered_map<Stream*, std::uint64_t> furthest;
+  auto note = [&](Stream* stream, std::uint64_t seq) {
+    if (stream_passed(stream, seq)) return;
+    std::uint64_t& at = furthest[stream];
+    at = std::max(at, seq);
+  };
+  for (const Pool* pool : {&small_pool_, &large_pool_}) {
+    for (const Block* block : pool->blocks) note(block->stream, block->free_seq);
+  }
+  for (const Block* block : deferred_) {
+    note(block->stream, block->free_seq);
+    for (const StreamMark& mark : block->pending) note(mark.stream, mark.seq);
+  }
+  for (const Block* block : unreleased_) note(block->stream, block->free_seq);
+  if (furthest.empty()) return false;
+
+  stats_.num_sync_all_streams += 1;
+  lock.unlock();  // the streams' workers may need the mutex to free tensors
+  for (const auto& [stream, seq] : furthest) stream->wait_completed(seq);
+  lock.lock();
+  process_deferred();
+  return true;
 }
 
 Block* CachingAllocator::find_free_block(Pool& pool, Stream& stream, std::size_t size) {
@@ -324,8 +350,7 @@ bool CachingAllocator::is_idle_segment(const Block* block) const {
   return block->in_pool() && !block->is_split() && stream_passed(block->stream, block->free_seq);
 }
 
-std::size_t CachingAllocator::release_idle_segments() {
-  std::size_t released = 0;
+void CachingAllocator::release_idle_segments() {
   for (Pool* pool : {&small_pool_, &large_pool_}) {
     for (auto it = pool->blocks.begin(); it != pool->blocks.end();) {
       Block* block = *it;
@@ -334,11 +359,24 @@ std::size_t CachingAllocator::release_idle_segments() {
         continue;
       }
       it = pool->blocks.erase(it);
-      released += block->size;
       release_segment(block);
     }
   }
-  return released;
+}
+
+void CachingAllocator::release_outgrown_segments(Pool& pool, Stream& stream, std::size_t size) {
+  Block key;
+  key.stream = &stream;
+  for (auto it = pool.blocks.lower_bound(&key);
+       it != pool.blocks.end() && (*it)->stream == &stream && (*it)->size < size;) {
+    Block* block = *it;
+    if (!is_idle_segment(block)) {
+      ++it;
+      continue;
+    }
+    it = pool.blocks.erase(it);
+    release_segment(block);
+  }
 }
 
 void CachingAllocator::garbage_collect() {
@@ -385,42 +423,10 @@ void CachingAllocator::process_deferred() {
   }
 }
 
-std::vector<CachingAllocator::StreamMark> CachingAllocator::marks_to_wait_for() const {
-  // The furthest position per stream is enough: streams complete in order.
-  std::unordered_map<Stream*, std::uint64_t> furthest;
-  auto note = [&](Stream* stream, std::uint64_t seq) {
-    if (stream_passed(stream, seq)) return;
-    std::uint64_t& at = furthest[stream];
-    at = std::max(at, seq);
-  };
-  for (const Pool* pool : {&small_pool_, &large_pool_}) {
-    for (const Block* block : pool->blocks) note(block->stream, block->free_seq);
-  }
-  for (const Block* block : deferred_) {
-    note(block->stream, block->free_seq);
-    for (const StreamMark& mark : block->pending) note(mark.stream, mark.seq);
-  }
-  for (const Block* block : unreleased_) note(block->stream, block->free_seq);
-  std::vector<StreamMark> marks;
-  for (const auto& [stream, seq] : furthest) marks.push_back({stream, seq});
-  return marks;
-}
-
-void CachingAllocator::wait_for(const std::vector<StreamMark>& marks) {
-  for (const StreamMark& mark : marks) mark.stream->wait_completed(mark.seq);
-}
-
 void CachingAllocator::empty_cache() {
   std::unique_lock<std::mutex> lock(mutex_);
   process_deferred();
-  const std::vector<StreamMark> marks = marks_to_wait_for();
-  if (!marks.empty()) {
-    stats_.num_sync_all_streams += 1;
-    lock.unlock();
-    wait_for(marks);
-    lock.lock();
-    process_deferred();
-  }
+  wait_until_cache_is_idle(lock);
   release_idle_segments();
 }
 

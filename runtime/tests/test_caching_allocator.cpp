@@ -216,6 +216,32 @@ TEST(CachingAllocator, BestFitTakesTheSmallestBlockThatFits) {
   for (Block* x : {d, e, g}) f.allocator.free(x);
 }
 
+TEST(CachingAllocator, OutgrownIdleSegmentsAreReleasedBeforeGrowing) {
+  Fixture f;
+  Block* a = f.allocator.allocate(12 * kMiB, f.s0);
+  Block* keep = f.allocator.allocate(10 * kMiB, f.s1);  // other stream: not this pool's business
+  f.allocator.free(a);
+  f.allocator.free(keep);
+  Block* b = f.allocator.allocate(14 * kMiB, f.s0);  // 12 MiB cannot serve it: given back
+  EXPECT_EQ(f.reserved(), static_cast<std::int64_t>(24 * kMiB));
+  EXPECT_EQ(f.stats().num_device_free, 1);
+  f.allocator.free(b);
+  Block* c = f.allocator.allocate(12 * kMiB, f.s0);  // served by the 14 MiB segment
+  EXPECT_EQ(f.stats().num_device_alloc, 3);
+  f.allocator.free(c);
+}
+
+TEST(CachingAllocator, OutgrownSegmentsStillReadByQueuedWorkAreKept) {
+  Fixture f;
+  Block* a = f.allocator.allocate(12 * kMiB, f.s0);
+  StreamBlocker blocker(f.s0);
+  f.allocator.free(a);
+  Block* b = f.allocator.allocate(14 * kMiB, f.s0);
+  EXPECT_EQ(f.reserved(), static_cast<std::int64_t>(26 * kMiB));
+  EXPECT_EQ(f.stats().num_device_free, 0);
+  f.allocator.free(b);
+}
+
 TEST(CachingAllocator, MaxSplitSizeKeepsOversizeBlocksWhole) {
   AllocConfig config;
   config.max_split_size_bytes = 40 * kMiB;

@@ -1,7 +1,15 @@
-"""The NPU memory API (torch.npu.memory_allocated, empty_cache, ...)."""
+"""The NPU memory API (torch.npu.memory_allocated, empty_cache, ...), mirroring
+torch.cuda's, over the caching allocator (csrc/core/npu_caching_allocator.h).
+
+torch.accelerator.memory_* reach the same allocator through c10's
+DeviceAllocator interface, so both report the same figures."""
+
+import collections
+
+import torch
 
 from torch_npu import _C
-from torch_npu.npu.device import _index, _lazy_init
+from torch_npu.npu.device import _index, _lazy_init, device_count, is_initialized
 
 
 def _device(device) -> int:
@@ -10,12 +18,15 @@ def _device(device) -> int:
     return _C._current_device() if index < 0 else index
 
 
-def memory_stats(device=None) -> dict:
-    """Allocator counters with torch.cuda's key names (e.g. 'allocated_bytes.all.current')."""
-    return dict(sorted(_C._memory_stats(_device(device)).items()))
+def memory_stats(device=None) -> "collections.OrderedDict[str, int]":
+    """Allocator counters with torch.cuda's key names, sorted, e.g.
+    'allocated_bytes.all.current' (also .peak, .allocated, .freed, and the
+    pools .small_pool / .large_pool), 'num_ooms', 'num_alloc_retries'."""
+    return collections.OrderedDict(sorted(_C._memory_stats(_device(device)).items()))
 
 
 def memory_allocated(device=None) -> int:
+    """Bytes held by tensors (blocks rounded to the allocator's granularity)."""
     return memory_stats(device)["allocated_bytes.all.current"]
 
 
@@ -24,6 +35,7 @@ def max_memory_allocated(device=None) -> int:
 
 
 def memory_reserved(device=None) -> int:
+    """Bytes of device memory the caching allocator holds, in use or cached."""
     return memory_stats(device)["reserved_bytes.all.current"]
 
 
@@ -31,7 +43,18 @@ def max_memory_reserved(device=None) -> int:
     return memory_stats(device)["reserved_bytes.all.peak"]
 
 
+def memory_cached(device=None) -> int:
+    """Deprecated alias of memory_reserved (as in torch.cuda)."""
+    return memory_reserved(device)
+
+
+def max_memory_cached(device=None) -> int:
+    """Deprecated alias of max_memory_reserved (as in torch.cuda)."""
+    return max_memory_reserved(device)
+
+
 def reset_peak_memory_stats(device=None) -> None:
+    """Sets every peak counter to its current value."""
     _C._reset_peak_memory_stats(_device(device))
 
 
@@ -39,13 +62,24 @@ def reset_max_memory_allocated(device=None) -> None:
     reset_peak_memory_stats(device)
 
 
+def reset_max_memory_cached(device=None) -> None:
+    reset_peak_memory_stats(device)
+
+
+def reset_accumulated_memory_stats(device=None) -> None:
+    """Zeroes the '.allocated'/'.freed' totals and the event counters."""
+    _C._reset_accumulated_memory_stats(_device(device))
+
+
 def empty_cache() -> None:
-    """Returns cached, unused blocks to the device (waits for queued work first)."""
+    """Returns cached, unused blocks to the device, after the work queued
+    before they were freed has run. Tensors keep their memory."""
     _C._empty_cache()
 
 
 def set_per_process_memory_fraction(fraction, device=None) -> None:
-    """Caps this process at ``fraction`` of the device's memory."""
+    """Caps this process at ``fraction`` of the device's memory; allocations
+    beyond it raise torch.OutOfMemoryError (after freeing the cache)."""
     if not isinstance(fraction, float):
         raise TypeError("Invalid type for fraction argument, must be `float`")
     if fraction < 0 or fraction > 1:
@@ -57,12 +91,103 @@ def get_per_process_memory_fraction(device=None) -> float:
     return _C._get_memory_fraction(_device(device))
 
 
+def memory_snapshot() -> list:
+    """Every segment of every device, as torch.cuda.memory_snapshot():
+    dicts with 'device', 'address', 'total_size', 'allocated_size',
+    'active_size', 'requested_size', 'stream', 'segment_type' and 'blocks'
+    (each with 'address', 'size', 'requested_size' and 'state':
+    'active_allocated', 'active_pending_free' or 'inactive')."""
+    if not is_initialized():
+        return []
+    return [segment for d in range(device_count()) for segment in _C._memory_snapshot(d)]
+
+
+def _snapshot(device=None) -> dict:
+    """torch.cuda.memory._snapshot()'s shape; no allocation history is kept."""
+    return {"segments": memory_snapshot(), "device_traces": [[] for _ in range(device_count())]}
+
+
 def caching_allocator_alloc(size, device=None, stream=None) -> int:
-    """Allocates ``size`` bytes from the caching allocator; returns the address."""
+    """Allocates ``size`` bytes from the caching allocator for work on
+    ``stream`` (default: the device's current stream); returns the address.
+    Free it with caching_allocator_delete."""
     index = _device(device)
-    stream_id = 0 if stream is None else (stream if isinstance(stream, int) else stream.stream_id)
-    return _C._caching_allocator_alloc(size, index, stream_id)
+    if stream is None:
+        stream = _C._current_stream(index)[0]
+    elif isinstance(stream, torch.Stream):
+        stream = stream.stream_id
+    if not isinstance(stream, int):
+        raise TypeError("Invalid type for stream argument, must be `torch.npu.Stream` or `int` "
+                        "representing a stream id")
+    return _C._caching_allocator_alloc(size, index, stream)
 
 
 def caching_allocator_delete(mem_ptr) -> None:
+    """Frees memory from caching_allocator_alloc."""
     _C._caching_allocator_delete(mem_ptr)
+
+
+def _format_bytes(value: int, reference: int) -> str:
+    # The unit is chosen from `reference` (the row's "all" figure) so that a
+    # row's pool figures are comparable with it.
+    for unit in ("B  ", "KiB", "MiB", "GiB", "TiB"):
+        if reference < 768 * 1024 or unit == "TiB":
+            return f"{value:6d} {unit}"
+        value //= 1024
+        reference //= 1024
+    raise AssertionError("unreachable")
+
+
+def _format_count(value: int, reference: int) -> str:
+    for unit in (" ", "K", "M"):
+        if reference < 750 * 1000 or unit == "M":
+            return f"{value:7d} {unit} "
+        value //= 1000
+        reference //= 1000
+    raise AssertionError("unreachable")
+
+
+def memory_summary(device=None, abbreviated=False) -> str:
+    """A human-readable table of memory_stats(device), in torch.cuda's layout
+    under torch_npu's header " PyTorch NPU memory summary, device ID N"."""
+    index = _device(device)
+    stats = memory_stats(index)
+    rule, double_rule = "-" * 75, "=" * 75
+
+    def metric_row(name, key, fmt, references=None):
+        figures = [stats[f"{key}.{what}"] for what in ("current", "peak", "allocated", "freed")]
+        cells = " | ".join(fmt(v, r) for v, r in zip(figures, references or figures))
+        return f" {name:<21} | {cells} ", figures
+
+    lines = [
+        double_rule,
+        f"{'':18}PyTorch NPU memory summary, device ID {index}",
+        rule,
+        f"{'':12}NPU OOMs: {stats['num_ooms']:<12d} | {'':7}npuMalloc retries: {stats['num_alloc_retries']}",
+        double_rule,
+        "        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  ",
+    ]
+    pooled = [
+        ("allocated_bytes", "Allocated memory", _format_bytes),
+        ("active_bytes", "Active memory", _format_bytes),
+        ("requested_bytes", "Requested memory", _format_bytes),
+        ("reserved_bytes", "NPU reserved memory", _format_bytes),
+        ("inactive_split_bytes", "Non-releasable memory", _format_bytes),
+        ("allocation", "Allocations", _format_count),
+        ("active", "Active allocs", _format_count),
+        ("segment", "NPU reserved segments", _format_count),
+        ("inactive_split", "Non-releasable allocs", _format_count),
+    ]
+    for key, name, fmt in pooled:
+        lines.append(rule)
+        line, totals = metric_row(name, f"{key}.all", fmt)
+        lines.append(line)
+        if not abbreviated:
+            lines.append(metric_row("      from large pool", f"{key}.large_pool", fmt, totals)[0])
+            lines.append(metric_row("      from small pool", f"{key}.small_pool", fmt, totals)[0])
+    for key, name in (("oversize_allocations", "Oversize allocations"),
+                      ("oversize_segments", "Oversize NPU segments")):
+        lines.append(rule)
+        lines.append(metric_row(name, key, _format_count)[0])
+    lines.append(double_rule)
+    return "".join(f"|{line:<75}|\n" for line in lines)

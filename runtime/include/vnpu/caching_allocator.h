@@ -26,6 +26,13 @@
 //   record_stream(block, s) names another stream that uses the block; the
 //   free then waits (without blocking anyone) until s has run everything
 //   queued on it so far, and only then returns the block to its pool.
+// - Outgrown segments: before a stream's pool grows by a new segment, its
+//   idle cached segments smaller than the request go back to device memory.
+//   Best fit could not use them, and when sizes vary (sequence lengths) they
+//   would pile up as sizes grow, so memory_reserved would follow the history
+//   of sizes instead of the working set. (torch_npu keeps them until
+//   empty_cache or an OOM; its device memory is costly to reserve again,
+//   here it is host memory.)
 // - Giving memory back: a cached block may still be read by work queued
 //   before it was freed. Each free block remembers the last task queued on
 //   its stream at the free; its segment goes back to device memory only once
@@ -224,11 +231,15 @@ class CachingAllocator {
   Block* merge(Block* block, Block* neighbour, Pool& pool);
   void release_segment(Block* head);
   bool is_idle_segment(const Block* block) const;
-  std::size_t release_idle_segments();
+  void release_idle_segments();
+  void release_outgrown_segments(Pool& pool, Stream& stream, std::size_t size);
   void garbage_collect();
   void process_deferred();
-  std::vector<StreamMark> marks_to_wait_for() const;
-  static void wait_for(const std::vector<StreamMark>& marks);
+  Block* retry_after_releasing_cache(std::unique_lock<std::mutex>& lock, Pool& pool, Stream& stream,
+                                     std::size_t size, std::size_t segment_bytes);
+  // Waits, without holding the mutex, until no queued work reads a cached
+  // block any more. False when there was nothing to wait for.
+  bool wait_until_cache_is_idle(std::unique_lock<std::mutex>& lock);
   std::string out_of_memory_message(std::size_t size) const;
 
   DeviceMemory& memory_;
