@@ -239,8 +239,6 @@ def test_wait_stream_orders_producer_consumer():
     assert_close(out, cpu * 1.001 ** 20 + 1, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.xfail(reason="BUG: aten::record_stream has no npu kernel; it takes the CPU fallback "
-                          "and fails with NotImplementedError", strict=True)
 def test_record_stream():
     s = torch.npu.Stream()
     with torch.npu.stream(s):

@@ -174,15 +174,11 @@ def test_seed_snippet_memory_report():
     torch.npu.empty_cache()
 
 
-@pytest.mark.xfail(reason="BUG: torch.npu.memory_summary is missing (listed in the reference API)",
-                   strict=True)
 def test_memory_summary():
     text = torch.npu.memory_summary()
     assert "PyTorch NPU memory summary, device ID 0" in text
 
 
-@pytest.mark.xfail(reason="BUG: torch.npu.memory_snapshot is missing (listed in the reference API)",
-                   strict=True)
 def test_memory_snapshot():
     t = torch.empty(MB, dtype=torch.uint8, device="npu")
     snap = torch.npu.memory_snapshot()

@@ -471,21 +471,15 @@ def test_misc_shape_ops():
 
 # --- recurrent layers ----------------------------------------------------------
 
-# nn.LSTM/GRU on a PrivateUse1 device use the fused cell ops (as on CUDA):
-# aten::_thnn_fused_lstm_cell / _thnn_fused_gru_cell have no CPU kernel, so
-# the CPU fallback cannot run them.
-_FUSED_RNN_BUG = pytest.mark.xfail(
-    reason="BUG: aten::_thnn_fused_lstm_cell/_thnn_fused_gru_cell have no npu kernel and no CPU "
-           "kernel to fall back to: nn.LSTM/nn.GRU/LSTMCell/GRUCell raise NotImplementedError on npu",
-    strict=True)
-
+# nn.LSTM/GRU on a PrivateUse1 device use the fused cell ops, as on CUDA
+# (aten::_thnn_fused_lstm_cell / _thnn_fused_gru_cell), which have no CPU
+# kernel for the fallback to run: the npu needs its own.
 RNN_CASES = {
     "rnn_tanh": (lambda: torch.nn.RNN(8, 16, batch_first=True), (2, 5, 8)),
-    "lstm": pytest.param(lambda: torch.nn.LSTM(8, 16, num_layers=2, batch_first=True), (2, 5, 8),
-                         marks=_FUSED_RNN_BUG),
-    "gru": pytest.param(lambda: torch.nn.GRU(8, 16), (5, 2, 8), marks=_FUSED_RNN_BUG),
-    "lstm_cell": pytest.param(lambda: torch.nn.LSTMCell(8, 16), (2, 8), marks=_FUSED_RNN_BUG),
-    "gru_cell": pytest.param(lambda: torch.nn.GRUCell(8, 16), (2, 8), marks=_FUSED_RNN_BUG),
+    "lstm": (lambda: torch.nn.LSTM(8, 16, num_layers=2, batch_first=True), (2, 5, 8)),
+    "gru": (lambda: torch.nn.GRU(8, 16), (5, 2, 8)),
+    "lstm_cell": (lambda: torch.nn.LSTMCell(8, 16), (2, 8)),
+    "gru_cell": (lambda: torch.nn.GRUCell(8, 16), (2, 8)),
 }
 
 
