@@ -351,8 +351,6 @@ def test_streams_on_separate_queues_all_complete():
         assert t.sum().item() == (i + 10) * 100
 
 
-@pytest.mark.xfail(reason="BUG: torch.npu.Stream has no .priority attribute (torch.cuda.Stream has)",
-                   strict=True)
 def test_stream_priority():
     s = torch.npu.Stream(priority=-1)
     assert s.priority in (-1, 0)

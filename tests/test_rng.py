@@ -160,9 +160,6 @@ def test_random_dtypes(dtype):
     assert abs(x.float().mean().item()) < 0.15
 
 
-@pytest.mark.xfail(reason="BUG: torch.npu has no `_initialized` attribute; torch.utils.checkpoint "
-                          "checks getattr(device_module, '_initialized') before saving device RNG "
-                          "states, so the recomputation draws a different dropout mask", strict=True)
 @pytest.mark.parametrize("reentrant", [False, True])
 def test_checkpoint_preserves_dropout_rng(reentrant):
     # Gradient checkpointing (seed 002) recomputes the forward in backward; the
@@ -186,8 +183,6 @@ def test_checkpoint_preserves_dropout_rng(reentrant):
     torch.testing.assert_close(grad_ckpt, x.grad.cpu())
 
 
-@pytest.mark.xfail(reason="BUG: torch.npu._initialized missing (torch.cuda and real torch_npu have it)",
-                   strict=True)
 def test_initialized_flag_like_cuda():
     # torch.utils.checkpoint reads torch.<device>._initialized.
     torch.ones(1, device="npu")

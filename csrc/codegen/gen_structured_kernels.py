@@ -162,7 +162,11 @@ def gen_variant(g: NativeFunctionsGroup, f: NativeFunction) -> str:
 
     lines = [f"{sig.defn(name=wrapper_name(f))} {{"]
     tensors = [a.name for a in args if a.type in TENSOR_LIKE]
-    lines.append(f"  const c10::DeviceIndex device = common_device(\"{op}\", {', '.join(tensors)});")
+    # Ops declared `device_check: NoCheck` (index with CPU indices, ...)
+    # accept CPU tensors next to npu ones, as on CUDA.
+    from torchgen.model import DeviceCheckType
+    check = "common_device_allowing_cpu" if f.device_check == DeviceCheckType.NoCheck else "common_device"
+    lines.append(f"  const c10::DeviceIndex device = {check}(\"{op}\", {', '.join(tensors)});")
 
     if k is SchemaKind.functional:
         lines.append(f"  StructuredFunctional<{meta_class}, {n_out}> op(device);")

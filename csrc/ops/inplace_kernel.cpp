@@ -40,7 +40,7 @@ bool needs_dry_run(const c10::OperatorHandle& op) {
 // A one-element CPU tensor of the same rank and dtype, holding zero (a valid
 // index for any dimension of size 1).
 at::Tensor stand_in(const at::Tensor& t) {
-  if (!t.defined() || t.device().is_cpu()) return t;
+  if (!t.defined() || (t.device().is_cpu() && t.dim() == 0)) return t;
   return at::zeros(std::vector<int64_t>(t.dim(), 1), t.options().device(c10::kCPU));
 }
 

@@ -4,6 +4,7 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 
+#include <atomic>
 #include <stdexcept>
 
 #include "csrc/core/npu_caching_allocator.h"
@@ -26,7 +27,7 @@ void DeviceCheck::add(const at::Tensor& t) {
     }
     return;
   }
-  TORCH_CHECK(d.is_cpu() && t.dim() == 0,
+  TORCH_CHECK(d.is_cpu() && (t.dim() == 0 || allow_cpu_),
               "Expected all tensors to be on the same device, but found at least two devices, npu and ",
               d.str(), "! (when checking arguments for ", op_, ")");
 }
@@ -96,7 +97,20 @@ void run_stage_two(const char* op, void (*body)(void*), void* callable) {
   }
 }
 
+namespace {
+std::atomic<int> g_sync_debug_mode{0};
+}  // namespace
+
+void set_sync_debug_mode(int mode) { g_sync_debug_mode.store(mode); }
+int sync_debug_mode() { return g_sync_debug_mode.load(); }
+
 void sync_current_stream(c10::DeviceIndex device) {
+  const int mode = g_sync_debug_mode.load(std::memory_order_relaxed);
+  if (mode == 1) {
+    TORCH_WARN("called a synchronizing NPU operation");
+  } else if (mode == 2) {
+    TORCH_CHECK(false, "called a synchronizing NPU operation");
+  }
   try {
     current_runtime_stream(device).synchronize();
   } catch (const vnpu::Error& e) {

@@ -27,7 +27,9 @@ namespace torch_npu {
 // same npu device; CPU tensors are allowed only as 0-dim scalars (as CUDA).
 class DeviceCheck {
  public:
-  explicit DeviceCheck(const char* op) : op_(op) {}
+  // allow_cpu: CPU tensors of any shape are accepted (ATen ops declared
+  // device_check: NoCheck, such as indexing with CPU index tensors).
+  explicit DeviceCheck(const char* op, bool allow_cpu = false) : op_(op), allow_cpu_(allow_cpu) {}
   void add(const at::Tensor& t);
   void add(const std::optional<at::Tensor>& t) { if (t.has_value()) add(*t); }
   void add(at::ITensorListRef list) { for (const auto& t : list) add(t); }
@@ -39,12 +41,20 @@ class DeviceCheck {
 
  private:
   const char* op_;
+  bool allow_cpu_;
   c10::DeviceIndex device_ = -1;
 };
 
 template <typename... Args>
 c10::DeviceIndex common_device(const char* op, const Args&... args) {
   DeviceCheck check(op);
+  (check.add(args), ...);
+  return check.device();
+}
+
+template <typename... Args>
+c10::DeviceIndex common_device_allowing_cpu(const char* op, const Args&... args) {
+  DeviceCheck check(op, /*allow_cpu=*/true);
   (check.add(args), ...);
   return check.device();
 }
@@ -87,5 +97,10 @@ void launch(c10::DeviceIndex device, const char* op, F&& fn) {
 // Ops whose result the host needs now (item, D2H copies, data-dependent
 // shapes) wait for the device's current stream and report its errors.
 void sync_current_stream(c10::DeviceIndex device);
+
+// torch.npu.set_sync_debug_mode: 0 silent, 1 warn, 2 error at every
+// sync_current_stream (implicit synchronisation).
+void set_sync_debug_mode(int mode);
+int sync_debug_mode();
 
 }  // namespace torch_npu

@@ -9,7 +9,8 @@ TensorRef::TensorRef(const at::Tensor& tensor) {
   if (!tensor.defined()) return;
   defined_ = true;
   if (tensor.device().is_cpu()) {
-    cpu_ = tensor.dim() == 0 ? tensor.clone() : tensor;
+    // Cloned: the caller may change its CPU tensor before the kernel runs.
+    cpu_ = tensor.clone();
     // Python scalars arrive as "wrapped number" tensors, which type promotion
     // and TensorIterator treat differently from ordinary 0-dim tensors.
     if (tensor.unsafeGetTensorImpl()->is_wrapped_number()) cpu_.unsafeGetTensorImpl()->set_wrapped_number(true);

@@ -12,6 +12,7 @@
 #include "csrc/core/npu_generator.h"
 #include "csrc/core/npu_stream.h"
 #include "csrc/ops/cpu_fallback.h"
+#include "csrc/ops/launch.h"
 #include "csrc/ops/sync_kernel.h"
 #include "runtime/include/vnpu/environment.h"
 #include "runtime/include/vnpu/event.h"
@@ -114,6 +115,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_default_stream", [](int d) { return stream_tuple(default_stream(resolve(d))); });
   // torch.npu._sleep: like torch.cuda._sleep, keeps the current stream busy
   // for a while (tests of stream ordering and concurrency).
+  m.def("_set_sync_debug_mode", &set_sync_debug_mode);
+  m.def("_get_sync_debug_mode", &sync_debug_mode);
   m.def("_sleep", [](int64_t microseconds) {
     NPU_CHECK_WITH(ValueError, ErrCode::kValue, microseconds >= 0, "_sleep expects a non-negative duration");
     const auto device = current_device();

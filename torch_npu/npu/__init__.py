@@ -24,6 +24,10 @@ from torch_npu.npu.options import (  # noqa: F401
     fallback_counts, get_option, is_jit_compile_false, is_support, set_compile_mode, set_option,
 )
 from torch_npu.npu import amp, utils  # noqa: F401
+from torch_npu.npu.backend_config import config, matmul  # noqa: F401
+from torch_npu.npu.legacy_types import *  # noqa: F401,F403
+from torch_npu.npu.streams import ExternalStream, NPUGraph, graph  # noqa: F401
+from torch_npu.npu.sync_debug import get_sync_debug_mode, set_sync_debug_mode  # noqa: F401
 from torch_npu.npu.amp.common import get_amp_supported_dtype  # noqa: F401
 from torch_npu.npu.utils import get_cann_version, is_bf16_supported, is_support_inf_nan  # noqa: F401
 
@@ -50,3 +54,12 @@ def _sleep(microseconds: int) -> None:
     which takes cycles): for tests of stream ordering and concurrency."""
     from torch_npu import _C
     _C._sleep(int(microseconds))
+
+
+def __getattr__(name):
+    # torch.npu._initialized, read by torch.utils.checkpoint before it saves
+    # the device's RNG state (a plain module attribute would go stale).
+    if name == "_initialized":
+        from torch_npu import _C
+        return _C._is_initialized()
+    raise AttributeError(f"module 'torch.npu' has no attribute '{name}'")

@@ -20,11 +20,23 @@ class Stream(torch.Stream):
     def __new__(cls, device=None, priority=0, **kwargs):
         _lazy_init()
         if "stream_id" in kwargs:
-            return super().__new__(cls, **kwargs)
+            stream = super().__new__(cls, **kwargs)
+            stream._priority = 0
+            return stream
+        if not isinstance(priority, int):
+            raise TypeError(f"priority must be an int, got {type(priority).__name__}")
         index = _index(device)
         if index < 0:
             index = _C._current_device()
-        return super().__new__(cls, device=torch.device("npu", index), priority=priority)
+        stream = super().__new__(cls, device=torch.device("npu", index), priority=priority)
+        # The virtual NPU schedules all streams alike; the priority is kept
+        # for code that reads it (high priority is -1, as in torch_npu).
+        stream._priority = -1 if priority < 0 else 0
+        return stream
+
+    @property
+    def priority(self):
+        return self._priority
 
     def __repr__(self):
         return f"<torch_npu.npu.Stream device=npu:{self.device_index} npu_stream={self.stream_id}>"
@@ -100,3 +112,28 @@ class StreamContext:
 def stream(stream) -> StreamContext:
     """``with torch.npu.stream(s):`` runs the block's kernels on ``s``."""
     return StreamContext(stream)
+
+
+class ExternalStream(Stream):
+    """Wraps a stream created outside PyTorch (an aclrtStream). The virtual NPU
+    has no external runtime whose streams could be wrapped."""
+
+    def __new__(cls, stream_ptr, device=None):
+        raise NotImplementedError("torch.npu.ExternalStream is not supported on the virtual NPU: there is no "
+                                  "external ACL runtime whose streams could be wrapped. Use torch.npu.Stream().")
+
+
+class NPUGraph:
+    """NPU graph capture and replay (aclmdlRI). Not supported on the virtual NPU."""
+
+    def __init__(self, *args, **kwargs):
+        raise NotImplementedError("torch.npu.NPUGraph (graph capture and replay) is not supported on the virtual "
+                                  "NPU; run the captured region eagerly instead.")
+
+
+class graph:
+    """``with torch.npu.graph(g):`` capture context. Not supported on the virtual NPU."""
+
+    def __init__(self, *args, **kwargs):
+        raise NotImplementedError("torch.npu.graph (graph capture) is not supported on the virtual NPU; run the "
+                                  "captured region eagerly instead.")

@@ -1,0 +1,40 @@
+"""torch.npu.config and torch.npu.matmul: switches real torch_npu exposes.
+
+allow_internal_format: may ops keep results in private NPU layouts
+(NC1HWC0, FRACTAL_NZ)? The virtual NPU always computes in ND layout; the flag
+is kept so code that sets or reads it behaves the same.
+allow_hf32: may matmul/conv use HF32 (a reduced-precision float32)? The
+virtual NPU computes in float32 either way; the flag is kept likewise.
+"""
+
+
+class _BoolFlags:
+    _defaults: dict = {}
+
+    def __init__(self):
+        object.__setattr__(self, "_values", dict(self._defaults))
+
+    def __getattr__(self, name):
+        values = object.__getattribute__(self, "_values")
+        if name in values:
+            return values[name]
+        raise AttributeError(f"unknown option {name!r}; known: {', '.join(values)}")
+
+    def __setattr__(self, name, value):
+        if name not in self._values:
+            raise AttributeError(f"unknown option {name!r}; known: {', '.join(self._values)}")
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+        self._values[name] = value
+
+
+class _Config(_BoolFlags):
+    _defaults = {"allow_internal_format": False}
+
+
+class _Matmul(_BoolFlags):
+    _defaults = {"allow_hf32": False}
+
+
+config = _Config()
+matmul = _Matmul()
