@@ -111,6 +111,13 @@ def check_op(op, dtype, samples=3, backward=True):
             return "error", _path(), f"{type(e).__name__}: {_first_line(e)}"
     if compared == 0:
         return "skipped", "", "cpu rejected every sample"
+    if dtype == torch.float32 and not random:
+        try:
+            _check_variants(op, inputs, dtype)
+        except AssertionError as e:
+            return "mismatch", _path(), _first_line(e)
+        except Exception as e:
+            return "error", _path(), f"{type(e).__name__}: {_first_line(e)}"
     if backward and dtype == torch.float32 and op.supports_autograd and not random:
         try:
             grad_samples = list(op.sample_inputs("cpu", dtype, requires_grad=True))[:1]
@@ -128,6 +135,40 @@ def check_op(op, dtype, samples=3, backward=True):
             return "error", _path(), f"backward: {type(e).__name__}: {_first_line(e)}"
     path = _path()
     return ("fallback-pass" if path == "fallback" else "native-pass"), path, ""
+
+
+def _check_variants(op, inputs, dtype):
+    """The in-place variant (on clones of the input) and the out= variant
+    (into fresh tensors) must give the same results on npu as on cpu."""
+    inplace = op.get_inplace()
+    for sample in inputs[:1]:
+        if inplace is not None:
+            try:
+                expected = inplace(sample.input.clone(), *sample.args, **sample.kwargs)
+            except Exception:
+                expected = None  # cpu rejects it (e.g. a broadcast that would resize self)
+            if expected is not None:
+                npu_sample = sample.transform(_to("npu"))
+                actual = inplace(npu_sample.input.clone(), *npu_sample.args, **npu_sample.kwargs)
+                _compare(actual, expected, dtype, False)
+        # Factories (no tensor input, a device= argument) cannot be moved to npu
+        # by moving their sample; their out= path is covered by the ops they call.
+        if op.supports_out and isinstance(sample.input, torch.Tensor) and "device" not in sample.kwargs:
+            try:
+                reference = op(sample.input, *sample.args, **sample.kwargs)
+            except Exception:
+                continue
+            if not isinstance(reference, torch.Tensor):
+                continue
+            cpu_out = torch.empty_like(reference)
+            try:
+                op(sample.input, *sample.args, out=cpu_out, **sample.kwargs)
+            except Exception:
+                continue
+            npu_sample = sample.transform(_to("npu"))
+            npu_out = torch.empty_like(reference, device="npu")
+            op(npu_sample.input, *npu_sample.args, out=npu_out, **npu_sample.kwargs)
+            _compare(npu_out, cpu_out, dtype, False)
 
 
 def _path():
