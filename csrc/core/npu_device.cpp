@@ -60,6 +60,12 @@ c10::DeviceIndex current_device() {
   return t_current_device;
 }
 
+c10::DeviceIndex resolve_device_index(int device) {
+  const c10::DeviceIndex index = device < 0 ? current_device() : static_cast<c10::DeviceIndex>(device);
+  check_device_index(index);
+  return index;
+}
+
 c10::DeviceIndex current_device_or_minus_one() noexcept { return t_current_device; }
 
 void set_current_device(c10::DeviceIndex index) {

@@ -32,6 +32,8 @@ void check_device_index(c10::DeviceIndex index);
 vnpu::Device& runtime_device(c10::DeviceIndex index);
 
 c10::DeviceIndex current_device();
+// A device index from Python: -1 means the current device; checked.
+c10::DeviceIndex resolve_device_index(int device);
 // -1 when the device was never touched on this thread (error suffixes).
 c10::DeviceIndex current_device_or_minus_one() noexcept;
 void set_current_device(c10::DeviceIndex index);

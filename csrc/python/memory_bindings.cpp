@@ -10,11 +10,7 @@ namespace {
 
 namespace py = pybind11;
 
-c10::DeviceIndex resolve(int device) {
-  const c10::DeviceIndex index = device < 0 ? current_device() : static_cast<c10::DeviceIndex>(device);
-  check_device_index(index);
-  return index;
-}
+c10::DeviceIndex resolve(int device) { return resolve_device_index(device); }
 
 // torch.cuda.memory_stats()'s flat keys, e.g. "allocated_bytes.all.current".
 py::dict stats_dict(int device) {

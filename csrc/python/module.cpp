@@ -27,11 +27,7 @@ namespace {
 
 namespace py = pybind11;
 
-c10::DeviceIndex resolve(int device) {
-  const c10::DeviceIndex index = device < 0 ? current_device() : static_cast<c10::DeviceIndex>(device);
-  check_device_index(index);
-  return index;
-}
+c10::DeviceIndex resolve(int device) { return resolve_device_index(device); }
 
 py::dict environment_dict() {
   const vnpu::Environment& env = vnpu::environment();

@@ -72,17 +72,7 @@ class StreamBlocker {
   std::shared_ptr<Gate> gate_ = std::make_shared<Gate>();
 };
 
-// Runs `fn` and returns the vnpu::Error it throws (fails the test if none).
-template <typename Fn>
-Error expect_error(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected a vnpu::Error";
-  return Error(ErrorCode::kInternal, "");
-}
+using vnpu_test::expect_error;
 
 TEST(CachingAllocator, RoundsToBlockSize) {
   Fixture f;

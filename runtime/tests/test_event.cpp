@@ -18,17 +18,7 @@ using vnpu::Event;
 using vnpu::Stream;
 using vnpu_test::Gate;
 
-// Runs `fn` and returns the vnpu::Error it throws (fails the test if none).
-template <typename Fn>
-Error expect_error(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected a vnpu::Error";
-  return Error(ErrorCode::kInternal, "");
-}
+using vnpu_test::expect_error;
 
 TEST(Event, UnrecordedEventIsComplete) {
   Event event;

@@ -8,9 +8,24 @@
 #include <string>
 #include <thread>
 
+#include <gtest/gtest.h>
+
 #include "vnpu/environment.h"
+#include "vnpu/error.h"
 
 namespace vnpu_test {
+
+// Runs `fn` and returns the vnpu::Error it throws (fails the test if none).
+template <typename Fn>
+vnpu::Error expect_error(Fn fn) {
+  try {
+    fn();
+  } catch (const vnpu::Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "expected a vnpu::Error";
+  return vnpu::Error(vnpu::ErrorCode::kInternal, "");
+}
 
 // A fake process environment for parse_environment(): tests fill `vars()`
 // and pass `lookup`. Tests run sequentially within the binary.

@@ -17,16 +17,7 @@ using vnpu_test::parse;
 
 constexpr std::uint64_t kGiB = 1ull << 30;
 
-template <typename Fn>
-Error expect_error(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected a vnpu::Error";
-  return Error(ErrorCode::kInternal, "");
-}
+using vnpu_test::expect_error;
 
 TEST(Runtime, DefaultDevices) {
   Runtime rt(parse({}));
