@@ -1,9 +1,17 @@
-// Element-wise ops that ATen implements without a structured meta function
-// but that composite ops use everywhere (where, isnan). Their output shape is
-// the broadcast of the inputs, so stage 1 needs no meta function.
+// Ops that ATen implements without a structured meta function but that
+// composite ops use everywhere (where, isnan, flip, arange). Their output
+// shape follows from the inputs' shapes (or scalars), so stage 1 needs no
+// meta function.
 #include "csrc/ops/launch.h"
 
+#include <ATen/Dispatch.h>
+
 #include <ATen/ExpandUtils.h>
+#include <ATen/WrapDimUtilsMulti.h>
+#include <ATen/native/RangeUtils.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/arange_cpu_dispatch.h>
+#include <ATen/ops/flip_cpu_dispatch.h>
 #include <ATen/ops/isnan_cpu_dispatch.h>
 #include <ATen/ops/result_type.h>
 #include <ATen/ops/where_cpu_dispatch.h>
@@ -37,9 +45,37 @@ at::Tensor npu_isnan(const at::Tensor& self) {
   return out;
 }
 
+at::Tensor npu_flip(const at::Tensor& self, at::IntArrayRef dims) {
+  const auto device = common_device("flip", self);
+  at::dim_list_to_bitset(dims, self.dim());  // wraps and rejects duplicates, with ATen's messages
+  at::Tensor out = empty_npu(self.sizes(), {}, self.options().memory_format(self.suggest_memory_format()), device);
+  launch(device, "flip", [s_ = TensorRef(self), dims = dims.vec(), out_ = TensorRef(out)]() {
+    out_.view().copy_(at::cpu::flip(s_.view(), dims));
+  });
+  return out;
+}
+
+// torch.arange(..., device="npu") lands here (empty + arange.out): the size
+// follows from the scalars, computed as ATen does.
+at::Tensor& npu_arange_out(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out) {
+  const auto device = common_device("arange.start_out", out);
+  int64_t size = 0;
+  AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "arange_npu", [&] {
+    size = at::native::compute_arange_size<scalar_t>(start, end, step);
+  });
+  at::native::resize_output(out, {size});
+  launch(device, "arange.start_out", [start, end, step, out_ = TensorRef(out)]() {
+    at::Tensor out = out_.view();
+    at::cpu::arange_out(out, start, end, step);
+  });
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("flip", TORCH_FN(npu_flip));
+  m.impl("arange.start_out", TORCH_FN(npu_arange_out));
   m.impl("where.self", TORCH_FN(npu_where));
   m.impl("isnan", TORCH_FN(npu_isnan));
 }
