@@ -113,3 +113,32 @@ def test_event_elapsed_time_not_recorded_raises():
     e2.record()
     with pytest.raises(ValueError, match="recorded"):
         e1.elapsed_time(e2)
+
+
+def test_many_python_threads_devices_and_streams():
+    """Eight Python threads, four devices, a pool stream each: results stay right."""
+    import threading
+    errors = []
+
+    def work(i):
+        try:
+            device = f"npu:{i % 4}"
+            torch.npu.set_device(i % 4)
+            with torch.npu.stream(torch.npu.Stream()):
+                base = torch.randn(64, 64)
+                x = base.to(device)
+                for _ in range(20):
+                    x = torch.relu(x @ x.t() / 64)
+                expected = base
+                for _ in range(20):
+                    expected = torch.relu(expected @ expected.t() / 64)
+                torch.testing.assert_close(x.cpu(), expected, atol=1e-5, rtol=1e-4)
+        except Exception as e:  # collected, asserted in the main thread
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []

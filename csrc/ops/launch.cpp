@@ -5,6 +5,7 @@
 #include <ATen/core/LegacyTypeDispatch.h>
 
 #include <atomic>
+#include <memory>
 #include <stdexcept>
 
 #include "csrc/core/npu_caching_allocator.h"
@@ -67,8 +68,12 @@ class DeviceBoundAllocator final : public c10::Allocator {
 }  // namespace
 
 c10::Allocator* device_allocator(c10::DeviceIndex device) {
-  static DeviceBoundAllocator allocators[kMaxDevices];
-  allocators[device].device_ = device;
+  // Built once (thread-safe static init); read-only afterwards.
+  static const auto allocators = [] {
+    auto all = std::make_unique<DeviceBoundAllocator[]>(kMaxDevices);
+    for (int d = 0; d < kMaxDevices; ++d) all[d].device_ = static_cast<c10::DeviceIndex>(d);
+    return all;
+  }();
   return &allocators[device];
 }
 
