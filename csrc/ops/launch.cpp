@@ -88,10 +88,42 @@ at::Tensor empty_npu(c10::IntArrayRef sizes, c10::IntArrayRef strides,
   return at::detail::empty_strided_generic(sizes, strides, allocator, keys, dtype);
 }
 
-void run_stage_two(const char* op, void (*body)(void*), void* callable) {
+namespace {
+
+// OpenMP's per-thread team size (the runtime is already loaded by torch).
+extern "C" int omp_get_max_threads();
+extern "C" void omp_set_num_threads(int);
+
+// Below this many elements a kernel runs on the worker alone. Small kernels
+// gain little from intra-op threads, and on a machine with few cores those
+// threads compete with the host thread that keeps enqueueing work (one
+// parallel region per small op then costs tens of microseconds).
+constexpr int64_t kSerialWorkElements = 32768;  // ATen's GRAIN_SIZE
+
+// Runs stage 2 of one op with one intra-op thread when it is small.
+class IntraOpThreads {
+ public:
+  explicit IntraOpThreads(int64_t work) {
+    if (work >= 0 && work < kSerialWorkElements) {
+      saved_ = omp_get_max_threads();
+      if (saved_ > 1) omp_set_num_threads(1);
+    }
+  }
+  ~IntraOpThreads() {
+    if (saved_ > 1) omp_set_num_threads(saved_);
+  }
+
+ private:
+  int saved_ = 0;
+};
+
+}  // namespace
+
+void run_stage_two(const char* op, int64_t work, void (*body)(void*), void* callable) {
   // Views of device memory are plain CPU tensors: skip autograd and
   // ADInplaceOrView, the caller's autograd already recorded this op.
   at::AutoDispatchBelowADInplaceOrView no_autograd;
+  IntraOpThreads threads(work);
   try {
     body(callable);
   } catch (const c10::Error& e) {

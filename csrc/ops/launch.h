@@ -78,16 +78,18 @@ void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes);
 
 // Runs on the stream worker around every kernel: no autograd, and ATen
 // errors converted to plain exceptions the runtime records as sticky errors.
-void run_stage_two(const char* op, void (*body)(void*), void* callable);
+// `work` is the element count of the largest tensor the op touches.
+void run_stage_two(const char* op, int64_t work, void (*body)(void*), void* callable);
 
 // Enqueues `fn` on the current stream of `device`.
 template <typename F>
 void launch(c10::DeviceIndex device, const char* op, F&& fn) {
   check_not_forked();
+  const int64_t work = take_launch_work();
   vnpu::Stream& stream = current_runtime_stream(device);
   try {
-    stream.enqueue(op, [op, fn = std::forward<F>(fn)]() mutable {
-      run_stage_two(op, [](void* p) { (*static_cast<std::decay_t<F>*>(p))(); }, &fn);
+    stream.enqueue(op, [op, work, fn = std::forward<F>(fn)]() mutable {
+      run_stage_two(op, work, [](void* p) { (*static_cast<std::decay_t<F>*>(p))(); }, &fn);
     });
   } catch (const vnpu::Error& e) {
     throw_runtime_error(e);

@@ -3,7 +3,18 @@
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/from_blob.h>
 
+#include <algorithm>
+
 namespace torch_npu {
+namespace {
+thread_local int64_t t_launch_work = 0;
+}  // namespace
+
+int64_t take_launch_work() noexcept {
+  const int64_t work = t_launch_work;
+  t_launch_work = 0;
+  return work;
+}
 
 TensorRef::TensorRef(const at::Tensor& tensor) {
   if (!tensor.defined()) return;
@@ -18,6 +29,7 @@ TensorRef::TensorRef(const at::Tensor& tensor) {
   }
   dtype_ = tensor.scalar_type();
   data_ = tensor.data_ptr();
+  t_launch_work = std::max(t_launch_work, tensor.numel());
   conj_ = tensor.is_conj();
   neg_ = tensor.is_neg();
   const auto sizes = tensor.sizes();

@@ -45,6 +45,10 @@ class TensorRef {
   bool neg_ = false;
 };
 
+// The largest tensor snapshotted on this thread since the last call: how much
+// work the op about to be launched touches (see launch()).
+int64_t take_launch_work() noexcept;
+
 // Snapshots of a tensor list (cat, stack, _foreach_*).
 std::vector<TensorRef> snapshot(at::ITensorListRef tensors);
 std::vector<TensorRef> snapshot(const c10::List<std::optional<at::Tensor>>& tensors);
