@@ -1,7 +1,5 @@
 """Device management: torch.npu.device_count, set_device, properties, ..."""
 
-import contextlib
-
 import torch
 
 from torch_npu import _C
@@ -155,8 +153,3 @@ def can_device_access_peer(device, peer_device) -> bool:
     _C._check_device(_index(device))
     _C._check_device(_index(peer_device))
     return True
-
-
-@contextlib.contextmanager
-def _noop():
-    yield

@@ -11,12 +11,12 @@ def _generator(device=None) -> torch.Generator:
     return _C._default_generator(_index(device))
 
 
-def _all_generators():
-    return [_C._default_generator(i) for i in range(device_count())]
-
-
 # torch.npu.default_generators: one torch.Generator per visible device.
 default_generators = tuple(_C._default_generator(i) for i in range(device_count()))
+
+
+def _all_generators():
+    return default_generators
 
 
 def manual_seed(seed) -> None:
