@@ -9,6 +9,7 @@ import sys
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
+from setuptools.dist import Distribution
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
@@ -21,4 +22,12 @@ class BuildWithCMake(build_py):
         super().run()
 
 
-setup(cmdclass={"build_py": BuildWithCMake}, package_data={"torch_npu": ["_C*.so"]})
+class BinaryDistribution(Distribution):
+    """The package ships a compiled extension: wheels are platform-specific."""
+
+    def has_ext_modules(self):
+        return True
+
+
+setup(cmdclass={"build_py": BuildWithCMake}, distclass=BinaryDistribution,
+      package_data={"torch_npu": ["_C*.so"]})
