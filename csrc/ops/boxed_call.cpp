@@ -1,5 +1,7 @@
 #include "csrc/ops/boxed_call.h"
 
+#include <ATen/core/LegacyTypeDispatch.h>
+
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_generator.h"
 #include "csrc/ops/launch.h"
@@ -52,6 +54,16 @@ c10::DeviceIndex op_device(const c10::OperatorHandle& op, c10::ArrayRef<c10::IVa
     }
   }
   return current_device();
+}
+
+bool dry_run_passes(const c10::OperatorHandle& op, torch::jit::Stack& stand_ins) {
+  at::AutoDispatchBelowADInplaceOrView no_autograd;
+  try {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stand_ins);
+  } catch (const c10::Error&) {
+    return false;
+  }
+  return true;
 }
 
 bool is_generator_type(const c10::TypePtr& type) {

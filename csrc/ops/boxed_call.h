@@ -20,6 +20,14 @@ c10::DeviceIndex op_device(const c10::OperatorHandle& op, c10::ArrayRef<c10::IVa
 // True for `Generator` and `Generator?` schema types.
 bool is_generator_type(const c10::TypePtr& type);
 
+// Runs the CPU kernel of `op` on `stand_ins` (small CPU stand-ins of the
+// call's arguments) on the caller. Returns false when it raises: the caller
+// should then take the synchronous native path, which runs the real
+// arguments and so raises ATen's own error, naming the real shapes (or
+// succeeds, when only the stand-ins were at fault). On success `stand_ins`
+// holds the kernel's results.
+bool dry_run_passes(const c10::OperatorHandle& op, torch::jit::Stack& stand_ins);
+
 // The arguments of one call, owned, with npu tensors snapshotted as
 // TensorRefs and generators replaced by per-op seeds drawn now (stage 1).
 // to_stack() rebuilds CPU-view arguments in stage 2.

@@ -12,6 +12,7 @@
 #include "csrc/core/npu_generator.h"
 #include "csrc/ops/boxed_call.h"
 #include "csrc/ops/launch.h"
+#include "csrc/ops/sync_kernel.h"
 
 namespace torch_npu {
 namespace {
@@ -49,7 +50,7 @@ at::Tensor stand_in(const at::Tensor& t) {
 // with a 1-dim value or a value that overflows the dtype, ...) then raise at
 // the call, as they do on the CPU, instead of later on the stream. Random ops
 // draw from a private generator so no user-visible RNG state changes.
-void dry_run(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+bool dry_run(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
   torch::jit::Stack stack;
   stack.reserve(args.size());
   for (const c10::IValue& arg : args) {
@@ -72,8 +73,7 @@ void dry_run(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
       stack.push_back(arg);
     }
   }
-  at::AutoDispatchBelowADInplaceOrView no_autograd;
-  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
+  return dry_run_passes(op, stack);
 }
 
 void async_inplace_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
@@ -81,7 +81,10 @@ void async_inplace_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet key
   const size_t num_args = schema.arguments().size();
   auto args = torch::jit::last(*stack, num_args);
   const c10::DeviceIndex device = op_device(op, args);
-  if (needs_dry_run(op)) dry_run(op, args);
+  if (needs_dry_run(op) && !dry_run(op, args)) {
+    sync_native_kernel(op, keys, stack);  // raises ATen's own error
+    return;
+  }
   BoxedSnapshot call(schema, args, device);
   const char* name = op.operator_name().name.c_str();
   launch(device, name, [call = std::move(call), op]() {
