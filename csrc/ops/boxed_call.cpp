@@ -22,8 +22,9 @@ bool accepts_cpu_tensors(const c10::OperatorHandle& op) {
 }  // namespace
 
 c10::DeviceIndex op_device(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
-  const std::string name = c10::toString(op.operator_name());
-  DeviceCheck check(name.c_str());
+  // The operator's name lives as long as the operator: no string is built
+  // on this path unless an error message needs it.
+  DeviceCheck check(op.operator_name().name.c_str());
   bool any_tensor = false;
   const bool cpu_ok = accepts_cpu_tensors(op);
   auto add = [&](const at::Tensor& t) {
