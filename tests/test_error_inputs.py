@@ -77,3 +77,26 @@ def test_out_overlap_detected():
     idx = torch.tensor([0, 1, 2]).npu()
     with pytest.raises(RuntimeError, match="unsupported operation"):
         torch.index_select(x, 0, idx, out=x[:3])
+
+
+def test_inplace_broadcast_mismatch_raises_at_call():
+    x = torch.zeros(3, device="npu")
+    with pytest.raises(RuntimeError, match="must match the size"):
+        x.masked_fill_(torch.ones(4, dtype=torch.bool, device="npu"), 1.0)
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        x.masked_fill_(torch.ones(2, 3, dtype=torch.bool, device="npu"), 1.0)
+    assert torch.equal(x.cpu(), torch.zeros(3))  # untouched, device usable
+
+
+def test_bad_inputs_never_break_the_device():
+    bad = [
+        lambda: torch.empty(2 ** 62, device="npu"),
+        lambda: torch.randn(2, 3).npu() @ torch.randn(4, 5).npu(),
+        lambda: torch.randn(3).npu().resize_(-1),
+        lambda: torch.randn(4).npu().as_strided((10,), (1,)),
+        lambda: torch.cat([torch.randn(2).npu(), torch.randn(3, 3).npu()]),
+    ]
+    for call in bad:
+        with pytest.raises(RuntimeError):
+            call()
+    assert (torch.ones(3, device="npu") * 2).sum().item() == 6.0

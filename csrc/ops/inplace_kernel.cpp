@@ -5,6 +5,7 @@
 //
 // Only ops on kInplaceOps are routed here: in-place ops that change
 // metadata (resize_, t_, squeeze_, set_ ...) must not be.
+#include <ATen/ExpandUtils.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
@@ -76,11 +77,28 @@ bool dry_run(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
   return dry_run_passes(op, stack);
 }
 
+// The one-element dry run cannot see shape mismatches, so the arguments that
+// broadcast against `self` (masked_fill_'s and masked_scatter_'s mask,
+// bernoulli_'s p) are checked here, with TensorIterator's messages.
+void check_broadcast_against_self(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+  const auto& arguments = op.schema().arguments();
+  if (args.empty() || !args[0].isTensor()) return;
+  const at::Tensor& self = args[0].toTensor();
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& name = arguments[i].name();
+    if ((name != "mask" && name != "p") || !args[i].isTensor()) continue;
+    const auto shape = at::infer_size(self.sizes(), args[i].toTensor().sizes());
+    TORCH_CHECK(c10::IntArrayRef(shape) == self.sizes(), "output with shape ", self.sizes(),
+                " doesn't match the broadcast shape ", c10::IntArrayRef(shape));
+  }
+}
+
 void async_inplace_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const size_t num_args = schema.arguments().size();
   auto args = torch::jit::last(*stack, num_args);
   const c10::DeviceIndex device = op_device(op, args);
+  check_broadcast_against_self(op, args);
   if (needs_dry_run(op) && !dry_run(op, args)) {
     sync_native_kernel(op, keys, stack);  // raises ATen's own error
     return;
