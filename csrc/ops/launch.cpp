@@ -126,9 +126,13 @@ void run_stage_two(const char* op, int64_t work, void (*body)(void*), void* call
   IntraOpThreads threads(work);
   try {
     body(callable);
-  } catch (const c10::Error& e) {
-    // Inline (ASCEND_LAUNCH_BLOCKING=1): the caller gets ATen's own error.
-    if (vnpu::environment().synchronous_launch()) throw;
+  } catch (c10::Error& e) {
+    // Inline (ASCEND_LAUNCH_BLOCKING=1): the caller gets ATen's own error,
+    // of its own type, naming the npu op it came from.
+    if (vnpu::environment().synchronous_launch()) {
+      e.add_context(std::string("while running ") + op + " on the NPU");
+      throw;
+    }
     // Queued: the runtime keeps the text as the stream's sticky error.
     throw std::runtime_error(e.what_without_backtrace());
   }
