@@ -1,6 +1,7 @@
 #include "csrc/ops/boxed_call.h"
 
 #include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/ops/zeros.h>
 
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_generator.h"
@@ -55,6 +56,38 @@ c10::DeviceIndex op_device(const c10::OperatorHandle& op, c10::ArrayRef<c10::IVa
     }
   }
   return current_device();
+}
+
+at::Tensor stand_in(const at::Tensor& t, int64_t rank) {
+  if (!t.defined() || (t.device().is_cpu() && t.dim() == 0)) return t;
+  return at::zeros(std::vector<int64_t>(rank < 0 ? t.dim() : rank, 1), t.options().device(c10::kCPU));
+}
+
+torch::jit::Stack stand_in_stack(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+  torch::jit::Stack stack;
+  stack.reserve(args.size());
+  for (const c10::IValue& arg : args) {
+    if (arg.isTensor()) {
+      stack.emplace_back(stand_in(arg.toTensor()));
+    } else if (arg.isTensorList()) {
+      c10::List<at::Tensor> list;
+      for (const at::Tensor& t : arg.toTensorList()) list.push_back(stand_in(t));
+      stack.emplace_back(std::move(list));
+    } else if (arg.isOptionalTensorList()) {
+      c10::List<std::optional<at::Tensor>> list;
+      for (const std::optional<at::Tensor>& t : arg.toOptionalTensorList()) {
+        list.push_back(t.has_value() ? std::optional<at::Tensor>(stand_in(*t)) : std::nullopt);
+      }
+      stack.emplace_back(std::move(list));
+    } else if (is_generator_type(op.schema().arguments()[stack.size()].type())) {
+      // Random ops draw from a private generator: no user-visible RNG state changes.
+      static thread_local at::Generator scratch = cpu_generator_for(0);
+      stack.emplace_back(scratch);
+    } else {
+      stack.push_back(arg);
+    }
+  }
+  return stack;
 }
 
 bool dry_run_passes(const c10::OperatorHandle& op, torch::jit::Stack& stand_ins) {

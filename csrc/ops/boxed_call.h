@@ -20,6 +20,15 @@ c10::DeviceIndex op_device(const c10::OperatorHandle& op, c10::ArrayRef<c10::IVa
 // True for `Generator` and `Generator?` schema types.
 bool is_generator_type(const c10::TypePtr& type);
 
+// A one-element CPU tensor of `rank` dimensions (default: t's rank) and t's
+// dtype, holding zero (a valid index for any dimension of size 1). CPU 0-dim
+// scalars and undefined tensors are returned as they are.
+at::Tensor stand_in(const at::Tensor& t, int64_t rank = -1);
+
+// The call's arguments with every tensor replaced by its stand_in (also in
+// tensor lists) and generators by a private one, for dry_run_passes().
+torch::jit::Stack stand_in_stack(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args);
+
 // Runs the CPU kernel of `op` on `stand_ins` (small CPU stand-ins of the
 // call's arguments) on the caller. Returns false when it raises: the caller
 // should then take the synchronous native path, which runs the real

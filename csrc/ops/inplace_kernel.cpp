@@ -7,10 +7,8 @@
 // metadata (resize_, t_, squeeze_, set_ ...) must not be.
 #include <ATen/ExpandUtils.h>
 #include <ATen/core/LegacyTypeDispatch.h>
-#include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
-#include "csrc/core/npu_generator.h"
 #include "csrc/ops/boxed_call.h"
 #include "csrc/ops/launch.h"
 #include "csrc/ops/sync_kernel.h"
@@ -39,41 +37,12 @@ bool needs_dry_run(const c10::OperatorHandle& op) {
          name != "aten::_amp_foreach_non_finite_check_and_unscale_";
 }
 
-// A one-element CPU tensor of the same rank and dtype, holding zero (a valid
-// index for any dimension of size 1).
-at::Tensor stand_in(const at::Tensor& t) {
-  if (!t.defined() || (t.device().is_cpu() && t.dim() == 0)) return t;
-  return at::zeros(std::vector<int64_t>(t.dim(), 1), t.options().device(c10::kCPU));
-}
-
 // Runs the CPU kernel on one-element stand-ins of the npu tensors, on the
 // caller: the kernel's argument checks (normal_ with std < 0, masked_fill_
 // with a 1-dim value or a value that overflows the dtype, ...) then raise at
-// the call, as they do on the CPU, instead of later on the stream. Random ops
-// draw from a private generator so no user-visible RNG state changes.
+// the call, as they do on the CPU, instead of later on the stream.
 bool dry_run(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
-  torch::jit::Stack stack;
-  stack.reserve(args.size());
-  for (const c10::IValue& arg : args) {
-    if (arg.isTensor()) {
-      stack.emplace_back(stand_in(arg.toTensor()));
-    } else if (arg.isTensorList()) {
-      c10::List<at::Tensor> list;
-      for (const at::Tensor& t : arg.toTensorList()) list.push_back(stand_in(t));
-      stack.emplace_back(std::move(list));
-    } else if (arg.isOptionalTensorList()) {
-      c10::List<std::optional<at::Tensor>> list;
-      for (const std::optional<at::Tensor>& t : arg.toOptionalTensorList()) {
-        list.push_back(t.has_value() ? std::optional<at::Tensor>(stand_in(*t)) : std::nullopt);
-      }
-      stack.emplace_back(std::move(list));
-    } else if (is_generator_type(op.schema().arguments()[stack.size()].type())) {
-      static thread_local at::Generator scratch = cpu_generator_for(0);
-      stack.emplace_back(scratch);
-    } else {
-      stack.push_back(arg);
-    }
-  }
+  torch::jit::Stack stack = stand_in_stack(op, args);
   return dry_run_passes(op, stack);
 }
 

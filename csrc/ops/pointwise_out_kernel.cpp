@@ -8,7 +8,6 @@
 
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/Resize.h>
-#include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
 #include "csrc/ops/boxed_call.h"
@@ -43,16 +42,8 @@ void pointwise_out_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet key
 
   // Dry run on one-element CPU stand-ins of the same rank: dtype and
   // argument errors raise now, not later on the stream.
-  torch::jit::Stack dry;
-  for (size_t i = 0; i < num_args; ++i) {
-    if (args[i].isTensor() && args[i].toTensor().device().type() == c10::DeviceType::PrivateUse1) {
-      const at::Tensor& t = args[i].toTensor();
-      const size_t rank = i == out_index ? shape.size() : static_cast<size_t>(t.dim());
-      dry.emplace_back(at::zeros(std::vector<int64_t>(rank, 1), t.options().device(c10::kCPU)));
-    } else {
-      dry.push_back(args[i]);
-    }
-  }
+  torch::jit::Stack dry = stand_in_stack(op, args);
+  dry[out_index] = stand_in(out, static_cast<int64_t>(shape.size()));
   if (!dry_run_passes(op, dry)) {
     sync_native_kernel(op, keys, stack);  // raises ATen's own error
     return;

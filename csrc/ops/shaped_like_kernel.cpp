@@ -7,7 +7,6 @@
 #include "csrc/ops/launch.h"
 
 #include <ATen/core/LegacyTypeDispatch.h>
-#include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
 #include <string_view>
@@ -48,10 +47,6 @@ std::vector<int64_t> result_shape(const c10::OperatorHandle& op, c10::ArrayRef<c
   return shape;
 }
 
-at::Tensor stand_in(const at::Tensor& t) {
-  return at::zeros(std::vector<int64_t>(t.dim(), 1), t.options().device(c10::kCPU));
-}
-
 void shaped_like_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const size_t num_args = schema.arguments().size();
@@ -59,14 +54,7 @@ void shaped_like_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   const c10::DeviceIndex device = op_device(op, args);
 
   // Dry run: validates the call, and its results carry the output dtypes.
-  torch::jit::Stack dry;
-  for (const c10::IValue& arg : args) {
-    if (arg.isTensor() && arg.toTensor().device().type() == c10::DeviceType::PrivateUse1) {
-      dry.emplace_back(stand_in(arg.toTensor()));
-    } else {
-      dry.push_back(arg);
-    }
-  }
+  torch::jit::Stack dry = stand_in_stack(op, args);
   if (!dry_run_passes(op, dry)) {
     sync_native_kernel(op, keys, stack);  // raises ATen's own error
     return;

@@ -27,7 +27,6 @@ namespace {
 
 namespace py = pybind11;
 
-c10::DeviceIndex resolve(int device) { return resolve_device_index(device); }
 
 py::dict environment_dict() {
   const vnpu::Environment& env = vnpu::environment();
@@ -49,7 +48,7 @@ py::dict environment_dict() {
 }
 
 py::dict device_properties(int device) {
-  vnpu::Device& d = runtime_device(resolve(device));
+  vnpu::Device& d = runtime_device(resolve_device_index(device));
   const vnpu::ChipProfile& p = d.profile();
   py::dict out;
   out["name"] = p.name;
@@ -98,17 +97,17 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_synchronize", [](int d) {
     py::gil_scoped_release no_gil;
-    synchronize_device(d < 0 ? -1 : resolve(d));
+    synchronize_device(d < 0 ? -1 : resolve_device_index(d));
   });
   m.def("_device_properties", &device_properties);
   m.def("_mem_get_info", [](int d) {
-    vnpu::Device& dev = runtime_device(resolve(d));
+    vnpu::Device& dev = runtime_device(resolve_device_index(d));
     return py::make_tuple(dev.memory().free_bytes(), dev.memory().capacity());
   });
 
   // Streams (as (stream_id, device_index, device_type) for torch.Stream).
-  m.def("_current_stream", [](int d) { return stream_tuple(current_stream(resolve(d))); });
-  m.def("_default_stream", [](int d) { return stream_tuple(default_stream(resolve(d))); });
+  m.def("_current_stream", [](int d) { return stream_tuple(current_stream(resolve_device_index(d))); });
+  m.def("_default_stream", [](int d) { return stream_tuple(default_stream(resolve_device_index(d))); });
   // torch.npu._sleep: like torch.cuda._sleep, keeps the current stream busy
   // for a while (tests of stream ordering and concurrency).
   m.def("_set_sync_debug_mode", &set_sync_debug_mode);
@@ -125,7 +124,7 @@ PYBIND11_MODULE(_C, m) {
     }
   });
   m.def("_set_stream", [](int64_t id, int d, int type) {
-    set_current_stream(c10::Stream(c10::Stream::UNSAFE, npu_device(resolve(d)), id));
+    set_current_stream(c10::Stream(c10::Stream::UNSAFE, npu_device(resolve_device_index(d)), id));
   });
 
   // torch.Event.elapsed_time only accepts exact torch.Event objects; the
@@ -144,7 +143,7 @@ PYBIND11_MODULE(_C, m) {
 
   // RNG.
   m.def("_default_generator", [](int d) {
-    return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(default_generator(resolve(d))));
+    return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(default_generator(resolve_device_index(d))));
   });
 
   // CPU fallback.
