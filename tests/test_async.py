@@ -73,18 +73,27 @@ def test_synchronize_all_forms():
 
 # --- asynchronous errors ---------------------------------------------------------
 
+# The first launch of an op with a given signature runs on the caller, so it
+# raises at the call (Note [Argument errors raise at the call] in launch.h).
+# A valid launch first makes the bad one queued: its index error (a
+# device-side error, as on CUDA) then surfaces at the next sync point.
+
 def _bad_gather():
-    # gather checks its indices inside the CPU kernel, i.e. in stage 2, on the
-    # stream worker: the call itself returns.
-    return torch.randn(5, 3).npu().gather(0, torch.tensor([[7, 0, 0]]).npu())
+    src = torch.randn(5, 3).npu()
+    src.gather(0, torch.tensor([[1, 0, 0]]).npu())
+    return src.gather(0, torch.tensor([[7, 0, 0]]).npu())
 
 
 def _bad_scatter():
-    return torch.zeros(5, 3).npu().scatter_(0, torch.tensor([[7, 0, 0]]).npu(), 1.0)
+    dst = torch.zeros(5, 3).npu()
+    dst.scatter_(0, torch.tensor([[1, 0, 0]]).npu(), 1.0)
+    return dst.scatter_(0, torch.tensor([[7, 0, 0]]).npu(), 1.0)
 
 
 def _bad_index_add():
-    return torch.zeros(5, 3).npu().index_add_(0, torch.tensor([7]).npu(), torch.ones(1, 3).npu())
+    dst = torch.zeros(5, 3).npu()
+    dst.index_add_(0, torch.tensor([1]).npu(), torch.ones(1, 3).npu())
+    return dst.index_add_(0, torch.tensor([7]).npu(), torch.ones(1, 3).npu())
 
 
 ASYNC_FAILURES = {"gather": _bad_gather, "scatter": _bad_scatter, "index_add": _bad_index_add}
@@ -177,7 +186,9 @@ def test_async_error_in_subprocess_without_sync():
     # An error nobody waits for must not hang or crash interpreter exit.
     r = run_python("""
         import torch, torch_npu
-        torch.randn(5, 3).npu().gather(0, torch.tensor([[7, 0, 0]]).npu())
+        src = torch.randn(5, 3).npu()
+        src.gather(0, torch.tensor([[1, 0, 0]]).npu())
+        src.gather(0, torch.tensor([[7, 0, 0]]).npu())
         print("done")
     """)
     assert r.stdout.strip() == "done"

@@ -108,6 +108,7 @@ _SYNC_ERROR = """
     import torch, torch_npu
     src = torch.randn(5, 3).npu()
     idx = torch.tensor([[7, 0, 0]]).npu()
+    src.gather(0, torch.tensor([[1, 0, 0]]).npu())  # first launch of the signature: on the caller
     torch.npu.synchronize()
     try:
         src.gather(0, idx)

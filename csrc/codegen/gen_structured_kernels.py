@@ -137,10 +137,11 @@ class Lambda:
         else:
             self.call_args.append(use.format(c=c))
 
-    def emit(self, device: str, op: str, call: str) -> str:
+    def emit(self, device: str, op: str, call: str, outputs: list[str]) -> str:
+        """`outputs`: what the kernel writes (poisoned if it fails queued)."""
         caps = ",\n          ".join(self.captures)
         body = "".join(f"           {line}\n" for line in self.locals)
-        return (f"  launch({device}, \"{op}\",\n"
+        return (f"  launch({device}, \"{op}\", {{{', '.join(outputs)}}},\n"
                 f"         [{caps}]() {{\n"
                 f"{body}"
                 f"           {call}({', '.join(self.call_args)});\n"
@@ -202,7 +203,13 @@ def gen_variant(g: NativeFunctionsGroup, f: NativeFunction) -> str:
         if k is SchemaKind.functional:  # the outputs meta just allocated
             for i in range(n_out):
                 lam.capture(f"out{i}", "at::Tensor &", f"op.outputs_[{i}]")
-    lines.append(lam.emit("device", op, f"at::cpu::{cpu_sig.name()}"))
+    if k is SchemaKind.functional:
+        written = [f"op.outputs_[{i}]" for i in range(n_out)]
+    elif k is SchemaKind.inplace:
+        written = [f.func.arguments.self_arg.argument.name]
+    else:
+        written = [a.name for a in f.func.arguments.out]
+    lines.append(lam.emit("device", op, f"at::cpu::{cpu_sig.name()}", written))
 
     if k is SchemaKind.functional:
         moved = [f"std::move(op.outputs_[{i}])" for i in range(n_out)]

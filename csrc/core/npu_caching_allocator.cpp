@@ -175,6 +175,7 @@ void reset_accumulated_memory_stats(c10::DeviceIndex device) {
 }
 
 void empty_cache() {
+  check_not_forked();
   if (!is_initialized()) return;
   for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
     if (auto* allocator = allocator_for(d, false)) allocator->empty_cache();

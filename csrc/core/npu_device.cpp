@@ -60,10 +60,23 @@ c10::DeviceIndex current_device() {
   return t_current_device;
 }
 
-c10::DeviceIndex resolve_device_index(int device) {
-  const c10::DeviceIndex index = device < 0 ? current_device() : static_cast<c10::DeviceIndex>(device);
-  check_device_index(index);
-  return index;
+c10::DeviceIndex checked_device_index(int64_t device) {
+  check_not_forked();
+  const auto count = device_count();
+  NPU_CHECK_WITH(Error, ErrCode::kParam, device >= 0 && device < count, "Invalid device ID ", device,
+                 ": there are ", static_cast<int>(count), " NPU devices, valid device IDs are 0 to ",
+                 static_cast<int>(count) - 1, ".");
+  return static_cast<c10::DeviceIndex>(device);
+}
+
+c10::DeviceIndex resolve_device_index(int64_t device) {
+  if (device == -1) {
+    const c10::DeviceIndex index = current_device();
+    check_device_index(index);
+    return index;
+  }
+  check_device_index(0);  // the environment and fork checks, with their messages
+  return checked_device_index(device);
 }
 
 c10::DeviceIndex current_device_or_minus_one() noexcept { return t_current_device; }

@@ -32,8 +32,12 @@ void check_device_index(c10::DeviceIndex index);
 vnpu::Device& runtime_device(c10::DeviceIndex index);
 
 c10::DeviceIndex current_device();
-// A device index from Python: -1 means the current device; checked.
-c10::DeviceIndex resolve_device_index(int device);
+// A device index from Python: -1 means the current device. Checked against
+// the device count *before* it is narrowed to c10::DeviceIndex (8 bits), so
+// 256 is an invalid device, never device 0.
+c10::DeviceIndex resolve_device_index(int64_t device);
+// Same, but -1 is not accepted.
+c10::DeviceIndex checked_device_index(int64_t device);
 // -1 when the device was never touched on this thread (error suffixes).
 c10::DeviceIndex current_device_or_minus_one() noexcept;
 void set_current_device(c10::DeviceIndex index);

@@ -86,6 +86,9 @@ void throw_runtime_error(const vnpu::Error& error) {
       throw c10::AcceleratorError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
                                   /*code=*/507015, std::move(message));
     }
+    case vnpu::ErrorCode::kBadFork:
+      check_not_forked();  // throws torch_npu's fork error
+      break;
     case vnpu::ErrorCode::kInternal:
       break;
   }

@@ -1,6 +1,7 @@
 #include "csrc/core/npu_generator.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Generator.h>
 #include <ATen/core/GeneratorForPrivateuseone.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/TensorImpl.h>
@@ -50,8 +51,9 @@ uint64_t NpuGenerator::seed() {
 }
 
 void NpuGenerator::set_state(const c10::TensorImpl& new_state) {
-  TORCH_CHECK(new_state.dtype() == caffe2::TypeMeta::Make<uint8_t>(),
-              "RNG state must be a torch.ByteTensor");
+  // A CPU, strided, contiguous byte tensor, as for CPU generators: a meta or
+  // npu tensor has no host bytes to read, a strided one would be misread.
+  at::detail::check_rng_state(new_state);
   TORCH_CHECK(new_state.numel() == static_cast<int64_t>(kStateBytes),
               "RNG state is wrong size: expected ", kStateBytes, " bytes, got ", new_state.numel());
   uint64_t values[2];
@@ -73,6 +75,12 @@ NpuGenerator* NpuGenerator::clone_impl() const {
   auto* copy = new NpuGenerator(device().index(), seed_);
   copy->offset_ = offset_;
   return copy;
+}
+
+at::Generator new_generator(c10::DeviceIndex device) {
+  if (device < 0) device = current_device();
+  check_device_index(device);
+  return at::make_generator<NpuGenerator>(device);
 }
 
 const at::Generator& default_generator(c10::DeviceIndex device) {

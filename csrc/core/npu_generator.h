@@ -36,6 +36,9 @@ class NpuGenerator final : public c10::GeneratorImpl {
   uint64_t offset_ = 0;
 };
 
+// A new generator for `device` (-1: current device); checks the index.
+at::Generator new_generator(c10::DeviceIndex device);
+
 // Default generator of `device` (-1: current device).
 const at::Generator& default_generator(c10::DeviceIndex device);
 

@@ -5,6 +5,7 @@
 #include "csrc/core/npu_caching_allocator.h"
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_error.h"
+#include "csrc/core/npu_event.h"
 #include "csrc/core/npu_stream.h"
 #include "runtime/include/vnpu/event.h"
 
@@ -59,7 +60,7 @@ struct NpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
 
   void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
-    delete as_event(event);
+    destroy_event(event);
   }
 
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
@@ -69,21 +70,24 @@ struct NpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
                 " does not match recording stream's device index ",
                 static_cast<int>(stream.device_index()), ".");
     if (*event == nullptr) {
-      *event = new vnpu::Event(/*enable_timing=*/flag == c10::EventFlag::BACKEND_DEFAULT);
+      *event = create_event(/*enable_timing=*/flag == c10::EventFlag::BACKEND_DEFAULT);
     }
     translate_errors([&] { as_event(*event)->record(runtime_stream(stream)); });
   }
 
   void block(void* event, const c10::Stream& stream) const override {
+    check_not_forked();
     if (event == nullptr) return;
     translate_errors([&] { as_event(event)->block(runtime_stream(stream)); });
   }
 
   bool queryEvent(void* event) const override {
+    check_not_forked();
     return event == nullptr || as_event(event)->query();
   }
 
   void synchronizeEvent(void* event) const override {
+    check_not_forked();
     if (event == nullptr) return;
     translate_errors([&] { as_event(event)->synchronize(); });
   }
@@ -94,7 +98,10 @@ struct NpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return translate_errors([&] { return as_event(start)->elapsed_ms(*as_event(end)); });
   }
 
-  bool queryStream(const c10::Stream& stream) const override { return runtime_stream(stream).query(); }
+  bool queryStream(const c10::Stream& stream) const override {
+    check_not_forked();
+    return runtime_stream(stream).query();
+  }
   void synchronizeStream(const c10::Stream& stream) const override { synchronize_stream(stream); }
   void synchronizeDevice(const c10::DeviceIndex device_index) const override {
     synchronize_device(device_index);

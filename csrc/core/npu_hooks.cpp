@@ -42,7 +42,7 @@ struct NpuHooks final : public at::PrivateUse1HooksInterface {
     return default_generator(device_index);
   }
   at::Generator getNewGenerator(c10::DeviceIndex device_index) const override {
-    return at::make_generator<NpuGenerator>(device_index < 0 ? current_device() : device_index);
+    return new_generator(device_index);
   }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_bytes) const override;
 };

@@ -23,7 +23,7 @@ at::Tensor npu_relu(const at::Tensor& self) {
   TORCH_CHECK(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
   at::Tensor out = empty_like_npu(self, device);
   // CPU's relu is clamp_min(self, 0); clamp_min_out writes straight into `out`.
-  launch(device, "relu", [self_ = TensorRef(self), out_ = TensorRef(out)]() {
+  launch(device, "relu", {out}, [self_ = TensorRef(self), out_ = TensorRef(out)]() {
     at::Tensor out = out_.view();
     at::cpu::clamp_min_out(out, self_.view(), 0);
   });
@@ -33,7 +33,7 @@ at::Tensor npu_relu(const at::Tensor& self) {
 at::Tensor& npu_relu_(at::Tensor& self) {
   const auto device = common_device("relu_", self);
   TORCH_CHECK(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
-  launch(device, "relu_", [self_ = TensorRef(self)]() {
+  launch(device, "relu_", {self}, [self_ = TensorRef(self)]() {
     at::Tensor self = self_.view();
     at::cpu::clamp_min_(self, 0);
   });
@@ -49,7 +49,7 @@ std::tuple<at::Tensor, at::Tensor> npu_native_dropout(const at::Tensor& input, d
   at::Tensor mask = empty_like_npu(input, device, at::kBool);
   const bool training = !train.has_value() || *train;
   const uint64_t seed = training && p > 0 && p < 1 ? draw_op_seed(std::nullopt, device) : 0;
-  launch(device, "native_dropout", [in_ = TensorRef(input), out_ = TensorRef(output), mask_ = TensorRef(mask), p,
+  launch(device, "native_dropout", {output, mask}, [in_ = TensorRef(input), out_ = TensorRef(output), mask_ = TensorRef(mask), p,
                                     training, seed]() {
     at::Tensor out = out_.view(), mask = mask_.view();
     const at::Tensor in = in_.view();
@@ -75,7 +75,7 @@ at::Tensor npu_native_dropout_backward(const at::Tensor& grad, const at::Tensor&
                          ? c10::typeMetaToScalarType(c10::get_default_dtype())
                          : grad.scalar_type();
   at::Tensor out = empty_like_npu(grad, device, dtype);
-  launch(device, "native_dropout_backward", [grad_ = TensorRef(grad), mask_ = TensorRef(mask), scale,
+  launch(device, "native_dropout_backward", {out}, [grad_ = TensorRef(grad), mask_ = TensorRef(mask), scale,
                                              out_ = TensorRef(out)]() {
     out_.view().copy_(at::cpu::native_dropout_backward(grad_.view(), mask_.view(), scale));
   });

@@ -70,7 +70,7 @@ at::Tensor npu_convolution(const at::Tensor& input, const at::Tensor& weight, co
               ") and weight type (", weight.scalar_type(), ") should be the same");
   const auto memory_format = input.suggest_memory_format();
   at::Tensor out = empty_npu(shape, {}, input.options().memory_format(memory_format), device);
-  launch(device, "convolution",
+  launch(device, "convolution", {out},
          [in_ = TensorRef(input), w_ = TensorRef(weight), b_ = TensorRef(bias), s, p, d, transposed, op, g,
           out_ = TensorRef(out)]() {
            out_.view().copy_(at::convolution(in_.view(), w_.view(), b_.optional_view(), s, p, d, transposed, op, g));
@@ -90,7 +90,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_convolution_backward(
   if (output_mask[1]) grad_weight = empty_npu(weight.sizes(), {}, weight.options(), device);
   const int64_t out_channels = transposed ? weight.size(1) * g : weight.size(0);
   if (output_mask[2]) grad_bias = empty_npu({out_channels}, {}, grad_output.options(), device);
-  launch(device, "convolution_backward",
+  launch(device, "convolution_backward", {grad_input, grad_weight, grad_bias},
          [go_ = TensorRef(grad_output), in_ = TensorRef(input), w_ = TensorRef(weight), s, p, d, transposed, op, g,
           output_mask, out_channels, gi_ = TensorRef(grad_input), gw_ = TensorRef(grad_weight),
           gb_ = TensorRef(grad_bias)]() {

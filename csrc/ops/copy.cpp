@@ -7,6 +7,10 @@
 //        and non_blocking, so the caller may reuse its buffer at once.
 //   D2H: queued on the source's stream; the caller waits unless the copy is
 //        non_blocking into pinned memory (then it completes asynchronously).
+// A queued copy never holds the caller's host tensor: pinned memory is
+// aliased and its use recorded with the pinned allocator (the block outlives
+// its tensor until the copy ran), so a stream worker never drops the last
+// reference to a Python-owned tensor.
 //   D2D: same device: one task. Across devices: the destination stream first
 //        waits for the source stream, the source stream then waits for the
 //        copy, so neither side's memory is reused early.
@@ -17,6 +21,7 @@
 #include "csrc/core/host_allocator.h"
 #include "csrc/core/npu_device.h"
 #include "csrc/ops/launch.h"
+#include "csrc/ops/sync_point.h"
 #include "runtime/include/vnpu/event.h"
 
 namespace torch_npu {
@@ -30,21 +35,36 @@ bool is_pinned(const at::Tensor& t) {
 
 void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
   const c10::DeviceIndex device = dst.device().index();
-  at::Tensor staged = (non_blocking && is_pinned(src)) ? src : src.clone();
-  launch(device, "copy_h2d", [staged, dst_ = TensorRef(dst)]() { dst_.view().copy_(staged); });
+  if (non_blocking && is_pinned(src)) {
+    launch(device, "copy_h2d", {dst}, [src_ = TensorRef::alias_host(src), dst_ = TensorRef(dst)]() {
+      dst_.view().copy_(src_.view());
+    });
+    record_pinned_use(src.const_data_ptr(), current_runtime_stream(device));
+    return;
+  }
+  // A private clone, owned by the task alone (no Python object behind it).
+  launch(device, "copy_h2d", {dst}, [staged = src.clone(), dst_ = TensorRef(dst)]() {
+    dst_.view().copy_(staged);
+  });
 }
 
 void copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
   const c10::DeviceIndex device = src.device().index();
-  launch(device, "copy_d2h", [src_ = TensorRef(src), dst]() mutable { dst.copy_(src_.view()); });
-  if (!(non_blocking && is_pinned(dst))) sync_current_stream(device);
+  launch(device, "copy_d2h", {}, [src_ = TensorRef(src), dst_ = TensorRef::alias_host(dst)]() {
+    dst_.view().copy_(src_.view());
+  });
+  if (non_blocking && is_pinned(dst)) {
+    record_pinned_use(dst.const_data_ptr(), current_runtime_stream(device));
+  } else {
+    sync_current_stream(device);  // the caller's `dst` is alive until then
+  }
 }
 
 void copy_device_to_device(const at::Tensor& src, const at::Tensor& dst) {
   const c10::DeviceIndex src_device = src.device().index();
   const c10::DeviceIndex dst_device = dst.device().index();
   if (src_device == dst_device) {
-    launch(dst_device, "copy_d2d", [src_ = TensorRef(src), dst_ = TensorRef(dst)]() {
+    launch(dst_device, "copy_d2d", {dst}, [src_ = TensorRef(src), dst_ = TensorRef(dst)]() {
       dst_.view().copy_(src_.view());
     });
     return;
@@ -55,7 +75,7 @@ void copy_device_to_device(const at::Tensor& src, const at::Tensor& dst) {
     vnpu::Event src_ready;
     src_ready.record(src_stream);
     src_ready.block(dst_stream);
-    launch(dst_device, "copy_d2d", [src_ = TensorRef(src), dst_ = TensorRef(dst)]() {
+    launch(dst_device, "copy_d2d", {dst}, [src_ = TensorRef(src), dst_ = TensorRef(dst)]() {
       dst_.view().copy_(src_.view());
     });
     vnpu::Event copy_done;

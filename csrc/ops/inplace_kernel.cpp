@@ -6,6 +6,9 @@
 // Only ops on kInplaceOps are routed here: in-place ops that change
 // metadata (resize_, t_, squeeze_, set_ ...) must not be.
 #include <ATen/ExpandUtils.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
+#include <ATen/ops/index.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <torch/library.h>
 
@@ -62,19 +65,64 @@ void check_broadcast_against_self(const c10::OperatorHandle& op, c10::ArrayRef<c
   }
 }
 
+// The tensors an in-place op writes: its `Tensor(a!)` arguments.
+KernelOutputs mutated_arguments(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args) {
+  KernelOutputs outputs;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const auto* info = schema.arguments()[i].alias_info();
+    if (info == nullptr || !info->isWrite()) continue;
+    if (args[i].isTensor()) {
+      outputs.add(args[i].toTensor());
+    } else if (args[i].isTensorList()) {
+      for (const at::Tensor& t : args[i].toTensorList()) outputs.add(t);
+    }
+  }
+  return outputs;
+}
+
+// index_put_ checks that the values broadcast to the indexing result inside
+// its CPU kernel; the one-element dry run cannot see it. With integer
+// indices the result's shape follows from the shapes alone: work it out on
+// meta tensors and check here, with ATen's message. (Boolean masks make the
+// shape data-dependent: those are left to the kernel.)
+void check_index_put_shapes(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+  if (op.operator_name().name != "aten::_index_put_impl_") return;
+  const at::Tensor& self = args[0].toTensor();
+  const at::Tensor& values = args[2].toTensor();
+  c10::List<std::optional<at::Tensor>> meta_indices;
+  for (const std::optional<at::Tensor>& index : args[1].toOptionalTensorList()) {
+    if (index.has_value() && index->defined()) {
+      if (!c10::isIntegralType(index->scalar_type(), /*includeBool=*/false)) return;
+      meta_indices.push_back(at::empty(index->sizes(), index->options().device(c10::kMeta)));
+    } else {
+      meta_indices.push_back(std::nullopt);
+    }
+  }
+  const at::Tensor meta_self = at::empty_strided(self.sizes(), self.strides(), self.options().device(c10::kMeta));
+  at::Tensor result;
+  try {
+    result = at::index(meta_self, meta_indices);
+  } catch (const c10::Error&) {
+    return;  // the kernel reports bad indices itself, with the real tensors
+  }
+  TORCH_CHECK(at::is_expandable_to(values.sizes(), result.sizes()), "shape mismatch: value tensor of shape ",
+              values.sizes(), " cannot be broadcast to indexing result of shape ", result.sizes());
+}
+
 void async_inplace_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const size_t num_args = schema.arguments().size();
   auto args = torch::jit::last(*stack, num_args);
   const c10::DeviceIndex device = op_device(op, args);
   check_broadcast_against_self(op, args);
+  check_index_put_shapes(op, args);
   if (needs_dry_run(op) && !dry_run(op, args)) {
     sync_native_kernel(op, keys, stack);  // raises ATen's own error
     return;
   }
   BoxedSnapshot call(schema, args, device);
   const char* name = op.operator_name().name.c_str();
-  launch(device, name, [call = std::move(call), op]() {
+  launch(device, name, mutated_arguments(schema, args), [call = std::move(call), op]() {
     torch::jit::Stack cpu_stack = call.to_stack();
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu_stack);
   });

@@ -1,108 +1,87 @@
 // The two stages of an npu kernel (see docs/architecture.md, "Op execution").
 //
 // Stage 1 runs on the calling thread inside the PrivateUse1 kernel: it finds
-// the op's device, checks arguments, infers and allocates outputs, then
-// calls launch() with a small callable. Stage 2 is that callable, run later
-// by the worker of the device's current stream: it builds CPU views of the
-// device buffers (TensorRef::view) and runs ATen's CPU kernel into them.
+// the op's device (device_check.h), checks arguments, infers and allocates
+// outputs (npu_empty.h), then calls launch() with the outputs and a small
+// callable. Stage 2 is that callable, run later by the worker of the
+// device's current stream: it builds CPU views of the device buffers
+// (TensorRef::view) and runs ATen's CPU kernel into them.
+//
+// Note [Argument errors raise at the call]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Many of ATen's argument checks live in the CPU kernel itself (dtype
+// support: gelu on bool, mm of int64 and float32, float8 arithmetic), so a
+// queued kernel would raise them only at a later, unrelated sync point. The
+// first launch of an op with a given *signature* (the dtypes, ranks and
+// devices of its tensor arguments) on a thread therefore runs stage 2 on the
+// caller, in stream order (Stream::run_on_caller): ATen's own exception, of
+// its own type, raises at the call, exactly as on the CPU. Once a signature
+// passed, later launches with it are queued. Errors that depend on values
+// (an index out of range) are device-side errors, reported asynchronously
+// as on CUDA.
 #pragma once
 
-#include <ATen/core/List.h>
 #include <ATen/core/Tensor.h>
-#include <c10/core/TensorOptions.h>
 
-#include <optional>
+#include <type_traits>
 #include <utility>
 
-#include "csrc/core/npu_device.h"
 #include "csrc/core/npu_error.h"
 #include "csrc/core/npu_stream.h"
+#include "csrc/ops/device_check.h"
+#include "csrc/ops/kernel_outputs.h"
+#include "csrc/ops/npu_empty.h"
 #include "csrc/ops/tensor_ref.h"
 
 namespace torch_npu {
 
-// --- device of an op ------------------------------------------------------
+void check_not_forked();
 
-// Folds one argument into the op's device: npu tensors must all be on the
-// same npu device; CPU tensors are allowed only as 0-dim scalars (as CUDA).
-class DeviceCheck {
- public:
-  // allow_cpu: CPU tensors of any shape are accepted (ATen ops declared
-  // device_check: NoCheck, such as indexing with CPU index tensors).
-  explicit DeviceCheck(const char* op, bool allow_cpu = false) : op_(op), allow_cpu_(allow_cpu) {}
-  void add(const at::Tensor& t);
-  void add(const std::optional<at::Tensor>& t) { if (t.has_value()) add(*t); }
-  void add(at::ITensorListRef list) { for (const auto& t : list) add(t); }
-  void add(const c10::List<std::optional<at::Tensor>>& list) {
-    for (const std::optional<at::Tensor>& t : list) add(t);
-  }
-  // The npu device all tensors agreed on.
-  c10::DeviceIndex device() const;
+// How stage 2 runs: queued on the worker (errors are recorded, outputs
+// poisoned), or on the caller (errors propagate as ATen raised them).
+enum class StageTwoMode { kQueued, kOnCaller };
 
- private:
-  const char* op_;
-  bool allow_cpu_;
-  c10::DeviceIndex device_ = -1;
-};
+// Runs on the stream worker (or the caller) around every kernel: no
+// autograd, the intra-op thread count for the op's size, and errors
+// handled per `mode`. `work` is the element count of the largest tensor the
+// op touches; `outputs` may be null (nothing to poison).
+void run_stage_two(const char* op, int64_t work, StageTwoMode mode, const KernelOutputs* outputs,
+                   void (*body)(void*), void* callable);
 
-template <typename... Args>
-c10::DeviceIndex common_device(const char* op, const Args&... args) {
-  DeviceCheck check(op);
-  (check.add(args), ...);
-  return check.device();
+// True the first time this thread launches `op` with `signature`
+// (Note [Argument errors raise at the call]); marks it seen once it passed.
+bool needs_validation(const char* op, uint64_t signature);
+void mark_validated(const char* op, uint64_t signature);
+
+template <typename Fn>
+void invoke_callable(void* callable) {
+  (*static_cast<Fn*>(callable))();
 }
 
-template <typename... Args>
-c10::DeviceIndex common_device_allowing_cpu(const char* op, const Args&... args) {
-  DeviceCheck check(op, /*allow_cpu=*/true);
-  (check.add(args), ...);
-  return check.device();
-}
-
-// --- outputs --------------------------------------------------------------
-
-// A new npu tensor on `device`. Empty `strides` means contiguous in the
-// options' memory format.
-at::Tensor empty_npu(c10::IntArrayRef sizes, c10::IntArrayRef strides,
-                     const c10::TensorOptions& options, c10::DeviceIndex device);
-
-// The allocator that places blocks on `device` (current stream of that
-// device), whatever the thread's current device is.
-c10::Allocator* device_allocator(c10::DeviceIndex device);
-
-// Grows or shrinks the bytes of an npu storage (Storage.resize_, resize_):
-// a new block, old contents copied over in stream order.
-void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes);
-
-// --- stage 2 --------------------------------------------------------------
-
-// Runs on the stream worker around every kernel: no autograd, and ATen
-// errors converted to plain exceptions the runtime records as sticky errors.
-// `work` is the element count of the largest tensor the op touches.
-void run_stage_two(const char* op, int64_t work, void (*body)(void*), void* callable);
-
-// Enqueues `fn` on the current stream of `device`.
+// Enqueues `fn` on the current stream of `device`; `outputs` are what it
+// writes (poisoned if it fails on the stream).
 template <typename F>
-void launch(c10::DeviceIndex device, const char* op, F&& fn) {
+void launch(c10::DeviceIndex device, const char* op, KernelOutputs outputs, F&& fn) {
+  using Fn = std::decay_t<F>;
   check_not_forked();
-  const int64_t work = take_launch_work();
+  const LaunchSnapshot snapshot = take_launch_snapshot();
   vnpu::Stream& stream = current_runtime_stream(device);
   try {
-    stream.enqueue(op, [op, work, fn = std::forward<F>(fn)]() mutable {
-      run_stage_two(op, work, [](void* p) { (*static_cast<std::decay_t<F>*>(p))(); }, &fn);
+    if (needs_validation(op, snapshot.signature)) {
+      Fn local(std::forward<F>(fn));
+      stream.run_on_caller(op, [&] {
+        run_stage_two(op, snapshot.work, StageTwoMode::kOnCaller, nullptr, &invoke_callable<Fn>, &local);
+      });
+      mark_validated(op, snapshot.signature);
+      return;
+    }
+    stream.enqueue(op, [op, work = snapshot.work, outputs = std::move(outputs),
+                        fn = Fn(std::forward<F>(fn))]() mutable {
+      run_stage_two(op, work, StageTwoMode::kQueued, &outputs, &invoke_callable<Fn>, &fn);
     });
   } catch (const vnpu::Error& e) {
     throw_runtime_error(e);
   }
 }
-
-// Ops whose result the host needs now (item, D2H copies, data-dependent
-// shapes) wait for the device's current stream and report its errors.
-void sync_current_stream(c10::DeviceIndex device);
-
-// torch.npu.set_sync_debug_mode: 0 silent, 1 warn, 2 error at every
-// sync_current_stream (implicit synchronisation).
-void set_sync_debug_mode(int mode);
-int sync_debug_mode();
 
 }  // namespace torch_npu

@@ -67,7 +67,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_native_layer_norm(
   at::Tensor out = empty_npu(input.sizes(), {}, input.options(), device);
   at::Tensor mean = empty_npu(stat_shape, {}, input.options().dtype(stats_dtype(input, weight)), device);
   at::Tensor rstd = empty_npu(stat_shape, {}, mean.options(), device);
-  launch(device, "native_layer_norm", [in_ = TensorRef(input), normalized_shape, w_ = TensorRef(weight),
+  launch(device, "native_layer_norm", {out, mean, rstd}, [in_ = TensorRef(input), normalized_shape, w_ = TensorRef(weight),
                                        b_ = TensorRef(bias), eps, out_ = TensorRef(out), mean_ = TensorRef(mean),
                                        rstd_ = TensorRef(rstd)]() {
     auto [y, m, r] = at::cpu::native_layer_norm(in_.view(), normalized_shape, w_.optional_view(),
@@ -94,7 +94,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_native_layer_norm_backward(
   if (output_mask[2] && bias.has_value() && bias->defined()) {
     grad_bias = empty_npu(bias->sizes(), {}, bias->options(), device);
   }
-  launch(device, "native_layer_norm_backward",
+  launch(device, "native_layer_norm_backward", {grad_input, grad_weight, grad_bias},
          [go_ = TensorRef(grad_out), in_ = TensorRef(input), normalized_shape, mean_ = TensorRef(mean),
           rstd_ = TensorRef(rstd), w_ = TensorRef(weight), b_ = TensorRef(bias), output_mask,
           gi_ = TensorRef(grad_input), gw_ = TensorRef(grad_weight), gb_ = TensorRef(grad_bias)]() {
@@ -146,7 +146,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_native_batch_norm(
   const int64_t stats = training ? input.size(1) : 0;
   at::Tensor save_mean = empty_npu({stats}, {}, input.options().dtype(stats_dtype), device);
   at::Tensor save_invstd = empty_npu({stats}, {}, input.options().dtype(stats_dtype), device);
-  launch(device, "native_batch_norm",
+  launch(device, "native_batch_norm", {out, save_mean, save_invstd},
          [in_ = TensorRef(input), w_ = TensorRef(weight), b_ = TensorRef(bias), rm_ = TensorRef(running_mean),
           rv_ = TensorRef(running_var), training, momentum, eps, out_ = TensorRef(out),
           mean_ = TensorRef(save_mean), invstd_ = TensorRef(save_invstd)]() {
@@ -174,7 +174,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_native_batch_norm_backward(
   }
   if (output_mask[1]) grad_weight = empty_npu({input.size(1)}, {}, input.options().dtype(param_dtype), device);
   if (output_mask[2]) grad_bias = empty_npu({input.size(1)}, {}, input.options().dtype(param_dtype), device);
-  launch(device, "native_batch_norm_backward",
+  launch(device, "native_batch_norm_backward", {grad_input, grad_weight, grad_bias},
          [go_ = TensorRef(grad_out), in_ = TensorRef(input), w_ = TensorRef(weight), rm_ = TensorRef(running_mean),
           rv_ = TensorRef(running_var), sm_ = TensorRef(save_mean), si_ = TensorRef(save_invstd), train, eps,
           output_mask, gi_ = TensorRef(grad_input), gw_ = TensorRef(grad_weight), gb_ = TensorRef(grad_bias)]() {

@@ -33,13 +33,35 @@ struct NpuFormatMeta final : public c10::BackendMeta {
   int64_t format;
 };
 
-void check_format(int64_t format) {
+bool is_known_format(int64_t format) {
   for (const auto& [id, name] : kFormats) {
-    if (id == format) return;
+    if (id == format) return true;
   }
+  return false;
+}
+
+std::string known_formats() {
   std::string known;
   for (const auto& [id, name] : kFormats) known += std::string(known.empty() ? "" : ", ") + name + "=" + std::to_string(id);
-  TORCH_CHECK_VALUE(false, "npu_format_cast: unknown acl_format ", format, "; known formats: ", known);
+  return known;
+}
+
+void check_format(int64_t format) {
+  TORCH_CHECK_VALUE(is_known_format(format), "npu_format_cast: unknown acl_format ", format,
+                    "; known formats: ", known_formats());
+}
+
+// The format named by a checkpoint's "npu_format_<N>" key, validated like
+// npu_format_cast's argument: a checkpoint is untrusted input.
+int64_t format_from_key(const std::string& key) {
+  const std::string digits = key.substr(std::string(kKeyPrefix).size());
+  const bool numeric = !digits.empty() && digits.size() <= 3 &&
+                       digits.find_first_not_of("0123456789") == std::string::npos;
+  TORCH_CHECK_VALUE(numeric && is_known_format(std::stoll(digits)),
+                    "torch.load: the checkpoint tags an npu tensor with storage format '", key,
+                    "', which is not a known ACL format (known formats: ", known_formats(),
+                    "). The file is corrupt or was not written by torch_npu.");
+  return std::stoll(digits);
 }
 
 void check_npu(const at::Tensor& t, const char* op) {
@@ -86,7 +108,7 @@ void serialize_format(const at::Tensor& t, std::unordered_map<std::string, bool>
 void deserialize_format(const at::Tensor& t, std::unordered_map<std::string, bool>& metadata) {
   for (auto it = metadata.begin(); it != metadata.end(); ++it) {
     if (it->first.rfind(kKeyPrefix, 0) == 0) {
-      set_format(t, std::stoll(it->first.substr(std::string(kKeyPrefix).size())));
+      set_format(t, format_from_key(it->first));
       metadata.erase(it);
       return;
     }

@@ -28,7 +28,7 @@ at::Tensor npu_where(const at::Tensor& condition, const at::Tensor& self, const 
   const auto shape = at::infer_size(condition.sizes(), at::infer_size(self.sizes(), other.sizes()));
   const auto dtype = at::result_type(self, other);
   at::Tensor out = empty_npu(shape, {}, self.options().dtype(dtype), device);
-  launch(device, "where.self", [c_ = TensorRef(condition), s_ = TensorRef(self), o_ = TensorRef(other),
+  launch(device, "where.self", {out}, [c_ = TensorRef(condition), s_ = TensorRef(self), o_ = TensorRef(other),
                                 out_ = TensorRef(out)]() {
     at::Tensor out = out_.view();
     at::cpu::where_out(out, c_.view(), s_.view(), o_.view());
@@ -39,7 +39,7 @@ at::Tensor npu_where(const at::Tensor& condition, const at::Tensor& self, const 
 at::Tensor npu_isnan(const at::Tensor& self) {
   const auto device = common_device("isnan", self);
   at::Tensor out = empty_npu(self.sizes(), {}, self.options().dtype(at::kBool), device);
-  launch(device, "isnan", [s_ = TensorRef(self), out_ = TensorRef(out)]() {
+  launch(device, "isnan", {out}, [s_ = TensorRef(self), out_ = TensorRef(out)]() {
     out_.view().copy_(at::cpu::isnan(s_.view()));
   });
   return out;
@@ -49,7 +49,7 @@ at::Tensor npu_flip(const at::Tensor& self, at::IntArrayRef dims) {
   const auto device = common_device("flip", self);
   at::dim_list_to_bitset(dims, self.dim());  // wraps and rejects duplicates, with ATen's messages
   at::Tensor out = empty_npu(self.sizes(), {}, self.options().memory_format(self.suggest_memory_format()), device);
-  launch(device, "flip", [s_ = TensorRef(self), dims = dims.vec(), out_ = TensorRef(out)]() {
+  launch(device, "flip", {out}, [s_ = TensorRef(self), dims = dims.vec(), out_ = TensorRef(out)]() {
     out_.view().copy_(at::cpu::flip(s_.view(), dims));
   });
   return out;
@@ -64,7 +64,7 @@ at::Tensor& npu_arange_out(const at::Scalar& start, const at::Scalar& end, const
     size = at::native::compute_arange_size<scalar_t>(start, end, step);
   });
   at::native::resize_output(out, {size});
-  launch(device, "arange.start_out", [start, end, step, out_ = TensorRef(out)]() {
+  launch(device, "arange.start_out", {out}, [start, end, step, out_ = TensorRef(out)]() {
     at::Tensor out = out_.view();
     at::cpu::arange_out(out, start, end, step);
   });

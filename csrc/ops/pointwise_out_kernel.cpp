@@ -51,7 +51,7 @@ void pointwise_out_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet key
 
   at::native::resize_output(out, shape);
   BoxedSnapshot call(schema, args, device);  // after the resize
-  launch(device, op.operator_name().name.c_str(), [call = std::move(call), op]() {
+  launch(device, op.operator_name().name.c_str(), {out}, [call = std::move(call), op]() {
     torch::jit::Stack cpu_stack = call.to_stack();
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu_stack);
   });

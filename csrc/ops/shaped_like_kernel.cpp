@@ -68,7 +68,7 @@ void shaped_like_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                                               .memory_format(like.suggest_memory_format()), device));
   }
   BoxedSnapshot call(schema, args, device);
-  launch(device, op.operator_name().name.c_str(),
+  launch(device, op.operator_name().name.c_str(), KernelOutputs(outputs),
          [call = std::move(call), op, outs = snapshot(at::ITensorListRef(outputs))]() {
            torch::jit::Stack cpu_stack = call.to_stack();
            op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu_stack);

@@ -17,6 +17,7 @@
 #include "csrc/core/npu_generator.h"
 #include "csrc/ops/boxed_call.h"
 #include "csrc/ops/launch.h"
+#include "csrc/ops/sync_point.h"
 
 namespace torch_npu {
 namespace {

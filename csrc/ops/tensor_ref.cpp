@@ -7,19 +7,49 @@
 
 namespace torch_npu {
 namespace {
-thread_local int64_t t_launch_work = 0;
+thread_local LaunchSnapshot t_launch;
+
+void note_tensor(const at::Tensor& tensor, bool cpu) {
+  const uint64_t traits = static_cast<uint64_t>(tensor.scalar_type()) |
+                          (static_cast<uint64_t>(cpu) << 8) |
+                          (static_cast<uint64_t>(tensor.unsafeGetTensorImpl()->is_wrapped_number()) << 9) |
+                          (static_cast<uint64_t>(tensor.dim()) << 10);
+  t_launch.signature = mix_launch_signature(t_launch.signature, traits);
+}
+
+void snapshot_metadata(const at::Tensor& tensor, c10::SmallVector<int64_t, 10>& dims) {
+  const auto sizes = tensor.sizes();
+  const auto strides = tensor.strides();
+  dims.append(sizes.begin(), sizes.end());
+  dims.append(strides.begin(), strides.end());
+}
+
 }  // namespace
 
-int64_t take_launch_work() noexcept {
-  const int64_t work = t_launch_work;
-  t_launch_work = 0;
-  return work;
+LaunchSnapshot take_launch_snapshot() noexcept {
+  const LaunchSnapshot snapshot = t_launch;
+  t_launch = LaunchSnapshot{};
+  return snapshot;
+}
+
+TensorRef TensorRef::alias_host(const at::Tensor& tensor) {
+  TensorRef ref;
+  if (!tensor.defined()) return ref;
+  ref.defined_ = true;
+  ref.dtype_ = tensor.scalar_type();
+  ref.data_ = tensor.numel() == 0 ? nullptr : tensor.data_ptr();
+  ref.conj_ = tensor.is_conj();
+  ref.neg_ = tensor.is_neg();
+  snapshot_metadata(tensor, ref.dims_);
+  note_tensor(tensor, /*cpu=*/true);
+  return ref;
 }
 
 TensorRef::TensorRef(const at::Tensor& tensor) {
   if (!tensor.defined()) return;
   defined_ = true;
   if (tensor.device().is_cpu()) {
+    note_tensor(tensor, /*cpu=*/true);
     // Cloned: the caller may change its CPU tensor before the kernel runs.
     cpu_ = tensor.clone();
     // Python scalars arrive as "wrapped number" tensors, which type promotion
@@ -29,13 +59,11 @@ TensorRef::TensorRef(const at::Tensor& tensor) {
   }
   dtype_ = tensor.scalar_type();
   data_ = tensor.data_ptr();
-  t_launch_work = std::max(t_launch_work, tensor.numel());
+  t_launch.work = std::max(t_launch.work, tensor.numel());
+  note_tensor(tensor, /*cpu=*/false);
   conj_ = tensor.is_conj();
   neg_ = tensor.is_neg();
-  const auto sizes = tensor.sizes();
-  const auto strides = tensor.strides();
-  dims_.append(sizes.begin(), sizes.end());
-  dims_.append(strides.begin(), strides.end());
+  snapshot_metadata(tensor, dims_);
 }
 
 at::Tensor TensorRef::view() const {

@@ -27,6 +27,11 @@ class TensorRef {
   explicit TensorRef(const std::optional<at::Tensor>& tensor)
       : TensorRef(tensor.has_value() ? *tensor : at::Tensor()) {}
 
+  // A CPU tensor's memory, aliased rather than cloned. Only for host memory
+  // that provably outlives the task: pinned memory whose use is recorded on
+  // the stream (host_allocator.h), or a tensor the caller waits for.
+  static TensorRef alias_host(const at::Tensor& tensor);
+
   bool defined() const { return defined_; }
 
   // Stage 2: a CPU tensor over the same memory (undefined if not defined()).
@@ -45,9 +50,20 @@ class TensorRef {
   bool neg_ = false;
 };
 
-// The largest tensor snapshotted on this thread since the last call: how much
-// work the op about to be launched touches (see launch()).
-int64_t take_launch_work() noexcept;
+// What the TensorRefs snapshotted on this thread since the last launch say
+// about the op about to be launched (see launch()).
+struct LaunchSnapshot {
+  int64_t work = 0;        // elements of the largest tensor: how much work it is
+  uint64_t signature = 0;  // hash of dtype, rank and device kind of each tensor
+};
+LaunchSnapshot take_launch_snapshot() noexcept;
+
+// Folds `value` into a launch signature.
+inline uint64_t mix_launch_signature(uint64_t signature, uint64_t value) noexcept {
+  uint64_t x = signature ^ (value + 0x9e3779b97f4a7c15ULL + (signature << 6) + (signature >> 2));
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  return x ^ (x >> 27);
+}
 
 // Snapshots of a tensor list (cat, stack, _foreach_*).
 std::vector<TensorRef> snapshot(at::ITensorListRef tensors);

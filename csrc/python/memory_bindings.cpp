@@ -12,7 +12,7 @@ namespace py = pybind11;
 
 
 // torch.cuda.memory_stats()'s flat keys, e.g. "allocated_bytes.all.current".
-py::dict stats_dict(int device) {
+py::dict stats_dict(int64_t device) {
   const MemoryStats s = memory_stats(resolve_device_index(device));
   py::dict d;
   auto put_stat = [&](const std::string& prefix, const vnpu::Stat& stat) {
@@ -47,7 +47,7 @@ py::dict stats_dict(int device) {
 }
 
 // torch.cuda.memory_snapshot()'s segment dictionaries.
-py::list snapshot_list(int device) {
+py::list snapshot_list(int64_t device) {
   const c10::DeviceIndex index = resolve_device_index(device);
   py::list segments;
   for (const vnpu::SegmentInfo& info : memory_snapshot(index)) {
@@ -84,16 +84,16 @@ py::list snapshot_list(int device) {
 void bind_memory(py::module& m) {
   m.def("_memory_stats", &stats_dict);
   m.def("_memory_snapshot", &snapshot_list);
-  m.def("_reset_peak_memory_stats", [](int d) { reset_peak_memory_stats(resolve_device_index(d)); });
-  m.def("_reset_accumulated_memory_stats", [](int d) { reset_accumulated_memory_stats(resolve_device_index(d)); });
+  m.def("_reset_peak_memory_stats", [](int64_t d) { reset_peak_memory_stats(resolve_device_index(d)); });
+  m.def("_reset_accumulated_memory_stats", [](int64_t d) { reset_accumulated_memory_stats(resolve_device_index(d)); });
   m.def("_empty_cache", [] {
     // Waits for queued work: let other Python threads run meanwhile.
     py::gil_scoped_release no_gil;
     empty_cache();
   });
-  m.def("_set_memory_fraction", [](double f, int d) { set_memory_fraction(f, resolve_device_index(d)); });
-  m.def("_get_memory_fraction", [](int d) { return get_memory_fraction(resolve_device_index(d)); });
-  m.def("_caching_allocator_alloc", [](size_t size, int d, int64_t stream_id) {
+  m.def("_set_memory_fraction", [](double f, int64_t d) { set_memory_fraction(f, resolve_device_index(d)); });
+  m.def("_get_memory_fraction", [](int64_t d) { return get_memory_fraction(resolve_device_index(d)); });
+  m.def("_caching_allocator_alloc", [](size_t size, int64_t d, int64_t stream_id) {
     const auto index = resolve_device_index(d);
     return reinterpret_cast<uintptr_t>(
         raw_alloc(size, c10::Stream(c10::Stream::UNSAFE, npu_device(index), stream_id)));

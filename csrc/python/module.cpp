@@ -9,10 +9,13 @@
 #include "csrc/core/npu_caching_allocator.h"
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_error.h"
+#include "csrc/core/npu_event.h"
 #include "csrc/core/npu_generator.h"
+#include "csrc/core/npu_gil.h"
 #include "csrc/core/npu_stream.h"
 #include "csrc/ops/cpu_fallback.h"
 #include "csrc/ops/launch.h"
+#include "csrc/ops/sync_point.h"
 #include "csrc/ops/sync_kernel.h"
 #include "runtime/include/vnpu/environment.h"
 #include "runtime/include/vnpu/event.h"
@@ -47,7 +50,7 @@ py::dict environment_dict() {
   return d;
 }
 
-py::dict device_properties(int device) {
+py::dict device_properties(int64_t device) {
   vnpu::Device& d = runtime_device(resolve_device_index(device));
   const vnpu::ChipProfile& p = d.profile();
   py::dict out;
@@ -75,6 +78,7 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("_init", [](const std::vector<std::string>& excluded) {
     register_hooks();
+    install_gil_release_on_host_waits();
     register_format_serialization();
     install_device_memory_cpu_allocator();
     return register_sync_native_kernels(excluded);
@@ -85,29 +89,30 @@ PYBIND11_MODULE(_C, m) {
   m.def("_device_count", [] { return static_cast<int>(device_count()); });
   m.def("_init_error", [] { return device_init_error(); });
   m.def("_current_device", [] { return static_cast<int>(current_device()); });
-  m.def("_set_device", [](int d) { set_current_device(static_cast<c10::DeviceIndex>(d)); });
-  m.def("_check_device", [](int d) { check_device_index(static_cast<c10::DeviceIndex>(d)); });
+  m.def("_set_device", [](int64_t d) { set_current_device(checked_device_index(d)); });
+  m.def("_check_device", [](int64_t d) { checked_device_index(d); });
   m.def("_is_initialized", [] { return is_initialized(); });
-  m.def("_device_was_used", [](int d) {
-    return is_initialized() && !vnpu::Runtime::instance().device(d).created_streams().empty();
+  m.def("_device_was_used", [](int64_t d) {
+    return is_initialized() && !runtime_device(checked_device_index(d)).created_streams().empty();
   });
   m.def("_is_in_bad_fork", [] { return is_in_bad_fork(); });
   m.def("_lazy_init", [] {
+    check_not_forked();
     if (device_count() > 0) mark_initialized();
   });
-  m.def("_synchronize", [](int d) {
+  m.def("_synchronize", [](int64_t d) {
     py::gil_scoped_release no_gil;
     synchronize_device(d < 0 ? -1 : resolve_device_index(d));
   });
   m.def("_device_properties", &device_properties);
-  m.def("_mem_get_info", [](int d) {
+  m.def("_mem_get_info", [](int64_t d) {
     vnpu::Device& dev = runtime_device(resolve_device_index(d));
     return py::make_tuple(dev.memory().free_bytes(), dev.memory().capacity());
   });
 
   // Streams (as (stream_id, device_index, device_type) for torch.Stream).
-  m.def("_current_stream", [](int d) { return stream_tuple(current_stream(resolve_device_index(d))); });
-  m.def("_default_stream", [](int d) { return stream_tuple(default_stream(resolve_device_index(d))); });
+  m.def("_current_stream", [](int64_t d) { return stream_tuple(current_stream(resolve_device_index(d))); });
+  m.def("_default_stream", [](int64_t d) { return stream_tuple(default_stream(resolve_device_index(d))); });
   // torch.npu._sleep: like torch.cuda._sleep, keeps the current stream busy
   // for a while (tests of stream ordering and concurrency).
   m.def("_set_sync_debug_mode", &set_sync_debug_mode);
@@ -123,26 +128,25 @@ PYBIND11_MODULE(_C, m) {
       throw_runtime_error(e);
     }
   });
-  m.def("_set_stream", [](int64_t id, int d, int type) {
+  m.def("_npu_device_type", [] { return static_cast<int>(c10::DeviceType::PrivateUse1); });
+  m.def("_check_stream", [](int64_t id, int64_t d) {
+    const auto index = checked_device_index(d);
+    NPU_CHECK_WITH(ValueError, ErrCode::kValue, id >= 0 && id <= vnpu::Device::kStreamPoolSize,
+                   "Invalid NPU stream id ", id, ": npu streams have ids 0 to ", vnpu::Device::kStreamPoolSize);
+    runtime_stream(c10::Stream(c10::Stream::UNSAFE, npu_device(index), id));
+  });
+  m.def("_set_stream", [](int64_t id, int64_t d) {
     set_current_stream(c10::Stream(c10::Stream::UNSAFE, npu_device(resolve_device_index(d)), id));
   });
 
   // torch.Event.elapsed_time only accepts exact torch.Event objects; the
-  // torch.npu.Event subclass measures through the raw handles instead.
-  m.def("_event_elapsed_time", [](uintptr_t start, uintptr_t end) {
-    NPU_CHECK_WITH(ValueError, ErrCode::kValue, start != 0 && end != 0,
-                   "Both events must be recorded before calculating elapsed time.");
-    try {
-      return reinterpret_cast<vnpu::Event*>(start)->elapsed_ms(*reinterpret_cast<vnpu::Event*>(end));
-    } catch (const vnpu::Error& e) {
-      throw_runtime_error(e);
-    }
-  });
+  // torch.npu.Event subclass measures by event ids, looked up (never cast).
+  m.def("_event_elapsed_time", &elapsed_time_between);
 
   bind_memory(m);
 
   // RNG.
-  m.def("_default_generator", [](int d) {
+  m.def("_default_generator", [](int64_t d) {
     return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(default_generator(resolve_device_index(d))));
   });
 

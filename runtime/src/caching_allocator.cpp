@@ -268,6 +268,10 @@ Block* CachingAllocator::take_block(Block* block, std::size_t size, std::size_t 
 void CachingAllocator::free(Block* block) {
   if (block == nullptr) return;
   std::lock_guard<std::mutex> lock(mutex_);
+  // A second free would count the block twice (the statistics go negative)
+  // and hand it out to two owners.
+  VNPU_ASSERT(block->allocated, "CachingAllocator::free of a block that is not allocated (double free?)");
+  VNPU_ASSERT(block->owner == this, "CachingAllocator::free of a block owned by another allocator");
   const bool small = block->small;
   update(stats_.allocation, small, -1);
   update(stats_.allocated_bytes, small, -static_cast<std::int64_t>(block->size));

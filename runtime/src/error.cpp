@@ -14,11 +14,20 @@ const char* error_code_name(ErrorCode code) {
       return "KernelFailed";
     case ErrorCode::kNotSupported:
       return "NotSupported";
+    case ErrorCode::kBadFork:
+      return "BadFork";
     case ErrorCode::kInternal:
       return "Internal";
   }
   // Only reachable through a cast of an out-of-range integer.
   return "Unknown";
+}
+
+void internal_assert_failed(const char* condition, const std::string& message, const char* file,
+                            int line) {
+  throw Error(ErrorCode::kInternal, std::string("vNPU internal error: ") + message + " (" +
+                                        condition + " failed at " + file + ":" +
+                                        std::to_string(line) + "); please report this bug");
 }
 
 }  // namespace vnpu

@@ -12,9 +12,11 @@ void Event::record(Stream& stream) {
   // queued and must not stamp the new one.
   auto stamp = std::make_shared<Stamp>();
   const bool timing = enable_timing_;
-  const std::uint64_t seq = stream.enqueue("event_record", [stamp, timing] {
+  Stream* source = &stream;
+  const std::uint64_t seq = stream.enqueue(TaskKind::kMarker, "event_record", [stamp, timing, source] {
     if (timing) stamp->time = std::chrono::steady_clock::now();
-    stamp->done.store(true, std::memory_order_release);  // publishes `time`
+    stamp->error = source->pending_error();
+    stamp->done.store(true, std::memory_order_release);  // publishes `time` and `error`
   });
   stream_ = &stream;
   seq_ = seq;
@@ -25,18 +27,41 @@ bool Event::query() const { return !recorded() || stream_->last_completed() >= s
 
 void Event::synchronize() const {
   if (!recorded()) return;
-  stream_->wait_for(seq_);
+  stream_->wait_completed(seq_);
+  std::shared_ptr<const AsyncError> failure = error();
+  if (!failure) return;
+  // Reported here: the origin stream need not report it again (a stream
+  // that adopted it through a wait still does, at its own sync point).
+  stream_->clear_error_if(failure.get());
+  throw KernelError(std::move(failure), stream_->stream_index());
+}
+
+std::shared_ptr<const AsyncError> Event::error() const {
+  if (!recorded() || !stamp_->done.load(std::memory_order_acquire)) return nullptr;
+  return stamp_->error;
 }
 
 void Event::block(Stream& waiter) const {
   if (!recorded()) return;
   // A stream runs in order: its own earlier marker is always done first.
   if (&waiter == stream_) return;
-  // Already complete: nothing to wait for, keep the waiter's queue short.
-  if (query()) return;
+  if (query()) {
+    // Already complete: nothing to wait for, keep the waiter's queue short;
+    // only a failure before the marker must still reach the waiter, in order.
+    std::shared_ptr<const AsyncError> failure = error();
+    if (!failure) return;
+    Stream* target = &waiter;
+    waiter.enqueue(TaskKind::kWait, "stream_wait_event",
+                   [target, failure] { target->adopt_error(failure); });
+    return;
+  }
   const Stream* source = stream_;
+  Stream* target = &waiter;
   const std::uint64_t seq = seq_;
-  waiter.enqueue("stream_wait_event", [source, seq] { source->wait_completed(seq); });
+  waiter.enqueue(TaskKind::kWait, "stream_wait_event", [source, target, seq, stamp = stamp_] {
+    source->wait_completed(seq);
+    if (stamp->error) target->adopt_error(stamp->error);
+  });
 }
 
 double Event::elapsed_ms(const Event& end) const {
@@ -52,13 +77,9 @@ double Event::elapsed_ms(const Event& end) const {
     throw Error(ErrorCode::kInvalidValue,
                 "Both events must be completed before calculating elapsed time");
   }
-  // Completed but never stamped: the stream skipped the marker because an
-  // earlier task on it failed.
   if (!stamp_->done.load(std::memory_order_acquire) ||
       !end.stamp_->done.load(std::memory_order_acquire)) {
-    throw Error(ErrorCode::kInvalidValue,
-                "Cannot measure elapsed time: an event's marker was skipped because an "
-                "earlier task on its stream failed");
+    throw Error(ErrorCode::kInternal, "an event completed without its marker having run");
   }
   const std::chrono::duration<double, std::milli> elapsed = end.stamp_->time - stamp_->time;
   return elapsed.count();

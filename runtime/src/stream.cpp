@@ -10,9 +10,16 @@
 #endif
 
 #include "vnpu/error.h"
+#include "vnpu/host_wait.h"
 
 namespace vnpu {
 namespace {
+
+// Bumped in the child after fork(): streams made by an earlier generation
+// have no worker there.
+std::atomic<unsigned> g_fork_generation{0};
+void on_fork_in_child() { g_fork_generation.fetch_add(1, std::memory_order_relaxed); }
+[[maybe_unused]] const int g_atfork_registered = pthread_atfork(nullptr, nullptr, &on_fork_in_child);
 
 // How long the worker and host waiters spin before they block. Short enough
 // not to burn a core, long enough that a steady stream of small launches
@@ -60,7 +67,8 @@ Stream::Stream(int device_index, int stream_index, int priority, bool synchronou
     : device_index_(device_index),
       stream_index_(stream_index),
       priority_(priority),
-      synchronous_(synchronous) {
+      synchronous_(synchronous),
+      fork_generation_(g_fork_generation.load(std::memory_order_relaxed)) {
   // A synchronous stream runs everything on the caller: no ring, no worker.
   if (synchronous_) return;
   ring_.reset(new Task[kCapacity]);
@@ -76,6 +84,11 @@ Stream::Stream(int device_index, int stream_index, int priority, bool synchronou
 
 Stream::~Stream() {
   if (synchronous_) return;
+  // In a forked child there is no worker to drain or join.
+  if (fork_generation_ != g_fork_generation.load(std::memory_order_relaxed)) {
+    worker_.detach();
+    return;
+  }
   // Drain first: tasks may hold resources their owners expect to be released
   // only after they ran. A pending sticky error is dropped with the stream.
   wait_completed(last_enqueued());
@@ -89,11 +102,22 @@ Stream::~Stream() {
   worker_.join();
 }
 
-Task& Stream::wait_for_free_slot(std::uint64_t seq) {
-  // Slot seq % kCapacity was last used by task seq - kCapacity; the worker
-  // resets a slot before it publishes that task's completion.
-  if (seq > kCapacity) wait_completed(seq - kCapacity);
-  return ring_[seq % kCapacity];
+std::unique_lock<std::mutex> Stream::lock_free_slot() {
+  for (;;) {
+    std::unique_lock<std::mutex> lock(producer_mutex_);
+    // Slot seq % kCapacity was last used by task seq - kCapacity; the worker
+    // resets a slot before it publishes that task's completion.
+    const std::uint64_t seq = next_seq_;
+    if (seq <= kCapacity ||
+        completed_seq_.load(std::memory_order_acquire) >= seq - kCapacity) {
+      return lock;
+    }
+    // Full: wait without the lock, so other producers (and a host thread
+    // that must re-acquire Python's GIL after the wait) are not stuck
+    // behind us; another producer may take the slot first, so look again.
+    lock.unlock();
+    wait_completed(seq - kCapacity);
+  }
 }
 
 void Stream::publish(std::uint64_t seq) {
@@ -136,6 +160,7 @@ std::uint64_t Stream::run_inline(Task& task) {
 }
 
 void Stream::worker_loop() {
+  mark_stream_worker_thread();
   std::uint64_t done = 0;  // last sequence number this worker completed
   for (;;) {
     const std::uint64_t available = enqueued_seq_.load(std::memory_order_acquire);
@@ -156,17 +181,7 @@ void Stream::worker_loop() {
 
     for (std::uint64_t seq = done + 1; seq <= available; ++seq) {
       Task& task = ring_[seq % kCapacity];
-      // After a failure, later tasks may read garbage: skip them until the
-      // error has been reported, but still complete them.
-      if (!has_error_.load(std::memory_order_acquire)) {
-        try {
-          task.run();
-        } catch (const std::exception& e) {
-          record_error(task.name(), e.what());
-        } catch (...) {
-          record_error(task.name(), "unknown exception");
-        }
-      }
+      run_task(task, seq);
       // Destroy the captures before completion is published: a waiter that
       // sees the task complete may rely on its captured resources being
       // released, and a producer may reuse the slot.
@@ -179,6 +194,30 @@ void Stream::worker_loop() {
   }
 }
 
+void Stream::run_task(Task& task, std::uint64_t seq) {
+  // Later tasks run even after a failure (Note [Asynchronous errors]).
+  const TraceHook hook = trace_hook();
+  const std::int64_t start = hook != nullptr ? steady_now_ns() : 0;
+  bool failed = false;
+  try {
+    task.run();
+  } catch (...) {
+    failed = true;
+    record_error(task, seq, std::current_exception());
+  }
+  if (hook != nullptr) {
+    TaskRecord record;
+    record.info = task.info();
+    record.device_index = device_index_;
+    record.stream_index = stream_index_;
+    record.seq = seq;
+    record.start_ns = start;
+    record.end_ns = steady_now_ns();
+    record.failed = failed;
+    hook(record);
+  }
+}
+
 void Stream::notify_waiters() {
   if (waiters_.load(std::memory_order_seq_cst) > 0) {
     std::lock_guard<std::mutex> lock(done_mutex_);
@@ -186,7 +225,21 @@ void Stream::notify_waiters() {
   }
 }
 
+void Stream::check_not_forked() const {
+  if (fork_generation_ == g_fork_generation.load(std::memory_order_relaxed)) return;
+  throw Error(ErrorCode::kBadFork,
+              "NPU " + std::to_string(device_index_) + " stream " + std::to_string(stream_index_) +
+                  " was created before fork(): its worker thread does not exist in this child "
+                  "process");
+}
+
 void Stream::wait_completed(std::uint64_t seq) const {
+  wait_completed_until(seq, std::chrono::steady_clock::time_point::max());
+}
+
+bool Stream::wait_completed_until(std::uint64_t seq,
+                                  std::chrono::steady_clock::time_point deadline) const {
+  check_not_forked();
   // Waiting for a task that was never enqueued would block forever.
   const std::uint64_t enqueued = enqueued_seq_.load(std::memory_order_acquire);
   if (seq > enqueued) {
@@ -196,42 +249,121 @@ void Stream::wait_completed(std::uint64_t seq) const {
                     ": only " + std::to_string(enqueued) + " tasks were enqueued");
   }
   auto completed = [&] { return completed_seq_.load(std::memory_order_seq_cst) >= seq; };
-  if (spin_until(completed)) return;
+  if (spin_until(completed)) return true;
+  // Blocking: let the adaptor release what the worker might need (the GIL).
+  HostWaitScope host_wait;
   // Announce the waiter before checking again under the mutex; the worker
   // stores completed_seq_ before it reads waiters_, so one of the two sees
   // the other.
   waiters_.fetch_add(1, std::memory_order_seq_cst);
+  bool done;
   {
     std::unique_lock<std::mutex> lock(done_mutex_);
-    done_cv_.wait(lock, completed);
+    if (deadline == std::chrono::steady_clock::time_point::max()) {
+      done_cv_.wait(lock, completed);
+      done = true;
+    } else {
+      done = done_cv_.wait_until(lock, deadline, completed);
+    }
   }
   waiters_.fetch_sub(1, std::memory_order_seq_cst);
+  return done;
 }
 
 void Stream::wait_for(std::uint64_t seq) {
   wait_completed(seq);
   if (!has_error_.load(std::memory_order_acquire)) return;
   // Another thread may have taken the error in the meantime; it reports it.
-  std::string message = take_error();
-  if (!message.empty()) throw Error(ErrorCode::kKernelFailed, message);
+  std::shared_ptr<const AsyncError> error = take_error();
+  if (error) throw KernelError(std::move(error), stream_index_);
 }
 
-std::string Stream::take_error() {
+std::shared_ptr<const AsyncError> Stream::pending_error() const {
+  if (!has_error_.load(std::memory_order_acquire)) return nullptr;
   std::lock_guard<std::mutex> lock(error_mutex_);
-  if (!has_error_.load(std::memory_order_relaxed)) return "";
-  std::string message = std::move(error_message_);
-  error_message_.clear();
-  has_error_.store(false, std::memory_order_release);
-  return message;
+  return error_;
 }
 
-void Stream::record_error(const char* task_name, const char* what) {
+std::shared_ptr<const AsyncError> Stream::take_error() {
+  std::lock_guard<std::mutex> lock(error_mutex_);
+  std::shared_ptr<const AsyncError> error = std::move(error_);
+  error_.reset();
+  has_error_.store(false, std::memory_order_release);
+  return error;
+}
+
+void Stream::clear_error_if(const AsyncError* error) {
+  std::lock_guard<std::mutex> lock(error_mutex_);
+  if (error_.get() != error) return;
+  error_.reset();
+  has_error_.store(false, std::memory_order_release);
+}
+
+void Stream::adopt_error(std::shared_ptr<const AsyncError> error) {
+  if (!error) return;
   std::lock_guard<std::mutex> lock(error_mutex_);
   // Keep the first error: later ones are usually consequences of it.
-  if (has_error_.load(std::memory_order_relaxed)) return;
-  error_message_ = std::string(task_name != nullptr ? task_name : "task") + " failed on NPU " +
-                   std::to_string(device_index_) + ": " + (what != nullptr ? what : "");
+  if (error_) return;
+  error_ = std::move(error);
   has_error_.store(true, std::memory_order_release);
+}
+
+void Stream::record_error(const Task& task, std::uint64_t seq, std::exception_ptr exception) {
+  auto error = std::make_shared<AsyncError>();
+  error->task = task.name() != nullptr ? task.name() : "task";
+  error->device_index = device_index_;
+  error->stream_index = stream_index_;
+  error->seq = seq;
+  try {
+    std::rethrow_exception(exception);
+  } catch (const KernelError& e) {
+    // A task that re-raises another stream's error (a failed wait) passes
+    // the original record on.
+    adopt_error(e.shared());
+    return;
+  } catch (const Error& e) {
+    error->cause_code = e.code();
+    error->cause = e.what();
+  } catch (const std::exception& e) {
+    error->cause = e.what();
+  } catch (...) {
+    error->cause = "unknown exception";
+  }
+  adopt_error(std::move(error));
+}
+
+// ---------------------------------------------------------------- CallerGate
+
+struct Stream::CallerGate::State {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool reached = false;  // the worker is at the gate: all earlier work is done
+  bool open = false;     // the caller is done: the worker may go on
+};
+
+Stream::CallerGate::CallerGate(Stream& stream, const char* name)
+    : state_(std::make_shared<State>()) {
+  seq_ = stream.enqueue(TaskKind::kHost, name, [state = state_] {
+    std::unique_lock<std::mutex> lock(state->mutex);
+    state->reached = true;
+    state->cv.notify_all();
+    state->cv.wait(lock, [&] { return state->open; });
+  });
+  // Wait for the worker to reach the gate; blocking, so let the adaptor
+  // release the GIL meanwhile (no runtime lock is held here).
+  std::unique_lock<std::mutex> lock(state_->mutex);
+  if (!state_->reached) {
+    lock.unlock();
+    HostWaitScope host_wait;
+    lock.lock();
+    state_->cv.wait(lock, [&] { return state_->reached; });
+  }
+}
+
+Stream::CallerGate::~CallerGate() {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  state_->open = true;
+  state_->cv.notify_all();
 }
 
 }  // namespace vnpu

@@ -74,6 +74,20 @@ class StreamBlocker {
 
 using vnpu_test::expect_error;
 
+TEST(CachingAllocator, DoubleFreeIsAnInternalError) {
+  Fixture f;
+  Block* block = f.allocator.allocate(4 * kKiB, f.s0);
+  Block* neighbour = f.allocator.allocate(4 * kKiB, f.s0);  // keeps `block` from merging
+  f.allocator.free(block);
+  // The block still exists (cached, unmerged), so the second free is
+  // detected instead of driving the statistics negative.
+  const Error e = expect_error([&] { f.allocator.free(block); });
+  EXPECT_EQ(e.code(), ErrorCode::kInternal);
+  EXPECT_NE(std::string(e.what()).find("double free"), std::string::npos) << e.what();
+  EXPECT_EQ(f.stats().allocation[kAggregateStat].current, 1);
+  f.allocator.free(neighbour);
+}
+
 TEST(CachingAllocator, RoundsToBlockSize) {
   Fixture f;
   EXPECT_EQ(f.allocator.round_size(1), 512u);

@@ -7,9 +7,14 @@
 #include <thread>
 #include <vector>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "test_helpers.h"
 #include "vnpu/error.h"
+#include "vnpu/host_wait.h"
 #include "vnpu/stream.h"
+#include "vnpu/trace.h"
 
 namespace {
 
@@ -178,24 +183,28 @@ TEST(Stream, SynchronizeWhileTasksRun) {
   stream.synchronize();
 }
 
-TEST(Stream, StickyErrorSkipsLaterTasksAndIsReportedOnce) {
+TEST(Stream, PendingErrorIsReportedOnceAndLaterTasksStillRun) {
   Stream stream(3, 0, 0, false);
   bool before = false;
   bool after = false;
   stream.enqueue("before", [&] { before = true; });
-  stream.enqueue("my_kernel", [] { throw std::runtime_error("boom"); });
-  const std::uint64_t skipped = stream.enqueue("after", [&] { after = true; });
+  const std::uint64_t failed = stream.enqueue("my_kernel", [] { throw std::runtime_error("boom"); });
+  stream.enqueue("after", [&] { after = true; });
 
   try {
     stream.synchronize();
-    FAIL() << "expected the sticky error";
-  } catch (const Error& e) {
+    FAIL() << "expected the pending error";
+  } catch (const vnpu::KernelError& e) {
     EXPECT_EQ(e.code(), ErrorCode::kKernelFailed);
     EXPECT_STREQ(e.what(), "my_kernel failed on NPU 3: boom");
+    EXPECT_EQ(e.detail().seq, failed);
+    EXPECT_EQ(e.detail().task, "my_kernel");
+    EXPECT_EQ(e.detail().cause, "boom");
   }
   EXPECT_TRUE(before);
-  EXPECT_FALSE(after) << "tasks after a failure must be skipped";
-  EXPECT_GE(stream.last_completed(), skipped) << "skipped tasks still complete";
+  // Independent work after a failure runs (the adaptor poisons the failed
+  // kernel's outputs, so dependent work cannot read stale memory).
+  EXPECT_TRUE(after);
   EXPECT_FALSE(stream.has_error());
 
   // Reported once; the stream is usable again.
@@ -206,15 +215,203 @@ TEST(Stream, StickyErrorSkipsLaterTasksAndIsReportedOnce) {
   EXPECT_EQ(value, 11);
 }
 
+TEST(Stream, ErrorKeepsItsCodeAndTheFirstFailure) {
+  Stream stream(0, 0, 0, false);
+  stream.enqueue("oom_op", [] { throw Error(ErrorCode::kOutOfMemory, "no room"); });
+  stream.enqueue("second", [] { throw std::runtime_error("consequence"); });
+  try {
+    stream.synchronize();
+    FAIL() << "expected the pending error";
+  } catch (const vnpu::KernelError& e) {
+    EXPECT_EQ(e.detail().cause_code, ErrorCode::kOutOfMemory);
+    EXPECT_EQ(e.detail().task, "oom_op");
+  }
+}
+
 TEST(Stream, NonStdExceptionAndTakeError) {
   Stream stream(0, 0, 0, false);
   stream.enqueue("weird", [] { throw 42; });
   ASSERT_TRUE(eventually([&] { return stream.has_error(); }));
   EXPECT_TRUE(stream.query());  // the failed task completed
-  const std::string message = stream.take_error();
-  EXPECT_NE(message.find("weird failed on NPU 0"), std::string::npos) << message;
-  EXPECT_EQ(stream.take_error(), "");
+  const auto error = stream.take_error();
+  ASSERT_NE(error, nullptr);
+  EXPECT_NE(error->message().find("weird failed on NPU 0: unknown exception"), std::string::npos)
+      << error->message();
+  EXPECT_EQ(stream.take_error(), nullptr);
   EXPECT_NO_THROW(stream.synchronize());
+}
+
+TEST(Stream, RunOnCallerIsOrderedWithQueuedWork) {
+  Stream stream(0, 0, 0, false);
+  Gate gate;
+  std::vector<int> order;  // plain vector: the stream order must make this race-free
+  stream.enqueue("blocked", [&] {
+    gate.wait();
+    order.push_back(1);
+  });
+  std::thread opener([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    gate.open();
+  });
+  stream.run_on_caller("inline", [&] { order.push_back(2); });
+  stream.enqueue("later", [&] { order.push_back(3); });
+  stream.synchronize();
+  opener.join();
+  EXPECT_EQ(order, (std::vector<int>{1, 2, 3}));
+
+  // An exception goes to the caller, not into the stream's pending error.
+  EXPECT_THROW(stream.run_on_caller("inline", [] { throw std::runtime_error("bad dtype"); }),
+               std::runtime_error);
+  EXPECT_FALSE(stream.has_error());
+  EXPECT_NO_THROW(stream.synchronize());
+}
+
+TEST(Stream, WaitCompletedUntilGivesUpAtTheDeadline) {
+  Stream stream(0, 0, 0, false);
+  Gate gate;
+  const std::uint64_t seq = stream.enqueue("blocked", [&] { gate.wait(); });
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(stream.wait_completed_until(seq, start + std::chrono::milliseconds(20)));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(20));
+  gate.open();
+  EXPECT_TRUE(stream.wait_completed_until(seq, std::chrono::steady_clock::now() + std::chrono::seconds(30)));
+}
+
+// Host-wait hooks: called around blocking waits of host threads only, with
+// no runtime lock held (a hook that enqueues proves it).
+std::atomic<int> g_enters{0};
+std::atomic<int> g_leaves{0};
+vnpu::Stream* g_hook_stream = nullptr;
+void* count_enter() {
+  g_enters.fetch_add(1);
+  return &g_enters;
+}
+void count_leave(void* token) {
+  EXPECT_EQ(token, &g_enters);
+  // Re-entering the stream from the hook deadlocks if a lock were held.
+  if (g_hook_stream != nullptr) g_hook_stream->enqueue("from_hook", [] {});
+  g_leaves.fetch_add(1);
+}
+
+TEST(Stream, HostWaitHooksWrapBlockingWaitsOnly) {
+  Stream stream(0, 0, 0, false);
+  Stream other(0, 1, 0, false);
+  g_hook_stream = &other;
+  vnpu::set_host_wait_hooks({&count_enter, &count_leave});
+  Gate gate;
+  const std::uint64_t seq = stream.enqueue("blocked", [&] { gate.wait(); });
+  // A worker waiting on another stream does not call the hooks.
+  other.enqueue("wait", [&stream, seq] { stream.wait_completed(seq); });
+  std::thread opener([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    gate.open();
+  });
+  stream.synchronize();
+  opener.join();
+  other.synchronize();
+  vnpu::set_host_wait_hooks({});
+  g_hook_stream = nullptr;
+  EXPECT_GE(g_enters.load(), 1);
+  EXPECT_EQ(g_enters.load(), g_leaves.load());
+  // Hooks removed: no more calls.
+  const int enters = g_enters.load();
+  stream.enqueue("sleep", [] { std::this_thread::sleep_for(std::chrono::milliseconds(5)); });
+  stream.synchronize();
+  EXPECT_EQ(g_enters.load(), enters);
+}
+
+TEST(Stream, BackPressureWaitsWithoutHoldingTheProducerLock) {
+  // While one producer waits for a slot of a full ring, another producer
+  // must still get through to the point of waiting (not block on a mutex),
+  // so a waiter that re-acquires the GIL cannot deadlock with it.
+  Stream stream(0, 0, 0, false);
+  Gate gate;
+  stream.enqueue("blocked", [&] { gate.wait(); });
+  for (std::size_t i = 1; i < Stream::kCapacity; ++i) stream.enqueue("fill", [] {});
+  std::atomic<int> attempts{0};
+  std::vector<std::thread> producers;
+  for (int p = 0; p < 2; ++p) {
+    producers.emplace_back([&] {
+      attempts.fetch_add(1);
+      stream.enqueue("overflow", [] {});
+    });
+  }
+  ASSERT_TRUE(eventually([&] { return attempts.load() == 2; }));
+  gate.open();
+  for (auto& t : producers) t.join();
+  stream.synchronize();
+  EXPECT_EQ(stream.last_completed(), Stream::kCapacity + 2);
+}
+
+std::vector<vnpu::TaskRecord>* g_records = nullptr;
+std::mutex g_records_mutex;
+void record_trace(const vnpu::TaskRecord& record) {
+  std::lock_guard<std::mutex> lock(g_records_mutex);
+  if (g_records != nullptr) g_records->push_back(record);
+}
+
+TEST(Stream, TraceHookSeesEveryTaskWithKindAndCorrelation) {
+  std::vector<vnpu::TaskRecord> records;
+  {
+    std::lock_guard<std::mutex> lock(g_records_mutex);
+    g_records = &records;
+  }
+  vnpu::set_trace_hook(&record_trace);
+  Stream stream(2, 5, 0, false);
+  vnpu::set_correlation_id(77);
+  stream.enqueue("k", [] {});
+  vnpu::set_correlation_id(0);
+  stream.enqueue(vnpu::TaskKind::kCopy, "c", [] { throw std::runtime_error("x"); });
+  EXPECT_THROW(stream.synchronize(), vnpu::KernelError);
+  vnpu::set_trace_hook(nullptr);
+  {
+    std::lock_guard<std::mutex> lock(g_records_mutex);
+    g_records = nullptr;
+  }
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_STREQ(records[0].info.name, "k");
+  EXPECT_EQ(records[0].info.kind, vnpu::TaskKind::kKernel);
+  EXPECT_EQ(records[0].info.correlation_id, 77u);
+  EXPECT_EQ(records[0].device_index, 2);
+  EXPECT_EQ(records[0].stream_index, 5);
+  EXPECT_EQ(records[0].seq, 1u);
+  EXPECT_GT(records[0].info.enqueue_ns, 0);
+  EXPECT_LE(records[0].info.enqueue_ns, records[0].start_ns);
+  EXPECT_LE(records[0].start_ns, records[0].end_ns);
+  EXPECT_FALSE(records[0].failed);
+  EXPECT_EQ(records[1].info.kind, vnpu::TaskKind::kCopy);
+  EXPECT_EQ(records[1].info.correlation_id, 0u);
+  EXPECT_TRUE(records[1].failed);
+  EXPECT_STREQ(vnpu::task_kind_name(records[1].info.kind), "copy");
+}
+
+TEST(Stream, ForkedChildGetsAnErrorInsteadOfHanging) {
+  Stream stream(0, 0, 0, false);
+  Gate gate;
+  stream.enqueue("blocked", [&] { gate.wait(); });
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int code = 1;
+    try {
+      stream.synchronize();
+    } catch (const Error& e) {
+      code = e.code() == ErrorCode::kBadFork ? 0 : 2;
+    }
+    try {
+      stream.enqueue("x", [] {});
+      code = 3;
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kBadFork) code = 4;
+    }
+    _exit(code);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  gate.open();
+  stream.synchronize();
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 TEST(Stream, DestructorDrains) {

@@ -38,7 +38,11 @@ def _index(device) -> int:
     """Device index from an int, str, torch.device or None (current)."""
     if device is None:
         return -1
+    if isinstance(device, bool):
+        raise TypeError("Invalid device, expected int, str or torch.device but got bool")
     if isinstance(device, int):
+        if device < -1:
+            raise ValueError(f"Invalid device ID {device}: device IDs are non-negative (or -1 for the current device)")
         return device
     if isinstance(device, str):
         device = torch.device(device)

@@ -10,6 +10,9 @@ import torch
 from torch_npu import _C
 from torch_npu.npu.device import _index, _lazy_init
 
+# c10::DeviceType::PrivateUse1 as an int: the device_type of every npu stream.
+_NPU_DEVICE_TYPE = _C._npu_device_type()
+
 
 class Stream(torch.Stream):
     """An in-order queue of work on an NPU (a worker thread on the virtual NPU).
@@ -20,6 +23,12 @@ class Stream(torch.Stream):
     def __new__(cls, device=None, priority=0, **kwargs):
         _lazy_init()
         if "stream_id" in kwargs:
+            # Rebuilding a stream from its parts (torch.Stream's fields): they
+            # must name an npu stream that exists.
+            device_type = kwargs.get("device_type", _NPU_DEVICE_TYPE)
+            if device_type != _NPU_DEVICE_TYPE:
+                raise ValueError(f"torch.npu.Stream needs device_type={_NPU_DEVICE_TYPE} (npu), got {device_type}")
+            _C._check_stream(kwargs["stream_id"], kwargs.get("device_index", _C._current_device()))
             stream = super().__new__(cls, **kwargs)
             stream._priority = 0
             return stream
@@ -28,6 +37,7 @@ class Stream(torch.Stream):
         index = _index(device)
         if index < 0:
             index = _C._current_device()
+        _C._check_device(index)  # before torch.device narrows it to 8 bits
         stream = super().__new__(cls, device=torch.device("npu", index), priority=priority)
         # The virtual NPU schedules all streams alike; the priority is kept
         # for code that reads it (high priority is -1, as in torch_npu).
@@ -51,6 +61,10 @@ class Event(torch.Event):
 
     def __new__(cls, enable_timing=False, blocking=False, interprocess=False):
         _lazy_init()
+        if interprocess:
+            raise NotImplementedError(
+                "torch.npu.Event(interprocess=True) is not supported on the virtual NPU: there are no IPC "
+                "event handles to share between processes. Use interprocess=False.")
         return super().__new__(cls, device=torch.device("npu", _C._current_device()),
                                enable_timing=enable_timing, blocking=blocking, interprocess=interprocess)
 
@@ -86,7 +100,7 @@ def default_stream(device=None) -> Stream:
 def set_stream(stream) -> None:
     if stream is None:
         return
-    _C._set_stream(stream.stream_id, stream.device_index, stream.device_type)
+    _C._set_stream(stream.stream_id, stream.device_index)
 
 
 class StreamContext:

@@ -16,6 +16,7 @@ enum class ErrorCode {
   kOutOfMemory,     // device capacity exhausted
   kKernelFailed,    // a task threw on a stream worker (sticky async error)
   kNotSupported,    // a feature the virtual device does not have
+  kBadFork,         // a stream of the parent used in a forked child
   kInternal,        // a broken invariant inside the runtime
 };
 
@@ -30,5 +31,15 @@ class Error : public std::runtime_error {
  private:
   ErrorCode code_;
 };
+
+// Internal invariants: a failure is a bug in vNPU, never a user error.
+// Throws Error(kInternal) naming the broken condition and where it broke.
+#define VNPU_ASSERT(cond, message)                                                     \
+  do {                                                                                 \
+    if (!(cond)) ::vnpu::internal_assert_failed(#cond, message, __FILE__, __LINE__);   \
+  } while (false)
+
+[[noreturn]] void internal_assert_failed(const char* condition, const std::string& message,
+                                         const char* file, int line);
 
 }  // namespace vnpu

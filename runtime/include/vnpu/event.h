@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "vnpu/async_error.h"
+
 namespace vnpu {
 
 class Stream;
@@ -29,16 +31,26 @@ class Event {
   // True when the event was never recorded or its marker has completed.
   bool query() const;
 
-  // Blocks until the marker completes; reports the stream's sticky error.
+  // Blocks until the marker completes; throws KernelError if a task before
+  // the marker failed (and clears that error on the stream: it is reported).
   void synchronize() const;
 
+  // The error the marker saw (nullptr: none, not recorded, or not run yet).
+  std::shared_ptr<const AsyncError> error() const;
+
   // Makes future work on `waiter` wait for this event's marker (no-op when
-  // the event was never recorded). Does not block the caller.
+  // the event was never recorded) and adopt the marker's error, if any.
+  // Does not block the caller.
   void block(Stream& waiter) const;
 
   // Milliseconds between this event's marker and `end`'s marker.
   // Throws Error(kInvalidValue) unless both have timing enabled, were
   // recorded, and have completed.
+//
+// Errors (Note [Asynchronous errors] in stream.h): when the marker runs, it
+// takes a copy of its stream's pending error. synchronize() throws it, and
+// block() hands it to the waiting stream, so the failure reaches everything
+// that depends on work before the marker.
   double elapsed_ms(const Event& end) const;
 
   bool enable_timing() const { return enable_timing_; }
@@ -50,6 +62,7 @@ class Event {
   struct Stamp {
     std::atomic<bool> done{false};
     std::chrono::steady_clock::time_point time;
+    std::shared_ptr<const AsyncError> error;  // the stream's pending error when the marker ran
   };
   bool enable_timing_;
   Stream* stream_ = nullptr;

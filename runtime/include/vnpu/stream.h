@@ -6,34 +6,53 @@
 // finished. Completion is decided by comparing sequence numbers, never by
 // looking at whether the queue is empty (the last task may still be running).
 //
-// Errors: an exception escaping a task becomes the stream's *sticky error*.
-// Tasks enqueued after it are skipped (their inputs may be garbage) until the
-// error is reported by the next synchronisation point (synchronize(),
-// wait_for(), or an Event::synchronize on this stream), which throws
-// Error(kKernelFailed) naming the task and then clears the error, so the
-// stream is usable again.
+// Note [Asynchronous errors]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
+// An exception escaping a task cannot reach its caller. The stream records
+// it as its *pending error* (an AsyncError: task, cause, error code, origin)
+// and keeps running later tasks: they are independent work, or they read the
+// failed task's outputs, which the adaptor has poisoned (NaN / a marker
+// pattern), so nothing downstream reads stale memory as if it were valid.
+// Only the first error is kept until it is reported.
+//
+// The error reaches every synchronisation point that depends on the failed
+// work:
+//   - synchronize() / wait_for(seq) of this stream throw KernelError and
+//     clear the pending error (reported once per stream);
+//   - an Event recorded on this stream after the failure carries the error:
+//     Event::synchronize() throws it, and a stream that waits on the event
+//     (Event::block, Stream.wait_stream) adopts it as its own pending error,
+//     so that stream's next sync point throws it too.
+// The process stays usable: after the report, new work runs normally.
 //
 // Synchronous mode (ASCEND_LAUNCH_BLOCKING=1 / TASK_QUEUE_ENABLE=0): enqueue()
 // drains the queue and then runs the task inline on the caller; its exception
 // propagates from enqueue() directly.
 //
+// Fork: a stream's worker thread does not exist in a forked child. Every
+// entry point of a stream created before fork() throws Error(kBadFork) in the
+// child instead of waiting forever.
+//
 // Thread-safety: every public method may be called from any thread.
 // Blocking: enqueue() blocks only while the ring is full (back-pressure);
-// synchronize()/wait_for() block until the work is done.
+// synchronize()/wait_for() block until the work is done. No method blocks
+// while holding a lock another producer or the worker needs, and blocking
+// host waits run inside a HostWaitScope (host_wait.h).
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
-#include <vector>
 
+#include "vnpu/async_error.h"
 #include "vnpu/task.h"
+#include "vnpu/trace.h"
 
 namespace vnpu {
 
@@ -55,31 +74,50 @@ class Stream {
   // Appends a task; returns its sequence number.
   template <typename F>
   std::uint64_t enqueue(const char* name, F&& fn) {
+    return enqueue(TaskKind::kKernel, name, std::forward<F>(fn));
+  }
+
+  template <typename F>
+  std::uint64_t enqueue(TaskKind kind, const char* name, F&& fn) {
+    check_not_forked();
+    TaskInfo info{name, kind, correlation_id(), 0};
     if (synchronous_) {
       // Stored in a stack Task rather than a std::function so that move-only
       // callables work in both modes.
       Task task;
-      task.emplace(name, std::forward<F>(fn));
+      task.emplace(info, std::forward<F>(fn));
       return run_inline(task);
     }
-    std::unique_lock<std::mutex> lock(producer_mutex_);
+    if (trace_hook() != nullptr) info.enqueue_ns = steady_now_ns();
+    std::unique_lock<std::mutex> lock = lock_free_slot();
     const std::uint64_t seq = next_seq_;
-    Task& slot = wait_for_free_slot(seq);
-    slot.emplace(name, std::forward<F>(fn));
+    ring_[seq % kCapacity].emplace(info, std::forward<F>(fn));
     publish(seq);
     return seq;
   }
 
+  // Runs `fn` on the calling thread, in stream order: after every task
+  // enqueued before it, before every task enqueued after it (the worker is
+  // held at a gate meanwhile). Exceptions from `fn` propagate to the caller
+  // and do not become the stream's error. Returns the gate's sequence number.
+  template <typename F>
+  std::uint64_t run_on_caller(const char* name, F&& fn) {
+    if (synchronous_) return enqueue(TaskKind::kHost, name, std::forward<F>(fn));
+    CallerGate gate(*this, name);
+    fn();
+    return gate.seq();
+  }
+
   // Sequence number of the last enqueued task (0 when none).
   std::uint64_t last_enqueued() const { return enqueued_seq_.load(std::memory_order_acquire); }
-  // Sequence number of the last completed task (run, failed or skipped).
+  // Sequence number of the last completed task (run or failed).
   std::uint64_t last_completed() const { return completed_seq_.load(std::memory_order_acquire); }
 
   // True when every task enqueued so far has completed. Does not throw.
   bool query() const { return last_completed() >= last_enqueued(); }
 
-  // Blocks until task `seq` has completed, then reports a pending sticky
-  // error (throws Error(kKernelFailed)).
+  // Blocks until task `seq` has completed, then reports the pending error
+  // (throws KernelError and clears it).
   void wait_for(std::uint64_t seq);
 
   // Blocks until every task enqueued so far has completed; reports errors.
@@ -90,22 +128,54 @@ class Stream {
   // Error(kInvalidValue) for a task that was never enqueued.
   void wait_completed(std::uint64_t seq) const;
 
-  // Takes the sticky error, if any, without waiting. Returns "" when none.
-  std::string take_error();
+  // Like wait_completed, but gives up at `deadline`: returns false if task
+  // `seq` had not completed by then (collectives' watchdogs).
+  bool wait_completed_until(std::uint64_t seq, std::chrono::steady_clock::time_point deadline) const;
+
+  // The pending error without clearing it (nullptr when none).
+  std::shared_ptr<const AsyncError> pending_error() const;
+  // Takes the pending error, if any, without waiting (nullptr when none).
+  std::shared_ptr<const AsyncError> take_error();
+  // Clears the pending error if it is `error` (it was reported elsewhere).
+  void clear_error_if(const AsyncError* error);
+  // Makes `error` (from another stream, through an event) this stream's
+  // pending error unless one is pending already.
+  void adopt_error(std::shared_ptr<const AsyncError> error);
   bool has_error() const { return has_error_.load(std::memory_order_acquire); }
 
+  // Throws Error(kBadFork) when called in a forked child of the process
+  // that created this stream.
+  void check_not_forked() const;
+
  private:
+  // Holds the worker at a gate task while the caller runs (run_on_caller).
+  class CallerGate {
+   public:
+    CallerGate(Stream& stream, const char* name);
+    ~CallerGate();  // opens the gate, also when the caller's work threw
+    std::uint64_t seq() const { return seq_; }
+
+   private:
+    struct State;
+    std::shared_ptr<State> state_;
+    std::uint64_t seq_ = 0;
+  };
+
   std::uint64_t run_inline(Task& task);
-  Task& wait_for_free_slot(std::uint64_t seq);
+  // Locks producer_mutex_ once slot next_seq_ is free, waiting for the
+  // worker (with the lock released) while the ring is full.
+  std::unique_lock<std::mutex> lock_free_slot();
   void publish(std::uint64_t seq);
   void worker_loop();
-  void record_error(const char* task_name, const char* what);
+  void run_task(Task& task, std::uint64_t seq);
+  void record_error(const Task& task, std::uint64_t seq, std::exception_ptr error);
   void notify_waiters();
 
   const int device_index_;
   const int stream_index_;
   const int priority_;
   const bool synchronous_;
+  const unsigned fork_generation_;  // process generation that created the stream
 
   std::unique_ptr<Task[]> ring_;
   std::mutex producer_mutex_;     // serialises producers
@@ -125,10 +195,10 @@ class Stream {
   mutable std::condition_variable done_cv_;
   mutable std::atomic<int> waiters_{0};
 
-  // Sticky error.
+  // Pending error.
   std::atomic<bool> has_error_{false};
-  std::mutex error_mutex_;
-  std::string error_message_;
+  mutable std::mutex error_mutex_;
+  std::shared_ptr<const AsyncError> error_;  // guarded by error_mutex_
 
   std::thread worker_;
 };

@@ -10,6 +10,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "vnpu/trace.h"
+
 namespace vnpu {
 
 class Task {
@@ -21,13 +23,13 @@ class Task {
   Task& operator=(const Task&) = delete;
   ~Task() { reset(); }
 
-  // Stores `fn` (invoked later as fn()). `name` must outlive the task: it is
-  // a string literal or an interned op name, used in error messages.
+  // Stores `fn` (invoked later as fn()). `info.name` must outlive the task:
+  // it is a string literal or an interned op name, used in error messages.
   template <typename F>
-  void emplace(const char* name, F&& fn) {
+  void emplace(const TaskInfo& info, F&& fn) {
     using Fn = std::decay_t<F>;
     reset();
-    name_ = name;
+    info_ = info;
     if constexpr (sizeof(Fn) <= kInlineBytes &&
                   alignof(Fn) <= alignof(std::max_align_t)) {
       new (storage_) Fn(std::forward<F>(fn));
@@ -42,7 +44,8 @@ class Task {
   }
 
   bool empty() const { return run_ == nullptr; }
-  const char* name() const { return name_; }
+  const char* name() const { return info_.name; }
+  const TaskInfo& info() const { return info_; }
 
   // Runs the callable. Exceptions propagate to the caller (the stream).
   void run() { run_(storage_); }
@@ -52,14 +55,14 @@ class Task {
     if (destroy_ != nullptr) destroy_(storage_);
     run_ = nullptr;
     destroy_ = nullptr;
-    name_ = nullptr;
+    info_ = TaskInfo{};
   }
 
  private:
   alignas(std::max_align_t) unsigned char storage_[kInlineBytes];
   void (*run_)(void*) = nullptr;
   void (*destroy_)(void*) = nullptr;
-  const char* name_ = nullptr;
+  TaskInfo info_;
 };
 
 }  // namespace vnpu

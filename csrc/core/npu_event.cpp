@@ -1,0 +1,49 @@
+#include "csrc/core/npu_event.h"
+
+#include <mutex>
+#include <unordered_set>
+
+#include "csrc/core/npu_error.h"
+#include "runtime/include/vnpu/event.h"
+
+namespace torch_npu {
+namespace {
+
+std::mutex g_mutex;
+std::unordered_set<const void*> g_live_events;  // guarded by g_mutex
+
+}  // namespace
+
+vnpu::Event* create_event(bool enable_timing) {
+  auto* event = new vnpu::Event(enable_timing);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_live_events.insert(event);
+  return event;
+}
+
+void destroy_event(void* event) noexcept {
+  if (event == nullptr) return;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_live_events.erase(event);
+  }
+  delete static_cast<vnpu::Event*>(event);
+}
+
+double elapsed_time_between(uintptr_t start_id, uintptr_t end_id) {
+  NPU_CHECK_WITH(ValueError, ErrCode::kValue, start_id != 0 && end_id != 0,
+                 "Both events must be recorded before calculating elapsed time.");
+  // Held while measuring: neither event can be destroyed meanwhile.
+  std::lock_guard<std::mutex> lock(g_mutex);
+  const auto* start = reinterpret_cast<const void*>(start_id);
+  const auto* end = reinterpret_cast<const void*>(end_id);
+  NPU_CHECK_WITH(ValueError, ErrCode::kPtr, g_live_events.count(start) && g_live_events.count(end),
+                 "elapsed_time: both events must be npu events recorded on an npu stream");
+  try {
+    return static_cast<const vnpu::Event*>(start)->elapsed_ms(*static_cast<const vnpu::Event*>(end));
+  } catch (const vnpu::Error& e) {
+    throw_runtime_error(e);
+  }
+}
+
+}  // namespace torch_npu

@@ -1,0 +1,31 @@
+#include "csrc/ops/sync_point.h"
+
+#include <atomic>
+
+#include "csrc/core/npu_error.h"
+#include "csrc/core/npu_stream.h"
+
+namespace torch_npu {
+
+namespace {
+std::atomic<int> g_sync_debug_mode{0};
+}  // namespace
+
+void set_sync_debug_mode(int mode) { g_sync_debug_mode.store(mode); }
+int sync_debug_mode() { return g_sync_debug_mode.load(); }
+
+void sync_current_stream(c10::DeviceIndex device) {
+  const int mode = g_sync_debug_mode.load(std::memory_order_relaxed);
+  if (mode == 1) {
+    TORCH_WARN("called a synchronizing NPU operation");
+  } else if (mode == 2) {
+    TORCH_CHECK(false, "called a synchronizing NPU operation");
+  }
+  try {
+    current_runtime_stream(device).synchronize();
+  } catch (const vnpu::Error& e) {
+    throw_runtime_error(e);
+  }
+}
+
+}  // namespace torch_npu

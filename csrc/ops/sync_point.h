@@ -1,0 +1,17 @@
+// Synchronisation points: where the host waits for an npu stream because it
+// needs a result now (.item(), copies to the host, data-dependent shapes).
+#pragma once
+
+#include <c10/core/Device.h>
+
+namespace torch_npu {
+
+// Waits for the device's current stream and reports its pending error.
+void sync_current_stream(c10::DeviceIndex device);
+
+// torch.npu.set_sync_debug_mode: 0 silent, 1 warn, 2 error at every
+// sync_current_stream (implicit synchronisation).
+void set_sync_debug_mode(int mode);
+int sync_debug_mode();
+
+}  // namespace torch_npu

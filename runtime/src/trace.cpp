@@ -1,0 +1,37 @@
+#include "vnpu/trace.h"
+
+#include <atomic>
+#include <chrono>
+
+namespace vnpu {
+namespace {
+
+std::atomic<TraceHook> g_trace_hook{nullptr};
+thread_local std::uint64_t t_correlation_id = 0;
+
+}  // namespace
+
+const char* task_kind_name(TaskKind kind) {
+  switch (kind) {
+    case TaskKind::kKernel: return "kernel";
+    case TaskKind::kCopy: return "copy";
+    case TaskKind::kMarker: return "marker";
+    case TaskKind::kWait: return "wait";
+    case TaskKind::kHost: return "host";
+  }
+  return "unknown";
+}
+
+void set_trace_hook(TraceHook hook) { g_trace_hook.store(hook, std::memory_order_release); }
+TraceHook trace_hook() { return g_trace_hook.load(std::memory_order_acquire); }
+
+std::int64_t steady_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void set_correlation_id(std::uint64_t id) { t_correlation_id = id; }
+std::uint64_t correlation_id() { return t_correlation_id; }
+
+}  // namespace vnpu
