@@ -76,6 +76,25 @@ def case_mlp_step(device):
     return step
 
 
+def case_transformer_step(device):
+    """A small transformer encoder layer (d128, 4 heads, ff 256), batch 8,
+    sequence 32: forward, loss, backward, AdamW step, loss.item()."""
+    torch.manual_seed(0)
+    model = nn.TransformerEncoderLayer(d_model=128, nhead=4, dim_feedforward=256, dropout=0.1,
+                                       batch_first=True).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x = torch.randn(8, 32, 128)
+
+    def step():
+        bx = x.to(device)
+        opt.zero_grad()
+        loss = model(bx).pow(2).mean()
+        loss.backward()
+        opt.step()
+        return loss.item()
+    return step
+
+
 CASES = [
     # name, factory, iterations, target ratio from the issue
     ("add 1K x20000", case_small_add, 20000, 2.0),
@@ -83,6 +102,7 @@ CASES = [
     ("mm 256 fp32", case_mm(256), 200, None),
     ("mm 1024 fp32", case_mm(1024), 10, 1.1),
     ("MLP train step (784-256-10, b32)", case_mlp_step, 300, 1.3),
+    ("transformer layer step (d128, b8x32)", case_transformer_step, 50, None),
 ]
 
 

@@ -7,8 +7,13 @@ PYTHON=${PYTHON:-python3}
 prefix=$(TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$PYTHON" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-if [ ! -f build/build.ninja ]; then
+# Reconfigure when what the configuration was made from changes: the
+# python, its torch, ccache's presence or the arguments given here.
+inputs="$(command -v "$PYTHON") $prefix $(TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$PYTHON" -c 'import torch; print(torch.__version__)') ${launcher[*]} $*"
+if [ ! -f build/build.ninja ] || [ "$(cat build/.vnpu-configure-inputs 2>/dev/null)" != "$inputs" ]; then
+  rm -f build/CMakeCache.txt  # a fresh configuration, not one mixed with the old cache
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
     -DPython3_EXECUTABLE="$(command -v "$PYTHON")" "${launcher[@]}" "$@"
+  echo "$inputs" > build/.vnpu-configure-inputs
 fi
 cmake --build build -j "${VNPU_BUILD_JOBS:-$(nproc)}"

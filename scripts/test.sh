@@ -1,11 +1,24 @@
 #!/usr/bin/env bash
 # Sets up whatever is missing, then runs every test: the runtime's C++ tests
 # (plain, ThreadSanitizer, AddressSanitizer) through ctest, then the Python
-# suite with pytest.
+# suite with pytest. This full run is what CI runs.
+#
+#   scripts/test.sh            everything
+#   scripts/test.sh --quick    the edit loop: plain runtime tests only, and
+#                              pytest without the tests marked `slow` (the
+#                              OpInfo sweeps), stopping at the first failure
+# Other arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+variants=all
+pytest_args=()
+if [ "${1:-}" = "--quick" ]; then
+  shift
+  variants=plain
+  pytest_args=(-m "not slow" -x)
+fi
 ./scripts/setup.sh
-echo "== runtime C++ tests (ctest: plain, tsan, asan) =="
-./runtime/run_tests.sh all
+echo "== runtime C++ tests (ctest: ${variants}) =="
+./runtime/run_tests.sh "${variants}"
 echo "== Python tests (pytest) =="
-exec "${PYTHON:-python3}" -m pytest tests -q -p no:cacheprovider "$@"
+exec "${PYTHON:-python3}" -m pytest tests -q -p no:cacheprovider "${pytest_args[@]}" "$@"

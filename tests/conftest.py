@@ -13,17 +13,13 @@ import textwrap
 import pytest
 import torch
 
-import torch_npu  # noqa: F401  (registers the npu device)
+import torch_npu  # registers the npu device
+import torch_npu._environment
 
 # Environment variables that change how the emulator starts. Tests that run
 # subprocesses start from a clean slate so that a developer's shell (or the
 # CI job) cannot change their outcome.
-_VNPU_ENV = (
-    "VNPU_DEVICE_COUNT", "ASCEND_RT_VISIBLE_DEVICES", "TASK_QUEUE_ENABLE",
-    "ASCEND_LAUNCH_BLOCKING", "TORCH_NPU_FALLBACK_CPU_DISABLE", "VNPU_CHIP",
-    "PYTORCH_NPU_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_NO_NPU_MEMORY_CACHING",
-    "TORCH_NPU_COMPACT_ERROR_OUTPUT",
-)
+_VNPU_ENV = tuple(torch_npu._environment.runtime_variable_names())
 
 
 @pytest.fixture(autouse=True)

@@ -193,3 +193,22 @@ def test_fork_after_init():
     assert lines[0].startswith("Cannot re-initialize NPU in forked subprocess"), lines
     assert "'spawn' start method" in lines[0]
     assert lines[1] == "loader 4032.0"
+
+
+def test_readme_lists_exactly_the_environment_variables():
+    # One list (runtime/src/environment.cpp + torch_npu/_environment.py); the
+    # README's table is generated from it: `python -m torch_npu._environment`.
+    import pathlib
+    import torch_npu._environment as environment
+    readme = (pathlib.Path(__file__).parents[1] / "README.md").read_text()
+    assert environment.markdown_table() in readme, "regenerate the README table: python -m torch_npu._environment"
+
+
+def test_environment_binding_reports_raw_values():
+    r = run_python("""
+        import torch, torch_npu
+        env = torch_npu._C._environment()
+        print(env["VNPU_DEVICE_COUNT"], env["TASK_QUEUE_ENABLE"], "VNPU_CHIP" in env, env["errors"])
+    """, VNPU_DEVICE_COUNT="3", TASK_QUEUE_ENABLE="2")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "3 2 False []"

@@ -38,6 +38,7 @@ def _error_cases():
             yield op, i, cpu_input, npu_input
 
 
+@pytest.mark.slow
 def test_errors_raise_at_call_like_cpu():
     warnings.filterwarnings("ignore")
     failures, checked = [], 0

@@ -168,10 +168,14 @@ def test_caching_allocator_alloc_delete():
 
 
 def test_seed_snippet_memory_report():
-    # Seed 002 prints these in GB.
-    print(torch.npu.memory_allocated() / 1024 ** 3, "GB")
-    print(torch.npu.memory_reserved() / 1024 ** 3, "GB")
+    # Seed 002 prints these in GB; after empty_cache() nothing idle is reserved.
+    t = torch.empty(3 * MB, dtype=torch.uint8, device="npu")
+    allocated_gb = torch.npu.memory_allocated() / 1024 ** 3
+    reserved_gb = torch.npu.memory_reserved() / 1024 ** 3
+    assert reserved_gb >= allocated_gb >= 3 * MB / 1024 ** 3
+    del t
     torch.npu.empty_cache()
+    assert torch.npu.memory_reserved() == torch.npu.memory_allocated()
 
 
 def test_memory_summary():
@@ -183,4 +187,7 @@ def test_memory_snapshot():
     t = torch.empty(MB, dtype=torch.uint8, device="npu")
     snap = torch.npu.memory_snapshot()
     assert isinstance(snap, list) and snap
+    # The tensor's block is in the snapshot, active, inside a segment.
+    blocks = [b for seg in snap for b in seg["blocks"]]
+    assert any(b["state"] == "active_allocated" and b["size"] >= MB for b in blocks), snap
     del t

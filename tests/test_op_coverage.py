@@ -10,6 +10,8 @@ import os
 
 import pytest
 
+pytestmark = pytest.mark.slow  # the whole OpInfo sweep, ~2 minutes
+
 from torch_npu.tools import op_coverage
 
 BASELINE = os.path.join(os.path.dirname(__file__), "..", "docs", "op_coverage.json")

@@ -1,23 +1,49 @@
 """Streams run concurrently and are ordered only by events, as on a real NPU."""
 
+import contextlib
+
 import pytest
 import torch
 
-import torch_npu  # noqa: F401
+import torch_npu
+
+
+@contextlib.contextmanager
+def held(stream):
+    """Holds `stream` at a gate for the block: its later work waits until the
+    block ends, with certainty (no sleeping and hoping).
+
+    The first launch of an op signature runs on the caller once its stream
+    drained (Note [Argument errors raise at the call] in csrc/ops/launch.h),
+    which a held stream never does: the ops used inside are launched once
+    beforehand."""
+    x = torch.ones(4, device="npu")
+    big = torch.ones(1 << 16, device="npu")
+    for s in (stream, torch.npu.current_stream()):
+        with torch.npu.stream(s):
+            (x * 2, x * 3, x.clone(), x.fill_(1.0), x.add_(0), big * 2)
+    torch.npu.synchronize()
+    with torch.npu.stream(stream):
+        gate = torch_npu._C._StreamGate()
+    try:
+        yield
+    finally:
+        gate.open()
 
 
 def test_streams_run_concurrently():
     a, b = torch.npu.Stream(), torch.npu.Stream()
     x = torch.ones(4, device="npu")
-    with torch.npu.stream(a):
-        torch.npu._sleep(300_000)  # keep stream a busy for 0.3 s
-        ya = x * 2
-    with torch.npu.stream(b):
-        yb = x * 3
-    b.synchronize()
-    # b finished its work while a is still busy: they do not share a queue.
-    assert not a.query()
-    assert torch.equal(yb.cpu(), torch.full((4,), 3.0))
+    torch.npu.synchronize()
+    with held(a):
+        with torch.npu.stream(a):
+            ya = x * 2
+        with torch.npu.stream(b):
+            yb = x * 3
+        b.synchronize()
+        # b finished its work while a is held: they do not share a queue.
+        assert not a.query()
+        assert torch.equal(yb.cpu(), torch.full((4,), 3.0))
     a.synchronize()
     assert torch.equal(ya.cpu(), torch.full((4,), 2.0))
 
@@ -26,28 +52,29 @@ def test_wait_event_orders_streams():
     a, b = torch.npu.Stream(), torch.npu.Stream()
     x = torch.zeros(4, device="npu")
     torch.npu.synchronize()
-    with torch.npu.stream(a):
-        torch.npu._sleep(200_000)
-        x.fill_(1.0)
-        done = torch.npu.Event()
-        done.record(a)
-    with torch.npu.stream(b):
-        b.wait_event(done)
-        seen = x.clone()
+    with held(a):
+        with torch.npu.stream(a):
+            x.fill_(1.0)
+            done = torch.npu.Event()
+            done.record(a)
+        with torch.npu.stream(b):
+            b.wait_event(done)
+            seen = x.clone()
+        assert not b.query()  # b waits for a, which is held
     b.synchronize()
     assert torch.equal(seen.cpu(), torch.ones(4))
 
 
-def test_without_wait_the_other_stream_may_not_see_the_result():
+def test_without_wait_the_other_stream_does_not_see_the_result():
     a, b = torch.npu.Stream(), torch.npu.Stream()
     x = torch.zeros(4, device="npu")
     torch.npu.synchronize()
-    with torch.npu.stream(a):
-        torch.npu._sleep(300_000)
-        x.fill_(1.0)
-    with torch.npu.stream(b):
-        seen = x.clone()  # no wait: runs while a is still sleeping
-    b.synchronize()
+    with held(a):
+        with torch.npu.stream(a):
+            x.fill_(1.0)
+        with torch.npu.stream(b):
+            seen = x.clone()  # no wait: runs while a is held
+        b.synchronize()
     assert torch.equal(seen.cpu(), torch.zeros(4))
     torch.npu.synchronize()
     assert torch.equal(x.cpu(), torch.ones(4))
@@ -57,12 +84,13 @@ def test_wait_stream():
     a, b = torch.npu.Stream(), torch.npu.Stream()
     x = torch.zeros(4, device="npu")
     torch.npu.synchronize()
-    with torch.npu.stream(a):
-        torch.npu._sleep(100_000)
-        x.add_(5)
-    b.wait_stream(a)
-    with torch.npu.stream(b):
-        y = x * 2
+    with held(a):
+        with torch.npu.stream(a):
+            x.add_(5)
+        b.wait_stream(a)
+        with torch.npu.stream(b):
+            y = x * 2
+        assert not b.query()
     b.synchronize()
     assert torch.equal(y.cpu(), torch.full((4,), 10.0))
 
@@ -73,16 +101,26 @@ def test_record_stream_delays_reuse():
     a = torch.npu.Stream()
     x = torch.ones(1 << 16, device="npu")
     torch.npu.synchronize()
-    with torch.npu.stream(a):
-        torch.npu._sleep(200_000)
-        y = x * 2  # reads x on stream a, 0.2 s from now
-    x.record_stream(a)
-    ptr = x.data_ptr()
-    del x
-    z = torch.full((1 << 16,), 7.0, device="npu")  # same size, default stream
-    assert z.data_ptr() != ptr
+    with held(a):
+        with torch.npu.stream(a):
+            y = x * 2  # reads x on stream a, once a is released
+        x.record_stream(a)
+        ptr = x.data_ptr()
+        del x
+        z = torch.full((1 << 16,), 7.0, device="npu")  # same size, default stream
+        assert z.data_ptr() != ptr
     torch.npu.synchronize()
     assert torch.equal(y.cpu(), torch.full((1 << 16,), 2.0))
+
+
+def test_without_record_stream_the_block_is_reused_on_its_stream():
+    # The contrast that makes the test above meaningful: with no record_stream
+    # the freed block is handed out again at once to the same stream.
+    x = torch.ones(1 << 16, device="npu")
+    ptr = x.data_ptr()
+    del x
+    z = torch.full((1 << 16,), 7.0, device="npu")
+    assert z.data_ptr() == ptr
 
 
 def test_generic_stream_and_event_api():

@@ -13,7 +13,7 @@ group with a CPU kernel we emit three wrappers (see EXAMPLE_add.cpp.txt):
            device buffers.
 
 Usage:
-  gen_structured_kernels.py --output-dir DIR [--shards 4] [--only add,mul]
+  gen_structured_kernels.py --output-dir DIR --shards N [--only add,mul]
 writes DIR/structured_kernels_{0..N-1}.cpp and DIR/structured_ops.txt (the
 registered schema names, one per line).
 """
@@ -309,7 +309,7 @@ def render_shard(groups: list[GroupCode], excluded: list[tuple[str, str]] | None
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--output-dir", required=True)
-    ap.add_argument("--shards", type=int, default=4)
+    ap.add_argument("--shards", type=int, required=True)
     ap.add_argument("--only", default="", help="comma-separated op base names (for testing)")
     args = ap.parse_args()
     only = {s for s in args.only.split(",") if s}

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "csrc/core/npu_error.h"
-#include "runtime/include/vnpu/stream.h"
+#include <vnpu/stream.h>
 
 namespace torch_npu {
 namespace {

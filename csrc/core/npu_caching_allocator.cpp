@@ -14,7 +14,7 @@
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_error.h"
 #include "csrc/core/npu_stream.h"
-#include "runtime/include/vnpu/environment.h"
+#include <vnpu/environment.h>
 
 namespace torch_npu {
 namespace {
@@ -47,11 +47,8 @@ vnpu::CachingAllocator* allocator_for(c10::DeviceIndex device, bool create = tru
 
 vnpu::Block* allocate_block(c10::DeviceIndex device, size_t bytes, vnpu::Stream& stream) {
   vnpu::CachingAllocator* allocator = allocator_for(device);
-  try {
-    return allocator->allocate(bytes, stream);
-  } catch (const vnpu::Error& e) {
-    throw_runtime_error(e);  // kOutOfMemory becomes torch.OutOfMemoryError
-  }
+  // kOutOfMemory becomes torch.OutOfMemoryError.
+  return with_torch_errors([&] { return allocator->allocate(bytes, stream); });
 }
 
 void delete_block(void* context) {
@@ -240,17 +237,5 @@ void raw_delete(void* ptr) {
 
 std::string format_size(uint64_t bytes) { return vnpu::format_size(bytes); }
 
-namespace {
-
-// Tensor.record_stream(stream).
-void record_stream_kernel(at::Tensor& self, c10::Stream stream) {
-  NPU_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1,
-            "record_stream: expected an npu stream, got a stream of device ", stream.device());
-  record_stream(self.storage().data_ptr(), stream);
-}
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("record_stream", &record_stream_kernel); }
-
-}  // namespace
 
 }  // namespace torch_npu

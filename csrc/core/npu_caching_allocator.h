@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/include/vnpu/caching_allocator.h"
+#include <vnpu/caching_allocator.h>
 
 namespace torch_npu {
 

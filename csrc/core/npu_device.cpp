@@ -87,6 +87,33 @@ void set_current_device(c10::DeviceIndex index) {
   t_current_device = index;
 }
 
+DeviceProperties device_properties(c10::DeviceIndex index) {
+  vnpu::Device& d = runtime_device(index);
+  const vnpu::ChipProfile& p = d.profile();
+  DeviceProperties out;
+  out.name = p.name;
+  out.soc_version = p.soc_version;
+  out.total_memory = d.memory().capacity();
+  out.cube_core_num = p.cube_core_num;
+  out.vector_core_num = p.vector_core_num;
+  out.l2_cache_size = p.l2_cache_bytes;
+  out.major = p.capability_major;
+  out.minor = p.capability_minor;
+  out.supports_bf16 = p.supports_bf16;
+  out.physical_id = d.physical_id();
+  return out;
+}
+
+std::pair<uint64_t, uint64_t> device_memory_info(c10::DeviceIndex index) {
+  vnpu::Device& d = runtime_device(index);
+  return {d.memory().free_bytes(), d.memory().capacity()};
+}
+
+bool device_was_used(c10::DeviceIndex index) {
+  check_device_index(index);
+  return is_initialized() && !vnpu::Runtime::instance().device(index).created_streams().empty();
+}
+
 bool is_initialized() noexcept { return g_initialized.load(std::memory_order_relaxed); }
 void mark_initialized() noexcept { g_initialized.store(true, std::memory_order_relaxed); }
 

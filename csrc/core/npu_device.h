@@ -6,7 +6,11 @@
 
 #include <c10/core/Device.h>
 
-#include "runtime/include/vnpu/runtime.h"
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include <vnpu/runtime.h>
 
 namespace torch_npu {
 
@@ -45,6 +49,27 @@ void set_current_device(c10::DeviceIndex index);
 // True once any device was used in this process (torch.npu.is_initialized).
 bool is_initialized() noexcept;
 void mark_initialized() noexcept;
+
+// What torch.npu.get_device_properties reports (from the chip profile).
+struct DeviceProperties {
+  std::string name;
+  int soc_version = 0;
+  uint64_t total_memory = 0;
+  int cube_core_num = 0;
+  int vector_core_num = 0;
+  uint64_t l2_cache_size = 0;
+  int major = 0;
+  int minor = 0;
+  bool supports_bf16 = false;
+  int physical_id = 0;  // id before ASCEND_RT_VISIBLE_DEVICES
+};
+DeviceProperties device_properties(c10::DeviceIndex index);
+
+// (free, total) bytes of the device's memory.
+std::pair<uint64_t, uint64_t> device_memory_info(c10::DeviceIndex index);
+
+// True once a stream of the device was created (work was launched on it).
+bool device_was_used(c10::DeviceIndex index);
 
 inline c10::Device npu_device(c10::DeviceIndex index) {
   return c10::Device(c10::DeviceType::PrivateUse1, index);

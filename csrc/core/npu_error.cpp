@@ -6,12 +6,10 @@
 #include <ctime>
 
 #include "csrc/core/npu_device.h"
-#include "runtime/include/vnpu/environment.h"
+#include <vnpu/environment.h>
 
 namespace torch_npu {
 namespace {
-
-std::atomic<int> g_error_rank{-1};
 
 const char* submodule_name(SubModule sub) {
   switch (sub) {
@@ -49,8 +47,6 @@ const char* code_description(ErrCode code) {
 
 }  // namespace
 
-void set_error_rank(int rank) { g_error_rank.store(rank); }
-
 std::string error_suffix(SubModule sub, ErrCode code) {
   if (vnpu::environment().compact_error_output) return "";
   char when[32];
@@ -61,7 +57,7 @@ std::string error_suffix(SubModule sub, ErrCode code) {
   char buffer[256];
   std::snprintf(buffer, sizeof(buffer), "\n[ERROR] %s (PID:%d, Device:%d, RankID:%d) ERR%02d%03d %s %s",
                 when, static_cast<int>(getpid()), static_cast<int>(current_device_or_minus_one()),
-                g_error_rank.load(), static_cast<int>(sub), static_cast<int>(code),
+                /*RankID: no process group yet*/ -1, static_cast<int>(sub), static_cast<int>(code),
                 submodule_name(sub), code_description(code));
   return buffer;
 }

@@ -10,7 +10,7 @@
 
 #include <string>
 
-#include "runtime/include/vnpu/error.h"
+#include <vnpu/error.h>
 
 namespace torch_npu {
 
@@ -26,11 +26,20 @@ enum class ErrCode {
 // or "" when TORCH_NPU_COMPACT_ERROR_OUTPUT is set.
 std::string error_suffix(SubModule sub, ErrCode code);
 
-// The rank shown in error suffixes; set by the hccl backend.
-void set_error_rank(int rank);
-
 // Converts a runtime error into the matching torch exception and throws it.
 [[noreturn]] void throw_runtime_error(const vnpu::Error& error);
+
+// The one boundary between the runtime and torch: runs `fn` and turns a
+// vnpu::Error it throws into the matching torch exception (runtime status
+// codes become exceptions only here). Returns what `fn` returns.
+template <typename F>
+auto with_torch_errors(F&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const vnpu::Error& e) {
+    throw_runtime_error(e);
+  }
+}
 
 }  // namespace torch_npu
 

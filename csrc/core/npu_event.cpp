@@ -4,7 +4,7 @@
 #include <unordered_set>
 
 #include "csrc/core/npu_error.h"
-#include "runtime/include/vnpu/event.h"
+#include <vnpu/event.h>
 
 namespace torch_npu {
 namespace {
@@ -39,11 +39,8 @@ double elapsed_time_between(uintptr_t start_id, uintptr_t end_id) {
   const auto* end = reinterpret_cast<const void*>(end_id);
   NPU_CHECK_WITH(ValueError, ErrCode::kPtr, g_live_events.count(start) && g_live_events.count(end),
                  "elapsed_time: both events must be npu events recorded on an npu stream");
-  try {
-    return static_cast<const vnpu::Event*>(start)->elapsed_ms(*static_cast<const vnpu::Event*>(end));
-  } catch (const vnpu::Error& e) {
-    throw_runtime_error(e);
-  }
+  return with_torch_errors(
+      [&] { return static_cast<const vnpu::Event*>(start)->elapsed_ms(*static_cast<const vnpu::Event*>(end)); });
 }
 
 }  // namespace torch_npu

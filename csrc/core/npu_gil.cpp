@@ -22,7 +22,7 @@
 
 #include <Python.h>
 
-#include "runtime/include/vnpu/host_wait.h"
+#include <vnpu/host_wait.h>
 
 namespace torch_npu {
 namespace {

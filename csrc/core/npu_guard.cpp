@@ -7,21 +7,12 @@
 #include "csrc/core/npu_error.h"
 #include "csrc/core/npu_event.h"
 #include "csrc/core/npu_stream.h"
-#include "runtime/include/vnpu/event.h"
+#include <vnpu/event.h>
 
 namespace torch_npu {
 namespace {
 
 vnpu::Event* as_event(void* event) { return static_cast<vnpu::Event*>(event); }
-
-template <typename F>
-auto translate_errors(F&& fn) -> decltype(fn()) {
-  try {
-    return fn();
-  } catch (const vnpu::Error& e) {
-    throw_runtime_error(e);
-  }
-}
 
 struct NpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   static constexpr c10::DeviceType kType = c10::DeviceType::PrivateUse1;
@@ -72,13 +63,13 @@ struct NpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     if (*event == nullptr) {
       *event = create_event(/*enable_timing=*/flag == c10::EventFlag::BACKEND_DEFAULT);
     }
-    translate_errors([&] { as_event(*event)->record(runtime_stream(stream)); });
+    with_torch_errors([&] { as_event(*event)->record(runtime_stream(stream)); });
   }
 
   void block(void* event, const c10::Stream& stream) const override {
     check_not_forked();
     if (event == nullptr) return;
-    translate_errors([&] { as_event(event)->block(runtime_stream(stream)); });
+    with_torch_errors([&] { as_event(event)->block(runtime_stream(stream)); });
   }
 
   bool queryEvent(void* event) const override {
@@ -89,13 +80,13 @@ struct NpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void synchronizeEvent(void* event) const override {
     check_not_forked();
     if (event == nullptr) return;
-    translate_errors([&] { as_event(event)->synchronize(); });
+    with_torch_errors([&] { as_event(event)->synchronize(); });
   }
 
   double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {
     TORCH_CHECK(start != nullptr && end != nullptr,
                 "Both events must be recorded before calculating elapsed time.");
-    return translate_errors([&] { return as_event(start)->elapsed_ms(*as_event(end)); });
+    return with_torch_errors([&] { return as_event(start)->elapsed_ms(*as_event(end)); });
   }
 
   bool queryStream(const c10::Stream& stream) const override {

@@ -3,6 +3,10 @@
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/Storage.h>
 
+#include "csrc/core/npu_hooks.h"
+
+#include <atomic>
+
 #include "csrc/core/host_allocator.h"
 #include "csrc/core/npu_caching_allocator.h"
 #include "csrc/core/npu_device.h"
@@ -49,11 +53,16 @@ struct NpuHooks final : public at::PrivateUse1HooksInterface {
 
 }  // namespace
 
-// Storage.resize_() on npu: a new block, old contents copied over.
-void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes);
+namespace {
+std::atomic<StorageResizer> g_storage_resizer{nullptr};
+}  // namespace
+
+void set_storage_resizer(StorageResizer resizer) { g_storage_resizer.store(resizer); }
 
 void NpuHooks::resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_bytes) const {
-  resize_storage_bytes(storage, new_bytes);
+  StorageResizer resizer = g_storage_resizer.load();
+  NPU_CHECK_WITH(Error, ErrCode::kInternal, resizer != nullptr, "npu storage resizing is not registered");
+  resizer(storage, new_bytes);
 }
 
 void register_hooks() {

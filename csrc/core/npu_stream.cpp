@@ -2,6 +2,10 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_error.h"
@@ -9,7 +13,7 @@
 namespace torch_npu {
 namespace {
 
-constexpr int kStreamsPerDevice = vnpu::Device::kStreamPoolSize + 1;
+constexpr int kStreamsPerDevice = vnpu::Device::kMaxStreamIndex + 1;  // pool and dedicated streams
 
 // Cache of runtime stream pointers: streams live until exit, so a pointer
 // once published stays valid and lookups need no lock.
@@ -25,11 +29,7 @@ c10::DeviceIndex resolve(c10::DeviceIndex device) {
 vnpu::Stream& lookup(c10::DeviceIndex device, int index) {
   vnpu::Stream* stream = g_streams[device][index].load(std::memory_order_acquire);
   if (stream != nullptr) return *stream;
-  try {
-    stream = &runtime_device(device).stream(index);
-  } catch (const vnpu::Error& e) {
-    throw_runtime_error(e);
-  }
+  stream = with_torch_errors([&] { return &runtime_device(device).stream(index); });
   g_streams[device][index].store(stream, std::memory_order_release);
   return *stream;
 }
@@ -76,8 +76,48 @@ void set_current_stream(const c10::Stream& stream) {
   t_current_stream[stream.device_index()] = static_cast<uint8_t>(stream.id());
 }
 
+void check_stream_id(int64_t id, c10::DeviceIndex device) {
+  NPU_CHECK_WITH(ValueError, ErrCode::kValue, id >= 0 && id <= kMaxStreamId, "Invalid NPU stream id ", id,
+                 ": npu streams have ids 0 to ", kMaxStreamId);
+  runtime_stream(c10::Stream(c10::Stream::UNSAFE, npu_device(device), id));
+}
+
+void sleep_on_current_stream(int64_t microseconds) {
+  NPU_CHECK_WITH(ValueError, ErrCode::kValue, microseconds >= 0, "_sleep expects a non-negative duration");
+  vnpu::Stream& stream = current_runtime_stream(current_device());
+  with_torch_errors([&] {
+    stream.enqueue(vnpu::TaskKind::kHost, "_sleep", [microseconds] {
+      std::this_thread::sleep_for(std::chrono::microseconds(microseconds));
+    });
+  });
+}
+
+struct StreamGate::State {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool open = false;
+};
+
+StreamGate::StreamGate() : state_(std::make_shared<State>()) {
+  vnpu::Stream& stream = current_runtime_stream(current_device());
+  with_torch_errors([&] {
+    stream.enqueue(vnpu::TaskKind::kHost, "_StreamGate", [state = state_] {
+      std::unique_lock<std::mutex> lock(state->mutex);
+      state->cv.wait_for(lock, std::chrono::seconds(60), [&] { return state->open; });
+    });
+  });
+}
+
+StreamGate::~StreamGate() { open(); }
+
+void StreamGate::open() {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  state_->open = true;
+  state_->cv.notify_all();
+}
+
 void synchronize_device(c10::DeviceIndex device) {
-  try {
+  with_torch_errors([&] {
     if (device >= 0) {
       runtime_device(device).synchronize();
       return;
@@ -85,17 +125,11 @@ void synchronize_device(c10::DeviceIndex device) {
     for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
       if (is_initialized()) vnpu::Runtime::instance().device(d).synchronize();
     }
-  } catch (const vnpu::Error& e) {
-    throw_runtime_error(e);
-  }
+  });
 }
 
 void synchronize_stream(const c10::Stream& stream) {
-  try {
-    runtime_stream(stream).synchronize();
-  } catch (const vnpu::Error& e) {
-    throw_runtime_error(e);
-  }
+  with_torch_errors([&] { runtime_stream(stream).synchronize(); });
 }
 
 }  // namespace torch_npu

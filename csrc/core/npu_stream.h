@@ -11,7 +11,10 @@
 
 #include <c10/core/Stream.h>
 
-#include "runtime/include/vnpu/stream.h"
+#include <memory>
+
+#include <vnpu/runtime.h>
+#include <vnpu/stream.h>
 
 namespace torch_npu {
 
@@ -27,6 +30,27 @@ c10::Stream default_stream(c10::DeviceIndex device = -1);
 c10::Stream new_stream(c10::DeviceIndex device, int priority);
 // Makes `stream` current on its device for the calling thread.
 void set_current_stream(const c10::Stream& stream);
+
+// Stream ids on a device: 0 (default), pool streams, then dedicated ones.
+constexpr int64_t kMaxStreamId = vnpu::Device::kMaxStreamIndex;
+// Throws a ValueError unless `id` names a stream of `device` (checked).
+void check_stream_id(int64_t id, c10::DeviceIndex device);
+
+// torch.npu._sleep: keeps the current stream of the current device busy.
+void sleep_on_current_stream(int64_t microseconds);
+
+// Test utility: holds the current stream at a gate until open() (or a
+// minute passes, so a failing test cannot hang the process).
+class StreamGate {
+ public:
+  StreamGate();
+  ~StreamGate();
+  void open();
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
 
 // Waits for every stream of `device` (all devices when -1) and reports the
 // first sticky kernel error as a torch error.

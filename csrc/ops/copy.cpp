@@ -18,11 +18,13 @@
 #include <ATen/ExpandUtils.h>
 #include <torch/library.h>
 
+#include "csrc/core/npu_error.h"
+#include "csrc/core/npu_stream.h"
 #include "csrc/core/host_allocator.h"
 #include "csrc/core/npu_device.h"
 #include "csrc/ops/launch.h"
 #include "csrc/ops/sync_point.h"
-#include "runtime/include/vnpu/event.h"
+#include <vnpu/event.h>
 
 namespace torch_npu {
 namespace {
@@ -71,7 +73,7 @@ void copy_device_to_device(const at::Tensor& src, const at::Tensor& dst) {
   }
   vnpu::Stream& src_stream = current_runtime_stream(src_device);
   vnpu::Stream& dst_stream = current_runtime_stream(dst_device);
-  try {
+  with_torch_errors([&] {
     vnpu::Event src_ready;
     src_ready.record(src_stream);
     src_ready.block(dst_stream);
@@ -81,9 +83,7 @@ void copy_device_to_device(const at::Tensor& src, const at::Tensor& dst) {
     vnpu::Event copy_done;
     copy_done.record(dst_stream);
     copy_done.block(src_stream);
-  } catch (const vnpu::Error& e) {
-    throw_runtime_error(e);
-  }
+  });
 }
 
 at::Tensor npu_copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {

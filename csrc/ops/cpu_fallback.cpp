@@ -8,7 +8,7 @@
 #include <mutex>
 
 #include "csrc/core/npu_error.h"
-#include "runtime/include/vnpu/environment.h"
+#include <vnpu/environment.h>
 
 namespace torch_npu {
 namespace {

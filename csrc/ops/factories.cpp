@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "csrc/core/npu_device.h"
+#include "csrc/core/npu_hooks.h"
 #include "csrc/ops/launch.h"
 
 namespace torch_npu {
@@ -126,6 +127,9 @@ void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes) {
   }
   impl->set_nbytes(new_bytes);
 }
+
+// Storage.resize_() reaches the ops layer through the hooks (core).
+[[maybe_unused]] const bool g_storage_resizer_registered = (set_storage_resizer(&resize_storage_bytes), true);
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", TORCH_FN(npu_empty));

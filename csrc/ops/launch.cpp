@@ -5,7 +5,11 @@
 #include <stdexcept>
 #include <unordered_set>
 
-#include "runtime/include/vnpu/environment.h"
+#include "csrc/core/npu_device.h"
+#include "csrc/core/npu_error.h"
+#include "csrc/core/npu_stream.h"
+#include <vnpu/environment.h>
+#include <vnpu/stream.h>
 
 namespace torch_npu {
 namespace {
@@ -47,12 +51,21 @@ thread_local std::unordered_set<uint64_t> t_validated;
 
 }  // namespace
 
-bool needs_validation(const char* op, uint64_t signature) {
-  return t_validated.count(validation_key(op, signature)) == 0;
-}
-
-void mark_validated(const char* op, uint64_t signature) {
-  t_validated.insert(validation_key(op, signature));
+void submit_kernel(c10::DeviceIndex device, uint64_t signature, KernelTaskBase& task,
+                   const vnpu::ErasedCallable& callable) {
+  check_not_forked();
+  vnpu::Stream& stream = current_runtime_stream(device);
+  const uint64_t key = validation_key(task.op, signature);
+  with_torch_errors([&] {
+    if (t_validated.count(key) == 0) {
+      // Note [Argument errors raise at the call] (launch.h).
+      task.mode = StageTwoMode::kOnCaller;
+      stream.run_on_caller(task.op, [&] { callable.run(callable.object); });
+      t_validated.insert(key);
+      return;
+    }
+    stream.enqueue_erased(vnpu::TaskKind::kKernel, task.op, callable);
+  });
 }
 
 void run_stage_two(const char* op, int64_t work, StageTwoMode mode, const KernelOutputs* outputs,

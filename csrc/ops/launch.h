@@ -7,6 +7,10 @@
 // device's current stream: it builds CPU views of the device buffers
 // (TensorRef::view) and runs ATen's CPU kernel into them.
 //
+// This header is included by every kernel, the generated ones too, so it
+// depends on no stream, error or environment header: launch() hands the
+// kernel to launch.cpp as a vnpu::ErasedCallable.
+//
 // Note [Argument errors raise at the call]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Many of ATen's argument checks live in the CPU kernel itself (dtype
@@ -18,7 +22,7 @@
 // its own type, raises at the call, exactly as on the CPU. Once a signature
 // passed, later launches with it are queued. Errors that depend on values
 // (an index out of range) are device-side errors, reported asynchronously
-// as on CUDA.
+// as on CUDA. A first launch waits for its stream to drain.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -26,16 +30,13 @@
 #include <type_traits>
 #include <utility>
 
-#include "csrc/core/npu_error.h"
-#include "csrc/core/npu_stream.h"
 #include "csrc/ops/device_check.h"
 #include "csrc/ops/kernel_outputs.h"
 #include "csrc/ops/npu_empty.h"
 #include "csrc/ops/tensor_ref.h"
+#include <vnpu/task.h>
 
 namespace torch_npu {
-
-void check_not_forked();
 
 // How stage 2 runs: queued on the worker (errors are recorded, outputs
 // poisoned), or on the caller (errors propagate as ATen raised them).
@@ -48,40 +49,35 @@ enum class StageTwoMode { kQueued, kOnCaller };
 void run_stage_two(const char* op, int64_t work, StageTwoMode mode, const KernelOutputs* outputs,
                    void (*body)(void*), void* callable);
 
-// True the first time this thread launches `op` with `signature`
-// (Note [Argument errors raise at the call]); marks it seen once it passed.
-bool needs_validation(const char* op, uint64_t signature);
-void mark_validated(const char* op, uint64_t signature);
+// What launch.cpp needs of a kernel task, whatever its stage-2 callable.
+struct KernelTaskBase {
+  const char* op;
+  int64_t work;
+  KernelOutputs outputs;
+  StageTwoMode mode = StageTwoMode::kQueued;
+};
 
 template <typename Fn>
-void invoke_callable(void* callable) {
-  (*static_cast<Fn*>(callable))();
-}
+struct KernelTask : KernelTaskBase {
+  Fn fn;
+  void operator()() {
+    run_stage_two(op, work, mode, &outputs, [](void* p) { (*static_cast<Fn*>(p))(); }, &fn);
+  }
+};
+
+// Runs `task` on the caller (first launch of `signature`) or moves it onto
+// the current stream of `device`.
+void submit_kernel(c10::DeviceIndex device, uint64_t signature, KernelTaskBase& task,
+                   const vnpu::ErasedCallable& callable);
 
 // Enqueues `fn` on the current stream of `device`; `outputs` are what it
 // writes (poisoned if it fails on the stream).
 template <typename F>
 void launch(c10::DeviceIndex device, const char* op, KernelOutputs outputs, F&& fn) {
   using Fn = std::decay_t<F>;
-  check_not_forked();
   const LaunchSnapshot snapshot = take_launch_snapshot();
-  vnpu::Stream& stream = current_runtime_stream(device);
-  try {
-    if (needs_validation(op, snapshot.signature)) {
-      Fn local(std::forward<F>(fn));
-      stream.run_on_caller(op, [&] {
-        run_stage_two(op, snapshot.work, StageTwoMode::kOnCaller, nullptr, &invoke_callable<Fn>, &local);
-      });
-      mark_validated(op, snapshot.signature);
-      return;
-    }
-    stream.enqueue(op, [op, work = snapshot.work, outputs = std::move(outputs),
-                        fn = Fn(std::forward<F>(fn))]() mutable {
-      run_stage_two(op, work, StageTwoMode::kQueued, &outputs, &invoke_callable<Fn>, &fn);
-    });
-  } catch (const vnpu::Error& e) {
-    throw_runtime_error(e);
-  }
+  KernelTask<Fn> task{{op, snapshot.work, std::move(outputs)}, Fn(std::forward<F>(fn))};
+  submit_kernel(device, snapshot.signature, task, vnpu::erase(task));
 }
 
 }  // namespace torch_npu

@@ -21,11 +21,7 @@ void sync_current_stream(c10::DeviceIndex device) {
   } else if (mode == 2) {
     TORCH_CHECK(false, "called a synchronizing NPU operation");
   }
-  try {
-    current_runtime_stream(device).synchronize();
-  } catch (const vnpu::Error& e) {
-    throw_runtime_error(e);
-  }
+  with_torch_errors([&] { current_runtime_stream(device).synchronize(); });
 }
 
 }  // namespace torch_npu

@@ -2,8 +2,6 @@
 // Python package (torch_npu/) builds the user-facing API on top.
 #include <torch/csrc/Generator.h>
 
-#include <chrono>
-#include <thread>
 #include <torch/csrc/utils/pybind.h>
 
 #include "csrc/core/npu_caching_allocator.h"
@@ -12,17 +10,16 @@
 #include "csrc/core/npu_event.h"
 #include "csrc/core/npu_generator.h"
 #include "csrc/core/npu_gil.h"
+#include "csrc/core/npu_hooks.h"
 #include "csrc/core/npu_stream.h"
 #include "csrc/ops/cpu_fallback.h"
 #include "csrc/ops/launch.h"
 #include "csrc/ops/sync_point.h"
 #include "csrc/ops/sync_kernel.h"
-#include "runtime/include/vnpu/environment.h"
-#include "runtime/include/vnpu/event.h"
+#include <vnpu/environment.h>
 
 namespace torch_npu {
 
-void register_hooks();
 void register_format_serialization();
 void bind_memory(pybind11::module& m);
 
@@ -31,39 +28,36 @@ namespace {
 namespace py = pybind11;
 
 
+// The raw values of the variables that were set, and the parse errors.
 py::dict environment_dict() {
   const vnpu::Environment& env = vnpu::environment();
   py::dict d;
-  d["VNPU_DEVICE_COUNT"] = env.device_count;
-  d["ASCEND_RT_VISIBLE_DEVICES"] = env.visible_devices ? py::cast(*env.visible_devices) : py::none();
-  d["VNPU_CHIP"] = env.chip_name;
-  d["VNPU_DEVICE_MEMORY_MB"] =
-      env.device_memory_bytes ? py::cast(*env.device_memory_bytes / (1024 * 1024)) : py::none();
-  d["TASK_QUEUE_ENABLE"] = env.task_queue_enable;
-  d["ASCEND_LAUNCH_BLOCKING"] = env.launch_blocking;
-  d["TORCH_NPU_FALLBACK_CPU_DISABLE"] = env.fallback_cpu_disable;
-  d["TORCH_NPU_COMPACT_ERROR_OUTPUT"] = env.compact_error_output;
-  d["PYTORCH_NPU_ALLOC_CONF"] = env.npu_alloc_conf ? py::cast(*env.npu_alloc_conf) : py::none();
-  d["PYTORCH_ALLOC_CONF"] = env.alloc_conf ? py::cast(*env.alloc_conf) : py::none();
-  d["PYTORCH_NO_NPU_MEMORY_CACHING"] = env.no_memory_caching;
+  for (const auto& [name, value] : env.raw_values) d[py::str(name)] = value;
   d["errors"] = env.errors;
   return d;
 }
 
-py::dict device_properties(int64_t device) {
-  vnpu::Device& d = runtime_device(resolve_device_index(device));
-  const vnpu::ChipProfile& p = d.profile();
+py::list environment_variables() {
+  py::list out;
+  for (const vnpu::EnvironmentVariable& v : vnpu::environment_variables()) {
+    out.append(py::make_tuple(v.name, v.default_value, v.meaning));
+  }
+  return out;
+}
+
+py::dict device_properties_dict(int64_t device) {
+  const DeviceProperties p = device_properties(resolve_device_index(device));
   py::dict out;
   out["name"] = p.name;
   out["soc_version"] = p.soc_version;
-  out["total_memory"] = d.memory().capacity();
+  out["total_memory"] = p.total_memory;
   out["cube_core_num"] = p.cube_core_num;
   out["vector_core_num"] = p.vector_core_num;
-  out["L2_cache_size"] = p.l2_cache_bytes;
-  out["major"] = p.capability_major;
-  out["minor"] = p.capability_minor;
+  out["L2_cache_size"] = p.l2_cache_size;
+  out["major"] = p.major;
+  out["minor"] = p.minor;
   out["supports_bf16"] = p.supports_bf16;
-  out["physical_id"] = d.physical_id();
+  out["physical_id"] = p.physical_id;
   return out;
 }
 
@@ -84,6 +78,7 @@ PYBIND11_MODULE(_C, m) {
     return register_sync_native_kernels(excluded);
   });
   m.def("_environment", &environment_dict);
+  m.def("_environment_variables", &environment_variables);
 
   // Devices.
   m.def("_device_count", [] { return static_cast<int>(device_count()); });
@@ -92,9 +87,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_device", [](int64_t d) { set_current_device(checked_device_index(d)); });
   m.def("_check_device", [](int64_t d) { checked_device_index(d); });
   m.def("_is_initialized", [] { return is_initialized(); });
-  m.def("_device_was_used", [](int64_t d) {
-    return is_initialized() && !runtime_device(checked_device_index(d)).created_streams().empty();
-  });
+  m.def("_device_was_used", [](int64_t d) { return device_was_used(checked_device_index(d)); });
   m.def("_is_in_bad_fork", [] { return is_in_bad_fork(); });
   m.def("_lazy_init", [] {
     check_not_forked();
@@ -104,10 +97,10 @@ PYBIND11_MODULE(_C, m) {
     py::gil_scoped_release no_gil;
     synchronize_device(d < 0 ? -1 : resolve_device_index(d));
   });
-  m.def("_device_properties", &device_properties);
+  m.def("_device_properties", &device_properties_dict);
   m.def("_mem_get_info", [](int64_t d) {
-    vnpu::Device& dev = runtime_device(resolve_device_index(d));
-    return py::make_tuple(dev.memory().free_bytes(), dev.memory().capacity());
+    const auto [free, total] = device_memory_info(resolve_device_index(d));
+    return py::make_tuple(free, total);
   });
 
   // Streams (as (stream_id, device_index, device_type) for torch.Stream).
@@ -117,24 +110,15 @@ PYBIND11_MODULE(_C, m) {
   // for a while (tests of stream ordering and concurrency).
   m.def("_set_sync_debug_mode", &set_sync_debug_mode);
   m.def("_get_sync_debug_mode", &sync_debug_mode);
-  m.def("_sleep", [](int64_t microseconds) {
-    NPU_CHECK_WITH(ValueError, ErrCode::kValue, microseconds >= 0, "_sleep expects a non-negative duration");
-    const auto device = current_device();
-    try {
-      current_runtime_stream(device).enqueue("_sleep", [microseconds] {
-        std::this_thread::sleep_for(std::chrono::microseconds(microseconds));
-      });
-    } catch (const vnpu::Error& e) {
-      throw_runtime_error(e);
-    }
-  });
+  m.def("_sleep", &sleep_on_current_stream);
   m.def("_npu_device_type", [] { return static_cast<int>(c10::DeviceType::PrivateUse1); });
-  m.def("_check_stream", [](int64_t id, int64_t d) {
-    const auto index = checked_device_index(d);
-    NPU_CHECK_WITH(ValueError, ErrCode::kValue, id >= 0 && id <= vnpu::Device::kStreamPoolSize,
-                   "Invalid NPU stream id ", id, ": npu streams have ids 0 to ", vnpu::Device::kStreamPoolSize);
-    runtime_stream(c10::Stream(c10::Stream::UNSAFE, npu_device(index), id));
-  });
+  m.def("_check_stream", [](int64_t id, int64_t d) { check_stream_id(id, checked_device_index(d)); });
+  // Test utility: holds the current stream at a gate until open() (or a
+  // minute passes, so a failing test cannot hang the process). Lets tests
+  // order streams with certainty instead of sleeping and hoping.
+  py::class_<StreamGate>(m, "_StreamGate")
+      .def(py::init<>())
+      .def("open", &StreamGate::open);
   m.def("_set_stream", [](int64_t id, int64_t d) {
     set_current_stream(c10::Stream(c10::Stream::UNSAFE, npu_device(resolve_device_index(d)), id));
   });
@@ -157,10 +141,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("_sync_native_counts", &sync_native_counts);
   m.def("_reset_sync_native_counts", &reset_sync_native_counts);
 
-  m.def("_error_suffix", [](int sub, int code) {
-    return error_suffix(static_cast<SubModule>(sub), static_cast<ErrCode>(code));
-  });
-  m.def("_set_error_rank", &set_error_rank);
 }
 
 }  // namespace torch_npu

@@ -19,12 +19,29 @@ std::string pointer_text(const void* ptr) {
 }  // namespace
 
 DeviceMemory::DeviceMemory(int device_index, std::uint64_t capacity_bytes)
-    : device_index_(device_index), capacity_(capacity_bytes) {}
+    : device_index_(device_index), capacity_(capacity_bytes), arena_(host_arena()) {}
 
 DeviceMemory::~DeviceMemory() {
   // Blocks still live here were leaked by the caller; give the host memory
   // back anyway (the device is going away, nothing can use them any more).
-  for (const auto& block : blocks_) std::free(reinterpret_cast<void*>(block.first));
+  for (const auto& block : blocks_) arena_->unmap(reinterpret_cast<void*>(block.first), block.second);
+}
+
+void DeviceMemory::set_arena(std::shared_ptr<MemoryArena> arena) {
+  if (!arena) throw Error(ErrorCode::kInvalidValue, "DeviceMemory::set_arena: no arena given");
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!blocks_.empty()) {
+    throw Error(ErrorCode::kInvalidValue,
+                "virtual NPU " + std::to_string(device_index_) + ": cannot change the memory arena to '" +
+                    arena->name() + "' while " + std::to_string(blocks_.size()) +
+                    " blocks of the current one are live");
+  }
+  arena_ = std::move(arena);
+}
+
+std::shared_ptr<MemoryArena> DeviceMemory::arena() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return arena_;
 }
 
 void* DeviceMemory::allocate(std::size_t bytes) {
@@ -55,21 +72,18 @@ void* DeviceMemory::allocate(std::size_t bytes) {
     // `reserved` now holds the current value; re-check against it.
   }
 
-  // posix_memalign does not touch the memory, so a large block stays lazily
-  // backed by the host kernel until a kernel writes to it.
-  void* ptr = nullptr;
-  const int rc = posix_memalign(&ptr, kAlignmentBytes, size);
-  if (rc != 0 || ptr == nullptr) {
+  // Mapped under the lock: the arena cannot change between map and record.
+  std::lock_guard<std::mutex> lock(mutex_);
+  void* ptr = arena_->map(size, kAlignmentBytes);
+  if (ptr == nullptr) {
     reserved_.fetch_sub(size);
-    throw Error(ErrorCode::kOutOfMemory,
-                prefix + "host allocation of " + std::to_string(size) + " bytes failed");
+    throw Error(ErrorCode::kOutOfMemory, prefix + std::string(arena_->name()) + " arena could not map " +
+                                             std::to_string(size) + " bytes");
   }
-
   try {
-    std::lock_guard<std::mutex> lock(mutex_);
     blocks_.emplace(reinterpret_cast<std::uintptr_t>(ptr), size);
   } catch (...) {
-    std::free(ptr);
+    arena_->unmap(ptr, size);
     reserved_.fetch_sub(size);
     throw;
   }
@@ -89,8 +103,8 @@ void DeviceMemory::release(void* ptr) {
     }
     size = it->second;
     blocks_.erase(it);
+    arena_->unmap(ptr, size);
   }
-  std::free(ptr);
   reserved_.fetch_sub(size);
 }
 

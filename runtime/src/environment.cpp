@@ -2,9 +2,11 @@
 #include "vnpu/environment.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 
 #include "vnpu/chip_profile.h"
+#include "vnpu/error.h"
 
 namespace vnpu {
 namespace {
@@ -64,11 +66,63 @@ std::optional<std::string> raw(const char* (*lookup)(const char*), const char* n
 
 const char* process_lookup(const char* name) { return std::getenv(name); }
 
+bool is_documented(const char* name) {
+  for (const EnvironmentVariable& v : environment_variables()) {
+    if (std::strcmp(v.name, name) == 0) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
-Environment parse_environment(const char* (*lookup)(const char* name)) {
+const std::vector<EnvironmentVariable>& environment_variables() {
+  static const std::vector<EnvironmentVariable> variables = {
+      {"VNPU_DEVICE_COUNT", "8", "number of virtual NPUs (0-64)"},
+      {"ASCEND_RT_VISIBLE_DEVICES", "all",
+       "comma-separated physical ids to expose, renumbered from 0 (like `CUDA_VISIBLE_DEVICES`); "
+       "naming a missing device is an error"},
+      {"VNPU_CHIP", "`Ascend910B2`",
+       "chip profile: Ascend910B1-B4, Ascend910_9391/9392, Ascend910A, Ascend310P3, Ascend950"},
+      {"VNPU_DEVICE_MEMORY_MB", "chip's HBM", "device capacity override"},
+      {"TASK_QUEUE_ENABLE", "1",
+       "0: run kernels synchronously on the caller; 1 or 2: asynchronous launch queue; anything "
+       "else: \"TASK_QUEUE_ENABLE should be 0, 1 or 2\""},
+      {"ASCEND_LAUNCH_BLOCKING", "0", "1: synchronous kernels, errors raised at the failing call"},
+      {"TORCH_NPU_FALLBACK_CPU_DISABLE", "0",
+       "1: ops without an npu kernel raise instead of falling back to the CPU"},
+      {"TORCH_NPU_COMPACT_ERROR_OUTPUT", "0",
+       "1: drop torch_npu's `[ERROR] ... ERR00001 PTA ...` suffix from error messages"},
+      {"PYTORCH_NO_NPU_MEMORY_CACHING", "0", "1: return every block to the device at free (debugging)"},
+      {"PYTORCH_NPU_ALLOC_CONF", "unset",
+       "caching allocator options `max_split_size_mb`, `garbage_collection_threshold`, "
+       "`roundup_power2_divisions`, `expandable_segments` (`True` is not supported); unknown keys, "
+       "bad values or both variables set raise at the first allocation"},
+      {"PYTORCH_ALLOC_CONF", "unset", "PyTorch's name for `PYTORCH_NPU_ALLOC_CONF` (the same options)"},
+  };
+  return variables;
+}
+
+namespace {
+// The lookup of the parse in progress; every read goes through it so that
+// only documented variables are read and each raw value is recorded.
+thread_local const char* (*t_lookup)(const char*) = nullptr;
+thread_local Environment* t_parsing = nullptr;
+
+const char* documented_lookup(const char* name) {
+  VNPU_ASSERT(is_documented(name), std::string("environment variable ") + name +
+                                       " is read but missing from environment_variables()");
+  const char* value = t_lookup(name);
+  if (value != nullptr) t_parsing->raw_values.emplace_back(name, value);
+  return value;
+}
+}  // namespace
+
+Environment parse_environment(const char* (*raw_lookup)(const char* name)) {
   Environment env;
   env.chip_name = default_chip_name();
+  t_lookup = raw_lookup;
+  t_parsing = &env;
+  const char* (*lookup)(const char*) = &documented_lookup;
 
   if (const char* v = lookup_nonempty(lookup, "VNPU_DEVICE_COUNT")) {
     std::uint64_t count = 0;
@@ -128,6 +182,8 @@ Environment parse_environment(const char* (*lookup)(const char* name)) {
   env.no_memory_caching = is_one(lookup("PYTORCH_NO_NPU_MEMORY_CACHING"));
   env.npu_alloc_conf = raw(lookup, "PYTORCH_NPU_ALLOC_CONF");
   env.alloc_conf = raw(lookup, "PYTORCH_ALLOC_CONF");
+  t_lookup = nullptr;
+  t_parsing = nullptr;
   return env;
 }
 

@@ -16,6 +16,8 @@ const char* error_code_name(ErrorCode code) {
       return "NotSupported";
     case ErrorCode::kBadFork:
       return "BadFork";
+    case ErrorCode::kAborted:
+      return "Aborted";
     case ErrorCode::kInternal:
       return "Internal";
   }

@@ -68,19 +68,37 @@ Device::Device(int index, int physical_id, ChipProfile profile, std::uint64_t ca
       profile_(std::move(profile)),
       synchronous_(synchronous),
       memory_(index, capacity_bytes),
-      streams_(kStreamPoolSize + 1) {}
+      streams_(kMaxStreamIndex + 1) {}
 
 Stream& Device::stream(int stream_index) {
-  if (stream_index < 0 || stream_index > kStreamPoolSize) {
+  if (stream_index < 0 || stream_index > kMaxStreamIndex) {
     throw Error(ErrorCode::kInvalidValue,
                 "Invalid stream index " + std::to_string(stream_index) + " on NPU " +
                     std::to_string(index_) + ": valid indices are 0 to " +
-                    std::to_string(kStreamPoolSize));
+                    std::to_string(kStreamPoolSize) + " (and dedicated streams)");
   }
   std::lock_guard<std::mutex> lock(mutex_);
   std::unique_ptr<Stream>& slot = streams_[static_cast<std::size_t>(stream_index)];
-  if (!slot) slot = std::make_unique<Stream>(index_, stream_index, /*priority=*/0, synchronous_);
+  if (!slot) {
+    if (stream_index > kStreamPoolSize) {
+      throw Error(ErrorCode::kInvalidValue, "NPU " + std::to_string(index_) + " has no dedicated stream " +
+                                                std::to_string(stream_index) + " (none was created)");
+    }
+    slot = std::make_unique<Stream>(index_, stream_index, /*priority=*/0, synchronous_);
+  }
   return *slot;
+}
+
+int Device::create_dedicated_stream() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (dedicated_ == kMaxDedicatedStreams) {
+    throw Error(ErrorCode::kInvalidValue, "NPU " + std::to_string(index_) + " already has " +
+                                              std::to_string(kMaxDedicatedStreams) + " dedicated streams");
+  }
+  const int stream_index = kStreamPoolSize + 1 + dedicated_++;
+  streams_[static_cast<std::size_t>(stream_index)] =
+      std::make_unique<Stream>(index_, stream_index, /*priority=*/0, synchronous_);
+  return stream_index;
 }
 
 int Device::next_pool_stream_index(int priority) {

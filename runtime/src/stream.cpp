@@ -102,6 +102,22 @@ Stream::~Stream() {
   worker_.join();
 }
 
+std::uint64_t Stream::enqueue_erased(TaskKind kind, const char* name, const ErasedCallable& callable) {
+  check_not_forked();
+  TaskInfo info{name, kind, correlation_id(), 0};
+  if (synchronous_) {
+    Task task;
+    task.emplace_erased(info, callable);
+    return run_inline(task);
+  }
+  if (trace_hook() != nullptr) info.enqueue_ns = steady_now_ns();
+  std::unique_lock<std::mutex> lock = lock_free_slot();
+  const std::uint64_t seq = next_seq_;
+  ring_[seq % kCapacity].emplace_erased(info, callable);
+  publish(seq);
+  return seq;
+}
+
 std::unique_lock<std::mutex> Stream::lock_free_slot() {
   for (;;) {
     std::unique_lock<std::mutex> lock(producer_mutex_);
@@ -225,6 +241,29 @@ void Stream::notify_waiters() {
   }
 }
 
+void Stream::abort(const std::string& reason) {
+  auto error = std::make_shared<AsyncError>();
+  error->cause_code = ErrorCode::kAborted;
+  error->task = "abort";
+  error->cause = reason;
+  error->device_index = device_index_;
+  error->stream_index = stream_index_;
+  error->seq = last_enqueued();
+  adopt_error(std::move(error));
+  aborted_.store(true, std::memory_order_release);
+  // Wake blocked waiters under their mutex so none misses the flag.
+  std::lock_guard<std::mutex> lock(done_mutex_);
+  done_cv_.notify_all();
+}
+
+void Stream::throw_aborted(std::uint64_t seq) const {
+  std::string reason = "aborted";
+  if (std::shared_ptr<const AsyncError> error = pending_error()) reason = error->cause;
+  throw Error(ErrorCode::kAborted, "NPU " + std::to_string(device_index_) + " stream " +
+                                       std::to_string(stream_index_) + " was aborted while waiting for task " +
+                                       std::to_string(seq) + ": " + reason);
+}
+
 void Stream::check_not_forked() const {
   if (fork_generation_ == g_fork_generation.load(std::memory_order_relaxed)) return;
   throw Error(ErrorCode::kBadFork,
@@ -249,7 +288,11 @@ bool Stream::wait_completed_until(std::uint64_t seq,
                     ": only " + std::to_string(enqueued) + " tasks were enqueued");
   }
   auto completed = [&] { return completed_seq_.load(std::memory_order_seq_cst) >= seq; };
-  if (spin_until(completed)) return true;
+  auto done_or_aborted = [&] { return completed() || aborted_.load(std::memory_order_acquire); };
+  if (spin_until(done_or_aborted)) {
+    if (!completed()) throw_aborted(seq);
+    return true;
+  }
   // Blocking: let the adaptor release what the worker might need (the GIL).
   HostWaitScope host_wait;
   // Announce the waiter before checking again under the mutex; the worker
@@ -260,13 +303,14 @@ bool Stream::wait_completed_until(std::uint64_t seq,
   {
     std::unique_lock<std::mutex> lock(done_mutex_);
     if (deadline == std::chrono::steady_clock::time_point::max()) {
-      done_cv_.wait(lock, completed);
+      done_cv_.wait(lock, done_or_aborted);
       done = true;
     } else {
-      done = done_cv_.wait_until(lock, deadline, completed);
+      done = done_cv_.wait_until(lock, deadline, done_or_aborted);
     }
   }
   waiters_.fetch_sub(1, std::memory_order_seq_cst);
+  if (done && !completed()) throw_aborted(seq);
   return done;
 }
 
@@ -286,6 +330,7 @@ std::shared_ptr<const AsyncError> Stream::pending_error() const {
 
 std::shared_ptr<const AsyncError> Stream::take_error() {
   std::lock_guard<std::mutex> lock(error_mutex_);
+  aborted_.store(false, std::memory_order_release);  // the abort is reported with the error
   std::shared_ptr<const AsyncError> error = std::move(error_);
   error_.reset();
   has_error_.store(false, std::memory_order_release);

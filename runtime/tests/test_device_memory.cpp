@@ -1,12 +1,15 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <memory>
+#include <string>
 #include <cstdlib>
 #include <random>
 #include <thread>
 #include <vector>
 
 #include "vnpu/device_memory.h"
+#include "vnpu/memory_arena.h"
 #include "vnpu/error.h"
 
 namespace {
@@ -167,6 +170,76 @@ TEST(DeviceMemory, ConcurrentAllocateNeverExceedsCapacity) {
   EXPECT_EQ(live.load(), 0u);
   // 8 threads x 4 blocks x ~32 KiB on average is far above 256 KiB.
   RecordProperty("ooms", ooms.load());
+}
+
+}  // namespace
+
+namespace {
+
+// Counts what passes through it; hands out host memory.
+class CountingArena final : public vnpu::MemoryArena {
+ public:
+  void* map(std::size_t bytes, std::size_t alignment) override {
+    ++maps;
+    mapped += bytes;
+    return host.map(bytes, alignment);
+  }
+  void unmap(void* ptr, std::size_t bytes) override {
+    ++unmaps;
+    mapped -= bytes;
+    host.unmap(ptr, bytes);
+  }
+  const char* name() const override { return "counting"; }
+  std::atomic<int> maps{0}, unmaps{0};
+  std::atomic<std::size_t> mapped{0};
+
+ private:
+  vnpu::HostArena host;
+};
+
+TEST(DeviceMemoryArena, BlocksComeFromThePluggedArena) {
+  DeviceMemory memory(0, 1 << 20);
+  EXPECT_STREQ(memory.arena()->name(), "host");
+  auto arena = std::make_shared<CountingArena>();
+  memory.set_arena(arena);
+  void* a = memory.allocate(1000);
+  void* b = memory.allocate(4096);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(a) % DeviceMemory::kAlignmentBytes, 0u);
+  EXPECT_EQ(arena->maps.load(), 2);
+  EXPECT_EQ(arena->mapped.load(), 1024u + 4096u);  // sizes rounded to the alignment
+  // Not while blocks of the arena are live.
+  const auto host = vnpu::host_arena();
+  try {
+    memory.set_arena(host);
+    FAIL() << "changed the arena under live blocks";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidValue);
+  }
+  memory.release(a);
+  memory.release(b);
+  EXPECT_EQ(arena->unmaps.load(), 2);
+  EXPECT_EQ(arena->mapped.load(), 0u);
+  memory.set_arena(host);
+}
+
+class EmptyArena final : public vnpu::MemoryArena {
+ public:
+  void* map(std::size_t, std::size_t) override { return nullptr; }
+  void unmap(void*, std::size_t) override {}
+  const char* name() const override { return "empty"; }
+};
+
+TEST(DeviceMemoryArena, AnExhaustedArenaIsOutOfMemoryAndReleasesTheReservation) {
+  DeviceMemory memory(3, 1 << 20);
+  memory.set_arena(std::make_shared<EmptyArena>());
+  try {
+    memory.allocate(512);
+    FAIL() << "expected out of memory";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kOutOfMemory);
+    EXPECT_NE(std::string(e.what()).find("empty arena"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(memory.reserved(), 0u);
 }
 
 }  // namespace

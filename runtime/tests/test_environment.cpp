@@ -125,3 +125,28 @@ TEST(Environment, ProcessEnvironmentIsParsedOnce) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(EnvironmentVariables, EveryDocumentedVariableIsReadAndRecorded) {
+  std::map<std::string, std::string> all;
+  for (const vnpu::EnvironmentVariable& v : vnpu::environment_variables()) {
+    ASSERT_NE(v.name, nullptr);
+    ASSERT_STRNE(v.meaning, "");
+    all[v.name] = "0";
+  }
+  ASSERT_EQ(all.size(), vnpu::environment_variables().size()) << "a variable is listed twice";
+  const vnpu::Environment env = vnpu_test::parse(all);
+  std::map<std::string, std::string> recorded(env.raw_values.begin(), env.raw_values.end());
+  // A listed variable that parse_environment() never reads would be missing.
+  EXPECT_EQ(recorded, all);
+}
+
+TEST(EnvironmentVariables, UnsetVariablesAreNotRecorded) {
+  const vnpu::Environment env = vnpu_test::parse({{"VNPU_DEVICE_COUNT", "3"}});
+  ASSERT_EQ(env.raw_values.size(), 1u);
+  EXPECT_EQ(env.raw_values[0].first, "VNPU_DEVICE_COUNT");
+  EXPECT_EQ(env.raw_values[0].second, "3");
+}
+
+}  // namespace

@@ -188,3 +188,33 @@ TEST(Runtime, InstanceIsUsable) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Runtime, DedicatedStreamsAreOutsideThePool) {
+  vnpu::Runtime rt(vnpu_test::parse({{"VNPU_DEVICE_COUNT", "1"}}));
+  vnpu::Device& d = rt.device(0);
+  const int a = d.create_dedicated_stream();
+  const int b = d.create_dedicated_stream();
+  EXPECT_GT(a, vnpu::Device::kStreamPoolSize);
+  EXPECT_EQ(b, a + 1);
+  EXPECT_EQ(d.stream(a).stream_index(), a);
+  // The pool's round robin never hands them out.
+  for (int i = 0; i < 3 * vnpu::Device::kStreamPoolSize; ++i) {
+    const int pooled = d.next_pool_stream_index(0);
+    EXPECT_GE(pooled, 1);
+    EXPECT_LE(pooled, vnpu::Device::kStreamPoolSize);
+  }
+  // Device-wide synchronize covers them.
+  std::atomic<bool> ran{false};
+  d.stream(b).enqueue("dedicated", [&] { ran = true; });
+  d.synchronize();
+  EXPECT_TRUE(ran.load());
+  // An index that was never created is an error, not a new stream.
+  EXPECT_EQ(vnpu_test::expect_error([&] { d.stream(b + 1); }).code(), vnpu::ErrorCode::kInvalidValue);
+  for (int i = 2; i < vnpu::Device::kMaxDedicatedStreams; ++i) d.create_dedicated_stream();
+  EXPECT_EQ(vnpu_test::expect_error([&] { d.create_dedicated_stream(); }).code(),
+            vnpu::ErrorCode::kInvalidValue);
+}
+
+}  // namespace

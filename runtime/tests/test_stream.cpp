@@ -414,6 +414,64 @@ TEST(Stream, ForkedChildGetsAnErrorInsteadOfHanging) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
+TEST(Stream, ErasedCallablesRunInlineOrBoxed) {
+  Stream stream(0, 0, 0, false);
+  auto released = std::make_shared<int>(0);
+  std::vector<int> order;
+  struct Small {
+    std::vector<int>* order;
+    std::shared_ptr<int> keep;
+    void operator()() { order->push_back(1); }
+  };
+  struct Large {
+    std::vector<int>* order;
+    std::shared_ptr<int> keep;
+    std::array<char, 2 * vnpu::Task::kInlineBytes> padding{};
+    void operator()() { order->push_back(2); }
+  };
+  Small small{&order, released};
+  Large large{&order, released, {}};
+  stream.enqueue_erased(vnpu::TaskKind::kKernel, "small", vnpu::erase(small));
+  stream.enqueue_erased(vnpu::TaskKind::kKernel, "large", vnpu::erase(large));
+  stream.synchronize();
+  EXPECT_EQ(order, (std::vector<int>{1, 2}));
+  // Both moved into their slots and destroyed there (small and large were
+  // moved from, so only this test's reference is left).
+  EXPECT_EQ(released.use_count(), 1);
+}
+
+TEST(Stream, AbortWakesHostWaitersWithAnError) {
+  Stream stream(0, 4, 0, false);
+  Gate gate;
+  const std::uint64_t stuck = stream.enqueue("collective", [&] { gate.wait(); });
+  std::thread watchdog([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    stream.abort("Watchdog caught collective operation timeout");
+  });
+  const Error e = vnpu_test::expect_error([&] { stream.synchronize(); });
+  watchdog.join();
+  EXPECT_EQ(e.code(), ErrorCode::kAborted);
+  EXPECT_NE(std::string(e.what()).find("Watchdog caught collective operation timeout"), std::string::npos);
+  EXPECT_TRUE(stream.aborted());
+  EXPECT_LT(stream.last_completed(), stuck);
+  // While aborted, waits that cannot complete yet throw at once. Once the
+  // stuck task ended, the abort is reported as the pending error and the
+  // stream works again.
+  gate.open();
+  ASSERT_TRUE(eventually([&] { return stream.last_completed() >= stuck; }));
+  try {
+    stream.synchronize();
+    FAIL() << "the abort is reported with the pending error";
+  } catch (const vnpu::KernelError& k) {
+    EXPECT_EQ(k.detail().cause_code, ErrorCode::kAborted);
+  }
+  EXPECT_FALSE(stream.aborted());
+  int value = 0;
+  stream.enqueue("after", [&] { value = 5; });
+  stream.synchronize();
+  EXPECT_EQ(value, 5);
+}
+
 TEST(Stream, DestructorDrains) {
   std::atomic<int> done{0};
   {

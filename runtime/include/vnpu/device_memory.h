@@ -1,5 +1,5 @@
-// Device memory of one virtual NPU: host RAM handed out in aligned blocks,
-// with the device's capacity enforced.
+// Device memory of one virtual NPU: blocks mapped by a MemoryArena (host RAM
+// by default), aligned, with the device's capacity enforced.
 //
 // This is the stand-in for aclrtMalloc/aclrtFree. It does no caching; the
 // caching allocator in csrc/ sits on top and calls it for whole segments.
@@ -11,7 +11,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
+
+#include "vnpu/memory_arena.h"
 
 namespace vnpu {
 
@@ -46,12 +49,18 @@ class DeviceMemory {
   // blocks already reserved stay valid even if they now exceed it.
   void set_capacity(std::uint64_t bytes) { capacity_.store(bytes); }
 
+  // Where blocks come from (memory_arena.h). Throws Error(kInvalidValue)
+  // while blocks of the current arena are live: set it before first use.
+  void set_arena(std::shared_ptr<MemoryArena> arena);
+  std::shared_ptr<MemoryArena> arena() const;
+
  private:
   const int device_index_;
   std::atomic<std::uint64_t> capacity_;
   std::atomic<std::uint64_t> reserved_{0};
   mutable std::mutex mutex_;
-  std::map<std::uintptr_t, std::size_t> blocks_;  // start address -> size
+  std::shared_ptr<MemoryArena> arena_;            // guarded by mutex_
+  std::map<std::uintptr_t, std::size_t> blocks_;  // start address -> size, guarded by mutex_
 };
 
 }  // namespace vnpu

@@ -6,9 +6,22 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace vnpu {
+
+// One environment variable the runtime reads: the single list from which the
+// README table, the Python bindings and the tests' list are produced
+// (torch_npu/_environment.py adds the few variables other layers own).
+struct EnvironmentVariable {
+  const char* name;
+  const char* default_value;  // as the README shows it
+  const char* meaning;        // one line, Markdown
+};
+
+// Every variable parse_environment() reads, in README order.
+const std::vector<EnvironmentVariable>& environment_variables();
 
 struct Environment {
   // --- virtual devices --------------------------------------------------
@@ -27,6 +40,9 @@ struct Environment {
   std::optional<std::string> npu_alloc_conf;  // PYTORCH_NPU_ALLOC_CONF
   std::optional<std::string> alloc_conf;      // PYTORCH_ALLOC_CONF
   bool no_memory_caching = false;      // PYTORCH_NO_NPU_MEMORY_CACHING=1
+
+  // The raw value of every variable in environment_variables() that is set.
+  std::vector<std::pair<std::string, std::string>> raw_values;
 
   // Problems found while parsing (bad numbers, bad TASK_QUEUE_ENABLE ...).
   // They are reported when the device is first used, never at import, so

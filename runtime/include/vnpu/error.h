@@ -17,6 +17,7 @@ enum class ErrorCode {
   kKernelFailed,    // a task threw on a stream worker (sticky async error)
   kNotSupported,    // a feature the virtual device does not have
   kBadFork,         // a stream of the parent used in a forked child
+  kAborted,         // a wait on a stream that was aborted (watchdog timeout)
   kInternal,        // a broken invariant inside the runtime
 };
 

@@ -32,6 +32,10 @@ class Device {
   // Streams beyond the default one that a device hands out round-robin
   // (like CUDA's per-device stream pool).
   static constexpr int kStreamPoolSize = 32;
+  // Streams of their own (collectives' communication streams), outside the
+  // pool's round robin, with indices after the pool's.
+  static constexpr int kMaxDedicatedStreams = 16;
+  static constexpr int kMaxStreamIndex = kStreamPoolSize + kMaxDedicatedStreams;
 
   Device(int index, int physical_id, ChipProfile profile, std::uint64_t capacity_bytes,
          bool synchronous);
@@ -41,9 +45,14 @@ class Device {
   const ChipProfile& profile() const { return profile_; }
   DeviceMemory& memory() { return memory_; }
 
-  // Stream 0 is the default stream; 1..kStreamPoolSize are pool streams.
-  // Throws Error(kInvalidValue) for other indices. Creates on first use.
+  // Stream 0 is the default stream; 1..kStreamPoolSize are pool streams,
+  // created on first use; kStreamPoolSize+1.. are dedicated streams, which
+  // exist once create_dedicated_stream() made them. Throws
+  // Error(kInvalidValue) for any other index.
   Stream& stream(int stream_index);
+  // Makes a new dedicated stream and returns its index. Throws
+  // Error(kInvalidValue) once kMaxDedicatedStreams exist.
+  int create_dedicated_stream();
   // Next pool stream, round-robin (for torch.npu.Stream()).
   int next_pool_stream_index(int priority);
   // Streams created so far (for device-wide synchronize).
@@ -62,6 +71,7 @@ class Device {
   std::mutex mutex_;
   std::vector<std::unique_ptr<Stream>> streams_;  // index -> stream (lazily filled)
   int next_pool_ = 0;
+  int dedicated_ = 0;  // dedicated streams made so far
 };
 
 class Runtime {

@@ -96,6 +96,9 @@ class Stream {
     return seq;
   }
 
+  // enqueue() for a callable known only through `callable` (moved from).
+  std::uint64_t enqueue_erased(TaskKind kind, const char* name, const ErasedCallable& callable);
+
   // Runs `fn` on the calling thread, in stream order: after every task
   // enqueued before it, before every task enqueued after it (the worker is
   // held at a gate meanwhile). Exceptions from `fn` propagate to the caller
@@ -143,6 +146,15 @@ class Stream {
   void adopt_error(std::shared_ptr<const AsyncError> error);
   bool has_error() const { return has_error_.load(std::memory_order_acquire); }
 
+  // The abort path (a watchdog that gave up on work that never completes, a
+  // collective whose peer died): records `reason` as the pending error and
+  // makes every host wait on this stream that cannot complete throw
+  // Error(kAborted) at once instead of blocking. Tasks that wait on their own
+  // (a collective polling its peers) should poll aborted() and give up. The
+  // abort ends when the pending error is reported (take_error / a sync).
+  void abort(const std::string& reason);
+  bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+
   // Throws Error(kBadFork) when called in a forked child of the process
   // that created this stream.
   void check_not_forked() const;
@@ -170,6 +182,7 @@ class Stream {
   void run_task(Task& task, std::uint64_t seq);
   void record_error(const Task& task, std::uint64_t seq, std::exception_ptr error);
   void notify_waiters();
+  [[noreturn]] void throw_aborted(std::uint64_t seq) const;
 
   const int device_index_;
   const int stream_index_;
@@ -197,6 +210,7 @@ class Stream {
 
   // Pending error.
   std::atomic<bool> has_error_{false};
+  std::atomic<bool> aborted_{false};
   mutable std::mutex error_mutex_;
   std::shared_ptr<const AsyncError> error_;  // guarded by error_mutex_
 

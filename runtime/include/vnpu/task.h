@@ -14,6 +14,31 @@
 
 namespace vnpu {
 
+// A callable described by plain functions, so that code which cannot see
+// the callable's type (or this header's templates, to keep its includes
+// narrow) can move it into a queue slot. `object` is moved from.
+struct ErasedCallable {
+  void* object = nullptr;
+  std::size_t size = 0;
+  std::size_t align = 0;
+  void (*move_into)(void* destination, void* source) = nullptr;  // placement move
+  void (*run)(void* object) = nullptr;
+  void (*destroy)(void* object) = nullptr;
+};
+
+// Describes `object` (which must outlive the ErasedCallable's use).
+template <typename T>
+ErasedCallable erase(T& object) {
+  ErasedCallable c;
+  c.object = &object;
+  c.size = sizeof(T);
+  c.align = alignof(T);
+  c.move_into = [](void* destination, void* source) { new (destination) T(std::move(*static_cast<T*>(source))); };
+  c.run = [](void* p) { (*static_cast<T*>(p))(); };
+  c.destroy = [](void* p) { static_cast<T*>(p)->~T(); };
+  return c;
+}
+
 class Task {
  public:
   static constexpr std::size_t kInlineBytes = 512;
@@ -41,6 +66,36 @@ class Task {
       run_ = [](void* p) { (**static_cast<Fn**>(p))(); };
       destroy_ = [](void* p) { delete *static_cast<Fn**>(p); };
     }
+  }
+
+  // Same as emplace, for a callable known only through `callable`.
+  void emplace_erased(const TaskInfo& info, const ErasedCallable& callable) {
+    reset();
+    info_ = info;
+    if (callable.size <= kInlineBytes && callable.align <= alignof(std::max_align_t)) {
+      callable.move_into(storage_, callable.object);
+      run_ = callable.run;
+      destroy_ = callable.destroy;
+      return;
+    }
+    // Boxed: the slot holds the box and the callable's own functions.
+    struct Box {
+      void* object;
+      void (*run)(void*);
+      void (*destroy)(void*);
+    };
+    void* object = ::operator new(callable.size, std::align_val_t(callable.align));
+    callable.move_into(object, callable.object);
+    new (storage_) Box{object, callable.run, callable.destroy};
+    run_ = [](void* p) {
+      Box* box = static_cast<Box*>(p);
+      box->run(box->object);
+    };
+    destroy_ = [](void* p) {
+      Box* box = static_cast<Box*>(p);
+      box->destroy(box->object);
+      ::operator delete(box->object);
+    };
   }
 
   bool empty() const { return run_ == nullptr; }

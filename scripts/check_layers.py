@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Enforces the layering that the build is made of; run by CMake on every build.
+
+    runtime/   C++17, the virtual device: includes only itself and the
+               standard library (no torch, no csrc).
+    csrc/core  the adaptor's foundation: runtime (as <vnpu/...>), torch, core.
+    csrc/ops   kernels (+ csrc/amp, the generated kernels): core and ops.
+    csrc/python  the bindings: everything below, but the runtime only through
+               the adaptor (no vnpu::Runtime, vnpu::Device or <vnpu/runtime.h>).
+
+Dependencies point one way: python -> ops -> core -> runtime. A violation
+fails the build with the file, the line and the rule it breaks.
+"""
+
+import pathlib
+import re
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]')
+
+# layer -> (directories, include prefixes it must not use)
+TORCH = ("ATen/", "c10/", "torch/", "caffe2/", "pybind11/", "Python.h")
+RULES = {
+    "runtime": (["runtime/include", "runtime/src", "runtime/tests"], TORCH + ("csrc/",)),
+    "core": (["csrc/core"], ("csrc/ops/", "csrc/amp/", "csrc/python/", "runtime/include/")),
+    "ops": (["csrc/ops", "csrc/amp"], ("csrc/python/", "runtime/include/")),
+    "python": (["csrc/python"], ("runtime/include/", "vnpu/runtime.h", "vnpu/stream.h")),
+}
+# Names the bindings may not touch: they reach the runtime through csrc/core.
+PYTHON_FORBIDDEN_NAMES = re.compile(r"\bvnpu::(Runtime|Device|Stream)\b")
+
+
+def violations():
+    for layer, (dirs, forbidden) in RULES.items():
+        for d in dirs:
+            for path in sorted((ROOT / d).rglob("*")):
+                if path.suffix not in (".h", ".cpp"):
+                    continue
+                rel = path.relative_to(ROOT)
+                for number, line in enumerate(path.read_text().splitlines(), 1):
+                    m = INCLUDE.match(line)
+                    if m and m.group(1).startswith(forbidden):
+                        yield f"{rel}:{number}: layer '{layer}' must not include <{m.group(1)}>"
+                    if layer == "python" and PYTHON_FORBIDDEN_NAMES.search(line):
+                        yield f"{rel}:{number}: bindings must reach the runtime through csrc/core, not {line.strip()}"
+
+
+def main():
+    problems = list(violations())
+    for p in problems:
+        print(p, file=sys.stderr)
+    if problems:
+        print(f"check_layers: {len(problems)} layering violation(s); see scripts/check_layers.py", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

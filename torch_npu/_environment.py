@@ -1,0 +1,37 @@
+"""The environment variables vNPU honours: one list, owned by the layers.
+
+The runtime reads most of them (``runtime/src/environment.cpp`` holds their
+list, exported as ``_C._environment_variables()``); the few that other
+layers own are listed here. The README's table is generated from this list
+(``python -m torch_npu._environment``) and a test keeps the two equal; the
+test suite starts its subprocesses without any of them.
+"""
+
+from torch_npu import _C
+
+# (name, default, meaning) of the variables that no C++ layer reads.
+_OTHER_LAYERS = (
+    ("TORCH_DEVICE_BACKEND_AUTOLOAD", "1", "PyTorch's: 0 stops `import torch` from importing torch_npu"),
+    ("VNPU_SKIP_BUILD", "unset",
+     "build-time only: `pip install` skips the CMake build (used by `scripts/setup.sh`, which builds first)"),
+)
+
+
+def variables():
+    """Every variable as (name, default, meaning), in README order."""
+    return [tuple(v) for v in _C._environment_variables()] + list(_OTHER_LAYERS)
+
+
+def runtime_variable_names():
+    """The variables that change how the virtual NPU starts."""
+    return [name for name, _, _ in _C._environment_variables()]
+
+
+def markdown_table() -> str:
+    rows = ["| variable | default | meaning |", "|---|---|---|"]
+    rows += [f"| `{name}` | {default} | {meaning} |" for name, default, meaning in variables()]
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown_table(), end="")
