@@ -3,7 +3,6 @@
 // allocates empty_like and stage 2 runs the CPU kernel.
 #include <ATen/ops/clamp_min_cpu_dispatch.h>
 #include <ATen/ops/mul_cpu_dispatch.h>
-#include <ATen/ops/native_dropout_backward_cpu_dispatch.h>
 #include <ATen/ops/relu_cpu_dispatch.h>
 #include <torch/library.h>
 
@@ -77,7 +76,11 @@ at::Tensor npu_native_dropout_backward(const at::Tensor& grad, const at::Tensor&
   at::Tensor out = empty_like_npu(grad, device, dtype);
   launch(device, "native_dropout_backward", {out}, [grad_ = TensorRef(grad), mask_ = TensorRef(mask), scale,
                                              out_ = TensorRef(out)]() {
-    out_.view().copy_(at::cpu::native_dropout_backward(grad_.view(), mask_.view(), scale));
+    // grad * mask * scale, as ATen's kernel computes it, written into `out`
+    // (no host temporary outside the device allocator).
+    at::Tensor out = out_.view();
+    at::cpu::mul_out(out, grad_.view(), mask_.view());
+    out.mul_(scale);
   });
   return out;
 }

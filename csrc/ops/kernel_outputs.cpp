@@ -45,10 +45,11 @@ void KernelOutputs::add(const at::Tensor& output) {
   // Dense and non-overlapping: the elements fill [data, data + numel) exactly.
   if (num_spans_ < kInlineSpans && output.is_non_overlapping_and_dense() && !output.is_conj() &&
       !output.is_neg()) {
-    spans_[num_spans_++] = Span{output.data_ptr(), output.numel(), output.scalar_type()};
+    dtypes_[num_spans_] = output.scalar_type();
+    spans_[num_spans_++] = Span{output.data_ptr(), output.numel()};
     return;
   }
-  if (!others_) others_ = std::make_shared<std::vector<TensorRef>>();
+  if (!others_) others_ = std::make_unique<std::vector<TensorRef>>();
   others_->emplace_back(output);
 }
 
@@ -58,7 +59,7 @@ void KernelOutputs::poison() const noexcept {
     const auto cpu = at::TensorOptions().device(c10::kCPU);
     for (uint8_t i = 0; i < num_spans_; ++i) {
       const Span& span = spans_[i];
-      at::from_blob(span.data, {span.numel}, cpu.dtype(span.dtype)).fill_(poison_value(span.dtype));
+      at::from_blob(span.data, {span.numel}, cpu.dtype(dtypes_[i])).fill_(poison_value(dtypes_[i]));
     }
     if (others_) {
       for (const TensorRef& ref : *others_) {

@@ -38,15 +38,17 @@ class KernelOutputs {
   void poison() const noexcept;
 
  private:
+  // Kept small: a KernelOutputs travels inside every queued task, whose
+  // callable must fit the slot (vnpu::Task::kInlineBytes) to avoid a heap box.
   struct Span {
     void* data = nullptr;
     int64_t numel = 0;
-    c10::ScalarType dtype = c10::ScalarType::Undefined;
   };
   static constexpr size_t kInlineSpans = 3;
   std::array<Span, kInlineSpans> spans_{};
+  std::array<c10::ScalarType, kInlineSpans> dtypes_{};
   uint8_t num_spans_ = 0;
-  std::shared_ptr<std::vector<TensorRef>> others_;  // strided outputs, extra outputs
+  std::unique_ptr<std::vector<TensorRef>> others_;  // strided outputs, extra outputs
 };
 
 }  // namespace torch_npu

@@ -57,6 +57,9 @@ struct KernelTaskBase {
   StageTwoMode mode = StageTwoMode::kQueued;
 };
 
+// A kernel task must fit a queue slot inline (no heap box per launch).
+constexpr size_t kKernelTaskBudgetBytes = vnpu::Task::kInlineBytes;
+
 template <typename Fn>
 struct KernelTask : KernelTaskBase {
   Fn fn;
@@ -71,12 +74,17 @@ void submit_kernel(c10::DeviceIndex device, uint64_t signature, KernelTaskBase& 
                    const vnpu::ErasedCallable& callable);
 
 // Enqueues `fn` on the current stream of `device`; `outputs` are what it
-// writes (poisoned if it fails on the stream).
-template <typename F>
+// writes (poisoned if it fails on the stream). A task must fit a queue slot
+// (checked at compile time) unless the kernel says it may be boxed
+// (kMayBox: a few rare kernels with many tensor arguments).
+template <bool kMayBox = false, typename F>
 void launch(c10::DeviceIndex device, const char* op, KernelOutputs outputs, F&& fn) {
   using Fn = std::decay_t<F>;
   const LaunchSnapshot snapshot = take_launch_snapshot();
   KernelTask<Fn> task{{op, snapshot.work, std::move(outputs)}, Fn(std::forward<F>(fn))};
+  // Bigger tasks still work, boxed on the heap, but cost an allocation each.
+  static_assert(kMayBox || sizeof(KernelTask<Fn>) <= kKernelTaskBudgetBytes,
+                "this kernel's captures make its task too big for a queue slot: capture less");
   submit_kernel(device, snapshot.signature, task, vnpu::erase(task));
 }
 

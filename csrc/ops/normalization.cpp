@@ -94,7 +94,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_native_layer_norm_backward(
   if (output_mask[2] && bias.has_value() && bias->defined()) {
     grad_bias = empty_npu(bias->sizes(), {}, bias->options(), device);
   }
-  launch(device, "native_layer_norm_backward", {grad_input, grad_weight, grad_bias},
+  launch</*kMayBox=*/true>(device, "native_layer_norm_backward", {grad_input, grad_weight, grad_bias},
          [go_ = TensorRef(grad_out), in_ = TensorRef(input), normalized_shape, mean_ = TensorRef(mean),
           rstd_ = TensorRef(rstd), w_ = TensorRef(weight), b_ = TensorRef(bias), output_mask,
           gi_ = TensorRef(grad_input), gw_ = TensorRef(grad_weight), gb_ = TensorRef(grad_bias)]() {
@@ -174,7 +174,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_native_batch_norm_backward(
   }
   if (output_mask[1]) grad_weight = empty_npu({input.size(1)}, {}, input.options().dtype(param_dtype), device);
   if (output_mask[2]) grad_bias = empty_npu({input.size(1)}, {}, input.options().dtype(param_dtype), device);
-  launch(device, "native_batch_norm_backward", {grad_input, grad_weight, grad_bias},
+  launch</*kMayBox=*/true>(device, "native_batch_norm_backward", {grad_input, grad_weight, grad_bias},
          [go_ = TensorRef(grad_out), in_ = TensorRef(input), w_ = TensorRef(weight), rm_ = TensorRef(running_mean),
           rv_ = TensorRef(running_var), sm_ = TensorRef(save_mean), si_ = TensorRef(save_invstd), train, eps,
           output_mask, gi_ = TensorRef(grad_input), gw_ = TensorRef(grad_weight), gb_ = TensorRef(grad_bias)]() {

@@ -12,7 +12,7 @@
 #include <ATen/native/Resize.h>
 #include <ATen/ops/arange_cpu_dispatch.h>
 #include <ATen/ops/flip_cpu_dispatch.h>
-#include <ATen/ops/isnan_cpu_dispatch.h>
+#include <ATen/ops/ne_cpu_dispatch.h>
 #include <ATen/ops/result_type.h>
 #include <ATen/ops/where_cpu_dispatch.h>
 #include <torch/library.h>
@@ -40,7 +40,10 @@ at::Tensor npu_isnan(const at::Tensor& self) {
   const auto device = common_device("isnan", self);
   at::Tensor out = empty_npu(self.sizes(), {}, self.options().dtype(at::kBool), device);
   launch(device, "isnan", {out}, [s_ = TensorRef(self), out_ = TensorRef(out)]() {
-    out_.view().copy_(at::cpu::isnan(s_.view()));
+    // isnan is self != self; written into `out`, no host temporary.
+    at::Tensor out = out_.view();
+    const at::Tensor self = s_.view();
+    at::cpu::ne_out(out, self, self);
   });
   return out;
 }

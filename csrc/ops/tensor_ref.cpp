@@ -17,7 +17,7 @@ void note_tensor(const at::Tensor& tensor, bool cpu) {
   t_launch.signature = mix_launch_signature(t_launch.signature, traits);
 }
 
-void snapshot_metadata(const at::Tensor& tensor, c10::SmallVector<int64_t, 10>& dims) {
+void snapshot_metadata(const at::Tensor& tensor, c10::SmallVector<int64_t, 8>& dims) {
   const auto sizes = tensor.sizes();
   const auto strides = tensor.strides();
   dims.append(sizes.begin(), sizes.end());

@@ -43,7 +43,7 @@ class TensorRef {
  private:
   void* data_ = nullptr;
   at::Tensor cpu_;                       // set for CPU arguments
-  c10::SmallVector<int64_t, 10> dims_;   // sizes then strides
+  c10::SmallVector<int64_t, 8> dims_;    // sizes then strides (4 dims inline: tasks stay small)
   c10::ScalarType dtype_ = c10::ScalarType::Undefined;
   bool defined_ = false;
   bool conj_ = false;  // lazy conjugate / negative bits travel with the view

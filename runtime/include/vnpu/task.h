@@ -41,7 +41,10 @@ ErasedCallable erase(T& object) {
 
 class Task {
  public:
-  static constexpr std::size_t kInlineBytes = 512;
+  // Big enough for the adaptor's kernel tasks (their captured tensor
+  // snapshots and outputs; launch.h checks it at compile time), so a launch
+  // never allocates. The ring of 4096 slots is then about 4 MiB per stream.
+  static constexpr std::size_t kInlineBytes = 1024;
 
   Task() = default;
   Task(const Task&) = delete;
@@ -81,12 +84,13 @@ class Task {
     // Boxed: the slot holds the box and the callable's own functions.
     struct Box {
       void* object;
+      std::size_t align;  // operator delete must get the alignment new got
       void (*run)(void*);
       void (*destroy)(void*);
     };
     void* object = ::operator new(callable.size, std::align_val_t(callable.align));
     callable.move_into(object, callable.object);
-    new (storage_) Box{object, callable.run, callable.destroy};
+    new (storage_) Box{object, callable.align, callable.run, callable.destroy};
     run_ = [](void* p) {
       Box* box = static_cast<Box*>(p);
       box->run(box->object);
@@ -94,7 +98,7 @@ class Task {
     destroy_ = [](void* p) {
       Box* box = static_cast<Box*>(p);
       box->destroy(box->object);
-      ::operator delete(box->object);
+      ::operator delete(box->object, std::align_val_t(box->align));
     };
   }
 

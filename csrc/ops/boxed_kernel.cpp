@@ -1,0 +1,203 @@
+// The one boxed asynchronous kernel: every op of the op-policy table
+// (op_policy.h) runs through it. Stage 1 makes the checks the policy names,
+// validates the call with a one-element dry run of the CPU kernel (dtype and
+// argument errors raise at the call, as on the CPU; the dry run's results
+// also give functional ops their output dtypes), allocates or resizes the
+// results the policy describes, snapshots the call and queues the CPU
+// kernel; stage 2 rebuilds the call on CPU views and redispatches it to CPU.
+#include <ATen/ExpandUtils.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
+#include <ATen/ops/index.h>
+#include <torch/library.h>
+
+#include <vector>
+
+#include "csrc/ops/boxed_call.h"
+#include "csrc/ops/launch.h"
+#include "csrc/ops/op_policy.h"
+#include "csrc/ops/sync_kernel.h"
+
+namespace torch_npu {
+namespace {
+
+// masked_fill_'s mask, masked_scatter_'s mask, bernoulli_'s p: the dry run
+// on one-element stand-ins cannot see a shape that does not broadcast to
+// self, so check here, with TensorIterator's message.
+void check_broadcasts_to_self(c10::ArrayRef<c10::IValue> args, int checked) {
+  if (!args[0].isTensor() || !args[checked].isTensor()) return;
+  const at::Tensor& self = args[0].toTensor();
+  const auto shape = at::infer_size(self.sizes(), args[checked].toTensor().sizes());
+  TORCH_CHECK(c10::IntArrayRef(shape) == self.sizes(), "output with shape ", self.sizes(),
+              " doesn't match the broadcast shape ", c10::IntArrayRef(shape));
+}
+
+// index_put_ checks that the values broadcast to the indexing result inside
+// its CPU kernel. With integer indices the result's shape follows from the
+// shapes alone: work it out on meta tensors, and check with ATen's message.
+// (Boolean masks make the shape data-dependent: left to the kernel.)
+void check_index_put_values(c10::ArrayRef<c10::IValue> args) {
+  const at::Tensor& self = args[0].toTensor();
+  const at::Tensor& values = args[2].toTensor();
+  c10::List<std::optional<at::Tensor>> meta_indices;
+  for (const std::optional<at::Tensor>& index : args[1].toOptionalTensorList()) {
+    if (index.has_value() && index->defined()) {
+      if (!c10::isIntegralType(index->scalar_type(), /*includeBool=*/false)) return;
+      meta_indices.push_back(at::empty(index->sizes(), index->options().device(c10::kMeta)));
+    } else {
+      meta_indices.push_back(std::nullopt);
+    }
+  }
+  const at::Tensor meta_self = at::empty_strided(self.sizes(), self.strides(), self.options().device(c10::kMeta));
+  at::Tensor result;
+  try {
+    result = at::index(meta_self, meta_indices);
+  } catch (const c10::Error&) {
+    return;  // the kernel reports bad indices itself, with the real tensors
+  }
+  TORCH_CHECK(at::is_expandable_to(values.sizes(), result.sizes()), "shape mismatch: value tensor of shape ",
+              values.sizes(), " cannot be broadcast to indexing result of shape ", result.sizes());
+}
+
+void run_shape_check(const OpPolicy& policy, c10::ArrayRef<c10::IValue> args) {
+  switch (policy.check) {
+    case ShapeCheck::kNone: return;
+    case ShapeCheck::kBroadcastsToSelf: return check_broadcasts_to_self(args, policy.checked);
+    case ShapeCheck::kIndexPutValues: return check_index_put_values(args);
+  }
+}
+
+// The tensors an in-place op writes: its `Tensor(a!)` arguments.
+KernelOutputs written_arguments(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args) {
+  KernelOutputs outputs;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const auto* info = schema.arguments()[i].alias_info();
+    if (info == nullptr || !info->isWrite()) continue;
+    if (args[i].isTensor()) {
+      outputs.add(args[i].toTensor());
+    } else if (args[i].isTensorList()) {
+      for (const at::Tensor& t : args[i].toTensorList()) outputs.add(t);
+    }
+  }
+  return outputs;
+}
+
+// The argument each `Tensor(a!)` return aliases: hand back the caller's tensors.
+std::vector<c10::IValue> aliased_returns(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args) {
+  std::vector<c10::IValue> returns;
+  for (const auto& ret : schema.returns()) {
+    size_t aliased = 0;
+    for (size_t i = 0; i < args.size(); ++i) {
+      const auto* info = schema.arguments()[i].alias_info();
+      if (info != nullptr && ret.alias_info() != nullptr && *info == *ret.alias_info()) aliased = i;
+    }
+    returns.push_back(args[aliased]);
+  }
+  return returns;
+}
+
+size_t out_argument(const c10::FunctionSchema& schema) {
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    if (schema.arguments()[i].is_out()) return i;
+  }
+  TORCH_INTERNAL_ASSERT(false, schema.name(), " has no out= argument");
+}
+
+std::vector<int64_t> broadcast_shape(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args) {
+  std::vector<int64_t> shape;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!schema.arguments()[i].is_out() && args[i].isTensor()) {
+      shape = at::infer_size(shape, args[i].toTensor().sizes());
+    }
+  }
+  return shape;
+}
+
+std::vector<int64_t> functional_shape(const OpPolicy& policy, c10::ArrayRef<c10::IValue> args) {
+  if (policy.results == OpResults::kLikeArgument) return args[policy.like].toTensor().sizes().vec();
+  const at::Tensor& self = args[0].toTensor();  // adaptive pooling
+  const auto output_size = args[1].toIntVector();
+  std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end() - output_size.size());
+  shape.insert(shape.end(), output_size.begin(), output_size.end());
+  return shape;
+}
+
+// Queues the snapshotted call; stage 2 redispatches it to the CPU kernel.
+void launch_redispatch(const c10::OperatorHandle& op, c10::DeviceIndex device, KernelOutputs outputs,
+                       c10::ArrayRef<c10::IValue> args) {
+  BoxedSnapshot call(op.schema(), args, device);
+  launch(device, op.operator_name().name.c_str(), std::move(outputs), [call = std::move(call), op]() {
+    torch::jit::Stack cpu_stack = call.to_stack();
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu_stack);
+  });
+}
+
+void async_boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+  const OpPolicy& policy = policy_of(op);
+  const auto& schema = op.schema();
+  const size_t num_args = schema.arguments().size();
+  auto args = torch::jit::last(*stack, num_args);
+  const c10::DeviceIndex device = op_device(op, args);
+  run_shape_check(policy, args);
+
+  torch::jit::Stack dry;
+  if (policy.dry_run) {
+    dry = stand_in_stack(op, args);
+    if (policy.results == OpResults::kBroadcastOut) {
+      const size_t out = out_argument(schema);
+      dry[out] = stand_in(args[out].toTensor(), static_cast<int64_t>(broadcast_shape(schema, args).size()));
+    }
+    if (!dry_run_passes(op, dry)) {
+      sync_native_kernel(op, keys, stack);  // raises ATen's own error, naming the real shapes
+      return;
+    }
+  }
+
+  std::vector<c10::IValue> results;
+  switch (policy.results) {
+    case OpResults::kWritesArguments:
+      launch_redispatch(op, device, written_arguments(schema, args), args);
+      results = aliased_returns(schema, args);
+      break;
+    case OpResults::kBroadcastOut: {
+      const size_t out_index = out_argument(schema);
+      const at::Tensor& out = args[out_index].toTensor();
+      at::native::resize_output(out, broadcast_shape(schema, args));
+      launch_redispatch(op, device, {out}, args);  // snapshots after the resize
+      results.push_back(args[out_index]);
+      break;
+    }
+    case OpResults::kLikeArgument:
+    case OpResults::kAdaptivePool: {
+      const auto shape = functional_shape(policy, args);
+      const at::Tensor& like = args[policy.results == OpResults::kLikeArgument ? policy.like : 0].toTensor();
+      std::vector<at::Tensor> outputs;
+      for (const c10::IValue& r : dry) {
+        outputs.push_back(empty_npu(shape, {}, like.options().dtype(r.toTensor().scalar_type())
+                                                  .memory_format(like.suggest_memory_format()), device));
+      }
+      BoxedSnapshot call(schema, args, device);
+      launch(device, op.operator_name().name.c_str(), KernelOutputs(outputs),
+             [call = std::move(call), op, outs = snapshot(at::ITensorListRef(outputs))]() {
+               torch::jit::Stack cpu_stack = call.to_stack();
+               op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu_stack);
+               for (size_t i = 0; i < outs.size(); ++i) outs[i].view().copy_(cpu_stack[i].toTensor());
+             });
+      for (auto& o : outputs) results.emplace_back(std::move(o));
+      break;
+    }
+  }
+  torch::jit::drop(*stack, num_args);
+  for (auto& r : results) stack->push_back(std::move(r));
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  for (const OpPolicy& policy : op_policies()) {
+    m.impl(policy.schema, torch::CppFunction::makeFromBoxedFunction<&async_boxed_kernel>());
+  }
+}
+
+}  // namespace torch_npu

@@ -1,0 +1,99 @@
+#include "csrc/ops/op_policy.h"
+
+#include <c10/util/Exception.h>
+
+#include <string>
+#include <unordered_map>
+
+namespace torch_npu {
+namespace {
+
+using R = OpResults;
+using C = ShapeCheck;
+
+// Hot ops whose arguments cannot be wrong in a way the CPU kernel would
+// catch skip the dry run (fill_, zero_, the AMP helpers).
+constexpr OpPolicy kPolicies[] = {
+    // In-place ops without a structured kernel, whose CPU kernel only writes
+    // element values. (masked_fill_.Tensor is not here: like CUDA it reads
+    // the value tensor on the host, so it takes the synchronous path.)
+    {"fill_.Scalar", R::kWritesArguments, -1, false},
+    {"fill_.Tensor", R::kWritesArguments, -1, false},
+    {"zero_", R::kWritesArguments, -1, false},
+    {"uniform_", R::kWritesArguments},
+    {"normal_", R::kWritesArguments},
+    {"bernoulli_.float", R::kWritesArguments},
+    {"bernoulli_.Tensor", R::kWritesArguments, -1, true, C::kBroadcastsToSelf, 1},
+    {"random_", R::kWritesArguments},
+    {"random_.from", R::kWritesArguments},
+    {"random_.to", R::kWritesArguments},
+    {"exponential_", R::kWritesArguments},
+    {"geometric_", R::kWritesArguments},
+    {"log_normal_", R::kWritesArguments},
+    {"cauchy_", R::kWritesArguments},
+    {"masked_fill_.Scalar", R::kWritesArguments, -1, true, C::kBroadcastsToSelf, 1},
+    {"index_fill_.int_Scalar", R::kWritesArguments},
+    {"index_fill_.int_Tensor", R::kWritesArguments},
+    {"_index_put_impl_", R::kWritesArguments, -1, true, C::kIndexPutValues},
+    {"put_", R::kWritesArguments},
+    {"masked_scatter_", R::kWritesArguments, -1, true, C::kBroadcastsToSelf, 1},
+    {"_amp_foreach_non_finite_check_and_unscale_", R::kWritesArguments, -1, false},
+    {"_amp_update_scale_", R::kWritesArguments, -1, false},
+    // Element-wise out= ops that ATen implements without a meta function.
+    {"abs.out", R::kBroadcastOut},
+    {"logical_not.out", R::kBroadcastOut},
+    {"logical_and.out", R::kBroadcastOut},
+    {"logical_or.out", R::kBroadcastOut},
+    {"logical_xor.out", R::kBroadcastOut},
+    {"conj_physical.out", R::kBroadcastOut},
+    {"where.self_out", R::kBroadcastOut},
+    // Functional ops whose results are shaped like an argument.
+    {"hardtanh", R::kLikeArgument, 0},
+    {"hardtanh_backward", R::kLikeArgument, 0},
+    {"log_sigmoid_forward", R::kLikeArgument, 0},
+    {"log_sigmoid_backward", R::kLikeArgument, 0},
+    {"_adaptive_avg_pool2d", R::kAdaptivePool},
+    {"_adaptive_avg_pool2d_backward", R::kLikeArgument, 1},
+};
+
+// Results of functional ops take their dtypes from the dry run.
+constexpr bool table_is_consistent() {
+  for (const OpPolicy& p : kPolicies) {
+    if ((p.results == R::kLikeArgument || p.results == R::kAdaptivePool) && !p.dry_run) return false;
+    if (p.results == R::kLikeArgument && p.like < 0) return false;
+    if (p.check == C::kBroadcastsToSelf && p.checked < 1) return false;
+  }
+  return true;
+}
+static_assert(table_is_consistent(), "an op policy is inconsistent (see op_policy.h)");
+
+c10::OperatorName name_of(const OpPolicy& policy) {
+  const std::string schema = policy.schema;
+  const auto dot = schema.find('.');
+  return c10::OperatorName("aten::" + schema.substr(0, dot),
+                           dot == std::string::npos ? "" : schema.substr(dot + 1));
+}
+
+}  // namespace
+
+c10::ArrayRef<OpPolicy> op_policies() { return kPolicies; }
+
+const OpPolicy& policy_of(const c10::OperatorHandle& op) {
+  // Keyed by the schema object, which lives as long as the operator: the
+  // lookup hashes a pointer, not the op's name.
+  static const auto by_name = [] {
+    std::unordered_map<c10::OperatorName, const OpPolicy*> map;
+    for (const OpPolicy& p : kPolicies) map.emplace(name_of(p), &p);
+    return map;
+  }();
+  thread_local std::unordered_map<const c10::FunctionSchema*, const OpPolicy*> by_schema;
+  const c10::FunctionSchema* schema = &op.schema();
+  auto it = by_schema.find(schema);
+  if (it != by_schema.end()) return *it->second;
+  const auto found = by_name.find(op.operator_name());
+  TORCH_INTERNAL_ASSERT(found != by_name.end(), "no op policy for ", op.operator_name());
+  by_schema.emplace(schema, found->second);
+  return *found->second;
+}
+
+}  // namespace torch_npu
