@@ -173,6 +173,9 @@ def test_record_stream_defers_reuse_until_the_stream_is_done():
     main = torch.npu.current_stream()
     n = 4 * MB // 4
     x = torch.ones(n, device="npu")
+    # A first launch of a signature runs on the caller (csrc/ops/launch.h):
+    # launch `x * 2` once so that the one below is queued behind `busy`.
+    (x * 2).sum().item()
     ptr = x.data_ptr()
     side.wait_stream(main)  # x is written on the main stream first
     busy = _keep_busy(side)

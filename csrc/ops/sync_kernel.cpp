@@ -17,35 +17,11 @@
 #include "csrc/core/npu_generator.h"
 #include "csrc/ops/boxed_call.h"
 #include "csrc/ops/launch.h"
+#include "csrc/ops/cpu_allocation_scope.h"
 #include "csrc/ops/sync_point.h"
 
 namespace torch_npu {
 namespace {
-
-thread_local c10::DeviceIndex t_device_memory = -1;
-
-// The CPU allocator while a DeviceMemoryScope is active on the thread: the
-// block comes from the npu caching allocator, its DataPtr claims CPU so the
-// CPU kernel accepts it; sync_native_kernel re-labels it npu afterwards.
-class ScopedCpuAllocator final : public c10::Allocator {
- public:
-  explicit ScopedCpuAllocator(c10::Allocator* base) : base_(base) {}
-  c10::DataPtr allocate(size_t bytes) override {
-    if (t_device_memory < 0) return base_->allocate(bytes);
-    c10::DataPtr ptr = device_allocator(t_device_memory)->allocate(bytes);
-    ptr.unsafe_set_device(c10::Device(c10::kCPU));
-    return ptr;
-  }
-  c10::DeleterFnPtr raw_deleter() const override { return base_->raw_deleter(); }
-  void copy_data(void* dest, const void* src, std::size_t count) const override {
-    base_->copy_data(dest, src, count);
-  }
-
- private:
-  c10::Allocator* base_;
-};
-
-ScopedCpuAllocator* g_scoped_cpu_allocator = nullptr;
 
 bool is_npu(const at::Tensor& t) { return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1; }
 
@@ -55,7 +31,7 @@ bool is_npu(const at::Tensor& t) { return t.defined() && t.device().type() == c1
 c10::Storage cpu_storage_over(const c10::Storage& storage) {
   c10::DataPtr data(storage.mutable_data(), c10::Device(c10::kCPU));
   return c10::Storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), storage.nbytes(),
-                                                            std::move(data), g_scoped_cpu_allocator,
+                                                            std::move(data), scoped_cpu_allocator(),
                                                             /*resizable=*/true));
 }
 
@@ -179,17 +155,6 @@ std::map<std::string, int64_t> sync_native_counts() {
 void reset_sync_native_counts() {
   std::lock_guard<std::mutex> lock(g_counts_mutex);
   g_counts.clear();
-}
-
-DeviceMemoryScope::DeviceMemoryScope(c10::DeviceIndex device) : previous_(t_device_memory) {
-  t_device_memory = device;
-}
-DeviceMemoryScope::~DeviceMemoryScope() { t_device_memory = previous_; }
-
-void install_device_memory_cpu_allocator() {
-  if (g_scoped_cpu_allocator != nullptr) return;
-  g_scoped_cpu_allocator = new ScopedCpuAllocator(c10::GetCPUAllocator());
-  c10::SetCPUAllocator(g_scoped_cpu_allocator, /*priority=*/1);
 }
 
 void sync_native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {

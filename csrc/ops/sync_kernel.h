@@ -6,7 +6,7 @@
 // with a CPU kernel that has no asynchronous npu kernel yet. Nothing is
 // copied: inputs become CPU aliases of their device buffers, and while the
 // CPU kernel runs, the CPU allocator hands out device memory of that device
-// (see DeviceMemoryScope), so fresh outputs are born on the device.
+// (DeviceMemoryScope, cpu_allocation_scope.h), so fresh outputs are born on the device.
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -25,24 +25,8 @@ void sync_native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
 // Returns the registered schema names.
 std::vector<std::string> register_sync_native_kernels(const std::vector<std::string>& excluded);
 
-// While alive on a thread, c10::GetCPUAllocator() allocations made by that
-// thread come from the given npu device's caching allocator.
-class DeviceMemoryScope {
- public:
-  explicit DeviceMemoryScope(c10::DeviceIndex device);
-  ~DeviceMemoryScope();
-  DeviceMemoryScope(const DeviceMemoryScope&) = delete;
-  DeviceMemoryScope& operator=(const DeviceMemoryScope&) = delete;
-
- private:
-  c10::DeviceIndex previous_;
-};
-
 // Times each op took the synchronous native path in this process.
 std::map<std::string, int64_t> sync_native_counts();
 void reset_sync_native_counts();
-
-// Installs the CPU allocator that honours DeviceMemoryScope (at import).
-void install_device_memory_cpu_allocator();
 
 }  // namespace torch_npu

@@ -12,6 +12,7 @@
 #include "csrc/core/npu_gil.h"
 #include "csrc/core/npu_hooks.h"
 #include "csrc/core/npu_stream.h"
+#include "csrc/ops/cpu_allocation_scope.h"
 #include "csrc/ops/cpu_fallback.h"
 #include "csrc/ops/launch.h"
 #include "csrc/ops/sync_point.h"
