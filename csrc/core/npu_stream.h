@@ -53,9 +53,9 @@ class StreamGate {
 };
 
 // Waits for every stream of `device` (all devices when -1) and reports the
-// first sticky kernel error as a torch error.
+// first pending kernel error as a torch error.
 void synchronize_device(c10::DeviceIndex device);
-// Waits for one stream and reports its sticky error as a torch error.
+// Waits for one stream and reports its pending error as a torch error.
 void synchronize_stream(const c10::Stream& stream);
 
 }  // namespace torch_npu
