@@ -12,6 +12,7 @@ Dependencies point one way: python -> ops -> core -> runtime. A violation
 fails the build with the file, the line and the rule it breaks.
 """
 
+import argparse
 import pathlib
 import re
 import sys
@@ -31,13 +32,13 @@ RULES = {
 PYTHON_FORBIDDEN_NAMES = re.compile(r"\bvnpu::(Runtime|Device|Stream)\b")
 
 
-def violations():
+def violations(root):
     for layer, (dirs, forbidden) in RULES.items():
         for d in dirs:
-            for path in sorted((ROOT / d).rglob("*")):
+            for path in sorted((root / d).rglob("*")):
                 if path.suffix not in (".h", ".cpp"):
                     continue
-                rel = path.relative_to(ROOT)
+                rel = path.relative_to(root)
                 for number, line in enumerate(path.read_text().splitlines(), 1):
                     m = INCLUDE.match(line)
                     if m and m.group(1).startswith(forbidden):
@@ -47,7 +48,9 @@ def violations():
 
 
 def main():
-    problems = list(violations())
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--root", type=pathlib.Path, default=ROOT, help="the repository to check (default: this one)")
+    problems = list(violations(parser.parse_args().root))
     for p in problems:
         print(p, file=sys.stderr)
     if problems:
