@@ -211,62 +211,6 @@ std::mutex g_raw_mutex;
 std::unordered_map<void*, vnpu::Block*> g_raw_blocks;  // caching_allocator_alloc's blocks
 }  // namespace
 
-namespace {
-
-// The pool of temporaries: the caching allocator keys its pools by stream,
-// and this dedicated stream, which never runs a task, stands for "used and
-// freed within one kernel". Its blocks are idle the moment they are freed
-// and never mix with blocks that queued work of real streams may still read.
-vnpu::Stream& temporary_stream(c10::DeviceIndex device) {
-  static std::array<std::atomic<vnpu::Stream*>, kMaxDevices> streams{};
-  static std::mutex creation;
-  vnpu::Stream* stream = streams[device].load(std::memory_order_acquire);
-  if (stream != nullptr) return *stream;
-  std::lock_guard<std::mutex> lock(creation);
-  stream = streams[device].load(std::memory_order_relaxed);
-  if (stream == nullptr) {
-    vnpu::Device& d = runtime_device(device);
-    stream = with_torch_errors([&] { return &d.stream(d.create_dedicated_stream()); });
-    streams[device].store(stream, std::memory_order_release);
-  }
-  return *stream;
-}
-
-// CPU code insists that a CPU DataPtr's context is its data pointer, so the
-// block is found through this map.
-std::mutex g_temporary_mutex;
-std::unordered_map<void*, vnpu::Block*> g_temporary_blocks;  // guarded by g_temporary_mutex
-
-void delete_temporary(void* ptr) { free_temporary(ptr); }
-
-}  // namespace
-
-c10::DataPtr try_allocate_temporary(c10::DeviceIndex device, size_t bytes) {
-  vnpu::CachingAllocator* allocator = allocator_for(device);
-  vnpu::Stream& stream = temporary_stream(device);
-  vnpu::Block* block = with_torch_errors([&] { return allocator->try_allocate(bytes, stream); });
-  if (block == nullptr) return c10::DataPtr();
-  void* ptr = vnpu::CachingAllocator::address(block);
-  {
-    std::lock_guard<std::mutex> lock(g_temporary_mutex);
-    g_temporary_blocks[ptr] = block;
-  }
-  return c10::DataPtr(ptr, ptr, &delete_temporary, c10::Device(c10::kCPU));
-}
-
-bool free_temporary(void* ptr) {
-  vnpu::Block* block = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(g_temporary_mutex);
-    auto it = g_temporary_blocks.find(ptr);
-    if (it == g_temporary_blocks.end()) return false;
-    block = it->second;
-    g_temporary_blocks.erase(it);
-  }
-  vnpu::CachingAllocator::owner(block).free(block);
-  return true;
-}
-
 void* raw_alloc(size_t bytes, const c10::Stream& stream) {
   if (bytes == 0) return nullptr;
   check_device_index(stream.device_index());

@@ -49,16 +49,6 @@ void record_stream(const c10::DataPtr& data_ptr, const c10::Stream& stream);
 
 // Raw allocation for torch.npu.caching_allocator_alloc / _delete.
 void* raw_alloc(size_t bytes, const c10::Stream& stream);
-
-// Device memory for a temporary that a CPU kernel allocates and frees within
-// stage 2 (its intermediates), labelled as CPU memory, with its data pointer
-// as context (as CPU code such as oneDNN expects). From a pool of its own, so
-// it never takes a block that queued work still reads, and never waits for a
-// stream (a stream worker might wait for itself): an empty DataPtr when no
-// block is free without waiting.
-c10::DataPtr try_allocate_temporary(c10::DeviceIndex device, size_t bytes);
-// Frees what try_allocate_temporary returned; false for any other pointer.
-bool free_temporary(void* ptr);
 void raw_delete(void* ptr);
 
 // True when `data_ptr` was handed out by this allocator.

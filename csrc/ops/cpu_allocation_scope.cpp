@@ -2,22 +2,12 @@
 
 #include <c10/core/CPUAllocator.h>
 
-#include "csrc/core/npu_caching_allocator.h"
 #include "csrc/ops/npu_empty.h"
 
 namespace torch_npu {
 namespace {
 
-thread_local c10::DeviceIndex t_device_memory = -1;     // DeviceMemoryScope
-thread_local c10::DeviceIndex t_temporary_memory = -1;  // TemporaryMemoryScope
-
-c10::DeleterFnPtr g_base_raw_deleter = nullptr;
-
-// raw_allocate() + raw_deleter() (oneDNN's allocations): a pointer from the
-// pool of temporaries goes back there, any other to the base allocator.
-void raw_delete(void* ptr) {
-  if (!free_temporary(ptr)) g_base_raw_deleter(ptr);
-}
+thread_local c10::DeviceIndex t_device_memory = -1;  // DeviceMemoryScope
 
 // The block comes from the npu caching allocator; its DataPtr claims CPU so
 // the CPU kernel accepts it (sync_native_kernel relabels results npu).
@@ -30,13 +20,9 @@ class ScopedCpuAllocator final : public c10::Allocator {
       ptr.unsafe_set_device(c10::Device(c10::kCPU));
       return ptr;
     }
-    if (t_temporary_memory >= 0 && bytes > 0) {
-      c10::DataPtr ptr = try_allocate_temporary(t_temporary_memory, bytes);
-      if (ptr) return ptr;
-    }
     return base_->allocate(bytes);
   }
-  c10::DeleterFnPtr raw_deleter() const override { return g_base_raw_deleter != nullptr ? &raw_delete : nullptr; }
+  c10::DeleterFnPtr raw_deleter() const override { return base_->raw_deleter(); }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     base_->copy_data(dest, src, count);
   }
@@ -54,18 +40,11 @@ DeviceMemoryScope::DeviceMemoryScope(c10::DeviceIndex device) : previous_(t_devi
 }
 DeviceMemoryScope::~DeviceMemoryScope() { t_device_memory = previous_; }
 
-TemporaryMemoryScope::TemporaryMemoryScope(c10::DeviceIndex device) : previous_(t_temporary_memory) {
-  t_temporary_memory = device;
-}
-TemporaryMemoryScope::~TemporaryMemoryScope() { t_temporary_memory = previous_; }
-
 c10::Allocator* scoped_cpu_allocator() { return g_scoped_cpu_allocator; }
 
 void install_device_memory_cpu_allocator() {
   if (g_scoped_cpu_allocator != nullptr) return;
-  c10::Allocator* base = c10::GetCPUAllocator();
-  g_base_raw_deleter = base->raw_deleter();
-  g_scoped_cpu_allocator = new ScopedCpuAllocator(base);
+  g_scoped_cpu_allocator = new ScopedCpuAllocator(c10::GetCPUAllocator());
   c10::SetCPUAllocator(g_scoped_cpu_allocator, /*priority=*/1);
 }
 

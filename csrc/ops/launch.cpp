@@ -8,7 +8,6 @@
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_error.h"
 #include "csrc/core/npu_stream.h"
-#include "csrc/ops/cpu_allocation_scope.h"
 #include <vnpu/environment.h>
 #include <vnpu/stream.h>
 
@@ -69,15 +68,12 @@ void submit_kernel(c10::DeviceIndex device, uint64_t signature, KernelTaskBase& 
   });
 }
 
-void run_stage_two(c10::DeviceIndex device, const char* op, int64_t work, StageTwoMode mode,
-                   const KernelOutputs* outputs, void (*body)(void*), void* callable) {
+void run_stage_two(const char* op, int64_t work, StageTwoMode mode, const KernelOutputs* outputs,
+                   void (*body)(void*), void* callable) {
   // Views of device memory are plain CPU tensors: skip autograd and
   // ADInplaceOrView, the caller's autograd already recorded this op.
   at::AutoDispatchBelowADInplaceOrView no_autograd;
   IntraOpThreads threads(work);
-  // A CPU kernel's intermediates (convolution's, a result then copied into
-  // the output) are device memory, counted like on a real device.
-  TemporaryMemoryScope temporaries(device);
   try {
     body(callable);
   } catch (c10::Error& e) {

@@ -43,16 +43,14 @@ namespace torch_npu {
 enum class StageTwoMode { kQueued, kOnCaller };
 
 // Runs on the stream worker (or the caller) around every kernel: no
-// autograd, the intra-op thread count for the op's size, the CPU kernel's
-// intermediates in `device`'s memory (TemporaryMemoryScope), and errors
+// autograd, the intra-op thread count for the op's size, and errors
 // handled per `mode`. `work` is the element count of the largest tensor the
 // op touches; `outputs` may be null (nothing to poison).
-void run_stage_two(c10::DeviceIndex device, const char* op, int64_t work, StageTwoMode mode,
-                   const KernelOutputs* outputs, void (*body)(void*), void* callable);
+void run_stage_two(const char* op, int64_t work, StageTwoMode mode, const KernelOutputs* outputs,
+                   void (*body)(void*), void* callable);
 
 // What launch.cpp needs of a kernel task, whatever its stage-2 callable.
 struct KernelTaskBase {
-  c10::DeviceIndex device;
   const char* op;
   int64_t work;
   KernelOutputs outputs;
@@ -66,7 +64,7 @@ template <typename Fn>
 struct KernelTask : KernelTaskBase {
   Fn fn;
   void operator()() {
-    run_stage_two(device, op, work, mode, &outputs, [](void* p) { (*static_cast<Fn*>(p))(); }, &fn);
+    run_stage_two(op, work, mode, &outputs, [](void* p) { (*static_cast<Fn*>(p))(); }, &fn);
   }
 };
 
@@ -83,7 +81,7 @@ template <bool kMayBox = false, typename F>
 void launch(c10::DeviceIndex device, const char* op, KernelOutputs outputs, F&& fn) {
   using Fn = std::decay_t<F>;
   const LaunchSnapshot snapshot = take_launch_snapshot();
-  KernelTask<Fn> task{{device, op, snapshot.work, std::move(outputs)}, Fn(std::forward<F>(fn))};
+  KernelTask<Fn> task{{op, snapshot.work, std::move(outputs)}, Fn(std::forward<F>(fn))};
   // Bigger tasks still work, boxed on the heap, but cost an allocation each.
   static_assert(kMayBox || sizeof(KernelTask<Fn>) <= kKernelTaskBudgetBytes,
                 "this kernel's captures make its task too big for a queue slot: capture less");

@@ -111,20 +111,6 @@ std::uint64_t CachingAllocator::allowed_bytes() const {
 }
 
 Block* CachingAllocator::allocate(std::size_t bytes, Stream& stream) {
-  Block* block = allocate_or_null(bytes, stream, /*may_wait=*/true);
-  if (block == nullptr && bytes > 0) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stats_.num_ooms += 1;
-    throw Error(ErrorCode::kOutOfMemory, out_of_memory_message(round_size(std::min(bytes, kMaxRequestBytes))));
-  }
-  return block;
-}
-
-Block* CachingAllocator::try_allocate(std::size_t bytes, Stream& stream) {
-  return allocate_or_null(bytes, stream, /*may_wait=*/false);
-}
-
-Block* CachingAllocator::allocate_or_null(std::size_t bytes, Stream& stream, bool may_wait) {
   if (bytes == 0) return nullptr;
   const std::size_t size = round_size(std::min(bytes, kMaxRequestBytes));
   const std::size_t segment_bytes = segment_size(size);
@@ -140,11 +126,14 @@ Block* CachingAllocator::allocate_or_null(std::size_t bytes, Stream& stream, boo
     if (config_.garbage_collection_threshold > 0.0) garbage_collect();
     block = reserve_segment(pool, stream, size, segment_bytes);
   }
-  if (block == nullptr && may_wait) {
+  if (block == nullptr) {
     stats_.num_alloc_retries += 1;
     block = retry_after_releasing_cache(lock, pool, stream, size, segment_bytes);
   }
-  if (block == nullptr) return nullptr;
+  if (block == nullptr) {
+    stats_.num_ooms += 1;
+    throw Error(ErrorCode::kOutOfMemory, out_of_memory_message(size));
+  }
   return take_block(block, size, bytes);
 }
 

@@ -88,24 +88,6 @@ TEST(CachingAllocator, DoubleFreeIsAnInternalError) {
   f.allocator.free(neighbour);
 }
 
-TEST(CachingAllocator, TryAllocateNeverWaitsAndNeverThrows) {
-  Fixture small(4 * kMiB);
-  StreamBlocker blocker(small.s0);
-  Block* all = small.allocator.allocate(4 * kMiB, small.s0);
-  small.allocator.free(all);  // cached on s0, which queued work may still read
-  // Another stream (a temporaries' stream) cannot take it, and device memory
-  // is full: nullptr at once, no wait for the blocked stream, no OOM counted.
-  EXPECT_EQ(small.allocator.try_allocate(4 * kMiB, small.s1), nullptr);
-  EXPECT_EQ(small.stats().num_ooms, 0);
-  blocker.open();
-  // A block of its own stream, freed, is taken again.
-  Block* mine = small.allocator.allocate(64 * kKiB, small.s1);
-  small.allocator.free(mine);
-  Block* again = small.allocator.try_allocate(64 * kKiB, small.s1);
-  EXPECT_EQ(addr(again), addr(mine));
-  small.allocator.free(again);
-}
-
 TEST(CachingAllocator, RoundsToBlockSize) {
   Fixture f;
   EXPECT_EQ(f.allocator.round_size(1), 512u);

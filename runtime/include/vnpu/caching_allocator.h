@@ -168,14 +168,6 @@ class CachingAllocator {
   // cache nor device memory can serve it. May wait for streams (see above).
   Block* allocate(std::size_t bytes, Stream& stream);
 
-  // Like allocate(), but never waits for a stream and never throws for lack
-  // of memory: nullptr when no block is free without waiting. For memory a
-  // stream worker needs right now (it must not block: it might wait for
-  // itself). A block freed on `stream` may still be read by work queued
-  // before the free, so such callers use a stream of their own that never
-  // runs tasks (its blocks are idle once freed).
-  Block* try_allocate(std::size_t bytes, Stream& stream);
-
   // Returns a block to the cache. Never waits.
   void free(Block* block);
 
@@ -243,7 +235,6 @@ class CachingAllocator {
   void release_outgrown_segments(Pool& pool, Stream& stream, std::size_t size);
   void garbage_collect();
   void process_deferred();
-  Block* allocate_or_null(std::size_t bytes, Stream& stream, bool may_wait);
   Block* retry_after_releasing_cache(std::unique_lock<std::mutex>& lock, Pool& pool, Stream& stream,
                                      std::size_t size, std::size_t segment_bytes);
   // Waits, without holding the mutex, until no queued work reads a cached
