@@ -110,12 +110,18 @@ def _failing_gather(src):
     return src.gather(0, torch.tensor([[7, 0, 0]], device="npu"))
 
 
-def test_error_on_side_stream_reaches_the_stream_that_waited():
+def _failure_on_a_side_stream():
+    """(side stream, output of a kernel that failed on it)."""
     src = torch.randn(5, 3, device="npu")
     side = torch.npu.Stream()
     side.wait_stream(torch.npu.current_stream())
     with torch.npu.stream(side):
         bad = _failing_gather(src)
+    return side, bad
+
+
+def test_error_on_side_stream_reaches_the_stream_that_waited():
+    side, bad = _failure_on_a_side_stream()
     torch.npu.current_stream().wait_stream(side)
     good = bad + 1
     with pytest.raises(RuntimeError, match="gather"):
@@ -127,11 +133,8 @@ def test_error_on_side_stream_reaches_the_stream_that_waited():
 
 
 def test_event_wait_carries_the_error():
-    src = torch.randn(5, 3, device="npu")
-    side = torch.npu.Stream()
-    side.wait_stream(torch.npu.current_stream())
+    side, bad = _failure_on_a_side_stream()
     with torch.npu.stream(side):
-        bad = _failing_gather(src)
         done = torch.npu.Event()
         done.record()
     with pytest.raises(RuntimeError, match="gather"):
