@@ -74,26 +74,25 @@ void run_stage_two(const char* op, int64_t work, StageTwoMode mode, const Kernel
   // ADInplaceOrView, the caller's autograd already recorded this op.
   at::AutoDispatchBelowADInplaceOrView no_autograd;
   IntraOpThreads threads(work);
+  // Queued: errors become the stream's pending error, and the outputs are
+  // poisoned so nothing reads stale memory as this kernel's result. On the
+  // caller (a first launch, ASCEND_LAUNCH_BLOCKING=1, TASK_QUEUE_ENABLE=0):
+  // the caller gets ATen's own error, of its own type.
+  auto queued = [&] { return mode == StageTwoMode::kQueued && !vnpu::environment().synchronous_launch(); };
   try {
     body(callable);
   } catch (c10::Error& e) {
-    // On the caller (a first launch, or ASCEND_LAUNCH_BLOCKING=1): the
-    // caller gets ATen's own error, of its own type; with launch blocking it
-    // also names the npu op it came from.
-    if (mode == StageTwoMode::kOnCaller || vnpu::environment().synchronous_launch()) {
+    if (!queued()) {
+      // With launch blocking the error also names the npu op it came from.
       if (vnpu::environment().synchronous_launch()) {
         e.add_context(std::string("while running ") + op + " on the NPU");
       }
       throw;
     }
-    // Queued: leave no stale output behind; the runtime keeps the text as
-    // the stream's pending error.
     if (outputs != nullptr) outputs->poison();
     throw std::runtime_error(e.what_without_backtrace());
   } catch (...) {
-    if (mode == StageTwoMode::kQueued && outputs != nullptr && !vnpu::environment().synchronous_launch()) {
-      outputs->poison();
-    }
+    if (queued() && outputs != nullptr) outputs->poison();
     throw;
   }
 }

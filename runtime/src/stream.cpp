@@ -107,13 +107,13 @@ std::uint64_t Stream::enqueue_erased(TaskKind kind, const char* name, const Eras
   TaskInfo info{name, kind, correlation_id(), 0};
   if (synchronous_) {
     Task task;
-    task.emplace_erased(info, callable);
+    task.emplace(info, callable);
     return run_inline(task);
   }
   if (trace_hook() != nullptr) info.enqueue_ns = steady_now_ns();
   std::unique_lock<std::mutex> lock = lock_free_slot();
   const std::uint64_t seq = next_seq_;
-  ring_[seq % kCapacity].emplace_erased(info, callable);
+  ring_[seq % kCapacity].emplace(info, callable);
   publish(seq);
   return seq;
 }

@@ -79,21 +79,10 @@ class Stream {
 
   template <typename F>
   std::uint64_t enqueue(TaskKind kind, const char* name, F&& fn) {
-    check_not_forked();
-    TaskInfo info{name, kind, correlation_id(), 0};
-    if (synchronous_) {
-      // Stored in a stack Task rather than a std::function so that move-only
-      // callables work in both modes.
-      Task task;
-      task.emplace(info, std::forward<F>(fn));
-      return run_inline(task);
-    }
-    if (trace_hook() != nullptr) info.enqueue_ns = steady_now_ns();
-    std::unique_lock<std::mutex> lock = lock_free_slot();
-    const std::uint64_t seq = next_seq_;
-    ring_[seq % kCapacity].emplace(info, std::forward<F>(fn));
-    publish(seq);
-    return seq;
+    // Moved once more, into the slot, through the erased interface: one
+    // enqueue path for typed and erased callables.
+    std::decay_t<F> callable(std::forward<F>(fn));
+    return enqueue_erased(kind, name, erase(callable));
   }
 
   // enqueue() for a callable known only through `callable` (moved from).

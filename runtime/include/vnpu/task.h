@@ -51,28 +51,10 @@ class Task {
   Task& operator=(const Task&) = delete;
   ~Task() { reset(); }
 
-  // Stores `fn` (invoked later as fn()). `info.name` must outlive the task:
-  // it is a string literal or an interned op name, used in error messages.
-  template <typename F>
-  void emplace(const TaskInfo& info, F&& fn) {
-    using Fn = std::decay_t<F>;
-    reset();
-    info_ = info;
-    if constexpr (sizeof(Fn) <= kInlineBytes &&
-                  alignof(Fn) <= alignof(std::max_align_t)) {
-      new (storage_) Fn(std::forward<F>(fn));
-      run_ = [](void* p) { (*static_cast<Fn*>(p))(); };
-      destroy_ = [](void* p) { static_cast<Fn*>(p)->~Fn(); };
-    } else {
-      Fn* boxed = new Fn(std::forward<F>(fn));
-      new (storage_) Fn*(boxed);
-      run_ = [](void* p) { (**static_cast<Fn**>(p))(); };
-      destroy_ = [](void* p) { delete *static_cast<Fn**>(p); };
-    }
-  }
-
-  // Same as emplace, for a callable known only through `callable`.
-  void emplace_erased(const TaskInfo& info, const ErasedCallable& callable) {
+  // Moves the callable described by `callable` into the slot (invoked later
+  // as fn()). `info.name` must outlive the task: it is a string literal or an
+  // interned op name, used in error messages.
+  void emplace(const TaskInfo& info, const ErasedCallable& callable) {
     reset();
     info_ = info;
     if (callable.size <= kInlineBytes && callable.align <= alignof(std::max_align_t)) {
