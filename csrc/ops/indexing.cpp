@@ -6,6 +6,7 @@
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/embedding_dense_backward_cpu_dispatch.h>
+#include <ATen/ops/index_add_cpu_dispatch.h>
 #include <ATen/ops/index_select_cpu_dispatch.h>
 #include <torch/library.h>
 
@@ -58,8 +59,21 @@ at::Tensor npu_embedding_dense_backward(const at::Tensor& grad, const at::Tensor
   at::Tensor out = empty_npu({rows, grad.size(-1)}, {}, grad.options(), device);
   launch(device, "embedding_dense_backward", {out}, [grad_ = TensorRef(grad), indices_ = TensorRef(indices), rows, padding,
                                               scale_grad_by_freq, out_ = TensorRef(out)]() {
-    out_.view().copy_(at::cpu::embedding_dense_backward(grad_.view(), indices_.view(), rows, padding,
-                                                        scale_grad_by_freq));
+    at::Tensor out = out_.view();
+    if (scale_grad_by_freq || !at::isFloatingType(out.scalar_type()) || out.element_size() < 4) {
+      // ATen scales each term by its row's count, and accumulates half and
+      // bfloat16 in float: keep its kernel, and its rounding.
+      out.copy_(at::cpu::embedding_dense_backward(grad_.view(), indices_.view(), rows, padding, scale_grad_by_freq));
+      return;
+    }
+    // For float and double, ATen's CPU kernel adds grad[i] into row indices[i] in index order,
+    // skipping padding_idx: index_add_ into the zeroed output does the same
+    // sums in the same order, with no host temporary for the result.
+    const at::Tensor indices = indices_.view().reshape(-1);
+    const at::Tensor grad = grad_.view().reshape({indices.numel(), out.size(1)});
+    out.zero_();
+    at::cpu::index_add_out(out, out, 0, indices, grad, 1);
+    if (padding >= 0 && padding < rows) out.select(0, padding).zero_();
   });
   return out;
 }
