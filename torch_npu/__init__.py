@@ -33,5 +33,21 @@ npu_format_cast = torch.ops.npu.npu_format_cast
 npu_format_cast_ = torch.ops.npu.npu_format_cast_
 get_npu_format = torch.ops.npu.get_npu_format
 
-__all__ = ["npu", "get_soc_version", "npu_format_cast", "npu_format_cast_", "get_npu_format"]
+from torch_npu import op_plugin as _op_plugin  # noqa: E402  (defines the fused ops)
+
+globals().update(_op_plugin.exports())
+
+from torch_npu import _client_names  # noqa: E402
+from torch_npu import optim  # noqa: E402,F401
+
+_client_names.install()
+
+# torch_npu's dtype names, where torch has the dtype (hifloat8 has no torch counterpart).
+float8_e5m2 = torch.float8_e5m2
+float8_e4m3fn = torch.float8_e4m3fn
+float8_e8m0fnu = torch.float8_e8m0fnu
+float4_e2m1fn_x2 = torch.float4_e2m1fn_x2
+
+__all__ = ["npu", "get_soc_version", "npu_format_cast", "npu_format_cast_", "get_npu_format",
+           *_op_plugin.exports()]
 

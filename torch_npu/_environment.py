@@ -12,6 +12,9 @@ from torch_npu import _C
 # (name, default, meaning) of the variables that no C++ layer reads.
 _OTHER_LAYERS = (
     ("TORCH_DEVICE_BACKEND_AUTOLOAD", "1", "PyTorch's: 0 stops `import torch` from importing torch_npu"),
+    ("ASCEND_HOME_PATH", "torch_npu/_cann",
+     "CANN's install folder, read by DeepSpeed and others; if unset, torch_npu points it (and "
+     "`ASCEND_TOOLKIT_HOME`) at a folder holding CANN-like version files"),
     ("VNPU_SKIP_BUILD", "unset",
      "build-time only: `pip install` skips the CMake build (used by `scripts/setup.sh`, which builds first)"),
 )

@@ -24,7 +24,8 @@ from torch_npu.npu.options import (  # noqa: F401
     fallback_counts, get_option, is_jit_compile_false, is_support, set_compile_mode, set_option,
 )
 from torch_npu.npu import amp, utils  # noqa: F401
-from torch_npu.npu.backend_config import config, matmul  # noqa: F401
+from torch_npu.npu import config  # noqa: F401
+from torch_npu.npu.backend_config import matmul  # noqa: F401
 from torch_npu.npu.legacy_types import *  # noqa: F401,F403
 from torch_npu.npu.streams import ExternalStream, NPUGraph, graph  # noqa: F401
 from torch_npu.npu.sync_debug import get_sync_debug_mode, set_sync_debug_mode  # noqa: F401

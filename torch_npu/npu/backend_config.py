@@ -1,8 +1,6 @@
-"""torch.npu.config and torch.npu.matmul: switches real torch_npu exposes.
+"""torch.npu.matmul: a switch real torch_npu exposes (torch.npu.config is
+the module config.py).
 
-allow_internal_format: may ops keep results in private NPU layouts
-(NC1HWC0, FRACTAL_NZ)? The virtual NPU always computes in ND layout; the flag
-is kept so code that sets or reads it behaves the same.
 allow_hf32: may matmul/conv use HF32 (a reduced-precision float32)? The
 virtual NPU computes in float32 either way; the flag is kept likewise.
 """
@@ -28,13 +26,8 @@ class _BoolFlags:
         self._values[name] = value
 
 
-class _Config(_BoolFlags):
-    _defaults = {"allow_internal_format": False}
-
-
 class _Matmul(_BoolFlags):
     _defaults = {"allow_hf32": False}
 
 
-config = _Config()
 matmul = _Matmul()

@@ -1,0 +1,36 @@
+"""Names that client libraries look up on torch, torch.npu and torch_npu.
+
+accelerate's ``accelerate env`` reads ``torch.version.cann``; DeepSpeed's NPU
+accelerator reads ``os.environ["ASCEND_HOME_PATH"]`` and looks there for an
+``ascend_*_install.info`` with the CANN version; DeepSpeed's activation
+checkpointing calls ``torch.npu._lazy_call``; trl's activation offloading
+calls ``torch_npu._C._storage_Use_Count``. Real torch_npu has each because
+CANN is installed next to it; vNPU ships a folder with CANN-like version
+files only (``torch_npu/_cann``) and points the variables at it when the user
+has not set them.
+"""
+
+import os
+
+import torch
+
+_CANN_FOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_cann")
+
+
+def _lazy_call(callable, **kwargs):
+    """torch.cuda._lazy_call's contract: run now if the device is initialised,
+    else when it is. The virtual NPU initialises on first use, so a deferred
+    call would run at the next device use; running it now is equivalent, and
+    initialising here is cheap."""
+    callable()
+
+
+def install():
+    from torch_npu import _C
+    from torch_npu.npu.utils import get_cann_version
+
+    torch.version.cann = get_cann_version()
+    for name in ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME"):
+        os.environ.setdefault(name, _CANN_FOLDER)
+    torch.npu._lazy_call = _lazy_call
+    _C._storage_Use_Count = torch._C._storage_Use_Count

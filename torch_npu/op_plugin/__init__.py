@@ -1,0 +1,39 @@
+"""torch_npu's fused operators (``torch.ops.npu.*``), re-exported by torch_npu.
+
+One module per family; importing each defines its operators. See
+docs/fused_ops.md for what each computes and where vNPU differs from the
+Ascend kernels.
+"""
+
+import torch
+
+from torch_npu.op_plugin import activation, attention, moe, norm, optimizer, rotary  # noqa: F401
+from torch_npu.op_plugin._library import EXPORTED
+
+
+def npu_grouped_matmul(x, weight, *, bias=None, group_list=None, split_item=0, group_type=None, group_list_type=0,
+                       act_type=0, output_dtype=None, **quantised):
+    """torch_npu.npu_grouped_matmul: group_list may be a list of ints or a tensor."""
+    if group_list is not None and not isinstance(group_list, torch.Tensor):
+        group_list = torch.tensor(list(group_list), dtype=torch.int64)
+    return torch.ops.npu.npu_grouped_matmul(x, weight, bias=bias, group_list=group_list, split_item=split_item,
+                                            group_type=group_type, group_list_type=group_list_type,
+                                            act_type=act_type, output_dtype=output_dtype, **quantised)
+
+
+def npu_apply_adam_w(beta1_power, beta2_power, lr, weight_decay, beta1, beta2, eps, grad, max_grad_norm, amsgrad,
+                     maximize, *, out):
+    """torch_npu.npu_apply_adam_w(..., out=(var, m, v)): updates the three in place."""
+    if not (isinstance(out, (tuple, list)) and len(out) == 3):
+        raise TypeError("npu_apply_adam_w: out should be a tuple (var, m, v) of three tensors.")
+    var, m, v = out
+    return torch.ops.npu.npu_apply_adam_w.out(beta1_power, beta2_power, lr, weight_decay, beta1, beta2, eps, grad,
+                                              max_grad_norm, amsgrad, maximize, var=var, m=m, v=v)
+
+
+def exports():
+    """{name: callable} of every fused op torch_npu re-exports."""
+    names = {name: getattr(torch.ops.npu, name) for name in EXPORTED}
+    names["npu_grouped_matmul"] = npu_grouped_matmul
+    names["npu_apply_adam_w"] = npu_apply_adam_w
+    return names

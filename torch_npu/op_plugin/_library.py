@@ -1,0 +1,41 @@
+"""The ``torch.ops.npu`` library of fused operators, and how each is defined.
+
+Real torch_npu implements these with Ascend kernels (Ascend/op-plugin). Here
+each is a composition of ATen operators, registered as
+CompositeImplicitAutograd: the same definition then serves every device
+(libraries call some of them on CPU tensors), autograd differentiates through
+the ATen operators, and FakeTensor / torch.compile trace them without a
+separate meta kernel. On npu every ATen operator inside runs asynchronously on
+the stream, so a fused op is a short chain of queued kernels; the costly ones
+(attention) are built on ATen's fused CPU kernels, not on materialised
+intermediates. See docs/fused_ops.md.
+"""
+
+import torch
+
+# torch.ops.npu is created by the C++ adaptor (npu_format_cast); add to it.
+_LIB = torch.library.Library("npu", "FRAGMENT")
+
+# Every operator defined here, in definition order: torch_npu re-exports them.
+EXPORTED = []
+
+
+def define(schema, fn, *, export=True):
+    """Defines ``npu::<schema>`` with ``fn`` as its implementation on every device."""
+    name = schema.split("(", 1)[0]  # "name" or "name.overload"
+    _LIB.define(schema)
+    _LIB.impl(name, fn, "CompositeImplicitAutograd")
+    if export:
+        EXPORTED.append(name)
+    return fn
+
+
+def op(name):
+    """The registered operator ``torch.ops.npu.<name>``."""
+    return getattr(torch.ops.npu, name)
+
+
+def check(cond, message):
+    """Raises the RuntimeError torch_npu's argument checks raise."""
+    if not cond:
+        raise RuntimeError(message)

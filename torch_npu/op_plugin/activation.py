@@ -1,0 +1,67 @@
+"""Activations and layout helpers: npu_swiglu (+ backward), npu_geglu,
+npu_fast_gelu, npu_gelu, npu_silu, npu_confusion_transpose."""
+
+import torch
+import torch.nn.functional as F
+
+from torch_npu.op_plugin._library import check, define
+
+
+def _halves(fn, x, dim):
+    check(-x.dim() <= dim < x.dim(), f"{fn}: dim {dim} is out of range for a {x.dim()}-dimensional input.")
+    check(x.shape[dim] % 2 == 0, f"{fn}: the size of dimension {dim} ({x.shape[dim]}) should be even.")
+    return x.chunk(2, dim=dim)
+
+
+def npu_swiglu(x, dim=-1):
+    """silu(a) * b, with a and b the two halves of x along dim."""
+    a, b = _halves("npu_swiglu", x, dim)
+    return F.silu(a) * b
+
+
+def npu_swiglu_backward(grad_output, x, dim=-1):
+    a, b = _halves("npu_swiglu_backward", x, dim)
+    sig = torch.sigmoid(a)
+    da = grad_output * b * sig * (1 + a * (1 - sig))
+    return torch.cat((da, grad_output * a * sig), dim=dim)
+
+
+def npu_geglu(x, dim=-1, approximate=1, activate_left=False):
+    """(y, gelu): the activated half is the right one unless activate_left;
+    approximate 1 is gelu's tanh form, 0 the exact one."""
+    check(approximate in (0, 1), f"npu_geglu: approximate should be 0 (none) or 1 (tanh), but got {approximate}.")
+    left, right = _halves("npu_geglu", x, dim)
+    gate, value = (left, right) if activate_left else (right, left)
+    gelu = F.gelu(gate, approximate="tanh" if approximate == 1 else "none")
+    return value * gelu, gelu
+
+
+def npu_fast_gelu(x):
+    """x / (1 + exp(-1.702 |x|)) * exp(0.851 (x - |x|)), the Ascend FastGelu."""
+    ax = x.abs()
+    return x / (1 + torch.exp(-1.702 * ax)) * torch.exp(0.851 * (x - ax))
+
+
+def npu_gelu(x, approximate="none"):
+    check(approximate in ("none", "tanh"), f"npu_gelu: approximate should be 'none' or 'tanh', got '{approximate}'.")
+    return F.gelu(x, approximate=approximate)
+
+
+def npu_confusion_transpose(x, perm, shape, transpose_first):
+    """permute then reshape (transpose_first), or reshape then permute."""
+    check(len(perm) == (x.dim() if transpose_first else len(shape)),
+          f"npu_confusion_transpose: perm {list(perm)} does not match the tensor it permutes.")
+    if transpose_first:
+        return x.permute(perm).reshape(shape)
+    return x.reshape(shape).permute(perm).contiguous()
+
+
+define("npu_swiglu(Tensor self, int dim=-1) -> Tensor", npu_swiglu)
+define("npu_swiglu_backward(Tensor grad_output, Tensor self, int dim=-1) -> Tensor", npu_swiglu_backward)
+define("npu_geglu(Tensor self, int dim=-1, int approximate=1, bool activate_left=False) -> (Tensor, Tensor)",
+       npu_geglu)
+define("npu_fast_gelu(Tensor self) -> Tensor", npu_fast_gelu)
+define("npu_gelu(Tensor self, *, str approximate=\"none\") -> Tensor", npu_gelu)
+define("npu_silu(Tensor self) -> Tensor", F.silu)
+define("npu_confusion_transpose(Tensor self, int[] perm, int[] shape, bool transpose_first) -> Tensor",
+       npu_confusion_transpose)

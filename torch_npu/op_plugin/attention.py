@@ -1,0 +1,493 @@
+"""Fused attention: npu_fusion_attention (training) and its grad, the
+inference attentions (prompt / incremental / fused-infer), and the masked
+softmax family.
+
+npu_fusion_attention's semantics, as torch_npu documents them:
+``out = Dropout(Softmax(Mask(scale * (pse + q @ k^T), atten_mask)), keep_prob) @ v``
+with True in ``atten_mask`` meaning *masked out*. Without dropout it runs on
+ATen's flash-attention CPU kernel (``_scaled_dot_product_flash_attention_for_cpu``):
+memory O(S) per row block, causal modes without any mask tensor, and
+autograd through that kernel's own backward. A mask that cannot be expressed
+as ``is_causal`` (sparse_mode 3 with Sq != Skv, 4, explicit masks) becomes one
+additive Sq x Skv tensor shared by all batches and heads. Dropout uses the
+reference formula with a mask drawn from a generator seeded with the returned
+``seed``, so npu_fusion_attention_grad can redraw it.
+
+softmax_max / softmax_sum: the real kernel returns the row maximum and the sum
+of exponentials (fp32, the last dimension repeated 8 times). Here softmax_max
+holds the row's log-sum-exp and softmax_sum ones: ``max + log(sum)`` is the
+same, which is all that block-merging code (ring attention) and the grad
+need, but the two are not separately the kernel's values.
+"""
+
+import torch
+
+from torch_npu.op_plugin._library import check, define
+
+_LAYOUTS = ("BSH", "SBH", "BSND", "BNSD", "TND")
+_MAX_TOKENS = 2147483647
+_STAT_REPEAT = 8  # the real kernel's softmax_max/sum repeat each value 8 times
+
+
+# --- layouts -------------------------------------------------------------------
+
+def _check_layout(name, layout):
+    check(layout in _LAYOUTS, f"{name}: input_layout should be one of {list(_LAYOUTS)}, but got '{layout}'.")
+
+
+def _to_bnsd(x, layout, head_dim, arg, fn):
+    """x in `layout` as a (B, N, S, D) view; head_dim splits BSH/SBH."""
+    want = {"BSH": 3, "SBH": 3, "BSND": 4, "BNSD": 4}[layout]
+    check(x.dim() == want, f"{fn}: {arg} should be {want}-dimensional for input_layout '{layout}', "
+          f"but got shape {list(x.shape)}.")
+    if layout in ("BSH", "SBH"):
+        hidden = x.shape[2]
+        check(hidden % head_dim == 0, f"{fn}: the hidden size {hidden} of {arg} is not a multiple of the head "
+              f"dimension {head_dim} (query's hidden size / head_num).")
+        if layout == "BSH":
+            return x.view(x.shape[0], x.shape[1], hidden // head_dim, head_dim).transpose(1, 2)
+        return x.view(x.shape[0], x.shape[1], hidden // head_dim, head_dim).permute(1, 2, 0, 3)
+    if layout == "BSND":
+        return x.transpose(1, 2)
+    return x
+
+
+def _from_bnsd(x, layout):
+    b, n, s, d = x.shape
+    if layout == "BSH":
+        return x.transpose(1, 2).reshape(b, s, n * d)
+    if layout == "SBH":
+        return x.permute(2, 0, 1, 3).reshape(s, b, n * d)
+    if layout == "BSND":
+        return x.transpose(1, 2).contiguous()
+    return x.contiguous()
+
+
+def _head_dim(query, layout, head_num, fn):
+    check(isinstance(head_num, int) and head_num > 0, f"{fn}: head_num should be a positive int, but got {head_num}.")
+    if layout in ("BSH", "SBH"):
+        check(query.dim() == 3 and query.shape[2] % head_num == 0,
+              f"{fn}: query's hidden size {list(query.shape)[-1:]} is not divisible by head_num {head_num}.")
+        return query.shape[2] // head_num
+    heads = {"BSND": 2, "BNSD": 1, "TND": 1}[layout]
+    check(query.dim() == (3 if layout == "TND" else 4), f"{fn}: query should be "
+          f"{3 if layout == 'TND' else 4}-dimensional for input_layout '{layout}', but got shape {list(query.shape)}.")
+    check(query.shape[heads] == head_num, f"{fn}: head_num {head_num} does not match query's head count "
+          f"{query.shape[heads]} in input_layout '{layout}'.")
+    return query.shape[-1]
+
+
+def _check_inputs(fn, query, key, value):
+    for name, t in (("key", key), ("value", value)):
+        check(t.dtype == query.dtype, f"{fn}: {name} dtype {t.dtype} should be the same as query dtype {query.dtype}.")
+        check(t.device == query.device, f"{fn}: {name} is on {t.device} but query is on {query.device}; "
+              "Expected all tensors to be on the same device.")
+    check(query.dtype in (torch.float16, torch.bfloat16, torch.float32),
+          f"{fn}: query dtype should be float16, bfloat16 or float32, but got {query.dtype}.")
+
+
+def _expand_kv(k, v, heads, fn):
+    """GQA/MQA: repeat each key/value head for its group of query heads."""
+    kv_heads = k.shape[1]
+    check(v.shape[1] == kv_heads, f"{fn}: key has {kv_heads} heads but value has {v.shape[1]}.")
+    check(kv_heads > 0 and heads % kv_heads == 0,
+          f"{fn}: the query head count {heads} should be a multiple of the key/value head count {kv_heads}.")
+    if kv_heads == heads:
+        return k, v
+    group = heads // kv_heads
+    return k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+
+
+# --- masks ---------------------------------------------------------------------
+
+def _band_masked(sq, skv, device, shift, pre, nxt):
+    """True where key j lies outside [i + shift - pre, i + shift + nxt]."""
+    i = torch.arange(sq, device=device).unsqueeze(1)
+    j = torch.arange(skv, device=device).unsqueeze(0)
+    rel = j - i - shift
+    return (rel > nxt) | (rel < -pre)
+
+
+def _user_mask(atten_mask, b, n, sq, skv, fn):
+    check(atten_mask.dtype in (torch.bool, torch.uint8),
+          f"{fn}: atten_mask should be bool or uint8 (True/1 = masked out), but got {atten_mask.dtype}.")
+    shape = list(atten_mask.shape)
+    ok = atten_mask.dim() in (2, 4) and shape[-2:] == [sq, skv]
+    if ok and atten_mask.dim() == 4:
+        ok = shape[0] in (1, b) and shape[1] in (1, n)
+    check(ok, f"{fn}: atten_mask of shape {shape} does not match the attention shape [B, N, Sq, Skv] = "
+          f"[{b}, {n}, {sq}, {skv}]; it should be BNSS, B1SS, 11SS or SS.")
+    return atten_mask.bool()
+
+
+def _masked(atten_mask, sparse_mode, pre, nxt, b, n, sq, skv, device, fn):
+    """(boolean mask or None, is_causal) for one attention of these sizes."""
+    if sparse_mode == 0:
+        masked = _user_mask(atten_mask, b, n, sq, skv, fn) if atten_mask is not None else None
+        if pre < sq + skv or nxt < sq + skv:  # a band narrower than the whole matrix
+            band = _band_masked(sq, skv, device, 0, pre, nxt)
+            masked = band if masked is None else masked | band
+        return masked, False
+    if sparse_mode == 1:
+        check(atten_mask is not None, f"{fn}: sparse_mode 1 (allMask) needs atten_mask.")
+        return _user_mask(atten_mask, b, n, sq, skv, fn), False
+    # Modes 2-4 take the compressed triu(ones(2048, 2048), 1) mask and build the pattern.
+    check(atten_mask is None or list(atten_mask.shape) == [2048, 2048],
+          f"{fn}: sparse_mode {sparse_mode} expects the compressed atten_mask of shape [2048, 2048] "
+          f"(torch.triu(torch.ones(2048, 2048), diagonal=1).bool()), but got {list(atten_mask.shape)}.")
+    if sparse_mode == 2:  # leftUpCausal
+        return None, True
+    shift = skv - sq
+    if sparse_mode == 3:  # rightDownCausal
+        if shift == 0:
+            return None, True
+        return _band_masked(sq, skv, device, shift, _MAX_TOKENS, 0), False
+    return _band_masked(sq, skv, device, shift, pre, nxt), False  # 4: band, right-down aligned
+
+
+def _additive(masked, pse, scale, dtype):
+    """Mask and pse as one additive term of the softmax input (None if neither)."""
+    bias = None
+    if pse is not None:
+        bias = (pse * scale).to(dtype)
+    if masked is not None:
+        neg = torch.zeros(masked.shape, dtype=dtype, device=masked.device).masked_fill_(masked, float("-inf"))
+        bias = neg if bias is None else bias + neg
+    return bias
+
+
+# --- the computation -----------------------------------------------------------
+
+def _attend(q, k, v, bias, is_causal, scale, keep_prob, seed):
+    """(out, lse) of one BNSD attention."""
+    if keep_prob >= 1.0:
+        if bias is not None and bias.dim() == 2:
+            bias = bias.unsqueeze(0).unsqueeze(0)
+        return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            q, k, v, 0.0, is_causal, attn_mask=bias, scale=scale)
+    # Dropout: the reference formula, with a mask redrawn from `seed`.
+    scores = torch.matmul(q.float(), k.float().transpose(-1, -2)) * scale
+    if bias is not None:
+        scores = scores + bias.float()
+    if is_causal:
+        causal = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).triu_(1)
+        scores = scores.masked_fill(causal, float("-inf"))
+    lse = torch.logsumexp(scores, dim=-1)
+    probs = torch.exp(scores - lse.unsqueeze(-1))
+    gen = torch.Generator(device=q.device)
+    gen.manual_seed(seed)
+    keep = torch.rand(probs.shape, generator=gen, device=q.device) < keep_prob
+    probs = probs * keep / keep_prob
+    return torch.matmul(probs.to(v.dtype), v), lse
+
+
+def _stats(lse, layout):
+    """softmax_max / softmax_sum from the log-sum-exp (see the module docstring)."""
+    if layout == "TND":  # lse is (N, T): the real kernel's (T, N, 8)
+        lse = lse.transpose(0, 1)
+    lse = lse.float().unsqueeze(-1).expand(*lse.shape, _STAT_REPEAT).contiguous()
+    return lse, torch.ones_like(lse)
+
+
+def _cumulative(lengths, total, arg, fn):
+    check(lengths is not None, f"{fn}: input_layout 'TND' needs {arg} (cumulative sequence lengths).")
+    lengths = [int(x) for x in lengths]
+    check(all(b > a for a, b in zip([0] + lengths, lengths)) and lengths and lengths[-1] == total,
+          f"{fn}: {arg} should be increasing cumulative lengths ending at the token count {total}, "
+          f"but got {lengths}.")
+    return lengths
+
+
+def _fusion_attention(query, key, value, head_num, input_layout, pse, padding_mask, atten_mask, scale, keep_prob,
+                      pre_tockens, next_tockens, prefix, actual_seq_qlen, actual_seq_kvlen, sparse_mode, seed,
+                      fn="npu_fusion_attention"):
+    """(out in input_layout, lse) -- lse as (B, N, Sq), or (N, T) for TND."""
+    _check_layout(fn, input_layout)
+    _check_inputs(fn, query, key, value)
+    check(padding_mask is None, f"{fn}: padding_mask is reserved and not supported; pass None.")
+    check(0.0 < keep_prob <= 1.0, f"{fn}: keep_prob should be in (0, 1], but got {keep_prob}.")
+    check(sparse_mode in (0, 1, 2, 3, 4), f"{fn}: sparse_mode {sparse_mode} is not supported by vNPU "
+          "(supported: 0 default, 1 allMask, 2 leftUpCausal, 3 rightDownCausal, 4 band).")
+    check(prefix is None or sparse_mode in (5, 6), f"{fn}: prefix is only used with sparse_mode 5 or 6.")
+    head_dim = _head_dim(query, input_layout, head_num, fn)
+
+    if input_layout == "TND":
+        check(key.dim() == 3 and value.dim() == 3, f"{fn}: key and value should be 3-dimensional (T, N, D) "
+              f"for input_layout 'TND', but got {list(key.shape)} and {list(value.shape)}.")
+        check(pse is None, f"{fn}: pse is not supported with input_layout 'TND' by vNPU.")
+        check(atten_mask is None or sparse_mode != 0 or atten_mask.dim() == 2,
+              f"{fn}: with input_layout 'TND' atten_mask should be the compressed [2048, 2048] mask.")
+        qlen = _cumulative(actual_seq_qlen, query.shape[0], "actual_seq_qlen", fn)
+        kvlen = _cumulative(actual_seq_kvlen, key.shape[0], "actual_seq_kvlen", fn)
+        check(len(qlen) == len(kvlen), f"{fn}: actual_seq_qlen has {len(qlen)} sequences but "
+              f"actual_seq_kvlen has {len(kvlen)}.")
+        outs, lses = [], []
+        for (q0, q1), (k0, k1) in zip(zip([0] + qlen, qlen), zip([0] + kvlen, kvlen)):
+            q = query[q0:q1].transpose(0, 1).unsqueeze(0)
+            k, v = (t[k0:k1].transpose(0, 1).unsqueeze(0) for t in (key, value))
+            k, v = _expand_kv(k, v, head_num, fn)
+            mask = atten_mask if sparse_mode != 0 else None
+            masked, causal = _masked(mask, sparse_mode, pre_tockens, next_tockens, 1, head_num, q1 - q0, k1 - k0,
+                                     query.device, fn)
+            out, lse = _attend(q, k, v, _additive(masked, None, scale, query.dtype), causal, scale, keep_prob,
+                               seed + len(outs))
+            outs.append(out[0].transpose(0, 1))
+            lses.append(lse[0])
+        return torch.cat(outs, 0), torch.cat(lses, 1)
+
+    q = _to_bnsd(query, input_layout, head_dim, "query", fn)
+    k = _to_bnsd(key, input_layout, head_dim, "key", fn)
+    v = _to_bnsd(value, input_layout, head_dim, "value", fn)
+    check(k.shape[0] == q.shape[0] and v.shape[0] == q.shape[0] and k.shape[2] == v.shape[2],
+          f"{fn}: query {list(query.shape)}, key {list(key.shape)} and value {list(value.shape)} do not "
+          f"agree on the batch size and key/value sequence length for input_layout '{input_layout}'.")
+    check(k.shape[3] == head_dim, f"{fn}: key's head dimension {k.shape[3]} differs from query's {head_dim}.")
+    k, v = _expand_kv(k, v, q.shape[1], fn)
+    b, n, sq, skv = q.shape[0], q.shape[1], q.shape[2], k.shape[2]
+    if pse is not None:
+        check(pse.dim() in (2, 4) and list(pse.shape[-2:]) == [sq, skv],
+              f"{fn}: pse of shape {list(pse.shape)} does not broadcast to [B, N, Sq, Skv] = [{b}, {n}, {sq}, {skv}].")
+    masked, causal = _masked(atten_mask, sparse_mode, pre_tockens, next_tockens, b, n, sq, skv, query.device, fn)
+    if causal and pse is not None:  # pse needs the mask as a tensor
+        masked, causal = _band_masked(sq, skv, query.device, 0, _MAX_TOKENS, 0), False
+    out, lse = _attend(q, k, v, _additive(masked, pse, scale, query.dtype), causal, scale, keep_prob, seed)
+    return _from_bnsd(out, input_layout), lse
+
+
+def _draw_seed(device, keep_prob):
+    if keep_prob >= 1.0:
+        return 0
+    return int(torch.randint(0, 2**31 - 1, (1,), device=device).item())
+
+
+def npu_fusion_attention(query, key, value, head_num, input_layout, pse=None, padding_mask=None, atten_mask=None,
+                         scale=1.0, keep_prob=1.0, pre_tockens=_MAX_TOKENS, next_tockens=_MAX_TOKENS,
+                         inner_precise=0, prefix=None, actual_seq_qlen=None, actual_seq_kvlen=None, sparse_mode=0,
+                         gen_mask_parallel=True, sync=False):
+    seed = _draw_seed(query.device, keep_prob)
+    out, lse = _fusion_attention(query, key, value, head_num, input_layout, pse, padding_mask, atten_mask, scale,
+                                 keep_prob, pre_tockens, next_tockens, prefix, actual_seq_qlen, actual_seq_kvlen,
+                                 sparse_mode, seed)
+    softmax_max, softmax_sum = _stats(lse, input_layout)
+    softmax_out = query.new_empty((0,))
+    numels = _dropout_numels(key, input_layout, head_num, lse, actual_seq_qlen, actual_seq_kvlen) \
+        if keep_prob < 1.0 else 0
+    return out, softmax_max, softmax_sum, softmax_out, seed, 0, numels
+
+
+def _dropout_numels(key, layout, head_num, lse, qlen, kvlen):
+    """How many dropout-mask elements the attention drew (B * N * Sq * Skv, summed over TND's sequences)."""
+    if layout == "TND":
+        q_sizes = [b - a for a, b in zip([0] + list(qlen), qlen)]
+        kv_sizes = [b - a for a, b in zip([0] + list(kvlen), kvlen)]
+        return head_num * sum(q * k for q, k in zip(q_sizes, kv_sizes))
+    return lse.numel() * key.shape[{"BSH": 1, "SBH": 0, "BSND": 1, "BNSD": 2}[layout]]
+
+
+def npu_fusion_attention_grad(query, key, value, dy, head_num, input_layout, pse=None, padding_mask=None,
+                              atten_mask=None, softmax_max=None, softmax_sum=None, softmax_in=None,
+                              attention_in=None, scale_value=1.0, keep_prob=1.0, pre_tockens=_MAX_TOKENS,
+                              next_tockens=_MAX_TOKENS, inner_precise=0, seed=0, offset=0, numels=0, prefix=None,
+                              actual_seq_qlen=None, actual_seq_kvlen=None, sparse_mode=0, gen_mask_parallel=True,
+                              sync=False):
+    """(dq, dk, dv, dpse): recomputes the forward (the dropout mask from `seed`) and differentiates it."""
+    fn = "npu_fusion_attention_grad"
+    check(dy.shape == query.shape, f"{fn}: dy of shape {list(dy.shape)} should have query's shape {list(query.shape)}.")
+    with torch.enable_grad():
+        inputs = [t.detach().requires_grad_() for t in (query, key, value)]
+        pse_in = pse.detach().requires_grad_() if pse is not None else None
+        out, _ = _fusion_attention(*inputs, head_num, input_layout, pse_in, padding_mask, atten_mask, scale_value,
+                                   keep_prob, pre_tockens, next_tockens, prefix, actual_seq_qlen, actual_seq_kvlen,
+                                   sparse_mode, seed, fn=fn)
+        wrt = inputs + ([pse_in] if pse_in is not None else [])
+        grads = torch.autograd.grad(out, wrt, dy, allow_unused=True)
+    dq, dk, dv = (g if g is not None else torch.zeros_like(t) for g, t in zip(grads[:3], (query, key, value)))
+    dpse = grads[3] if pse is not None and grads[3] is not None else query.new_empty((0,))
+    return dq, dk, dv, dpse
+
+
+define("npu_fusion_attention(Tensor query, Tensor key, Tensor value, int head_num, str input_layout, "
+       "Tensor? pse=None, Tensor? padding_mask=None, Tensor? atten_mask=None, float scale=1., float keep_prob=1., "
+       "int pre_tockens=2147483647, int next_tockens=2147483647, int inner_precise=0, int[]? prefix=None, "
+       "int[]? actual_seq_qlen=None, int[]? actual_seq_kvlen=None, int sparse_mode=0, bool gen_mask_parallel=True, "
+       "bool sync=False) -> (Tensor, Tensor, Tensor, Tensor, int, int, int)", npu_fusion_attention)
+define("npu_fusion_attention_grad(Tensor query, Tensor key, Tensor value, Tensor dy, int head_num, "
+       "str input_layout, *, Tensor? pse=None, Tensor? padding_mask=None, Tensor? atten_mask=None, "
+       "Tensor? softmax_max=None, Tensor? softmax_sum=None, Tensor? softmax_in=None, Tensor? attention_in=None, "
+       "float scale_value=1., float keep_prob=1., int pre_tockens=2147483647, int next_tockens=2147483647, "
+       "int inner_precise=0, int seed=0, int offset=0, int numels=0, int[]? prefix=None, "
+       "int[]? actual_seq_qlen=None, int[]? actual_seq_kvlen=None, int sparse_mode=0, "
+       "bool gen_mask_parallel=True, bool sync=False) -> (Tensor, Tensor, Tensor, Tensor)",
+       npu_fusion_attention_grad)
+
+
+# --- inference attention -------------------------------------------------------
+
+def _infer_attention(fn, query, key, value, num_heads, scale, input_layout, num_key_value_heads, atten_mask,
+                     sparse_mode, pre_tokens, next_tokens, actual_seq_lengths=None, actual_seq_lengths_kv=None):
+    """Inference attention without dropout: (out in input_layout, lse BNS)."""
+    check(input_layout in ("BSH", "BSND", "BNSD"), f"{fn}: input_layout should be one of ['BSH', 'BSND', 'BNSD'], "
+          f"but got '{input_layout}'.")
+    _check_inputs(fn, query, key, value)
+    head_dim = _head_dim(query, input_layout, num_heads, fn)
+    q = _to_bnsd(query, input_layout, head_dim, "query", fn)
+    k = _to_bnsd(key, input_layout, head_dim, "key", fn)
+    v = _to_bnsd(value, input_layout, head_dim, "value", fn)
+    if num_key_value_heads:
+        check(k.shape[1] == num_key_value_heads, f"{fn}: num_key_value_heads {num_key_value_heads} does not match "
+              f"key's head count {k.shape[1]}.")
+    k, v = _expand_kv(k, v, q.shape[1], fn)
+    b, n, sq, skv = q.shape[0], q.shape[1], q.shape[2], k.shape[2]
+    masked = None
+    if atten_mask is not None:
+        mask = atten_mask
+        if mask.dim() == 3:  # (B, Sq, Skv)
+            mask = mask.unsqueeze(1)
+        masked = _user_mask(mask, b, n, sq, skv, fn) if sparse_mode == 0 else None
+    if sparse_mode == 0 and (pre_tokens < sq + skv or next_tokens < sq + skv):
+        band = _band_masked(sq, skv, query.device, 0, pre_tokens, next_tokens)
+        masked = band if masked is None else masked | band
+    elif sparse_mode in (2, 3, 4):
+        masked, causal = _masked(None, sparse_mode, pre_tokens, next_tokens, b, n, sq, skv, query.device, fn)
+        if causal:
+            masked = _band_masked(sq, skv, query.device, 0, _MAX_TOKENS, 0)
+    lengths = actual_seq_lengths_kv
+    if lengths is not None:  # per-batch valid key lengths: mask the rest
+        check(len(lengths) in (1, b), f"{fn}: actual_seq_lengths_kv should have 1 or {b} entries, got {len(lengths)}.")
+        valid = torch.tensor([int(x) for x in lengths], device=query.device).view(-1, 1, 1, 1)
+        beyond = torch.arange(skv, device=query.device).view(1, 1, 1, skv) >= valid
+        masked = beyond if masked is None else masked | beyond
+    out, lse = _attend(q, k, v, _additive(masked, None, scale, query.dtype), False, scale, 1.0, 0)
+    return _from_bnsd(out, input_layout), lse
+
+
+def npu_prompt_flash_attention(query, key, value, padding_mask=None, atten_mask=None, pse_shift=None,
+                               actual_seq_lengths=None, deq_scale1=None, quant_scale1=None, deq_scale2=None,
+                               quant_scale2=None, quant_offset2=None, num_heads=1, scale_value=1.0,
+                               pre_tokens=2147473647, next_tokens=0, input_layout="BSH", num_key_value_heads=0,
+                               actual_seq_lengths_kv=None, sparse_mode=0):
+    fn = "npu_prompt_flash_attention"
+    check(all(t is None for t in (deq_scale1, quant_scale1, deq_scale2, quant_scale2, quant_offset2)),
+          f"{fn}: quantised attention (deq_scale*/quant_*) is not supported by vNPU.")
+    check(pse_shift is None, f"{fn}: pse_shift is not supported by vNPU.")
+    return _infer_attention(fn, query, key, value, num_heads, scale_value, input_layout, num_key_value_heads,
+                            atten_mask, sparse_mode, pre_tokens, next_tokens, actual_seq_lengths,
+                            actual_seq_lengths_kv)[0]
+
+
+def _paged(key, value, block_table, block_size, batch, fn):
+    """Gathers paged K/V caches ((blocks, block_size, H) + block_table (B, max_blocks)) into BSH."""
+    check(block_size > 0, f"{fn}: block_size should be positive with block_table, but got {block_size}.")
+    check(block_table.dim() == 2 and block_table.shape[0] == batch,
+          f"{fn}: block_table should be (B, max_blocks) with B = {batch}, but got {list(block_table.shape)}.")
+    idx = block_table.long().clamp_min(0)
+    k = key.reshape(key.shape[0], block_size, -1)[idx].reshape(batch, -1, key.shape[-1] if key.dim() == 3 else
+                                                                 key.shape[-1] * key.shape[-2])
+    v = value.reshape(value.shape[0], block_size, -1)[idx].reshape(batch, k.shape[1], -1)
+    return k, v
+
+
+def npu_incre_flash_attention(query, key, value, padding_mask=None, pse_shift=None, atten_mask=None,
+                              actual_seq_lengths=None, antiquant_scale=None, antiquant_offset=None,
+                              block_table=None, dequant_scale1=None, quant_scale1=None, dequant_scale2=None,
+                              quant_scale2=None, quant_offset2=None, kv_padding_size=None, num_heads=1,
+                              scale_value=1.0, input_layout="BSH", num_key_value_heads=0, block_size=0,
+                              inner_precise=1):
+    fn = "npu_incre_flash_attention"
+    check(all(t is None for t in (antiquant_scale, antiquant_offset, dequant_scale1, quant_scale1, dequant_scale2,
+                                  quant_scale2, quant_offset2)),
+          f"{fn}: quantised attention is not supported by vNPU.")
+    check(pse_shift is None and kv_padding_size is None, f"{fn}: pse_shift and kv_padding_size are not supported "
+          "by vNPU.")
+    layout = input_layout
+    if block_table is not None:
+        check(layout == "BSH", f"{fn}: block_table (paged attention) needs input_layout 'BSH', got '{layout}'.")
+        key, value = _paged(key, value, block_table, block_size, query.shape[0], fn)
+    return _infer_attention(fn, query, key, value, num_heads, scale_value, layout, num_key_value_heads,
+                            atten_mask, 0, _MAX_TOKENS, _MAX_TOKENS, None, actual_seq_lengths)[0]
+
+
+def npu_fused_infer_attention_score(query, key, value, pse_shift=None, atten_mask=None, actual_seq_lengths=None,
+                                    actual_seq_lengths_kv=None, dequant_scale1=None, quant_scale1=None,
+                                    dequant_scale2=None, quant_scale2=None, quant_offset2=None,
+                                    antiquant_scale=None, antiquant_offset=None, block_table=None,
+                                    query_padding_size=None, kv_padding_size=None, num_heads=1, scale=1.0,
+                                    pre_tokens=2147483647, next_tokens=2147483647, input_layout="BSH",
+                                    num_key_value_heads=0, sparse_mode=0, inner_precise=0, block_size=0,
+                                    antiquant_mode=0, softmax_lse_flag=False):
+    fn = "npu_fused_infer_attention_score"
+    check(all(t is None for t in (dequant_scale1, quant_scale1, dequant_scale2, quant_scale2, quant_offset2,
+                                  antiquant_scale, antiquant_offset)),
+          f"{fn}: quantised attention is not supported by vNPU.")
+    check(pse_shift is None and query_padding_size is None and kv_padding_size is None,
+          f"{fn}: pse_shift and padding sizes are not supported by vNPU.")
+    if block_table is not None:
+        check(input_layout == "BSH", f"{fn}: block_table needs input_layout 'BSH', got '{input_layout}'.")
+        key, value = _paged(key, value, block_table, block_size, query.shape[0], fn)
+    out, lse = _infer_attention(fn, query, key, value, num_heads, scale, input_layout, num_key_value_heads,
+                                atten_mask, sparse_mode, pre_tokens, next_tokens, actual_seq_lengths,
+                                actual_seq_lengths_kv)
+    lse = lse.float().unsqueeze(-1) if softmax_lse_flag else query.new_empty((1,), dtype=torch.float32)
+    return out, lse
+
+
+define("npu_prompt_flash_attention(Tensor query, Tensor key, Tensor value, *, Tensor? padding_mask=None, "
+       "Tensor? atten_mask=None, Tensor? pse_shift=None, int[]? actual_seq_lengths=None, Tensor? deq_scale1=None, "
+       "Tensor? quant_scale1=None, Tensor? deq_scale2=None, Tensor? quant_scale2=None, Tensor? quant_offset2=None, "
+       "int num_heads=1, float scale_value=1., int pre_tokens=2147473647, int next_tokens=0, "
+       "str input_layout=\"BSH\", int num_key_value_heads=0, int[]? actual_seq_lengths_kv=None, "
+       "int sparse_mode=0) -> Tensor", npu_prompt_flash_attention)
+define("npu_incre_flash_attention(Tensor query, Tensor key, Tensor value, *, Tensor? padding_mask=None, "
+       "Tensor? pse_shift=None, Tensor? atten_mask=None, int[]? actual_seq_lengths=None, "
+       "Tensor? antiquant_scale=None, Tensor? antiquant_offset=None, Tensor? block_table=None, "
+       "Tensor? dequant_scale1=None, Tensor? quant_scale1=None, Tensor? dequant_scale2=None, "
+       "Tensor? quant_scale2=None, Tensor? quant_offset2=None, Tensor? kv_padding_size=None, int num_heads=1, "
+       "float scale_value=1., str input_layout=\"BSH\", int num_key_value_heads=0, int block_size=0, "
+       "int inner_precise=1) -> Tensor", npu_incre_flash_attention)
+define("npu_fused_infer_attention_score(Tensor query, Tensor key, Tensor value, *, Tensor? pse_shift=None, "
+       "Tensor? atten_mask=None, int[]? actual_seq_lengths=None, int[]? actual_seq_lengths_kv=None, "
+       "Tensor? dequant_scale1=None, Tensor? quant_scale1=None, Tensor? dequant_scale2=None, "
+       "Tensor? quant_scale2=None, Tensor? quant_offset2=None, Tensor? antiquant_scale=None, "
+       "Tensor? antiquant_offset=None, Tensor? block_table=None, Tensor? query_padding_size=None, "
+       "Tensor? kv_padding_size=None, int num_heads=1, float scale=1., int pre_tokens=2147483647, "
+       "int next_tokens=2147483647, str input_layout=\"BSH\", int num_key_value_heads=0, int sparse_mode=0, "
+       "int inner_precise=0, int block_size=0, int antiquant_mode=0, bool softmax_lse_flag=False) "
+       "-> (Tensor, Tensor)", npu_fused_infer_attention_score)
+
+
+# --- masked softmax ------------------------------------------------------------
+
+def npu_scaled_masked_softmax(x, mask, scale=1.0, fixed_triu_mask=False):
+    """softmax(x * scale) with True in `mask` masked out (fixed_triu_mask: causal), in x's dtype."""
+    fn = "npu_scaled_masked_softmax"
+    scores = x.float() * scale
+    if fixed_triu_mask:
+        masked = torch.ones(x.shape[-2], x.shape[-1], dtype=torch.bool, device=x.device).triu_(1)
+    else:
+        check(mask.dtype in (torch.bool, torch.uint8), f"{fn}: mask should be bool or uint8, but got {mask.dtype}.")
+        try:
+            torch.broadcast_shapes(mask.shape, x.shape)
+        except RuntimeError:
+            check(False, f"{fn}: mask of shape {list(mask.shape)} does not broadcast to x of shape {list(x.shape)}.")
+        masked = mask.bool()
+    scores = scores.masked_fill(masked, -10000.0)  # the kernel's fill value: masked rows stay finite
+    return torch.softmax(scores, dim=-1).to(x.dtype)
+
+
+def npu_dropout_with_add_softmax(self, x1, alpha, prob, dim):
+    """(mask, softmax(self * alpha + x1), dropout of it) -- mask as uint8, 1 = kept."""
+    fn = "npu_dropout_with_add_softmax"
+    check(0.0 <= prob < 1.0, f"{fn}: prob should be in [0, 1), but got {prob}.")
+    soft = torch.softmax(self * alpha + x1, dim=dim)
+    keep = torch.rand(soft.shape, device=soft.device) >= prob
+    out = soft * keep / (1.0 - prob)
+    return keep.to(torch.uint8), soft, out
+
+
+define("npu_scaled_masked_softmax(Tensor x, Tensor mask, Scalar scale=1, bool fixed_triu_mask=False) -> Tensor",
+       lambda x, mask, scale=1, fixed_triu_mask=False: npu_scaled_masked_softmax(x, mask, float(scale),
+                                                                                  fixed_triu_mask))
+define("npu_dropout_with_add_softmax(Tensor self, Tensor x1, Scalar alpha, float prob, int dim) "
+       "-> (Tensor, Tensor, Tensor)",
+       lambda self, x1, alpha, prob, dim: npu_dropout_with_add_softmax(self, x1, float(alpha), prob, dim))
+

@@ -1,0 +1,152 @@
+"""Mixture-of-experts routing and grouped matmul: npu_moe_gating_top_k_softmax,
+npu_moe_init_routing, npu_moe_token_permute / npu_moe_token_unpermute,
+npu_grouped_matmul.
+
+Row indices follow the Ascend kernels' k-major convention: token i's j-th
+choice is row ``j * N + i`` of the expanded tokens.
+"""
+
+import torch
+
+from torch_npu.op_plugin._library import check, define
+
+
+def npu_moe_gating_top_k_softmax(x, finished=None, k=1):
+    """(top-k softmax weights, expert indices int32, row indices int32); tokens
+    whose `finished` flag is set get expert index E (no expert)."""
+    fn = "npu_moe_gating_top_k_softmax"
+    check(x.dim() >= 2, f"{fn}: x should be at least 2-dimensional (tokens, experts), got {list(x.shape)}.")
+    experts = x.shape[-1]
+    check(1 <= k <= experts, f"{fn}: k should be in [1, {experts}] (the expert count), but got {k}.")
+    probs = torch.softmax(x.float(), dim=-1)
+    y, idx = probs.topk(k, dim=-1)
+    idx = idx.to(torch.int32)
+    if finished is not None:
+        check(list(finished.shape) == list(x.shape[:-1]), f"{fn}: finished of shape {list(finished.shape)} "
+              f"should be {list(x.shape[:-1])}.")
+        idx = idx.masked_fill(finished.bool().unsqueeze(-1), experts)
+    rows = x.numel() // experts
+    row_idx = torch.arange(rows * k, dtype=torch.int32, device=x.device).view(k, rows).t()
+    return y.to(x.dtype), idx, row_idx.reshape(*x.shape[:-1], k).contiguous()
+
+
+def npu_moe_init_routing(x, row_idx, expert_idx, active_num):
+    """(expanded_x, expanded_row_idx, expanded_expert_idx): tokens copied once per
+    choice and grouped by expert (stable); expanded_row_idx maps each choice's
+    k-major row to its position in expanded_x; at most active_num tokens per choice."""
+    fn = "npu_moe_init_routing"
+    check(x.dim() == 2, f"{fn}: x should be (N, H), got {list(x.shape)}.")
+    check(row_idx.shape == expert_idx.shape and row_idx.dim() == 2 and row_idx.shape[0] == x.shape[0],
+          f"{fn}: row_idx {list(row_idx.shape)} and expert_idx {list(expert_idx.shape)} should both be (N, k) "
+          f"with N = {x.shape[0]}.")
+    n, k = expert_idx.shape
+    flat_expert = expert_idx.t().reshape(-1)  # k-major, as row_idx counts
+    flat_row = row_idx.t().reshape(-1).long()
+    sorted_expert, order = torch.sort(flat_expert, stable=True)
+    sorted_row = flat_row[order]
+    expanded_row_idx = torch.empty_like(sorted_row)
+    expanded_row_idx[sorted_row] = torch.arange(n * k, device=x.device)
+    limit = min(n, active_num) * k
+    expanded_x = x[sorted_row[:limit] % n]
+    return expanded_x, expanded_row_idx.to(torch.int32), sorted_expert.to(torch.int32)
+
+
+def npu_moe_token_permute(tokens, indices, num_out_tokens=None, padded_mode=False):
+    """(permuted_tokens, sorted_indices): tokens copied once per routed expert and sorted by expert."""
+    fn = "npu_moe_token_permute"
+    check(not padded_mode, f"{fn}: padded_mode=True is not supported.")
+    check(indices.dim() in (1, 2) and indices.shape[0] == tokens.shape[0],
+          f"{fn}: indices should be (tokens,) or (tokens, topk) with tokens = {tokens.shape[0]}, "
+          f"got {list(indices.shape)}.")
+    topk = indices.shape[1] if indices.dim() == 2 else 1
+    sorted_indices = torch.argsort(indices.reshape(-1), stable=True)
+    if num_out_tokens is not None and num_out_tokens > 0:
+        sorted_indices = sorted_indices[:num_out_tokens]
+    return tokens.index_select(0, sorted_indices // topk), sorted_indices.to(torch.int32)
+
+
+def npu_moe_token_unpermute(permuted_tokens, sorted_indices, probs=None, padded_mode=False, restore_shape=None):
+    """Scatters the expert outputs back to their tokens and sums each token's choices, weighted by probs."""
+    fn = "npu_moe_token_unpermute"
+    check(not padded_mode, f"{fn}: padded_mode=True is not supported.")
+    topk = probs.shape[-1] if probs is not None else 1
+    total = sorted_indices.numel() if probs is None else probs.numel()
+    tokens = total // topk
+    out = permuted_tokens.new_zeros((total, permuted_tokens.shape[-1]))
+    out = out.index_copy(0, sorted_indices.long(), permuted_tokens[:sorted_indices.numel()])
+    out = out.view(tokens, topk, -1)
+    if probs is not None:
+        out = out * probs.to(out.dtype).unsqueeze(-1)
+    return out.sum(1)
+
+
+def _group_sizes(group_list, group_list_type, rows, groups, fn):
+    values = [int(v) for v in (group_list.tolist() if isinstance(group_list, torch.Tensor) else group_list)]
+    check(len(values) == groups, f"{fn}: group_list has {len(values)} entries but there are {groups} weights.")
+    sizes = values if group_list_type == 1 else [b - a for a, b in zip([0] + values, values)]
+    check(all(s >= 0 for s in sizes) and sum(sizes) <= rows,
+          f"{fn}: group_list {values} (group_list_type {group_list_type}) does not split the {rows} rows of x.")
+    return sizes
+
+
+def npu_grouped_matmul(x, weight, bias=None, scale=None, offset=None, antiquant_scale=None, antiquant_offset=None,
+                       per_token_scale=None, group_list=None, activation_input=None, activation_quant_scale=None,
+                       activation_quant_offset=None, split_item=0, group_type=None, group_list_type=0, act_type=0,
+                       output_dtype=None):
+    """y_i = x_i @ weight_i (+ bias_i); with one x and group_type 0 its rows are
+    split by group_list. split_item 0/1 return one tensor per group, 2/3 one
+    concatenated tensor."""
+    fn = "npu_grouped_matmul"
+    check(all(t is None for t in (scale, offset, antiquant_scale, antiquant_offset, per_token_scale,
+                                  activation_input, activation_quant_scale, activation_quant_offset)),
+          f"{fn}: quantised grouped matmul (scale/offset/antiquant_*/per_token_scale) is not supported by vNPU.")
+    check(act_type == 0, f"{fn}: act_type {act_type} is not supported by vNPU (only 0, no activation).")
+    check(split_item in (0, 1, 2, 3), f"{fn}: split_item should be 0, 1, 2 or 3, but got {split_item}.")
+    check(len(weight) >= 1 and len(x) >= 1, f"{fn}: x and weight should be non-empty lists.")
+    if len(x) == 1 and len(weight) > 1 or group_list is not None:
+        check(len(x) == 1, f"{fn}: group_list splits a single x, but {len(x)} were given.")
+        check(group_type in (None, 0), f"{fn}: group_type {group_type} is not supported with group_list "
+              "(only 0, split along M).")
+        sizes = _group_sizes(group_list, group_list_type, x[0].shape[0], len(weight), fn) \
+            if group_list is not None else None
+        check(sizes is not None, f"{fn}: one x with {len(weight)} weights needs group_list.")
+        xs = list(x[0][:sum(sizes)].split(sizes, 0))
+    else:
+        check(len(x) == len(weight), f"{fn}: x has {len(x)} tensors but weight has {len(weight)}.")
+        xs = list(x)
+    if bias is not None:
+        check(len(bias) == len(weight), f"{fn}: bias has {len(bias)} tensors but weight has {len(weight)}.")
+    ys = []
+    for i, (xi, wi) in enumerate(zip(xs, weight)):
+        check(xi.shape[-1] == wi.shape[0], f"{fn}: x[{i}] of shape {list(xi.shape)} cannot multiply "
+              f"weight[{i}] of shape {list(wi.shape)}.")
+        y = xi @ wi
+        if bias is not None:
+            y = y + bias[i]
+        ys.append(y.to(output_dtype) if output_dtype is not None else y)
+    if split_item in (2, 3):
+        return [torch.cat(ys, 0)]
+    return ys
+
+
+define("npu_moe_gating_top_k_softmax(Tensor x, Tensor? finished=None, int k=1) -> (Tensor, Tensor, Tensor)",
+       npu_moe_gating_top_k_softmax)
+define("npu_moe_init_routing(Tensor x, Tensor row_idx, Tensor expert_idx, int active_num) "
+       "-> (Tensor, Tensor, Tensor)", npu_moe_init_routing)
+define("npu_moe_token_permute(Tensor tokens, Tensor indices, int? num_out_tokens=None, bool padded_mode=False) "
+       "-> (Tensor, Tensor)", npu_moe_token_permute)
+define("npu_moe_token_unpermute(Tensor permuted_tokens, Tensor sorted_indices, Tensor? probs=None, "
+       "bool padded_mode=False, int[]? restore_shape=None) -> Tensor", npu_moe_token_unpermute)
+define("npu_grouped_matmul(Tensor[] x, Tensor[] weight, *, Tensor[]? bias=None, Tensor[]? scale=None, "
+       "Tensor[]? offset=None, Tensor[]? antiquant_scale=None, Tensor[]? antiquant_offset=None, "
+       "Tensor[]? per_token_scale=None, Tensor? group_list=None, Tensor[]? activation_input=None, "
+       "Tensor[]? activation_quant_scale=None, Tensor[]? activation_quant_offset=None, int? split_item=0, "
+       "int? group_type=None, int? group_list_type=0, int? act_type=0, ScalarType? output_dtype=None) -> Tensor[]",
+       lambda x, weight, bias=None, scale=None, offset=None, antiquant_scale=None, antiquant_offset=None,
+       per_token_scale=None, group_list=None, activation_input=None, activation_quant_scale=None,
+       activation_quant_offset=None, split_item=0, group_type=None, group_list_type=0, act_type=0,
+       output_dtype=None: npu_grouped_matmul(
+           x, weight, bias, scale, offset, antiquant_scale, antiquant_offset, per_token_scale, group_list,
+           activation_input, activation_quant_scale, activation_quant_offset, split_item or 0, group_type,
+           group_list_type or 0, act_type or 0, output_dtype),
+       export=False)
