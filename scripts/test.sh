@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up whatever is missing, then runs every test: the runtime's C++ tests
 # (plain, ThreadSanitizer, AddressSanitizer) through ctest, then the Python
-# suite with pytest. This full run is what CI runs.
+# suite with pytest, client libraries (tests/clients) included. This full run is what CI runs.
 #
 #   scripts/test.sh            everything
 #   scripts/test.sh --quick    the edit loop: plain runtime tests only, and
@@ -18,6 +18,7 @@ if [ "${1:-}" = "--quick" ]; then
   pytest_args=(-m "not slow" -x)
 fi
 ./scripts/setup.sh
+./scripts/setup_clients.sh  # tests/clients: transformers, accelerate, peft, diffusers, trl (pinned)
 echo "== runtime C++ tests (ctest: ${variants}) =="
 ./runtime/run_tests.sh "${variants}"
 echo "== Python tests (pytest) =="
