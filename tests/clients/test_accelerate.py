@@ -92,3 +92,14 @@ def test_fp16_with_grad_scaler_matches_cpu_autocast(accelerate):
     assert dev == "npu"
     assert sum(loss_n[-4:]) < 0.5 * sum(loss_n[:4])
     assert_close(loss_n, loss_ref, atol=1e-2, rtol=1e-2)
+
+
+def test_accelerate_env_reports_the_npu(accelerate):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "accelerate.commands.accelerate_cli", "env"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "PyTorch accelerator: NPU" in proc.stdout
+    assert f"CANN version: {torch.version.cann}" in proc.stdout

@@ -1,0 +1,85 @@
+"""The names client libraries look up on torch, torch.npu and torch_npu."""
+
+import glob
+import os
+import re
+
+import pytest
+import torch
+
+import torch_npu
+from conftest import run_python
+
+
+def test_cann_version_and_home():
+    assert torch.version.cann == torch_npu.npu.utils.get_cann_version()
+    home = os.environ["ASCEND_HOME_PATH"]
+    # DeepSpeed reads the version from an ascend_*_install.info under the folder.
+    (info,) = glob.glob(os.path.join(home, "ascend_*_install.info"))
+    assert re.search(r"^version=" + re.escape(torch.version.cann) + "$", open(info).read(), re.M)
+
+
+def test_a_users_ascend_home_path_is_kept():
+    proc = run_python("import os, torch, torch_npu; print(os.environ['ASCEND_HOME_PATH'])",
+                      ASCEND_HOME_PATH="/opt/my/cann")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "/opt/my/cann"
+
+
+def test_lazy_call_runs_the_callable():
+    calls = []
+    torch.npu._lazy_call(lambda: calls.append(1))
+    assert calls == [1]
+
+
+def test_storage_use_count_counts_references():
+    t = torch.zeros(4, device="npu")
+    before = torch_npu._C._storage_Use_Count(t.untyped_storage()._cdata)
+    view = t[1:]  # noqa: F841  (a second tensor on the storage)
+    assert torch_npu._C._storage_Use_Count(t.untyped_storage()._cdata) == before + 1
+
+
+def test_npu_config_is_a_module():
+    import importlib
+
+    config = importlib.import_module("torch_npu.npu.config")
+    assert torch.npu.config is config
+    old = config.allow_internal_format
+    try:
+        torch.npu.config.allow_internal_format = True
+        assert config.allow_internal_format is True
+        with pytest.raises(TypeError, match="must be a bool"):
+            torch.npu.config.allow_internal_format = 1
+        with pytest.raises(AttributeError, match="unknown option"):
+            torch.npu.config.no_such_option = True
+    finally:
+        config.allow_internal_format = old
+
+
+def test_dtype_names():
+    assert torch_npu.float8_e8m0fnu is torch.float8_e8m0fnu
+    assert torch_npu.float4_e2m1fn_x2 is torch.float4_e2m1fn_x2
+    assert torch_npu.float8_e4m3fn is torch.float8_e4m3fn
+
+
+def test_flops_counter_records_and_traverses():
+    from torch_npu.utils.flops_count import FlopsCounter
+
+    a, b = torch.randn(8, 16, device="npu"), torch.randn(16, 4, device="npu")
+    counter = FlopsCounter()
+    counter.start()
+    a @ b
+    counter.pause()
+    a @ b  # a recomputation: traversed, not recorded
+    counter.resume()
+    counter.stop()
+    assert counter.get_flops() == [2 * 8 * 16 * 4, 2 * 2 * 8 * 16 * 4]
+    with pytest.raises(RuntimeError, match="not running"):
+        counter.stop()
+
+
+def test_collect_env_names_the_npu():
+    from torch_npu.utils import collect_env
+
+    text = "\n".join(collect_env.get_npu_env_lines())
+    assert "CANN version: " + torch.version.cann in text and "Ascend" in text

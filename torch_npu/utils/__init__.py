@@ -1,0 +1,1 @@
+"""torch_npu.utils: collect_env (environment report) and flops_count (FlopsCounter)."""
