@@ -168,14 +168,17 @@ def test_caching_allocator_alloc_delete():
 
 
 def test_seed_snippet_memory_report():
-    # Seed 002 prints these in GB; after empty_cache() nothing idle is reserved.
+    # Seed 002 prints these in GB; after empty_cache() nothing idle is reserved
+    # beyond what tensors other tests keep alive pin (a segment in use stays).
+    torch.npu.empty_cache()
+    pinned = torch.npu.memory_reserved() - torch.npu.memory_allocated()
     t = torch.empty(3 * MB, dtype=torch.uint8, device="npu")
     allocated_gb = torch.npu.memory_allocated() / 1024 ** 3
     reserved_gb = torch.npu.memory_reserved() / 1024 ** 3
     assert reserved_gb >= allocated_gb >= 3 * MB / 1024 ** 3
     del t
     torch.npu.empty_cache()
-    assert torch.npu.memory_reserved() == torch.npu.memory_allocated()
+    assert torch.npu.memory_reserved() - torch.npu.memory_allocated() <= pinned
 
 
 def test_memory_summary():

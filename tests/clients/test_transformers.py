@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from conftest import left_padded_batch, tiny_llama
+from client_models import left_padded_batch, tiny_llama, transformers  # noqa: F401 (a fixture)
 
 IMPLS = ["eager", "sdpa", "flash_attention_2"]
 

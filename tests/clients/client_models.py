@@ -1,6 +1,8 @@
 """Shared pieces of the client-library tests: tiny random-weight models (no
-downloads) built identically for cpu and npu. scripts/test.sh installs the
-pinned libraries (tests/clients/requirements.txt) before pytest runs."""
+downloads) built identically for cpu and npu, and the library fixtures.
+scripts/test.sh installs the pinned libraries (tests/clients/requirements.txt)
+before pytest runs. (Not a conftest.py: tests/conftest.py's helpers are
+imported as `conftest`, and a second one would shadow them.)"""
 
 import os
 
