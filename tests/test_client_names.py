@@ -83,3 +83,42 @@ def test_collect_env_names_the_npu():
 
     text = "\n".join(collect_env.get_npu_env_lines())
     assert "CANN version: " + torch.version.cann in text and "Ascend" in text
+
+
+def test_vllm_ascend_start_up_names():
+    # What vllm-ascend's platform and worker read before any model runs.
+    from torch_npu.npu.streams import Event
+    from torch_npu.op_plugin.atb._atb_ops import _register_atb_extensions
+
+    assert _register_atb_extensions() is None
+    props = torch.npu.get_device_properties(0)
+    assert isinstance(props.uuid, str) and props.uuid
+    assert props.cube_core_num > 0 and props.vector_core_num > 0
+    assert 220 <= torch_npu.npu.get_soc_version() <= 225  # the default chip is a 910B ("A2")
+    free, total = torch.npu.mem_get_info()
+    assert 0 < free <= total
+    assert "allocated_bytes.all.peak" in torch.npu.memory_stats(0)
+    event = Event(enable_timing=True)
+    event.record()
+    event.synchronize()
+    # _warm_up_atb: c (fp32) += x^T @ w (fp16), in place
+    x = torch.rand(2, 4, dtype=torch.float16).npu()
+    w = torch.rand(2, 4, dtype=torch.float16).npu()
+    c = torch.rand(4, 4).npu()
+    want = c.cpu() + x.cpu().float().t() @ w.cpu().float()
+    torch_npu._npu_matmul_add_fp32(x, w, c)
+    torch.testing.assert_close(c.cpu(), want)
+
+
+def test_mindspeed_start_up_names():
+    from torch_npu.npu import _lazy_call, device  # noqa: F401
+
+    assert "Ascend" in torch_npu.npu.get_device_name()  # no argument: the current device
+    gen = torch.npu.default_generators[0]
+    gen.manual_seed(5)
+    state = gen.graphsafe_get_state()
+    a = torch.rand(3, device="npu")
+    gen.graphsafe_set_state(state)
+    assert torch.equal(torch.rand(3, device="npu").cpu(), a.cpu())
+    torch_npu.npu.manual_seed_all(1)
+    torch_npu.npu.manual_seed(1)

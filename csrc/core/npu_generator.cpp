@@ -71,6 +71,19 @@ c10::intrusive_ptr<c10::TensorImpl> NpuGenerator::get_state() const {
 
 uint64_t NpuGenerator::next_op_seed() { return mix(seed_ ^ mix(offset_++)); }
 
+void NpuGenerator::graphsafe_set_state(const c10::intrusive_ptr<c10::GeneratorImpl>& state) {
+  const auto* other = dynamic_cast<const NpuGenerator*>(state.get());
+  TORCH_CHECK(other != nullptr, "graphsafe_set_state: expected the state of an npu generator (from "
+              "graphsafe_get_state), got one of a ", state ? c10::DeviceTypeName(state->device().type()) : "null",
+              " generator");
+  seed_ = other->seed_;
+  offset_ = other->offset_;
+}
+
+c10::intrusive_ptr<c10::GeneratorImpl> NpuGenerator::graphsafe_get_state() const {
+  return c10::intrusive_ptr<c10::GeneratorImpl>::reclaim(clone_impl());
+}
+
 NpuGenerator* NpuGenerator::clone_impl() const {
   auto* copy = new NpuGenerator(device().index(), seed_);
   copy->offset_ = offset_;

@@ -25,6 +25,10 @@ class NpuGenerator final : public c10::GeneratorImpl {
   uint64_t seed() override;
   void set_state(const c10::TensorImpl& new_state) override;
   c10::intrusive_ptr<c10::TensorImpl> get_state() const override;
+  // The state as a generator object (what graph-safe RNG code, e.g.
+  // MindSpeed's, saves and restores): a copy of (seed, offset).
+  void graphsafe_set_state(const c10::intrusive_ptr<c10::GeneratorImpl>& state) override;
+  c10::intrusive_ptr<c10::GeneratorImpl> graphsafe_get_state() const override;
   static c10::DeviceType device_type() { return c10::DeviceType::PrivateUse1; }
 
   // Seed for the next random op's CPU generator; advances the offset.

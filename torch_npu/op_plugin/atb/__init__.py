@@ -1,0 +1,1 @@
+"""torch_npu's ATB (Ascend Transformer Boost) extension operators."""
