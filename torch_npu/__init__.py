@@ -42,6 +42,13 @@ from torch_npu import optim  # noqa: E402,F401
 
 _client_names.install()
 
+import torch.distributed as _dist  # noqa: E402
+
+if _dist.is_available():
+    from torch_npu import distributed as _distributed  # noqa: E402
+
+    _distributed.register()
+
 # torch_npu's dtype names, where torch has the dtype (hifloat8 has no torch counterpart).
 float8_e5m2 = torch.float8_e5m2
 float8_e4m3fn = torch.float8_e4m3fn

@@ -4,8 +4,10 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_error.h"
@@ -68,6 +70,21 @@ c10::Stream default_stream(c10::DeviceIndex device) {
 c10::Stream new_stream(c10::DeviceIndex device, int priority) {
   device = resolve(device);
   const int index = runtime_device(device).next_pool_stream_index(priority);
+  return c10::Stream(c10::Stream::UNSAFE, npu_device(device), index);
+}
+
+c10::Stream communication_stream(c10::DeviceIndex device) {
+  device = resolve(device);
+  static std::mutex mutex;
+  static std::map<c10::DeviceIndex, std::vector<int>> made;  // dedicated stream indices per device
+  static std::map<c10::DeviceIndex, size_t> next;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& indices = made[device];
+  if (indices.size() < static_cast<size_t>(vnpu::Device::kMaxDedicatedStreams)) {
+    indices.push_back(with_torch_errors([&] { return runtime_device(device).create_dedicated_stream(); }));
+    return c10::Stream(c10::Stream::UNSAFE, npu_device(device), indices.back());
+  }
+  const int index = indices[next[device]++ % indices.size()];
   return c10::Stream(c10::Stream::UNSAFE, npu_device(device), index);
 }
 

@@ -28,6 +28,10 @@ vnpu::Stream& current_runtime_stream(c10::DeviceIndex device);
 c10::Stream default_stream(c10::DeviceIndex device = -1);
 // A pool stream (torch.npu.Stream()).
 c10::Stream new_stream(c10::DeviceIndex device, int priority);
+// A communication stream of `device` (collectives): a dedicated stream,
+// outside the pool's round robin. Each call makes a new one while the device
+// has dedicated streams left, then hands the existing ones out in turn.
+c10::Stream communication_stream(c10::DeviceIndex device);
 // Makes `stream` current on its device for the calling thread.
 void set_current_stream(const c10::Stream& stream);
 

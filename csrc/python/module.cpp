@@ -23,6 +23,7 @@ namespace torch_npu {
 
 void register_format_serialization();
 void bind_memory(pybind11::module& m);
+void bind_distributed(pybind11::module& m);
 
 namespace {
 
@@ -129,6 +130,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_event_elapsed_time", &elapsed_time_between);
 
   bind_memory(m);
+  bind_distributed(m);
 
   // RNG.
   m.def("_default_generator", [](int64_t d) {

@@ -1,0 +1,538 @@
+#include "csrc/distributed/process_group_hccl.h"
+
+#include <ATen/core/ivalue.h>
+#include <c10/util/Exception.h>
+
+#include "csrc/core/npu_caching_allocator.h"
+#include "csrc/core/npu_stream.h"
+#include "csrc/ops/launch.h"
+
+namespace torch_npu {
+namespace {
+
+using c10d::ReduceOp;
+
+const char* op_name(ReduceOp::RedOpType op) {
+  switch (op) {
+    case ReduceOp::SUM: return "SUM";
+    case ReduceOp::AVG: return "AVG";
+    case ReduceOp::PRODUCT: return "PRODUCT";
+    case ReduceOp::MIN: return "MIN";
+    case ReduceOp::MAX: return "MAX";
+    case ReduceOp::BAND: return "BAND";
+    case ReduceOp::BOR: return "BOR";
+    case ReduceOp::BXOR: return "BXOR";
+    case ReduceOp::PREMUL_SUM: return "PREMUL_SUM";
+    default: return "UNUSED";
+  }
+}
+
+// The reductions HCCL has, with its dtypes and messages.
+void check_reduction(const char* collective, const ReduceOp& op, const at::Tensor& t) {
+  const auto type = op.op_;
+  TORCH_CHECK(type != ReduceOp::BAND && type != ReduceOp::BOR && type != ReduceOp::BXOR, "Cannot use ReduceOp.",
+              op_name(type), " with HCCL");
+  const auto dtype = t.scalar_type();
+  const bool supported = dtype == at::kChar || dtype == at::kShort || dtype == at::kInt || dtype == at::kLong ||
+                         dtype == at::kHalf || dtype == at::kFloat || dtype == at::kBFloat16 || dtype == at::kBool;
+  TORCH_CHECK(supported, "HCCL ", collective, ": Unsupported data type at::k", c10::toString(dtype));
+  TORCH_CHECK(type != ReduceOp::PREMUL_SUM || at::isFloatingType(dtype),
+              "HCCL ", collective, ": PREMUL_SUM needs a floating-point tensor, got ", c10::toString(dtype));
+}
+
+// A reduction as the transport runs it: AVG and PREMUL_SUM are sums (the
+// division and the scaling happen here), bool SUM is MAX (logical or).
+ReduceOp transport_op(const ReduceOp& op, const at::Tensor& t) {
+  if (op.op_ == ReduceOp::AVG || op.op_ == ReduceOp::PREMUL_SUM) return ReduceOp(ReduceOp::SUM);
+  if (op.op_ == ReduceOp::SUM && t.scalar_type() == at::kBool) return ReduceOp(ReduceOp::MAX);
+  return ReduceOp(op.op_);
+}
+
+double premul_factor(const ReduceOp& op) {
+  const auto* supplement = dynamic_cast<const c10d::PreMulSumSupplement*>(op.supplement_.get());
+  TORCH_CHECK(supplement != nullptr, "PREMUL_SUM needs a factor (torch.distributed._make_nccl_premul_sum)");
+  return supplement->tensor_factor.defined() ? supplement->tensor_factor.item<double>() : supplement->double_factor;
+}
+
+// Stage 2: what the transport reduces for `view` -- the view itself, or a
+// contiguous copy when HCCL's rules change the data first (PREMUL_SUM scales
+// it; int16, which the transport lacks, travels as int32).
+at::Tensor staged_input(const at::Tensor& view, const ReduceOp& op, bool copy_always) {
+  const bool widen = view.scalar_type() == at::kShort;
+  if (!copy_always && !widen && op.op_ != ReduceOp::PREMUL_SUM && view.is_contiguous()) return view;
+  at::Tensor staged = widen ? view.to(at::kInt) : view.clone(at::MemoryFormat::Contiguous);
+  if (op.op_ == ReduceOp::PREMUL_SUM) staged.mul_(premul_factor(op));
+  return staged;
+}
+
+// Stage 2, after the transport: AVG divides, and a staged result goes back.
+void finish_reduction(const at::Tensor& result, const at::Tensor& target, const ReduceOp& op, int size) {
+  if (op.op_ == ReduceOp::AVG) {
+    if (at::isFloatingType(result.scalar_type())) {
+      result.div_(size);
+    } else {
+      result.div_(size, "trunc");
+    }
+  }
+  if (!result.is_same(target)) target.copy_(result);
+}
+
+void wait_transport(const c10::intrusive_ptr<c10d::Work>& work) { work->wait(); }
+
+c10::DeviceIndex device_of(const char* collective, const std::vector<at::Tensor>& tensors) {
+  c10::DeviceIndex device = -1;
+  for (const auto& t : tensors) {
+    TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, "ProcessGroupHCCL ", collective,
+                ": Tensors must be NPU and dense, got a tensor on ", t.device());
+    TORCH_CHECK(t.layout() == c10::kStrided, "ProcessGroupHCCL ", collective, ": Tensors must be NPU and dense");
+    TORCH_CHECK(device < 0 || t.device().index() == device, "ProcessGroupHCCL ", collective,
+                ": Expected all tensors on the same npu device, got npu:", static_cast<int>(device), " and ",
+                t.device());
+    device = t.device().index();
+  }
+  return device;
+}
+
+void check_single(const char* collective, const std::vector<at::Tensor>& tensors) {
+  TORCH_CHECK(tensors.size() == 1, "ProcessGroupHCCL ", collective,
+              ": expected one tensor per process (one device per rank), got ", tensors.size());
+}
+
+// Makes `stream` the current one of its device until destroyed.
+class CurrentStreamScope {
+ public:
+  explicit CurrentStreamScope(const c10::Stream& stream) : previous_(current_stream(stream.device_index())) {
+    set_current_stream(stream);
+  }
+  ~CurrentStreamScope() { set_current_stream(previous_); }
+
+ private:
+  c10::Stream previous_;
+};
+
+// The Work of one collective: done when its task on the communication
+// stream has run.
+class WorkHCCL : public c10d::Work {
+ public:
+  WorkHCCL(int rank, c10d::OpType type, const char* title, std::vector<at::Tensor> outputs, c10::Event done,
+           c10::intrusive_ptr<c10::ivalue::Future> future, uint64_t seq)
+      : Work(rank, type, title),
+        outputs_(std::move(outputs)),
+        done_(std::move(done)),
+        future_(std::move(future)),
+        seq_(seq) {}
+
+  bool isCompleted() override { return done_.query(); }
+  bool isSuccess() const override { return true; }
+  // As ProcessGroupNCCL: the caller's current stream waits; the host does not.
+  bool wait(std::chrono::milliseconds /*timeout*/) override {
+    for (const auto& t : outputs_) {
+      if (t.defined()) {
+        done_.block(current_stream(t.device().index()));
+        return true;
+      }
+    }
+    done_.synchronize();
+    return true;
+  }
+  void synchronize() override { done_.synchronize(); }
+  std::vector<at::Tensor> result() override { return outputs_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  uint64_t getSequencenumber() const override { return seq_; }
+
+ private:
+  std::vector<at::Tensor> outputs_;
+  c10::Event done_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+  uint64_t seq_;
+};
+
+std::vector<at::Tensor> flatten(const std::vector<std::vector<at::Tensor>>& lists) {
+  std::vector<at::Tensor> all;
+  for (const auto& l : lists) all.insert(all.end(), l.begin(), l.end());
+  return all;
+}
+
+std::vector<std::vector<at::Tensor>> nested_views(const std::vector<std::vector<TensorRef>>& refs) {
+  std::vector<std::vector<at::Tensor>> out;
+  out.reserve(refs.size());
+  for (const auto& r : refs) out.push_back(views(r));
+  return out;
+}
+
+std::vector<std::vector<TensorRef>> nested_snapshot(const std::vector<std::vector<at::Tensor>>& lists) {
+  std::vector<std::vector<TensorRef>> out;
+  out.reserve(lists.size());
+  for (const auto& l : lists) out.push_back(snapshot(l));
+  return out;
+}
+
+}  // namespace
+
+ProcessGroupHCCL::Options::Options(bool high_priority)
+    : c10d::Backend::Options("hccl"), is_high_priority_stream(high_priority) {}
+
+ProcessGroupHCCL::ProcessGroupHCCL(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+                                   c10::intrusive_ptr<Options> options, c10::intrusive_ptr<c10d::Backend> transport)
+    : Backend(rank, size),
+      store_(std::move(store)),
+      options_(std::move(options)),
+      transport_(std::move(transport)) {
+  TORCH_CHECK(transport_, "ProcessGroupHCCL: no transport backend");
+}
+
+ProcessGroupHCCL::~ProcessGroupHCCL() = default;
+
+c10::Stream ProcessGroupHCCL::comm_stream(c10::DeviceIndex device) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = comm_streams_.find(device);
+  if (it == comm_streams_.end()) it = comm_streams_.emplace(device, communication_stream(device)).first;
+  return it->second;
+}
+
+template <typename Body>
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue(const char* name, c10d::OpType type,
+                                                         std::vector<at::Tensor> inputs,
+                                                         std::vector<at::Tensor> outputs, Body&& body) {
+  std::vector<at::Tensor> all = inputs;
+  all.insert(all.end(), outputs.begin(), outputs.end());
+  c10::DeviceIndex device = device_of(name, all);
+  if (device < 0) device = current_stream(-1).device_index();
+  const c10::Stream comm = comm_stream(device);
+  // After everything already queued on the caller's stream, like a kernel.
+  c10::Event ready(c10::DeviceType::PrivateUse1);
+  ready.record(current_stream(device));
+  ready.block(comm);
+  // The blocks stay reserved until the communication stream is past them.
+  for (const auto& t : all) {
+    if (t.defined() && t.numel() > 0) record_stream(t.storage().data_ptr(), comm);
+  }
+  c10::Event done(c10::DeviceType::PrivateUse1);
+  auto future = c10::make_intrusive<c10::ivalue::Future>(
+      c10::ListType::create(c10::TensorType::get()), std::vector<c10::Device>{c10::Device(c10::kPrivateUse1, device)});
+  const uint64_t seq = ++seq_;
+  {
+    CurrentStreamScope on_comm(comm);
+    launch</*kMayBox=*/true>(device, name, KernelOutputs(outputs), std::forward<Body>(body));
+    done.record(comm);
+    // Completed in stream order: users of the future wait on the
+    // communication stream, as with a CUDA future.
+    future->markCompleted(at::IValue(outputs));
+  }
+  return c10::make_intrusive<WorkHCCL>(getRank(), type, name, std::move(outputs), std::move(done), std::move(future),
+                                       seq);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::broadcast(std::vector<at::Tensor>& tensors,
+                                                           const c10d::BroadcastOptions& opts) {
+  check_single("broadcast", tensors);
+  return enqueue("hccl:broadcast", c10d::OpType::BROADCAST, {}, tensors,
+                 [refs = snapshot(tensors), transport = transport_, opts]() {
+                   std::vector<at::Tensor> v = views(refs);
+                   std::vector<at::Tensor> staged{v[0].is_contiguous() ? v[0] : v[0].contiguous()};
+                   c10d::BroadcastOptions o = opts;
+                   o.rootTensor = 0;
+                   wait_transport(transport->broadcast(staged, o));
+                   if (!staged[0].is_same(v[0])) v[0].copy_(staged[0]);
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce(std::vector<at::Tensor>& tensors,
+                                                           const c10d::AllreduceOptions& opts) {
+  check_single("allreduce", tensors);
+  check_reduction("allreduce", opts.reduceOp, tensors[0]);
+  return enqueue("hccl:all_reduce", c10d::OpType::ALLREDUCE, {}, tensors,
+                 [refs = snapshot(tensors), transport = transport_, op = opts.reduceOp, size = getSize()]() {
+                   const at::Tensor target = refs[0].view();
+                   std::vector<at::Tensor> staged{staged_input(target, op, false)};
+                   c10d::AllreduceOptions o;
+                   o.reduceOp = transport_op(op, staged[0]);
+                   wait_transport(transport->allreduce(staged, o));
+                   finish_reduction(staged[0], target, op, size);
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                                     const c10d::AllreduceCoalescedOptions& opts) {
+  for (const auto& t : tensors) check_reduction("allreduce", opts.reduceOp, t);
+  return enqueue("hccl:all_reduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, {}, tensors,
+                 [refs = snapshot(tensors), transport = transport_, op = opts.reduceOp, size = getSize()]() {
+                   for (const TensorRef& ref : refs) {
+                     const at::Tensor target = ref.view();
+                     std::vector<at::Tensor> staged{staged_input(target, op, false)};
+                     c10d::AllreduceOptions o;
+                     o.reduceOp = transport_op(op, staged[0]);
+                     wait_transport(transport->allreduce(staged, o));
+                     finish_reduction(staged[0], target, op, size);
+                   }
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce(std::vector<at::Tensor>& tensors,
+                                                        const c10d::ReduceOptions& opts) {
+  check_single("reduce", tensors);
+  check_reduction("reduce", opts.reduceOp, tensors[0]);
+  const bool root = opts.rootRank == getRank();
+  return enqueue("hccl:reduce", c10d::OpType::REDUCE, {}, tensors,
+                 [refs = snapshot(tensors), transport = transport_, op = opts.reduceOp, size = getSize(),
+                  root_rank = opts.rootRank, root]() {
+                   const at::Tensor target = refs[0].view();
+                   // Only the root's tensor receives the result.
+                   std::vector<at::Tensor> staged{staged_input(target, op, !root)};
+                   c10d::ReduceOptions o;
+                   o.reduceOp = transport_op(op, staged[0]);
+                   o.rootRank = root_rank;
+                   wait_transport(transport->reduce(staged, o));
+                   if (root) finish_reduction(staged[0], target, op, size);
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                           std::vector<at::Tensor>& inputs,
+                                                           const c10d::AllgatherOptions& opts) {
+  check_single("allgather", inputs);
+  TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == getSize(),
+              "ProcessGroupHCCL allgather: expected a list of ", getSize(), " output tensors");
+  for (const auto& o : outputs[0]) {
+    TORCH_CHECK(o.sizes() == inputs[0].sizes() && o.scalar_type() == inputs[0].scalar_type(),
+                "ProcessGroupHCCL allgather: output tensors must match the input's shape and dtype, got ",
+                o.sizes(), " ", o.scalar_type(), " for ", inputs[0].sizes(), " ", inputs[0].scalar_type());
+  }
+  return enqueue("hccl:all_gather", c10d::OpType::ALLGATHER, inputs, outputs[0],
+                 [in = snapshot(inputs), out = snapshot(outputs[0]), transport = transport_]() {
+                   std::vector<at::Tensor> input{in[0].view().contiguous()};
+                   std::vector<at::Tensor> targets = views(out);
+                   std::vector<std::vector<at::Tensor>> staged(1);
+                   for (const auto& t : targets) staged[0].push_back(t.is_contiguous() ? t : at::empty_like(
+                       t, at::MemoryFormat::Contiguous));
+                   wait_transport(transport->allgather(staged, input));
+                   for (size_t i = 0; i < targets.size(); ++i) {
+                     if (!staged[0][i].is_same(targets[i])) targets[i].copy_(staged[0][i]);
+                   }
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                                                 const c10d::AllgatherOptions& opts) {
+  TORCH_CHECK(output.numel() == input.numel() * getSize(), "ProcessGroupHCCL all_gather_into_tensor: output "
+              "tensor size must be equal to world_size times input tensor size (", getSize(), " x ",
+              input.numel(), "), got ", output.numel());
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(),
+              "ProcessGroupHCCL all_gather_into_tensor: output and input must have the same dtype");
+  return enqueue("hccl:all_gather_into_tensor", c10d::OpType::_ALLGATHER_BASE, {input}, {output},
+                 [in = TensorRef(input), out = TensorRef(output), transport = transport_]() {
+                   at::Tensor input = in.view().contiguous();
+                   const at::Tensor target = out.view();
+                   at::Tensor staged = target.is_contiguous() ? target : at::empty_like(target,
+                                                                                         at::MemoryFormat::Contiguous);
+                   wait_transport(transport->_allgather_base(staged, input));
+                   if (!staged.is_same(target)) target.copy_(staged);
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
+  TORCH_CHECK(outputs.size() == inputs.size(), "ProcessGroupHCCL allgather_into_tensor_coalesced: ",
+              outputs.size(), " outputs for ", inputs.size(), " inputs");
+  return enqueue("hccl:all_gather_into_tensor_coalesced", c10d::OpType::COALESCED, inputs, outputs,
+                 [in = snapshot(inputs), out = snapshot(outputs), transport = transport_]() {
+                   for (size_t i = 0; i < in.size(); ++i) {
+                     at::Tensor input = in[i].view().contiguous();
+                     const at::Tensor target = out[i].view();
+                     at::Tensor staged = target.is_contiguous() ? target : target.contiguous();
+                     wait_transport(transport->_allgather_base(staged, input));
+                     if (!staged.is_same(target)) target.copy_(staged);
+                   }
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                        std::vector<at::Tensor>& inputs,
+                                                        const c10d::GatherOptions& opts) {
+  check_single("gather", inputs);
+  const bool root = opts.rootRank == getRank();
+  if (root) TORCH_WARN_ONCE("HCCL doesn't support gather at the moment. Implemented with allgather instead.");
+  // As torch_npu: an allgather, whose result only the root keeps.
+  std::vector<at::Tensor> targets = root && !outputs.empty() ? outputs[0] : std::vector<at::Tensor>{};
+  TORCH_CHECK(!root || static_cast<int>(targets.size()) == getSize(),
+              "ProcessGroupHCCL gather: the root needs a list of ", getSize(), " output tensors");
+  return enqueue("hccl:gather", c10d::OpType::GATHER, inputs, targets,
+                 [in = snapshot(inputs), out = snapshot(targets), transport = transport_, size = getSize()]() {
+                   at::Tensor input = in[0].view().contiguous();
+                   std::vector<std::vector<at::Tensor>> gathered(1);
+                   for (int i = 0; i < size; ++i) gathered[0].push_back(at::empty_like(input));
+                   std::vector<at::Tensor> inputs{input};
+                   wait_transport(transport->allgather(gathered, inputs));
+                   const std::vector<at::Tensor> targets = views(out);
+                   for (size_t i = 0; i < targets.size(); ++i) targets[i].copy_(gathered[0][i]);
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::scatter(std::vector<at::Tensor>& outputs,
+                                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                                         const c10d::ScatterOptions& opts) {
+  check_single("scatter", outputs);
+  const bool root = opts.rootRank == getRank();
+  std::vector<at::Tensor> sources = root && !inputs.empty() ? inputs[0] : std::vector<at::Tensor>{};
+  return enqueue("hccl:scatter", c10d::OpType::SCATTER, sources, outputs,
+                 [in = snapshot(sources), out = snapshot(outputs), transport = transport_, opts]() {
+                   const at::Tensor target = out[0].view();
+                   std::vector<at::Tensor> staged{target.is_contiguous() ? target : target.contiguous()};
+                   std::vector<std::vector<at::Tensor>> sources;
+                   if (!in.empty()) {
+                     sources.emplace_back();
+                     for (const auto& t : views(in)) sources[0].push_back(t.contiguous());
+                   }
+                   wait_transport(transport->scatter(staged, sources, opts));
+                   if (!staged[0].is_same(target)) target.copy_(staged[0]);
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                                const c10d::ReduceScatterOptions& opts) {
+  check_single("reduce_scatter", outputs);
+  TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(),
+              "ProcessGroupHCCL reduce_scatter: expected a list of ", getSize(), " input tensors");
+  check_reduction("reduce_scatter", opts.reduceOp, outputs[0]);
+  return enqueue("hccl:reduce_scatter", c10d::OpType::REDUCE_SCATTER, inputs[0], outputs,
+                 [in = snapshot(inputs[0]), out = snapshot(outputs), transport = transport_, op = opts.reduceOp,
+                  size = getSize()]() {
+                   const at::Tensor target = out[0].view();
+                   std::vector<std::vector<at::Tensor>> staged_in(1);
+                   for (const auto& t : views(in)) staged_in[0].push_back(staged_input(t, op, true));
+                   std::vector<at::Tensor> staged_out{staged_in[0][0].scalar_type() == target.scalar_type() &&
+                                                              target.is_contiguous()
+                                                          ? target
+                                                          : at::empty_like(staged_in[0][0])};
+                   c10d::ReduceScatterOptions o;
+                   o.reduceOp = transport_op(op, staged_out[0]);
+                   wait_transport(transport->reduce_scatter(staged_out, staged_in, o));
+                   finish_reduction(staged_out[0], target, op, size);
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                                      const c10d::ReduceScatterOptions& opts) {
+  TORCH_CHECK(input.numel() == output.numel() * getSize(), "ProcessGroupHCCL reduce_scatter_tensor: input tensor "
+              "must be the same size as output size times world size (", getSize(), " x ", output.numel(),
+              "), got ", input.numel());
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(),
+              "ProcessGroupHCCL reduce_scatter_tensor: output and input must have the same dtype");
+  check_reduction("reduce_scatter", opts.reduceOp, output);
+  return enqueue("hccl:reduce_scatter_tensor", c10d::OpType::_REDUCE_SCATTER_BASE, {input}, {output},
+                 [in = TensorRef(input), out = TensorRef(output), transport = transport_, op = opts.reduceOp,
+                  size = getSize()]() {
+                   const at::Tensor target = out.view();
+                   at::Tensor staged_in = staged_input(in.view(), op, true);
+                   at::Tensor staged_out = staged_in.scalar_type() == target.scalar_type() && target.is_contiguous()
+                                               ? target
+                                               : at::empty({target.numel()}, staged_in.options());
+                   c10d::ReduceScatterOptions o;
+                   o.reduceOp = transport_op(op, staged_out);
+                   wait_transport(transport->_reduce_scatter_base(staged_out, staged_in, o));
+                   finish_reduction(staged_out, target.is_same(staged_out) ? target : target.view({-1}), op, size);
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::ReduceScatterOptions& opts) {
+  TORCH_CHECK(outputs.size() == inputs.size(), "ProcessGroupHCCL reduce_scatter_tensor_coalesced: ",
+              outputs.size(), " outputs for ", inputs.size(), " inputs");
+  for (const auto& t : outputs) check_reduction("reduce_scatter", opts.reduceOp, t);
+  return enqueue("hccl:reduce_scatter_tensor_coalesced", c10d::OpType::COALESCED, inputs, outputs,
+                 [in = snapshot(inputs), out = snapshot(outputs), transport = transport_, op = opts.reduceOp,
+                  size = getSize()]() {
+                   for (size_t i = 0; i < in.size(); ++i) {
+                     const at::Tensor target = out[i].view();
+                     at::Tensor staged_in = staged_input(in[i].view(), op, true);
+                     at::Tensor staged_out = at::empty({target.numel()}, staged_in.options());
+                     c10d::ReduceScatterOptions o;
+                     o.reduceOp = transport_op(op, staged_out);
+                     wait_transport(transport->_reduce_scatter_base(staged_out, staged_in, o));
+                     finish_reduction(staged_out, target.view({-1}), op, size);
+                   }
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall_base(at::Tensor& output, at::Tensor& input,
+                                                               std::vector<int64_t>& output_split_sizes,
+                                                               std::vector<int64_t>& input_split_sizes,
+                                                               const c10d::AllToAllOptions& opts) {
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(),
+              "ProcessGroupHCCL all_to_all_single: output and input must have the same dtype");
+  if (input_split_sizes.empty()) {
+    TORCH_CHECK(input.dim() > 0 && input.size(0) % getSize() == 0,
+                "Tensor's dim 0 does not divide equally across group size");
+  }
+  if (output_split_sizes.empty()) {
+    TORCH_CHECK(output.dim() > 0 && output.size(0) % getSize() == 0,
+                "Tensor's dim 0 does not divide equally across group size");
+  }
+  return enqueue("hccl:all_to_all_single", c10d::OpType::ALLTOALL_BASE, {input}, {output},
+                 [in = TensorRef(input), out = TensorRef(output), transport = transport_, out_splits = output_split_sizes,
+                  in_splits = input_split_sizes, opts]() mutable {
+                   at::Tensor input = in.view().contiguous();
+                   const at::Tensor target = out.view();
+                   at::Tensor staged = target.is_contiguous() ? target : target.contiguous();
+                   wait_transport(transport->alltoall_base(staged, input, out_splits, in_splits, opts));
+                   if (!staged.is_same(target)) target.copy_(staged);
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall(std::vector<at::Tensor>& outputs,
+                                                          std::vector<at::Tensor>& inputs,
+                                                          const c10d::AllToAllOptions& opts) {
+  TORCH_CHECK(static_cast<int>(outputs.size()) == getSize() && static_cast<int>(inputs.size()) == getSize(),
+              "ProcessGroupHCCL all_to_all: expected ", getSize(), " input and output tensors");
+  return enqueue("hccl:all_to_all", c10d::OpType::ALLTOALL, inputs, outputs,
+                 [in = snapshot(inputs), out = snapshot(outputs), transport = transport_, opts]() {
+                   std::vector<at::Tensor> sources;
+                   for (const auto& t : views(in)) sources.push_back(t.contiguous());
+                   const std::vector<at::Tensor> targets = views(out);
+                   std::vector<at::Tensor> staged;
+                   for (const auto& t : targets) staged.push_back(t.is_contiguous() ? t : t.contiguous());
+                   wait_transport(transport->alltoall(staged, sources, opts));
+                   for (size_t i = 0; i < targets.size(); ++i) {
+                     if (!staged[i].is_same(targets[i])) targets[i].copy_(staged[i]);
+                   }
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) {
+  check_single("send", tensors);
+  return enqueue("hccl:send", c10d::OpType::SEND, tensors, {},
+                 [refs = snapshot(tensors), transport = transport_, dst_rank, tag]() {
+                   std::vector<at::Tensor> staged{refs[0].view().contiguous()};
+                   wait_transport(transport->send(staged, dst_rank, tag));
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) {
+  check_single("recv", tensors);
+  return enqueue("hccl:recv", c10d::OpType::RECV, {}, tensors,
+                 [refs = snapshot(tensors), transport = transport_, src_rank, tag]() {
+                   const at::Tensor target = refs[0].view();
+                   std::vector<at::Tensor> staged{target.is_contiguous() ? target : target.contiguous()};
+                   wait_transport(transport->recv(staged, src_rank, tag));
+                   if (!staged[0].is_same(target)) target.copy_(staged[0]);
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+  TORCH_CHECK(false, "ProcessGroupHCCL does not support recv");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::barrier(const c10d::BarrierOptions& opts) {
+  // As torch_npu: an allreduce of one element on the current device.
+  const c10::DeviceIndex device =
+      opts.device_ids.empty() ? current_stream(-1).device_index() : static_cast<c10::DeviceIndex>(opts.device_ids[0]);
+  std::vector<at::Tensor> ones{at::empty({1}, at::TensorOptions().dtype(at::kFloat).device(c10::kPrivateUse1, device))};
+  ones[0].fill_(1);
+  auto work = allreduce(ones, c10d::AllreduceOptions());
+  // barrier() blocks the host until every rank arrived.
+  work->synchronize();
+  return work;
+}
+
+}  // namespace torch_npu

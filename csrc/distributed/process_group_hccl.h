@@ -1,0 +1,114 @@
+// ProcessGroupHCCL: the "hccl" c10d backend of the virtual NPU.
+//
+// A collective is a task on the process group's communication stream (a
+// dedicated stream of the tensors' device), ordered after the work already
+// queued on the caller's current stream, exactly like a kernel. The task runs
+// the collective over CPU views of the device buffers (device memory is host
+// memory) through a transport backend; the returned WorkHCCL completes when
+// that task has, and wait() makes the current stream wait for it (as
+// ProcessGroupNCCL does), without blocking the host.
+//
+// The transport is PyTorch's ProcessGroupGloo (created by the bindings, which
+// own Python; this library includes no gloo header). HCCL's own rules sit on
+// top: its ReduceOps (AVG = SUM then divide, PREMUL_SUM = scale then SUM,
+// bool SUM = MAX, BAND/BOR/BXOR rejected), its reduction dtypes, its
+// messages, and gather implemented with a warning.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <c10/core/Event.h>
+#include <c10/core/Stream.h>
+
+#include <map>
+#include <string>
+#include <variant>
+
+namespace torch_npu {
+
+class ProcessGroupHCCL : public c10d::Backend {
+ public:
+  // ProcessGroupHCCL.Options, with torch_npu's fields.
+  struct Options : c10d::Backend::Options {
+    explicit Options(bool is_high_priority_stream = false);
+    static c10::intrusive_ptr<Options> create(bool is_high_priority_stream = false) {
+      return c10::make_intrusive<Options>(is_high_priority_stream);
+    }
+    // hccl_buffer_size (int, MB), group_name (str, <= 32 chars),
+    // qos_service_level (int 0-7), qos_traffic_class (int 0-255).
+    std::map<std::string, std::variant<int64_t, std::string>> hccl_config;
+    bool is_high_priority_stream;
+    std::string group_id;
+  };
+
+  ProcessGroupHCCL(c10::intrusive_ptr<c10d::Store> store, int rank, int size, c10::intrusive_ptr<Options> options,
+                   c10::intrusive_ptr<c10d::Backend> transport);
+  ~ProcessGroupHCCL() override;
+
+  const std::string getBackendName() const override { return "hccl"; }
+  c10::intrusive_ptr<c10d::Backend::Options> getBackendOptions() override { return options_; }
+  const c10::intrusive_ptr<Options>& options() const { return options_; }
+  bool supportsCoalescing() const override { return false; }
+  void setSequenceNumberForGroup() override {}
+  uint64_t getSequenceNumberForGroup() override { return seq_; }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_split_sizes,
+                                               std::vector<int64_t>& input_split_sizes,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+  // The communication stream of `device` (made on first use).
+  c10::Stream comm_stream(c10::DeviceIndex device);
+
+ private:
+  // Queues `body` on the communication stream of the tensors' device after
+  // the current stream's work; `outputs` are what it writes.
+  template <typename Body>
+  c10::intrusive_ptr<c10d::Work> enqueue(const char* name, c10d::OpType type, std::vector<at::Tensor> inputs,
+                                         std::vector<at::Tensor> outputs, Body&& body);
+
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<Options> options_;
+  c10::intrusive_ptr<c10d::Backend> transport_;
+  std::map<c10::DeviceIndex, c10::Stream> comm_streams_;
+  uint64_t seq_ = 0;
+  std::mutex mutex_;
+};
+
+}  // namespace torch_npu

@@ -1,0 +1,116 @@
+// torch_npu._C._distributed_c10d: ProcessGroupHCCL and its Options, as real
+// torch_npu exposes them. The constructors build the transport
+// (torch.distributed.ProcessGroupGloo on a prefix of the same store): the
+// distributed library itself includes no gloo header and runs no Python.
+#include <torch/csrc/utils/pybind.h>
+
+#include <pybind11/chrono.h>
+#include <pybind11/stl.h>
+
+#include "csrc/distributed/process_group_hccl.h"
+
+namespace torch_npu {
+
+namespace py = pybind11;
+
+namespace {
+
+using Options = ProcessGroupHCCL::Options;
+
+c10::intrusive_ptr<c10d::Backend> make_transport(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                                 std::chrono::milliseconds timeout) {
+  py::module dist = py::module::import("torch.distributed");
+  py::object prefixed = dist.attr("PrefixStore")("hccl_transport/", py::cast(store));
+  py::object gloo = dist.attr("ProcessGroupGloo")(prefixed, rank, size, timeout);
+  return gloo.cast<c10::intrusive_ptr<c10d::Backend>>();
+}
+
+c10::intrusive_ptr<ProcessGroupHCCL> make_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                                c10::intrusive_ptr<Options> options) {
+  TORCH_CHECK(size > 0 && rank >= 0 && rank < size, "ProcessGroupHCCL: rank ", rank, " is not in a group of size ",
+              size);
+  return c10::make_intrusive<ProcessGroupHCCL>(store, rank, size, options,
+                                               make_transport(store, rank, size, options->timeout));
+}
+
+// hccl_config's keys and the types torch_npu accepts for them.
+void check_hccl_config(const py::dict& config) {
+  for (const auto& [key, value] : config) {
+    const std::string name = py::str(key);
+    if (name == "group_name") {
+      TORCH_CHECK_TYPE(py::isinstance<py::str>(value), "Value type of group_name should be str.");
+      TORCH_CHECK_VALUE(py::str(value).cast<std::string>().size() <= 32,
+                        "The length of group_name should be no more than 32.");
+    } else if (name == "hccl_buffer_size" || name == "qos_service_level" || name == "qos_traffic_class" ||
+               name == "hccl_op_expansion_mode") {
+      TORCH_CHECK_TYPE(py::isinstance<py::int_>(value) && !py::isinstance<py::bool_>(value),
+                       "Value type of ", name, " should be int.");
+      const int64_t v = value.cast<int64_t>();
+      if (name == "hccl_buffer_size") TORCH_CHECK_VALUE(v > 0, "hccl_buffer_size should be greater than 0.");
+      if (name == "qos_service_level") TORCH_CHECK_VALUE(v >= 0 && v <= 7, "qos_service_level should be in [0, 7].");
+      if (name == "qos_traffic_class") TORCH_CHECK_VALUE(v >= 0 && v <= 255, "qos_traffic_class should be in [0, 255].");
+    }
+  }
+}
+
+}  // namespace
+
+void bind_distributed(py::module& m) {
+  py::module::import("torch.distributed");  // registers c10d's Backend and Store types
+  py::module dist = m.def_submodule("_distributed_c10d", "torch_npu's c10d backends");
+
+  auto group = py::class_<ProcessGroupHCCL, c10d::Backend, c10::intrusive_ptr<ProcessGroupHCCL>>(dist,
+                                                                                                   "ProcessGroupHCCL");
+  py::class_<Options, c10d::Backend::Options, c10::intrusive_ptr<Options>>(group, "Options")
+      .def(py::init<bool>(), py::arg("is_high_priority_stream") = false)
+      .def_readwrite("is_high_priority_stream", &Options::is_high_priority_stream)
+      .def_readwrite("group_id", &Options::group_id)
+      .def_property(
+          "op_timeout", [](const Options& o) { return o.timeout; },
+          [](Options& o, std::chrono::milliseconds t) { o.timeout = t; })
+      .def_property(
+          "hccl_config",
+          [](const Options& o) {
+            py::dict d;
+            for (const auto& [k, v] : o.hccl_config) {
+              d[py::str(k)] = std::visit([](const auto& x) { return py::cast(x); }, v);
+            }
+            return d;
+          },
+          [](Options& o, const py::dict& config) {
+            check_hccl_config(config);
+            o.hccl_config.clear();
+            for (const auto& [key, value] : config) {
+              if (py::isinstance<py::str>(value)) {
+                o.hccl_config[py::str(key)] = value.cast<std::string>();
+              } else {
+                TORCH_CHECK_TYPE(py::isinstance<py::int_>(value), "Value type of ", std::string(py::str(key)),
+                                 " should be int or str.");
+                o.hccl_config[py::str(key)] = value.cast<int64_t>();
+              }
+            }
+          });
+
+  group
+      .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                       c10::intrusive_ptr<Options> options) { return make_group(store, rank, size, options); }),
+           py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("options"))
+      .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                       std::chrono::milliseconds timeout) {
+             auto options = Options::create();
+             options->timeout = timeout;
+             return make_group(store, rank, size, options);
+           }),
+           py::arg("store"), py::arg("rank"), py::arg("size"),
+           py::arg("timeout") = std::chrono::milliseconds(30 * 60 * 1000))
+      .def_property_readonly("options", &ProcessGroupHCCL::options)
+      .def("get_hccl_comm_name",
+           [](ProcessGroupHCCL& pg, int64_t rank) {
+             const auto& options = pg.options();
+             return "hccl_comm_" + (options->group_id.empty() ? std::string("default") : options->group_id) + "_" +
+                    std::to_string(rank);
+           },
+           py::arg("rank"));
+}
+
+}  // namespace torch_npu

@@ -1,0 +1,39 @@
+"""torch_npu.distributed: the "hccl" backend of torch.distributed for npu tensors.
+
+``dist.init_process_group("hccl")`` (or no backend, with npu tensors) creates
+a ``torch_npu._C._distributed_c10d.ProcessGroupHCCL`` per group: collectives
+run on a communication stream of the tensors' device, in order with the npu
+kernels queued before them (csrc/distributed/process_group_hccl.h). Facts and
+messages follow real torch_npu's (shared TORCH_NPU_REFERENCE.md, "HCCL").
+"""
+
+import torch
+import torch.distributed as dist
+
+from torch_npu import _C
+
+ProcessGroupHCCL = _C._distributed_c10d.ProcessGroupHCCL
+
+
+def _create_hccl(backend_options, pg_options):
+    """The creator torch.distributed calls (extended API) for each hccl group."""
+    options = pg_options if pg_options is not None else ProcessGroupHCCL.Options()
+    if not isinstance(options, ProcessGroupHCCL.Options):
+        raise TypeError(f"pg_options for the hccl backend should be ProcessGroupHCCL.Options, got "
+                        f"{type(options).__name__}")
+    options._timeout = backend_options.timeout
+    options.global_ranks_in_group = list(backend_options.global_ranks_in_group)
+    options.group_id = str(backend_options.group_id)
+    return ProcessGroupHCCL(backend_options.store, backend_options.group_rank, backend_options.group_size, options)
+
+
+def is_hccl_available():
+    return True
+
+
+def register():
+    """Registers "hccl" (npu's default backend) with torch.distributed, once."""
+    if "hccl" in dist.Backend.backend_list:
+        return
+    dist.Backend.register_backend("hccl", _create_hccl, extended_api=True, devices=["npu"])
+    dist.is_hccl_available = is_hccl_available
