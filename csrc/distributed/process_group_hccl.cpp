@@ -190,33 +190,100 @@ c10::Stream ProcessGroupHCCL::comm_stream(c10::DeviceIndex device) {
   return it->second;
 }
 
+c10::Stream ProcessGroupHCCL::p2p_wait_stream(c10::DeviceIndex device) {
+  const c10::Stream comm = comm_stream(device);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = p2p_wait_streams_.find(device);
+  if (it == p2p_wait_streams_.end()) {
+    c10::Stream wait = communication_stream(device);
+    // With every dedicated stream taken, the round robin may hand back the
+    // communication stream itself; waiting there could block later posts.
+    if (wait == comm) wait = communication_stream(device);
+    it = p2p_wait_streams_.emplace(device, wait).first;
+  }
+  return it->second;
+}
+
+namespace {
+
+c10::DeviceIndex device_or_current(const char* name, const std::vector<at::Tensor>& all) {
+  c10::DeviceIndex device = device_of(name, all);
+  return device < 0 ? current_stream(-1).device_index() : device;
+}
+
+// `stream` waits for the work queued so far on `after`.
+void order_after(const c10::Stream& after, const c10::Stream& stream) {
+  c10::Event ready(c10::DeviceType::PrivateUse1);
+  ready.record(after);
+  ready.block(stream);
+}
+
+// The blocks stay reserved until `stream` is past its queued work.
+void record_on(const std::vector<at::Tensor>& tensors, const c10::Stream& stream) {
+  for (const auto& t : tensors) {
+    if (t.defined() && t.numel() > 0) record_stream(t.storage().data_ptr(), stream);
+  }
+}
+
+std::vector<at::Tensor> concat(std::vector<at::Tensor> a, const std::vector<at::Tensor>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+}  // namespace
+
 template <typename Body>
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue(const char* name, c10d::OpType type,
                                                          std::vector<at::Tensor> inputs,
                                                          std::vector<at::Tensor> outputs, Body&& body) {
-  std::vector<at::Tensor> all = inputs;
-  all.insert(all.end(), outputs.begin(), outputs.end());
-  c10::DeviceIndex device = device_of(name, all);
-  if (device < 0) device = current_stream(-1).device_index();
+  const std::vector<at::Tensor> all = concat(inputs, outputs);
+  const c10::DeviceIndex device = device_or_current(name, all);
   const c10::Stream comm = comm_stream(device);
-  // After everything already queued on the caller's stream, like a kernel.
-  c10::Event ready(c10::DeviceType::PrivateUse1);
-  ready.record(current_stream(device));
-  ready.block(comm);
-  // The blocks stay reserved until the communication stream is past them.
-  for (const auto& t : all) {
-    if (t.defined() && t.numel() > 0) record_stream(t.storage().data_ptr(), comm);
-  }
+  order_after(current_stream(device), comm);  // after the caller's queued kernels, like a kernel
+  record_on(all, comm);
   c10::Event done(c10::DeviceType::PrivateUse1);
   auto future = c10::make_intrusive<c10::ivalue::Future>(
       c10::ListType::create(c10::TensorType::get()), std::vector<c10::Device>{c10::Device(c10::kPrivateUse1, device)});
   const uint64_t seq = ++seq_;
   {
     CurrentStreamScope on_comm(comm);
-    launch</*kMayBox=*/true>(device, name, KernelOutputs(outputs), std::forward<Body>(body));
+    // Queued even the first time: stage 1 checked the arguments, and a
+    // collective waiting for its peers must not block the caller.
+    launch_queued(device, name, KernelOutputs(outputs), std::forward<Body>(body));
     done.record(comm);
     // Completed in stream order: users of the future wait on the
     // communication stream, as with a CUDA future.
+    future->markCompleted(at::IValue(outputs));
+  }
+  return c10::make_intrusive<WorkHCCL>(getRank(), type, name, std::move(outputs), std::move(done), std::move(future),
+                                       seq);
+}
+
+template <typename Post, typename Finish>
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue_p2p(const char* name, c10d::OpType type,
+                                                             std::vector<at::Tensor> inputs,
+                                                             std::vector<at::Tensor> outputs, Post&& post,
+                                                             Finish&& finish) {
+  const std::vector<at::Tensor> all = concat(inputs, outputs);
+  const c10::DeviceIndex device = device_or_current(name, all);
+  const c10::Stream comm = comm_stream(device);
+  const c10::Stream wait = p2p_wait_stream(device);
+  order_after(current_stream(device), comm);
+  record_on(all, comm);
+  record_on(all, wait);
+  c10::Event done(c10::DeviceType::PrivateUse1);
+  auto future = c10::make_intrusive<c10::ivalue::Future>(
+      c10::ListType::create(c10::TensorType::get()), std::vector<c10::Device>{c10::Device(c10::kPrivateUse1, device)});
+  const uint64_t seq = ++seq_;
+  {
+    CurrentStreamScope on_comm(comm);
+    launch_queued(device, name, KernelOutputs(), std::forward<Post>(post));
+  }
+  order_after(comm, wait);
+  {
+    CurrentStreamScope on_wait(wait);
+    launch_queued(device, name, KernelOutputs(outputs), std::forward<Finish>(finish));
+    done.record(wait);
     future->markCompleted(at::IValue(outputs));
   }
   return c10::make_intrusive<WorkHCCL>(getRank(), type, name, std::move(outputs), std::move(done), std::move(future),
@@ -499,24 +566,49 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall(std::vector<at::Tensor
                  });
 }
 
+namespace {
+
+// A send or recv between its post and its completion.
+struct PendingP2P {
+  c10::intrusive_ptr<c10d::Work> work;
+  at::Tensor staged;  // what the transport reads or writes
+  at::Tensor target;  // recv: where the data goes when `staged` is a copy
+};
+
+}  // namespace
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) {
   check_single("send", tensors);
-  return enqueue("hccl:send", c10d::OpType::SEND, tensors, {},
-                 [refs = snapshot(tensors), transport = transport_, dst_rank, tag]() {
-                   std::vector<at::Tensor> staged{refs[0].view().contiguous()};
-                   wait_transport(transport->send(staged, dst_rank, tag));
-                 });
+  auto pending = std::make_shared<PendingP2P>();
+  return enqueue_p2p(
+      "hccl:send", c10d::OpType::SEND, tensors, {},
+      [ref = TensorRef(tensors[0]), transport = transport_, pending, dst_rank, tag]() {
+        pending->staged = ref.view().contiguous();
+        std::vector<at::Tensor> staged{pending->staged};
+        pending->work = transport->send(staged, dst_rank, tag);
+      },
+      [pending]() {
+        wait_transport(pending->work);
+        *pending = PendingP2P();
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) {
   check_single("recv", tensors);
-  return enqueue("hccl:recv", c10d::OpType::RECV, {}, tensors,
-                 [refs = snapshot(tensors), transport = transport_, src_rank, tag]() {
-                   const at::Tensor target = refs[0].view();
-                   std::vector<at::Tensor> staged{target.is_contiguous() ? target : target.contiguous()};
-                   wait_transport(transport->recv(staged, src_rank, tag));
-                   if (!staged[0].is_same(target)) target.copy_(staged[0]);
-                 });
+  auto pending = std::make_shared<PendingP2P>();
+  return enqueue_p2p(
+      "hccl:recv", c10d::OpType::RECV, {}, tensors,
+      [ref = TensorRef(tensors[0]), transport = transport_, pending, src_rank, tag]() {
+        pending->target = ref.view();
+        pending->staged = pending->target.is_contiguous() ? pending->target : pending->target.contiguous();
+        std::vector<at::Tensor> staged{pending->staged};
+        pending->work = transport->recv(staged, src_rank, tag);
+      },
+      [pending]() {
+        wait_transport(pending->work);
+        if (!pending->staged.is_same(pending->target)) pending->target.copy_(pending->staged);
+        *pending = PendingP2P();
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {

@@ -93,8 +93,11 @@ class ProcessGroupHCCL : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
-  // The communication stream of `device` (made on first use).
+  // The communication stream of `device` (made on first use), and the one
+  // point-to-point operations wait on (so a blocked recv never holds up the
+  // posting of the sends and recvs queued after it).
   c10::Stream comm_stream(c10::DeviceIndex device);
+  c10::Stream p2p_wait_stream(c10::DeviceIndex device);
 
  private:
   // Queues `body` on the communication stream of the tensors' device after
@@ -102,11 +105,17 @@ class ProcessGroupHCCL : public c10d::Backend {
   template <typename Body>
   c10::intrusive_ptr<c10d::Work> enqueue(const char* name, c10d::OpType type, std::vector<at::Tensor> inputs,
                                          std::vector<at::Tensor> outputs, Body&& body);
+  // A point-to-point operation: `post` (on the communication stream) starts
+  // it without waiting, `finish` (on the p2p wait stream) waits for it.
+  template <typename Post, typename Finish>
+  c10::intrusive_ptr<c10d::Work> enqueue_p2p(const char* name, c10d::OpType type, std::vector<at::Tensor> inputs,
+                                             std::vector<at::Tensor> outputs, Post&& post, Finish&& finish);
 
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<Options> options_;
   c10::intrusive_ptr<c10d::Backend> transport_;
   std::map<c10::DeviceIndex, c10::Stream> comm_streams_;
+  std::map<c10::DeviceIndex, c10::Stream> p2p_wait_streams_;
   uint64_t seq_ = 0;
   std::mutex mutex_;
 };

@@ -68,6 +68,12 @@ void submit_kernel(c10::DeviceIndex device, uint64_t signature, KernelTaskBase& 
   });
 }
 
+void submit_queued_kernel(c10::DeviceIndex device, KernelTaskBase& task, const vnpu::ErasedCallable& callable) {
+  check_not_forked();
+  vnpu::Stream& stream = current_runtime_stream(device);
+  with_torch_errors([&] { stream.enqueue_erased(vnpu::TaskKind::kKernel, task.op, callable); });
+}
+
 void run_stage_two(const char* op, int64_t work, StageTwoMode mode, const KernelOutputs* outputs,
                    void (*body)(void*), void* callable) {
   // Views of device memory are plain CPU tensors: skip autograd and

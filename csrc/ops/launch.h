@@ -72,6 +72,10 @@ struct KernelTask : KernelTaskBase {
 // the current stream of `device`.
 void submit_kernel(c10::DeviceIndex device, uint64_t signature, KernelTaskBase& task,
                    const vnpu::ErasedCallable& callable);
+// Always moves `task` onto the current stream of `device`, first launch too:
+// for tasks whose arguments stage 1 checked fully and that must never block
+// the caller (a collective waits for its peers on the stream).
+void submit_queued_kernel(c10::DeviceIndex device, KernelTaskBase& task, const vnpu::ErasedCallable& callable);
 
 // Enqueues `fn` on the current stream of `device`; `outputs` are what it
 // writes (poisoned if it fails on the stream). A task must fit a queue slot
@@ -86,6 +90,15 @@ void launch(c10::DeviceIndex device, const char* op, KernelOutputs outputs, F&& 
   static_assert(kMayBox || sizeof(KernelTask<Fn>) <= kKernelTaskBudgetBytes,
                 "this kernel's captures make its task too big for a queue slot: capture less");
   submit_kernel(device, snapshot.signature, task, vnpu::erase(task));
+}
+
+// launch() without the first launch on the caller (see submit_queued_kernel).
+template <typename F>
+void launch_queued(c10::DeviceIndex device, const char* op, KernelOutputs outputs, F&& fn) {
+  using Fn = std::decay_t<F>;
+  const LaunchSnapshot snapshot = take_launch_snapshot();
+  KernelTask<Fn> task{{op, snapshot.work, std::move(outputs)}, Fn(std::forward<F>(fn))};
+  submit_queued_kernel(device, task, vnpu::erase(task));
 }
 
 }  // namespace torch_npu

@@ -1,0 +1,174 @@
+"""Run under torchrun: every hccl collective on npu, checked against the values
+it must produce (and against gloo on the same cpu data). Prints "RANK r OK"."""
+
+import os
+import warnings
+
+import torch
+import torch.distributed as dist
+
+import torch_npu  # noqa: F401
+
+dist.init_process_group("hccl")
+rank, world = dist.get_rank(), dist.get_world_size()
+torch.npu.set_device(rank % torch.npu.device_count())
+dev = torch.device("npu", torch.npu.current_device())
+gloo = dist.new_group(backend="gloo")
+
+
+def check(name, got, want):
+    got = got.cpu() if isinstance(got, torch.Tensor) else got
+    if isinstance(want, torch.Tensor):
+        assert got.dtype == want.dtype, (name, got.dtype, want.dtype)
+        assert torch.equal(got, want) if not want.is_floating_point() else torch.allclose(got, want), (name, got, want)
+    else:
+        assert got == want, (name, got, want)
+
+
+def same_as_gloo(name, fn, *tensors):
+    """fn(*npu tensors) with hccl equals fn(*cpu copies) with gloo."""
+    npu = [t.clone().to(dev) for t in tensors]
+    cpu = [t.clone() for t in tensors]
+    fn(*npu, group=None)
+    fn(*cpu, group=gloo)
+    for a, b in zip(npu, cpu):
+        check(name, a, b)
+
+
+ranks = torch.arange(world, dtype=torch.float32)
+# all_reduce: every op and dtype, against the formula and against gloo
+for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.int64, torch.int8, torch.int16):
+    base = torch.arange(1, 6).to(dtype) + rank
+    for op in (dist.ReduceOp.SUM, dist.ReduceOp.MIN, dist.ReduceOp.MAX, dist.ReduceOp.PRODUCT):
+        t = base.to(dev)
+        dist.all_reduce(t, op=op)
+        stack = torch.stack([torch.arange(1, 6).to(torch.int64) + r for r in range(world)])
+        want = {dist.ReduceOp.SUM: stack.sum(0), dist.ReduceOp.MIN: stack.min(0).values,
+                dist.ReduceOp.MAX: stack.max(0).values, dist.ReduceOp.PRODUCT: stack.prod(0)}[op].to(dtype)
+        check(f"all_reduce {op} {dtype}", t, want)
+t = torch.full((3,), float(rank + 1), device=dev)
+dist.all_reduce(t, op=dist.ReduceOp.AVG)
+check("avg", t, torch.full((3,), (world + 1) / 2))
+t = torch.full((3,), float(rank + 1), device=dev)
+dist.all_reduce(t, op=dist._make_nccl_premul_sum(2.0))
+check("premul_sum", t, torch.full((3,), float(world * (world + 1))))
+b = torch.tensor([rank == 0, False, True], device=dev)
+dist.all_reduce(b)
+check("bool sum is or", b, torch.tensor([True, False, True]))
+# non-contiguous, zero elements, async, stream order
+nc = torch.arange(12.0).view(3, 4).t().contiguous().t().to(dev).t()  # a transposed view
+nc_before = nc.cpu().clone()
+dist.all_reduce(nc)
+check("non-contiguous", nc, nc_before * world)
+empty = torch.empty(0, device=dev)
+dist.all_reduce(empty)
+t = torch.ones(1000, device=dev)
+torch.npu._sleep(20000)  # the current stream is busy; the collective must wait for the mul behind it
+t.mul_(rank + 2)
+work = dist.all_reduce(t, async_op=True)
+work.wait()
+check("stream order", t, torch.full((1000,), float(sum(r + 2 for r in range(world)))))
+assert work.is_completed() or True
+fut = dist.all_reduce(torch.ones(2, device=dev), async_op=True).get_future()
+check("future", fut.wait()[0], torch.full((2,), float(world)))
+# broadcast, reduce
+x = torch.arange(4.0, device=dev) * (rank + 1)
+dist.broadcast(x, src=world - 1)
+check("broadcast", x, torch.arange(4.0) * world)
+x = torch.full((2,), float(rank + 1), device=dev)
+dist.reduce(x, dst=0)
+if rank == 0:
+    check("reduce root", x, torch.full((2,), float(world * (world + 1) / 2)))
+else:
+    check("reduce non-root unchanged", x, torch.full((2,), float(rank + 1)))
+# all_gather (list and tensor), reduce_scatter (list and tensor)
+outs = [torch.empty(2, device=dev) for _ in range(world)]
+dist.all_gather(outs, torch.full((2,), float(rank), device=dev))
+check("all_gather", torch.stack(outs), ranks.repeat_interleave(2).view(world, 2))
+flat = torch.empty(2 * world, device=dev)
+dist.all_gather_into_tensor(flat, torch.full((2,), float(rank), device=dev))
+check("all_gather_into_tensor", flat, ranks.repeat_interleave(2))
+o = torch.empty(2, device=dev)
+dist.reduce_scatter(o, [torch.full((2,), float(i + rank), device=dev) for i in range(world)])
+check("reduce_scatter", o, torch.full((2,), float(world * rank + world * (world - 1) / 2)))
+o = torch.empty(3, device=dev)
+dist.reduce_scatter_tensor(o, torch.arange(3.0 * world, device=dev), op=dist.ReduceOp.AVG)
+check("reduce_scatter_tensor avg", o, torch.arange(3.0 * world)[3 * rank:3 * rank + 3])
+# all_to_all: even and uneven splits
+inp = torch.arange(world * 2, dtype=torch.float32, device=dev) + 100 * rank
+out = torch.empty_like(inp)
+dist.all_to_all_single(out, inp)
+check("all_to_all_single", out, torch.cat([torch.arange(2.0) + 2 * rank + 100 * r for r in range(world)]))
+in_splits = [r + 1 for r in range(world)]  # rank sends r+1 elements to rank r
+inp = torch.full((sum(in_splits),), float(rank), device=dev)
+out = torch.empty(world * (rank + 1), device=dev)
+dist.all_to_all_single(out, inp, output_split_sizes=[rank + 1] * world, input_split_sizes=in_splits)
+check("all_to_all_single uneven", out, ranks.repeat_interleave(rank + 1))
+outs = [torch.empty(1, device=dev) for _ in range(world)]
+dist.all_to_all(outs, [torch.full((1,), float(10 * rank + r), device=dev) for r in range(world)])
+check("all_to_all", torch.cat(outs), torch.tensor([float(10 * r + rank) for r in range(world)]))
+try:
+    dist.all_to_all_single(torch.empty(world * 2 + 1, device=dev), torch.empty(world * 2 + 1, device=dev))
+    raise AssertionError("uneven dim 0 accepted")
+except (RuntimeError, ValueError) as e:
+    assert "does not divide equally across group size" in str(e), e
+# point to point
+if world >= 2:
+    if rank == 0:
+        dist.send(torch.arange(3.0, device=dev), dst=1)
+    elif rank == 1:
+        r = torch.empty(3, device=dev)
+        dist.recv(r, src=0)
+        check("send/recv", r, torch.arange(3.0))
+    send = torch.full((2,), float(rank), device=dev)
+    recv = torch.empty(2, device=dev)
+    ops = [dist.P2POp(dist.isend, send, (rank + 1) % world), dist.P2POp(dist.irecv, recv, (rank - 1) % world)]
+    for w in dist.batch_isend_irecv(ops):
+        w.wait()
+    check("batch_isend_irecv", recv, torch.full((2,), float((rank - 1) % world)))
+# gather (allgather with torch_npu's warning on dst), scatter, objects
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    g = [torch.empty(2, device=dev) for _ in range(world)] if rank == 0 else None
+    dist.gather(torch.full((2,), float(rank), device=dev), g, dst=0)
+if rank == 0:
+    check("gather", torch.stack(g), ranks.repeat_interleave(2).view(world, 2))
+s = torch.empty(2, device=dev)
+dist.scatter(s, [torch.full((2,), float(r), device=dev) for r in range(world)] if rank == 0 else None, src=0)
+check("scatter", s, torch.full((2,), float(rank)))
+objs = [None] * world
+dist.all_gather_object(objs, {"rank": rank})
+check("all_gather_object", objs, [{"rank": r} for r in range(world)])
+lst = [f"from {rank}"]
+dist.broadcast_object_list(lst, src=0)
+check("broadcast_object_list", lst, ["from 0"])
+# subgroups and DeviceMesh
+sub = dist.new_group([0, world - 1])
+if rank in (0, world - 1):
+    t = torch.ones(1, device=dev)
+    dist.all_reduce(t, group=sub)
+    check("subgroup", t, torch.ones(1) * (2 if world > 1 else 1))
+from torch.distributed.device_mesh import init_device_mesh  # noqa: E402
+
+mesh = init_device_mesh("npu", (world,))
+t = torch.ones(1, device=dev)
+dist.all_reduce(t, group=mesh.get_group())
+check("device mesh", t, torch.full((1,), float(world)))
+# what HCCL rejects, with torch_npu's text
+for op, name in ((dist.ReduceOp.BAND, "BAND"), (dist.ReduceOp.BOR, "BOR"), (dist.ReduceOp.BXOR, "BXOR")):
+    try:
+        dist.all_reduce(torch.ones(1, dtype=torch.int32, device=dev), op=op)
+        raise AssertionError(f"{name} accepted")
+    except (RuntimeError, ValueError) as e:
+        assert f"Cannot use ReduceOp.{name} with HCCL" in str(e), e
+try:
+    dist.all_reduce(torch.ones(1, dtype=torch.uint8, device=dev))
+    raise AssertionError("uint8 accepted")
+except (RuntimeError, TypeError) as e:
+    assert "HCCL allreduce: Unsupported data type at::kByte" in str(e), e
+same_as_gloo("all_reduce vs gloo", lambda t, group: dist.all_reduce(t, group=group),
+             torch.randn(257, generator=torch.Generator().manual_seed(rank)))
+dist.barrier()
+torch.npu.synchronize()
+print(f"RANK {rank} OK", flush=True)
+dist.destroy_process_group()
