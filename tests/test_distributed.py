@@ -1,0 +1,87 @@
+"""The hccl backend under torchrun (tests/distributed/*.py), 2 and 3 ranks on
+npu, each job bounded by a timeout so that a hang fails the test. Plus the
+single-process API: Options, registration, and the errors."""
+
+import datetime
+import os
+import socket
+import subprocess
+import sys
+import pathlib
+
+import pytest
+import torch
+import torch.distributed as dist
+
+import torch_npu
+from conftest import clean_env
+
+SCRIPTS = pathlib.Path(__file__).parent / "distributed"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun(script, nproc, timeout=240, **env):
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}",
+           f"--master_port={free_port()}", str(SCRIPTS / script)]
+    proc = subprocess.run(cmd, env=clean_env(OMP_NUM_THREADS=1, **env), capture_output=True, text=True,
+                          timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    for rank in range(nproc):
+        assert f"RANK {rank} OK" in proc.stdout, proc.stdout[-3000:]
+    return proc
+
+
+@pytest.mark.parametrize("nproc", [2, 3])
+def test_every_collective(nproc):
+    torchrun("collectives.py", nproc)
+
+
+def test_ddp_trains_like_one_process():
+    torchrun("ddp_train.py", 2)
+
+
+def test_registered_as_npus_backend():
+    assert "hccl" in dist.Backend.backend_list
+    assert dist.Backend.default_device_backend_map["npu"] == "hccl"
+    assert dist.is_hccl_available()
+    assert torch_npu._C._distributed_c10d.ProcessGroupHCCL is torch_npu.distributed.ProcessGroupHCCL
+
+
+def test_options():
+    opts = torch_npu._C._distributed_c10d.ProcessGroupHCCL.Options()
+    assert opts.backend == "hccl" and opts.is_high_priority_stream is False
+    opts.hccl_config = {"hccl_buffer_size": 200, "group_name": "tp"}
+    assert opts.hccl_config == {"hccl_buffer_size": 200, "group_name": "tp"}
+    with pytest.raises(TypeError, match="Value type of hccl_buffer_size should be int."):
+        opts.hccl_config = {"hccl_buffer_size": "200"}
+    with pytest.raises(ValueError, match="group_name should be no more than 32"):
+        opts.hccl_config = {"group_name": "x" * 33}
+    opts.op_timeout = datetime.timedelta(seconds=5)
+    assert opts._timeout == datetime.timedelta(seconds=5)
+    assert opts.hccl_config == {"hccl_buffer_size": 200, "group_name": "tp"}  # a rejected value changed nothing
+
+
+def test_single_process_group_and_errors():
+    # One rank in this process, over a HashStore: the collectives and their refusals.
+    store = dist.HashStore()
+    pg = torch_npu._C._distributed_c10d.ProcessGroupHCCL(store, 0, 1, datetime.timedelta(seconds=30))
+    assert pg.name() == "hccl" and pg.size() == 1
+    t = torch.arange(4.0, device="npu")
+    pg.allreduce([t]).wait()
+    assert torch.equal(t.cpu(), torch.arange(4.0))
+    opts = dist.AllreduceOptions()
+    opts.reduceOp = dist.ReduceOp.BXOR
+    with pytest.raises(RuntimeError, match="Cannot use ReduceOp.BXOR with HCCL"):
+        pg.allreduce([torch.ones(1, dtype=torch.int32, device="npu")], opts)
+    with pytest.raises(RuntimeError, match="Unsupported data type at::kByte"):
+        pg.allreduce([torch.ones(1, dtype=torch.uint8, device="npu")])
+    with pytest.raises(RuntimeError, match="Tensors must be NPU"):
+        pg.allreduce([torch.ones(1)])
+    with pytest.raises(RuntimeError, match="does not support recv"):
+        pg.recv_anysource([torch.ones(1, device="npu")], 0)
+    assert pg.get_hccl_comm_name(0).startswith("hccl_comm_")
