@@ -45,6 +45,14 @@ def test_ddp_trains_like_one_process():
     torchrun("ddp_train.py", 2)
 
 
+def test_fsdp2_trains_like_one_process_and_checkpoints(tmp_path):
+    torchrun("fsdp_train.py", 2, CKPT_DIR=tmp_path / "ckpt")
+
+
+def test_fsdp1_trains_like_one_process():
+    torchrun("fsdp_train.py", 2, FSDP_VERSION=1)
+
+
 def test_registered_as_npus_backend():
     assert "hccl" in dist.Backend.backend_list
     assert dist.Backend.default_device_backend_map["npu"] == "hccl"
