@@ -3,7 +3,9 @@ npu, each job bounded by a timeout so that a hang fails the test. Plus the
 single-process API: Options, registration, and the errors."""
 
 import datetime
+import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -51,6 +53,20 @@ def test_fsdp2_trains_like_one_process_and_checkpoints(tmp_path):
 
 def test_fsdp1_trains_like_one_process():
     torchrun("fsdp_train.py", 2, FSDP_VERSION=1)
+
+
+@pytest.mark.parametrize("stage", [1, 2, 3])
+def test_deepspeed_zero_trains_like_deepspeed_on_cpu(stage):
+    pytest.importorskip("deepspeed", reason="deepspeed missing: run scripts/setup_clients.sh")
+
+    def losses(proc):
+        return json.loads(re.search(r"RANK 0 OK losses=(\[[^\]]*\])", proc.stdout).group(1))
+
+    npu = losses(torchrun("deepspeed_train.py", 2, ZERO_STAGE=stage))
+    cpu = losses(torchrun("deepspeed_train.py", 2, ZERO_STAGE=stage, DS_ACCELERATOR="cpu", DS_BACKEND="gloo",
+                          TORCH_DEVICE_BACKEND_AUTOLOAD=0))
+    assert npu[-1] < npu[0]
+    assert npu == pytest.approx(cpu, rel=1e-5, abs=1e-6)
 
 
 def test_registered_as_npus_backend():

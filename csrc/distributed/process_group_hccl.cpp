@@ -33,8 +33,12 @@ void check_reduction(const char* collective, const ReduceOp& op, const at::Tenso
   TORCH_CHECK(type != ReduceOp::BAND && type != ReduceOp::BOR && type != ReduceOp::BXOR, "Cannot use ReduceOp.",
               op_name(type), " with HCCL");
   const auto dtype = t.scalar_type();
+  // float64 too: DeepSpeed ZeRO-3 reduces gradient norms in float64 (which
+  // HCCL maps to HCCL_DATA_TYPE_FP64). Which chips reject it is strict
+  // mode's business, not the default's.
   const bool supported = dtype == at::kChar || dtype == at::kShort || dtype == at::kInt || dtype == at::kLong ||
-                         dtype == at::kHalf || dtype == at::kFloat || dtype == at::kBFloat16 || dtype == at::kBool;
+                         dtype == at::kHalf || dtype == at::kFloat || dtype == at::kBFloat16 ||
+                         dtype == at::kDouble || dtype == at::kBool;
   TORCH_CHECK(supported, "HCCL ", collective, ": Unsupported data type at::k", c10::toString(dtype));
   TORCH_CHECK(type != ReduceOp::PREMUL_SUM || at::isFloatingType(dtype),
               "HCCL ", collective, ": PREMUL_SUM needs a floating-point tensor, got ", c10::toString(dtype));
