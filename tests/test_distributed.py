@@ -69,6 +69,22 @@ def test_deepspeed_zero_trains_like_deepspeed_on_cpu(stage):
     assert npu == pytest.approx(cpu, rel=1e-5, abs=1e-6)
 
 
+def test_accelerate_launch_two_processes_like_cpu():
+    pytest.importorskip("accelerate", reason="accelerate missing: run scripts/setup_clients.sh")
+
+    def run(**env):
+        cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2", "--main_process_port",
+               str(free_port()), str(SCRIPTS / "accelerate_train.py")]
+        proc = subprocess.run(cmd, env=clean_env(OMP_NUM_THREADS=1, **env), capture_output=True, text=True,
+                              timeout=240)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+        return json.loads(re.search(r"RANK 0 OK losses=(\[[^\]]*\])", proc.stdout).group(1))
+
+    npu = run()
+    cpu = run(ACCELERATE_USE_CPU=1)
+    assert npu == pytest.approx(cpu, rel=1e-5, abs=1e-6)
+
+
 def test_registered_as_npus_backend():
     assert "hccl" in dist.Backend.backend_list
     assert dist.Backend.default_device_backend_map["npu"] == "hccl"

@@ -78,7 +78,10 @@ void finish_reduction(const at::Tensor& result, const at::Tensor& target, const 
       result.div_(size, "trunc");
     }
   }
-  if (!result.is_same(target)) target.copy_(result);
+  // A staged result (a copy, a flat view, a wider dtype) goes back in the target's shape.
+  const bool in_place = result.data_ptr() == target.data_ptr() && result.scalar_type() == target.scalar_type() &&
+                        target.is_contiguous() && result.numel() == target.numel();
+  if (!in_place) target.copy_(result.reshape(target.sizes()));
 }
 
 void wait_transport(const c10::intrusive_ptr<c10d::Work>& work) { work->wait(); }
@@ -392,12 +395,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_allgather_base(at::Tensor& out
               "ProcessGroupHCCL all_gather_into_tensor: output and input must have the same dtype");
   return enqueue("hccl:all_gather_into_tensor", c10d::OpType::_ALLGATHER_BASE, {input}, {output},
                  [in = TensorRef(input), out = TensorRef(output), transport = transport_]() {
-                   at::Tensor input = in.view().contiguous();
+                   // Flat on both sides: the output is the ranks' inputs end to end.
+                   at::Tensor input = in.view().reshape({-1});
                    const at::Tensor target = out.view();
-                   at::Tensor staged = target.is_contiguous() ? target : at::empty_like(target,
-                                                                                         at::MemoryFormat::Contiguous);
+                   at::Tensor staged = target.is_contiguous() ? target.view({-1}) : at::empty({target.numel()},
+                                                                                             target.options());
                    wait_transport(transport->_allgather_base(staged, input));
-                   if (!staged.is_same(target)) target.copy_(staged);
+                   if (!target.is_contiguous()) target.copy_(staged.view(target.sizes()));
                  });
 }
 
@@ -408,11 +412,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather_into_tensor_coalesced
   return enqueue("hccl:all_gather_into_tensor_coalesced", c10d::OpType::COALESCED, inputs, outputs,
                  [in = snapshot(inputs), out = snapshot(outputs), transport = transport_]() {
                    for (size_t i = 0; i < in.size(); ++i) {
-                     at::Tensor input = in[i].view().contiguous();
+                     at::Tensor input = in[i].view().reshape({-1});
                      const at::Tensor target = out[i].view();
-                     at::Tensor staged = target.is_contiguous() ? target : target.contiguous();
+                     at::Tensor staged = target.is_contiguous() ? target.view({-1}) : at::empty({target.numel()},
+                                                                                               target.options());
                      wait_transport(transport->_allgather_base(staged, input));
-                     if (!staged.is_same(target)) target.copy_(staged);
+                     if (!target.is_contiguous()) target.copy_(staged.view(target.sizes()));
                    }
                  });
 }
@@ -495,14 +500,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_reduce_scatter_base(at::Tensor
                  [in = TensorRef(input), out = TensorRef(output), transport = transport_, op = opts.reduceOp,
                   size = getSize()]() {
                    const at::Tensor target = out.view();
-                   at::Tensor staged_in = staged_input(in.view(), op, true);
+                   at::Tensor staged_in = staged_input(in.view(), op, true).view({-1});
                    at::Tensor staged_out = staged_in.scalar_type() == target.scalar_type() && target.is_contiguous()
-                                               ? target
+                                               ? target.view({-1})
                                                : at::empty({target.numel()}, staged_in.options());
                    c10d::ReduceScatterOptions o;
                    o.reduceOp = transport_op(op, staged_out);
                    wait_transport(transport->_reduce_scatter_base(staged_out, staged_in, o));
-                   finish_reduction(staged_out, target.is_same(staged_out) ? target : target.view({-1}), op, size);
+                   finish_reduction(staged_out, target, op, size);
                  });
 }
 
@@ -516,12 +521,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter_tensor_coalesced
                   size = getSize()]() {
                    for (size_t i = 0; i < in.size(); ++i) {
                      const at::Tensor target = out[i].view();
-                     at::Tensor staged_in = staged_input(in[i].view(), op, true);
+                     at::Tensor staged_in = staged_input(in[i].view(), op, true).view({-1});
                      at::Tensor staged_out = at::empty({target.numel()}, staged_in.options());
                      c10d::ReduceScatterOptions o;
                      o.reduceOp = transport_op(op, staged_out);
                      wait_transport(transport->_reduce_scatter_base(staged_out, staged_in, o));
-                     finish_reduction(staged_out, target.view({-1}), op, size);
+                     finish_reduction(staged_out, target, op, size);
                    }
                  });
 }
