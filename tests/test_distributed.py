@@ -85,6 +85,10 @@ def test_accelerate_launch_two_processes_like_cpu():
     assert npu == pytest.approx(cpu, rel=1e-5, abs=1e-6)
 
 
+def test_a_stalled_peer_ends_in_the_watchdog_error_not_a_hang():
+    torchrun("faults.py", 2, timeout=120, FAULT="stalled_peer")
+
+
 def test_registered_as_npus_backend():
     assert "hccl" in dist.Backend.backend_list
     assert dist.Backend.default_device_backend_map["npu"] == "hccl"

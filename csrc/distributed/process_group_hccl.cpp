@@ -174,6 +174,44 @@ std::vector<std::vector<TensorRef>> nested_snapshot(const std::vector<std::vecto
   return out;
 }
 
+// What the watchdog text names about one collective.
+struct CollectiveInfo {
+  int rank;
+  uint64_t seq;
+  c10d::OpType type;
+  int64_t numel_in;
+  int64_t numel_out;
+  int64_t timeout_ms;
+};
+
+int64_t numel_of(const std::vector<at::Tensor>& tensors) {
+  int64_t n = 0;
+  for (const auto& t : tensors) n += t.defined() ? t.numel() : 0;
+  return n;
+}
+
+// Runs a collective's stage 2; a transport timeout becomes torch_npu's
+// watchdog error (the other errors keep their text).
+template <typename Body>
+auto watched(Body&& body, CollectiveInfo info) {
+  return [body = std::forward<Body>(body), info]() mutable {
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      body();
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      if (what.find("Timed out") == std::string::npos && what.find("timed out") == std::string::npos) throw;
+      const auto ran = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+      TORCH_CHECK(false, "[Rank ", info.rank, "] Watchdog caught collective operation timeout: WorkHCCL(SeqNum=",
+                  info.seq, ", OpType=", c10d::opTypeToString(info.type), ", NumelIn=", info.numel_in,
+                  ", NumelOut=", info.numel_out, ", Timeout(ms)=", info.timeout_ms, ") ran for ", ran.count(),
+                  " milliseconds before timing out. Some HCCL operations have failed or timed out. Due to the "
+                  "asynchronous nature of ASCEND kernels, subsequent NPU operations might run on "
+                  "corrupted/incomplete data. (", what.substr(0, what.find('\n')), ")");
+    }
+  };
+}
+
 }  // namespace
 
 ProcessGroupHCCL::Options::Options(bool high_priority)
@@ -256,7 +294,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue(const char* name, c10d:
     CurrentStreamScope on_comm(comm);
     // Queued even the first time: stage 1 checked the arguments, and a
     // collective waiting for its peers must not block the caller.
-    launch_queued(device, name, KernelOutputs(outputs), std::forward<Body>(body));
+    const CollectiveInfo info{getRank(), seq, type, numel_of(inputs.empty() ? outputs : inputs), numel_of(outputs),
+                              options_->timeout.count()};
+    launch_queued(device, name, KernelOutputs(outputs), watched(std::forward<Body>(body), info));
     done.record(comm);
     // Completed in stream order: users of the future wait on the
     // communication stream, as with a CUDA future.
@@ -289,7 +329,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue_p2p(const char* name, c
   order_after(comm, wait);
   {
     CurrentStreamScope on_wait(wait);
-    launch_queued(device, name, KernelOutputs(outputs), std::forward<Finish>(finish));
+    const CollectiveInfo info{getRank(), seq, type, numel_of(inputs), numel_of(outputs), options_->timeout.count()};
+    launch_queued(device, name, KernelOutputs(outputs), watched(std::forward<Finish>(finish), info));
     done.record(wait);
     future->markCompleted(at::IValue(outputs));
   }

@@ -1,0 +1,42 @@
+"""Run under torchrun (2 ranks): faults end in errors, never hangs.
+
+FAULT=stalled_peer: rank 1 stops calling collectives; rank 0's all_reduce
+must fail within the group's timeout with torch_npu's watchdog text, and
+destroy_process_group must return. Prints "RANK r OK"."""
+
+import datetime
+import os
+import time
+
+import torch
+import torch.distributed as dist
+
+import torch_npu  # noqa: F401
+
+timeout = datetime.timedelta(seconds=4)
+dist.init_process_group("hccl", timeout=timeout)
+rank = dist.get_rank()
+torch.npu.set_device(rank)
+t = torch.ones(4, device="npu")
+dist.all_reduce(t)  # a healthy one first
+assert torch.equal(t.cpu(), torch.full((4,), 2.0))
+fault = os.environ["FAULT"]
+if fault == "stalled_peer":
+    if rank == 1:
+        time.sleep(12)  # never joins the second all_reduce
+        print("RANK 1 OK", flush=True)
+        os._exit(0)
+    start = time.monotonic()
+    dist.all_reduce(t)
+    try:
+        t.cpu()
+        raise AssertionError("a collective with a stalled peer returned")
+    except RuntimeError as e:
+        took = time.monotonic() - start
+        assert "Watchdog caught collective operation timeout" in str(e), e
+        assert "OpType=ALLREDUCE" in str(e) and "Timeout(ms)=4000" in str(e), e
+        assert took < 20, took
+    # The failed collective's output is poisoned, not silently stale.
+    assert torch.isnan(t.cpu()).all(), t.cpu()
+    dist.destroy_process_group()
+    print("RANK 0 OK", flush=True)
