@@ -129,3 +129,39 @@ def test_single_process_group_and_errors():
     with pytest.raises(RuntimeError, match="does not support recv"):
         pg.recv_anysource([torch.ones(1, device="npu")], 0)
     assert pg.get_hccl_comm_name(0).startswith("hccl_comm_")
+
+
+def _run_rank(code, rank, world, port, timeout=60):
+    return subprocess.Popen([sys.executable, "-c", code, str(rank), str(world), str(port)],
+                            env=clean_env(OMP_NUM_THREADS=1), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+BAD_INIT = """
+import datetime, sys, torch, torch_npu, torch.distributed as dist
+rank, world, port = map(int, sys.argv[1:])
+try:
+    dist.init_process_group("hccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=4))
+    t = torch.ones(2, device="npu")
+    dist.all_reduce(t)
+    t.cpu()
+    print("NO ERROR")
+except Exception as e:
+    print("ERROR", type(e).__name__, str(e).splitlines()[0][:200])
+"""
+
+
+def test_unreachable_rendezvous_raises_within_the_timeout():
+    port = free_port()  # nobody listens there, and rank 1 never comes
+    proc = _run_rank(BAD_INIT, 1, 2, port)
+    out, err = proc.communicate(timeout=90)
+    assert "ERROR" in out, out + err[-2000:]
+
+
+def test_world_sizes_that_disagree_raise_not_hang():
+    port = free_port()
+    procs = [_run_rank(BAD_INIT, 0, 2, port), _run_rank(BAD_INIT, 1, 3, port)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    for out, err in outs:
+        assert "ERROR" in out, out + err[-2000:]
