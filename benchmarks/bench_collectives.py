@@ -6,7 +6,9 @@ For all_reduce, all_gather and reduce_scatter at 1 KB, 1 MB, 16 MB and 64 MB
 (float32), rank 0 prints the latency (best of a few runs, microseconds) and
 the bus bandwidth (GB/s, NCCL's convention: algbw * 2(n-1)/n for all_reduce,
 (n-1)/n for the others) of each backend, and hccl/gloo ratios (time ratio:
-lower is better).
+lower is better). Then a DDP training step on npu (2+ ranks, gradient
+all-reduce overlapping backward) against the same step without DDP on the
+same per-rank batch: the ratio is what communication adds.
 """
 
 import argparse
@@ -72,7 +74,44 @@ def main():
                 label = f"{nbytes >> 20} MB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KB"
                 print(f"{name:<15}{label:>8}{t_gloo * 1e6:>12.1f}{t_hccl * 1e6:>12.1f}{bw(t_gloo):>11.2f}"
                       f"{bw(t_hccl):>11.2f}{t_hccl / t_gloo:>11.2f}", flush=True)
+    ddp_step_overhead(rank)
     dist.destroy_process_group()
+
+
+def ddp_step_overhead(rank):
+    import torch.nn as nn
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.manual_seed(0)
+
+    def model():
+        return nn.Sequential(nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
+                             nn.Linear(1024, 512)).npu()
+
+    x = torch.randn(64, 512, device="npu")
+    local = model()
+    ddp = DDP(model(), device_ids=[rank])
+
+    def step(m):
+        m.zero_grad()
+        m(x).square().mean().backward()
+
+    def timed(m, repeats=10):
+        step(m)
+        torch.npu.synchronize()
+        best = float("inf")
+        for _ in range(repeats):
+            dist.barrier()
+            start = time.perf_counter()
+            step(m)
+            torch.npu.synchronize()
+            best = min(best, time.perf_counter() - start)
+        return best
+
+    t_local, t_ddp = timed(local), timed(ddp)
+    if rank == 0:
+        print(f"DDP step (MLP 512-1024-1024-512, batch 64/rank): local {t_local * 1e3:.2f} ms, DDP "
+              f"{t_ddp * 1e3:.2f} ms, DDP/local {t_ddp / t_local:.2f}")
 
 
 if __name__ == "__main__":

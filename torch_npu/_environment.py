@@ -15,6 +15,9 @@ _OTHER_LAYERS = (
     ("ASCEND_HOME_PATH", "torch_npu/_cann",
      "CANN's install folder, read by DeepSpeed and others; if unset, torch_npu points it (and "
      "`ASCEND_TOOLKIT_HOME`) at a folder holding CANN-like version files"),
+    ("VNPU_HCCL_HOST", "the host name",
+     "the host identity hccl ranks compare: ranks with the same one exchange through shared memory, "
+     "others over sockets (set it to make several \"hosts\" of one machine)"),
     ("VNPU_SKIP_BUILD", "unset",
      "build-time only: `pip install` skips the CMake build (used by `scripts/setup.sh`, which builds first)"),
 )

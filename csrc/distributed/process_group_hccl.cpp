@@ -6,6 +6,9 @@
 #include "csrc/core/npu_caching_allocator.h"
 #include "csrc/core/npu_stream.h"
 #include "csrc/ops/launch.h"
+#include <vnpu/hccl/shm_group.h>
+
+#include <unistd.h>
 
 namespace torch_npu {
 namespace {
@@ -58,7 +61,8 @@ double premul_factor(const ReduceOp& op) {
   return supplement->tensor_factor.defined() ? supplement->tensor_factor.item<double>() : supplement->double_factor;
 }
 
-// Stage 2: what the transport reduces for `view` -- the view itself, or a
+// Stage 2: what the transport reduces for `view` -- the view itself (the
+// transports only read their inputs), or a
 // contiguous copy when HCCL's rules change the data first (PREMUL_SUM scales
 // it; int16, which the transport lacks, travels as int32).
 at::Tensor staged_input(const at::Tensor& view, const ReduceOp& op, bool copy_always) {
@@ -174,6 +178,32 @@ std::vector<std::vector<TensorRef>> nested_snapshot(const std::vector<std::vecto
   return out;
 }
 
+// The arithmetic of a shared-memory reduction, with ATen's CPU kernels.
+vnpu::hccl::ShmGroup::ReduceFn reducer(at::ScalarType dtype, ReduceOp::RedOpType op) {
+  return [dtype, op](void* dst, const void* const* srcs, int count, size_t bytes) {
+    const auto options = at::TensorOptions().dtype(dtype);
+    const int64_t n = static_cast<int64_t>(bytes / c10::elementSize(dtype));
+    at::Tensor out = at::from_blob(dst, {n}, options);
+    if (dst != srcs[0]) out.copy_(at::from_blob(const_cast<void*>(srcs[0]), {n}, options));
+    for (int k = 1; k < count; ++k) {
+      const at::Tensor src = at::from_blob(const_cast<void*>(srcs[k]), {n}, options);
+      switch (op) {
+        case ReduceOp::SUM: out.add_(src); break;
+        case ReduceOp::PRODUCT: out.mul_(src); break;
+        case ReduceOp::MIN: at::minimum_out(out, out, src); break;
+        case ReduceOp::MAX: at::maximum_out(out, out, src); break;
+        default: TORCH_INTERNAL_ASSERT(false, "no shared-memory reduction for ", op_name(op));
+      }
+    }
+  };
+}
+
+vnpu::hccl::ShmGroup::Deadline deadline_after(std::chrono::milliseconds timeout) {
+  return std::chrono::steady_clock::now() + timeout;
+}
+
+size_t nbytes(const at::Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
+
 // What the watchdog text names about one collective.
 struct CollectiveInfo {
   int rank;
@@ -215,7 +245,10 @@ auto watched(Body&& body, CollectiveInfo info) {
 }  // namespace
 
 ProcessGroupHCCL::Options::Options(bool high_priority)
-    : c10d::Backend::Options("hccl"), is_high_priority_stream(high_priority) {}
+    : c10d::Backend::Options("hccl"), is_high_priority_stream(high_priority) {
+  char name[256] = {0};
+  if (gethostname(name, sizeof(name) - 1) == 0) host_id = name;
+}
 
 ProcessGroupHCCL::ProcessGroupHCCL(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
                                    c10::intrusive_ptr<Options> options, c10::intrusive_ptr<c10d::Backend> transport)
@@ -224,7 +257,42 @@ ProcessGroupHCCL::ProcessGroupHCCL(c10::intrusive_ptr<c10d::Store> store, int ra
       options_(std::move(options)),
       transport_(std::move(transport)) {
   TORCH_CHECK(transport_, "ProcessGroupHCCL: no transport backend");
+  connect_shared_memory();
 }
+
+void ProcessGroupHCCL::connect_shared_memory() {
+  using vnpu::hccl::ShmGroup;
+  const int rank = getRank(), size = getSize();
+  if (size < 2 || size > ShmGroup::kMaxRanks || options_->host_id.empty()) return;
+  auto as_bytes = [](const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); };
+  auto as_string = [](const std::vector<uint8_t>& b) { return std::string(b.begin(), b.end()); };
+  // Every rank reads every rank's answer, so all of them decide alike.
+  store_->set("hccl/host/" + std::to_string(rank), as_bytes(options_->host_id));
+  for (int r = 0; r < size; ++r) {
+    if (as_string(store_->get("hccl/host/" + std::to_string(r))) != options_->host_id) return;
+  }
+  constexpr size_t kSlotBytes = 4 << 20;
+  std::string failure;
+  try {
+    if (rank == 0) {
+      shm_ = std::make_shared<ShmGroup>(ShmGroup::create(size, kSlotBytes));
+      store_->set("hccl/shm", as_bytes(shm_->address()));
+    } else {
+      shm_ = std::make_shared<ShmGroup>(
+          ShmGroup::attach(rank, size, kSlotBytes, as_string(store_->get("hccl/shm"))));
+    }
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  store_->set("hccl/shm_ok/" + std::to_string(rank), as_bytes(failure.empty() ? "1" : "0"));
+  bool all_ok = true;
+  for (int r = 0; r < size; ++r) all_ok = all_ok && as_string(store_->get("hccl/shm_ok/" + std::to_string(r))) == "1";
+  if (!all_ok) {
+    if (!failure.empty()) TORCH_WARN("ProcessGroupHCCL: no shared memory between the ranks (", failure, "); using sockets");
+    shm_.reset();
+  }
+}
+
 
 ProcessGroupHCCL::~ProcessGroupHCCL() = default;
 
@@ -342,12 +410,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::broadcast(std::vector<at::Tenso
                                                            const c10d::BroadcastOptions& opts) {
   check_single("broadcast", tensors);
   return enqueue("hccl:broadcast", c10d::OpType::BROADCAST, {}, tensors,
-                 [refs = snapshot(tensors), transport = transport_, opts]() {
+                 [refs = snapshot(tensors), transport = transport_, opts, shm = shm_, timeout = options_->timeout]() {
                    std::vector<at::Tensor> v = views(refs);
                    std::vector<at::Tensor> staged{v[0].is_contiguous() ? v[0] : v[0].contiguous()};
-                   c10d::BroadcastOptions o = opts;
-                   o.rootTensor = 0;
-                   wait_transport(transport->broadcast(staged, o));
+                   if (shm) {
+                     shm->broadcast(staged[0].data_ptr(), nbytes(staged[0]), static_cast<int>(opts.rootRank),
+                                    deadline_after(timeout));
+                   } else {
+                     c10d::BroadcastOptions o = opts;
+                     o.rootTensor = 0;
+                     wait_transport(transport->broadcast(staged, o));
+                   }
                    if (!staged[0].is_same(v[0])) v[0].copy_(staged[0]);
                  });
 }
@@ -357,12 +430,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce(std::vector<at::Tenso
   check_single("allreduce", tensors);
   check_reduction("allreduce", opts.reduceOp, tensors[0]);
   return enqueue("hccl:all_reduce", c10d::OpType::ALLREDUCE, {}, tensors,
-                 [refs = snapshot(tensors), transport = transport_, op = opts.reduceOp, size = getSize()]() {
+                 [refs = snapshot(tensors), transport = transport_, op = opts.reduceOp, size = getSize(),
+                  shm = shm_, timeout = options_->timeout]() {
                    const at::Tensor target = refs[0].view();
                    std::vector<at::Tensor> staged{staged_input(target, op, false)};
-                   c10d::AllreduceOptions o;
-                   o.reduceOp = transport_op(op, staged[0]);
-                   wait_transport(transport->allreduce(staged, o));
+                   const ReduceOp reduce = transport_op(op, staged[0]);
+                   if (shm) {
+                     shm->allreduce(staged[0].data_ptr(), nbytes(staged[0]), staged[0].element_size(),
+                                    reducer(staged[0].scalar_type(), reduce.op_), deadline_after(timeout));
+                   } else {
+                     c10d::AllreduceOptions o;
+                     o.reduceOp = reduce;
+                     wait_transport(transport->allreduce(staged, o));
+                   }
                    finish_reduction(staged[0], target, op, size);
                  });
 }
@@ -435,13 +515,18 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_allgather_base(at::Tensor& out
   TORCH_CHECK(output.scalar_type() == input.scalar_type(),
               "ProcessGroupHCCL all_gather_into_tensor: output and input must have the same dtype");
   return enqueue("hccl:all_gather_into_tensor", c10d::OpType::_ALLGATHER_BASE, {input}, {output},
-                 [in = TensorRef(input), out = TensorRef(output), transport = transport_]() {
+                 [in = TensorRef(input), out = TensorRef(output), transport = transport_, shm = shm_,
+                  timeout = options_->timeout]() {
                    // Flat on both sides: the output is the ranks' inputs end to end.
                    at::Tensor input = in.view().reshape({-1});
                    const at::Tensor target = out.view();
                    at::Tensor staged = target.is_contiguous() ? target.view({-1}) : at::empty({target.numel()},
                                                                                              target.options());
-                   wait_transport(transport->_allgather_base(staged, input));
+                   if (shm) {
+                     shm->allgather(input.data_ptr(), nbytes(input), staged.data_ptr(), deadline_after(timeout));
+                   } else {
+                     wait_transport(transport->_allgather_base(staged, input));
+                   }
                    if (!target.is_contiguous()) target.copy_(staged.view(target.sizes()));
                  });
 }
@@ -517,7 +602,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter(std::vector<at::
                   size = getSize()]() {
                    const at::Tensor target = out[0].view();
                    std::vector<std::vector<at::Tensor>> staged_in(1);
-                   for (const auto& t : views(in)) staged_in[0].push_back(staged_input(t, op, true));
+                   for (const auto& t : views(in)) staged_in[0].push_back(staged_input(t, op, false));
                    std::vector<at::Tensor> staged_out{staged_in[0][0].scalar_type() == target.scalar_type() &&
                                                               target.is_contiguous()
                                                           ? target
@@ -539,15 +624,22 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_reduce_scatter_base(at::Tensor
   check_reduction("reduce_scatter", opts.reduceOp, output);
   return enqueue("hccl:reduce_scatter_tensor", c10d::OpType::_REDUCE_SCATTER_BASE, {input}, {output},
                  [in = TensorRef(input), out = TensorRef(output), transport = transport_, op = opts.reduceOp,
-                  size = getSize()]() {
+                  size = getSize(), shm = shm_, timeout = options_->timeout]() {
                    const at::Tensor target = out.view();
-                   at::Tensor staged_in = staged_input(in.view(), op, true).view({-1});
+                   at::Tensor staged_in = staged_input(in.view(), op, false).view({-1});
                    at::Tensor staged_out = staged_in.scalar_type() == target.scalar_type() && target.is_contiguous()
                                                ? target.view({-1})
                                                : at::empty({target.numel()}, staged_in.options());
-                   c10d::ReduceScatterOptions o;
-                   o.reduceOp = transport_op(op, staged_out);
-                   wait_transport(transport->_reduce_scatter_base(staged_out, staged_in, o));
+                   const ReduceOp reduce = transport_op(op, staged_out);
+                   if (shm) {
+                     shm->reduce_scatter(staged_in.data_ptr(), nbytes(staged_out), staged_out.data_ptr(),
+                                         staged_out.element_size(), reducer(staged_out.scalar_type(), reduce.op_),
+                                         deadline_after(timeout));
+                   } else {
+                     c10d::ReduceScatterOptions o;
+                     o.reduceOp = reduce;
+                     wait_transport(transport->_reduce_scatter_base(staged_out, staged_in, o));
+                   }
                    finish_reduction(staged_out, target, op, size);
                  });
 }
@@ -562,7 +654,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter_tensor_coalesced
                   size = getSize()]() {
                    for (size_t i = 0; i < in.size(); ++i) {
                      const at::Tensor target = out[i].view();
-                     at::Tensor staged_in = staged_input(in[i].view(), op, true).view({-1});
+                     at::Tensor staged_in = staged_input(in[i].view(), op, false).view({-1});
                      at::Tensor staged_out = at::empty({target.numel()}, staged_in.options());
                      c10d::ReduceScatterOptions o;
                      o.reduceOp = transport_op(op, staged_out);

@@ -23,8 +23,13 @@
 #include <c10/core/Stream.h>
 
 #include <map>
+#include <memory>
 #include <string>
 #include <variant>
+
+namespace vnpu::hccl {
+class ShmGroup;
+}
 
 namespace torch_npu {
 
@@ -41,6 +46,10 @@ class ProcessGroupHCCL : public c10d::Backend {
     std::map<std::string, std::variant<int64_t, std::string>> hccl_config;
     bool is_high_priority_stream;
     std::string group_id;
+    // Which host this rank runs on: ranks of one host exchange through
+    // shared memory. Defaults to the host name; torch_npu.distributed sets
+    // VNPU_HCCL_HOST's value when given. Empty: no shared memory.
+    std::string host_id;
   };
 
   ProcessGroupHCCL(c10::intrusive_ptr<c10d::Store> store, int rank, int size, c10::intrusive_ptr<Options> options,
@@ -111,7 +120,12 @@ class ProcessGroupHCCL : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> enqueue_p2p(const char* name, c10d::OpType type, std::vector<at::Tensor> inputs,
                                              std::vector<at::Tensor> outputs, Post&& post, Finish&& finish);
 
+  // Ranks all on one host: the shared-memory transport for the collectives
+  // it has (allreduce, broadcast, allgather, reduce-scatter); null otherwise.
+  void connect_shared_memory();
+
   c10::intrusive_ptr<c10d::Store> store_;
+  std::shared_ptr<vnpu::hccl::ShmGroup> shm_;
   c10::intrusive_ptr<Options> options_;
   c10::intrusive_ptr<c10d::Backend> transport_;
   std::map<c10::DeviceIndex, c10::Stream> comm_streams_;

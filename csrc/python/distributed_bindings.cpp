@@ -65,6 +65,7 @@ void bind_distributed(py::module& m) {
       .def(py::init<bool>(), py::arg("is_high_priority_stream") = false)
       .def_readwrite("is_high_priority_stream", &Options::is_high_priority_stream)
       .def_readwrite("group_id", &Options::group_id)
+      .def_readwrite("_host_id", &Options::host_id)
       .def_property(
           "op_timeout", [](const Options& o) { return o.timeout; },
           [](Options& o, std::chrono::milliseconds t) { o.timeout = t; })

@@ -7,6 +7,8 @@ kernels queued before them (csrc/distributed/process_group_hccl.h). Facts and
 messages follow real torch_npu's (shared TORCH_NPU_REFERENCE.md, "HCCL").
 """
 
+import os
+
 import torch
 import torch.distributed as dist
 
@@ -24,6 +26,9 @@ def _create_hccl(backend_options, pg_options):
     options._timeout = backend_options.timeout
     options.global_ranks_in_group = list(backend_options.global_ranks_in_group)
     options.group_id = str(backend_options.group_id)
+    host = os.environ.get("VNPU_HCCL_HOST")
+    if host:  # ranks of one host share memory; tests make "hosts" of one machine with this
+        options._host_id = host
     return ProcessGroupHCCL(backend_options.store, backend_options.group_rank, backend_options.group_size, options)
 
 

@@ -1,0 +1,109 @@
+// ShmGroup with ranks as threads (each maps the segment itself, as processes
+// do): 1, 2, 3, 7 and 8 ranks; 0, 1, a prime and a multi-chunk number of
+// elements; and a stalled peer ending in ShmTimeout.
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "vnpu/hccl/shm_group.h"
+
+namespace {
+
+using vnpu::hccl::ShmGroup;
+
+constexpr size_t kSlot = 4096;  // small, so large cases take many chunks
+
+ShmGroup::Deadline soon() { return std::chrono::steady_clock::now() + std::chrono::seconds(20); }
+
+void sum_floats(void* dst, const void* const* srcs, int count, size_t bytes) {
+  const size_t n = bytes / sizeof(float);
+  std::vector<float> acc(n, 0.0f);
+  for (int s = 0; s < count; ++s) {
+    const float* src = static_cast<const float*>(srcs[s]);
+    for (size_t i = 0; i < n; ++i) acc[i] += src[i];
+  }
+  std::copy(acc.begin(), acc.end(), static_cast<float*>(dst));
+}
+
+// Runs fn(group) on `ranks` threads, one group each.
+template <typename Fn>
+void on_ranks(int ranks, Fn fn) {
+  ShmGroup root = ShmGroup::create(ranks, kSlot);
+  const std::string address = root.address();
+  std::vector<std::thread> threads;
+  for (int r = 1; r < ranks; ++r) {
+    threads.emplace_back([&, r] {
+      ShmGroup g = ShmGroup::attach(r, ranks, kSlot, address);
+      fn(g);
+    });
+  }
+  fn(root);
+  for (auto& t : threads) t.join();
+}
+
+class ShmGroupRanks : public ::testing::TestWithParam<std::tuple<int, size_t>> {};
+
+TEST_P(ShmGroupRanks, AllreduceSums) {
+  const auto [ranks, count] = GetParam();
+  on_ranks(ranks, [&, ranks = ranks, count = count](ShmGroup& g) {
+    for (int round = 0; round < 3; ++round) {  // back to back: the double buffers are reused
+      std::vector<float> data(count);
+      for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>(g.rank() * 1000 + i + round);
+      g.allreduce(data.data(), count * sizeof(float), sizeof(float), sum_floats, soon());
+      for (size_t i = 0; i < count; ++i) {
+        const float want = 1000.0f * ranks * (ranks - 1) / 2 + static_cast<float>(ranks * (i + round));
+        ASSERT_EQ(data[i], want) << "rank " << g.rank() << " element " << i;
+      }
+    }
+  });
+}
+
+TEST_P(ShmGroupRanks, AllgatherBroadcastReduceScatter) {
+  const auto [ranks, count] = GetParam();
+  on_ranks(ranks, [&, ranks = ranks, count = count](ShmGroup& g) {
+    std::vector<float> mine(count, static_cast<float>(g.rank()));
+    std::vector<float> all(count * ranks, -1.0f);
+    g.allgather(mine.data(), count * sizeof(float), all.data(), soon());
+    for (int r = 0; r < ranks; ++r) {
+      for (size_t i = 0; i < count; ++i) ASSERT_EQ(all[r * count + i], static_cast<float>(r));
+    }
+    std::vector<float> b(count, g.rank() == ranks - 1 ? 7.0f : 0.0f);
+    g.broadcast(b.data(), count * sizeof(float), ranks - 1, soon());
+    for (size_t i = 0; i < count; ++i) ASSERT_EQ(b[i], 7.0f);
+    std::vector<float> blocks(count * ranks);
+    for (int r = 0; r < ranks; ++r) {
+      for (size_t i = 0; i < count; ++i) blocks[r * count + i] = static_cast<float>(r + i);
+    }
+    std::vector<float> out(count, -1.0f);
+    g.reduce_scatter(blocks.data(), count * sizeof(float), out.data(), sizeof(float), sum_floats, soon());
+    for (size_t i = 0; i < count; ++i) ASSERT_EQ(out[i], static_cast<float>(ranks * (g.rank() + i)));
+    g.barrier(soon());
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, ShmGroupRanks,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 7, 8),
+                                            ::testing::Values<size_t>(0, 1, 1009, 5 * kSlot + 17)));
+
+TEST(ShmGroup, StalledPeerTimesOut) {
+  ShmGroup root = ShmGroup::create(2, kSlot);
+  ShmGroup peer = ShmGroup::attach(1, 2, kSlot, root.address());  // maps, but never joins
+  float x = 1.0f;
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW(root.allreduce(&x, sizeof(x), sizeof(x), sum_floats,
+                              start + std::chrono::milliseconds(200)),
+               vnpu::hccl::ShmTimeout);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
+TEST(ShmGroup, BadArguments) {
+  EXPECT_THROW(ShmGroup::create(0, kSlot), std::invalid_argument);
+  EXPECT_THROW(ShmGroup::create(2, 100), std::invalid_argument);
+  EXPECT_THROW(ShmGroup::attach(1, 2, kSlot, "no-colon"), std::invalid_argument);
+  EXPECT_THROW(ShmGroup::attach(1, 2, kSlot, "1:99999"), std::runtime_error);  // no such fd
+}
+
+}  // namespace
