@@ -40,7 +40,12 @@ def torchrun(script, nproc, timeout=240, **env):
 
 @pytest.mark.parametrize("nproc", [2, 3])
 def test_every_collective(nproc):
-    torchrun("collectives.py", nproc)
+    torchrun("collectives.py", nproc)  # one host: shared memory
+
+
+def test_every_collective_across_hosts():
+    # Every rank a "host" of its own: the socket (gloo) path.
+    torchrun("collectives.py", 2, VNPU_HCCL_HOST="host{rank}")
 
 
 def test_ddp_trains_like_one_process():

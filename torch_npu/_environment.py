@@ -17,7 +17,7 @@ _OTHER_LAYERS = (
      "`ASCEND_TOOLKIT_HOME`) at a folder holding CANN-like version files"),
     ("VNPU_HCCL_HOST", "the host name",
      "the host identity hccl ranks compare: ranks with the same one exchange through shared memory, "
-     "others over sockets (set it to make several \"hosts\" of one machine)"),
+     "others over sockets (gloo); `{rank}` in it stands for the rank, so `host{rank}` makes every rank a host of its own"),
     ("VNPU_SKIP_BUILD", "unset",
      "build-time only: `pip install` skips the CMake build (used by `scripts/setup.sh`, which builds first)"),
 )

@@ -59,6 +59,7 @@ class ProcessGroupHCCL : public c10d::Backend {
   const std::string getBackendName() const override { return "hccl"; }
   c10::intrusive_ptr<c10d::Backend::Options> getBackendOptions() override { return options_; }
   const c10::intrusive_ptr<Options>& options() const { return options_; }
+  bool uses_shared_memory() const { return shm_ != nullptr; }
   bool supportsCoalescing() const override { return false; }
   void setSequenceNumberForGroup() override {}
   uint64_t getSequenceNumberForGroup() override { return seq_; }

@@ -14,6 +14,9 @@ rank, world = dist.get_rank(), dist.get_world_size()
 torch.npu.set_device(rank % torch.npu.device_count())
 dev = torch.device("npu", torch.npu.current_device())
 gloo = dist.new_group(backend="gloo")
+hccl = dist.group.WORLD._get_backend(dev)
+one_host = "{rank}" not in os.environ.get("VNPU_HCCL_HOST", "")
+assert hccl._uses_shared_memory == (one_host and world > 1), (hccl._uses_shared_memory, one_host)
 
 
 def check(name, got, want):

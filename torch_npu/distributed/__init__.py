@@ -27,8 +27,9 @@ def _create_hccl(backend_options, pg_options):
     options.global_ranks_in_group = list(backend_options.global_ranks_in_group)
     options.group_id = str(backend_options.group_id)
     host = os.environ.get("VNPU_HCCL_HOST")
-    if host:  # ranks of one host share memory; tests make "hosts" of one machine with this
-        options._host_id = host
+    if host:  # ranks of one host share memory; "{rank}" in it makes every rank a host of its own
+        options._host_id = host.replace("{rank}", str(dist.get_rank() if dist.is_initialized() else
+                                                      os.environ.get("RANK", "0")))
     return ProcessGroupHCCL(backend_options.store, backend_options.group_rank, backend_options.group_size, options)
 
 
