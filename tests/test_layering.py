@@ -25,6 +25,9 @@ def test_this_tree_is_layered():
     ("csrc/core/npu_hooks.cpp", '#include "csrc/ops/launch.h"', "layer 'core' must not include"),
     ("csrc/ops/copy.cpp", '#include "csrc/python/module.h"', "layer 'ops' must not include"),
     ("csrc/python/module.cpp", "auto& d = vnpu::Runtime::instance();", "bindings must reach the runtime"),
+    ("csrc/distributed/process_group_hccl.cpp", "#include <pybind11/pybind11.h>",
+     "layer 'distributed' must not include"),
+    ("csrc/ops/launch.cpp", '#include "csrc/distributed/process_group_hccl.h"', "layer 'ops' must not include"),
 ])
 def test_violations_fail_the_check(tmp_path, path, line, rule):
     file = tmp_path / path
