@@ -67,7 +67,7 @@ def test_unchanged_cuda_script_runs_on_npu_like_cpu():
     assert got["same_params"]
     assert (got["half"], got["bf16"]) == ("torch.float16", "torch.bfloat16")
     assert got["name"].startswith("Ascend")
-    assert got["nccl"] is False  # hccl is not registered yet (issue 10)
+    assert got["nccl"] is True  # is_nccl_available answers for hccl
     # The same steps on cpu, in this process.
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
@@ -89,15 +89,16 @@ def test_nccl_becomes_hccl_and_jit_script_is_disabled():
         import torch, torch_npu
         from torch_npu.contrib import transfer_to_npu
         import torch.distributed as dist
-        try:
-            dist.init_process_group("nccl", init_method="tcp://127.0.0.1:1", rank=0, world_size=1)
-        except Exception as e:
-            print("ERR", e)
+        dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1)
+        t = torch.ones(2).cuda()
+        dist.all_reduce(t)
+        print("backend", dist.get_backend(), t.cpu().tolist())
+        dist.destroy_process_group()
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
             f = torch.jit.script(len)
         print(f is len, any(issubclass(x.category, RuntimeWarning) for x in w))
         """, timeout=60)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "hccl" in proc.stdout  # the backend asked for is hccl, not nccl
+    assert "backend hccl [1.0, 1.0]" in proc.stdout  # "nccl" became hccl, which ran the all_reduce
     assert proc.stdout.strip().splitlines()[-1] == "True True"
