@@ -94,6 +94,13 @@ def test_a_stalled_peer_ends_in_the_watchdog_error_not_a_hang():
     torchrun("faults.py", 2, timeout=120, FAULT="stalled_peer")
 
 
+def test_hccl_exec_timeout_and_blocking_wait():
+    # HCCL_EXEC_TIMEOUT (2 s) beats the group's 60 s; with blocking wait the
+    # error raises in all_reduce itself.
+    torchrun("faults.py", 2, timeout=120, FAULT="stalled_peer", GROUP_TIMEOUT_S=60, HCCL_EXEC_TIMEOUT=2,
+             TORCH_HCCL_BLOCKING_WAIT=1)
+
+
 def test_registered_as_npus_backend():
     assert "hccl" in dist.Backend.backend_list
     assert dist.Backend.default_device_backend_map["npu"] == "hccl"

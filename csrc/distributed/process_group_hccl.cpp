@@ -6,6 +6,7 @@
 #include "csrc/core/npu_caching_allocator.h"
 #include "csrc/core/npu_stream.h"
 #include "csrc/ops/launch.h"
+#include <vnpu/environment.h>
 #include <vnpu/hccl/shm_group.h>
 
 #include <unistd.h>
@@ -135,8 +136,13 @@ class WorkHCCL : public c10d::Work {
 
   bool isCompleted() override { return done_.query(); }
   bool isSuccess() const override { return true; }
-  // As ProcessGroupNCCL: the caller's current stream waits; the host does not.
+  // As ProcessGroupNCCL: the caller's current stream waits; the host does
+  // not, unless TORCH_HCCL_BLOCKING_WAIT=1 (then errors raise here).
   bool wait(std::chrono::milliseconds /*timeout*/) override {
+    if (vnpu::environment().hccl_blocking_wait) {
+      done_.synchronize();
+      return true;
+    }
     for (const auto& t : outputs_) {
       if (t.defined()) {
         done_.block(current_stream(t.device().index()));
@@ -260,6 +266,14 @@ ProcessGroupHCCL::ProcessGroupHCCL(c10::intrusive_ptr<c10d::Store> store, int ra
   connect_shared_memory();
 }
 
+std::chrono::milliseconds ProcessGroupHCCL::collective_timeout(const Options& options) {
+  const auto& exec = vnpu::environment().hccl_exec_timeout_s;
+  if (exec.has_value() && *exec > 0) {
+    return std::min(options.timeout, std::chrono::milliseconds(static_cast<int64_t>(*exec) * 1000));
+  }
+  return options.timeout;
+}
+
 void ProcessGroupHCCL::connect_shared_memory() {
   using vnpu::hccl::ShmGroup;
   const int rank = getRank(), size = getSize();
@@ -363,7 +377,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue(const char* name, c10d:
     // Queued even the first time: stage 1 checked the arguments, and a
     // collective waiting for its peers must not block the caller.
     const CollectiveInfo info{getRank(), seq, type, numel_of(inputs.empty() ? outputs : inputs), numel_of(outputs),
-                              options_->timeout.count()};
+                              collective_timeout(*options_).count()};
     launch_queued(device, name, KernelOutputs(outputs), watched(std::forward<Body>(body), info));
     done.record(comm);
     // Completed in stream order: users of the future wait on the
@@ -397,7 +411,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue_p2p(const char* name, c
   order_after(comm, wait);
   {
     CurrentStreamScope on_wait(wait);
-    const CollectiveInfo info{getRank(), seq, type, numel_of(inputs), numel_of(outputs), options_->timeout.count()};
+    const CollectiveInfo info{getRank(), seq, type, numel_of(inputs), numel_of(outputs), collective_timeout(*options_).count()};
     launch_queued(device, name, KernelOutputs(outputs), watched(std::forward<Finish>(finish), info));
     done.record(wait);
     future->markCompleted(at::IValue(outputs));
@@ -410,7 +424,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::broadcast(std::vector<at::Tenso
                                                            const c10d::BroadcastOptions& opts) {
   check_single("broadcast", tensors);
   return enqueue("hccl:broadcast", c10d::OpType::BROADCAST, {}, tensors,
-                 [refs = snapshot(tensors), transport = transport_, opts, shm = shm_, timeout = options_->timeout]() {
+                 [refs = snapshot(tensors), transport = transport_, opts, shm = shm_, timeout = collective_timeout(*options_)]() {
                    std::vector<at::Tensor> v = views(refs);
                    std::vector<at::Tensor> staged{v[0].is_contiguous() ? v[0] : v[0].contiguous()};
                    if (shm) {
@@ -431,7 +445,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce(std::vector<at::Tenso
   check_reduction("allreduce", opts.reduceOp, tensors[0]);
   return enqueue("hccl:all_reduce", c10d::OpType::ALLREDUCE, {}, tensors,
                  [refs = snapshot(tensors), transport = transport_, op = opts.reduceOp, size = getSize(),
-                  shm = shm_, timeout = options_->timeout]() {
+                  shm = shm_, timeout = collective_timeout(*options_)]() {
                    const at::Tensor target = refs[0].view();
                    std::vector<at::Tensor> staged{staged_input(target, op, false)};
                    const ReduceOp reduce = transport_op(op, staged[0]);
@@ -516,7 +530,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_allgather_base(at::Tensor& out
               "ProcessGroupHCCL all_gather_into_tensor: output and input must have the same dtype");
   return enqueue("hccl:all_gather_into_tensor", c10d::OpType::_ALLGATHER_BASE, {input}, {output},
                  [in = TensorRef(input), out = TensorRef(output), transport = transport_, shm = shm_,
-                  timeout = options_->timeout]() {
+                  timeout = collective_timeout(*options_)]() {
                    // Flat on both sides: the output is the ranks' inputs end to end.
                    at::Tensor input = in.view().reshape({-1});
                    const at::Tensor target = out.view();
@@ -624,7 +638,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_reduce_scatter_base(at::Tensor
   check_reduction("reduce_scatter", opts.reduceOp, output);
   return enqueue("hccl:reduce_scatter_tensor", c10d::OpType::_REDUCE_SCATTER_BASE, {input}, {output},
                  [in = TensorRef(input), out = TensorRef(output), transport = transport_, op = opts.reduceOp,
-                  size = getSize(), shm = shm_, timeout = options_->timeout]() {
+                  size = getSize(), shm = shm_, timeout = collective_timeout(*options_)]() {
                    const at::Tensor target = out.view();
                    at::Tensor staged_in = staged_input(in.view(), op, false).view({-1});
                    at::Tensor staged_out = staged_in.scalar_type() == target.scalar_type() && target.is_contiguous()

@@ -54,6 +54,10 @@ class ProcessGroupHCCL : public c10d::Backend {
 
   ProcessGroupHCCL(c10::intrusive_ptr<c10d::Store> store, int rank, int size, c10::intrusive_ptr<Options> options,
                    c10::intrusive_ptr<c10d::Backend> transport);
+
+  // How long a collective may take: the group's timeout, or HCCL_EXEC_TIMEOUT
+  // when that is set, non-zero and earlier.
+  static std::chrono::milliseconds collective_timeout(const Options& options);
   ~ProcessGroupHCCL() override;
 
   const std::string getBackendName() const override { return "hccl"; }

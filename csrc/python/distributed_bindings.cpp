@@ -29,8 +29,8 @@ c10::intrusive_ptr<ProcessGroupHCCL> make_group(const c10::intrusive_ptr<c10d::S
                                                 c10::intrusive_ptr<Options> options) {
   TORCH_CHECK(size > 0 && rank >= 0 && rank < size, "ProcessGroupHCCL: rank ", rank, " is not in a group of size ",
               size);
-  return c10::make_intrusive<ProcessGroupHCCL>(store, rank, size, options,
-                                               make_transport(store, rank, size, options->timeout));
+  return c10::make_intrusive<ProcessGroupHCCL>(
+      store, rank, size, options, make_transport(store, rank, size, ProcessGroupHCCL::collective_timeout(*options)));
 }
 
 // hccl_config's keys and the types torch_npu accepts for them.

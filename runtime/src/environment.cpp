@@ -98,6 +98,11 @@ const std::vector<EnvironmentVariable>& environment_variables() {
        "`roundup_power2_divisions`, `expandable_segments` (`True` is not supported); unknown keys, "
        "bad values or both variables set raise at the first allocation"},
       {"PYTORCH_ALLOC_CONF", "unset", "PyTorch's name for `PYTORCH_NPU_ALLOC_CONF` (the same options)"},
+      {"HCCL_EXEC_TIMEOUT", "unset (1836)",
+       "seconds a collective may run before it fails with the watchdog error (the group's timeout also "
+       "applies, the earlier wins); 0: no limit beyond the group's"},
+      {"TORCH_HCCL_BLOCKING_WAIT", "0",
+       "1: `Work.wait()` blocks the host until the collective finished and raises its error there"},
   };
   return variables;
 }
@@ -182,6 +187,17 @@ Environment parse_environment(const char* (*raw_lookup)(const char* name)) {
   env.no_memory_caching = is_one(lookup("PYTORCH_NO_NPU_MEMORY_CACHING"));
   env.npu_alloc_conf = raw(lookup, "PYTORCH_NPU_ALLOC_CONF");
   env.alloc_conf = raw(lookup, "PYTORCH_ALLOC_CONF");
+
+  if (const char* v = lookup_nonempty(lookup, "HCCL_EXEC_TIMEOUT")) {
+    std::uint64_t seconds = 0;
+    if (parse_unsigned(v, &seconds) && seconds <= 17340) {  // CANN's range: 0-17340 s
+      env.hccl_exec_timeout_s = seconds;
+    } else {
+      env.errors.push_back("HCCL_EXEC_TIMEOUT must be an integer number of seconds between 0 and 17340, got " +
+                           quoted(v));
+    }
+  }
+  env.hccl_blocking_wait = is_one(lookup("TORCH_HCCL_BLOCKING_WAIT"));
   t_lookup = nullptr;
   t_parsing = nullptr;
   return env;

@@ -41,6 +41,12 @@ struct Environment {
   std::optional<std::string> alloc_conf;      // PYTORCH_ALLOC_CONF
   bool no_memory_caching = false;      // PYTORCH_NO_NPU_MEMORY_CACHING=1
 
+  // --- hccl (consumed by csrc/distributed) -------------------------------
+  // HCCL_EXEC_TIMEOUT (s): a collective's device-side limit; 0 = none.
+  // Collectives give up at the earlier of it and the group's timeout.
+  std::optional<std::uint64_t> hccl_exec_timeout_s;
+  bool hccl_blocking_wait = false;     // TORCH_HCCL_BLOCKING_WAIT=1: Work.wait() blocks the host
+
   // The raw value of every variable in environment_variables() that is set.
   std::vector<std::pair<std::string, std::string>> raw_values;
 
