@@ -18,9 +18,11 @@ stage = int(os.environ.get("ZERO_STAGE", "1"))
 if os.environ.get("DS_ACCELERATOR") == "cpu":
     # The cpu reference reduces over gloo: no JIT-compiled shared-memory op
     # (a compile per fresh machine, raced by the ranks).
-    import deepspeed.comm.torch as ds_torch_comm
+    import sys
 
-    ds_torch_comm.build_shm_op = lambda: None
+    import deepspeed.comm.torch  # noqa: F401  (deepspeed.comm.torch the attribute is torch itself)
+
+    sys.modules["deepspeed.comm.torch"].build_shm_op = lambda: None
 deepspeed.init_distributed(dist_backend=os.environ.get("DS_BACKEND", "hccl"))
 import torch.distributed as dist  # noqa: E402
 
