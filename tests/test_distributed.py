@@ -94,6 +94,10 @@ def test_a_stalled_peer_ends_in_the_watchdog_error_not_a_hang():
     torchrun("faults.py", 2, timeout=120, FAULT="stalled_peer")
 
 
+def test_desync_debug_names_mismatched_collectives():
+    torchrun("faults.py", 2, timeout=120, FAULT="mismatch", GROUP_TIMEOUT_S=60, TORCH_HCCL_DESYNC_DEBUG=1)
+
+
 def test_hccl_exec_timeout_and_blocking_wait():
     # HCCL_EXEC_TIMEOUT (2 s) beats the group's 60 s; with blocking wait the
     # error raises in all_reduce itself.

@@ -210,6 +210,28 @@ vnpu::hccl::ShmGroup::Deadline deadline_after(std::chrono::milliseconds timeout)
 
 size_t nbytes(const at::Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
 
+// TORCH_HCCL_DESYNC_DEBUG=1: the ranks compare (op, dtype, element count)
+// before a shared-memory collective; a mismatch raises on every rank.
+void check_in_sync(vnpu::hccl::ShmGroup& shm, c10d::OpType type, const at::Tensor& t,
+                   vnpu::hccl::ShmGroup::Deadline deadline) {
+  if (!vnpu::environment().hccl_desync_debug) return;
+  auto pack = [](c10d::OpType op, at::ScalarType dtype, int64_t numel) {
+    return (static_cast<uint64_t>(op) << 56) | (static_cast<uint64_t>(dtype) << 48) |
+           (static_cast<uint64_t>(numel) & ((uint64_t{1} << 48) - 1));
+  };
+  auto describe = [](uint64_t sig) {
+    return c10d::opTypeToString(static_cast<c10d::OpType>(sig >> 56)) + " of " +
+           std::to_string(sig & ((uint64_t{1} << 48) - 1)) + " " +
+           c10::toString(static_cast<at::ScalarType>((sig >> 48) & 0xff)) + " elements";
+  };
+  const uint64_t mine = pack(type, t.scalar_type(), t.numel());
+  uint64_t theirs = 0;
+  const int other = shm.compare_signatures(mine, &theirs, deadline);
+  TORCH_CHECK(other < 0, "[Rank ", shm.rank(), "] Collective mismatch (TORCH_HCCL_DESYNC_DEBUG=1): this rank runs ",
+              describe(mine), " while rank ", other, " runs ", describe(theirs),
+              ". Every rank must call the same collectives in the same order with matching tensors.");
+}
+
 // What the watchdog text names about one collective.
 struct CollectiveInfo {
   int rank;
@@ -428,6 +450,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::broadcast(std::vector<at::Tenso
                    std::vector<at::Tensor> v = views(refs);
                    std::vector<at::Tensor> staged{v[0].is_contiguous() ? v[0] : v[0].contiguous()};
                    if (shm) {
+                     check_in_sync(*shm, c10d::OpType::BROADCAST, staged[0], deadline_after(timeout));
                      shm->broadcast(staged[0].data_ptr(), nbytes(staged[0]), static_cast<int>(opts.rootRank),
                                     deadline_after(timeout));
                    } else {
@@ -450,6 +473,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce(std::vector<at::Tenso
                    std::vector<at::Tensor> staged{staged_input(target, op, false)};
                    const ReduceOp reduce = transport_op(op, staged[0]);
                    if (shm) {
+                     check_in_sync(*shm, c10d::OpType::ALLREDUCE, staged[0], deadline_after(timeout));
                      shm->allreduce(staged[0].data_ptr(), nbytes(staged[0]), staged[0].element_size(),
                                     reducer(staged[0].scalar_type(), reduce.op_), deadline_after(timeout));
                    } else {
@@ -537,6 +561,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_allgather_base(at::Tensor& out
                    at::Tensor staged = target.is_contiguous() ? target.view({-1}) : at::empty({target.numel()},
                                                                                              target.options());
                    if (shm) {
+                     check_in_sync(*shm, c10d::OpType::_ALLGATHER_BASE, input, deadline_after(timeout));
                      shm->allgather(input.data_ptr(), nbytes(input), staged.data_ptr(), deadline_after(timeout));
                    } else {
                      wait_transport(transport->_allgather_base(staged, input));
@@ -646,6 +671,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_reduce_scatter_base(at::Tensor
                                                : at::empty({target.numel()}, staged_in.options());
                    const ReduceOp reduce = transport_op(op, staged_out);
                    if (shm) {
+                     check_in_sync(*shm, c10d::OpType::_REDUCE_SCATTER_BASE, staged_out, deadline_after(timeout));
                      shm->reduce_scatter(staged_in.data_ptr(), nbytes(staged_out), staged_out.data_ptr(),
                                          staged_out.element_size(), reducer(staged_out.scalar_type(), reduce.op_),
                                          deadline_after(timeout));

@@ -103,6 +103,9 @@ const std::vector<EnvironmentVariable>& environment_variables() {
        "applies, the earlier wins); 0: no limit beyond the group's"},
       {"TORCH_HCCL_BLOCKING_WAIT", "0",
        "1: `Work.wait()` blocks the host until the collective finished and raises its error there"},
+      {"TORCH_HCCL_DESYNC_DEBUG", "0",
+       "1: before each shared-memory collective the ranks compare what they run (op, dtype, element count) "
+       "and a mismatch raises, naming both"},
   };
   return variables;
 }
@@ -198,6 +201,7 @@ Environment parse_environment(const char* (*raw_lookup)(const char* name)) {
     }
   }
   env.hccl_blocking_wait = is_one(lookup("TORCH_HCCL_BLOCKING_WAIT"));
+  env.hccl_desync_debug = is_one(lookup("TORCH_HCCL_DESYNC_DEBUG"));
   t_lookup = nullptr;
   t_parsing = nullptr;
   return env;

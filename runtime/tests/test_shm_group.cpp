@@ -88,6 +88,17 @@ INSTANTIATE_TEST_SUITE_P(Sizes, ShmGroupRanks,
                          ::testing::Combine(::testing::Values(1, 2, 3, 7, 8),
                                             ::testing::Values<size_t>(0, 1, 1009, 5 * kSlot + 17)));
 
+TEST(ShmGroup, SignaturesAgreeOrNameTheRankThatDiffers) {
+  on_ranks(3, [](ShmGroup& g) {
+    uint64_t theirs = 0;
+    EXPECT_EQ(g.compare_signatures(42, &theirs, soon()), -1);
+    const int differs = g.compare_signatures(g.rank() == 2 ? 7 : 42, &theirs, soon());
+    EXPECT_EQ(differs, g.rank() == 2 ? 0 : 2);
+    EXPECT_EQ(theirs, g.rank() == 2 ? 42u : 7u);
+    EXPECT_EQ(g.compare_signatures(1, &theirs, soon()), -1);  // and the group goes on
+  });
+}
+
 TEST(ShmGroup, StalledPeerTimesOut) {
   ShmGroup root = ShmGroup::create(2, kSlot);
   ShmGroup peer = ShmGroup::attach(1, 2, kSlot, root.address());  // maps, but never joins

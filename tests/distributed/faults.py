@@ -1,5 +1,9 @@
 """Run under torchrun (2 ranks): faults end in errors, never hangs.
 
+FAULT=mismatch (with TORCH_HCCL_DESYNC_DEBUG=1): the ranks all-reduce
+tensors of different lengths; both must raise the mismatch, naming it, at
+once rather than at the timeout.
+
 FAULT=stalled_peer: rank 1 stops calling collectives; rank 0's all_reduce
 must fail within the group's timeout (4 s here, or HCCL_EXEC_TIMEOUT when that
 is shorter) with torch_npu's watchdog text, at the next sync (or at wait() with
@@ -25,6 +29,19 @@ t = torch.ones(4, device="npu")
 dist.all_reduce(t)  # a healthy one first
 assert torch.equal(t.cpu(), torch.full((4,), 2.0))
 fault = os.environ["FAULT"]
+if fault == "mismatch":
+    start = time.monotonic()
+    bad = torch.ones(4 + rank, device="npu")
+    try:
+        dist.all_reduce(bad)
+        bad.cpu()
+        raise AssertionError("mismatched all_reduce returned")
+    except RuntimeError as e:
+        assert "Collective mismatch" in str(e), e
+        assert "ALLREDUCE of 4 Float elements" in str(e) and "ALLREDUCE of 5 Float elements" in str(e), e
+    assert time.monotonic() - start < 30
+    print(f"RANK {rank} OK", flush=True)
+    os._exit(0)  # the group is out of step now: leave without collective teardown
 if fault == "stalled_peer":
     if rank == 1:
         time.sleep(12)  # never joins the second all_reduce

@@ -46,6 +46,7 @@ struct Environment {
   // Collectives give up at the earlier of it and the group's timeout.
   std::optional<std::uint64_t> hccl_exec_timeout_s;
   bool hccl_blocking_wait = false;     // TORCH_HCCL_BLOCKING_WAIT=1: Work.wait() blocks the host
+  bool hccl_desync_debug = false;      // TORCH_HCCL_DESYNC_DEBUG=1: ranks compare each collective first
 
   // The raw value of every variable in environment_variables() that is set.
   std::vector<std::pair<std::string, std::string>> raw_values;

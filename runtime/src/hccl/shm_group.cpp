@@ -200,4 +200,21 @@ void ShmGroup::reduce_scatter(const void* in, size_t bytes, void* out, size_t el
 
 void ShmGroup::barrier(Deadline deadline) { step(deadline); }
 
+int ShmGroup::compare_signatures(uint64_t signature, uint64_t* theirs, Deadline deadline) {
+  progress(rank_).signature.store(signature, std::memory_order_relaxed);
+  step(deadline);  // publishes the signature (release) and sees everyone's (acquire)
+  // If any two ranks differ, every rank differs from one of them: all see it.
+  int differs = -1;
+  for (int r = 0; r < ranks_ && differs < 0; ++r) {
+    const uint64_t other = progress(r).signature.load(std::memory_order_relaxed);
+    if (other != signature) {
+      differs = r;
+      *theirs = other;
+    }
+  }
+  // Nobody may post the next signature before everyone compared this one.
+  step(deadline);
+  return differs;
+}
+
 }  // namespace vnpu::hccl

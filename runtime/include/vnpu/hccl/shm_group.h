@@ -70,9 +70,17 @@ class ShmGroup {
                       Deadline deadline);
   void barrier(Deadline deadline);
 
+  // Desync check (TORCH_HCCL_DESYNC_DEBUG): every rank posts what it is
+  // about to run (`signature`: any 64-bit description, equal on all ranks
+  // when they agree); returns the first rank whose signature differs from
+  // this rank's and writes it to *theirs, or -1 if all agree (then every
+  // rank gets -1; if any two differ, every rank gets a rank).
+  int compare_signatures(uint64_t signature, uint64_t* theirs, Deadline deadline);
+
  private:
   struct alignas(64) Counter {
     std::atomic<uint64_t> value;
+    std::atomic<uint64_t> signature;  // compare_signatures
   };
   ShmGroup(int rank, int ranks, size_t slot_bytes, int fd, int owner_pid, void* base, size_t size);
 
