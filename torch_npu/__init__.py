@@ -35,7 +35,8 @@ get_npu_format = torch.ops.npu.get_npu_format
 
 from torch_npu import op_plugin as _op_plugin  # noqa: E402  (defines the fused ops)
 
-globals().update(_op_plugin.exports())
+_fused_ops = _op_plugin.exports()
+globals().update(_fused_ops)
 
 from torch_npu import _client_names  # noqa: E402
 from torch_npu import optim  # noqa: E402,F401
@@ -56,5 +57,5 @@ float8_e8m0fnu = torch.float8_e8m0fnu
 float4_e2m1fn_x2 = torch.float4_e2m1fn_x2
 
 __all__ = ["npu", "get_soc_version", "npu_format_cast", "npu_format_cast_", "get_npu_format",
-           *_op_plugin.exports()]
+           *_fused_ops]
 

@@ -164,26 +164,6 @@ class WorkHCCL : public c10d::Work {
   uint64_t seq_;
 };
 
-std::vector<at::Tensor> flatten(const std::vector<std::vector<at::Tensor>>& lists) {
-  std::vector<at::Tensor> all;
-  for (const auto& l : lists) all.insert(all.end(), l.begin(), l.end());
-  return all;
-}
-
-std::vector<std::vector<at::Tensor>> nested_views(const std::vector<std::vector<TensorRef>>& refs) {
-  std::vector<std::vector<at::Tensor>> out;
-  out.reserve(refs.size());
-  for (const auto& r : refs) out.push_back(views(r));
-  return out;
-}
-
-std::vector<std::vector<TensorRef>> nested_snapshot(const std::vector<std::vector<at::Tensor>>& lists) {
-  std::vector<std::vector<TensorRef>> out;
-  out.reserve(lists.size());
-  for (const auto& l : lists) out.push_back(snapshot(l));
-  return out;
-}
-
 // The arithmetic of a shared-memory reduction, with ATen's CPU kernels.
 vnpu::hccl::ShmGroup::ReduceFn reducer(at::ScalarType dtype, ReduceOp::RedOpType op) {
   return [dtype, op](void* dst, const void* const* srcs, int count, size_t bytes) {
@@ -374,6 +354,13 @@ void record_on(const std::vector<at::Tensor>& tensors, const c10::Stream& stream
   }
 }
 
+// A future whose completion is recorded on the current streams of `device`
+// (those who wait on it wait on them), as a CUDA future's.
+c10::intrusive_ptr<c10::ivalue::Future> stream_ordered_future(c10::DeviceIndex device) {
+  return c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
+                                                  std::vector<c10::Device>{c10::Device(c10::kPrivateUse1, device)});
+}
+
 std::vector<at::Tensor> concat(std::vector<at::Tensor> a, const std::vector<at::Tensor>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
@@ -391,8 +378,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue(const char* name, c10d:
   order_after(current_stream(device), comm);  // after the caller's queued kernels, like a kernel
   record_on(all, comm);
   c10::Event done(c10::DeviceType::PrivateUse1);
-  auto future = c10::make_intrusive<c10::ivalue::Future>(
-      c10::ListType::create(c10::TensorType::get()), std::vector<c10::Device>{c10::Device(c10::kPrivateUse1, device)});
+  auto future = stream_ordered_future(device);
   const uint64_t seq = ++seq_;
   {
     CurrentStreamScope on_comm(comm);
@@ -423,8 +409,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue_p2p(const char* name, c
   record_on(all, comm);
   record_on(all, wait);
   c10::Event done(c10::DeviceType::PrivateUse1);
-  auto future = c10::make_intrusive<c10::ivalue::Future>(
-      c10::ListType::create(c10::TensorType::get()), std::vector<c10::Device>{c10::Device(c10::kPrivateUse1, device)});
+  auto future = stream_ordered_future(device);
   const uint64_t seq = ++seq_;
   {
     CurrentStreamScope on_comm(comm);
@@ -592,7 +577,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::gather(std::vector<std::vector<
                                                         const c10d::GatherOptions& opts) {
   check_single("gather", inputs);
   const bool root = opts.rootRank == getRank();
-  if (root) TORCH_WARN_ONCE("HCCL doesn't support gather at the moment. Implemented with allgather instead.");
+  if (root) {
+    TORCH_WARN_ONCE("HCCL doesn't support gather at the moment. Implemented with allgather instead.");
+  }
   // As torch_npu: an allgather, whose result only the root keeps.
   std::vector<at::Tensor> targets = root && !outputs.empty() ? outputs[0] : std::vector<at::Tensor>{};
   TORCH_CHECK(!root || static_cast<int>(targets.size()) == getSize(),

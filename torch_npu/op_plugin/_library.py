@@ -30,11 +30,6 @@ def define(schema, fn, *, export=True):
     return fn
 
 
-def op(name):
-    """The registered operator ``torch.ops.npu.<name>``."""
-    return getattr(torch.ops.npu, name)
-
-
 def check(cond, message):
     """Raises the RuntimeError torch_npu's argument checks raise."""
     if not cond:
