@@ -43,6 +43,11 @@ def test_every_collective(nproc):
     torchrun("collectives.py", nproc)  # one host: shared memory
 
 
+def test_every_collective_without_shared_device_memory():
+    # Shared memory, but device memory private: large collectives copy through the slots.
+    torchrun("collectives.py", 2, VNPU_SHARED_DEVICE_MEMORY="0")
+
+
 def test_every_collective_across_hosts():
     # Every rank a "host" of its own: the socket (gloo) path.
     torchrun("collectives.py", 2, VNPU_HCCL_HOST="host{rank}")

@@ -8,6 +8,8 @@
 #include "csrc/ops/launch.h"
 #include <vnpu/environment.h>
 #include <vnpu/hccl/shm_group.h>
+#include <vnpu/runtime.h>
+#include <vnpu/shared_arena.h>
 
 #include <unistd.h>
 
@@ -287,15 +289,15 @@ void ProcessGroupHCCL::connect_shared_memory() {
   for (int r = 0; r < size; ++r) {
     if (as_string(store_->get("hccl/host/" + std::to_string(r))) != options_->host_id) return;
   }
-  constexpr size_t kSlotBytes = 4 << 20;
+  const size_t slot_bytes = shm_slot_bytes(*options_);
   std::string failure;
   try {
     if (rank == 0) {
-      shm_ = std::make_shared<ShmGroup>(ShmGroup::create(size, kSlotBytes));
+      shm_ = std::make_shared<ShmGroup>(ShmGroup::create(size, slot_bytes));
       store_->set("hccl/shm", as_bytes(shm_->address()));
     } else {
       shm_ = std::make_shared<ShmGroup>(
-          ShmGroup::attach(rank, size, kSlotBytes, as_string(store_->get("hccl/shm"))));
+          ShmGroup::attach(rank, size, slot_bytes, as_string(store_->get("hccl/shm"))));
     }
   } catch (const std::exception& e) {
     failure = e.what();
@@ -306,9 +308,28 @@ void ProcessGroupHCCL::connect_shared_memory() {
   if (!all_ok) {
     if (!failure.empty()) TORCH_WARN("ProcessGroupHCCL: no shared memory between the ranks (", failure, "); using sockets");
     shm_.reset();
+    return;
   }
+  // Zero copy when every rank's device memory is shareable
+  // (VNPU_SHARED_DEVICE_MEMORY); otherwise the ranks copy through the slots.
+  vnpu::Runtime::instance();  // its start-up installs the shared arena on the devices
+  shm_->share_memory(vnpu::existing_shared_arena(), deadline_after(options_->timeout));
 }
 
+bool ProcessGroupHCCL::uses_zero_copy() const { return shm_ != nullptr && shm_->zero_copy(); }
+
+size_t ProcessGroupHCCL::shm_slot_bytes(const Options& options) {
+  // Each rank stages through two slots (double buffering) taken from its
+  // HCCL buffer (HCCL_BUFFSIZE MB, or hccl_config's hccl_buffer_size); 4 MB
+  // chunks pipeline best here, so a larger buffer is not used beyond that.
+  uint64_t buffer_mb = vnpu::environment().hccl_buffsize_mb;
+  auto it = options.hccl_config.find("hccl_buffer_size");
+  if (it != options.hccl_config.end() && std::holds_alternative<int64_t>(it->second)) {
+    buffer_mb = static_cast<uint64_t>(std::get<int64_t>(it->second));
+  }
+  constexpr size_t kChunkBytes = 4 << 20;
+  return std::min(kChunkBytes, static_cast<size_t>(buffer_mb << 20) / 2);
+}
 
 ProcessGroupHCCL::~ProcessGroupHCCL() = default;
 

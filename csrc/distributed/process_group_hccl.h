@@ -58,12 +58,16 @@ class ProcessGroupHCCL : public c10d::Backend {
   // How long a collective may take: the group's timeout, or HCCL_EXEC_TIMEOUT
   // when that is set, non-zero and earlier.
   static std::chrono::milliseconds collective_timeout(const Options& options);
+  // Slot size of the shared-memory transport (HCCL_BUFFSIZE, hccl_buffer_size).
+  static size_t shm_slot_bytes(const Options& options);
   ~ProcessGroupHCCL() override;
 
   const std::string getBackendName() const override { return "hccl"; }
   c10::intrusive_ptr<c10d::Backend::Options> getBackendOptions() override { return options_; }
   const c10::intrusive_ptr<Options>& options() const { return options_; }
   bool uses_shared_memory() const { return shm_ != nullptr; }
+  // Shared memory that reads the peers' device buffers directly (VNPU_SHARED_DEVICE_MEMORY).
+  bool uses_zero_copy() const;
   bool supportsCoalescing() const override { return false; }
   void setSequenceNumberForGroup() override {}
   uint64_t getSequenceNumberForGroup() override { return seq_; }

@@ -106,6 +106,7 @@ void bind_distributed(py::module& m) {
            py::arg("timeout") = std::chrono::milliseconds(30 * 60 * 1000))
       .def_property_readonly("options", &ProcessGroupHCCL::options)
       .def_property_readonly("_uses_shared_memory", &ProcessGroupHCCL::uses_shared_memory)
+      .def_property_readonly("_uses_zero_copy", &ProcessGroupHCCL::uses_zero_copy)
       .def("get_hccl_comm_name",
            [](ProcessGroupHCCL& pg, int64_t rank) {
              const auto& options = pg.options();

@@ -98,6 +98,10 @@ const std::vector<EnvironmentVariable>& environment_variables() {
        "`roundup_power2_divisions`, `expandable_segments` (`True` is not supported); unknown keys, "
        "bad values or both variables set raise at the first allocation"},
       {"PYTORCH_ALLOC_CONF", "unset", "PyTorch's name for `PYTORCH_NPU_ALLOC_CONF` (the same options)"},
+      {"VNPU_SHARED_DEVICE_MEMORY", "auto",
+       "1: device memory comes from one memfd that the other ranks of the host map, so hccl collectives "
+       "read peers' buffers directly; 0: private host memory; auto: 1 when `LOCAL_WORLD_SIZE` > 1"},
+      {"LOCAL_WORLD_SIZE", "unset", "set by torchrun: ranks on this host (read for `VNPU_SHARED_DEVICE_MEMORY=auto`)"},
       {"HCCL_EXEC_TIMEOUT", "unset (1836)",
        "seconds a collective may run before it fails with the watchdog error (the group's timeout also "
        "applies, the earlier wins); 0: no limit beyond the group's"},
@@ -106,6 +110,18 @@ const std::vector<EnvironmentVariable>& environment_variables() {
       {"TORCH_HCCL_DESYNC_DEBUG", "0",
        "1: before each shared-memory collective the ranks compare what they run (op, dtype, element count) "
        "and a mismatch raises, naming both"},
+      {"TORCH_HCCL_ASYNC_ERROR_HANDLING", "1",
+       "a collective that failed (timeout, dead peer) while no `wait()` blocks on it: 0 nothing (the error "
+       "reaches the next sync), 1 print the error and end the process, 2 clean up only (as 0 here), 3 as 1; "
+       "`TORCH_HCCL_BLOCKING_WAIT=1` overrides it"},
+      {"HCCL_ASYNC_ERROR_HANDLING", "unset",
+       "old name of `TORCH_HCCL_ASYNC_ERROR_HANDLING`, read with a deprecation warning when the new one is unset"},
+      {"TORCH_HCCL_ENABLE_MONITORING", "0",
+       "1: a monitor thread ends the process when a collective is stuck past `TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC`"},
+      {"TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC", "600", "seconds the monitor allows one collective (with monitoring on)"},
+      {"HCCL_BUFFSIZE", "200",
+       "MB of staging buffer per rank for the shared-memory transport (a positive integer; `hccl_config`'s "
+       "`hccl_buffer_size` overrides it)"},
   };
   return variables;
 }
@@ -190,6 +206,19 @@ Environment parse_environment(const char* (*raw_lookup)(const char* name)) {
   env.no_memory_caching = is_one(lookup("PYTORCH_NO_NPU_MEMORY_CACHING"));
   env.npu_alloc_conf = raw(lookup, "PYTORCH_NPU_ALLOC_CONF");
   env.alloc_conf = raw(lookup, "PYTORCH_ALLOC_CONF");
+  {
+    const char* v = lookup_nonempty(lookup, "VNPU_SHARED_DEVICE_MEMORY");
+    const std::string mode = v != nullptr ? trim(v) : "auto";
+    const char* ranks = lookup_nonempty(lookup, "LOCAL_WORLD_SIZE");
+    if (mode == "auto") {
+      std::uint64_t local_ranks = 0;
+      env.shared_device_memory = ranks != nullptr && parse_unsigned(ranks, &local_ranks) && local_ranks > 1;
+    } else if (mode == "0" || mode == "1") {
+      env.shared_device_memory = mode == "1";
+    } else {
+      env.errors.push_back("VNPU_SHARED_DEVICE_MEMORY should be 0, 1 or auto, but got " + quoted(v));
+    }
+  }
 
   if (const char* v = lookup_nonempty(lookup, "HCCL_EXEC_TIMEOUT")) {
     std::uint64_t seconds = 0;
@@ -202,6 +231,38 @@ Environment parse_environment(const char* (*raw_lookup)(const char* name)) {
   }
   env.hccl_blocking_wait = is_one(lookup("TORCH_HCCL_BLOCKING_WAIT"));
   env.hccl_desync_debug = is_one(lookup("TORCH_HCCL_DESYNC_DEBUG"));
+
+  const char* handling = lookup_nonempty(lookup, "TORCH_HCCL_ASYNC_ERROR_HANDLING");
+  const char* handling_old = lookup_nonempty(lookup, "HCCL_ASYNC_ERROR_HANDLING");
+  if (handling == nullptr && handling_old != nullptr) {
+    handling = handling_old;
+    env.hccl_async_error_handling_old_name = true;
+  }
+  if (handling != nullptr) {
+    std::uint64_t mode = 0;
+    if (parse_unsigned(handling, &mode) && mode <= 3) {
+      env.hccl_async_error_handling = static_cast<int>(mode);
+    } else {
+      env.errors.push_back("TORCH_HCCL_ASYNC_ERROR_HANDLING should be 0, 1, 2 or 3, but got " + quoted(handling));
+    }
+  }
+  env.hccl_enable_monitoring = is_one(lookup("TORCH_HCCL_ENABLE_MONITORING"));
+  if (const char* v = lookup_nonempty(lookup, "TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC")) {
+    std::uint64_t seconds = 0;
+    if (parse_unsigned(v, &seconds) && seconds > 0) {
+      env.hccl_heartbeat_timeout_s = seconds;
+    } else {
+      env.errors.push_back("TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC must be a positive number of seconds, got " + quoted(v));
+    }
+  }
+  if (const char* v = lookup_nonempty(lookup, "HCCL_BUFFSIZE")) {
+    std::uint64_t mb = 0;
+    if (parse_unsigned(v, &mb) && mb > 0 && mb <= (1u << 20)) {
+      env.hccl_buffsize_mb = mb;
+    } else {
+      env.errors.push_back("HCCL_BUFFSIZE must be a positive number of MB, got " + quoted(v));
+    }
+  }
   t_lookup = nullptr;
   t_parsing = nullptr;
   return env;

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "vnpu/error.h"
+#include "vnpu/shared_arena.h"
 
 namespace vnpu {
 namespace {
@@ -164,6 +165,15 @@ Runtime::Runtime(const Environment& env) {
   for (std::size_t i = 0; i < physical_ids.size(); ++i) {
     devices_.push_back(std::make_unique<Device>(static_cast<int>(i), physical_ids[i], *profile,
                                                 capacity, synchronous));
+  }
+  if (env.shared_device_memory) {
+    // Before any allocation. If the memfd cannot be made, the devices keep
+    // host memory: collectives then copy through the transport's buffers.
+    try {
+      const std::shared_ptr<SharedArena> arena = shared_arena();
+      for (const auto& device : devices_) device->memory().set_arena(arena);
+    } catch (const std::runtime_error&) {
+    }
   }
 }
 

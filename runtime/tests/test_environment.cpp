@@ -112,6 +112,44 @@ TEST(Environment, FlagsAndRawStrings) {
   EXPECT_FALSE(off.no_memory_caching);
 }
 
+TEST(Environment, SharedDeviceMemory) {
+  EXPECT_FALSE(vnpu_test::parse({}).shared_device_memory);
+  EXPECT_FALSE(vnpu_test::parse({{"LOCAL_WORLD_SIZE", "1"}}).shared_device_memory);
+  EXPECT_TRUE(vnpu_test::parse({{"LOCAL_WORLD_SIZE", "2"}}).shared_device_memory) << "auto under torchrun";
+  EXPECT_FALSE(vnpu_test::parse({{"LOCAL_WORLD_SIZE", "2"}, {"VNPU_SHARED_DEVICE_MEMORY", "0"}}).shared_device_memory);
+  EXPECT_TRUE(vnpu_test::parse({{"VNPU_SHARED_DEVICE_MEMORY", "1"}}).shared_device_memory);
+  const vnpu::Environment bad = vnpu_test::parse({{"VNPU_SHARED_DEVICE_MEMORY", "yes"}});
+  ASSERT_EQ(bad.errors.size(), 1u);
+  EXPECT_EQ(bad.errors[0], "VNPU_SHARED_DEVICE_MEMORY should be 0, 1 or auto, but got 'yes'");
+}
+
+TEST(Environment, HcclErrorHandlingMonitoringAndBuffer) {
+  const vnpu::Environment defaults = vnpu_test::parse({});
+  EXPECT_EQ(defaults.hccl_async_error_handling, 1);
+  EXPECT_FALSE(defaults.hccl_enable_monitoring);
+  EXPECT_EQ(defaults.hccl_heartbeat_timeout_s, 600u);
+  EXPECT_EQ(defaults.hccl_buffsize_mb, 200u);
+  const vnpu::Environment old = vnpu_test::parse({{"HCCL_ASYNC_ERROR_HANDLING", "2"}});
+  EXPECT_EQ(old.hccl_async_error_handling, 2);
+  EXPECT_TRUE(old.hccl_async_error_handling_old_name);
+  const vnpu::Environment both =
+      vnpu_test::parse({{"HCCL_ASYNC_ERROR_HANDLING", "2"}, {"TORCH_HCCL_ASYNC_ERROR_HANDLING", "0"}});
+  EXPECT_EQ(both.hccl_async_error_handling, 0) << "the new name wins";
+  EXPECT_FALSE(both.hccl_async_error_handling_old_name);
+  const vnpu::Environment set = vnpu_test::parse({{"TORCH_HCCL_ENABLE_MONITORING", "1"},
+                                                  {"TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC", "30"},
+                                                  {"HCCL_BUFFSIZE", "16"}});
+  EXPECT_TRUE(set.hccl_enable_monitoring);
+  EXPECT_EQ(set.hccl_heartbeat_timeout_s, 30u);
+  EXPECT_EQ(set.hccl_buffsize_mb, 16u);
+  const vnpu::Environment bad = vnpu_test::parse({{"TORCH_HCCL_ASYNC_ERROR_HANDLING", "4"},
+                                                  {"TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC", "0"},
+                                                  {"HCCL_BUFFSIZE", "-1"}});
+  ASSERT_EQ(bad.errors.size(), 3u);
+  EXPECT_EQ(bad.errors[0], "TORCH_HCCL_ASYNC_ERROR_HANDLING should be 0, 1, 2 or 3, but got '4'");
+  EXPECT_EQ(bad.errors[2], "HCCL_BUFFSIZE must be a positive number of MB, got '-1'");
+}
+
 TEST(Environment, SeveralErrorsAreAllReported) {
   const vnpu::Environment env =
       parse({{"VNPU_DEVICE_COUNT", "x"}, {"TASK_QUEUE_ENABLE", "9"}});

@@ -17,6 +17,9 @@ gloo = dist.new_group(backend="gloo")
 hccl = dist.group.WORLD._get_backend(dev)
 one_host = "{rank}" not in os.environ.get("VNPU_HCCL_HOST", "")
 assert hccl._uses_shared_memory == (one_host and world > 1), (hccl._uses_shared_memory, one_host)
+# torchrun sets LOCAL_WORLD_SIZE, so device memory is shareable unless turned off.
+zero_copy = hccl._uses_shared_memory and os.environ.get("VNPU_SHARED_DEVICE_MEMORY") != "0"
+assert hccl._uses_zero_copy == zero_copy, (hccl._uses_zero_copy, zero_copy)
 
 
 def check(name, got, want):
@@ -177,6 +180,34 @@ except (RuntimeError, TypeError) as e:
     assert "HCCL allreduce: Unsupported data type at::kByte" in str(e), e
 same_as_gloo("all_reduce vs gloo", lambda t, group: dist.all_reduce(t, group=group),
              torch.randn(257, generator=torch.Generator().manual_seed(rank)))
+# Large enough for zero copy (>= 64 KB): peers' device buffers read directly.
+BIG = 70001  # odd: the ranks' shares are cut unevenly
+for dtype in (torch.float32, torch.bfloat16, torch.int64):
+    data = (torch.arange(BIG) % 97 + rank).to(dtype)
+    same_as_gloo(f"big all_reduce {dtype}", lambda t, group: dist.all_reduce(t, group=group), data)
+    same_as_gloo(f"big all_reduce max {dtype}",
+                 lambda t, group: dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group), data)
+t = torch.full((BIG,), float(rank + 1), device=dev)
+dist.all_reduce(t, op=dist.ReduceOp.AVG)
+check("big avg", t, torch.full((BIG,), (world + 1) / 2))
+big_nc = torch.ones(BIG, 2, device=dev)[:, 0]  # not contiguous: staged through a copy
+dist.all_reduce(big_nc)
+check("big non-contiguous", big_nc, torch.full((BIG,), float(world)))
+b = torch.arange(BIG, dtype=torch.float32, device=dev) * (rank == world - 1)
+dist.broadcast(b, src=world - 1)
+check("big broadcast", b, torch.arange(BIG, dtype=torch.float32))
+# FSDP's layout: each rank's input is its own block of the output.
+flat = torch.zeros(world * BIG, device=dev)
+flat[rank * BIG:(rank + 1) * BIG] = rank
+dist.all_gather_into_tensor(flat, flat[rank * BIG:(rank + 1) * BIG])
+check("big all_gather in place", flat, ranks.repeat_interleave(BIG))
+full = torch.arange(world * BIG, dtype=torch.float32, device=dev)
+dist.reduce_scatter_tensor(full[rank * BIG:(rank + 1) * BIG], full)
+check("big reduce_scatter in place", full[rank * BIG:(rank + 1) * BIG],
+      torch.arange(rank * BIG, (rank + 1) * BIG, dtype=torch.float32) * world)
+out = torch.empty(BIG, device=dev)
+dist.reduce_scatter_tensor(out, torch.ones(world * BIG, device=dev) * (rank + 1))
+check("big reduce_scatter", out, torch.full((BIG,), world * (world + 1) / 2))
 dist.barrier()
 torch.npu.synchronize()
 print(f"RANK {rank} OK", flush=True)

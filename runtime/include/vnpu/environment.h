@@ -40,6 +40,9 @@ struct Environment {
   std::optional<std::string> npu_alloc_conf;  // PYTORCH_NPU_ALLOC_CONF
   std::optional<std::string> alloc_conf;      // PYTORCH_ALLOC_CONF
   bool no_memory_caching = false;      // PYTORCH_NO_NPU_MEMORY_CACHING=1
+  // VNPU_SHARED_DEVICE_MEMORY: device memory from the shareable arena
+  // (shared_arena.h). "auto" turns it on when torchrun's LOCAL_WORLD_SIZE > 1.
+  bool shared_device_memory = false;
 
   // --- hccl (consumed by csrc/distributed) -------------------------------
   // HCCL_EXEC_TIMEOUT (s): a collective's device-side limit; 0 = none.
@@ -47,6 +50,19 @@ struct Environment {
   std::optional<std::uint64_t> hccl_exec_timeout_s;
   bool hccl_blocking_wait = false;     // TORCH_HCCL_BLOCKING_WAIT=1: Work.wait() blocks the host
   bool hccl_desync_debug = false;      // TORCH_HCCL_DESYNC_DEBUG=1: ranks compare each collective first
+  // TORCH_HCCL_ASYNC_ERROR_HANDLING (0-3, default 1; old name
+  // HCCL_ASYNC_ERROR_HANDLING): what a failed collective does when nobody
+  // blocks on it. 0: nothing; 1: tear the process down; 2: clean up only
+  // (the error reaches the next sync); 3: tear down without clean-up.
+  int hccl_async_error_handling = 1;
+  bool hccl_async_error_handling_old_name = false;  // set through HCCL_ASYNC_ERROR_HANDLING
+  // TORCH_HCCL_ENABLE_MONITORING=1: a monitor thread ends the process when a
+  // collective stays stuck TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC (600) past its start.
+  bool hccl_enable_monitoring = false;
+  std::uint64_t hccl_heartbeat_timeout_s = 600;
+  // HCCL_BUFFSIZE (MB, default 200): each rank's staging buffer for the
+  // shared-memory transport (hccl_config's hccl_buffer_size overrides).
+  std::uint64_t hccl_buffsize_mb = 200;
 
   // The raw value of every variable in environment_variables() that is set.
   std::vector<std::pair<std::string, std::string>> raw_values;

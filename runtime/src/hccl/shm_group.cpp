@@ -86,7 +86,10 @@ ShmGroup::ShmGroup(ShmGroup&& other) noexcept
       base_(other.base_),
       size_(other.size_),
       steps_(other.steps_),
-      chunks_(other.chunks_) {
+      chunks_(other.chunks_),
+      arena_(std::move(other.arena_)),
+      peers_(std::move(other.peers_)),
+      zero_copy_(other.zero_copy_) {
   other.fd_ = -1;
   other.base_ = nullptr;
 }
@@ -141,6 +144,26 @@ void ShmGroup::share(size_t bytes, size_t elem, int rank, size_t* begin, size_t*
 void ShmGroup::allreduce(void* data, size_t bytes, size_t elem, const ReduceFn& reduce, Deadline deadline) {
   char* bytes_in = static_cast<char*>(data);
   std::vector<const void*> sources(ranks_);
+  if (zero_copy_ && bytes >= kZeroCopyMinBytes && post_buffers(data, bytes, nullptr, 0, deadline)) {
+    // Each rank reduces its share of every rank's buffer into its own
+    // buffer: nobody else reads that share of it until the next step.
+    size_t begin = 0, end = 0;
+    share(bytes, elem, rank_, &begin, &end);
+    if (end > begin) {
+      // This rank's buffer first: it is also the destination (ReduceFn's contract).
+      for (int k = 0; k < ranks_; ++k) sources[k] = peer_in((rank_ + k) % ranks_) + begin;
+      reduce(bytes_in + begin, sources.data(), ranks_, end - begin);
+    }
+    step(deadline);
+    // Then takes every other share from the rank that reduced it.
+    for (int r = 0; r < ranks_; ++r) {
+      if (r == rank_) continue;
+      share(bytes, elem, r, &begin, &end);
+      std::memcpy(bytes_in + begin, peer_in(r) + begin, end - begin);
+    }
+    step(deadline);  // nobody may change its buffer while a peer still reads it
+    return;
+  }
   const size_t chunk_max = slot_bytes_ / elem * elem;
   for (size_t offset = 0; offset < bytes; offset += chunk_max) {
     const size_t chunk = std::min(chunk_max, bytes - offset);
@@ -160,6 +183,11 @@ void ShmGroup::allreduce(void* data, size_t bytes, size_t elem, const ReduceFn& 
 
 void ShmGroup::broadcast(void* data, size_t bytes, int root, Deadline deadline) {
   char* bytes_io = static_cast<char*>(data);
+  if (zero_copy_ && bytes >= kZeroCopyMinBytes && post_buffers(data, bytes, nullptr, 0, deadline)) {
+    if (rank_ != root) std::memcpy(bytes_io, peer_in(root), bytes);
+    step(deadline);
+    return;
+  }
   for (size_t offset = 0; offset < bytes; offset += slot_bytes_) {
     const size_t chunk = std::min(slot_bytes_, bytes - offset);
     const uint64_t c = chunks_++;
@@ -172,6 +200,19 @@ void ShmGroup::broadcast(void* data, size_t bytes, int root, Deadline deadline) 
 void ShmGroup::allgather(const void* in, size_t bytes, void* out, Deadline deadline) {
   const char* src = static_cast<const char*>(in);
   char* dst = static_cast<char*>(out);
+  // Zero copy reads `in` of every rank while writing `out`: `in` may be this
+  // rank's own block of `out` (FSDP's layout), but must not overlap it otherwise.
+  const bool own_block = src == dst + rank_ * bytes;
+  const bool overlaps = src < dst + ranks_ * bytes && dst < src + bytes;
+  if (zero_copy_ && bytes >= kZeroCopyMinBytes && (own_block || !overlaps) &&
+      post_buffers(in, bytes, out, ranks_ * bytes, deadline)) {
+    for (int r = 0; r < ranks_; ++r) {
+      if (r == rank_ && own_block) continue;
+      std::memcpy(dst + r * bytes, peer_in(r), bytes);
+    }
+    step(deadline);
+    return;
+  }
   for (size_t offset = 0; offset < bytes; offset += slot_bytes_) {
     const size_t chunk = std::min(slot_bytes_, bytes - offset);
     const uint64_t c = chunks_++;
@@ -186,6 +227,18 @@ void ShmGroup::reduce_scatter(const void* in, size_t bytes, void* out, size_t el
   const char* src = static_cast<const char*>(in);
   char* dst = static_cast<char*>(out);
   std::vector<const void*> sources(ranks_);
+  // Zero copy: this rank alone reads block rank() of the inputs, so `out`
+  // may be that block of its own input, but must not overlap it otherwise.
+  const bool own_block = dst == src + rank_ * bytes;
+  const bool overlaps = dst < src + ranks_ * bytes && src < dst + bytes;
+  if (zero_copy_ && bytes * ranks_ >= kZeroCopyMinBytes && (own_block || !overlaps) &&
+      post_buffers(in, ranks_ * bytes, out, bytes, deadline)) {
+    // In place, dst is this rank's own block: put it first (ReduceFn's contract).
+    for (int k = 0; k < ranks_; ++k) sources[k] = peer_in((rank_ + k) % ranks_) + rank_ * bytes;
+    if (bytes > 0) reduce(dst, sources.data(), ranks_, bytes);
+    step(deadline);
+    return;
+  }
   // Each step carries a piece of every rank's block: the slot holds ranks of them.
   const size_t piece_max = std::max<size_t>(slot_bytes_ / ranks_ / elem, 1) * elem;
   for (size_t offset = 0; offset < bytes; offset += piece_max) {
@@ -199,6 +252,70 @@ void ShmGroup::reduce_scatter(const void* in, size_t bytes, void* out, size_t el
 }
 
 void ShmGroup::barrier(Deadline deadline) { step(deadline); }
+
+bool ShmGroup::share_memory(std::shared_ptr<SharedArena> own, Deadline deadline) {
+  Counter& mine = progress(rank_);
+  if (own) {
+    const std::string address = own->address();
+    const auto colon = address.find(':');
+    mine.arena_pid.store(std::stoull(address.substr(0, colon)), std::memory_order_relaxed);
+    mine.arena_fd.store(std::stoull(address.substr(colon + 1)), std::memory_order_relaxed);
+    mine.arena_size.store(own->size(), std::memory_order_relaxed);
+  } else {
+    mine.arena_pid.store(0, std::memory_order_relaxed);
+  }
+  step(deadline);
+  std::vector<std::unique_ptr<PeerMapping>> peers(ranks_);
+  bool mapped_all = own != nullptr;
+  for (int r = 0; r < ranks_ && mapped_all; ++r) {
+    if (r == rank_) continue;
+    const Counter& theirs = progress(r);
+    const uint64_t pid = theirs.arena_pid.load(std::memory_order_relaxed);
+    if (pid == 0) {
+      mapped_all = false;
+      break;
+    }
+    try {
+      peers[r] = std::make_unique<PeerMapping>(
+          std::to_string(pid) + ":" + std::to_string(theirs.arena_fd.load(std::memory_order_relaxed)),
+          theirs.arena_size.load(std::memory_order_relaxed));
+    } catch (const std::exception&) {
+      mapped_all = false;
+    }
+  }
+  mine.mapped_all.store(mapped_all ? 1 : 0, std::memory_order_relaxed);
+  step(deadline);
+  bool everyone = true;
+  for (int r = 0; r < ranks_; ++r) everyone = everyone && progress(r).mapped_all.load(std::memory_order_relaxed) == 1;
+  if (everyone) {
+    arena_ = std::move(own);
+    peers_ = std::move(peers);
+  }
+  zero_copy_ = everyone;
+  return everyone;
+}
+
+bool ShmGroup::post_buffers(const void* in, size_t in_bytes, const void* out, size_t out_bytes,
+                            Deadline deadline) {
+  const uint64_t in_offset = arena_->offset_of(in, in_bytes);
+  const uint64_t out_offset = out != nullptr ? arena_->offset_of(out, out_bytes) : 0;
+  Counter& mine = progress(rank_);
+  // A buffer outside the arena posts kNotInside: every rank then takes the slots.
+  mine.offset_in.store(out_offset == SharedArena::kNotInside ? SharedArena::kNotInside : in_offset,
+                       std::memory_order_relaxed);
+  mine.offset_out.store(out_offset, std::memory_order_relaxed);
+  step(deadline);  // publishes (release) and sees every rank's offsets (acquire)
+  for (int r = 0; r < ranks_; ++r) {
+    if (progress(r).offset_in.load(std::memory_order_relaxed) == SharedArena::kNotInside) return false;
+  }
+  own_in_ = static_cast<char*>(const_cast<void*>(in));
+  return true;
+}
+
+char* ShmGroup::peer_in(int r) const {
+  if (r == rank_) return own_in_;
+  return peers_[r]->base() + progress(r).offset_in.load(std::memory_order_relaxed);
+}
 
 int ShmGroup::compare_signatures(uint64_t signature, uint64_t* theirs, Deadline deadline) {
   progress(rank_).signature.store(signature, std::memory_order_relaxed);

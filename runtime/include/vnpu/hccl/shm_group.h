@@ -13,7 +13,18 @@
 // its 1/n share of the chunk (reducing across all slots into the result
 // buffer, or copying), announces, and copies the whole result out. The
 // arithmetic is the caller's (a ReduceFn), so dtypes and ops stay in the
-// adaptor. Waits spin briefly, then yield and sleep, and give up at the
+// adaptor.
+//
+// Zero copy: after share_memory(), a collective whose buffers lie in every
+// rank's SharedArena (device memory) skips the slots: each rank names its
+// buffers by their offsets in its arena, and the ranks read (and for
+// allreduce, write back) each other's buffers through their mappings of the
+// peers' arenas. An allreduce is then one reduce of this rank's share over
+// the peers' buffers and one gather of the other shares, instead of copy in,
+// reduce, copy out. Buffers outside the arena use the slots, per collective
+// (every rank sees every rank's offsets, so all decide alike).
+//
+// Waits spin briefly, then yield and sleep, and give up at the
 // deadline (throwing ShmTimeout) so a dead or stalled peer never hangs a rank.
 //
 // Thread-safety: one collective at a time per ShmGroup (the hccl backend runs
@@ -25,8 +36,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
+
+#include "vnpu/shared_arena.h"
 
 namespace vnpu::hccl {
 
@@ -41,7 +56,9 @@ class ShmGroup {
   static constexpr int kMaxRanks = 64;
 
   // dst[i] = op(srcs[0][i], ..., srcs[count-1][i]) over `bytes` bytes (a
-  // whole number of elements). dst may be one of srcs.
+  // whole number of elements). When dst is one of srcs it is srcs[0], so a
+  // ReduceFn may accumulate into dst in place. The ops are commutative; each
+  // part of a result is reduced by one rank only, so all ranks get the same bits.
   using ReduceFn = std::function<void(void* dst, const void* const* srcs, int count, size_t bytes)>;
   using Deadline = std::chrono::steady_clock::time_point;
 
@@ -70,6 +87,15 @@ class ShmGroup {
                       Deadline deadline);
   void barrier(Deadline deadline);
 
+  // Collective: every rank calls it, with its arena or nullptr. Maps every
+  // peer's arena; returns true (on every rank alike) when all ranks have
+  // one and every rank mapped every peer's, which turns zero copy on.
+  bool share_memory(std::shared_ptr<SharedArena> own, Deadline deadline);
+  bool zero_copy() const { return zero_copy_; }
+  // Collectives smaller than this use the slots even with zero copy (an
+  // extra step costs more than copying so little).
+  static constexpr size_t kZeroCopyMinBytes = 64 << 10;
+
   // Desync check (TORCH_HCCL_DESYNC_DEBUG): every rank posts what it is
   // about to run (`signature`: any 64-bit description, equal on all ranks
   // when they agree); returns the first rank whose signature differs from
@@ -81,7 +107,13 @@ class ShmGroup {
   struct alignas(64) Counter {
     std::atomic<uint64_t> value;
     std::atomic<uint64_t> signature;  // compare_signatures
+    // share_memory: this rank's arena (pid, fd, size) and whether it mapped all peers'.
+    std::atomic<uint64_t> arena_pid, arena_fd, arena_size, mapped_all;
+    // Zero copy: offset in this rank's arena of the collective's input, and
+    // whether its output is in the arena too.
+    std::atomic<uint64_t> offset_in, offset_out;
   };
+  static_assert(sizeof(Counter) == 64, "one cache line per rank");
   ShmGroup(int rank, int ranks, size_t slot_bytes, int fd, int owner_pid, void* base, size_t size);
 
   static size_t segment_bytes(int ranks, size_t slot_bytes);
@@ -92,6 +124,11 @@ class ShmGroup {
   void step(Deadline deadline);
   // This rank's share [begin, end) of `bytes`, cut at element boundaries.
   void share(size_t bytes, size_t elem, int rank, size_t* begin, size_t* end) const;
+  // Zero copy: posts the offsets of `in` and `out` (nullptr: none) and takes
+  // a step; true when every rank's buffers are in its arena.
+  bool post_buffers(const void* in, size_t in_bytes, const void* out, size_t out_bytes, Deadline deadline);
+  // Rank r's posted input buffer (this rank's own pointer for r == rank()).
+  char* peer_in(int r) const;
 
   int rank_;
   int ranks_;
@@ -102,6 +139,12 @@ class ShmGroup {
   size_t size_;
   uint64_t steps_ = 0;   // steps this rank took (every rank takes the same)
   uint64_t chunks_ = 0;  // chunks done (selects the double buffer)
+  // Zero copy (share_memory): this rank's arena, every rank's mapping
+  // (nullptr at this rank's index), and this collective's own input.
+  std::shared_ptr<SharedArena> arena_;
+  std::vector<std::unique_ptr<PeerMapping>> peers_;
+  bool zero_copy_ = false;
+  char* own_in_ = nullptr;
 };
 
 }  // namespace vnpu::hccl
