@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import pathlib
+import time
 
 import pytest
 import torch
@@ -51,6 +52,22 @@ def test_every_collective_without_shared_device_memory():
 def test_every_collective_across_hosts():
     # Every rank a "host" of its own: the socket (gloo) path.
     torchrun("collectives.py", 2, VNPU_HCCL_HOST="host{rank}")
+
+
+def test_every_collective_on_two_hosts_of_two_ranks():
+    # Hierarchical all_reduce: shared memory inside each host, sockets between the hosts' leaders.
+    torchrun("collectives.py", 4, timeout=300, VNPU_HCCL_HOST="host{rank//2}")
+
+
+def test_host_identity_patterns():
+    from torch_npu.distributed import _host_identity
+    assert _host_identity("node", 3) == "node"
+    assert _host_identity("host{rank}", 3) == "host3"
+    assert [_host_identity("h{rank//2}", r) for r in range(4)] == ["h0", "h0", "h1", "h1"]
+    with pytest.raises(ValueError, match=r"only \{rank\} and \{rank//K\}"):
+        _host_identity("h{local_rank}", 0)
+    with pytest.raises(ValueError):
+        _host_identity("h{rank//0}", 0)
 
 
 def test_ddp_trains_like_one_process():
@@ -95,17 +112,60 @@ def test_accelerate_launch_two_processes_like_cpu():
     assert npu == pytest.approx(cpu, rel=1e-5, abs=1e-6)
 
 
+def torchrun_failing(script, nproc, timeout=120, **env):
+    """A job that must fail: returns its output (stdout + stderr) and how long it took."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}",
+           f"--master_port={free_port()}", str(SCRIPTS / script)]
+    start = time.monotonic()
+    proc = subprocess.run(cmd, env=clean_env(OMP_NUM_THREADS=1, **env), capture_output=True, text=True,
+                          timeout=timeout)
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    return proc.stdout + proc.stderr, time.monotonic() - start
+
+
 def test_a_stalled_peer_ends_in_the_watchdog_error_not_a_hang():
-    torchrun("faults.py", 2, timeout=120, FAULT="stalled_peer")
+    torchrun("faults.py", 2, timeout=120, FAULT="stalled_peer", TORCH_HCCL_ASYNC_ERROR_HANDLING=0)
+
+
+def test_by_default_a_failed_collective_takes_the_process_down():
+    # TORCH_HCCL_ASYNC_ERROR_HANDLING=1, torch_npu's default.
+    out, took = torchrun_failing("faults.py", 2, FAULT="stalled_peer")
+    assert "Watchdog caught collective operation timeout" in out and "OpType=ALLREDUCE" in out, out[-3000:]
+    assert "[Rank 0] To avoid data inconsistency, we are taking the entire process down." in out, out[-3000:]
+    assert "RANK 0 OK" not in out
+    assert took < 60, took
+
+
+def test_async_error_handling_2_aborts_the_group():
+    torchrun("faults.py", 2, timeout=120, FAULT="stalled_peer", TORCH_HCCL_ASYNC_ERROR_HANDLING=2)
+
+
+def test_heartbeat_monitor_ends_a_stuck_collective():
+    # The group would wait 60 s; the monitor allows a collective 2 s.
+    out, took = torchrun_failing("faults.py", 2, FAULT="stalled_peer", GROUP_TIMEOUT_S=60,
+                                 TORCH_HCCL_ASYNC_ERROR_HANDLING=0, TORCH_HCCL_ENABLE_MONITORING=1,
+                                 TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC=2)
+    assert "[Rank 0] Heartbeat monitor timed out!" in out, out[-3000:]
+    assert "TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC" in out
+    assert took < 45, took
 
 
 def test_desync_debug_names_mismatched_collectives():
-    torchrun("faults.py", 2, timeout=120, FAULT="mismatch", GROUP_TIMEOUT_S=60, TORCH_HCCL_DESYNC_DEBUG=1)
+    # Through the old name of the handling variable, which still works and warns.
+    proc = torchrun("faults.py", 2, timeout=120, FAULT="mismatch", GROUP_TIMEOUT_S=60, TORCH_HCCL_DESYNC_DEBUG=1,
+                    HCCL_ASYNC_ERROR_HANDLING=0)
+    assert "HCCL_ASYNC_ERROR_HANDLING is deprecated; use TORCH_HCCL_ASYNC_ERROR_HANDLING instead" in proc.stderr
+
+
+def test_desync_debug_over_sockets():
+    # Every rank a host of its own: the signatures are all-gathered over gloo first.
+    torchrun("faults.py", 2, timeout=120, FAULT="mismatch", GROUP_TIMEOUT_S=60, TORCH_HCCL_DESYNC_DEBUG=1,
+             TORCH_HCCL_ASYNC_ERROR_HANDLING=0, VNPU_HCCL_HOST="host{rank}")
 
 
 def test_hccl_exec_timeout_and_blocking_wait():
     # HCCL_EXEC_TIMEOUT (2 s) beats the group's 60 s; with blocking wait the
-    # error raises in all_reduce itself.
+    # error raises in all_reduce itself (blocking wait overrides the handling mode).
     torchrun("faults.py", 2, timeout=120, FAULT="stalled_peer", GROUP_TIMEOUT_S=60, HCCL_EXEC_TIMEOUT=2,
              TORCH_HCCL_BLOCKING_WAIT=1)
 

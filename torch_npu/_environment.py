@@ -17,7 +17,8 @@ _OTHER_LAYERS = (
      "`ASCEND_TOOLKIT_HOME`) at a folder holding CANN-like version files"),
     ("VNPU_HCCL_HOST", "the host name",
      "the host identity hccl ranks compare: ranks with the same one exchange through shared memory, "
-     "others over sockets (gloo); `{rank}` in it stands for the rank, so `host{rank}` makes every rank a host of its own"),
+     "others over sockets (gloo), and a group over several hosts all-reduces hierarchically; `{rank}` in it stands for the "
+     "rank (`host{rank}`: every rank a host of its own), `{rank//K}` for rank // K (`host{rank//2}`: hosts of 2 ranks)"),
     ("VNPU_SKIP_BUILD", "unset",
      "build-time only: `pip install` skips the CMake build (used by `scripts/setup.sh`, which builds first)"),
 )

@@ -5,13 +5,17 @@
 
 #include "csrc/core/npu_caching_allocator.h"
 #include "csrc/core/npu_stream.h"
+#include "csrc/distributed/watchdog.h"
 #include "csrc/ops/launch.h"
 #include <vnpu/environment.h>
+#include <vnpu/host_wait.h>
 #include <vnpu/hccl/shm_group.h>
 #include <vnpu/runtime.h>
 #include <vnpu/shared_arena.h>
 
 #include <unistd.h>
+
+#include <algorithm>
 
 namespace torch_npu {
 namespace {
@@ -193,63 +197,52 @@ vnpu::hccl::ShmGroup::Deadline deadline_after(std::chrono::milliseconds timeout)
 size_t nbytes(const at::Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
 
 // TORCH_HCCL_DESYNC_DEBUG=1: the ranks compare (op, dtype, element count)
-// before a shared-memory collective; a mismatch raises on every rank.
-void check_in_sync(vnpu::hccl::ShmGroup& shm, c10d::OpType type, const at::Tensor& t,
-                   vnpu::hccl::ShmGroup::Deadline deadline) {
-  if (!vnpu::environment().hccl_desync_debug) return;
-  auto pack = [](c10d::OpType op, at::ScalarType dtype, int64_t numel) {
-    return (static_cast<uint64_t>(op) << 56) | (static_cast<uint64_t>(dtype) << 48) |
-           (static_cast<uint64_t>(numel) & ((uint64_t{1} << 48) - 1));
-  };
-  auto describe = [](uint64_t sig) {
-    return c10d::opTypeToString(static_cast<c10d::OpType>(sig >> 56)) + " of " +
-           std::to_string(sig & ((uint64_t{1} << 48) - 1)) + " " +
-           c10::toString(static_cast<at::ScalarType>((sig >> 48) & 0xff)) + " elements";
-  };
-  const uint64_t mine = pack(type, t.scalar_type(), t.numel());
-  uint64_t theirs = 0;
-  const int other = shm.compare_signatures(mine, &theirs, deadline);
-  TORCH_CHECK(other < 0, "[Rank ", shm.rank(), "] Collective mismatch (TORCH_HCCL_DESYNC_DEBUG=1): this rank runs ",
-              describe(mine), " while rank ", other, " runs ", describe(theirs),
+// before a collective; a mismatch raises on every rank, naming both sides.
+uint64_t signature_of(c10d::OpType op, const at::Tensor& t) {
+  return (static_cast<uint64_t>(op) << 56) | (static_cast<uint64_t>(t.scalar_type()) << 48) |
+         (static_cast<uint64_t>(t.numel()) & ((uint64_t{1} << 48) - 1));
+}
+
+std::string describe_signature(uint64_t sig) {
+  return c10d::opTypeToString(static_cast<c10d::OpType>(sig >> 56)) + " of " +
+         std::to_string(sig & ((uint64_t{1} << 48) - 1)) + " " +
+         c10::toString(static_cast<at::ScalarType>((sig >> 48) & 0xff)) + " elements";
+}
+
+void raise_mismatch(int rank, uint64_t mine, int other, uint64_t theirs) {
+  TORCH_CHECK(false, "[Rank ", rank, "] Collective mismatch (TORCH_HCCL_DESYNC_DEBUG=1): this rank runs ",
+              describe_signature(mine), " while rank ", other, " runs ", describe_signature(theirs),
               ". Every rank must call the same collectives in the same order with matching tensors.");
 }
 
-// What the watchdog text names about one collective.
-struct CollectiveInfo {
-  int rank;
-  uint64_t seq;
-  c10d::OpType type;
-  int64_t numel_in;
-  int64_t numel_out;
-  int64_t timeout_ms;
-};
+// Over shared memory (ShmGroup::compare_signatures).
+void check_in_sync(vnpu::hccl::ShmGroup& shm, c10d::OpType type, const at::Tensor& t,
+                   vnpu::hccl::ShmGroup::Deadline deadline) {
+  if (!vnpu::environment().hccl_desync_debug) return;
+  const uint64_t mine = signature_of(type, t);
+  uint64_t theirs = 0;
+  const int other = shm.compare_signatures(mine, &theirs, deadline);
+  if (other >= 0) raise_mismatch(shm.rank(), mine, other, theirs);
+}
+
+// Over sockets: an all-gather of the signatures first.
+void check_in_sync(c10d::Backend& transport, c10d::OpType type, const at::Tensor& t) {
+  if (!vnpu::environment().hccl_desync_debug) return;
+  const uint64_t mine = signature_of(type, t);
+  std::vector<at::Tensor> in{at::full({1}, static_cast<int64_t>(mine), at::kLong)};
+  std::vector<std::vector<at::Tensor>> out(1);
+  for (int r = 0; r < transport.getSize(); ++r) out[0].push_back(at::empty({1}, at::kLong));
+  transport.allgather(out, in)->wait();
+  for (int r = 0; r < transport.getSize(); ++r) {
+    const uint64_t theirs = static_cast<uint64_t>(out[0][r].item<int64_t>());
+    if (theirs != mine) raise_mismatch(transport.getRank(), mine, r, theirs);
+  }
+}
 
 int64_t numel_of(const std::vector<at::Tensor>& tensors) {
   int64_t n = 0;
   for (const auto& t : tensors) n += t.defined() ? t.numel() : 0;
   return n;
-}
-
-// Runs a collective's stage 2; a transport timeout becomes torch_npu's
-// watchdog error (the other errors keep their text).
-template <typename Body>
-auto watched(Body&& body, CollectiveInfo info) {
-  return [body = std::forward<Body>(body), info]() mutable {
-    const auto start = std::chrono::steady_clock::now();
-    try {
-      body();
-    } catch (const std::exception& e) {
-      const std::string what = e.what();
-      if (what.find("Timed out") == std::string::npos && what.find("timed out") == std::string::npos) throw;
-      const auto ran = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
-      TORCH_CHECK(false, "[Rank ", info.rank, "] Watchdog caught collective operation timeout: WorkHCCL(SeqNum=",
-                  info.seq, ", OpType=", c10d::opTypeToString(info.type), ", NumelIn=", info.numel_in,
-                  ", NumelOut=", info.numel_out, ", Timeout(ms)=", info.timeout_ms, ") ran for ", ran.count(),
-                  " milliseconds before timing out. Some HCCL operations have failed or timed out. Due to the "
-                  "asynchronous nature of ASCEND kernels, subsequent NPU operations might run on "
-                  "corrupted/incomplete data. (", what.substr(0, what.find('\n')), ")");
-    }
-  };
 }
 
 }  // namespace
@@ -261,13 +254,14 @@ ProcessGroupHCCL::Options::Options(bool high_priority)
 }
 
 ProcessGroupHCCL::ProcessGroupHCCL(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
-                                   c10::intrusive_ptr<Options> options, c10::intrusive_ptr<c10d::Backend> transport)
+                                   c10::intrusive_ptr<Options> options, const TransportFactory& make_transport)
     : Backend(rank, size),
       store_(std::move(store)),
       options_(std::move(options)),
-      transport_(std::move(transport)) {
+      transport_(make_transport("hccl_transport/", rank, size)),
+      watchdog_(std::make_shared<Watchdog>(rank)) {
   TORCH_CHECK(transport_, "ProcessGroupHCCL: no transport backend");
-  connect_shared_memory();
+  connect_shared_memory(make_transport);
 }
 
 std::chrono::milliseconds ProcessGroupHCCL::collective_timeout(const Options& options) {
@@ -278,29 +272,56 @@ std::chrono::milliseconds ProcessGroupHCCL::collective_timeout(const Options& op
   return options.timeout;
 }
 
-void ProcessGroupHCCL::connect_shared_memory() {
+void ProcessGroupHCCL::connect_shared_memory(const TransportFactory& make_transport) {
   using vnpu::hccl::ShmGroup;
   const int rank = getRank(), size = getSize();
-  if (size < 2 || size > ShmGroup::kMaxRanks || options_->host_id.empty()) return;
+  if (size < 2 || options_->host_id.empty()) return;
   auto as_bytes = [](const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); };
   auto as_string = [](const std::vector<uint8_t>& b) { return std::string(b.begin(), b.end()); };
-  // Every rank reads every rank's answer, so all of them decide alike.
+  // Every rank reads every rank's host, so all of them decide alike. Hosts
+  // are numbered in the order of their first rank; a host's first rank is
+  // its leader.
   store_->set("hccl/host/" + std::to_string(rank), as_bytes(options_->host_id));
+  std::vector<std::string> hosts;           // host index -> identity
+  std::vector<int> host_of(size);           // rank -> host index
+  std::vector<int> local_ranks_of_mine;     // ranks on this rank's host
   for (int r = 0; r < size; ++r) {
-    if (as_string(store_->get("hccl/host/" + std::to_string(r))) != options_->host_id) return;
+    const std::string id = as_string(store_->get("hccl/host/" + std::to_string(r)));
+    auto it = std::find(hosts.begin(), hosts.end(), id);
+    host_of[r] = static_cast<int>(it - hosts.begin());
+    if (it == hosts.end()) hosts.push_back(id);
+    if (id == options_->host_id) local_ranks_of_mine.push_back(r);
   }
+  const int host = host_of[rank];
+  const int local_size = static_cast<int>(local_ranks_of_mine.size());
+  const int local_rank = static_cast<int>(
+      std::find(local_ranks_of_mine.begin(), local_ranks_of_mine.end(), rank) - local_ranks_of_mine.begin());
+  bool any_shared = false;  // a host with two ranks or more: something to gain
+  for (int h = 0; h < static_cast<int>(hosts.size()); ++h) {
+    any_shared = any_shared || std::count(host_of.begin(), host_of.end(), h) > 1;
+  }
+  if (!any_shared) return;
+  bool too_many = false;
+  for (int h = 0; h < static_cast<int>(hosts.size()); ++h) {
+    too_many = too_many || std::count(host_of.begin(), host_of.end(), h) > ShmGroup::kMaxRanks;
+  }
+  if (too_many) return;
+
+  // The shared-memory group of this host (its first rank makes the segment).
   const size_t slot_bytes = shm_slot_bytes(*options_);
+  const std::string key = "hccl/shm/" + std::to_string(host);
   std::string failure;
-  try {
-    if (rank == 0) {
-      shm_ = std::make_shared<ShmGroup>(ShmGroup::create(size, slot_bytes));
-      store_->set("hccl/shm", as_bytes(shm_->address()));
-    } else {
-      shm_ = std::make_shared<ShmGroup>(
-          ShmGroup::attach(rank, size, slot_bytes, as_string(store_->get("hccl/shm"))));
+  if (local_size > 1) {
+    try {
+      if (local_rank == 0) {
+        shm_ = std::make_shared<ShmGroup>(ShmGroup::create(local_size, slot_bytes));
+        store_->set(key, as_bytes(shm_->address()));
+      } else {
+        shm_ = std::make_shared<ShmGroup>(ShmGroup::attach(local_rank, local_size, slot_bytes, as_string(store_->get(key))));
+      }
+    } catch (const std::exception& e) {
+      failure = e.what();
     }
-  } catch (const std::exception& e) {
-    failure = e.what();
   }
   store_->set("hccl/shm_ok/" + std::to_string(rank), as_bytes(failure.empty() ? "1" : "0"));
   bool all_ok = true;
@@ -310,10 +331,22 @@ void ProcessGroupHCCL::connect_shared_memory() {
     shm_.reset();
     return;
   }
-  // Zero copy when every rank's device memory is shareable
-  // (VNPU_SHARED_DEVICE_MEMORY); otherwise the ranks copy through the slots.
-  vnpu::Runtime::instance();  // its start-up installs the shared arena on the devices
-  shm_->share_memory(vnpu::existing_shared_arena(), deadline_after(options_->timeout));
+  if (shm_) {
+    // Zero copy when every local rank's device memory is shareable
+    // (VNPU_SHARED_DEVICE_MEMORY); otherwise the ranks copy through the slots.
+    vnpu::Runtime::instance();  // its start-up installs the shared arena on the devices
+    shm_->share_memory(vnpu::existing_shared_arena(), deadline_after(options_->timeout));
+  }
+  if (hosts.size() > 1) {
+    // Hierarchical: the hosts' leaders reduce across hosts over sockets.
+    spans_hosts_ = true;
+    if (local_rank == 0) leaders_ = make_transport("hccl_leaders/", host, static_cast<int>(hosts.size()));
+  }
+}
+
+std::string ProcessGroupHCCL::transport_name() const {
+  if (spans_hosts_) return "hierarchical";
+  return shm_ ? "shared memory" : "sockets";
 }
 
 bool ProcessGroupHCCL::uses_zero_copy() const { return shm_ != nullptr && shm_->zero_copy(); }
@@ -389,6 +422,38 @@ std::vector<at::Tensor> concat(std::vector<at::Tensor> a, const std::vector<at::
 
 }  // namespace
 
+// Note [Small collectives on idle streams run on the caller]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A queued collective costs two thread hand-offs: the communication
+// stream's worker must wake up to run it, and the host that synchronizes
+// must wake up when it is done. On a loaded host each is tens of
+// microseconds, several times the collective itself for a few kilobytes.
+// So when a collective is small (kOnCallerMaxBytes) and both the caller's
+// stream and the communication stream have nothing queued, there is
+// nothing to order it after: it runs on the calling thread, in stream
+// order, without the GIL, and returns complete (a barrier, a loss or a
+// gradient norm all-reduced between steps, object collectives). A failure
+// (a timeout, a dead peer) is handled as a queued one's (watchdog.h); where
+// it propagates, it raises at the call. The caller then waits
+// for its peers to arrive, as with ProcessGroupGloo: a rank that must hand
+// its peers something outside the group (a store key) after a small
+// async_op collective and before they reach it should issue that first.
+bool ProcessGroupHCCL::runs_on_caller(const std::vector<at::Tensor>& tensors, const c10::Stream& current,
+                                      const c10::Stream& comm) const {
+  size_t bytes = 0;
+  for (const auto& t : tensors) bytes += nbytes(t);
+  if (bytes > kOnCallerMaxBytes || vnpu::environment().synchronous_launch()) return false;
+  return runtime_stream(current).query() && runtime_stream(comm).query() && p2p_idle();
+}
+
+bool ProcessGroupHCCL::p2p_idle() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& [device, stream] : p2p_wait_streams_) {
+    if (!runtime_stream(stream).query()) return false;
+  }
+  return true;
+}
+
 template <typename Body>
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue(const char* name, c10d::OpType type,
                                                          std::vector<at::Tensor> inputs,
@@ -396,18 +461,39 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue(const char* name, c10d:
   const std::vector<at::Tensor> all = concat(inputs, outputs);
   const c10::DeviceIndex device = device_or_current(name, all);
   const c10::Stream comm = comm_stream(device);
-  order_after(current_stream(device), comm);  // after the caller's queued kernels, like a kernel
-  record_on(all, comm);
+  // Held while a collective is issued, so that the streams' idleness seen
+  // below cannot change before an on-caller collective has finished.
+  std::lock_guard<std::mutex> issuing(issue_mutex_);
+  watchdog_->check_not_aborted();
+  const uint64_t seq = ++seq_;
+  const CollectiveInfo info{getRank(), seq, type, numel_of(inputs.empty() ? outputs : inputs), numel_of(outputs),
+                            collective_timeout(*options_).count()};
   c10::Event done(c10::DeviceType::PrivateUse1);
   auto future = stream_ordered_future(device);
-  const uint64_t seq = ++seq_;
+  if (runs_on_caller(all, current_stream(device), comm)) {
+    // Note [Small collectives on idle streams run on the caller].
+    auto task = watched(std::forward<Body>(body), info, watchdog_);
+    KernelOutputs written(outputs);
+    try {
+      vnpu::HostWaitScope waiting_for_peers;  // no GIL held while the peers arrive
+      run_stage_two(name, numel_of(all), StageTwoMode::kOnCaller, &written,
+                    [](void* p) { (*static_cast<decltype(task)*>(p))(); }, &task);
+    } catch (...) {
+      written.poison();
+      throw;
+    }
+    done.record(comm);  // the communication stream is idle: complete already
+    future->markCompleted(at::IValue(outputs));
+    return c10::make_intrusive<WorkHCCL>(getRank(), type, name, std::move(outputs), std::move(done),
+                                         std::move(future), seq);
+  }
+  order_after(current_stream(device), comm);  // after the caller's queued kernels, like a kernel
+  record_on(all, comm);
   {
     CurrentStreamScope on_comm(comm);
     // Queued even the first time: stage 1 checked the arguments, and a
     // collective waiting for its peers must not block the caller.
-    const CollectiveInfo info{getRank(), seq, type, numel_of(inputs.empty() ? outputs : inputs), numel_of(outputs),
-                              collective_timeout(*options_).count()};
-    launch_queued(device, name, KernelOutputs(outputs), watched(std::forward<Body>(body), info));
+    launch_queued(device, name, KernelOutputs(outputs), watched(std::forward<Body>(body), info, watchdog_));
     done.record(comm);
     // Completed in stream order: users of the future wait on the
     // communication stream, as with a CUDA future.
@@ -426,6 +512,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue_p2p(const char* name, c
   const c10::DeviceIndex device = device_or_current(name, all);
   const c10::Stream comm = comm_stream(device);
   const c10::Stream wait = p2p_wait_stream(device);
+  std::lock_guard<std::mutex> issuing(issue_mutex_);  // see enqueue()
+  watchdog_->check_not_aborted();
   order_after(current_stream(device), comm);
   record_on(all, comm);
   record_on(all, wait);
@@ -440,7 +528,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue_p2p(const char* name, c
   {
     CurrentStreamScope on_wait(wait);
     const CollectiveInfo info{getRank(), seq, type, numel_of(inputs), numel_of(outputs), collective_timeout(*options_).count()};
-    launch_queued(device, name, KernelOutputs(outputs), watched(std::forward<Finish>(finish), info));
+    launch_queued(device, name, KernelOutputs(outputs), watched(std::forward<Finish>(finish), info, watchdog_));
     done.record(wait);
     future->markCompleted(at::IValue(outputs));
   }
@@ -452,7 +540,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::broadcast(std::vector<at::Tenso
                                                            const c10d::BroadcastOptions& opts) {
   check_single("broadcast", tensors);
   return enqueue("hccl:broadcast", c10d::OpType::BROADCAST, {}, tensors,
-                 [refs = snapshot(tensors), transport = transport_, opts, shm = shm_, timeout = collective_timeout(*options_)]() {
+                 [refs = snapshot(tensors), transport = transport_, opts, shm = one_host_shm(), timeout = collective_timeout(*options_)]() {
                    std::vector<at::Tensor> v = views(refs);
                    std::vector<at::Tensor> staged{v[0].is_contiguous() ? v[0] : v[0].contiguous()};
                    if (shm) {
@@ -460,6 +548,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::broadcast(std::vector<at::Tenso
                      shm->broadcast(staged[0].data_ptr(), nbytes(staged[0]), static_cast<int>(opts.rootRank),
                                     deadline_after(timeout));
                    } else {
+                     check_in_sync(*transport, c10d::OpType::BROADCAST, staged[0]);
                      c10d::BroadcastOptions o = opts;
                      o.rootTensor = 0;
                      wait_transport(transport->broadcast(staged, o));
@@ -474,15 +563,30 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce(std::vector<at::Tenso
   check_reduction("allreduce", opts.reduceOp, tensors[0]);
   return enqueue("hccl:all_reduce", c10d::OpType::ALLREDUCE, {}, tensors,
                  [refs = snapshot(tensors), transport = transport_, op = opts.reduceOp, size = getSize(),
-                  shm = shm_, timeout = collective_timeout(*options_)]() {
+                  shm = shm_, leaders = leaders_, hierarchical = spans_hosts_, timeout = collective_timeout(*options_)]() {
                    const at::Tensor target = refs[0].view();
                    std::vector<at::Tensor> staged{staged_input(target, op, false)};
                    const ReduceOp reduce = transport_op(op, staged[0]);
-                   if (shm) {
+                   if (hierarchical) {
+                     check_in_sync(*transport, c10d::OpType::ALLREDUCE, staged[0]);
+                     // Reduce inside the host, across hosts between the leaders, back to the host.
+                     void* data = staged[0].data_ptr();
+                     if (shm) {
+                       shm->allreduce(data, nbytes(staged[0]), staged[0].element_size(),
+                                      reducer(staged[0].scalar_type(), reduce.op_), deadline_after(timeout));
+                     }
+                     if (leaders) {
+                       c10d::AllreduceOptions o;
+                       o.reduceOp = reduce;
+                       wait_transport(leaders->allreduce(staged, o));
+                     }
+                     if (shm) shm->broadcast(data, nbytes(staged[0]), 0, deadline_after(timeout));
+                   } else if (shm) {
                      check_in_sync(*shm, c10d::OpType::ALLREDUCE, staged[0], deadline_after(timeout));
                      shm->allreduce(staged[0].data_ptr(), nbytes(staged[0]), staged[0].element_size(),
                                     reducer(staged[0].scalar_type(), reduce.op_), deadline_after(timeout));
                    } else {
+                     check_in_sync(*transport, c10d::OpType::ALLREDUCE, staged[0]);
                      c10d::AllreduceOptions o;
                      o.reduceOp = reduce;
                      wait_transport(transport->allreduce(staged, o));
@@ -559,7 +663,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_allgather_base(at::Tensor& out
   TORCH_CHECK(output.scalar_type() == input.scalar_type(),
               "ProcessGroupHCCL all_gather_into_tensor: output and input must have the same dtype");
   return enqueue("hccl:all_gather_into_tensor", c10d::OpType::_ALLGATHER_BASE, {input}, {output},
-                 [in = TensorRef(input), out = TensorRef(output), transport = transport_, shm = shm_,
+                 [in = TensorRef(input), out = TensorRef(output), transport = transport_, shm = one_host_shm(),
                   timeout = collective_timeout(*options_)]() {
                    // Flat on both sides: the output is the ranks' inputs end to end.
                    at::Tensor input = in.view().reshape({-1});
@@ -570,6 +674,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_allgather_base(at::Tensor& out
                      check_in_sync(*shm, c10d::OpType::_ALLGATHER_BASE, input, deadline_after(timeout));
                      shm->allgather(input.data_ptr(), nbytes(input), staged.data_ptr(), deadline_after(timeout));
                    } else {
+                     check_in_sync(*transport, c10d::OpType::_ALLGATHER_BASE, input);
                      wait_transport(transport->_allgather_base(staged, input));
                    }
                    if (!target.is_contiguous()) target.copy_(staged.view(target.sizes()));
@@ -671,7 +776,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_reduce_scatter_base(at::Tensor
   check_reduction("reduce_scatter", opts.reduceOp, output);
   return enqueue("hccl:reduce_scatter_tensor", c10d::OpType::_REDUCE_SCATTER_BASE, {input}, {output},
                  [in = TensorRef(input), out = TensorRef(output), transport = transport_, op = opts.reduceOp,
-                  size = getSize(), shm = shm_, timeout = collective_timeout(*options_)]() {
+                  size = getSize(), shm = one_host_shm(), timeout = collective_timeout(*options_)]() {
                    const at::Tensor target = out.view();
                    at::Tensor staged_in = staged_input(in.view(), op, false).view({-1});
                    at::Tensor staged_out = staged_in.scalar_type() == target.scalar_type() && target.is_contiguous()
@@ -684,6 +789,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_reduce_scatter_base(at::Tensor
                                          staged_out.element_size(), reducer(staged_out.scalar_type(), reduce.op_),
                                          deadline_after(timeout));
                    } else {
+                     check_in_sync(*transport, c10d::OpType::_REDUCE_SCATTER_BASE, staged_out);
                      c10d::ReduceScatterOptions o;
                      o.reduceOp = reduce;
                      wait_transport(transport->_reduce_scatter_base(staged_out, staged_in, o));

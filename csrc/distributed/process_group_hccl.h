@@ -22,6 +22,7 @@
 #include <c10/core/Event.h>
 #include <c10/core/Stream.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -32,6 +33,8 @@ class ShmGroup;
 }
 
 namespace torch_npu {
+
+class Watchdog;
 
 class ProcessGroupHCCL : public c10d::Backend {
  public:
@@ -52,8 +55,15 @@ class ProcessGroupHCCL : public c10d::Backend {
     std::string host_id;
   };
 
+  // Makes a socket transport (ProcessGroupGloo) over a prefix of the store
+  // for `size` ranks: the whole group's ("hccl_transport/"), and the hosts'
+  // leaders' ("hccl_leaders/") when the group spans hosts. Only called while
+  // the group is constructed.
+  using TransportFactory =
+      std::function<c10::intrusive_ptr<c10d::Backend>(const std::string& prefix, int rank, int size)>;
+
   ProcessGroupHCCL(c10::intrusive_ptr<c10d::Store> store, int rank, int size, c10::intrusive_ptr<Options> options,
-                   c10::intrusive_ptr<c10d::Backend> transport);
+                   const TransportFactory& make_transport);
 
   // How long a collective may take: the group's timeout, or HCCL_EXEC_TIMEOUT
   // when that is set, non-zero and earlier.
@@ -66,6 +76,8 @@ class ProcessGroupHCCL : public c10d::Backend {
   c10::intrusive_ptr<c10d::Backend::Options> getBackendOptions() override { return options_; }
   const c10::intrusive_ptr<Options>& options() const { return options_; }
   bool uses_shared_memory() const { return shm_ != nullptr; }
+  // "shared memory" (one host), "hierarchical" (hosts of several ranks) or "sockets".
+  std::string transport_name() const;
   // Shared memory that reads the peers' device buffers directly (VNPU_SHARED_DEVICE_MEMORY).
   bool uses_zero_copy() const;
   bool supportsCoalescing() const override { return false; }
@@ -129,18 +141,33 @@ class ProcessGroupHCCL : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> enqueue_p2p(const char* name, c10d::OpType type, std::vector<at::Tensor> inputs,
                                              std::vector<at::Tensor> outputs, Post&& post, Finish&& finish);
 
-  // Ranks all on one host: the shared-memory transport for the collectives
-  // it has (allreduce, broadcast, allgather, reduce-scatter); null otherwise.
-  void connect_shared_memory();
+  // Small collectives with nothing queued before them run on the caller
+  // (Note [Small collectives on idle streams run on the caller]).
+  static constexpr size_t kOnCallerMaxBytes = 64 << 10;
+  bool runs_on_caller(const std::vector<at::Tensor>& tensors, const c10::Stream& current,
+                      const c10::Stream& comm) const;
+  bool p2p_idle() const;
+
+  // The transports: shared memory among the ranks of this rank's host
+  // (shm_), and when the group spans hosts, sockets among the hosts'
+  // leaders (leaders_, on leaders only) for the hierarchical all-reduce.
+  void connect_shared_memory(const TransportFactory& make_transport);
+  // The shared-memory group when it holds the whole group, else null: the
+  // collectives other than all-reduce use it only then.
+  std::shared_ptr<vnpu::hccl::ShmGroup> one_host_shm() const { return spans_hosts_ ? nullptr : shm_; }
 
   c10::intrusive_ptr<c10d::Store> store_;
   std::shared_ptr<vnpu::hccl::ShmGroup> shm_;
   c10::intrusive_ptr<Options> options_;
   c10::intrusive_ptr<c10d::Backend> transport_;
+  c10::intrusive_ptr<c10d::Backend> leaders_;  // hierarchical, on a host's leader
+  bool spans_hosts_ = false;                    // hierarchical: shm_ is this host's ranks only
+  std::shared_ptr<Watchdog> watchdog_;  // shared with the queued collectives
   std::map<c10::DeviceIndex, c10::Stream> comm_streams_;
   std::map<c10::DeviceIndex, c10::Stream> p2p_wait_streams_;
-  uint64_t seq_ = 0;
-  std::mutex mutex_;
+  uint64_t seq_ = 0;            // guarded by issue_mutex_
+  mutable std::mutex mutex_;    // the stream maps
+  std::mutex issue_mutex_;      // one collective issued at a time (enqueue)
 };
 
 }  // namespace torch_npu

@@ -17,10 +17,12 @@ namespace {
 
 using Options = ProcessGroupHCCL::Options;
 
-c10::intrusive_ptr<c10d::Backend> make_transport(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+// A ProcessGroupGloo over `prefix` of the group's store.
+c10::intrusive_ptr<c10d::Backend> make_transport(const c10::intrusive_ptr<c10d::Store>& store,
+                                                 const std::string& prefix, int rank, int size,
                                                  std::chrono::milliseconds timeout) {
   py::module dist = py::module::import("torch.distributed");
-  py::object prefixed = dist.attr("PrefixStore")("hccl_transport/", py::cast(store));
+  py::object prefixed = dist.attr("PrefixStore")(prefix, py::cast(store));
   py::object gloo = dist.attr("ProcessGroupGloo")(prefixed, rank, size, timeout);
   return gloo.cast<c10::intrusive_ptr<c10d::Backend>>();
 }
@@ -29,8 +31,11 @@ c10::intrusive_ptr<ProcessGroupHCCL> make_group(const c10::intrusive_ptr<c10d::S
                                                 c10::intrusive_ptr<Options> options) {
   TORCH_CHECK(size > 0 && rank >= 0 && rank < size, "ProcessGroupHCCL: rank ", rank, " is not in a group of size ",
               size);
+  const auto timeout = ProcessGroupHCCL::collective_timeout(*options);
   return c10::make_intrusive<ProcessGroupHCCL>(
-      store, rank, size, options, make_transport(store, rank, size, ProcessGroupHCCL::collective_timeout(*options)));
+      store, rank, size, options, [&](const std::string& prefix, int transport_rank, int transport_size) {
+        return make_transport(store, prefix, transport_rank, transport_size, timeout);
+      });
 }
 
 // hccl_config's keys and the types torch_npu accepts for them.
@@ -107,6 +112,7 @@ void bind_distributed(py::module& m) {
       .def_property_readonly("options", &ProcessGroupHCCL::options)
       .def_property_readonly("_uses_shared_memory", &ProcessGroupHCCL::uses_shared_memory)
       .def_property_readonly("_uses_zero_copy", &ProcessGroupHCCL::uses_zero_copy)
+      .def_property_readonly("_transport", &ProcessGroupHCCL::transport_name)
       .def("get_hccl_comm_name",
            [](ProcessGroupHCCL& pg, int64_t rank) {
              const auto& options = pg.options();

@@ -13,6 +13,21 @@ void Event::record(Stream& stream) {
   auto stamp = std::make_shared<Stamp>();
   const bool timing = enable_timing_;
   Stream* source = &stream;
+  // An idle stream has nothing for a marker to follow: stamp the event now.
+  // No worker wakes up for it, and nobody who waits on it waits for one to
+  // (the host's sync after a collective or a copy, a future's completion).
+  // A task another thread enqueues meanwhile is not ordered before this
+  // record anyway.
+  const std::uint64_t enqueued = stream.last_enqueued();
+  if (stream.last_completed() >= enqueued) {
+    if (timing) stamp->time = std::chrono::steady_clock::now();
+    stamp->error = stream.pending_error();
+    stamp->done.store(true, std::memory_order_release);
+    stream_ = &stream;
+    seq_ = enqueued;
+    stamp_ = std::move(stamp);
+    return;
+  }
   const std::uint64_t seq = stream.enqueue(TaskKind::kMarker, "event_record", [stamp, timing, source] {
     if (timing) stamp->time = std::chrono::steady_clock::now();
     stamp->error = source->pending_error();

@@ -190,6 +190,39 @@ TEST(Event, BlockOnOwnStreamOrCompletedEventEnqueuesNothing) {
   EXPECT_EQ(b.last_enqueued(), 0u);
 }
 
+TEST(Event, RecordOnAnIdleStreamEnqueuesNothingAndIsComplete) {
+  Stream idle(0, 1, 0, false);
+  idle.enqueue("k", [] {});
+  idle.synchronize();
+  const std::uint64_t before = idle.last_enqueued();
+  Event event(/*enable_timing=*/true);
+  event.record(idle);
+  EXPECT_EQ(idle.last_enqueued(), before) << "no marker task for an idle stream";
+  EXPECT_TRUE(event.query());
+  event.synchronize();
+  // Still a point in the stream's order: work queued after it is not before it.
+  Gate gate;
+  idle.enqueue("held", [&] { gate.wait(); });
+  Event later(true);
+  later.record(idle);
+  EXPECT_FALSE(later.query());
+  gate.open();
+  later.synchronize();
+  EXPECT_GE(event.elapsed_ms(later), 0.0);
+}
+
+TEST(Event, RecordOnAnIdleFailedStreamCarriesTheError) {
+  Stream side(0, 1, 0, false);
+  Stream main_stream(0, 2, 0, false);
+  side.enqueue("side_kernel", [] { throw std::runtime_error("bad"); });
+  side.wait_completed(side.last_enqueued());  // idle, error pending
+  Event done;
+  done.record(side);
+  EXPECT_TRUE(done.query());
+  done.block(main_stream);
+  EXPECT_THROW(main_stream.synchronize(), vnpu::KernelError);
+}
+
 TEST(Event, ChainAcrossFourStreams) {
   constexpr int kStreams = 4;
   constexpr int kRounds = 200;

@@ -15,8 +15,14 @@ torch.npu.set_device(rank % torch.npu.device_count())
 dev = torch.device("npu", torch.npu.current_device())
 gloo = dist.new_group(backend="gloo")
 hccl = dist.group.WORLD._get_backend(dev)
-one_host = "{rank}" not in os.environ.get("VNPU_HCCL_HOST", "")
-assert hccl._uses_shared_memory == (one_host and world > 1), (hccl._uses_shared_memory, one_host)
+# The transport follows from the hosts (VNPU_HCCL_HOST): one host of several
+# ranks shares memory; hosts of several ranks each go hierarchical.
+hosts = [torch_npu.distributed._host_identity(os.environ.get("VNPU_HCCL_HOST", "h"), r) for r in range(world)]
+per_host = [hosts.count(h) for h in set(hosts)]
+want_transport = ("sockets" if world == 1 or max(per_host) == 1 else
+                  "shared memory" if len(per_host) == 1 else "hierarchical")
+assert hccl._transport == want_transport, (hccl._transport, want_transport, hosts)
+assert hccl._uses_shared_memory == (want_transport != "sockets")
 # torchrun sets LOCAL_WORLD_SIZE, so device memory is shareable unless turned off.
 zero_copy = hccl._uses_shared_memory and os.environ.get("VNPU_SHARED_DEVICE_MEMORY") != "0"
 assert hccl._uses_zero_copy == zero_copy, (hccl._uses_zero_copy, zero_copy)
@@ -183,7 +189,7 @@ same_as_gloo("all_reduce vs gloo", lambda t, group: dist.all_reduce(t, group=gro
 # Large enough for zero copy (>= 64 KB): peers' device buffers read directly.
 BIG = 70001  # odd: the ranks' shares are cut unevenly
 for dtype in (torch.float32, torch.bfloat16, torch.int64):
-    data = (torch.arange(BIG) % 97 + rank).to(dtype)
+    data = (torch.arange(BIG) % 31 + rank).to(dtype)  # sums exact in bf16 too, in any order
     same_as_gloo(f"big all_reduce {dtype}", lambda t, group: dist.all_reduce(t, group=group), data)
     same_as_gloo(f"big all_reduce max {dtype}",
                  lambda t, group: dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group), data)

@@ -22,6 +22,7 @@ import torch_npu  # noqa: F401
 timeout = datetime.timedelta(seconds=int(os.environ.get("GROUP_TIMEOUT_S", "4")))
 expected_ms = min(timeout.total_seconds(), float(os.environ.get("HCCL_EXEC_TIMEOUT") or 1e9)) * 1000
 blocking = os.environ.get("TORCH_HCCL_BLOCKING_WAIT") == "1"
+handling = os.environ.get("TORCH_HCCL_ASYNC_ERROR_HANDLING") or os.environ.get("HCCL_ASYNC_ERROR_HANDLING") or "1"
 dist.init_process_group("hccl", timeout=timeout)
 rank = dist.get_rank()
 torch.npu.set_device(rank)
@@ -59,7 +60,17 @@ if fault == "stalled_peer":
         assert "Watchdog caught collective operation timeout" in str(e), e
         assert "OpType=ALLREDUCE" in str(e) and f"Timeout(ms)={int(expected_ms)}" in str(e), e
         assert took < 20, took
+    assert handling in ("0", "2") or blocking, "the process should have been taken down"
     # The failed collective's output is poisoned, not silently stale.
     assert torch.isnan(t.cpu()).all(), t.cpu()
+    if handling == "2" and not blocking:
+        start = time.monotonic()
+        try:
+            dist.all_reduce(t)
+            raise AssertionError("an aborted group ran a collective")
+        except RuntimeError as e:
+            assert "ProcessGroupHCCL was aborted after a collective failed" in str(e), e
+            assert "Watchdog caught collective operation timeout" in str(e), e
+        assert time.monotonic() - start < 2
     dist.destroy_process_group()
     print("RANK 0 OK", flush=True)

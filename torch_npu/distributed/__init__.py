@@ -8,6 +8,7 @@ messages follow real torch_npu's (shared TORCH_NPU_REFERENCE.md, "HCCL").
 """
 
 import os
+import re
 
 import torch
 import torch.distributed as dist
@@ -27,10 +28,22 @@ def _create_hccl(backend_options, pg_options):
     options.global_ranks_in_group = list(backend_options.global_ranks_in_group)
     options.group_id = str(backend_options.group_id)
     host = os.environ.get("VNPU_HCCL_HOST")
-    if host:  # ranks of one host share memory; "{rank}" in it makes every rank a host of its own
-        options._host_id = host.replace("{rank}", str(dist.get_rank() if dist.is_initialized() else
-                                                      os.environ.get("RANK", "0")))
+    if host:
+        options._host_id = _host_identity(host, dist.get_rank() if dist.is_initialized() else
+                                          int(os.environ.get("RANK", "0")))
     return ProcessGroupHCCL(backend_options.store, backend_options.group_rank, backend_options.group_size, options)
+
+
+def _host_identity(pattern, rank):
+    """VNPU_HCCL_HOST for `rank` (its global rank): ranks with the same identity
+    share memory. "{rank}" stands for the rank (every rank a host of its own),
+    "{rank//K}" for rank // K (hosts of K ranks each)."""
+    def substitute(match):
+        return str(rank // int(match.group(1)) if match.group(1) else rank)
+    identity = re.sub(r"\{rank(?://([1-9][0-9]*))?\}", substitute, pattern)
+    if "{" in identity or "}" in identity:
+        raise ValueError(f"VNPU_HCCL_HOST={pattern!r}: only {{rank}} and {{rank//K}} (K > 0) may be substituted")
+    return identity
 
 
 def is_hccl_available():

@@ -3,7 +3,8 @@
 // record(stream) enqueues a marker task; the event completes when the stream
 // has completed that task. With timing enabled the marker stamps a
 // steady-clock time when it runs, so elapsed_ms() measures device time
-// between two markers.
+// between two markers. On an idle stream record() stamps the event at once
+// instead (nothing is queued for a marker to follow).
 //
 // Thread-safety: all methods may be called from any thread; recording the
 // same event concurrently from two threads is a user race (last one wins),
