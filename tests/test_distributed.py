@@ -150,6 +150,10 @@ def test_heartbeat_monitor_ends_a_stuck_collective():
     assert took < 45, took
 
 
+def test_a_sticky_kernel_error_does_not_leave_the_peers_waiting():
+    torchrun("faults.py", 2, timeout=120, FAULT="sticky_error", TORCH_HCCL_ASYNC_ERROR_HANDLING=0)
+
+
 def test_desync_debug_names_mismatched_collectives():
     # Through the old name of the handling variable, which still works and warns.
     proc = torchrun("faults.py", 2, timeout=120, FAULT="mismatch", GROUP_TIMEOUT_S=60, TORCH_HCCL_DESYNC_DEBUG=1,
@@ -246,3 +250,19 @@ def test_world_sizes_that_disagree_raise_not_hang():
     outs = [p.communicate(timeout=120) for p in procs]
     for out, err in outs:
         assert "ERROR" in out, out + err[-2000:]
+
+
+def test_a_device_index_beyond_the_device_count_is_named():
+    code = """
+import torch, torch_npu, torch.distributed as dist
+try:
+    dist.init_process_group("hccl", init_method="tcp://127.0.0.1:%d", rank=0, world_size=1,
+                            device_id=torch.device("npu", 99))
+    print("NO ERROR")
+except ValueError as e:
+    print("ERROR", e)
+""" % free_port()
+    proc = subprocess.run([sys.executable, "-c", code], env=clean_env(OMP_NUM_THREADS=1), capture_output=True,
+                          text=True, timeout=60)
+    assert "ERROR device_id npu:99 is out of range" in proc.stdout, proc.stdout + proc.stderr[-2000:]
+    assert "less than the number of accelerators available: 8" in proc.stdout

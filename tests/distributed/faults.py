@@ -43,6 +43,26 @@ if fault == "mismatch":
     assert time.monotonic() - start < 30
     print(f"RANK {rank} OK", flush=True)
     os._exit(0)  # the group is out of step now: leave without collective teardown
+if fault == "sticky_error":
+    # Rank 0's stream fails (a device-side index error) before the
+    # collective: it still joins, so rank 1 is not left waiting; the poisoned
+    # data reaches rank 1, and rank 0 gets its error at its next sync.
+    x = torch.ones(1000, device="npu")
+    x[torch.tensor([1], device="npu")]  # the signature validated: the next launch queues
+    big = torch.ones(100000, device="npu")
+    if rank == 0:
+        big = big + x[torch.tensor([5000], device="npu")].sum() * 0
+    start = time.monotonic()
+    dist.all_reduce(big)
+    try:
+        value = big[0].item()
+        assert rank == 1, "rank 0's error was lost"
+        assert value != value, value  # NaN
+    except RuntimeError as e:
+        assert rank == 0 and "index 5000 is out of bounds" in str(e), e
+    assert time.monotonic() - start < 10
+    print(f"RANK {rank} OK", flush=True)
+    os._exit(0)
 if fault == "stalled_peer":
     if rank == 1:
         time.sleep(12)  # never joins the second all_reduce
