@@ -6,10 +6,11 @@
     csrc/core  the adaptor's foundation: runtime (as <vnpu/...>), torch, core.
     csrc/ops   kernels (+ csrc/amp, the generated kernels): core and ops.
     csrc/distributed  the hccl backend, a sibling of ops: core, ops, c10d.
+    csrc/graph   graph mode (compiled kernels on streams), a sibling of ops: core, ops.
     csrc/python  the bindings: everything below, but the runtime only through
                the adaptor (no vnpu::Runtime, vnpu::Device or <vnpu/runtime.h>).
 
-Dependencies point one way: python -> (distributed ->) ops -> core -> runtime. A violation
+Dependencies point one way: python -> (distributed, graph ->) ops -> core -> runtime. A violation
 fails the build with the file, the line and the rule it breaks.
 """
 
@@ -25,9 +26,10 @@ INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]')
 TORCH = ("ATen/", "c10/", "torch/", "caffe2/", "pybind11/", "Python.h")
 RULES = {
     "runtime": (["runtime/include", "runtime/src", "runtime/tests"], TORCH + ("csrc/",)),
-    "core": (["csrc/core"], ("csrc/ops/", "csrc/amp/", "csrc/python/", "csrc/distributed/", "runtime/include/")),
-    "ops": (["csrc/ops", "csrc/amp"], ("csrc/python/", "csrc/distributed/", "runtime/include/")),
+    "core": (["csrc/core"], ("csrc/ops/", "csrc/amp/", "csrc/python/", "csrc/distributed/", "csrc/graph/", "runtime/include/")),
+    "ops": (["csrc/ops", "csrc/amp"], ("csrc/python/", "csrc/distributed/", "csrc/graph/", "runtime/include/")),
     "distributed": (["csrc/distributed"], ("csrc/python/", "runtime/include/", "pybind11/", "Python.h")),
+    "graph": (["csrc/graph"], ("csrc/python/", "csrc/distributed/", "runtime/include/", "pybind11/", "Python.h")),
     "python": (["csrc/python"], ("runtime/include/", "vnpu/runtime.h", "vnpu/stream.h")),
 }
 # Names the bindings may not touch: they reach the runtime through csrc/core.

@@ -38,8 +38,26 @@ done
 PYTHON="$PYTHON" ./scripts/build.sh >/tmp/vnpu-build.log 2>&1 || { cat /tmp/vnpu-build.log; exit 1; }
 echo "[setup] built torch_npu._C"
 
-if ! "$PYTHON" -c 'import importlib.metadata as m; m.version("torch_npu")' 2>/dev/null ||
-   ! "$PYTHON" -c 'import torch_npu, os, sys; sys.exit(0 if os.path.dirname(torch_npu.__file__) == os.path.abspath("torch_npu") else 1)' 2>/dev/null; then
+# Installed, from this checkout (checked outside it, so that the checkout's
+# own folder cannot answer for the installation), with this pyproject's
+# entry points (torch.backends, torch_dynamo_backends)?
+installed_here() {
+  (cd / && "$PYTHON" - "$PWD_ROOT" <<'PY'
+import importlib.metadata as m, os, sys
+root = sys.argv[1]
+try:
+    dist = m.distribution("torch_npu")
+except m.PackageNotFoundError:
+    sys.exit(1)
+import torch_npu
+if os.path.dirname(torch_npu.__file__) != os.path.join(root, "torch_npu"):
+    sys.exit(1)
+sys.exit(0 if "npu" in m.entry_points(group="torch_dynamo_backends").names else 1)
+PY
+  ) 2>/dev/null
+}
+PWD_ROOT="$PWD"
+if ! installed_here; then
   echo "[setup] pip install --no-build-isolation --no-deps -e ."
   # The extension is already built; the editable install only records the
   # distribution metadata and the torch.backends entry point.

@@ -50,6 +50,16 @@ if _dist.is_available():
 
     _distributed.register()
 
+# Graph mode: `import torchair` resolves to torch_npu.dynamo.torchair; the
+# dynamo backends ("npu", ...) are entry points, Inductor's npu codegen is
+# found through torch.npu (torch_npu/_inductor): nothing heavy is imported here.
+from torch_npu import dynamo as _dynamo  # noqa: E402
+
+_dynamo.install_torchair_alias()
+from torch_npu._inductor import retarget as _retarget  # noqa: E402
+
+_retarget.install()
+
 # torch_npu's dtype names, where torch has the dtype (hifloat8 has no torch counterpart).
 float8_e5m2 = torch.float8_e5m2
 float8_e4m3fn = torch.float8_e4m3fn

@@ -24,6 +24,9 @@
 
 #include <vnpu/host_wait.h>
 
+#include <chrono>
+#include <thread>
+
 namespace torch_npu {
 namespace {
 
@@ -40,13 +43,26 @@ void* release_gil() {
   return PyEval_SaveThread();
 }
 
+// The thread that imported torch_npu (Python's main thread, in practice).
+std::thread::id g_main_thread;
+
 void reacquire_gil(void* state) {
-  if (state != nullptr) PyEval_RestoreThread(static_cast<PyThreadState*>(state));
+  if (state == nullptr) return;
+  // A thread other than the main one that comes back for the GIL while the
+  // interpreter finalizes is ended by Python with pthread_exit. Its forced
+  // unwinding through this hook's caller (a destructor, noexcept) would
+  // std::terminate the whole process at exit. Park it instead: the process
+  // is about to end (Python 3.14 parks such threads itself).
+  if (interpreter_finalizing() && std::this_thread::get_id() != g_main_thread) {
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+  }
+  PyEval_RestoreThread(static_cast<PyThreadState*>(state));
 }
 
 }  // namespace
 
 void install_gil_release_on_host_waits() {
+  g_main_thread = std::this_thread::get_id();
   vnpu::set_host_wait_hooks({&release_gil, &reacquire_gil});
 }
 

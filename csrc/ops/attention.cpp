@@ -23,8 +23,13 @@
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_backward_cpu_dispatch.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_cpu_dispatch.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
+
+#include <algorithm>
+#include <numeric>
+#include <vector>
 
 namespace torch_npu {
 namespace {
@@ -140,6 +145,25 @@ at::Tensor repeat_heads(const at::Tensor& t, int64_t heads) {
   return t.size(1) == heads ? t : t.repeat_interleave(heads / t.size(1), 1);
 }
 
+// `t` in the layout (stride order) of `like`, as the op's meta function
+// (alloc_with_matching_layout, empty_like) promises: compiled graphs check
+// the strides of what they get against it.
+at::Tensor in_layout_of(const at::Tensor& t, const at::Tensor& like) {
+  std::vector<int64_t> order(like.dim());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return like.stride(a) > like.stride(b); });
+  std::vector<int64_t> strides(t.dim());
+  int64_t stride = 1;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    strides[*it] = stride;
+    stride *= t.size(*it);
+  }
+  if (t.strides() == c10::IntArrayRef(strides)) return t;
+  at::Tensor result = at::empty_strided(t.sizes(), strides, t.options());
+  result.copy_(t);
+  return result;
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor, at::Tensor,
            at::Tensor>
 npu_sdpa_overrideable(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
@@ -151,9 +175,10 @@ npu_sdpa_overrideable(const at::Tensor& query, const at::Tensor& key, const at::
   auto [out, lse] = at::_scaled_dot_product_flash_attention_for_cpu(
       query, repeat_heads(key, heads), repeat_heads(value, heads), 0.0, is_causal, additive_mask(attn_bias, query),
       scale);
-  const auto empty = at::empty({0}, query.options().dtype(at::kLong));
-  return {out, lse, empty, empty, c10::SymInt(query.size(2)), c10::SymInt(key.size(2)), empty, empty,
-          at::empty({0}, query.options())};
+  // As the meta function: no cumulative sequence lengths, 0-dim seed and offset, no debug mask.
+  const auto seed = at::empty({}, query.options().dtype(at::kLong));
+  return {in_layout_of(out, query), lse.contiguous(), at::Tensor(), at::Tensor(), c10::SymInt(query.size(2)),
+          c10::SymInt(key.size(2)), seed, at::empty({}, query.options().dtype(at::kLong)), at::Tensor()};
 }
 
 // Sums the gradient of repeated key/value heads back onto their heads.
@@ -174,7 +199,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> npu_sdpa_overrideable
   auto [dq, dk, dv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
       grad_out, query, repeat_heads(key, heads), repeat_heads(value, heads), out, logsumexp, dropout_p, is_causal,
       additive_mask(attn_bias.defined() ? std::optional<at::Tensor>(attn_bias) : std::nullopt, query), scale);
-  return {dq, fold_heads(dk, key.size(1)), fold_heads(dv, value.size(1)), at::Tensor()};
+  return {in_layout_of(dq, query), in_layout_of(fold_heads(dk, key.size(1)), key),
+          in_layout_of(fold_heads(dv, value.size(1)), value), at::Tensor()};
 }
 
 }  // namespace

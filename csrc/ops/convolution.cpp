@@ -86,8 +86,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_convolution_backward(
   auto s = to_vector(stride), p = to_vector(padding), d = to_vector(dilation), op = to_vector(output_padding);
   const int64_t g = groups.expect_int();
   at::Tensor grad_input, grad_weight, grad_bias;
-  if (output_mask[0]) grad_input = empty_npu(input.sizes(), {}, input.options().memory_format(input.suggest_memory_format()), device);
-  if (output_mask[1]) grad_weight = empty_npu(weight.sizes(), {}, weight.options(), device);
+  // One memory format for both gradients, from the input's and the weight's,
+  // as ATen's backends and its meta function choose it (compiled graphs
+  // check the strides they get against the meta function's).
+  auto memory_format = at::MemoryFormat::Contiguous;
+  for (const auto format : {input.suggest_memory_format(), weight.suggest_memory_format()}) {
+    if (format == at::MemoryFormat::ChannelsLast || format == at::MemoryFormat::ChannelsLast3d) memory_format = format;
+  }
+  if (output_mask[0]) grad_input = empty_npu(input.sizes(), {}, input.options().memory_format(memory_format), device);
+  if (output_mask[1]) grad_weight = empty_npu(weight.sizes(), {}, weight.options().memory_format(memory_format), device);
   const int64_t out_channels = transposed ? weight.size(1) * g : weight.size(0);
   if (output_mask[2]) grad_bias = empty_npu({out_channels}, {}, grad_output.options(), device);
   launch(device, "convolution_backward", {grad_input, grad_weight, grad_bias},

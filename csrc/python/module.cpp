@@ -11,6 +11,8 @@
 #include "csrc/core/npu_generator.h"
 #include "csrc/core/npu_gil.h"
 #include "csrc/core/npu_hooks.h"
+#include "csrc/graph/host_kernel_launch.h"
+#include "csrc/ops/npu_empty.h"
 #include "csrc/core/npu_stream.h"
 #include "csrc/ops/cpu_allocation_scope.h"
 #include "csrc/ops/cpu_fallback.h"
@@ -113,6 +115,16 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_sync_debug_mode", &set_sync_debug_mode);
   m.def("_get_sync_debug_mode", &sync_debug_mode);
   m.def("_sleep", &sleep_on_current_stream);
+  // The allocation fast path of compiled graphs (as Inductor's empty_strided_cpu).
+  m.def(
+      "_empty_strided_npu",
+      [](std::vector<int64_t> size, std::vector<int64_t> stride, at::ScalarType dtype, int64_t device) {
+        const c10::DeviceIndex index = device < 0 ? current_device() : checked_device_index(device);
+        return empty_npu(size, stride, at::TensorOptions().dtype(dtype), index);
+      },
+      py::arg("size"), py::arg("stride"), py::arg("dtype"), py::arg("device") = -1);
+  // Graph mode: where Inductor's npu kernel bindings find their launcher.
+  m.def("_host_kernel_launcher_address", &host_kernel_launcher_address);
   m.def("_npu_device_type", [] { return static_cast<int>(c10::DeviceType::PrivateUse1); });
   m.def("_check_stream", [](int64_t id, int64_t d) { check_stream_id(id, checked_device_index(d)); });
   // Test utility: holds the current stream at a gate until open() (or a

@@ -57,10 +57,22 @@ def _sleep(microseconds: int) -> None:
     _C._sleep(int(microseconds))
 
 
+_INDUCTOR_HOOKS = ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen", "WrapperFxCodegen")
+
+
 def __getattr__(name):
     # torch.npu._initialized, read by torch.utils.checkpoint before it saves
     # the device's RNG state (a plain module attribute would go stale).
     if name == "_initialized":
         from torch_npu import _C
         return _C._is_initialized()
+    # Inductor's init_backend_registration asks the device module for its
+    # codegen classes: answered (and npu registered) at the first compile.
+    if name in _INDUCTOR_HOOKS:
+        import torch_npu._inductor as npu_inductor
+        npu_inductor.register()
+        from torch_npu._inductor.scheduling import NpuScheduling
+        from torch_npu._inductor.wrapper import NpuCppWrapperUnsupported, NpuPythonWrapperCodegen
+        return {"Scheduling": NpuScheduling, "PythonWrapperCodegen": NpuPythonWrapperCodegen,
+                "CppWrapperCodegen": NpuCppWrapperUnsupported, "WrapperFxCodegen": None}[name]
     raise AttributeError(f"module 'torch.npu' has no attribute '{name}'")

@@ -1,0 +1,314 @@
+"""torch.compile on npu: Inductor's C++ kernels queued on npu streams
+(torch_npu/_inductor), the "npu" backend with torchair's API, and the errors.
+Every check is compiled against eager (npu, or cpu as the reference)."""
+
+import os
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import torch_npu
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def close(a, b, tol=1e-5):
+    return torch.allclose(a.cpu().float(), b.cpu().float(), rtol=tol, atol=tol)
+
+
+class Block(nn.Module):
+    def __init__(self, d=32):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(d, 4, batch_first=True)
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        h = self.ln1(x)
+        x = x + self.attn(h, h, h, need_weights=False)[0]
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class ConvNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=1)
+        self.head = nn.Linear(8, 5)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 2)
+        x = F.relu(self.conv2(x)).mean((2, 3))
+        return self.head(x)
+
+
+def train_losses(model, batches, compile_backend=None, steps=3):
+    run = torch.compile(model, backend=compile_backend) if compile_backend else model
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    losses = []
+    for x, y in batches[:steps]:
+        loss = F.mse_loss(run(x), y) if y.is_floating_point() else F.cross_entropy(run(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+    return losses
+
+
+def test_pointwise_and_reduction_inference():
+    def f(x, y):
+        return (x.sin() + y * 2).relu().sum(dim=1), torch.softmax(x @ y.t(), -1)
+    x, y = torch.randn(16, 40), torch.randn(16, 40)
+    got = torch.compile(f)(x.npu(), y.npu())
+    want = f(x, y)
+    assert all(g.device.type == "npu" and close(g, w) for g, w in zip(got, want))
+
+
+@pytest.mark.parametrize("make,shape,target", [
+    (Block, (4, 6, 32), lambda b: torch.randn(b, 6, 32)),
+    (ConvNet, (4, 3, 8, 8), lambda b: torch.randint(0, 5, (b,))),
+])
+def test_training_equals_eager_cpu(make, shape, target):
+    torch.manual_seed(0)
+    cpu_model = make()
+    npu_model = make()
+    npu_model.load_state_dict(cpu_model.state_dict())
+    npu_model.npu()
+    batches = [(torch.randn(shape), target(shape[0])) for _ in range(3)]
+    want = train_losses(cpu_model, batches)
+    got = train_losses(npu_model, [(x.npu(), y.npu()) for x, y in batches], compile_backend="inductor")
+    assert got == pytest.approx(want, rel=1e-4, abs=1e-5)
+    for p, q in zip(npu_model.parameters(), cpu_model.parameters()):
+        assert close(p, q, 1e-4)
+
+
+OPS = {
+    "cat": lambda x: torch.cat([x, x * 2], -1),
+    "stack": lambda x: torch.stack([x, x + 1]).sum(0),
+    "argmax": lambda x: x.argmax(-1),
+    "softmax": lambda x: F.softmax(x, -1),
+    "index": lambda x: x[:, torch.tensor([0, 2], device=x.device)],
+    "scatter_add": lambda x: torch.zeros(4, 8, device=x.device).scatter_add(
+        1, torch.zeros(4, 8, dtype=torch.long, device=x.device), x),
+    "cumsum": lambda x: x.cumsum(-1),
+    "sort": lambda x: x.sort(-1)[0],
+    "topk": lambda x: x.topk(3, -1)[0],
+    "where": lambda x: torch.where(x > 0, x, x * 0.1),
+    "masked_fill": lambda x: x.masked_fill(x < 0, -1.0),
+    "group_norm": lambda x: F.group_norm(x.view(4, 8, 1), 2),
+    "interpolate": lambda x: F.interpolate(x.view(1, 4, 8), scale_factor=2),
+    "bfloat16": lambda x: (x.bfloat16() * 3).float(),
+    "int64": lambda x: (x * 10).long() % 7,
+    "pad": lambda x: F.pad(x, (1, 2)),
+    "conv1d": lambda x: F.conv1d(x.view(1, 4, 8), torch.ones(2, 4, 3, device=x.device)),
+    "max_pool": lambda x: F.max_pool1d(x.view(1, 4, 8), 2),
+    "var_mean": lambda x: torch.stack(torch.var_mean(x, -1)),
+    "flip": lambda x: x.flip(-1),
+    "tril": lambda x: x.tril(),
+    "gather": lambda x: x.gather(1, torch.zeros(4, 2, dtype=torch.long, device=x.device)),
+    "repeat_interleave": lambda x: x.repeat_interleave(2, 0),
+    "logsumexp": lambda x: x.logsumexp(-1),
+    "erf_clamp": lambda x: torch.erf(x).clamp(-0.5, 0.5),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_ops_compiled_on_npu_equal_eager_cpu(name):
+    x = torch.randn(4, 8, generator=torch.Generator().manual_seed(0))
+    got = torch.compile(OPS[name])(x.npu())
+    want = OPS[name](x)
+    assert got.device.type == "npu" and got.dtype == want.dtype
+    # bfloat16: Inductor computes in float32 between the casts, eager rounds each op.
+    assert close(got, want, 1e-2 if name == "bfloat16" else 1e-5)
+
+
+def test_a_graph_with_a_cpu_scalar_input_takes_the_direct_path():
+    f = torch.compile(lambda x, s: (x * s).relu())
+    x = torch.randn(16)
+    assert close(f(x.npu(), torch.tensor(2.0)), (x * 2).relu())
+
+
+def test_compiled_code_runs_in_stream_order_without_syncing():
+    f = torch.compile(lambda x: (x * 2 + 1).relu())
+    x = torch.zeros(1000, device="npu")
+    f(x)
+    x.add_(0)  # first launches run on the caller (launch.h): get them done
+    torch.npu.synchronize()
+    torch.npu._sleep(500000)  # the stream stays busy for 500 ms
+    x.add_(1)                 # queued behind it
+    y = f(x)                  # must read x after the add: queued too, not run now
+    assert not torch.npu.current_stream().query()
+    assert torch.equal(y.cpu(), torch.full((1000,), 3.0))
+
+
+def test_compiled_code_honours_the_current_stream():
+    f = torch.compile(lambda x: x.cos() * 2)
+    x = torch.randn(4096, device="npu")
+    side = torch.npu.Stream()
+    with torch.npu.stream(side):
+        f(x)  # compiled (and guarded) for this stream context first
+    torch.npu.synchronize()
+    with torch.npu.stream(side):
+        torch.npu._sleep(500000)
+        y = f(x)
+    assert not side.query() and torch.npu.current_stream().query()
+    torch.npu.current_stream().wait_stream(side)
+    assert close(y, x.cpu().cos() * 2)
+
+
+def test_buffers_follow_the_tensors_device_and_the_caching_allocator():
+    f = torch.compile(lambda x, y: ((x + y).exp(), x @ y.t()))
+    x, y = torch.randn(32, 32), torch.randn(32, 32)
+    torch.npu.set_device(0)
+    before = torch.npu.memory_allocated(1)
+    a, b = f(x.to("npu:1"), y.to("npu:1"))
+    assert a.device == b.device == torch.device("npu", 1)
+    assert torch.npu.memory_allocated(1) > before
+    assert close(a, (x + y).exp(), 1e-4) and close(b, x @ y.t(), 1e-4)
+
+
+def test_dynamic_batch_sizes_compile_once_more_at_most():
+    counts = torch._dynamo.utils.counters
+    counts.clear()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.LayerNorm(16))
+    run = torch.compile(model.npu())
+    for batch in (2, 3, 5, 7, 11):
+        x = torch.randn(batch, 8)
+        assert close(run(x.npu()), model.cpu()(x), 1e-5)
+        model.npu()
+    assert counts["stats"]["unique_graphs"] <= 2
+
+
+def test_graph_breaks_and_recompiles():
+    def f(x):
+        y = x * 2
+        if y.sum().item() > 0:  # data-dependent: a graph break
+            return y + 1
+        return y - 1
+    run = torch.compile(f)
+    for sign in (1.0, -1.0):
+        x = torch.full((8,), sign, device="npu")
+        assert close(run(x), f(x.cpu()))
+    g = torch.compile(lambda x: x.float() * 3)
+    assert close(g(torch.ones(4, device="npu")), torch.full((4,), 3.0))
+    assert close(g(torch.ones(4, dtype=torch.float64, device="npu")), torch.full((4,), 3.0))  # recompiles
+
+
+@pytest.mark.parametrize("mode", ["reduce-overhead", "max-autotune-no-cudagraphs"])
+def test_modes_and_fullgraph(mode):
+    x = torch.randn(64, device="npu")
+    f = torch.compile(lambda a: (a * 3).tanh() + a.mean(), mode=mode, fullgraph=True)
+    assert close(f(x), (x.cpu() * 3).tanh() + x.cpu().mean())
+
+
+def test_fused_ops_inside_a_compiled_region():
+    def f(x, w, cos, sin):
+        h = torch_npu.npu_rms_norm(x, w)[0]
+        h = torch_npu.npu_rotary_mul(h, cos, sin)
+        return torch_npu.npu_swiglu(torch.cat([h, h * 0.5], -1))
+    x, w = torch.randn(2, 4, 3, 8), torch.randn(8)
+    cos, sin = torch.randn(1, 4, 1, 8), torch.randn(1, 4, 1, 8)
+    args = [t.npu() for t in (x, w, cos, sin)]
+    assert close(torch.compile(f, fullgraph=True)(*args), f(*args), 1e-5)
+
+
+def test_a_kernel_error_in_compiled_code_is_reported_like_eager():
+    g = torch.compile(lambda x, i: x[i] * 2)
+    x = torch.randn(100, device="npu")
+    assert close(g(x, torch.tensor([1, 2], device="npu")), x.cpu()[[1, 2]] * 2)
+    with pytest.raises(RuntimeError, match="index out of bounds"):
+        g(x, torch.tensor([500], device="npu")).cpu()
+    assert torch.equal((torch.ones(2, device="npu") + 1).cpu(), torch.full((2,), 2.0))  # still usable
+
+
+def test_tensors_of_another_device_are_refused():
+    with pytest.raises(Exception, match="device"):
+        torch.compile(lambda a, b: a + b)(torch.ones(4, device="npu"), torch.ones(4))
+
+
+def test_same_function_on_cpu_and_npu_is_no_stale_cache_hit():
+    f = torch.compile(lambda x: x * x + 1)
+    a = f(torch.arange(4.0, device="npu"))
+    b = f(torch.arange(4.0))
+    assert a.device.type == "npu" and b.device.type == "cpu"
+    assert torch.equal(a.cpu(), b) and torch.equal(b, torch.arange(4.0) ** 2 + 1)
+
+
+def test_cpp_wrapper_is_refused_clearly():
+    with torch._inductor.config.patch(cpp_wrapper=True):
+        with pytest.raises(Exception, match="cpp_wrapper is not supported for npu"):
+            torch.compile(lambda x: x + 1)(torch.ones(3, device="npu"))
+
+
+# ------------------------------------------------------------ backend "npu"
+
+def test_backend_npu_and_torchair_backend_equal_eager():
+    import torchair
+    x = torch.randn(8, 16, device="npu")
+    f = lambda a: F.gelu(a) * a.sum(-1, keepdim=True)  # noqa: E731
+    assert close(torch.compile(f, backend="npu")(x), f(x))
+    backend = torchair.get_npu_backend(compiler_config=torchair.CompilerConfig())
+    assert close(torch.compile(f, backend=backend)(x), f(x))
+
+
+def test_torchair_config_options_and_errors():
+    import torchair
+    from torchair.configs.compiler_config import CompilerConfig
+    assert CompilerConfig is torchair.CompilerConfig  # one module, whichever name imported it
+    config = torchair.CompilerConfig()
+    assert config.mode.value == "max-autotune"
+    with pytest.raises(ValueError, match=r"CompilerConfig has no option no_such_option, all options \['debug', 'mode'\]"):
+        config.no_such_option = 1
+    with pytest.raises(ValueError, match="not in optional list"):
+        config.mode = "fast"
+    with pytest.raises(ValueError, match="not in optional list"):
+        config.debug.graph_dump.type = "png"
+    with pytest.raises(TypeError, match="CompilerConfig"):
+        torchair.get_npu_backend(compiler_config={"mode": "max-autotune"})
+    config.mode = "reduce-overhead"
+    with pytest.raises(NotImplementedError, match="NPU graph"):
+        torchair.get_npu_backend(compiler_config=config)
+
+
+@pytest.mark.parametrize("kind", ["txt", "py"])
+def test_torchair_graph_dump(tmp_path, kind):
+    import torchair
+    config = torchair.CompilerConfig()
+    config.debug.graph_dump.type = kind
+    config.debug.graph_dump.path = str(tmp_path)
+    f = torch.compile(lambda a: a.relu() + 1, backend=torchair.get_npu_backend(compiler_config=config))
+    x = torch.randn(5, device="npu")
+    assert close(f(x), x.cpu().relu() + 1)
+    dumps = sorted(os.listdir(tmp_path))
+    assert dumps and all(d.startswith("dynamo_original_graph_") and d.endswith("." + kind) for d in dumps)
+    text = (tmp_path / dumps[0]).read_text()
+    assert "relu" in text and ("def forward" in text)
+
+
+def test_torchair_run_eagerly_and_pbtxt():
+    import torchair
+    config = torchair.CompilerConfig()
+    config.debug.run_eagerly = True
+    x = torch.randn(6, device="npu")
+    assert close(torch.compile(lambda a: a * 2, backend=torchair.get_npu_backend(compiler_config=config))(x), x * 2)
+    config = torchair.CompilerConfig()
+    config.debug.graph_dump.type = "pbtxt"
+    with pytest.raises(Exception, match="pbtxt"):
+        torch.compile(lambda a: a * 2, backend=torchair.get_npu_backend(compiler_config=config))(x)
+
+
+def test_npugraph_backends_say_they_are_not_supported_yet():
+    for name in ("npugraph_ex", "npugraphs"):
+        torch._dynamo.reset()
+        with pytest.raises(Exception, match="NPU graph"):
+            torch.compile(lambda a: a + 1, backend=name)(torch.ones(2, device="npu"))

@@ -1,0 +1,191 @@
+"""npu graphs compiled for the CPU, run on npu streams.
+
+Inductor's C++ backend is tuned and tested for CPU graphs: dozens of its
+lowering and scheduling decisions read ``device.type == "cpu"`` (how a cat
+is lowered, which reductions are reindexed, how random numbers are made).
+Registered as a device of its own, npu would take the GPU-style branch of
+each and hit code the C++ backend does not support. So a graph whose
+tensors are all on one npu device is compiled *as a CPU graph*:
+
+1. ``compile_fx`` (wrapped after torch._inductor.compile_fx is imported)
+   passes AOTAutograd an inner compiler that, for each forward and backward
+   graph, rewrites its npu devices to cpu and its fake tensors to CPU twins
+   with the same layouts (extern kernels still run on npu and produce those),
+2. and compiles it with Inductor's CPU path, whose wrapper for this one
+   compilation is ours (``NpuRetargetWrapperCodegen``): buffers come from
+   the npu caching allocator on the graph's device, tensors the wrapper
+   makes (``device(type='cpu')``) are made there too, and every C++ kernel
+   is queued on the current npu stream by its binding (codecache.py).
+
+The compiled code then runs on npu tensors exactly as the direct npu path
+does (asynchronously, in stream order). Graphs that mix devices (a cpu
+scalar input, two npu devices) and graphs with npu tensor constants take the direct path: npu as an Inductor
+device (wrapper.py), which handles mixed devices but fewer patterns.
+
+The FX graph and AOTAutograd caches are off for these compilations: their
+keys do not tell a retargeted graph from a CPU one.
+"""
+
+import contextlib
+import functools
+import importlib.abc
+import importlib.machinery
+import sys
+import threading
+
+import torch
+
+_compiling = threading.local()  # .index: the npu device of the graph being compiled
+
+
+def graph_device_index(inputs):
+    """The npu device index when every tensor input is on that one npu device, else None."""
+    index = None
+    for t in inputs:
+        if not isinstance(t, torch.Tensor):
+            continue
+        if t.device.type != "npu":
+            return None
+        device_index = t.device.index if t.device.index is not None else torch.npu.current_device()
+        if index is not None and device_index != index:
+            return None
+        index = device_index
+    return index
+
+
+def _has_npu_constants(gm):
+    """Tensor constants of the graph (``torch.tensor(...)`` in the code) stay
+    npu tensors, which a CPU compilation cannot take: the direct path it is."""
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            value = gm
+            for part in node.target.split("."):
+                value = getattr(value, part, None)
+            if isinstance(value, torch.Tensor) and value.device.type == "npu":
+                return True
+    return False
+
+
+def _to_cpu_device(value):
+    if isinstance(value, torch.device) and value.type == "npu":
+        return torch.device("cpu")
+    return value
+
+
+def _cpu_twin(value, fake_mode):
+    """A CPU fake tensor with the npu tensor's sizes, strides and dtype. The
+    layouts stay the npu trace's: extern kernels (convolutions, matmuls) still
+    run on npu at run time and produce exactly those."""
+    if not isinstance(value, torch.Tensor) or value.device.type != "npu":
+        return value
+    with fake_mode:
+        twin = torch.empty_strided(value.size(), value.stride(), dtype=value.dtype, device="cpu")
+    return twin.requires_grad_(value.requires_grad) if value.is_leaf and value.requires_grad else twin
+
+
+def _retarget_graph(gm, fake_mode):
+    """npu devices in the nodes' arguments become cpu; so do the fake values."""
+    from torch.utils._pytree import tree_map
+    for node in gm.graph.nodes:
+        node.args = tree_map(_to_cpu_device, node.args)
+        node.kwargs = tree_map(_to_cpu_device, node.kwargs)
+        if "val" in node.meta:
+            node.meta["val"] = tree_map(lambda v: _cpu_twin(v, fake_mode), node.meta["val"])
+    gm.recompile()
+
+
+@contextlib.contextmanager
+def _cpu_codegen_is_npus(index):
+    from torch._inductor.codegen import common
+    from torch_npu._inductor.wrapper import NpuCppWrapperUnsupported, NpuRetargetWrapperCodegen
+
+    common.init_backend_registration()
+    saved = common.device_codegens["cpu"]
+    common.device_codegens["cpu"] = common.DeviceCodegen(saved.scheduling, NpuRetargetWrapperCodegen,
+                                                         NpuCppWrapperUnsupported, saved.fx_wrapper_codegen)
+    previous = getattr(_compiling, "index", None)
+    _compiling.index = index
+    try:
+        yield
+    finally:
+        common.device_codegens["cpu"] = saved
+        _compiling.index = previous
+
+
+def compiling_device_index():
+    return _compiling.index
+
+
+def _retargeting_inner(inner, index):
+    @functools.wraps(inner)
+    def compile_for_cpu(gm, example_inputs, *args, **kwargs):
+        if graph_device_index(example_inputs) != index or _has_npu_constants(gm):
+            return inner(gm, example_inputs, *args, **kwargs)
+        from torch._guards import detect_fake_mode
+
+        fake_mode = detect_fake_mode(example_inputs)
+        cpu_inputs = [_cpu_twin(t, fake_mode) for t in example_inputs]
+        _retarget_graph(gm, fake_mode)
+        with _cpu_codegen_is_npus(index), torch._inductor.config.patch(fx_graph_cache=False,
+                                                                         **{"cpp.weight_prepack": False}):
+            return inner(gm, cpu_inputs, *args, **kwargs)
+
+    return compile_for_cpu
+
+
+def _wrap_compile_fx(module):
+    original = module.compile_fx
+    if getattr(original, "_npu_retargeting", False):
+        return
+
+    @functools.wraps(original)
+    def compile_fx(model_, example_inputs_, inner_compile=None, *args, **kwargs):
+        inner = inner_compile if inner_compile is not None else module.compile_fx_inner
+        index = graph_device_index(example_inputs_)
+        if index is None or getattr(inner, "_npu_retargeting", False):
+            return original(model_, example_inputs_, inner, *args, **kwargs)
+        retargeting = _retargeting_inner(inner, index)
+        retargeting._npu_retargeting = True
+        with torch._functorch.config.patch(enable_autograd_cache=False):
+            return original(model_, example_inputs_, retargeting, *args, **kwargs)
+
+    compile_fx._npu_retargeting = True
+    module.compile_fx = compile_fx
+
+
+class _AfterCompileFxImport(importlib.abc.MetaPathFinder):
+    """Wraps compile_fx as soon as torch._inductor.compile_fx is imported."""
+
+    NAME = "torch._inductor.compile_fx"
+
+    def find_spec(self, name, path=None, target=None):
+        if name != self.NAME:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return spec
+        loader = spec.loader
+        exec_module = loader.exec_module
+
+        def exec_then_wrap(module):
+            exec_module(module)
+            _wrap_compile_fx(module)
+
+        loader.exec_module = exec_then_wrap
+        return spec
+
+
+def install():
+    """At torch_npu import: nothing is imported, compile_fx is wrapped when it is."""
+    if "torch._inductor.compile_fx" in sys.modules:
+        _wrap_compile_fx(sys.modules["torch._inductor.compile_fx"])
+    elif not any(isinstance(f, _AfterCompileFxImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterCompileFxImport())
+
+
+def retargeted_device(index):
+    """The ``device`` the retargeted wrapper's code calls: cpu means the graph's npu."""
+    def device(*args, **kwargs):
+        d = torch.device(*args, **kwargs)
+        return torch.device("npu", index) if d.type == "cpu" else d
+    return device

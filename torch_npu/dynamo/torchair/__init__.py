@@ -1,0 +1,14 @@
+"""torchair's user-facing API for vNPU (``import torchair``).
+
+Real torchair compiles FX graphs into GE (Graph Engine) graphs for the
+Ascend chip. vNPU has no GE: ``get_npu_backend()`` compiles with Inductor
+for npu (torch_npu/_inductor), the same kernels-on-streams path as
+``backend="inductor"``, and honours torchair's configuration where it has a
+meaning here (``mode``, ``debug.graph_dump``, ``debug.run_eagerly``);
+see torchair/backend.py and docs/graph_mode.md.
+"""
+
+from torch_npu.dynamo.torchair.backend import get_npu_backend
+from torch_npu.dynamo.torchair.configs.compiler_config import CompilerConfig
+
+__all__ = ["CompilerConfig", "get_npu_backend"]

@@ -1,0 +1,45 @@
+"""torchair.get_npu_backend: a dynamo backend over Inductor for npu."""
+
+import datetime
+import itertools
+import os
+
+from torch_npu.dynamo.torchair.configs.compiler_config import CompilerConfig
+
+_dump_counter = itertools.count()
+
+
+def _dump_graph(gm, dump):
+    kind = dump.type.value
+    if kind == "pbtxt":
+        raise ValueError("torchair: config.debug.graph_dump.type 'pbtxt' writes GE's protobuf graph, and vNPU "
+                         "has no GE to make one; use 'txt' (the FX graph) or 'py' (its Python code)")
+    folder = dump.path.value or "."
+    os.makedirs(folder, exist_ok=True)
+    stamp = datetime.datetime.now().strftime("%Y%m%d%H%M%S%f")
+    path = os.path.join(folder, f"dynamo_original_graph_{next(_dump_counter)}_{stamp}.{kind}")
+    with open(path, "w") as f:
+        f.write(gm.print_readable(print_output=False) if kind == "txt" else gm.code)
+    return path
+
+
+def get_npu_backend(*, compiler_config=None):
+    """The dynamo backend: ``torch.compile(model, backend=get_npu_backend(compiler_config=...))``."""
+    config = CompilerConfig() if compiler_config is None else compiler_config
+    if not isinstance(config, CompilerConfig):
+        raise TypeError(f"compiler_config should be a torchair.CompilerConfig, got {type(config).__name__}")
+    mode = config.mode.value
+    if mode in ("reduce-overhead", "npugraph_ex"):
+        raise NotImplementedError(f"torchair mode {mode!r} replays the compiled graph as an NPU graph "
+                                  "(torch.npu.NPUGraph), which vNPU does not support yet; use the default "
+                                  "mode 'max-autotune'")
+
+    def backend(gm, example_inputs, **kwargs):
+        if config.debug.graph_dump.enabled:
+            _dump_graph(gm, config.debug.graph_dump)
+        if config.debug.run_eagerly:
+            return gm.forward
+        from torch._inductor.compile_fx import compile_fx
+        return compile_fx(gm, example_inputs, **kwargs)
+
+    return backend
