@@ -40,11 +40,13 @@ at::Tensor empty_bsnd(const at::Tensor& like, c10::DeviceIndex device) {
   return empty_npu({s[0], s[2], s[1], s[3]}, {}, like.options(), device).transpose(1, 2);
 }
 
-std::tuple<at::Tensor, at::Tensor> npu_flash_attention_for_cpu(const at::Tensor& query, const at::Tensor& key,
-                                                               const at::Tensor& value, double dropout_p,
-                                                               bool is_causal,
-                                                               const std::optional<at::Tensor>& attn_mask,
-                                                               std::optional<double> scale) {
+// The flash kernel on npu. `lse_contiguous`: the logsumexp as a contiguous
+// B N S tensor (the overrideable op's meta layout) rather than the CPU
+// kernel's B N S view over a B S N buffer.
+std::tuple<at::Tensor, at::Tensor> flash_attention_npu(const at::Tensor& query, const at::Tensor& key,
+                                                       const at::Tensor& value, double dropout_p, bool is_causal,
+                                                       const std::optional<at::Tensor>& attn_mask,
+                                                       std::optional<double> scale, bool lse_contiguous) {
   const auto device = common_device("_scaled_dot_product_flash_attention_for_cpu", query, key, value, attn_mask);
   TORCH_CHECK(query.dim() == 4, "scaled_dot_product_attention_flash_attention: Q/K/V should be 4-D, but got ",
               query.dim(), "-D query");
@@ -56,7 +58,9 @@ std::tuple<at::Tensor, at::Tensor> npu_flash_attention_for_cpu(const at::Tensor&
                        ? empty_npu({s[0], s[2], s[1], value.size(3)}, {}, query.options(), device).transpose(1, 2)
                        : empty_npu({s[0], s[1], s[2], value.size(3)}, {}, query.options(), device);
   const auto lse_dtype = query.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-  at::Tensor lse = empty_npu({s[0], s[2], s[1]}, {}, query.options().dtype(lse_dtype), device).transpose(1, 2);
+  at::Tensor lse = lse_contiguous
+                       ? empty_npu({s[0], s[1], s[2]}, {}, query.options().dtype(lse_dtype), device)
+                       : empty_npu({s[0], s[2], s[1]}, {}, query.options().dtype(lse_dtype), device).transpose(1, 2);
   launch(device, "_scaled_dot_product_flash_attention_for_cpu", {out, lse},
          [q_ = TensorRef(query), k_ = TensorRef(key), v_ = TensorRef(value), m_ = TensorRef(attn_mask), dropout_p,
           is_causal, scale, out_ = TensorRef(out), lse_ = TensorRef(lse)]() {
@@ -66,6 +70,14 @@ std::tuple<at::Tensor, at::Tensor> npu_flash_attention_for_cpu(const at::Tensor&
            lse_.view().copy_(l);
          });
   return {out, lse};
+}
+
+std::tuple<at::Tensor, at::Tensor> npu_flash_attention_for_cpu(const at::Tensor& query, const at::Tensor& key,
+                                                               const at::Tensor& value, double dropout_p,
+                                                               bool is_causal,
+                                                               const std::optional<at::Tensor>& attn_mask,
+                                                               std::optional<double> scale) {
+  return flash_attention_npu(query, key, value, dropout_p, is_causal, attn_mask, scale, /*lse_contiguous=*/false);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_flash_attention_for_cpu_backward(
@@ -172,13 +184,14 @@ npu_sdpa_overrideable(const at::Tensor& query, const at::Tensor& key, const at::
   TORCH_CHECK(dropout_p == 0.0, "npu scaled_dot_product_attention: the fused path takes no dropout");
   TORCH_CHECK(!return_debug_mask, "npu scaled_dot_product_attention: return_debug_mask is not supported");
   const int64_t heads = query.size(1);
-  auto [out, lse] = at::_scaled_dot_product_flash_attention_for_cpu(
-      query, repeat_heads(key, heads), repeat_heads(value, heads), 0.0, is_causal, additive_mask(attn_bias, query),
-      scale);
-  // As the meta function: no cumulative sequence lengths, 0-dim seed and offset, no debug mask.
-  const auto seed = at::empty({}, query.options().dtype(at::kLong));
-  return {in_layout_of(out, query), lse.contiguous(), at::Tensor(), at::Tensor(), c10::SymInt(query.size(2)),
-          c10::SymInt(key.size(2)), seed, at::empty({}, query.options().dtype(at::kLong)), at::Tensor()};
+  auto [out, lse] = flash_attention_npu(query, repeat_heads(key, heads), repeat_heads(value, heads), 0.0, is_causal,
+                                        additive_mask(attn_bias, query), scale, /*lse_contiguous=*/true);
+  // As the meta function: no cumulative sequence lengths, 0-dim seed and
+  // offset (on the host, as CUDA's flash attention returns them: no dropout
+  // here, so they hold nothing), no debug mask.
+  const auto host_long = at::TensorOptions().dtype(at::kLong);
+  return {in_layout_of(out, query), lse, at::Tensor(), at::Tensor(), c10::SymInt(query.size(2)),
+          c10::SymInt(key.size(2)), at::zeros({}, host_long), at::zeros({}, host_long), at::Tensor()};
 }
 
 // Sums the gradient of repeated key/value heads back onto their heads.

@@ -49,3 +49,9 @@ for step in range(4):
 assert losses[-1] < losses[0], losses
 print(f"RANK {rank} OK losses={json.dumps(losses)}", flush=True)
 dist.destroy_process_group()
+if os.environ.get("DS_ACCELERATOR") == "cpu":
+    # The cpu/gloo reference: its exit is not under test, and under a loaded
+    # full test run it sometimes ends with "terminate called without an
+    # active exception" after the results are printed (seen in CI). The npu
+    # job exits normally: that exit is tested.
+    os._exit(0)
