@@ -304,8 +304,8 @@ def test_reserved_memory_stays_flat_over_training_with_varying_lengths():
     # Warm-up: every length, then random successions of lengths (they free
     # and reuse blocks in different orders), long enough to reach the working
     # set's largest layout: with 100 the pool still took one more 2 MiB
-    # segment later when torch._dynamo had been imported (which changes the
-    # order of a few allocations in nn.TransformerEncoderLayer).
+    # segment later when torch._dynamo had been imported in the process (as
+    # after test_compile.py); why the import matters is not known.
     for which in list(range(len(lengths))) + torch.randint(0, len(lengths), (300,), generator=g).tolist():
         step(batches[which])
     _settle()
