@@ -11,7 +11,6 @@ import threading
 
 import pytest
 import torch
-import torch.nn as nn
 
 from conftest import run_python
 
@@ -266,7 +265,14 @@ def test_no_leak_over_ten_thousand_iterations():
     assert torch.npu.memory_reserved() == base_reserved
 
 
-class _TinyLM(nn.Module):
+_FLAT_TRAINING = """
+import gc
+import torch
+import torch.nn as nn
+import torch_npu  # noqa: F401
+
+
+class TinyLM(nn.Module):
     def __init__(self, vocab, dim=32):
         super().__init__()
         self.embed = nn.Embedding(vocab, dim)
@@ -278,52 +284,63 @@ class _TinyLM(nn.Module):
         return self.head(self.encoder(self.embed(tokens)))
 
 
-def test_reserved_memory_stays_flat_over_training_with_varying_lengths():
-    # Logits of 0.5 to 4 MiB: both pools, blocks split and merged all the time.
-    # Start from an empty cache: segments cached by earlier tests in this
-    # process would change where blocks land.
+def settle():
+    gc.collect()
     torch.npu.synchronize()
-    torch.npu.empty_cache()
-    vocab = 1000
-    torch.manual_seed(0)
-    model = _TinyLM(vocab).npu()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    g = torch.Generator().manual_seed(0)
-    lengths = [16, 32, 48, 64, 80, 96, 112, 128]
-    batches = [torch.randint(0, vocab, (8, n), generator=g) for n in lengths]
 
-    def step(tokens):
-        tokens = tokens.npu()
-        logits = model(tokens)
-        loss = nn.functional.cross_entropy(logits.reshape(-1, vocab), tokens.reshape(-1))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss
 
-    # Warm-up: every length, then random successions of lengths (they free
-    # and reuse blocks in different orders), long enough to reach the working
-    # set's largest layout: with 100 the pool still took one more 2 MiB
-    # segment later when torch._dynamo had been imported in the process (as
-    # after test_compile.py); why the import matters is not known.
-    for which in list(range(len(lengths))) + torch.randint(0, len(lengths), (300,), generator=g).tolist():
-        step(batches[which])
-    _settle()
-    warm_reserved = torch.npu.memory_reserved()
-    allocated = torch.npu.memory_allocated()
-    order = torch.randint(0, len(lengths), (1000,), generator=g).tolist()
-    peak_reserved = warm_reserved
-    for i, which in enumerate(order):
-        loss = step(batches[which])
-        if i % 100 == 0:
-            assert torch.isfinite(loss).item()
-            peak_reserved = max(peak_reserved, torch.npu.memory_reserved())
-    _settle()
-    peak_reserved = max(peak_reserved, torch.npu.memory_reserved())
-    assert peak_reserved == warm_reserved, (warm_reserved, peak_reserved)
-    del loss
-    _settle()
-    assert torch.npu.memory_allocated() == allocated  # parameters and optimizer state only
+vocab = 1000
+torch.manual_seed(0)
+model = TinyLM(vocab).npu()
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+g = torch.Generator().manual_seed(0)
+lengths = [16, 32, 48, 64, 80, 96, 112, 128]
+batches = [torch.randint(0, vocab, (8, n), generator=g) for n in lengths]
+
+
+def step(tokens):
+    tokens = tokens.npu()
+    logits = model(tokens)
+    loss = nn.functional.cross_entropy(logits.reshape(-1, vocab), tokens.reshape(-1))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    return loss
+
+
+# Warm-up: every length, then random successions of lengths (they free and
+# reuse blocks in different orders), long enough to reach the working set's
+# largest layout.
+for which in list(range(len(lengths))) + torch.randint(0, len(lengths), (300,), generator=g).tolist():
+    step(batches[which])
+settle()
+warm_reserved = torch.npu.memory_reserved()
+allocated = torch.npu.memory_allocated()
+order = torch.randint(0, len(lengths), (1000,), generator=g).tolist()
+peak_reserved = warm_reserved
+for i, which in enumerate(order):
+    loss = step(batches[which])
+    if i % 100 == 0:
+        assert torch.isfinite(loss).item()
+        peak_reserved = max(peak_reserved, torch.npu.memory_reserved())
+settle()
+peak_reserved = max(peak_reserved, torch.npu.memory_reserved())
+assert peak_reserved == warm_reserved, (warm_reserved, peak_reserved)
+del loss
+settle()
+assert torch.npu.memory_allocated() == allocated  # parameters and optimizer state only
+print("FLAT", warm_reserved)
+"""
+
+
+def test_reserved_memory_stays_flat_over_training_with_varying_lengths():
+    # Logits of 0.5 to 4 MiB: both pools, blocks split and merged all the
+    # time. In a fresh interpreter: in this process, segments and blocks left
+    # by earlier tests (and, it was seen, even an earlier import of
+    # torch._dynamo) change where blocks land, and a full run once took one
+    # 2 MiB segment more late in the loop; alone it never did.
+    r = run_python(_FLAT_TRAINING, timeout=300)
+    assert r.returncode == 0 and "FLAT" in r.stdout, r.stdout[-2000:] + r.stderr[-3000:]
 
 
 # --- out of memory, fraction ----------------------------------------------
