@@ -22,8 +22,9 @@ does (asynchronously, in stream order). Graphs that mix devices (a cpu
 scalar input, two npu devices) and graphs with npu tensor constants take the direct path: npu as an Inductor
 device (wrapper.py), which handles mixed devices but fewer patterns.
 
-The FX graph and AOTAutograd caches are off for these compilations: their
-keys do not tell a retargeted graph from a CPU one.
+The FX graph cache keys these compilations apart from CPU ones (and per
+npu device) through ``torch.compiler.config.cache_key_tag``. The AOTAutograd
+cache keys the npu graph itself, which always takes the same path.
 """
 
 import contextlib
@@ -126,8 +127,11 @@ def _retargeting_inner(inner, index):
         fake_mode = detect_fake_mode(example_inputs)
         cpu_inputs = [_cpu_twin(t, fake_mode) for t in example_inputs]
         _retarget_graph(gm, fake_mode)
-        with _cpu_codegen_is_npus(index), torch._inductor.config.patch(fx_graph_cache=False,
-                                                                         **{"cpp.weight_prepack": False}):
+        # The caches key this compilation apart from CPU ones (and per device):
+        # the code they keep is the retargeted wrapper.
+        tag = f"{torch.compiler.config.cache_key_tag}|torch_npu:retargeted-to-npu:{index}"
+        with _cpu_codegen_is_npus(index), torch.compiler.config.patch(cache_key_tag=tag), \
+                torch._inductor.config.patch(**{"cpp.weight_prepack": False}):
             return inner(gm, cpu_inputs, *args, **kwargs)
 
     return compile_for_cpu
@@ -146,8 +150,7 @@ def _wrap_compile_fx(module):
             return original(model_, example_inputs_, inner, *args, **kwargs)
         retargeting = _retargeting_inner(inner, index)
         retargeting._npu_retargeting = True
-        with torch._functorch.config.patch(enable_autograd_cache=False):
-            return original(model_, example_inputs_, retargeting, *args, **kwargs)
+        return original(model_, example_inputs_, retargeting, *args, **kwargs)
 
     compile_fx._npu_retargeting = True
     module.compile_fx = compile_fx
