@@ -296,16 +296,11 @@ void ProcessGroupHCCL::connect_shared_memory(const TransportFactory& make_transp
   const int local_size = static_cast<int>(local_ranks_of_mine.size());
   const int local_rank = static_cast<int>(
       std::find(local_ranks_of_mine.begin(), local_ranks_of_mine.end(), rank) - local_ranks_of_mine.begin());
-  bool any_shared = false;  // a host with two ranks or more: something to gain
-  for (int h = 0; h < static_cast<int>(hosts.size()); ++h) {
-    any_shared = any_shared || std::count(host_of.begin(), host_of.end(), h) > 1;
-  }
-  if (!any_shared) return;
-  bool too_many = false;
-  for (int h = 0; h < static_cast<int>(hosts.size()); ++h) {
-    too_many = too_many || std::count(host_of.begin(), host_of.end(), h) > ShmGroup::kMaxRanks;
-  }
-  if (too_many) return;
+  // Shared memory needs a host with two ranks or more, and none beyond what a segment holds.
+  std::vector<int> ranks_on(hosts.size(), 0);
+  for (int h : host_of) ++ranks_on[h];
+  const int most = *std::max_element(ranks_on.begin(), ranks_on.end());
+  if (most < 2 || most > ShmGroup::kMaxRanks) return;
 
   // The shared-memory group of this host (its first rank makes the segment).
   const size_t slot_bytes = shm_slot_bytes(*options_);
@@ -470,7 +465,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue(const char* name, c10d:
                             collective_timeout(*options_).count()};
   c10::Event done(c10::DeviceType::PrivateUse1);
   auto future = stream_ordered_future(device);
-  if (runs_on_caller(all, current_stream(device), comm)) {
+  const bool on_caller = runs_on_caller(all, current_stream(device), comm);
+  if (on_caller) {
     // Note [Small collectives on idle streams run on the caller].
     auto task = watched(std::forward<Body>(body), info, watchdog_);
     KernelOutputs written(outputs);
@@ -482,19 +478,18 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue(const char* name, c10d:
       written.poison();
       throw;
     }
-    done.record(comm);  // the communication stream is idle: complete already
-    future->markCompleted(at::IValue(outputs));
-    return c10::make_intrusive<WorkHCCL>(getRank(), type, name, std::move(outputs), std::move(done),
-                                         std::move(future), seq);
+  } else {
+    order_after(current_stream(device), comm);  // after the caller's queued kernels, like a kernel
+    record_on(all, comm);
   }
-  order_after(current_stream(device), comm);  // after the caller's queued kernels, like a kernel
-  record_on(all, comm);
   {
     CurrentStreamScope on_comm(comm);
     // Queued even the first time: stage 1 checked the arguments, and a
     // collective waiting for its peers must not block the caller.
-    launch_queued(device, name, KernelOutputs(outputs), watched(std::forward<Body>(body), info, watchdog_));
-    done.record(comm);
+    if (!on_caller) {
+      launch_queued(device, name, KernelOutputs(outputs), watched(std::forward<Body>(body), info, watchdog_));
+    }
+    done.record(comm);  // on the caller: the communication stream is idle, complete already
     // Completed in stream order: users of the future wait on the
     // communication stream, as with a CUDA future.
     future->markCompleted(at::IValue(outputs));
@@ -567,29 +562,27 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce(std::vector<at::Tenso
                    const at::Tensor target = refs[0].view();
                    std::vector<at::Tensor> staged{staged_input(target, op, false)};
                    const ReduceOp reduce = transport_op(op, staged[0]);
+                   auto over_shm = [&](vnpu::hccl::ShmGroup& group) {
+                     group.allreduce(staged[0].data_ptr(), nbytes(staged[0]), staged[0].element_size(),
+                                     reducer(staged[0].scalar_type(), reduce.op_), deadline_after(timeout));
+                   };
+                   auto over_sockets = [&](c10d::Backend& group) {
+                     c10d::AllreduceOptions o;
+                     o.reduceOp = reduce;
+                     wait_transport(group.allreduce(staged, o));
+                   };
                    if (hierarchical) {
                      check_in_sync(*transport, c10d::OpType::ALLREDUCE, staged[0]);
                      // Reduce inside the host, across hosts between the leaders, back to the host.
-                     void* data = staged[0].data_ptr();
-                     if (shm) {
-                       shm->allreduce(data, nbytes(staged[0]), staged[0].element_size(),
-                                      reducer(staged[0].scalar_type(), reduce.op_), deadline_after(timeout));
-                     }
-                     if (leaders) {
-                       c10d::AllreduceOptions o;
-                       o.reduceOp = reduce;
-                       wait_transport(leaders->allreduce(staged, o));
-                     }
-                     if (shm) shm->broadcast(data, nbytes(staged[0]), 0, deadline_after(timeout));
+                     if (shm) over_shm(*shm);
+                     if (leaders) over_sockets(*leaders);
+                     if (shm) shm->broadcast(staged[0].data_ptr(), nbytes(staged[0]), 0, deadline_after(timeout));
                    } else if (shm) {
                      check_in_sync(*shm, c10d::OpType::ALLREDUCE, staged[0], deadline_after(timeout));
-                     shm->allreduce(staged[0].data_ptr(), nbytes(staged[0]), staged[0].element_size(),
-                                    reducer(staged[0].scalar_type(), reduce.op_), deadline_after(timeout));
+                     over_shm(*shm);
                    } else {
                      check_in_sync(*transport, c10d::OpType::ALLREDUCE, staged[0]);
-                     c10d::AllreduceOptions o;
-                     o.reduceOp = reduce;
-                     wait_transport(transport->allreduce(staged, o));
+                     over_sockets(*transport);
                    }
                    finish_reduction(staged[0], target, op, size);
                  });

@@ -13,7 +13,7 @@ namespace vnpu {
 namespace {
 
 [[noreturn]] void fail(const std::string& what) {
-  throw std::runtime_error("vNPU shared device memory: " + what + ": " + std::strerror(errno));
+  throw std::runtime_error("vNPU shared memory: " + what + ": " + std::strerror(errno));
 }
 
 std::size_t round_up(std::size_t value, std::size_t to) { return (value + to - 1) / to * to; }
@@ -109,10 +109,10 @@ std::shared_ptr<SharedArena> existing_shared_arena() {
 
 PeerMapping::PeerMapping(const std::string& address, std::size_t bytes) : size_(bytes) {
   const auto colon = address.find(':');
-  if (colon == std::string::npos) throw std::invalid_argument("vNPU shared device memory: bad address " + address);
+  if (colon == std::string::npos) throw std::invalid_argument("vNPU shared memory: bad address " + address);
   const std::string path = "/proc/" + address.substr(0, colon) + "/fd/" + address.substr(colon + 1);
   const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) fail("open " + path + " (is the peer alive, and run by the same user?)");
+  if (fd < 0) fail("open " + path + " (is the process that made it alive, and run by the same user?)");
   void* base = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
   close(fd);  // the mapping keeps the file
   if (base == MAP_FAILED) fail("mmap " + path);

@@ -48,6 +48,7 @@ class SharedArena final : public MemoryArena {
 
   // "<pid>:<fd>": how a peer process opens the arena (PeerMapping).
   std::string address() const;
+  int fd() const { return fd_; }
   std::size_t size() const { return size_; }
   char* base() const { return base_; }
   // Offset of [ptr, ptr + bytes) inside the arena, or kNotInside.
@@ -67,7 +68,8 @@ std::shared_ptr<SharedArena> shared_arena();
 // The process's shared arena if shared_arena() made it, else nullptr.
 std::shared_ptr<SharedArena> existing_shared_arena();
 
-// A peer's arena mapped into this process (read and write), by address().
+// Another process's memfd (a SharedArena, an hccl segment) mapped into this
+// process (read and write), by its "<pid>:<fd>" address.
 class PeerMapping {
  public:
   // Throws std::runtime_error naming the path when the peer cannot be opened.

@@ -1,6 +1,5 @@
 #include "vnpu/hccl/shm_group.h"
 
-#include <fcntl.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -52,20 +51,12 @@ ShmGroup ShmGroup::create(int ranks, size_t slot_bytes) {
 
 ShmGroup ShmGroup::attach(int rank, int ranks, size_t slot_bytes, const std::string& address) {
   check_ranks(rank, ranks);
-  const auto colon = address.find(':');
-  if (colon == std::string::npos) throw std::invalid_argument("hccl shared memory: bad address " + address);
-  const std::string path = "/proc/" + address.substr(0, colon) + "/fd/" + address.substr(colon + 1);
-  const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) fail("open " + path + " (is rank 0 alive, and run by the same user?)");
-  const size_t size = segment_bytes(ranks, slot_bytes);
-  void* base = nullptr;
-  try {
-    base = map(fd, size);
-  } catch (...) {
-    close(fd);
-    throw;
-  }
-  return ShmGroup(rank, ranks, slot_bytes, fd, std::stoi(address.substr(0, colon)), base, size);
+  auto mapping = std::make_unique<PeerMapping>(address, segment_bytes(ranks, slot_bytes));
+  char* base = mapping->base();
+  ShmGroup group(rank, ranks, slot_bytes, /*fd=*/-1, std::stoi(address.substr(0, address.find(':'))), base,
+                 mapping->size());
+  group.mapping_ = std::move(mapping);
+  return group;
 }
 
 ShmGroup::ShmGroup(int rank, int ranks, size_t slot_bytes, int fd, int owner_pid, void* base, size_t size)
@@ -85,6 +76,7 @@ ShmGroup::ShmGroup(ShmGroup&& other) noexcept
       owner_pid_(other.owner_pid_),
       base_(other.base_),
       size_(other.size_),
+      mapping_(std::move(other.mapping_)),
       steps_(other.steps_),
       chunks_(other.chunks_),
       arena_(std::move(other.arena_)),
@@ -95,6 +87,7 @@ ShmGroup::ShmGroup(ShmGroup&& other) noexcept
 }
 
 ShmGroup::~ShmGroup() {
+  if (mapping_) return;  // an attached rank: the mapping unmaps itself
   if (base_ != nullptr) munmap(base_, size_);
   if (fd_ >= 0) close(fd_);
 }
@@ -146,10 +139,8 @@ void ShmGroup::barrier(Deadline deadline) { step(deadline); }
 bool ShmGroup::share_memory(std::shared_ptr<SharedArena> own, Deadline deadline) {
   Counter& mine = progress(rank_);
   if (own) {
-    const std::string address = own->address();
-    const auto colon = address.find(':');
-    mine.arena_pid.store(std::stoull(address.substr(0, colon)), std::memory_order_relaxed);
-    mine.arena_fd.store(std::stoull(address.substr(colon + 1)), std::memory_order_relaxed);
+    mine.arena_pid.store(static_cast<uint64_t>(getpid()), std::memory_order_relaxed);
+    mine.arena_fd.store(static_cast<uint64_t>(own->fd()), std::memory_order_relaxed);
     mine.arena_size.store(own->size(), std::memory_order_relaxed);
   } else {
     mine.arena_pid.store(0, std::memory_order_relaxed);
@@ -187,13 +178,10 @@ bool ShmGroup::share_memory(std::shared_ptr<SharedArena> own, Deadline deadline)
 
 bool ShmGroup::post_buffers(const void* in, size_t in_bytes, const void* out, size_t out_bytes,
                             Deadline deadline) {
-  const uint64_t in_offset = arena_->offset_of(in, in_bytes);
-  const uint64_t out_offset = out != nullptr ? arena_->offset_of(out, out_bytes) : 0;
-  Counter& mine = progress(rank_);
+  const bool out_inside = out == nullptr || arena_->offset_of(out, out_bytes) != SharedArena::kNotInside;
   // A buffer outside the arena posts kNotInside: every rank then takes the slots.
-  mine.offset_in.store(out_offset == SharedArena::kNotInside ? SharedArena::kNotInside : in_offset,
-                       std::memory_order_relaxed);
-  mine.offset_out.store(out_offset, std::memory_order_relaxed);
+  progress(rank_).offset_in.store(out_inside ? arena_->offset_of(in, in_bytes) : SharedArena::kNotInside,
+                                  std::memory_order_relaxed);
   step(deadline);  // publishes (release) and sees every rank's offsets (acquire)
   for (int r = 0; r < ranks_; ++r) {
     if (progress(r).offset_in.load(std::memory_order_relaxed) == SharedArena::kNotInside) return false;

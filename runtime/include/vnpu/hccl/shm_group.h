@@ -109,9 +109,9 @@ class ShmGroup {
     std::atomic<uint64_t> signature;  // compare_signatures
     // share_memory: this rank's arena (pid, fd, size) and whether it mapped all peers'.
     std::atomic<uint64_t> arena_pid, arena_fd, arena_size, mapped_all;
-    // Zero copy: offset in this rank's arena of the collective's input, and
-    // whether its output is in the arena too.
-    std::atomic<uint64_t> offset_in, offset_out;
+    // Zero copy: offset in this rank's arena of the collective's input
+    // (kNotInside when its input or output is outside the arena).
+    std::atomic<uint64_t> offset_in;
   };
   static_assert(sizeof(Counter) == 64, "one cache line per rank");
   ShmGroup(int rank, int ranks, size_t slot_bytes, int fd, int owner_pid, void* base, size_t size);
@@ -133,10 +133,11 @@ class ShmGroup {
   int rank_;
   int ranks_;
   size_t slot_bytes_;
-  int fd_;
+  int fd_;          // the segment's memfd (rank 0), or -1
   int owner_pid_;
   char* base_;
   size_t size_;
+  std::unique_ptr<PeerMapping> mapping_;  // ranks 1..n-1: rank 0's segment, mapped
   uint64_t steps_ = 0;   // steps this rank took (every rank takes the same)
   uint64_t chunks_ = 0;  // chunks done (selects the double buffer)
   // Zero copy (share_memory): this rank's arena, every rank's mapping
