@@ -20,25 +20,36 @@ before the first compilation.
 _registered = False
 
 
-def register():
-    """Registers npu with Dynamo (device interface) and Inductor (codegen), once."""
+def codegen_classes():
+    """Registers npu with Dynamo (device interface) and Inductor (codegen),
+    once; returns the classes the device module answers Inductor with."""
+    from torch._inductor.codegen.cpp import CppScheduling
+
+    from torch_npu._inductor.wrapper import NpuCppWrapperUnsupported, NpuPythonWrapperCodegen
+
+    classes = {"Scheduling": CppScheduling, "PythonWrapperCodegen": NpuPythonWrapperCodegen,
+               "CppWrapperCodegen": NpuCppWrapperUnsupported, "WrapperFxCodegen": None}
     global _registered
-    if _registered:
-        return
-    _registered = True
+    if not _registered:
+        _registered = True
+        _register(classes)
+    return classes
+
+
+def _register(classes):
+    import torch
     from torch._dynamo.device_interface import register_interface_for_device
     from torch._inductor.codegen.common import register_backend_for_device, register_device_op_overrides
 
     from torch_npu._inductor.device_interface import NpuInterface
-    from torch_npu._inductor.wrapper import NpuCppWrapperUnsupported, NpuDeviceOpOverrides, NpuPythonWrapperCodegen
-    from torch_npu._inductor.scheduling import NpuScheduling
+    from torch_npu._inductor.wrapper import NpuDeviceOpOverrides
 
     register_interface_for_device("npu", NpuInterface)
-    import torch
     for index in range(torch.npu.device_count()):
         register_interface_for_device(f"npu:{index}", NpuInterface)
     register_device_op_overrides("npu", NpuDeviceOpOverrides())
-    register_backend_for_device("npu", NpuScheduling, NpuPythonWrapperCodegen, NpuCppWrapperUnsupported)
+    register_backend_for_device("npu", classes["Scheduling"], classes["PythonWrapperCodegen"],
+                                classes["CppWrapperCodegen"])
     _treat_npu_nodes_as_cpp_kernels()
 
 

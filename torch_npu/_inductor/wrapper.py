@@ -16,12 +16,12 @@ _NPU_BINDING = "npu_cpp_pybinding("
 
 
 class NpuPythonWrapperCodegen(PythonWrapperCodegen):
-    @staticmethod
-    def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
+    @classmethod
+    def create(cls, is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
         if is_subgraph:
             from torch._inductor.codegen.wrapper import SubgraphPythonWrapperCodegen
             return SubgraphPythonWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
-        return NpuPythonWrapperCodegen()
+        return cls()
 
     def write_header(self) -> None:
         super().write_header()
@@ -94,13 +94,6 @@ class NpuDeviceOpOverrides(DeviceOpOverrides):
 class NpuRetargetWrapperCodegen(NpuPythonWrapperCodegen):
     """The wrapper of an npu graph compiled as a CPU graph (retarget.py): its
     "cpu" buffers, and the tensors it makes on "cpu", live on the graph's npu."""
-
-    @staticmethod
-    def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
-        if is_subgraph:
-            from torch._inductor.codegen.wrapper import SubgraphPythonWrapperCodegen
-            return SubgraphPythonWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
-        return NpuRetargetWrapperCodegen()
 
     def __init__(self):
         from torch_npu._inductor.retarget import compiling_device_index

@@ -70,9 +70,5 @@ def __getattr__(name):
     # codegen classes: answered (and npu registered) at the first compile.
     if name in _INDUCTOR_HOOKS:
         import torch_npu._inductor as npu_inductor
-        npu_inductor.register()
-        from torch_npu._inductor.scheduling import NpuScheduling
-        from torch_npu._inductor.wrapper import NpuCppWrapperUnsupported, NpuPythonWrapperCodegen
-        return {"Scheduling": NpuScheduling, "PythonWrapperCodegen": NpuPythonWrapperCodegen,
-                "CppWrapperCodegen": NpuCppWrapperUnsupported, "WrapperFxCodegen": None}[name]
+        return npu_inductor.codegen_classes()[name]
     raise AttributeError(f"module 'torch.npu' has no attribute '{name}'")
