@@ -134,6 +134,83 @@ def test_memory_summary_and_snapshot_api():
 
 # --- reuse and streams ----------------------------------------------------
 
+# Kernels whose ATen CPU kernel has no out= form compute their result as
+# scratch and copy it into the output; the scratch is device memory (counted,
+# like a CUDA workspace), not host memory beside the allocator.
+def _scratch_cases():
+    import torch.nn.functional as F
+
+    x = torch.randn(4, 8, 16, 16)
+    w = torch.randn(16, 8, 3, 3)
+    return {
+        "conv2d": (lambda x, w: F.conv2d(x, w, padding=1), (x, w)),
+        "flip": (lambda x, w: x.flip(0, 2), (x, w)),
+        "layer_norm": (lambda x, w: F.layer_norm(x, (16,)), (x, w)),
+    }
+
+
+@pytest.mark.parametrize("name", ["conv2d", "flip", "layer_norm"])
+def test_kernel_scratch_is_device_memory_the_stats_count(name):
+    fn, args = _scratch_cases()[name]
+    npu_args = [a.npu() for a in args]
+    _settle()
+    torch.npu.reset_peak_memory_stats()
+    base = torch.npu.memory_allocated()
+    out = fn(*npu_args)
+    torch.npu.synchronize()
+    # The output, and the kernel's result before it was copied there.
+    assert torch.npu.max_memory_allocated() - base >= 2 * out.nbytes
+    assert torch.npu.memory_allocated() - base == _rounded(out.nbytes)
+    torch.testing.assert_close(out.cpu(), fn(*args), rtol=0, atol=0)
+
+
+def test_backward_scratch_is_counted_and_gradients_match_cpu():
+    import torch.nn.functional as F
+
+    def step(device):
+        torch.manual_seed(0)
+        conv = torch.nn.Conv2d(8, 16, 3, padding=1).to(device)
+        norm = torch.nn.BatchNorm2d(16).to(device)
+        ln = torch.nn.LayerNorm(16).to(device)
+        x = torch.randn(4, 8, 16, 16).to(device).requires_grad_()
+        ln(norm(conv(x)).flip(1)).square().sum().backward()
+        return [x.grad] + [p.grad for m in (conv, norm, ln) for p in m.parameters()]
+
+    _settle()
+    torch.npu.reset_peak_memory_stats()
+    grads = step("npu")
+    torch.npu.synchronize()
+    peak = torch.npu.max_memory_allocated()
+    for got, want in zip(grads, step("cpu")):
+        torch.testing.assert_close(got.cpu(), want, rtol=1e-4, atol=1e-4)
+    # Every gradient above was born as scratch next to its output.
+    assert peak >= 2 * grads[0].nbytes + sum(g.nbytes for g in grads)
+
+
+def test_kernel_scratch_never_reuses_memory_queued_work_still_reads():
+    """The host frees inputs while the kernels that read them are queued; the
+    worker's scratch must not land in those blocks (results stay exact)."""
+    import torch.nn.functional as F
+
+    g = torch.Generator().manual_seed(1)
+    w = torch.randn(8, 4, 3, 3, generator=g)
+    inputs = [torch.randn(2, 4, 12, 12, generator=g) for _ in range(40)]
+    want = [F.conv2d(x, w, padding=1).flip(0).sum(dim=(1, 2, 3)) for x in inputs]
+    wn = w.npu()
+    s = torch.npu.Stream()
+    s.wait_stream(torch.npu.current_stream())
+    got = []
+    with torch.npu.stream(s):
+        for x in inputs:
+            torch.npu._sleep(20000)  # keeps the stream behind the host
+            xn = x.npu()
+            got.append(F.conv2d(xn, wn, padding=1).flip(0).sum(dim=(1, 2, 3)))
+            del xn
+    torch.npu.current_stream().wait_stream(s)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a.cpu(), b, rtol=1e-5, atol=1e-5)
+
+
 def test_freed_block_is_reused_by_its_stream_without_waiting():
     t = _empty(6 * MB)
     ptr = t.data_ptr()

@@ -56,9 +56,42 @@ void delete_block(void* context) {
   if (block != nullptr) vnpu::CachingAllocator::owner(block).free(block);
 }
 
+// Blocks known by their address: caching_allocator_alloc's, and the memory
+// CPU kernels get inside a DeviceMemoryScope (Allocator::raw_allocate, which
+// oneDNN uses, requires a DataPtr's context to be its address).
+std::mutex g_addressed_mutex;
+std::unordered_map<void*, vnpu::Block*> g_addressed_blocks;
+
+void* remember_address(vnpu::Block* block) {
+  void* ptr = vnpu::CachingAllocator::address(block);
+  std::lock_guard<std::mutex> lock(g_addressed_mutex);
+  g_addressed_blocks[ptr] = block;
+  return ptr;
+}
+
+vnpu::Block* find_addressed(void* ptr) {
+  std::lock_guard<std::mutex> lock(g_addressed_mutex);
+  auto it = g_addressed_blocks.find(ptr);
+  return it != g_addressed_blocks.end() ? it->second : nullptr;
+}
+
+vnpu::Block* forget_address(void* ptr) {
+  std::lock_guard<std::mutex> lock(g_addressed_mutex);
+  auto it = g_addressed_blocks.find(ptr);
+  if (it == g_addressed_blocks.end()) return nullptr;
+  vnpu::Block* block = it->second;
+  g_addressed_blocks.erase(it);
+  return block;
+}
+
+void delete_addressed_block(void* ptr) {
+  if (vnpu::Block* block = forget_address(ptr)) vnpu::CachingAllocator::owner(block).free(block);
+}
+
 vnpu::Block* block_of(const c10::DataPtr& data_ptr) {
-  if (data_ptr.get_deleter() != &delete_block) return nullptr;
-  return static_cast<vnpu::Block*>(data_ptr.get_context());
+  if (data_ptr.get_deleter() == &delete_block) return static_cast<vnpu::Block*>(data_ptr.get_context());
+  if (data_ptr.get_deleter() == &delete_addressed_block) return find_addressed(data_ptr.get_context());
+  return nullptr;
 }
 
 c10::CachingAllocator::Stat to_c10(const vnpu::Stat& s) {
@@ -198,7 +231,9 @@ std::vector<vnpu::SegmentInfo> memory_snapshot(c10::DeviceIndex device) {
   return allocator != nullptr ? allocator->snapshot() : std::vector<vnpu::SegmentInfo>{};
 }
 
-bool is_npu_block(const c10::DataPtr& data_ptr) { return data_ptr.get_deleter() == &delete_block; }
+bool is_npu_block(const c10::DataPtr& data_ptr) {
+  return data_ptr.get_deleter() == &delete_block || data_ptr.get_deleter() == &delete_addressed_block;
+}
 
 void record_stream(const c10::DataPtr& data_ptr, const c10::Stream& stream) {
   vnpu::Block* block = block_of(data_ptr);
@@ -206,33 +241,37 @@ void record_stream(const c10::DataPtr& data_ptr, const c10::Stream& stream) {
   vnpu::CachingAllocator::owner(block).record_stream(block, runtime_stream(stream));
 }
 
-namespace {
-std::mutex g_raw_mutex;
-std::unordered_map<void*, vnpu::Block*> g_raw_blocks;  // caching_allocator_alloc's blocks
-}  // namespace
+
+c10::DataPtr allocate_for_cpu_kernel(c10::DeviceIndex device, size_t bytes) {
+  check_device_index(device);
+  if (bytes == 0) return c10::DataPtr(nullptr, nullptr, &delete_addressed_block, c10::Device(c10::kCPU));
+  vnpu::CachingAllocator* allocator = allocator_for(device);
+  vnpu::Stream* running = vnpu::Stream::running_on_this_thread();
+  vnpu::Block* block = with_torch_errors([&] {
+    return running != nullptr ? allocator->allocate_for_running_task(bytes, *running)
+                              : allocator->allocate(bytes, current_runtime_stream(device));
+  });
+  void* ptr = remember_address(block);
+  return c10::DataPtr(ptr, ptr, &delete_addressed_block, c10::Device(c10::kCPU));
+}
+
+bool free_if_cpu_kernel_block(void* ptr) {
+  vnpu::Block* block = forget_address(ptr);
+  if (block == nullptr) return false;
+  vnpu::CachingAllocator::owner(block).free(block);
+  return true;
+}
 
 void* raw_alloc(size_t bytes, const c10::Stream& stream) {
   if (bytes == 0) return nullptr;
   check_device_index(stream.device_index());
-  vnpu::Block* block = allocate_block(stream.device_index(), bytes, runtime_stream(stream));
-  void* ptr = vnpu::CachingAllocator::address(block);
-  std::lock_guard<std::mutex> lock(g_raw_mutex);
-  g_raw_blocks[ptr] = block;
-  return ptr;
+  return remember_address(allocate_block(stream.device_index(), bytes, runtime_stream(stream)));
 }
 
 void raw_delete(void* ptr) {
   if (ptr == nullptr) return;
-  vnpu::Block* block = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(g_raw_mutex);
-    auto it = g_raw_blocks.find(ptr);
-    NPU_CHECK_WITH(ValueError, ErrCode::kPtr, it != g_raw_blocks.end(),
-                   "caching_allocator_delete: pointer was not allocated by caching_allocator_alloc");
-    block = it->second;
-    g_raw_blocks.erase(it);
-  }
-  vnpu::CachingAllocator::owner(block).free(block);
+  NPU_CHECK_WITH(ValueError, ErrCode::kPtr, free_if_cpu_kernel_block(ptr),
+                 "caching_allocator_delete: pointer was not allocated by caching_allocator_alloc");
 }
 
 std::string format_size(uint64_t bytes) { return vnpu::format_size(bytes); }

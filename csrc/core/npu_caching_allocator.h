@@ -47,6 +47,14 @@ std::vector<vnpu::SegmentInfo> memory_snapshot(c10::DeviceIndex device);
 // Marks the block behind `data_ptr` as used by `stream` (record_stream).
 void record_stream(const c10::DataPtr& data_ptr, const c10::Stream& stream);
 
+// Device memory for a CPU kernel inside a DeviceMemoryScope, labelled CPU,
+// whose context is its address (Allocator::raw_allocate requires that). On
+// a stream task (vnpu::Stream::running_on_this_thread) only blocks no queued
+// work uses are taken, without waiting.
+c10::DataPtr allocate_for_cpu_kernel(c10::DeviceIndex device, size_t bytes);
+// Frees such memory by address; false when `ptr` is not one of its blocks.
+bool free_if_cpu_kernel_block(void* ptr);
+
 // Raw allocation for torch.npu.caching_allocator_alloc / _delete.
 void* raw_alloc(size_t bytes, const c10::Stream& stream);
 void raw_delete(void* ptr);

@@ -12,6 +12,7 @@
 //    inputs of a float type, a mask that needs no gradient) and implements
 //    _scaled_dot_product_fused_attention_overrideable (+ _backward) on the
 //    kernels of 1; everything else stays on the math path.
+#include "csrc/ops/cpu_allocation_scope.h"
 #include "csrc/ops/launch.h"
 
 #include <ATen/Context.h>
@@ -62,8 +63,9 @@ std::tuple<at::Tensor, at::Tensor> flash_attention_npu(const at::Tensor& query, 
                        ? empty_npu({s[0], s[1], s[2]}, {}, query.options().dtype(lse_dtype), device)
                        : empty_npu({s[0], s[2], s[1]}, {}, query.options().dtype(lse_dtype), device).transpose(1, 2);
   launch(device, "_scaled_dot_product_flash_attention_for_cpu", {out, lse},
-         [q_ = TensorRef(query), k_ = TensorRef(key), v_ = TensorRef(value), m_ = TensorRef(attn_mask), dropout_p,
-          is_causal, scale, out_ = TensorRef(out), lse_ = TensorRef(lse)]() {
+         [device, q_ = TensorRef(query), k_ = TensorRef(key), v_ = TensorRef(value), m_ = TensorRef(attn_mask),
+          dropout_p, is_causal, scale, out_ = TensorRef(out), lse_ = TensorRef(lse)]() {
+           DeviceMemoryScope scratch(device);  // the kernel has no out= form
            auto [o, l] = at::cpu::_scaled_dot_product_flash_attention_for_cpu(
                q_.view(), k_.view(), v_.view(), dropout_p, is_causal, m_.optional_view(), scale);
            out_.view().copy_(o);
@@ -91,9 +93,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_flash_attention_for_cpu_backw
   at::Tensor dq = empty_bsnd(query, device), dk = empty_bsnd(key, device), dv = empty_bsnd(value, device);
   launch</*kMayBox=*/true>(
       device, "_scaled_dot_product_flash_attention_for_cpu_backward", {dq, dk, dv},
-      [g_ = TensorRef(grad_out), q_ = TensorRef(query), k_ = TensorRef(key), v_ = TensorRef(value),
+      [device, g_ = TensorRef(grad_out), q_ = TensorRef(query), k_ = TensorRef(key), v_ = TensorRef(value),
        o_ = TensorRef(out), l_ = TensorRef(logsumexp), m_ = TensorRef(attn_mask), dropout_p, is_causal, scale,
        dq_ = TensorRef(dq), dk_ = TensorRef(dk), dv_ = TensorRef(dv)]() {
+        DeviceMemoryScope scratch(device);  // the kernel has no out= form
         auto [gq, gk, gv] = at::cpu::_scaled_dot_product_flash_attention_for_cpu_backward(
             g_.view(), q_.view(), k_.view(), v_.view(), o_.view(), l_.view(), dropout_p, is_causal,
             m_.optional_view(), scale);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "csrc/ops/boxed_call.h"
+#include "csrc/ops/cpu_allocation_scope.h"
 #include "csrc/ops/launch.h"
 #include "csrc/ops/op_policy.h"
 #include "csrc/ops/sync_kernel.h"
@@ -179,7 +180,10 @@ void async_boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
       }
       BoxedSnapshot call(schema, args, device);
       launch(device, op.operator_name().name.c_str(), KernelOutputs(outputs),
-             [call = std::move(call), op, outs = snapshot(at::ITensorListRef(outputs))]() {
+             [device, call = std::move(call), op, outs = snapshot(at::ITensorListRef(outputs))]() {
+               // Functional ops: the CPU kernel's results are scratch in
+               // device memory until copied into the outputs.
+               DeviceMemoryScope scratch(device);
                torch::jit::Stack cpu_stack = call.to_stack();
                op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu_stack);
                for (size_t i = 0; i < outs.size(); ++i) outs[i].view().copy_(cpu_stack[i].toTensor());

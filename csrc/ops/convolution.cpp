@@ -7,6 +7,7 @@
 #include <ATen/ops/convolution_backward.h>
 #include <torch/library.h>
 
+#include "csrc/ops/cpu_allocation_scope.h"
 #include "csrc/ops/launch.h"
 
 namespace torch_npu {
@@ -71,8 +72,11 @@ at::Tensor npu_convolution(const at::Tensor& input, const at::Tensor& weight, co
   const auto memory_format = input.suggest_memory_format();
   at::Tensor out = empty_npu(shape, {}, input.options().memory_format(memory_format), device);
   launch(device, "convolution", {out},
-         [in_ = TensorRef(input), w_ = TensorRef(weight), b_ = TensorRef(bias), s, p, d, transposed, op, g,
+         [device, in_ = TensorRef(input), w_ = TensorRef(weight), b_ = TensorRef(bias), s, p, d, transposed, op, g,
           out_ = TensorRef(out)]() {
+           // ATen's convolutions have no out= form: the result is scratch
+           // in device memory, then copied.
+           DeviceMemoryScope scratch(device);
            out_.view().copy_(at::convolution(in_.view(), w_.view(), b_.optional_view(), s, p, d, transposed, op, g));
          });
   return out;
@@ -98,9 +102,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_convolution_backward(
   const int64_t out_channels = transposed ? weight.size(1) * g : weight.size(0);
   if (output_mask[2]) grad_bias = empty_npu({out_channels}, {}, grad_output.options(), device);
   launch(device, "convolution_backward", {grad_input, grad_weight, grad_bias},
-         [go_ = TensorRef(grad_output), in_ = TensorRef(input), w_ = TensorRef(weight), s, p, d, transposed, op, g,
-          output_mask, out_channels, gi_ = TensorRef(grad_input), gw_ = TensorRef(grad_weight),
+         [device, go_ = TensorRef(grad_output), in_ = TensorRef(input), w_ = TensorRef(weight), s, p, d, transposed,
+          op, g, output_mask, out_channels, gi_ = TensorRef(grad_input), gw_ = TensorRef(grad_weight),
           gb_ = TensorRef(grad_bias)]() {
+           DeviceMemoryScope scratch(device);  // as in the forward
            const std::vector<int64_t> bias_sizes{out_channels};
            auto [gi, gw, gb] = at::convolution_backward(go_.view(), in_.view(), w_.view(), bias_sizes, s, p, d,
                                                         transposed, op, g, output_mask);

@@ -11,6 +11,10 @@
 
 namespace torch_npu {
 
+// Also usable inside a stream task (stage 2): ATen kernels that only have a
+// functional form then compute their result, before it is copied into the
+// task's outputs, in device memory the allocator counts (memory_stats), taken
+// without waiting and never from blocks queued work still uses.
 class DeviceMemoryScope {
  public:
   explicit DeviceMemoryScope(c10::DeviceIndex device);

@@ -10,6 +10,7 @@
 #include <ATen/ops/index_select_cpu_dispatch.h>
 #include <torch/library.h>
 
+#include "csrc/ops/cpu_allocation_scope.h"
 #include "csrc/ops/launch.h"
 
 namespace torch_npu {
@@ -57,12 +58,13 @@ at::Tensor npu_embedding_dense_backward(const at::Tensor& grad, const at::Tensor
   const auto device = common_device("embedding_dense_backward", grad, indices);
   const int64_t rows = num_weights.expect_int(), padding = padding_idx.expect_int();
   at::Tensor out = empty_npu({rows, grad.size(-1)}, {}, grad.options(), device);
-  launch(device, "embedding_dense_backward", {out}, [grad_ = TensorRef(grad), indices_ = TensorRef(indices), rows, padding,
+  launch(device, "embedding_dense_backward", {out}, [device, grad_ = TensorRef(grad), indices_ = TensorRef(indices), rows, padding,
                                               scale_grad_by_freq, out_ = TensorRef(out)]() {
     at::Tensor out = out_.view();
     if (scale_grad_by_freq || !at::isFloatingType(out.scalar_type()) || out.element_size() < 4) {
       // ATen scales each term by its row's count, and accumulates half and
       // bfloat16 in float: keep its kernel, and its rounding.
+      DeviceMemoryScope scratch(device);  // the kernel has no out= form
       out.copy_(at::cpu::embedding_dense_backward(grad_.view(), indices_.view(), rows, padding, scale_grad_by_freq));
       return;
     }

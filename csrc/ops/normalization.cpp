@@ -14,6 +14,8 @@
 
 #include <sstream>
 
+#include "csrc/ops/cpu_allocation_scope.h"
+
 namespace torch_npu {
 namespace {
 
@@ -67,15 +69,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_native_layer_norm(
   at::Tensor out = empty_npu(input.sizes(), {}, input.options(), device);
   at::Tensor mean = empty_npu(stat_shape, {}, input.options().dtype(stats_dtype(input, weight)), device);
   at::Tensor rstd = empty_npu(stat_shape, {}, mean.options(), device);
-  launch(device, "native_layer_norm", {out, mean, rstd}, [in_ = TensorRef(input), normalized_shape, w_ = TensorRef(weight),
-                                       b_ = TensorRef(bias), eps, out_ = TensorRef(out), mean_ = TensorRef(mean),
-                                       rstd_ = TensorRef(rstd)]() {
-    auto [y, m, r] = at::cpu::native_layer_norm(in_.view(), normalized_shape, w_.optional_view(),
-                                                b_.optional_view(), eps);
-    out_.view().copy_(y);
-    mean_.view().copy_(m.view(mean_.view().sizes()));
-    rstd_.view().copy_(r.view(rstd_.view().sizes()));
-  });
+  launch(device, "native_layer_norm", {out, mean, rstd},
+         [device, in_ = TensorRef(input), normalized_shape, w_ = TensorRef(weight), b_ = TensorRef(bias), eps,
+          out_ = TensorRef(out), mean_ = TensorRef(mean), rstd_ = TensorRef(rstd)]() {
+           // ATen's CPU kernel is reachable only through its functional form
+           // (its in-place stub is not exported): the results are scratch in
+           // device memory, then copied.
+           DeviceMemoryScope scratch(device);
+           auto [y, m, r] = at::cpu::native_layer_norm(in_.view(), normalized_shape, w_.optional_view(),
+                                                       b_.optional_view(), eps);
+           out_.view().copy_(y);
+           mean_.view().copy_(m.view(mean_.view().sizes()));
+           rstd_.view().copy_(r.view(rstd_.view().sizes()));
+         });
   return {out, mean, rstd};
 }
 
@@ -95,9 +101,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_native_layer_norm_backward(
     grad_bias = empty_npu(bias->sizes(), {}, bias->options(), device);
   }
   launch</*kMayBox=*/true>(device, "native_layer_norm_backward", {grad_input, grad_weight, grad_bias},
-         [go_ = TensorRef(grad_out), in_ = TensorRef(input), normalized_shape, mean_ = TensorRef(mean),
+         [device, go_ = TensorRef(grad_out), in_ = TensorRef(input), normalized_shape, mean_ = TensorRef(mean),
           rstd_ = TensorRef(rstd), w_ = TensorRef(weight), b_ = TensorRef(bias), output_mask,
           gi_ = TensorRef(grad_input), gw_ = TensorRef(grad_weight), gb_ = TensorRef(grad_bias)]() {
+           DeviceMemoryScope scratch(device);  // as in the forward
            auto [gi, gw, gb] = at::cpu::native_layer_norm_backward(go_.view(), in_.view(), normalized_shape,
                                                                     mean_.view(), rstd_.view(), w_.optional_view(),
                                                                     b_.optional_view(), output_mask);
@@ -177,7 +184,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_native_batch_norm_backward(
   launch</*kMayBox=*/true>(device, "native_batch_norm_backward", {grad_input, grad_weight, grad_bias},
          [go_ = TensorRef(grad_out), in_ = TensorRef(input), w_ = TensorRef(weight), rm_ = TensorRef(running_mean),
           rv_ = TensorRef(running_var), sm_ = TensorRef(save_mean), si_ = TensorRef(save_invstd), train, eps,
-          output_mask, gi_ = TensorRef(grad_input), gw_ = TensorRef(grad_weight), gb_ = TensorRef(grad_bias)]() {
+          output_mask, device, gi_ = TensorRef(grad_input), gw_ = TensorRef(grad_weight), gb_ = TensorRef(grad_bias)]() {
+           // ATen's CPU backward has no out= form: its results are scratch.
+           DeviceMemoryScope scratch(device);
            auto [gi, gw, gb] = at::cpu::native_batch_norm_backward(
                go_.view(), in_.view(), w_.optional_view(), rm_.optional_view(), rv_.optional_view(),
                sm_.optional_view(), si_.optional_view(), train, eps, output_mask);

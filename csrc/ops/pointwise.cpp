@@ -2,6 +2,7 @@
 // composite ops use everywhere (where, isnan, flip, arange). Their output
 // shape follows from the inputs' shapes (or scalars), so stage 1 needs no
 // meta function.
+#include "csrc/ops/cpu_allocation_scope.h"
 #include "csrc/ops/launch.h"
 
 #include <ATen/Dispatch.h>
@@ -52,7 +53,8 @@ at::Tensor npu_flip(const at::Tensor& self, at::IntArrayRef dims) {
   const auto device = common_device("flip", self);
   at::dim_list_to_bitset(dims, self.dim());  // wraps and rejects duplicates, with ATen's messages
   at::Tensor out = empty_npu(self.sizes(), {}, self.options().memory_format(self.suggest_memory_format()), device);
-  launch(device, "flip", {out}, [s_ = TensorRef(self), dims = dims.vec(), out_ = TensorRef(out)]() {
+  launch(device, "flip", {out}, [device, s_ = TensorRef(self), dims = dims.vec(), out_ = TensorRef(out)]() {
+    DeviceMemoryScope scratch(device);  // ATen's flip has no out= form
     out_.view().copy_(at::cpu::flip(s_.view(), dims));
   });
   return out;

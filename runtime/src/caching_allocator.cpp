@@ -137,6 +137,31 @@ Block* CachingAllocator::allocate(std::size_t bytes, Stream& stream) {
   return take_block(block, size, bytes);
 }
 
+Block* CachingAllocator::allocate_for_running_task(std::size_t bytes, Stream& stream) {
+  if (bytes == 0) return nullptr;
+  const std::size_t size = round_size(std::min(bytes, kMaxRequestBytes));
+  const std::size_t segment_bytes = segment_size(size);
+  Pool& pool = pool_for(size);
+
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!deferred_.empty() || !unreleased_.empty()) process_deferred();
+  ++clock_;
+  // Queue order does not protect a block from a task that runs now: only a
+  // block freed before everything that used it completed is safe.
+  Block* block = caching_ ? find_idle_block(pool, stream, size) : nullptr;
+  if (block == nullptr) block = reserve_segment(pool, stream, size, segment_bytes);
+  if (block == nullptr) {
+    stats_.num_alloc_retries += 1;
+    release_idle_segments();
+    block = reserve_segment(pool, stream, size, segment_bytes);
+  }
+  if (block == nullptr) {
+    stats_.num_ooms += 1;
+    throw Error(ErrorCode::kOutOfMemory, out_of_memory_message(size));
+  }
+  return take_block(block, size, bytes);
+}
+
 Block* CachingAllocator::retry_after_releasing_cache(std::unique_lock<std::mutex>& lock, Pool& pool,
                                                      Stream& stream, std::size_t size,
                                                      std::size_t segment_bytes) {
@@ -185,13 +210,33 @@ Block* CachingAllocator::find_free_block(Pool& pool, Stream& stream, std::size_t
   const auto it = pool.blocks.lower_bound(&key);
   if (it == pool.blocks.end() || (*it)->stream != &stream) return nullptr;
   Block* block = *it;
+  if (!fits(block, size)) return nullptr;
+  pool.blocks.erase(it);
+  return block;
+}
+
+bool CachingAllocator::fits(const Block* block, std::size_t size) const {
   // Blocks of max_split_size or more are never split: handing one to a much
   // smaller request would waste the difference for as long as it lives.
   const std::size_t max_split = config_.max_split_size_bytes;
-  if (size < max_split && block->size >= max_split) return nullptr;
-  if (size >= max_split && block->size >= size + kLargeBuffer) return nullptr;
-  pool.blocks.erase(it);
-  return block;
+  if (size < max_split && block->size >= max_split) return false;
+  if (size >= max_split && block->size >= size + kLargeBuffer) return false;
+  return true;
+}
+
+Block* CachingAllocator::find_idle_block(Pool& pool, Stream& stream, std::size_t size) {
+  Block key;
+  key.stream = &stream;
+  key.size = size;
+  for (auto it = pool.blocks.lower_bound(&key); it != pool.blocks.end() && (*it)->stream == &stream; ++it) {
+    Block* block = *it;
+    if (!fits(block, size)) return nullptr;  // larger ones do not fit either
+    if (stream_passed(block->stream, block->free_seq)) {
+      pool.blocks.erase(it);
+      return block;
+    }
+  }
+  return nullptr;
 }
 
 Block* CachingAllocator::reserve_segment(Pool& pool, Stream& stream, std::size_t size,

@@ -15,6 +15,20 @@
 namespace vnpu {
 namespace {
 
+thread_local Stream* t_running = nullptr;  // Stream::running_on_this_thread
+
+// Marks the calling thread as running a task of `stream` for its lifetime.
+class RunningTaskOf {
+ public:
+  explicit RunningTaskOf(Stream* stream) : previous_(t_running) { t_running = stream; }
+  ~RunningTaskOf() { t_running = previous_; }
+  RunningTaskOf(const RunningTaskOf&) = delete;
+  RunningTaskOf& operator=(const RunningTaskOf&) = delete;
+
+ private:
+  Stream* previous_;
+};
+
 // Bumped in the child after fork(): streams made by an earlier generation
 // have no worker there.
 std::atomic<unsigned> g_fork_generation{0};
@@ -171,6 +185,7 @@ std::uint64_t Stream::run_inline(Task& task) {
       stream->notify_waiters();
     }
   } complete{this, task, seq};
+  RunningTaskOf running(this);
   task.run();
   return seq;
 }
@@ -215,6 +230,7 @@ void Stream::run_task(Task& task, std::uint64_t seq) {
   const TraceHook hook = trace_hook();
   const std::int64_t start = hook != nullptr ? steady_now_ns() : 0;
   bool failed = false;
+  RunningTaskOf running(this);
   try {
     task.run();
   } catch (...) {
@@ -379,6 +395,8 @@ void Stream::record_error(const Task& task, std::uint64_t seq, std::exception_pt
 
 // ---------------------------------------------------------------- CallerGate
 
+Stream* Stream::running_on_this_thread() { return t_running; }
+
 struct Stream::CallerGate::State {
   std::mutex mutex;
   std::condition_variable cv;
@@ -403,9 +421,12 @@ Stream::CallerGate::CallerGate(Stream& stream, const char* name)
     lock.lock();
     state_->cv.wait(lock, [&] { return state_->reached; });
   }
+  previous_running_ = t_running;
+  t_running = &stream;
 }
 
 Stream::CallerGate::~CallerGate() {
+  t_running = previous_running_;
   std::lock_guard<std::mutex> lock(state_->mutex);
   state_->open = true;
   state_->cv.notify_all();

@@ -438,6 +438,56 @@ TEST(CachingAllocator, FreeFromAStreamWorkerDoesNotDeadlock) {
   EXPECT_EQ(f.allocated(), 0);
 }
 
+TEST(CachingAllocator, RunningTaskNeverGetsABlockQueuedWorkStillUses) {
+  Fixture f;
+  StreamBlocker blocker(f.s0);
+  // Freed by the host while a task that reads it is still queued: fine for
+  // later queued work on s0, not for a task that runs before that reader.
+  Block* used = f.allocator.allocate(4 * kMiB, f.s0);
+  f.s0.enqueue("reader", [] {});
+  f.allocator.free(used);
+  EXPECT_EQ(addr(f.allocator.allocate_for_running_task(4 * kMiB, f.s0)) == addr(used), false);
+  blocker.open();
+}
+
+TEST(CachingAllocator, RunningTaskReusesIdleBlocksAndFreesForQueuedWork) {
+  Fixture f;
+  Block* idle = f.allocator.allocate(4 * kMiB, f.s0);
+  const auto where = addr(idle);
+  f.allocator.free(idle);
+  f.s0.synchronize();
+  std::uintptr_t got = 0;
+  Stream* running = nullptr;
+  f.s0.enqueue("task", [&] {
+    running = Stream::running_on_this_thread();
+    Block* scratch = f.allocator.allocate_for_running_task(4 * kMiB, f.s0);
+    got = addr(scratch);
+    f.allocator.free(scratch);
+  });
+  f.s0.synchronize();
+  EXPECT_EQ(running, &f.s0);
+  EXPECT_EQ(Stream::running_on_this_thread(), nullptr);
+  EXPECT_EQ(got, where);
+  EXPECT_EQ(f.stats().num_device_alloc, 1);
+  EXPECT_EQ(f.allocated(), 0);
+  // The caller of run_on_caller runs the stream's task too.
+  f.s0.run_on_caller("caller", [&] { running = Stream::running_on_this_thread(); });
+  EXPECT_EQ(running, &f.s0);
+}
+
+TEST(CachingAllocator, RunningTaskOutOfMemoryThrowsInsteadOfWaiting) {
+  Fixture f(8 * kMiB);
+  StreamBlocker blocker(f.s0);
+  Block* used = f.allocator.allocate(8 * kMiB, f.s0);
+  f.allocator.free(used);  // cached, and s0 has not passed its free
+  const Error e = expect_error([&] { f.allocator.allocate_for_running_task(8 * kMiB, f.s0); });
+  EXPECT_EQ(e.code(), ErrorCode::kOutOfMemory);
+  blocker.open();
+  Block* again = f.allocator.allocate_for_running_task(8 * kMiB, f.s0);
+  EXPECT_EQ(addr(again), addr(used));
+  f.allocator.free(again);
+}
+
 TEST(CachingAllocator, ResetPeakAndAccumulatedStats) {
   Fixture f;
   Block* a = f.allocator.allocate(8 * kMiB, f.s0);

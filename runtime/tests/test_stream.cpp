@@ -388,7 +388,15 @@ TEST(Stream, TraceHookSeesEveryTaskWithKindAndCorrelation) {
 TEST(Stream, ForkedChildGetsAnErrorInsteadOfHanging) {
   Stream stream(0, 0, 0, false);
   Gate gate;
-  stream.enqueue("blocked", [&] { gate.wait(); });
+  std::atomic<bool> blocked{false};
+  stream.enqueue("blocked", [&] {
+    blocked = true;
+    gate.wait();
+  });
+  // Fork only once the worker sits in the task: a fork while the new thread
+  // is still starting can leave the sanitizers' runtime locks held in the
+  // child (it then hangs in its first allocation, under ASan).
+  while (!blocked) std::this_thread::yield();
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {

@@ -148,6 +148,11 @@ class Stream {
   // that created this stream.
   void check_not_forked() const;
 
+  // The stream whose task the calling thread is running (its worker, or a
+  // run_on_caller caller inside fn); nullptr outside tasks. Memory a running
+  // task allocates must come from CachingAllocator::allocate_for_running_task.
+  static Stream* running_on_this_thread();
+
  private:
   // Holds the worker at a gate task while the caller runs (run_on_caller).
   class CallerGate {
@@ -160,6 +165,7 @@ class Stream {
     struct State;
     std::shared_ptr<State> state_;
     std::uint64_t seq_ = 0;
+    Stream* previous_running_ = nullptr;
   };
 
   std::uint64_t run_inline(Task& task);
