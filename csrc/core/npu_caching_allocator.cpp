@@ -13,6 +13,7 @@
 
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_error.h"
+#include "csrc/core/npu_mem_pool.h"
 #include "csrc/core/npu_stream.h"
 #include <vnpu/environment.h>
 
@@ -115,7 +116,13 @@ class NpuCachingAllocator final : public c10::DeviceAllocator {
     const c10::DeviceIndex device = current_device();
     check_device_index(device);
     if (bytes == 0) return c10::DataPtr(nullptr, nullptr, &delete_block, npu_device(device));
-    vnpu::Block* block = allocate_block(device, bytes, current_runtime_stream(device));
+    vnpu::Stream& stream = current_runtime_stream(device);
+    vnpu::Block* block = nullptr;
+    if (vnpu::CachingAllocator* pool = routed_pool(device, stream)) {
+      block = with_torch_errors([&] { return pool->allocate(bytes, stream); });  // NPU graphs, MemPool
+    } else {
+      block = allocate_block(device, bytes, stream);
+    }
     return c10::DataPtr(vnpu::CachingAllocator::address(block), block, &delete_block, npu_device(device));
   }
 
@@ -191,17 +198,21 @@ MemoryStats memory_stats(c10::DeviceIndex device) {
   check_device_index(device);
   // Reading stats must not create the allocator (nor raise its config errors).
   const vnpu::CachingAllocator* allocator = allocator_for(device, /*create=*/false);
-  return allocator != nullptr ? allocator->stats() : unused_device_stats();
+  MemoryStats stats = allocator != nullptr ? allocator->stats() : unused_device_stats();
+  add_pool_stats(device, stats);
+  return stats;
 }
 
 void reset_peak_memory_stats(c10::DeviceIndex device) {
   check_device_index(device);
   if (auto* allocator = allocator_for(device, false)) allocator->reset_peak_stats();
+  reset_pool_peaks(device);
 }
 
 void reset_accumulated_memory_stats(c10::DeviceIndex device) {
   check_device_index(device);
   if (auto* allocator = allocator_for(device, false)) allocator->reset_accumulated_stats();
+  reset_pool_accumulated(device);
 }
 
 void empty_cache() {
@@ -210,6 +221,7 @@ void empty_cache() {
   for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
     if (auto* allocator = allocator_for(d, false)) allocator->empty_cache();
   }
+  empty_released_pools();
 }
 
 void set_memory_fraction(double fraction, c10::DeviceIndex device) {
@@ -228,7 +240,16 @@ double get_memory_fraction(c10::DeviceIndex device) {
 std::vector<vnpu::SegmentInfo> memory_snapshot(c10::DeviceIndex device) {
   check_device_index(device);
   const vnpu::CachingAllocator* allocator = allocator_for(device, false);
-  return allocator != nullptr ? allocator->snapshot() : std::vector<vnpu::SegmentInfo>{};
+  std::vector<vnpu::SegmentInfo> segments =
+      allocator != nullptr ? allocator->snapshot() : std::vector<vnpu::SegmentInfo>{};
+  const auto pooled = pool_segments(device);  // memory_stats counts them too
+  segments.insert(segments.end(), pooled.begin(), pooled.end());
+  return segments;
+}
+
+vnpu::CachingAllocator& device_caching_allocator(c10::DeviceIndex device) {
+  check_device_index(device);
+  return *allocator_for(device);
 }
 
 bool is_npu_block(const c10::DataPtr& data_ptr) {
@@ -248,7 +269,7 @@ c10::DataPtr allocate_for_cpu_kernel(c10::DeviceIndex device, size_t bytes) {
   vnpu::CachingAllocator* allocator = allocator_for(device);
   vnpu::Stream* running = vnpu::Stream::running_on_this_thread();
   vnpu::Block* block = with_torch_errors([&] {
-    return running != nullptr ? allocator->allocate_for_running_task(bytes, *running)
+    return running != nullptr ? workspace_allocator(device).allocate_for_running_task(bytes, *running)
                               : allocator->allocate(bytes, current_runtime_stream(device));
   });
   void* ptr = remember_address(block);

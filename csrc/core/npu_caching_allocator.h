@@ -47,6 +47,9 @@ std::vector<vnpu::SegmentInfo> memory_snapshot(c10::DeviceIndex device);
 // Marks the block behind `data_ptr` as used by `stream` (record_stream).
 void record_stream(const c10::DataPtr& data_ptr, const c10::Stream& stream);
 
+// The ordinary allocator of `device` (created on first use).
+vnpu::CachingAllocator& device_caching_allocator(c10::DeviceIndex device);
+
 // Device memory for a CPU kernel inside a DeviceMemoryScope, labelled CPU,
 // whose context is its address (Allocator::raw_allocate requires that). On
 // a stream task (vnpu::Stream::running_on_this_thread) only blocks no queued

@@ -85,6 +85,8 @@ void throw_runtime_error(const vnpu::Error& error) {
     case vnpu::ErrorCode::kBadFork:
       check_not_forked();  // throws torch_npu's fork error
       break;
+    case vnpu::ErrorCode::kStreamCapture:  // CUDA: "operation not permitted when stream is capturing"
+      NPU_CHECK_WITH(Error, ErrCode::kAcl, false, error.what());
     case vnpu::ErrorCode::kAborted:  // a wait on an aborted stream (watchdog): a timeout
       NPU_CHECK_WITH(Error, ErrCode::kTimeout, false, error.what());
     case vnpu::ErrorCode::kInternal:

@@ -14,6 +14,8 @@
 
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_error.h"
+#include "csrc/core/npu_stream.h"
+#include <vnpu/stream.h>
 
 namespace torch_npu {
 namespace {
@@ -108,6 +110,12 @@ const at::Generator& default_generator(c10::DeviceIndex device) {
 }
 
 uint64_t draw_op_seed(const std::optional<at::Generator>& generator, c10::DeviceIndex device) {
+  // A captured random op would replay the numbers drawn at capture time on
+  // every replay: refuse instead of repeating them silently.
+  NPU_CHECK_WITH(Error, ErrCode::kNotSupport, !current_runtime_stream(device < 0 ? current_device() : device).capturing(),
+                 "operation not permitted when stream is capturing: random number generation inside NPU graph "
+                 "capture is not supported by the virtual NPU (each replay would repeat the capture's numbers); "
+                 "draw them outside the captured region");
   at::Generator gen = generator.has_value() && generator->defined() ? *generator : default_generator(device);
   TORCH_CHECK(gen.device().type() == c10::DeviceType::PrivateUse1,
               "Expected a 'npu' device type for generator but found '", gen.device().type(), "'");

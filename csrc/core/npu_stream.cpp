@@ -88,6 +88,11 @@ c10::Stream communication_stream(c10::DeviceIndex device) {
   return c10::Stream(c10::Stream::UNSAFE, npu_device(device), index);
 }
 
+void check_not_capturing(c10::DeviceIndex device, const char* what) {
+  vnpu::Stream& stream = current_runtime_stream(device);
+  if (stream.capturing()) with_torch_errors([&] { stream.check_not_capturing(what); });
+}
+
 void set_current_stream(const c10::Stream& stream) {
   runtime_stream(stream);  // validates
   t_current_stream[stream.device_index()] = static_cast<uint8_t>(stream.id());

@@ -32,6 +32,9 @@ c10::Stream new_stream(c10::DeviceIndex device, int priority);
 // outside the pool's round robin. Each call makes a new one while the device
 // has dedicated streams left, then hands the existing ones out in turn.
 c10::Stream communication_stream(c10::DeviceIndex device);
+// Raises torch_npu's capture error naming `what` when the current stream of
+// `device` captures an NPU graph (for work that cannot be captured).
+void check_not_capturing(c10::DeviceIndex device, const char* what);
 // Makes `stream` current on its device for the calling thread.
 void set_current_stream(const c10::Stream& stream);
 

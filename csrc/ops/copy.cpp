@@ -96,9 +96,12 @@ at::Tensor npu_copy_from(const at::Tensor& self, const at::Tensor& dst, bool non
     copy_device_to_device(self, dst);
   } else if (is_npu(dst)) {
     TORCH_CHECK(self.device().is_cpu(), "Copying from ", self.device(), " to npu is not supported");
+    // A captured copy would replay the host data of capture time.
+    check_not_capturing(dst.device().index(), "a copy from host to device");
     copy_host_to_device(self, dst, non_blocking);
   } else {
     TORCH_CHECK(dst.device().is_cpu(), "Copying from npu to ", dst.device(), " is not supported");
+    check_not_capturing(self.device().index(), "a copy from device to host");
     copy_device_to_host(self, dst, non_blocking);
   }
   return dst;

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "csrc/core/npu_error.h"
+#include "csrc/core/npu_stream.h"
 #include <vnpu/environment.h>
 
 namespace torch_npu {
@@ -23,6 +24,13 @@ void npu_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                  "The operator '", name, "' is not currently supported on the NPU backend, and the CPU "
                  "fallback is disabled by TORCH_NPU_FALLBACK_CPU_DISABLE=1. Unset it to run this operator "
                  "on the CPU, or replace the operator.");
+  for (const c10::IValue& arg : torch::jit::last(*stack, op.schema().arguments().size())) {
+    if (arg.isTensor() && arg.toTensor().defined() && arg.toTensor().device().type() == c10::DeviceType::PrivateUse1) {
+      const std::string what = "'" + name + "', which falls back to the CPU";
+      check_not_capturing(arg.toTensor().device().index(), what.c_str());
+      break;
+    }
+  }
   bool first = false;
   {
     std::lock_guard<std::mutex> lock(g_mutex);

@@ -57,7 +57,9 @@ void submit_kernel(c10::DeviceIndex device, uint64_t signature, KernelTaskBase& 
   vnpu::Stream& stream = current_runtime_stream(device);
   const uint64_t key = validation_key(task.op, signature);
   with_torch_errors([&] {
-    if (t_validated.count(key) == 0) {
+    // While capturing nothing may run: a first launch is captured unchecked
+    // (its errors surface at replay, as the stream's error).
+    if (t_validated.count(key) == 0 && !stream.capturing()) {
       // Note [Argument errors raise at the call] (launch.h).
       task.mode = StageTwoMode::kOnCaller;
       stream.run_on_caller(task.op, [&] { callable.run(callable.object); });

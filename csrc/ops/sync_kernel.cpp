@@ -14,6 +14,7 @@
 
 #include "csrc/core/npu_caching_allocator.h"
 #include "csrc/core/npu_device.h"
+#include "csrc/core/npu_stream.h"
 #include "csrc/core/npu_generator.h"
 #include "csrc/ops/boxed_call.h"
 #include "csrc/ops/launch.h"
@@ -163,6 +164,11 @@ void sync_native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   auto args = torch::jit::last(*stack, num_args);
   const c10::DeviceIndex device = op_device(op, args);
   count_call(op);
+  if (current_runtime_stream(device).capturing()) {
+    const std::string what = "'" + c10::toString(op.operator_name()) +
+                             "', which synchronizes (its output shape or value depends on the data)";
+    check_not_capturing(device, what.c_str());
+  }
   sync_current_stream(device);
 
   AliasMap aliases(device);

@@ -26,6 +26,7 @@ namespace torch_npu {
 void register_format_serialization();
 void bind_memory(pybind11::module& m);
 void bind_distributed(pybind11::module& m);
+void bind_graphs(pybind11::module& m);
 
 namespace {
 
@@ -143,6 +144,7 @@ PYBIND11_MODULE(_C, m) {
 
   bind_memory(m);
   bind_distributed(m);
+  bind_graphs(m);
 
   // RNG.
   m.def("_default_generator", [](int64_t d) {

@@ -146,9 +146,7 @@ Block* CachingAllocator::allocate_for_running_task(std::size_t bytes, Stream& st
   std::unique_lock<std::mutex> lock(mutex_);
   if (!deferred_.empty() || !unreleased_.empty()) process_deferred();
   ++clock_;
-  // Queue order does not protect a block from a task that runs now: only a
-  // block freed before everything that used it completed is safe.
-  Block* block = caching_ ? find_idle_block(pool, stream, size) : nullptr;
+  Block* block = caching_ ? find_free_block(pool, stream, size) : nullptr;
   if (block == nullptr) block = reserve_segment(pool, stream, size, segment_bytes);
   if (block == nullptr) {
     stats_.num_alloc_retries += 1;
@@ -222,21 +220,6 @@ bool CachingAllocator::fits(const Block* block, std::size_t size) const {
   if (size < max_split && block->size >= max_split) return false;
   if (size >= max_split && block->size >= size + kLargeBuffer) return false;
   return true;
-}
-
-Block* CachingAllocator::find_idle_block(Pool& pool, Stream& stream, std::size_t size) {
-  Block key;
-  key.stream = &stream;
-  key.size = size;
-  for (auto it = pool.blocks.lower_bound(&key); it != pool.blocks.end() && (*it)->stream == &stream; ++it) {
-    Block* block = *it;
-    if (!fits(block, size)) return nullptr;  // larger ones do not fit either
-    if (stream_passed(block->stream, block->free_seq)) {
-      pool.blocks.erase(it);
-      return block;
-    }
-  }
-  return nullptr;
 }
 
 Block* CachingAllocator::reserve_segment(Pool& pool, Stream& stream, std::size_t size,

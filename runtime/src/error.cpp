@@ -18,6 +18,8 @@ const char* error_code_name(ErrorCode code) {
       return "BadFork";
     case ErrorCode::kAborted:
       return "Aborted";
+    case ErrorCode::kStreamCapture:
+      return "StreamCapture";
     case ErrorCode::kInternal:
       return "Internal";
   }

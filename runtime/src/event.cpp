@@ -8,6 +8,9 @@ namespace vnpu {
 Event::Event(bool enable_timing) : enable_timing_(enable_timing) {}
 
 void Event::record(Stream& stream) {
+  // Captured work has no place in the stream's sequence to stamp (and
+  // multi-stream capture is not supported).
+  stream.check_not_capturing("recording an event");
   // A fresh stamp per record: a marker from an earlier record may still be
   // queued and must not stamp the new one.
   auto stamp = std::make_shared<Stamp>();

@@ -119,6 +119,13 @@ Stream::~Stream() {
 std::uint64_t Stream::enqueue_erased(TaskKind kind, const char* name, const ErasedCallable& callable) {
   check_not_forked();
   TaskInfo info{name, kind, correlation_id(), 0};
+  if (capturing_.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(producer_mutex_);
+    if (capture_) {
+      capture_->append(info, callable);
+      return next_seq_ - 1;  // nothing was queued
+    }
+  }
   if (synchronous_) {
     Task task;
     task.emplace(info, callable);
@@ -330,7 +337,42 @@ bool Stream::wait_completed_until(std::uint64_t seq,
   return done;
 }
 
+void Stream::begin_capture(std::shared_ptr<Graph> graph) {
+  check_not_forked();
+  std::lock_guard<std::mutex> lock(producer_mutex_);
+  if (capture_) {
+    throw Error(ErrorCode::kStreamCapture, "NPU " + std::to_string(device_index_) + " stream " +
+                                               std::to_string(stream_index_) + " is already capturing a graph");
+  }
+  capture_ = std::move(graph);
+  capturing_.store(true, std::memory_order_release);
+}
+
+std::shared_ptr<Graph> Stream::end_capture() {
+  std::lock_guard<std::mutex> lock(producer_mutex_);
+  if (!capture_) {
+    throw Error(ErrorCode::kStreamCapture, "NPU " + std::to_string(device_index_) + " stream " +
+                                               std::to_string(stream_index_) + " is not capturing a graph");
+  }
+  capturing_.store(false, std::memory_order_release);
+  return std::move(capture_);
+}
+
+void Stream::check_not_capturing(const char* what) const {
+  if (!capturing_.load(std::memory_order_acquire)) return;
+  throw Error(ErrorCode::kStreamCapture,
+              std::string("operation not permitted when stream is capturing: ") + what + " on NPU " +
+                  std::to_string(device_index_) + " stream " + std::to_string(stream_index_) +
+                  ", which is capturing a graph (captured work has not run, so nothing can wait for "
+                  "it or read its results until a replay)");
+}
+
+std::uint64_t Stream::enqueue_replay(std::shared_ptr<const Graph> graph) {
+  return enqueue(TaskKind::kGraph, "graph_replay", [graph = std::move(graph)] { graph->run(); });
+}
+
 void Stream::wait_for(std::uint64_t seq) {
+  check_not_capturing("a host wait");
   wait_completed(seq);
   if (!has_error_.load(std::memory_order_acquire)) return;
   // Another thread may have taken the error in the meantime; it reports it.

@@ -18,6 +18,7 @@ const char* task_kind_name(TaskKind kind) {
     case TaskKind::kMarker: return "marker";
     case TaskKind::kWait: return "wait";
     case TaskKind::kHost: return "host";
+    case TaskKind::kGraph: return "graph";
   }
   return "unknown";
 }

@@ -438,36 +438,26 @@ TEST(CachingAllocator, FreeFromAStreamWorkerDoesNotDeadlock) {
   EXPECT_EQ(f.allocated(), 0);
 }
 
-TEST(CachingAllocator, RunningTaskNeverGetsABlockQueuedWorkStillUses) {
+TEST(CachingAllocator, WorkspaceReusesATaskScratchAtOnceWhileWorkIsQueued) {
   Fixture f;
   StreamBlocker blocker(f.s0);
-  // Freed by the host while a task that reads it is still queued: fine for
-  // later queued work on s0, not for a task that runs before that reader.
-  Block* used = f.allocator.allocate(4 * kMiB, f.s0);
-  f.s0.enqueue("reader", [] {});
-  f.allocator.free(used);
-  EXPECT_EQ(addr(f.allocator.allocate_for_running_task(4 * kMiB, f.s0)) == addr(used), false);
-  blocker.open();
-}
-
-TEST(CachingAllocator, RunningTaskReusesIdleBlocksAndFreesForQueuedWork) {
-  Fixture f;
-  Block* idle = f.allocator.allocate(4 * kMiB, f.s0);
-  const auto where = addr(idle);
-  f.allocator.free(idle);
-  f.s0.synchronize();
-  std::uintptr_t got = 0;
+  std::vector<std::uintptr_t> got;
   Stream* running = nullptr;
-  f.s0.enqueue("task", [&] {
-    running = Stream::running_on_this_thread();
-    Block* scratch = f.allocator.allocate_for_running_task(4 * kMiB, f.s0);
-    got = addr(scratch);
-    f.allocator.free(scratch);
-  });
-  f.s0.synchronize();
+  for (int i = 0; i < 3; ++i) {
+    f.s0.enqueue("task", [&] {
+      running = Stream::running_on_this_thread();
+      Block* scratch = f.allocator.allocate_for_running_task(4 * kMiB, f.s0);
+      got.push_back(addr(scratch));
+      f.allocator.free(scratch);
+    });
+  }
+  f.s0.enqueue("later", [] {});
+  blocker.open();
   EXPECT_EQ(running, &f.s0);
   EXPECT_EQ(Stream::running_on_this_thread(), nullptr);
-  EXPECT_EQ(got, where);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[1], got[0]);  // freed by the previous task: reused at once
+  EXPECT_EQ(got[2], got[0]);
   EXPECT_EQ(f.stats().num_device_alloc, 1);
   EXPECT_EQ(f.allocated(), 0);
   // The caller of run_on_caller runs the stream's task too.
@@ -475,16 +465,14 @@ TEST(CachingAllocator, RunningTaskReusesIdleBlocksAndFreesForQueuedWork) {
   EXPECT_EQ(running, &f.s0);
 }
 
-TEST(CachingAllocator, RunningTaskOutOfMemoryThrowsInsteadOfWaiting) {
+TEST(CachingAllocator, WorkspaceOutOfMemoryThrowsInsteadOfWaiting) {
   Fixture f(8 * kMiB);
-  StreamBlocker blocker(f.s0);
-  Block* used = f.allocator.allocate(8 * kMiB, f.s0);
-  f.allocator.free(used);  // cached, and s0 has not passed its free
+  Block* held = f.allocator.allocate_for_running_task(8 * kMiB, f.s0);
   const Error e = expect_error([&] { f.allocator.allocate_for_running_task(8 * kMiB, f.s0); });
   EXPECT_EQ(e.code(), ErrorCode::kOutOfMemory);
-  blocker.open();
+  f.allocator.free(held);
   Block* again = f.allocator.allocate_for_running_task(8 * kMiB, f.s0);
-  EXPECT_EQ(addr(again), addr(used));
+  EXPECT_EQ(addr(again), addr(held));
   f.allocator.free(again);
 }
 

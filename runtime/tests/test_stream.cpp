@@ -12,6 +12,8 @@
 
 #include "test_helpers.h"
 #include "vnpu/error.h"
+#include "vnpu/event.h"
+#include "vnpu/graph.h"
 #include "vnpu/host_wait.h"
 #include "vnpu/stream.h"
 #include "vnpu/trace.h"
@@ -538,6 +540,63 @@ TEST(SynchronousStream, ExceptionPropagatesUnchanged) {
   int value = 0;
   EXPECT_EQ(stream.enqueue("good", [&] { value = 2; }), 2u);
   EXPECT_EQ(value, 2);
+}
+
+}  // namespace
+
+namespace {
+
+using vnpu_test::expect_error;
+
+TEST(StreamCapture, CapturedTasksRunOnlyOnReplayInOrder) {
+  Stream stream(0, 0, 0, false);
+  std::vector<int> order;
+  auto graph = std::make_shared<vnpu::Graph>();
+  stream.begin_capture(graph);
+  EXPECT_TRUE(stream.capturing());
+  for (int i = 0; i < 3; ++i) stream.enqueue("step", [&order, i] { order.push_back(i); });
+  EXPECT_EQ(stream.end_capture(), graph);
+  EXPECT_FALSE(stream.capturing());
+  stream.synchronize();
+  EXPECT_TRUE(order.empty());  // capture runs nothing
+  EXPECT_EQ(graph->size(), 3u);
+  stream.enqueue_replay(graph);
+  stream.enqueue_replay(graph);
+  stream.synchronize();
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 0, 1, 2}));
+}
+
+TEST(StreamCapture, HostWaitsAndEventsRaiseWhileCapturing) {
+  Stream stream(0, 0, 0, false);
+  stream.enqueue("before", [] {});
+  stream.begin_capture(std::make_shared<vnpu::Graph>());
+  EXPECT_EQ(expect_error([&] { stream.synchronize(); }).code(), ErrorCode::kStreamCapture);
+  EXPECT_EQ(expect_error([&] { stream.run_on_caller("x", [] {}); }).code(), ErrorCode::kStreamCapture);
+  vnpu::Event event(false);
+  const Error e = expect_error([&] { event.record(stream); });
+  EXPECT_EQ(e.code(), ErrorCode::kStreamCapture);
+  EXPECT_NE(std::string(e.what()).find("operation not permitted when stream is capturing"), std::string::npos);
+  EXPECT_EQ(expect_error([&] { stream.begin_capture(std::make_shared<vnpu::Graph>()); }).code(),
+            ErrorCode::kStreamCapture);
+  stream.end_capture();
+  EXPECT_EQ(expect_error([&] { stream.end_capture(); }).code(), ErrorCode::kStreamCapture);
+  stream.synchronize();  // work queued before the capture ran as usual
+}
+
+TEST(StreamCapture, AFailingCapturedTaskDoesNotStopTheReplay) {
+  Stream stream(0, 0, 0, false);
+  int ran = 0;
+  auto graph = std::make_shared<vnpu::Graph>();
+  stream.begin_capture(graph);
+  stream.enqueue("fails", [] { throw std::runtime_error("boom"); });
+  stream.enqueue("runs", [&ran] { ++ran; });
+  stream.end_capture();
+  stream.enqueue_replay(graph);
+  EXPECT_THROW(stream.synchronize(), vnpu::KernelError);
+  EXPECT_EQ(ran, 1);
+  stream.enqueue_replay(graph);
+  EXPECT_THROW(stream.synchronize(), vnpu::KernelError);
+  EXPECT_EQ(ran, 2);
 }
 
 }  // namespace

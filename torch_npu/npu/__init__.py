@@ -14,7 +14,7 @@ from torch_npu.npu.memory import (  # noqa: F401
     max_memory_allocated, max_memory_cached, max_memory_reserved, memory_allocated, memory_cached,
     memory_reserved, memory_snapshot, memory_stats, memory_summary, reset_accumulated_memory_stats,
     reset_max_memory_allocated, reset_max_memory_cached, reset_peak_memory_stats,
-    set_per_process_memory_fraction,
+    set_per_process_memory_fraction, MemPool, use_mem_pool,
 )
 from torch_npu.npu.random import (  # noqa: F401
     default_generators, get_rng_state, get_rng_state_all, initial_seed, manual_seed,
@@ -27,7 +27,9 @@ from torch_npu.npu import amp, utils  # noqa: F401
 from torch_npu.npu import config  # noqa: F401
 from torch_npu.npu.backend_config import matmul  # noqa: F401
 from torch_npu.npu.legacy_types import *  # noqa: F401,F403
-from torch_npu.npu.streams import ExternalStream, NPUGraph, graph  # noqa: F401
+from torch_npu.npu.streams import ExternalStream  # noqa: F401
+from torch_npu.npu.graphs import (  # noqa: F401
+    NPUGraph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables)
 from torch_npu.npu.sync_debug import get_sync_debug_mode, set_sync_debug_mode  # noqa: F401
 from torch_npu.npu.amp.common import get_amp_supported_dtype  # noqa: F401
 from torch_npu.npu.utils import get_cann_version, is_bf16_supported, is_support_inf_nan  # noqa: F401

@@ -191,3 +191,54 @@ def memory_summary(device=None, abbreviated=False) -> str:
         lines.append(metric_row(name, key, _format_count)[0])
     lines.append(double_rule)
     return "".join(f"|{line:<75}|\n" for line in lines)
+
+
+class MemPool:
+    """A private memory pool (torch.cuda.MemPool's API): allocations made
+    inside ``use_mem_pool(pool)`` come from it and never from the device's
+    ordinary cache; its memory is returned when the pool is deleted (and
+    the tensors allocated from it have died)."""
+
+    def __init__(self, allocator=None, use_on_oom=False, device=None):
+        if allocator is not None:
+            raise NotImplementedError("torch.npu.MemPool(allocator=...): pluggable allocators are not supported "
+                                      "on the virtual NPU; pools use the NPU caching allocator")
+        if use_on_oom:
+            raise NotImplementedError("torch.npu.MemPool(use_on_oom=True) is not supported on the virtual NPU")
+        self._device = _device(device)
+        self._id = tuple(_C._npu_mempool_create(self._device))
+
+    @property
+    def id(self):
+        return self._id
+
+    @property
+    def allocator(self):
+        return None
+
+    def use_count(self) -> int:
+        return _C._npu_mempool_use_count(self._id)
+
+    def __del__(self):
+        try:
+            _C._npu_mempool_release(self._id)
+        except Exception:  # interpreter teardown
+            pass
+
+
+class use_mem_pool:
+    """``with torch.npu.use_mem_pool(pool):`` routes this thread's allocations
+    on ``device`` (default: the pool's) to ``pool``."""
+
+    def __init__(self, pool: MemPool, device=None):
+        if not isinstance(pool, MemPool):
+            raise TypeError(f"use_mem_pool expects a torch.npu.MemPool, got {type(pool).__name__}")
+        self._pool = pool
+        self._device = pool._device if device is None else _device(device)
+
+    def __enter__(self):
+        _C._npu_begin_allocate_to_pool(self._device, self._pool.id)
+        return self._pool
+
+    def __exit__(self, *exc):
+        _C._npu_end_allocate_to_pool(self._device, self._pool.id)

@@ -135,19 +135,3 @@ class ExternalStream(Stream):
     def __new__(cls, stream_ptr, device=None):
         raise NotImplementedError("torch.npu.ExternalStream is not supported on the virtual NPU: there is no "
                                   "external ACL runtime whose streams could be wrapped. Use torch.npu.Stream().")
-
-
-class NPUGraph:
-    """NPU graph capture and replay (aclmdlRI). Not supported on the virtual NPU."""
-
-    def __init__(self, *args, **kwargs):
-        raise NotImplementedError("torch.npu.NPUGraph (graph capture and replay) is not supported on the virtual "
-                                  "NPU; run the captured region eagerly instead.")
-
-
-class graph:
-    """``with torch.npu.graph(g):`` capture context. Not supported on the virtual NPU."""
-
-    def __init__(self, *args, **kwargs):
-        raise NotImplementedError("torch.npu.graph (graph capture) is not supported on the virtual NPU; run the "
-                                  "captured region eagerly instead.")

@@ -168,11 +168,12 @@ class CachingAllocator {
   // cache nor device memory can serve it. May wait for streams (see above).
   Block* allocate(std::size_t bytes, Stream& stream);
 
-  // For a task running on `stream` (its worker, or a run_on_caller caller):
-  // a block no queued work of any stream still uses, since the task runs now
-  // rather than in queue order. Never waits: waiting for a stream from its
-  // own task would deadlock. Throws Error(kOutOfMemory) when neither an idle
-  // cached block nor device memory can serve it.
+  // For a workspace allocator, whose blocks only tasks running on a stream
+  // (its worker, or a run_on_caller caller) use and free before they end:
+  // no queued work ever reads a free block, so the best fit among `stream`'s
+  // free blocks is taken whatever the stream's position, else a new segment.
+  // Never waits (a task waiting for its own stream would deadlock): throws
+  // Error(kOutOfMemory) when neither the cache nor device memory can serve.
   Block* allocate_for_running_task(std::size_t bytes, Stream& stream);
 
   // Returns a block to the cache. Never waits.
@@ -230,8 +231,6 @@ class CachingAllocator {
   std::uint64_t allowed_bytes() const;
 
   Block* find_free_block(Pool& pool, Stream& stream, std::size_t size);
-  // Like find_free_block, but only blocks whose last users have completed.
-  Block* find_idle_block(Pool& pool, Stream& stream, std::size_t size);
   bool fits(const Block* block, std::size_t size) const;
   Block* reserve_segment(Pool& pool, Stream& stream, std::size_t size, std::size_t segment_bytes);
   void* try_reserve(std::size_t bytes);

@@ -18,6 +18,7 @@ enum class ErrorCode {
   kNotSupported,    // a feature the virtual device does not have
   kBadFork,         // a stream of the parent used in a forked child
   kAborted,         // a wait on a stream that was aborted (watchdog timeout)
+  kStreamCapture,   // an operation a stream cannot do while it captures a graph
   kInternal,        // a broken invariant inside the runtime
 };
 

@@ -51,6 +51,7 @@
 #include <utility>
 
 #include "vnpu/async_error.h"
+#include "vnpu/graph.h"
 #include "vnpu/task.h"
 #include "vnpu/trace.h"
 
@@ -94,6 +95,7 @@ class Stream {
   // and do not become the stream's error. Returns the gate's sequence number.
   template <typename F>
   std::uint64_t run_on_caller(const char* name, F&& fn) {
+    check_not_capturing(name);
     if (synchronous_) return enqueue(TaskKind::kHost, name, std::forward<F>(fn));
     CallerGate gate(*this, name);
     fn();
@@ -148,6 +150,20 @@ class Stream {
   // that created this stream.
   void check_not_forked() const;
 
+  // Graph capture (graph.h): from begin_capture on, enqueued tasks go into
+  // `graph` instead of the queue, until end_capture returns it. Work
+  // enqueued before the capture stays queued and runs as usual. Throws
+  // Error(kStreamCapture) when the stream already captures / does not.
+  void begin_capture(std::shared_ptr<Graph> graph);
+  std::shared_ptr<Graph> end_capture();
+  bool capturing() const { return capturing_.load(std::memory_order_acquire); }
+  // Throws Error(kStreamCapture) naming `what` while the stream captures.
+  void check_not_capturing(const char* what) const;
+
+  // Enqueues one task that runs `graph` (Graph::run); returns its sequence
+  // number. The graph stays alive until the task has run.
+  std::uint64_t enqueue_replay(std::shared_ptr<const Graph> graph);
+
   // The stream whose task the calling thread is running (its worker, or a
   // run_on_caller caller inside fn); nullptr outside tasks. Memory a running
   // task allocates must come from CachingAllocator::allocate_for_running_task.
@@ -188,6 +204,8 @@ class Stream {
   std::unique_ptr<Task[]> ring_;
   std::mutex producer_mutex_;     // serialises producers
   std::uint64_t next_seq_ = 1;    // guarded by producer_mutex_
+  std::shared_ptr<Graph> capture_;  // guarded by producer_mutex_
+  std::atomic<bool> capturing_{false};
 
   alignas(64) std::atomic<std::uint64_t> enqueued_seq_{0};
   alignas(64) std::atomic<std::uint64_t> completed_seq_{0};

@@ -22,6 +22,7 @@ enum class TaskKind : std::uint8_t {
   kMarker,   // an event record
   kWait,     // a stream-wait-event (waits for another stream)
   kHost,     // host work in stream order (gates, sleeps, callbacks)
+  kGraph,    // the replay of a captured graph (graph.h)
 };
 
 const char* task_kind_name(TaskKind kind);

@@ -1,0 +1,130 @@
+#include "csrc/graph/npu_graph.h"
+
+#include <c10/util/Exception.h>
+
+#include <vnpu/graph.h>
+#include <vnpu/stream.h>
+
+#include "csrc/core/npu_device.h"
+#include "csrc/core/npu_error.h"
+#include "csrc/core/npu_stream.h"
+
+namespace torch_npu {
+
+NpuGraph::~NpuGraph() {
+  try {
+    reset();
+  } catch (...) {  // a destructor must not throw; reset() reports to explicit callers
+  }
+}
+
+void NpuGraph::capture_begin(std::optional<MempoolId> pool, const std::string& capture_error_mode) {
+  NPU_CHECK_WITH(ValueError, ErrCode::kParam,
+                 capture_error_mode == "global" || capture_error_mode == "thread_local" ||
+                     capture_error_mode == "relaxed",
+                 "Unknown capture error mode. Expected `global`, `thread_local`, or `relaxed`, got ",
+                 capture_error_mode);
+  NPU_CHECK_WITH(Error, ErrCode::kParam, !graph_,
+                 "This NPUGraph instance already owns a captured graph. To capture a new graph, create a new "
+                 "instance.");
+  const c10::DeviceIndex device = current_device();
+  const c10::Stream stream = current_stream(device);
+  NPU_CHECK_WITH(Error, ErrCode::kParam, stream != default_stream(device),
+                 "NPU graphs must be captured on a non-default stream. (However, after capture, it's ok to "
+                 "replay them on the default stream.)");
+  vnpu::Stream& runtime = runtime_stream(stream);
+  if (pool.has_value()) {
+    NPU_CHECK_WITH(ValueError, ErrCode::kParam, pool_device(*pool) == device,
+                   "the memory pool belongs to npu:", pool_device(*pool), ", the capture runs on npu:", device);
+    retain_pool(*pool);
+    pool_ = pool;
+  } else {
+    pool_ = create_pool(device, /*for_graph=*/true);
+  }
+  auto graph = std::make_shared<vnpu::Graph>();
+  begin_capture_to_pool(runtime, *pool_);
+  try {
+    with_torch_errors([&] { runtime.begin_capture(graph); });
+  } catch (...) {
+    end_capture_to_pool(runtime);
+    release_pool(*pool_);
+    pool_.reset();
+    throw;
+  }
+  device_ = device;
+  capture_stream_ = &runtime;
+  graph_ = std::move(graph);
+}
+
+void NpuGraph::capture_end() {
+  NPU_CHECK_WITH(Error, ErrCode::kParam, capture_stream_ != nullptr,
+                 "NPUGraph::capture_end was called without a preceding capture_begin.");
+  vnpu::Stream& current = current_runtime_stream(device_);
+  NPU_CHECK_WITH(Error, ErrCode::kParam, &current == capture_stream_, "Capture must end on the same stream it "
+                 "began on.");
+  with_torch_errors([&] { capture_stream_->end_capture(); });
+  end_capture_to_pool(*capture_stream_);
+  capture_stream_ = nullptr;
+  if (graph_->size() == 0) {
+    TORCH_WARN("The NPU Graph is empty. This usually means that the graph was attempted to be captured on "
+               "wrong device or stream.");
+  }
+}
+
+void NpuGraph::replay() {
+  NPU_CHECK_WITH(Error, ErrCode::kParam, graph_ && capture_stream_ == nullptr,
+                 "Called NPUGraph::replay without a preceding successful capture.");
+  check_not_forked();
+  vnpu::Stream& stream = current_runtime_stream(device_);
+  const uint64_t seq = with_torch_errors([&] { return stream.enqueue_replay(graph_); });
+  for (auto& [s, last] : replays_) {
+    if (s == &stream) {
+      last = seq;
+      return;
+    }
+  }
+  replays_.emplace_back(&stream, seq);
+}
+
+void NpuGraph::reset() {
+  if (capture_stream_ != nullptr) {  // abandoned mid-capture (the capture raised)
+    if (capture_stream_->capturing()) capture_stream_->end_capture();
+    end_capture_to_pool(*capture_stream_);
+    capture_stream_ = nullptr;
+  }
+  // Queued replays read the pool's memory: let them finish first.
+  for (const auto& [stream, seq] : replays_) with_torch_errors([&] { stream->wait_completed(seq); });
+  replays_.clear();
+  graph_.reset();
+  if (pool_.has_value()) release_pool(*pool_);
+  pool_.reset();
+}
+
+MempoolId NpuGraph::pool() const {
+  NPU_CHECK_WITH(Error, ErrCode::kParam, pool_.has_value(),
+                 "Called NPUGraph::pool() without a preceding successful capture.");
+  return *pool_;
+}
+
+size_t NpuGraph::num_tasks() const { return graph_ ? graph_->size() : 0; }
+
+std::vector<std::string> NpuGraph::task_names() const {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < num_tasks(); ++i) names.emplace_back(graph_->task_name(i));
+  return names;
+}
+
+bool is_current_stream_capturing() {
+  if (!is_initialized()) return false;
+  return current_runtime_stream(current_device()).capturing();
+}
+
+MempoolId graph_pool_handle() {
+  // A pool nobody uses yet: the graphs given it retain it, and it empties
+  // when the last of them is reset.
+  const MempoolId id = create_pool(current_device(), /*for_graph=*/false);
+  release_pool(id);
+  return id;
+}
+
+}  // namespace torch_npu

@@ -1,0 +1,253 @@
+"""NPU graphs (torch.npu.NPUGraph, torch.npu.graph, make_graphed_callables,
+graph pools, MemPool): capture records without running, replays equal eager,
+private pools keep the captured addresses, and what cannot be captured raises
+the capture error instead of misbehaving.
+
+The runtime's own tests of capture and replay are in
+runtime/tests/test_stream.cpp (StreamCapture.*)."""
+
+import gc
+
+import pytest
+import torch
+import torch.nn as nn
+
+CAPTURE_ERROR = "operation not permitted when stream is capturing"
+
+
+def _mlp_step(x, w):
+    y = x
+    for _ in range(6):
+        y = torch.relu(y @ w) * 0.5 + y
+    return y.sum(dim=1)
+
+
+def _warm_up(fn, *args):
+    s = torch.npu.Stream()
+    s.wait_stream(torch.npu.current_stream())
+    with torch.npu.stream(s):
+        fn(*args)
+    torch.npu.current_stream().wait_stream(s)
+    torch.npu.synchronize()
+
+
+def test_replay_equals_eager_and_follows_refilled_inputs():
+    w = torch.randn(32, 32, device="npu") / 8
+    x = torch.randn(16, 32, device="npu")
+    _warm_up(_mlp_step, x, w)
+    g = torch.npu.NPUGraph()
+    with torch.npu.graph(g):
+        out = _mlp_step(x, w)
+    assert g._num_tasks() > 0
+    for _ in range(3):
+        fresh = torch.randn(16, 32)
+        x.copy_(fresh)
+        g.replay()
+        torch.testing.assert_close(out.cpu(), _mlp_step(fresh, w.cpu()), rtol=1e-5, atol=1e-5)
+
+
+def test_capture_runs_nothing_and_each_replay_runs_everything_once():
+    x = torch.zeros(8, device="npu")
+    _warm_up(lambda t: t.add_(0), x)
+    g = torch.npu.NPUGraph()
+    with torch.npu.graph(g):
+        x.add_(1)
+        x.mul_(2)
+    assert x.cpu().tolist() == [0.0] * 8  # captured, not run
+    g.replay()
+    g.replay()
+    assert x.cpu().tolist() == [6.0] * 8  # (0+1)*2 = 2, (2+1)*2 = 6
+
+
+def test_replay_is_ordered_with_eager_work_on_the_replaying_stream():
+    x = torch.ones(1000, device="npu")
+    _warm_up(lambda t: t * 3, x)
+    g = torch.npu.NPUGraph()
+    with torch.npu.graph(g):
+        y = x * 3
+    # Replayed on the default stream, between eager writes of its input.
+    x.fill_(2)
+    g.replay()
+    x.fill_(5)
+    assert y.cpu().unique().tolist() == [6.0]
+    side = torch.npu.Stream()
+    side.wait_stream(torch.npu.current_stream())
+    with torch.npu.stream(side):
+        torch.npu._sleep(20000)
+        g.replay()
+    torch.npu.current_stream().wait_stream(side)
+    assert y.cpu().unique().tolist() == [15.0]
+
+
+def test_captured_memory_is_private_to_the_graph():
+    x = torch.randn(256, 256, device="npu")
+    _warm_up(lambda t: (t + 1) * 2, x)
+    gc.collect()
+    before = torch.npu.memory_allocated()
+    g = torch.npu.NPUGraph()
+    with torch.npu.graph(g):
+        tmp = x + 1
+        out = tmp * 2
+        del tmp  # freed during capture: the pool may reuse it within the capture only
+    # The graph's memory is counted like CUDA's graph pools.
+    assert torch.npu.memory_allocated() - before >= out.nbytes
+    address = out.data_ptr()
+    del out
+    gc.collect()
+    # Ordinary allocations never land in the graph's pool, even after the
+    # static output died: the replay still writes there.
+    others = [torch.empty(256, 256, device="npu") for _ in range(8)]
+    assert all(o.data_ptr() != address for o in others)
+    g.replay()
+    torch.npu.synchronize()
+    g.reset()
+    torch.npu.empty_cache()
+
+
+def test_graphs_share_a_pool_handle():
+    pool = torch.npu.graph_pool_handle()
+    x = torch.randn(64, device="npu")
+    _warm_up(lambda t: t.sin(), x)
+    g1, g2 = torch.npu.NPUGraph(), torch.npu.NPUGraph()
+    with torch.npu.graph(g1, pool=pool):
+        a = x.sin()
+    with torch.npu.graph(g2, pool=g1.pool()):
+        b = a.cos()
+    assert g1.pool() == g2.pool() == pool
+    g1.replay()
+    g2.replay()
+    torch.testing.assert_close(b.cpu(), x.cpu().sin().cos())
+
+
+@pytest.mark.parametrize("case", ["item", "synchronize", "to_cpu", "from_cpu", "nonzero", "rand", "event",
+                                  "stream_sync"])
+def test_operations_that_cannot_be_captured_raise_and_leave_the_device_usable(case):
+    x = torch.randn(16, device="npu")
+    _warm_up(lambda t: t * 2, x)
+    forbidden = {
+        "item": lambda: (x * 2).sum().item(),
+        "synchronize": torch.npu.synchronize,
+        "to_cpu": lambda: (x * 2).cpu(),
+        "from_cpu": lambda: torch.ones(4).npu(),
+        "nonzero": lambda: (x > 0).nonzero(),
+        "rand": lambda: torch.rand(4, device="npu"),
+        "event": lambda: torch.npu.Event().record(),
+        "stream_sync": lambda: torch.npu.current_stream().synchronize(),
+    }[case]
+    g = torch.npu.NPUGraph()
+    with pytest.raises(RuntimeError, match=CAPTURE_ERROR):
+        with torch.npu.graph(g):
+            y = x * 2
+            forbidden()
+    assert not torch.npu.is_current_stream_capturing()
+    # The failed capture is gone; the stream and the device work as before.
+    with pytest.raises(RuntimeError, match="without a preceding successful capture"):
+        g.replay()
+    torch.testing.assert_close((x * 2).cpu(), x.cpu() * 2)
+    g2 = torch.npu.NPUGraph()
+    with torch.npu.graph(g2):
+        y = x * 2
+    g2.replay()
+    torch.testing.assert_close(y.cpu(), x.cpu() * 2)
+
+
+def test_capture_api_errors():
+    g = torch.npu.NPUGraph()
+    with pytest.raises(RuntimeError, match="non-default stream"):
+        g.capture_begin()
+    with pytest.raises(RuntimeError, match="without a preceding successful capture"):
+        g.replay()
+    with pytest.raises(ValueError, match="capture error mode"):
+        with torch.npu.graph(g, capture_error_mode="loose"):
+            pass
+    x = torch.ones(4, device="npu")
+    with torch.npu.graph(g):
+        x.add_(1)
+    with pytest.raises(RuntimeError, match="already owns a captured graph"):
+        with torch.npu.graph(g):
+            pass
+    assert torch.npu.is_current_stream_capturing() is False
+
+
+def test_is_current_stream_capturing_inside_the_capture():
+    seen = []
+    with torch.npu.graph(torch.npu.NPUGraph()):
+        seen.append(torch.npu.is_current_stream_capturing())
+        torch.ones(1, device="npu").add_(1)
+    assert seen == [True] and not torch.npu.is_current_stream_capturing()
+
+
+def test_kernel_error_in_a_replay_reaches_the_next_sync_and_poisons_the_output():
+    table = torch.randn(10, 4, device="npu")
+    index = torch.tensor([1, 2], device="npu")
+    _warm_up(lambda: table.index_select(0, index))
+    g = torch.npu.NPUGraph()
+    with torch.npu.graph(g):
+        rows = table.index_select(0, index)
+    index.fill_(99)  # out of range at replay time
+    g.replay()
+    with pytest.raises(torch.AcceleratorError, match="index"):
+        torch.npu.synchronize()
+    assert torch.isnan(rows.cpu()).all()  # never stale data that looks valid
+    index.fill_(3)
+    g.replay()
+    torch.testing.assert_close(rows.cpu(), table.cpu()[[3, 3]])
+
+
+def test_make_graphed_callables_trains_like_eager():
+    def build():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.LayerNorm(32), nn.Linear(32, 4)).npu()
+
+    eager, graphed = build(), build()
+    x = torch.randn(8, 16, device="npu", requires_grad=True)
+    graphed = torch.npu.make_graphed_callables(graphed, (x,))
+    opt_e = torch.optim.SGD(eager.parameters(), lr=0.1)
+    opt_g = torch.optim.SGD(graphed.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(1)
+    for _ in range(4):
+        data = torch.randn(8, 16, generator=g).npu().requires_grad_()
+        target = torch.randn(8, 4, generator=g).npu()
+        for model, opt in ((eager, opt_e), (graphed, opt_g)):
+            opt.zero_grad()
+            inp = data.detach().clone().requires_grad_()
+            loss = ((model(inp) - target) ** 2).mean()
+            loss.backward()
+            opt.step()
+            model._last = (loss.detach(), inp.grad)
+        torch.testing.assert_close(graphed._last[0].cpu(), eager._last[0].cpu(), rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(graphed._last[1].cpu(), eager._last[1].cpu(), rtol=1e-5, atol=1e-6)
+    for pe, pg in zip(eager.parameters(), graphed.parameters()):
+        torch.testing.assert_close(pg.cpu(), pe.cpu(), rtol=1e-5, atol=1e-6)
+    graphed.eval()  # the other mode runs eagerly
+    torch.testing.assert_close(graphed(x).cpu(), eager.eval()(x).cpu(), rtol=1e-5, atol=1e-6)
+
+
+def test_make_graphed_callables_rejects_modules_with_hooks():
+    m = nn.Linear(4, 4).npu()
+    m.register_forward_hook(lambda *a: None)
+    with pytest.raises(RuntimeError, match="must not have hooks"):
+        torch.npu.make_graphed_callables(m, (torch.randn(2, 4, device="npu"),))
+
+
+def test_mem_pool_routes_allocations_and_returns_its_memory():
+    pool = torch.npu.MemPool()
+    assert pool.use_count() == 1
+    gc.collect()
+    torch.npu.empty_cache()
+    before = torch.npu.memory_reserved()
+    with torch.npu.use_mem_pool(pool):
+        inside = torch.empty(4 * 1024 * 1024, dtype=torch.uint8, device="npu")
+    outside = torch.empty(4 * 1024 * 1024, dtype=torch.uint8, device="npu")
+    assert torch.npu.memory_reserved() > before
+    del inside
+    gc.collect()
+    # The pool's freed block is not reused outside it.
+    again = torch.empty(4 * 1024 * 1024, dtype=torch.uint8, device="npu")
+    assert again.data_ptr() != outside.data_ptr()
+    del pool, again, outside
+    gc.collect()
+    torch.npu.empty_cache()
+    assert torch.npu.memory_reserved() == before
+    with pytest.raises(NotImplementedError, match="pluggable allocators"):
+        torch.npu.MemPool(allocator=object())

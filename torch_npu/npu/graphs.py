@@ -1,0 +1,279 @@
+"""NPU graphs: capture the work launched on a stream once, replay it for a
+fraction of eager's host cost (torch.npu.NPUGraph, torch.npu.graph,
+torch.npu.make_graphed_callables), with CUDA graphs' semantics.
+
+A capture records the tasks launched on the capturing stream instead of
+running them, and takes their memory from a private pool; a replay launches
+all of them as one task on the current stream, on the addresses of capture
+time. Refill static inputs in place before a replay, read static outputs
+after it. What cannot be captured raises "operation not permitted when
+stream is capturing": synchronizing ops (.item(), printing, data-dependent
+shapes), copies between host and device, CPU fallbacks, random ops and event
+records on the capturing stream. See docs/graph_mode.md.
+"""
+
+import gc
+import typing
+
+import torch
+import torch.utils._pytree as pytree
+
+import torch_npu._C as _C
+
+__all__ = [
+    "NPUGraph",
+    "graph",
+    "graph_pool_handle",
+    "is_current_stream_capturing",
+    "make_graphed_callables",
+]
+
+
+def is_current_stream_capturing():
+    """True when NPU graph capture is underway on the current stream."""
+    return _C._npu_isCurrentStreamCapturing()
+
+
+def graph_pool_handle():
+    """An opaque token naming a memory pool that several graphs' captures may share."""
+    return _C._graph_pool_handle()
+
+
+class NPUGraph(_C._NPUGraph):
+    """An NPU graph: ``capture_begin``/``capture_end`` (or ``torch.npu.graph``)
+    record, ``replay`` re-launches, ``reset`` frees the graph and its pool."""
+
+    def __new__(cls, keep_graph=False):
+        return super().__new__(cls)
+
+    def __init__(self, keep_graph=False):
+        super().__init__()
+        self._keep_graph = keep_graph
+        self._debug = False
+
+    def capture_begin(self, pool=None, capture_error_mode="global"):
+        """Begins capturing the current stream's work (prefer ``torch.npu.graph``)."""
+        super().capture_begin(pool=pool, capture_error_mode=capture_error_mode)
+
+    def capture_end(self):
+        """Ends the capture begun by ``capture_begin``."""
+        super().capture_end()
+
+    def instantiate(self):
+        """Makes a ``keep_graph=True`` capture replayable; captures are always ready here."""
+        if self._num_tasks() == 0 and not self._keep_graph:
+            raise RuntimeError("Called NPUGraph::instantiate without a preceding successful capture.")
+
+    def replay(self):
+        """Launches the captured work on the current stream."""
+        super().replay()
+
+    def reset(self):
+        """Deletes the captured graph (after its queued replays) and releases its pool."""
+        super().reset()
+
+    def pool(self):
+        """The id of this graph's memory pool, to share with another capture."""
+        return super().pool()
+
+    def enable_debug_mode(self):
+        """Keeps what ``debug_dump`` writes."""
+        self._debug = True
+
+    def debug_dump(self, debug_path):
+        """Writes the captured tasks, in replay order, as JSON."""
+        import json
+
+        with open(debug_path, "w") as f:
+            json.dump({"tasks": self._task_names()}, f, indent=1)
+
+    def raw_npu_graph(self):
+        raise NotImplementedError("NPUGraph.raw_npu_graph: the virtual NPU has no aclmdlRI handle to return")
+
+
+class graph:
+    """``with torch.npu.graph(g):`` captures the block's NPU work into ``g``.
+
+    Synchronizes the device and empties the cache first, then captures on
+    ``stream`` (default: a side stream shared by all captures) into ``pool``
+    (default: the graph's own).
+    """
+
+    default_capture_stream: typing.Optional["torch.npu.Stream"] = None
+
+    def __init__(self, npu_graph, pool=None, stream=None, auto_dispatch_capture=False,
+                 capture_error_mode: str = "global"):
+        if auto_dispatch_capture:
+            raise NotImplementedError("torch.npu.graph(auto_dispatch_capture=True) (graph updates) is not "
+                                      "supported on the virtual NPU")
+        if self.__class__.default_capture_stream is None:
+            self.__class__.default_capture_stream = torch.npu.Stream()
+        self.pool = () if pool is None else (pool,)
+        self.capture_stream = stream if stream is not None else self.__class__.default_capture_stream
+        self.stream_ctx = torch.npu.stream(self.capture_stream)
+        self.npu_graph = npu_graph
+        self.capture_error_mode = capture_error_mode
+
+    def __enter__(self):
+        torch.npu.synchronize()
+        gc.collect()
+        torch.npu.empty_cache()
+        self.stream_ctx.__enter__()
+        try:
+            self.npu_graph.capture_begin(*self.pool, capture_error_mode=self.capture_error_mode)
+        except BaseException:
+            self.stream_ctx.__exit__(None, None, None)
+            raise
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        try:
+            if exc_type is None:
+                self.npu_graph.capture_end()
+            else:
+                # The capture failed: drop it, so the original error is what the user sees.
+                self.npu_graph.reset()
+        finally:
+            self.stream_ctx.__exit__(exc_type, exc_value, traceback)
+
+
+def make_graphed_callables(callables, sample_args, num_warmup_iters=3, allow_unused_input=False, pool=None):
+    """Graphed versions of callables (functions or modules): each call replays
+    a captured forward graph inside one autograd node whose backward replays a
+    captured backward graph. Several callables share one memory pool and must
+    run in the order given. Inputs' shapes, dtypes and requires_grad must
+    match ``sample_args``; modules must have no hooks."""
+    if torch.is_autocast_enabled() and torch.is_autocast_cache_enabled():
+        raise RuntimeError("make_graphed_callables does not support the autocast caching. Please set "
+                           "`cache_enabled=False`.")
+    just_one = not isinstance(callables, tuple)
+    if just_one:
+        callables = (callables,)
+        sample_args = (sample_args,)
+
+    flat_args, static_inputs = [], []
+    for c, args in zip(callables, sample_args):
+        if isinstance(c, torch.nn.Module):
+            if c._backward_hooks or c._forward_hooks or c._forward_pre_hooks:
+                raise RuntimeError("Modules must not have hooks registered at the time they are passed. "
+                                   "However, registering hooks on modules after passing them through "
+                                   "make_graphed_callables is allowed.")
+            if any(b.requires_grad for b in c.buffers()):
+                raise RuntimeError("In any :class:`~torch.nn.Module` passed to make_graphed_callables, only "
+                                   "parameters may be trainable. All buffers must have requires_grad=False.")
+        leaves, _ = pytree.tree_flatten(args)
+        if not all(isinstance(a, torch.Tensor) for a in leaves):
+            raise TypeError("In the beta API, sample_args for each callable must contain only Tensors. "
+                            "Other types are not allowed.")
+        flat_args.append(tuple(leaves))
+        params = tuple(c.parameters()) if isinstance(c, torch.nn.Module) else ()
+        static_inputs.append(tuple(leaves) + params)
+
+    mempool = graph_pool_handle() if pool is None else pool
+    fwd_graphs = [NPUGraph() for _ in callables]
+    bwd_graphs = [NPUGraph() for _ in callables]
+
+    def needs_grad(tensors):
+        return tuple(t for t in tensors if t.requires_grad)
+
+    # Warm up on a side stream (first launches validate their arguments,
+    # lazy state gets built), so the captures record steady-state work.
+    torch.npu.synchronize()
+    side = torch.npu.Stream()
+    side.wait_stream(torch.npu.current_stream())
+    def warm_up(c, args, inputs):
+        # Nothing of the warm-up's autograd graph may outlive this call: its
+        # AccumulateGrad nodes would remember the side stream, and the
+        # captured backward would then have to synchronize with it.
+        outputs = [o for o in pytree.tree_leaves(c(*args)) if isinstance(o, torch.Tensor) and o.requires_grad]
+        if outputs and needs_grad(inputs):
+            torch.autograd.grad(outputs, needs_grad(inputs), grad_outputs=tuple(torch.empty_like(o) for o in outputs),
+                                only_inputs=True, allow_unused=allow_unused_input)
+
+    with torch.npu.stream(side):
+        for c, args, inputs in zip(callables, sample_args, static_inputs):
+            for _ in range(num_warmup_iters):
+                warm_up(c, args, inputs)
+    torch.npu.current_stream().wait_stream(side)
+    torch.npu.synchronize()
+
+    # Forward graphs in order, then backward graphs in reverse order, all in one pool.
+    static_outputs_all, output_specs = [], []
+    for c, args, fwd_graph in zip(callables, sample_args, fwd_graphs):
+        with graph(fwd_graph, pool=mempool):
+            outputs = c(*args)
+        flat_outputs, spec = pytree.tree_flatten(outputs)
+        static_outputs_all.append(tuple(flat_outputs))
+        output_specs.append(spec)
+
+    static_grad_outputs_all, static_grad_inputs_all = [], []
+    for static_inputs_c, static_outputs, bwd_graph in zip(reversed(static_inputs), reversed(static_outputs_all),
+                                                           reversed(bwd_graphs)):
+        static_grad_outputs = tuple(torch.empty_like(o) if isinstance(o, torch.Tensor) and o.requires_grad
+                                    else None for o in static_outputs)
+        outputs_needing = tuple(o for o in static_outputs if isinstance(o, torch.Tensor) and o.requires_grad)
+        inputs_needing = needs_grad(static_inputs_c)
+        grads = ()
+        if outputs_needing and inputs_needing:
+            with graph(bwd_graph, pool=mempool):
+                grads = torch.autograd.grad(outputs_needing, inputs_needing,
+                                            grad_outputs=tuple(g for g in static_grad_outputs if g is not None),
+                                            only_inputs=True, allow_unused=allow_unused_input)
+        grads = iter(grads)
+        static_grad_inputs = tuple(next(grads) if t.requires_grad else None for t in static_inputs_c)
+        static_grad_outputs_all.append(static_grad_outputs)
+        static_grad_inputs_all.append(static_grad_inputs)
+    static_grad_outputs_all.reverse()
+    static_grad_inputs_all.reverse()
+    # Free the captured autograd graphs (the replays need only the storage):
+    # their AccumulateGrad nodes would otherwise outlive the capture and ask
+    # every eager backward to synchronize with the capture stream.
+    static_outputs_all = [tuple(o.detach() if isinstance(o, torch.Tensor) else o for o in outs)
+                          for outs in static_outputs_all]
+    del outputs, grads
+
+    def make_graphed_autograd_function(fwd_graph, bwd_graph, num_user_args, static_inputs_c, static_outputs,
+                                       static_grad_outputs, static_grad_inputs, spec):
+        class Graphed(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, *inputs):
+                for i in range(num_user_args):
+                    if static_inputs_c[i].data_ptr() != inputs[i].data_ptr():
+                        static_inputs_c[i].copy_(inputs[i])
+                fwd_graph.replay()
+                return tuple(o.detach() for o in static_outputs)
+
+            @staticmethod
+            @torch.autograd.function.once_differentiable
+            def backward(ctx, *grads):
+                for g, static_g in zip(grads, static_grad_outputs):
+                    if static_g is not None and g is not None and g.data_ptr() != static_g.data_ptr():
+                        static_g.copy_(g)
+                bwd_graph.replay()
+                return tuple(b.detach() if b is not None else None for b in static_grad_inputs)
+
+        def functionalized(*user_args):
+            flat, _ = pytree.tree_flatten(user_args)
+            outputs = Graphed.apply(*(tuple(flat) + tuple(static_inputs_c[num_user_args:])))
+            return pytree.tree_unflatten(list(outputs), spec)
+
+        return functionalized
+
+    graphed = []
+    for i, c in enumerate(callables):
+        fn = make_graphed_autograd_function(fwd_graphs[i], bwd_graphs[i], len(flat_args[i]), static_inputs[i],
+                                            static_outputs_all[i], static_grad_outputs_all[i],
+                                            static_grad_inputs_all[i], output_specs[i])
+        if isinstance(c, torch.nn.Module):
+            def forward_for(module, graphed_fn, eager_forward, training_at_capture):
+                def forward(*args, **kwargs):
+                    # The graphs were captured in one training mode; the other runs eagerly.
+                    if module.training == training_at_capture:
+                        return graphed_fn(*args, **kwargs)
+                    return eager_forward(*args, **kwargs)
+                return forward
+
+            c.forward = forward_for(c, fn, c.forward, c.training)
+            graphed.append(c)
+        else:
+            graphed.append(fn)
+    return graphed[0] if just_one else tuple(graphed)
