@@ -9,6 +9,12 @@ compiled npu (backend "npu", torchair's API), eager cpu and compiled cpu,
 with the ratios compiled-npu/eager-npu (target <= 0.6) and
 compiled-npu/compiled-cpu (target <= 1.05); then the first-call (compile)
 time on npu and on cpu. A step is timed to the end of its device work.
+
+Then NPU graphs: the whole eager step (forward, backward, SGD) captured
+once in a torch.npu.NPUGraph and replayed, against eager npu: the host time
+to issue one step (target <= 0.3), and the step time to the end of its
+device work; also torchair's "reduce-overhead" mode (compiled graphs
+replayed as NPU graphs) against compiled npu.
 """
 
 import argparse
@@ -70,12 +76,87 @@ def time_steps(step, sync, x, steps):
     return best, first
 
 
+def graphed_whole_step(model, x):
+    """CUDA graphs' whole-network capture: warm up on a side stream, capture
+    forward + backward + optimizer step once; a step is then one replay."""
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    static_x = x.clone()
+    side = torch.npu.Stream()
+    side.wait_stream(torch.npu.current_stream())
+    with torch.npu.stream(side):
+        for _ in range(3):
+            opt.zero_grad(set_to_none=True)
+            model(static_x).square().mean().backward()
+            opt.step()
+    torch.npu.current_stream().wait_stream(side)
+    graph = torch.npu.NPUGraph()
+    opt.zero_grad(set_to_none=True)
+    with torch.npu.graph(graph):
+        static_loss = model(static_x).square().mean()
+        static_loss.backward()
+        opt.step()
+
+    def step(batch):
+        static_x.copy_(batch)
+        graph.replay()
+        return static_loss
+
+    return step
+
+
+def host_time(step, x, steps):
+    """Seconds for the host to issue one step (its device work may still run)."""
+    torch.npu.synchronize()
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            step(x)
+        best = min(best, (time.perf_counter() - t0) / steps)
+        torch.npu.synchronize()
+    return best
+
+
+def graphs_section(args):
+    import torchair
+
+    print(f"\nNPU graphs, same step; eager vs the whole step captured and replayed; ms")
+    print(f"{'d':>5} {'eager host':>11} {'graph host':>11} {'host ratio':>11} {'eager step':>11} {'graph step':>11}"
+          f" {'step ratio':>11} {'ind npu':>9} {'ro npu':>9} {'ro/ind':>7}")
+    for d in [int(v) for v in args.dims.split(",")]:
+        torch.manual_seed(0)
+        base = Block(d)
+        x = torch.randn(args.batch, d).npu()
+        eager_step, sync = make_step(copy.deepcopy(base).npu(), "npu")
+        time_steps(eager_step, sync, x, 3)
+        graph_step = graphed_whole_step(copy.deepcopy(base).npu(), x)
+        eager_host, graph_host = host_time(eager_step, x, args.steps), host_time(graph_step, x, args.steps)
+        eager_total = time_steps(eager_step, sync, x, args.steps)[0]
+        graph_total = time_steps(graph_step, sync, x, args.steps)[0]
+        compiled = {}
+        for name, mode in (("ind", "max-autotune"), ("ro", "reduce-overhead")):
+            torch._dynamo.reset()
+            config = torchair.CompilerConfig()
+            config.mode = mode
+            model = torch.compile(copy.deepcopy(base).npu(), backend=torchair.get_npu_backend(compiler_config=config))
+            step, sync = make_step(model, "npu")
+            time_steps(step, sync, x, 2)  # warm-up, capture
+            compiled[name] = time_steps(step, sync, x, args.steps)[0]
+        print(f"{d:>5} {eager_host * 1e3:>11.3f} {graph_host * 1e3:>11.3f} {graph_host / eager_host:>11.3f}"
+              f" {eager_total * 1e3:>11.3f} {graph_total * 1e3:>11.3f} {graph_total / eager_total:>11.2f}"
+              f" {compiled['ind'] * 1e3:>9.3f} {compiled['ro'] * 1e3:>9.3f} {compiled['ro'] / compiled['ind']:>7.2f}")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--dims", default="64,128,256")
     parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--only-graphs", action="store_true", help="just the NPU graphs section")
     args = parser.parse_args()
+    if args.only_graphs:
+        graphs_section(args)
+        return
     import torchair
 
     print(f"training step of a 2-layer LN/GELU-MLP block, batch {args.batch}; ms per step (best of 3 x {args.steps})")
@@ -101,6 +182,7 @@ def main():
         print(f"{d:>5} {ms['eager npu']:>10.3f} {ms['ind npu']:>9.3f} {ms['npu bknd']:>9.3f} {ms['eager cpu']:>10.3f}"
               f" {ms['ind cpu']:>9.3f} {ms['ind npu'] / ms['eager npu']:>14.2f} {ms['ind npu'] / ms['ind cpu']:>12.2f}"
               f" {results['ind npu'][1]:>14.1f} {results['ind cpu'][1]:>14.1f}")
+    graphs_section(args)
 
 
 if __name__ == "__main__":

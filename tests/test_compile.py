@@ -2,6 +2,7 @@
 (torch_npu/_inductor), the "npu" backend with torchair's API, and the errors.
 Every check is compiled against eager (npu, or cpu as the reference)."""
 
+import copy
 import os
 
 import pytest
@@ -276,8 +277,7 @@ def test_torchair_config_options_and_errors():
     with pytest.raises(TypeError, match="CompilerConfig"):
         torchair.get_npu_backend(compiler_config={"mode": "max-autotune"})
     config.mode = "reduce-overhead"
-    with pytest.raises(NotImplementedError, match="NPU graph"):
-        torchair.get_npu_backend(compiler_config=config)
+    torchair.get_npu_backend(compiler_config=config)  # NPU graphs: see test_npu_graph_modes_*
 
 
 @pytest.mark.parametrize("kind", ["txt", "py"])
@@ -307,8 +307,77 @@ def test_torchair_run_eagerly_and_pbtxt():
         torch.compile(lambda a: a * 2, backend=torchair.get_npu_backend(compiler_config=config))(x)
 
 
-def test_npugraph_backends_say_they_are_not_supported_yet():
-    for name in ("npugraph_ex", "npugraphs"):
-        torch._dynamo.reset()
-        with pytest.raises(Exception, match="NPU graph"):
-            torch.compile(lambda a: a + 1, backend=name)(torch.ones(2, device="npu"))
+class _CountGraphs:
+    """Counts NPU graph captures and replays while active."""
+
+    def __enter__(self):
+        import torch_npu.npu.graphs as graphs
+        self.graphs, self.captures, self.replays = graphs, 0, 0
+        self.begin, self.replay = graphs.NPUGraph.capture_begin, graphs.NPUGraph.replay
+        counter = self
+
+        def begin(graph, *args, **kwargs):
+            counter.captures += 1
+            return counter.begin(graph, *args, **kwargs)
+
+        def replay(graph):
+            counter.replays += 1
+            return counter.replay(graph)
+
+        graphs.NPUGraph.capture_begin, graphs.NPUGraph.replay = begin, replay
+        return self
+
+    def __exit__(self, *exc):
+        self.graphs.NPUGraph.capture_begin, self.graphs.NPUGraph.replay = self.begin, self.replay
+
+
+def _graph_backend(name):
+    import torchair
+    if name in ("npugraph_ex", "npugraphs"):
+        return name
+    config = torchair.CompilerConfig()
+    config.mode = name
+    return torchair.get_npu_backend(compiler_config=config)
+
+
+@pytest.mark.parametrize("backend", ["reduce-overhead", "npugraph_ex", "npugraphs", "inductor-reduce-overhead"])
+def test_npu_graph_modes_train_like_eager_and_replay(backend):
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.LayerNorm(32), nn.Linear(32, 4)).npu()
+    reference = copy.deepcopy(model)
+    if backend == "inductor-reduce-overhead":
+        compiled = torch.compile(model, mode="reduce-overhead")
+    else:
+        compiled = torch.compile(model, backend=_graph_backend(backend))
+    g = torch.Generator().manual_seed(1)
+    with _CountGraphs() as count:
+        for _ in range(5):
+            x = torch.randn(8, 16, generator=g).npu()
+            model.zero_grad()
+            reference.zero_grad()
+            out = compiled(x)
+            out.square().sum().backward()
+            want = reference(x)
+            want.square().sum().backward()
+            assert close(out, want, 1e-5)
+            for p, q in zip(model.parameters(), reference.parameters()):
+                assert close(p.grad, q.grad, 1e-4)
+        # Forward and backward each: warmed up, captured once, then replayed.
+        assert count.captures == 2 and count.replays == 8
+        with torch.no_grad():
+            kept = [compiled(torch.full((8, 16), float(i), device="npu")) for i in range(2)]
+    # Results of earlier calls survive later replays.
+    with torch.no_grad():
+        assert close(kept[0], reference(torch.zeros(8, 16, device="npu")), 1e-5)
+
+
+def test_npu_graph_mode_skips_graphs_it_cannot_capture():
+    torch._dynamo.reset()
+    # A random op cannot be captured (each replay would repeat its numbers).
+    f = torch.compile(lambda a: a * 2 + torch.rand_like(a) * 0, backend="npugraphs")
+    x = torch.tensor([0.0, 1.0, 0.0, 3.0], device="npu")
+    with pytest.warns(UserWarning, match="skipping NPU graphs.*random number generation"):
+        results = [f(x) for _ in range(3)]
+    for r in results:
+        assert r.cpu().tolist() == [0.0, 2.0, 0.0, 6.0]

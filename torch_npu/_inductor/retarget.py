@@ -117,7 +117,7 @@ def compiling_device_index():
     return _compiling.index
 
 
-def _retargeting_inner(inner, index):
+def _retargeting_inner(inner, index, npu_graphs=False):
     @functools.wraps(inner)
     def compile_for_cpu(gm, example_inputs, *args, **kwargs):
         if graph_device_index(example_inputs) != index or _has_npu_constants(gm):
@@ -132,7 +132,14 @@ def _retargeting_inner(inner, index):
         tag = f"{torch.compiler.config.cache_key_tag}|torch_npu:retargeted-to-npu:{index}"
         with _cpu_codegen_is_npus(index), torch.compiler.config.patch(cache_key_tag=tag), \
                 torch._inductor.config.patch(**{"cpp.weight_prepack": False}):
-            return inner(gm, cpu_inputs, *args, **kwargs)
+            compiled = inner(gm, cpu_inputs, *args, **kwargs)
+        if npu_graphs:
+            # mode="reduce-overhead": what CUDA graphs are to cuda, NPU graphs are here.
+            from torch_npu._inductor.npugraph_runner import NpuGraphRunner
+            return NpuGraphRunner(compiled, kwargs.get("static_input_idxs") or (),
+                                  getattr(compiled, "mutated_input_idxs", ()) or (),
+                                  name="backward graph" if kwargs.get("is_backward") else "graph")
+        return compiled
 
     return compile_for_cpu
 
@@ -148,8 +155,17 @@ def _wrap_compile_fx(module):
         index = graph_device_index(example_inputs_)
         if index is None or getattr(inner, "_npu_retargeting", False):
             return original(model_, example_inputs_, inner, *args, **kwargs)
-        retargeting = _retargeting_inner(inner, index)
+        # mode="reduce-overhead" turns cudagraphs on; Inductor turns it off
+        # again for a CPU graph, so decide here, for forward and backward.
+        patches = kwargs.get("config_patches") or {}
+        npu_graphs = bool(patches.get("triton.cudagraphs", torch._inductor.config.triton.cudagraphs))
+        retargeting = _retargeting_inner(inner, index, npu_graphs)
         retargeting._npu_retargeting = True
+        if npu_graphs:
+            # NPU graphs wrap each compiled graph as it is compiled; a hit in
+            # AOTAutograd's cache would skip that (FX graph cache hits do not).
+            with torch._functorch.config.patch(enable_autograd_cache=False):
+                return original(model_, example_inputs_, retargeting, *args, **kwargs)
         return original(model_, example_inputs_, retargeting, *args, **kwargs)
 
     compile_fx._npu_retargeting = True

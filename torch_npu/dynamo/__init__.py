@@ -5,8 +5,10 @@ with real torch_npu, which ships torchair inside it. Dynamo backends:
 
 - ``"npu"``: torchair's backend (``torchair.get_npu_backend()``), compiled
   by Inductor for npu underneath (torch_npu/_inductor);
-- ``"npugraph_ex"`` / ``"npugraphs"``: NPU-graph replay, not supported yet
-  (they raise, naming what to use instead).
+- ``"npugraph_ex"``: torchair's mode of that name (Inductor's graphs, each
+  replayed as an NPU graph, torch_npu/_inductor/npugraph_runner.py);
+- ``"npugraphs"``: the eager FX graphs replayed as NPU graphs (torch's
+  "cudagraphs" backend for npu).
 """
 
 import importlib
@@ -51,5 +53,16 @@ def npugraph_ex(gm, example_inputs, **kwargs):
 
 
 def npugraphs(gm, example_inputs, **kwargs):
-    raise NotImplementedError("the 'npugraphs' backend captures NPU graphs (torch.npu.NPUGraph), which vNPU does "
-                              "not support yet; use backend='npu' or 'inductor'")
+    """torch's "cudagraphs" backend for npu: the eager FX graphs of forward and
+    backward (AOTAutograd), each replayed as an NPU graph, no Inductor."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+    from torch_npu._inductor.npugraph_runner import NpuGraphRunner
+
+    def forward_compiler(fx, inputs):
+        return NpuGraphRunner(make_boxed_func(fx), name="graph")
+
+    def backward_compiler(fx, inputs):
+        return NpuGraphRunner(make_boxed_func(fx), name="backward graph")
+
+    return aot_autograd(fw_compiler=forward_compiler, bw_compiler=backward_compiler)(gm, example_inputs, **kwargs)

@@ -29,17 +29,22 @@ def get_npu_backend(*, compiler_config=None):
     if not isinstance(config, CompilerConfig):
         raise TypeError(f"compiler_config should be a torchair.CompilerConfig, got {type(config).__name__}")
     mode = config.mode.value
-    if mode in ("reduce-overhead", "npugraph_ex"):
-        raise NotImplementedError(f"torchair mode {mode!r} replays the compiled graph as an NPU graph "
-                                  "(torch.npu.NPUGraph), which vNPU does not support yet; use the default "
-                                  "mode 'max-autotune'")
 
     def backend(gm, example_inputs, **kwargs):
         if config.debug.graph_dump.enabled:
             _dump_graph(gm, config.debug.graph_dump)
         if config.debug.run_eagerly:
             return gm.forward
-        from torch._inductor.compile_fx import compile_fx
-        return compile_fx(gm, example_inputs, **kwargs)
+        from torch._inductor import compile_fx as inductor
+        if mode in ("reduce-overhead", "npugraph_ex"):
+            # The same compiled graphs, each replayed as an NPU graph.
+            from torch_npu._inductor.npugraph_runner import npugraph_inner_compile
+            kwargs.setdefault("inner_compile", npugraph_inner_compile(inductor.compile_fx_inner))
+            # A hit in AOTAutograd's cache would skip the wrapping (FX graph
+            # cache hits do not).
+            import torch._functorch.config as functorch_config
+            with functorch_config.patch(enable_autograd_cache=False):
+                return inductor.compile_fx(gm, example_inputs, **kwargs)
+        return inductor.compile_fx(gm, example_inputs, **kwargs)
 
     return backend

@@ -1,0 +1,167 @@
+"""Replaying compiled graphs as NPU graphs: torchair's "reduce-overhead" and
+"npugraph_ex" modes and the "npugraphs" dynamo backend (what Inductor's
+cudagraphify is for CUDA).
+
+``NpuGraphRunner`` wraps one compiled (or eager FX) graph with boxed inputs.
+Per input signature (shapes, strides, dtypes, and the values of non-tensor
+inputs, which captured kernels bake in) it
+
+1. runs the graph normally on the first call (warm-up: first launches check
+   their arguments, lazy state gets built);
+2. on the second call, captures it into a ``torch.npu.NPUGraph``: inputs
+   that keep their address from call to call (parameters and buffers:
+   Inductor's ``static_input_idxs``, or ``nn.Parameter`` s) are used in
+   place, the others are copied into static buffers of the graph;
+3. from then on copies the non-static inputs into those buffers and replays.
+
+Outputs are returned as fresh tensors (one device copy each): the graph's
+static outputs are overwritten by the next replay, while callers (and
+AOTAutograd's saved activations) may keep results across calls.
+
+Graphs that cannot be captured (a CPU fallback, a random op, a sync inside)
+or that mutate a non-static input run without NPU graphs from then on, with
+one warning naming the reason, as Inductor does when it skips cudagraphs.
+"""
+
+import functools
+import warnings
+
+import torch
+
+__all__ = ["NpuGraphRunner", "npugraph_inner_compile"]
+
+
+def _signature(args):
+    key = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            key.append((tuple(a.shape), tuple(a.stride()), a.dtype, a.device))
+        else:
+            key.append(("value", a))
+    return tuple(key)
+
+
+class _Recorded:
+    """One captured graph: its static inputs and outputs."""
+
+    def __init__(self, graph, static_inputs, outputs, copied):
+        self.graph = graph
+        self.static_inputs = static_inputs
+        self.outputs = outputs
+        self.copied = copied  # indices of inputs copied into static buffers
+
+
+class NpuGraphRunner:
+    """A boxed callable (``runner(list_of_inputs)``) replaying ``compiled``."""
+
+    _boxed_call = True
+
+    def __init__(self, compiled, static_input_idxs=(), mutated_input_idxs=(), name="graph"):
+        self.compiled = compiled
+        self.static_input_idxs = frozenset(static_input_idxs)
+        self.mutated_input_idxs = frozenset(mutated_input_idxs)
+        self.name = name
+        self.pool = None
+        self.seen = {}  # signature -> input addresses at its warm-up call
+        self.demoted = set()  # static by Inductor's account, but their address moves
+        self.recorded = {}
+        self.disabled_reason = None
+        # An instance attribute, so that the wrappers AOTAutograd puts around
+        # a compiled graph (functools.wraps copies __dict__) see it too.
+        self._boxed_call = True
+
+    def _call_compiled(self, args):
+        if getattr(self.compiled, "_boxed_call", False):
+            return self.compiled(list(args))
+        return self.compiled(*args)
+
+    def _disable(self, reason):
+        self.disabled_reason = reason
+        warnings.warn(f"torch_npu: skipping NPU graphs for {self.name}: {reason}; it runs without NPU graphs")
+
+    def _is_static(self, i, a):
+        if i in self.demoted:
+            return False
+        return i in self.static_input_idxs or isinstance(a, torch.nn.Parameter) or getattr(a, "_is_param", False)
+
+    def _record(self, args):
+        npu_tensors = [a for a in args if isinstance(a, torch.Tensor) and a.device.type == "npu"]
+        if not npu_tensors or any(isinstance(a, torch.Tensor) and a.device.type != "npu" for a in args):
+            self._disable("its inputs are not all npu tensors")
+            return None
+        mutated_copies = [i for i in self.mutated_input_idxs if not self._is_static(i, args[i])]
+        if mutated_copies:
+            self._disable(f"it mutates inputs {sorted(mutated_copies)}, which are not static")
+            return None
+        static_inputs, copied = list(args), []
+        for i, a in enumerate(args):
+            if isinstance(a, torch.Tensor) and not self._is_static(i, a):
+                buf = torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=a.device)
+                buf.copy_(a)
+                static_inputs[i] = buf
+                copied.append(i)
+        if self.pool is None:
+            self.pool = torch.npu.graph_pool_handle()
+        graph = torch.npu.NPUGraph()
+        try:
+            with torch.npu.graph(graph, pool=self.pool):
+                outputs = self._call_compiled(static_inputs)
+        except RuntimeError as e:
+            if "stream is capturing" not in str(e):
+                raise
+            self._disable(str(e).splitlines()[0])
+            return None
+        return _Recorded(graph, static_inputs, outputs, copied)
+
+    def __call__(self, *call_args):
+        # Boxed (one list, which the callee may clear) or plain arguments: the
+        # callers of compiled graphs use both, depending on their wrappers.
+        boxed = len(call_args) == 1 and isinstance(call_args[0], list)
+        args = call_args[0] if boxed else list(call_args)
+        if self.disabled_reason is not None:
+            return self._call_compiled(args)
+        key = _signature(args)
+        recorded = self.recorded.get(key)
+        if recorded is None:
+            if key not in self.seen:
+                self.seen[key] = [a.data_ptr() if isinstance(a, torch.Tensor) else None for a in args]
+                return self._call_compiled(args)
+            # Inputs Inductor calls static whose address changed since the
+            # warm-up (a backward's saved activations: this runner's outputs
+            # are fresh tensors each call) are copied like the others.
+            for i, (a, then) in enumerate(zip(args, self.seen[key])):
+                if isinstance(a, torch.Tensor) and a.data_ptr() != then:
+                    self.demoted.add(i)
+            recorded = self._record(args)
+            if recorded is None:
+                return self._call_compiled(args)
+            self.recorded[key] = recorded
+        else:
+            for i in recorded.copied:
+                recorded.static_inputs[i].copy_(args[i])
+            for i, a in enumerate(args):
+                if i not in recorded.copied and isinstance(a, torch.Tensor) and \
+                        a.data_ptr() != recorded.static_inputs[i].data_ptr():
+                    # A static input moved (a parameter was replaced): record again.
+                    del self.recorded[key]
+                    self.demoted.add(i)
+                    return self(args)
+        if hasattr(args, "clear"):
+            args.clear()  # boxed convention: the callee frees its inputs
+        recorded.graph.replay()
+        return [o.clone() if isinstance(o, torch.Tensor) else o for o in recorded.outputs]
+
+
+def npugraph_inner_compile(inner):
+    """Wraps Inductor's compile_fx_inner so each compiled graph (forward and
+    backward) replays as an NPU graph."""
+
+    @functools.wraps(inner)
+    def compile_inner(gm, example_inputs, *args, **kwargs):
+        compiled = inner(gm, example_inputs, *args, **kwargs)
+        static = kwargs.get("static_input_idxs") or ()
+        mutated = getattr(compiled, "mutated_input_idxs", ()) or ()
+        name = "backward graph" if kwargs.get("is_backward") else "graph"
+        return NpuGraphRunner(compiled, static, mutated, name=name)
+
+    return compile_inner
