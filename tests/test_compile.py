@@ -381,3 +381,48 @@ def test_npu_graph_mode_skips_graphs_it_cannot_capture():
         results = [f(x) for _ in range(3)]
     for r in results:
         assert r.cpu().tolist() == [0.0, 2.0, 0.0, 6.0]
+
+# --- graph mode: set_compile_mode(jit_compile=...) and torch.npu.jit_compile --
+
+def test_jit_compile_switches_opted_in_modules_between_eager_and_graph_mode():
+    from torch._dynamo.utils import counters
+    torch._dynamo.reset()
+    counters.clear()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4)).npu()
+    plain = copy.deepcopy(model)
+    keys = list(model.state_dict())
+    assert torch.npu.jit_compile(model) is model and list(model.state_dict()) == keys
+    x = torch.randn(3, 8, device="npu")
+    try:
+        torch.npu.set_compile_mode(jit_compile=False)
+        eager = model(x)
+        assert counters["stats"]["unique_graphs"] == 0  # eager mode: nothing compiled
+        torch.npu.jit_compile = True  # seed 001's spelling of set_compile_mode(jit_compile=True)
+        assert not torch.npu.is_jit_compile_false() and callable(torch.npu.jit_compile)
+        graph = model(x)
+        assert counters["stats"]["unique_graphs"] == 1  # graph mode: compiled by the "npu" backend
+        assert close(graph, eager) and close(graph, plain(x))
+        plain(x)  # modules not opted in stay eager
+        assert counters["stats"]["unique_graphs"] == 1
+    finally:
+        torch.npu.set_compile_mode(jit_compile=False)
+    with pytest.raises(TypeError, match="not a mode switch"):
+        torch.npu.jit_compile(True)
+
+    @torch.npu.jit_compile(fullgraph=True)
+    def f(a):
+        return a.sin() * 2
+    torch.npu.set_compile_mode(jit_compile=True)
+    try:
+        assert close(f(x), x.cpu().sin() * 2)
+    finally:
+        torch.npu.set_compile_mode(jit_compile=False)
+
+
+def test_jit_compile_default_follows_the_chip():
+    from conftest import run_python
+    code = "import torch, torch_npu; print(torch.npu.is_jit_compile_false())"
+    for chip, expected in (("Ascend910A", "False"), ("Ascend310P3", "False"), ("Ascend910B2", "True")):
+        r = run_python(code, timeout=120, VNPU_CHIP=chip)
+        assert r.returncode == 0 and r.stdout.strip().endswith(expected), (chip, r.stdout, r.stderr[-500:])

@@ -1,5 +1,7 @@
 """torch.npu: device, stream, memory, RNG and option APIs (mirrors torch.cuda)."""
 
+import sys
+
 from torch_npu.npu.device import (  # noqa: F401
     _NPUDeviceProperties, _lazy_init, current_device, device, device_count, device_of,
     get_device_capability, get_device_name, get_device_properties, get_soc_version,
@@ -20,9 +22,8 @@ from torch_npu.npu.random import (  # noqa: F401
     default_generators, get_rng_state, get_rng_state_all, initial_seed, manual_seed,
     manual_seed_all, seed, seed_all, set_rng_state, set_rng_state_all,
 )
-from torch_npu.npu.options import (  # noqa: F401
-    fallback_counts, get_option, is_jit_compile_false, is_support, set_compile_mode, set_option,
-)
+from torch_npu.npu.options import fallback_counts, get_option, is_support, set_option  # noqa: F401
+from torch_npu.npu.compile_mode import is_jit_compile_false, jit_compile, set_compile_mode  # noqa: F401
 from torch_npu.npu import amp, utils  # noqa: F401
 from torch_npu.npu import config  # noqa: F401
 from torch_npu.npu.backend_config import matmul  # noqa: F401
@@ -74,3 +75,18 @@ def __getattr__(name):
         import torch_npu._inductor as npu_inductor
         return npu_inductor.codegen_classes()[name]
     raise AttributeError(f"module 'torch.npu' has no attribute '{name}'")
+
+
+class _NpuModule(type(sys.modules[__name__])):
+    """``torch.npu.jit_compile = True`` (seed 001's spelling) switches graph
+    mode like set_compile_mode(jit_compile=True); torch.npu.jit_compile
+    stays the function that opts models in."""
+
+    def __setattr__(self, name, value):
+        if name == "jit_compile" and isinstance(value, bool):
+            set_compile_mode(jit_compile=value)
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _NpuModule

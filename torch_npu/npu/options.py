@@ -1,4 +1,4 @@
-"""torch.npu.set_option / is_support / set_compile_mode.
+"""torch.npu.set_option / is_support (set_compile_mode: compile_mode.py).
 
 The options mirror torch_npu's ACL options. The virtual NPU has no graph
 compiler or precision modes, so most values are validated and recorded
@@ -27,7 +27,6 @@ _OPTIONS = {
 }
 
 _values = {}
-_jit_compile = False
 
 
 def _check(key, value):
@@ -66,18 +65,6 @@ def set_option(option, value=None):
 def get_option(key):
     """The value set for ``key`` with set_option, or None."""
     return _values.get(key)
-
-
-def set_compile_mode(jit_compile=False):
-    """Records torch_npu's compile mode flag (the virtual NPU has no op compiler)."""
-    global _jit_compile
-    if not isinstance(jit_compile, bool):
-        raise TypeError(f"jit_compile must be a bool, but got {type(jit_compile).__name__}")
-    _jit_compile = jit_compile
-
-
-def is_jit_compile_false() -> bool:
-    return not _jit_compile
 
 
 _SUPPORTED_KEYS = ("PrivateUse1", "CompositeImplicitAutograd", "CompositeExplicitAutograd",
