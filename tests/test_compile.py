@@ -426,3 +426,33 @@ def test_jit_compile_default_follows_the_chip():
     for chip, expected in (("Ascend910A", "False"), ("Ascend310P3", "False"), ("Ascend910B2", "True")):
         r = run_python(code, timeout=120, VNPU_CHIP=chip)
         assert r.returncode == 0 and r.stdout.strip().endswith(expected), (chip, r.stdout, r.stderr[-500:])
+
+
+# --- subgraphs (control flow) and npu constants --------------------------------
+
+def test_cond_branches_with_extern_kernels_compile_on_npu():
+    def f(x, w):
+        return torch.cond(x.sum() > 0, lambda a, b: (a @ b).relu().sum(1), lambda a, b: (a - 1).cos().sum(1), (x, w))
+    w = torch.randn(8, 8, device="npu")
+    c = torch.compile(f, fullgraph=True)
+    for x in (torch.randn(4, 8).abs(), -torch.randn(4, 8).abs()):
+        x = x.npu()
+        out = c(x, w)
+        assert out.device.type == "npu" and close(out, f(x.cpu(), w.cpu()), 1e-4)
+
+
+def test_while_loop_and_npu_tensor_constants():
+    const = torch.arange(4.0, device="npu")
+    table = nn.Embedding(10, 4).npu()
+
+    def body(i, a):
+        return i + 1, a * 2
+
+    def f(x):
+        idx = torch.tensor([1, 2, 3], device="npu")  # an npu constant of the graph
+        looped = torch._higher_order_ops.while_loop(lambda i, a: i < 3, body, (torch.tensor(0, device="npu"), x))[1]
+        return looped + table(idx) * const + torch.where(x > 0, x, torch.tensor(0.5, device="npu"))
+
+    x = torch.randn(3, 4, device="npu")
+    with torch.no_grad():
+        assert close(torch.compile(f, fullgraph=True)(x), f(x), 1e-5)

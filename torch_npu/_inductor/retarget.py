@@ -85,13 +85,18 @@ def _cpu_twin(value, fake_mode):
 
 
 def _retarget_graph(gm, fake_mode):
-    """npu devices in the nodes' arguments become cpu; so do the fake values."""
+    """npu devices in the nodes' arguments become cpu; so do the fake values,
+    also in the subgraphs (the branches of torch.cond, the bodies of
+    while_loop / invoke_subgraph), which Inductor compiles with the graph."""
     from torch.utils._pytree import tree_map
     for node in gm.graph.nodes:
         node.args = tree_map(_to_cpu_device, node.args)
         node.kwargs = tree_map(_to_cpu_device, node.kwargs)
         if "val" in node.meta:
             node.meta["val"] = tree_map(lambda v: _cpu_twin(v, fake_mode), node.meta["val"])
+    for sub in gm.children():
+        if isinstance(sub, torch.fx.GraphModule):
+            _retarget_graph(sub, fake_mode)
     gm.recompile()
 
 

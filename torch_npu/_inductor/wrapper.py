@@ -9,24 +9,15 @@ views are already npu eager code.
 import torch
 from torch._inductor.codegen.common import DeviceOpOverrides
 from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
-from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
 
 _CPU_BINDING = "async_compile.cpp_pybinding("
 _NPU_BINDING = "npu_cpp_pybinding("
 
 
-class NpuPythonWrapperCodegen(PythonWrapperCodegen):
-    @classmethod
-    def create(cls, is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
-        if is_subgraph:
-            from torch._inductor.codegen.wrapper import SubgraphPythonWrapperCodegen
-            return SubgraphPythonWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
-        return cls()
-
-    def write_header(self) -> None:
-        super().write_header()
-        self.imports.writeline("from torch_npu._inductor.codecache import npu_cpp_pybinding")
-        self.imports.writeline("from torch_npu._C import _empty_strided_npu as empty_strided_npu")
+class _NpuKernels:
+    """What the npu wrappers (of a graph and of its subgraphs: torch.cond
+    branches, while_loop bodies) write differently from the CPU's."""
 
     def make_allocation(self, name, device, dtype, shape, stride, allocation_shape=None, is_pinned=False):
         # A fast path as the CPU's empty_strided_cpu, on the buffer's own device
@@ -54,6 +45,25 @@ class NpuPythonWrapperCodegen(PythonWrapperCodegen):
         if kernel_body.lstrip().startswith(_CPU_BINDING):
             kernel_body = kernel_body.replace(_CPU_BINDING, _NPU_BINDING, 1)
         return super().define_kernel(kernel_name, kernel_body, metadata, gpu, cpp_definition)
+
+
+class NpuSubgraphWrapperCodegen(_NpuKernels, SubgraphPythonWrapperCodegen):
+    """A subgraph's wrapper; it writes into its parent's module (and header)."""
+
+
+class NpuPythonWrapperCodegen(_NpuKernels, PythonWrapperCodegen):
+    subgraph_class = NpuSubgraphWrapperCodegen
+
+    @classmethod
+    def create(cls, is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
+        if is_subgraph:
+            return cls.subgraph_class(subgraph_name, parent_wrapper, partition_signatures)
+        return cls()
+
+    def write_header(self) -> None:
+        super().write_header()
+        self.imports.writeline("from torch_npu._inductor.codecache import npu_cpp_pybinding")
+        self.imports.writeline("from torch_npu._C import _empty_strided_npu as empty_strided_npu")
 
 
 class NpuCppWrapperUnsupported(CppWrapperCpu):
@@ -91,9 +101,28 @@ class NpuDeviceOpOverrides(DeviceOpOverrides):
 
 
 
-class NpuRetargetWrapperCodegen(NpuPythonWrapperCodegen):
+class _RetargetedAllocations:
+    """In an npu graph compiled as a CPU graph (retarget.py), "cpu" buffers
+    live on the graph's npu."""
+
+    def make_allocation(self, name, device, dtype, shape, stride, allocation_shape=None, is_pinned=False):
+        if device.type == "cpu":
+            device = torch.device("npu", self.npu_index)
+        return super().make_allocation(name, device, dtype, shape, stride, allocation_shape, False)
+
+
+class NpuRetargetSubgraphWrapperCodegen(_RetargetedAllocations, NpuSubgraphWrapperCodegen):
+    def __init__(self, *args, **kwargs):
+        from torch_npu._inductor.retarget import compiling_device_index
+        self.npu_index = compiling_device_index()
+        super().__init__(*args, **kwargs)
+
+
+class NpuRetargetWrapperCodegen(_RetargetedAllocations, NpuPythonWrapperCodegen):
     """The wrapper of an npu graph compiled as a CPU graph (retarget.py): its
     "cpu" buffers, and the tensors it makes on "cpu", live on the graph's npu."""
+
+    subgraph_class = NpuRetargetSubgraphWrapperCodegen
 
     def __init__(self):
         from torch_npu._inductor.retarget import compiling_device_index
@@ -107,8 +136,3 @@ class NpuRetargetWrapperCodegen(NpuPythonWrapperCodegen):
         self.header.writeline(f"device = retargeted_device({index})")
         self.header.writeline(f"empty_strided_cpu = lambda size, stride, dtype: "
                               f"empty_strided_npu(size, stride, dtype, {index})")
-
-    def make_allocation(self, name, device, dtype, shape, stride, allocation_shape=None, is_pinned=False):
-        if device.type == "cpu":
-            device = torch.device("npu", self.npu_index)
-        return super().make_allocation(name, device, dtype, shape, stride, allocation_shape, False)
