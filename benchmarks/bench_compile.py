@@ -58,7 +58,7 @@ def make_step(model, device):
     return step, sync
 
 
-def time_steps(step, sync, x, steps):
+def time_steps(step, sync, x, steps, repeats=5):
     t0 = time.perf_counter()
     step(x)  # first call: compiles when compiled
     sync()
@@ -67,7 +67,7 @@ def time_steps(step, sync, x, steps):
         step(x)
     sync()
     best = float("inf")
-    for _ in range(3):
+    for _ in range(repeats):
         t0 = time.perf_counter()
         for _ in range(steps):
             step(x)
@@ -149,7 +149,7 @@ def graphs_section(args):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--dims", default="64,128,256")
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--only-graphs", action="store_true", help="just the NPU graphs section")
@@ -159,7 +159,7 @@ def main():
         return
     import torchair
 
-    print(f"training step of a 2-layer LN/GELU-MLP block, batch {args.batch}; ms per step (best of 3 x {args.steps})")
+    print(f"training step of a 2-layer LN/GELU-MLP block, batch {args.batch}; ms per step (best of 5 x {args.steps})")
     print(f"{'d':>5} {'eager npu':>10} {'ind npu':>9} {'npu bknd':>9} {'eager cpu':>10} {'ind cpu':>9}"
           f" {'ind/eager npu':>14} {'ind npu/cpu':>12} {'compile npu s':>14} {'compile cpu s':>14}")
     for d in [int(v) for v in args.dims.split(",")]:
