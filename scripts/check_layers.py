@@ -7,6 +7,7 @@
     csrc/ops   kernels (+ csrc/amp, the generated kernels): core and ops.
     csrc/distributed  the hccl backend, a sibling of ops: core, ops, c10d.
     csrc/graph   graph mode (compiled kernels on streams), a sibling of ops: core, ops.
+    csrc/profiler  device activity for torch.profiler (Kineto): core and the runtime's trace hook.
     csrc/python  the bindings: everything below, but the runtime only through
                the adaptor (no vnpu::Runtime, vnpu::Device or <vnpu/runtime.h>).
 
@@ -30,6 +31,8 @@ RULES = {
     "ops": (["csrc/ops", "csrc/amp"], ("csrc/python/", "csrc/distributed/", "csrc/graph/", "runtime/include/")),
     "distributed": (["csrc/distributed"], ("csrc/python/", "runtime/include/", "pybind11/", "Python.h")),
     "graph": (["csrc/graph"], ("csrc/python/", "csrc/distributed/", "runtime/include/", "pybind11/", "Python.h")),
+    "profiler": (["csrc/profiler"], ("csrc/python/", "csrc/distributed/", "csrc/graph/", "csrc/ops/", "runtime/include/",
+                                     "pybind11/", "Python.h")),
     "python": (["csrc/python"], ("runtime/include/", "vnpu/runtime.h", "vnpu/stream.h")),
 }
 # Names the bindings may not touch: they reach the runtime through csrc/core.

@@ -52,9 +52,30 @@ vnpu::Block* allocate_block(c10::DeviceIndex device, size_t bytes, vnpu::Stream&
   return with_torch_errors([&] { return allocator->allocate(bytes, stream); });
 }
 
+// torch.profiler(profile_memory=True): each allocation and free of npu
+// memory, with the device's totals after it. Off, it costs a thread-local
+// lookup (frees on stream workers are not seen: the profiler state is the
+// host thread's).
+void report_to_profiler(vnpu::CachingAllocator& allocator, void* address, int64_t signed_bytes) {
+  const auto device = static_cast<c10::DeviceIndex>(allocator.memory().device_index());
+  const vnpu::AllocatorStats stats = allocator.stats();
+  c10::reportMemoryUsageToProfiler(address, signed_bytes, stats.allocated_bytes[vnpu::kAggregateStat].current,
+                                   stats.reserved_bytes[vnpu::kAggregateStat].current, npu_device(device));
+}
+
 void delete_block(void* context) {
   auto* block = static_cast<vnpu::Block*>(context);
-  if (block != nullptr) vnpu::CachingAllocator::owner(block).free(block);
+  if (block == nullptr) return;
+  vnpu::CachingAllocator& owner = vnpu::CachingAllocator::owner(block);
+  if (!c10::memoryProfilingEnabled()) {
+    owner.free(block);
+    return;
+  }
+  // The block may be merged away by the free: read it first.
+  void* address = vnpu::CachingAllocator::address(block);
+  const auto bytes = static_cast<int64_t>(vnpu::CachingAllocator::size(block));
+  owner.free(block);
+  report_to_profiler(owner, address, -bytes);
 }
 
 // Blocks known by their address: caching_allocator_alloc's, and the memory
@@ -122,6 +143,10 @@ class NpuCachingAllocator final : public c10::DeviceAllocator {
       block = with_torch_errors([&] { return pool->allocate(bytes, stream); });  // NPU graphs, MemPool
     } else {
       block = allocate_block(device, bytes, stream);
+    }
+    if (c10::memoryProfilingEnabled()) {
+      report_to_profiler(vnpu::CachingAllocator::owner(block), vnpu::CachingAllocator::address(block),
+                         static_cast<int64_t>(vnpu::CachingAllocator::size(block)));
     }
     return c10::DataPtr(vnpu::CachingAllocator::address(block), block, &delete_block, npu_device(device));
   }

@@ -85,6 +85,8 @@ CachingAllocator::~CachingAllocator() {
 
 void* CachingAllocator::address(const Block* block) { return block->ptr; }
 
+std::size_t CachingAllocator::size(const Block* block) { return block->size; }
+
 CachingAllocator& CachingAllocator::owner(const Block* block) { return *block->owner; }
 
 std::size_t CachingAllocator::round_size(std::size_t bytes) const {

@@ -202,6 +202,8 @@ class CachingAllocator {
   std::size_t round_size(std::size_t bytes) const;
 
   static void* address(const Block* block);
+  // The block's size (its request rounded up).
+  static std::size_t size(const Block* block);
   static CachingAllocator& owner(const Block* block);
 
   DeviceMemory& memory() const { return memory_; }

@@ -1,0 +1,190 @@
+#include "csrc/profiler/npu_activity_profiler.h"
+
+#include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
+
+#include <GenericTraceActivity.h>
+#include <IActivityProfiler.h>
+#include <libkineto.h>
+#include <output_base.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <stack>
+#include <string>
+#include <utility>
+
+namespace torch_npu::profiler {
+namespace {
+
+// --- what the workers report while tracing ---------------------------------
+
+std::mutex g_mutex;
+std::vector<vnpu::TaskRecord> g_records;  // guarded by g_mutex
+std::atomic<int> g_sessions{0};
+
+void on_task(const vnpu::TaskRecord& record) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_records.push_back(record);
+}
+
+void start_tracing() {
+  if (g_sessions.fetch_add(1) == 0) vnpu::set_trace_hook(&on_task);
+}
+
+void stop_tracing() {
+  if (g_sessions.fetch_sub(1) == 1) vnpu::set_trace_hook(nullptr);
+}
+
+// Kineto's correlation ids of the host ops being run on this thread.
+thread_local std::stack<uint64_t> t_correlations;
+
+libkineto::ActivityType activity_type(vnpu::TaskKind kind) {
+  switch (kind) {
+    case vnpu::TaskKind::kCopy:
+      return libkineto::ActivityType::GPU_MEMCPY;
+    case vnpu::TaskKind::kKernel:
+    case vnpu::TaskKind::kGraph:
+    case vnpu::TaskKind::kMarker:
+    case vnpu::TaskKind::kWait:
+    case vnpu::TaskKind::kHost:
+      break;
+  }
+  return libkineto::ActivityType::CONCURRENT_KERNEL;
+}
+
+// --- the Kineto session ------------------------------------------------------
+
+class NpuActivitySession final : public libkineto::IActivityProfilerSession {
+ public:
+  void start() override {
+    start_ns_ = to_unix_ns(vnpu::steady_now_ns());
+    {
+      std::lock_guard<std::mutex> lock(g_mutex);
+      g_records.clear();
+    }
+    start_tracing();
+    status_ = libkineto::TraceStatus::RECORDING;
+  }
+
+  void stop() override {
+    stop_tracing();
+    end_ns_ = to_unix_ns(vnpu::steady_now_ns());
+    status_ = libkineto::TraceStatus::PROCESSING;
+  }
+
+  std::vector<std::string> errors() override { return {}; }
+
+  void processTrace(libkineto::ActivityLogger& logger) override {
+    processTrace(logger, [](int32_t) -> const libkineto::ITraceActivity* { return nullptr; }, 0, 0);
+  }
+
+  void processTrace(libkineto::ActivityLogger& logger, libkineto::getLinkedActivityCallback linked_activity,
+                    int64_t /*window_start*/, int64_t /*window_end*/) override {
+    buffer_.span = libkineto::TraceSpan(start_ns_, end_ns_, "npu");
+    for (const vnpu::TaskRecord& record : take_recorded_tasks()) {
+      const char* name = record.info.name != nullptr ? record.info.name : vnpu::task_kind_name(record.info.kind);
+      buffer_.emplace_activity(buffer_.span, activity_type(record.info.kind), std::string(name));
+      libkineto::GenericTraceActivity& activity = *buffer_.activities.back();
+      activity.startTime = to_unix_ns(record.start_ns);
+      activity.endTime = to_unix_ns(record.end_ns);
+      activity.device = record.device_index;
+      activity.resource = record.stream_index;
+      const auto correlation = static_cast<int32_t>(record.info.correlation_id);
+      activity.id = correlation;
+      if (correlation != 0) {
+        activity.linked = linked_activity(correlation);
+        activity.flow.id = static_cast<uint32_t>(correlation);
+        activity.flow.type = libkineto::kLinkAsyncCpuGpu;
+        activity.flow.start = false;
+      }
+      // addMetadata<T> formats with fmt, which libtorch does not export.
+      activity.addMetadataQuoted("kind", vnpu::task_kind_name(record.info.kind));
+      activity.addMetadataQuoted("stream", std::to_string(record.stream_index));
+      activity.addMetadataQuoted("device", std::to_string(record.device_index));
+      if (record.failed) activity.addMetadataQuoted("failed", "true");
+      activity.log(logger);
+    }
+  }
+
+  std::unique_ptr<libkineto::DeviceInfo> getDeviceInfo() override {
+    return std::make_unique<libkineto::DeviceInfo>(libkineto::DeviceInfo{0, 0, "NPU", "npu"});
+  }
+
+  std::vector<libkineto::ResourceInfo> getResourceInfos() override { return {}; }
+
+  std::unique_ptr<libkineto::CpuTraceBuffer> getTraceBuffer() override {
+    return std::make_unique<libkineto::CpuTraceBuffer>(std::move(buffer_));
+  }
+
+  void pushCorrelationId(uint64_t id) override {
+    t_correlations.push(id);
+    vnpu::set_correlation_id(id);
+  }
+
+  void popCorrelationId() override {
+    if (!t_correlations.empty()) t_correlations.pop();
+    vnpu::set_correlation_id(t_correlations.empty() ? 0 : t_correlations.top());
+  }
+
+ private:
+  int64_t start_ns_ = 0;
+  int64_t end_ns_ = 0;
+  libkineto::CpuTraceBuffer buffer_;
+};
+
+class NpuActivityProfiler final : public libkineto::IActivityProfiler {
+ public:
+  const std::string& name() const override { return name_; }
+  const std::set<libkineto::ActivityType>& availableActivities() const override { return activities_; }
+
+  std::unique_ptr<libkineto::IActivityProfilerSession> configure(
+      const std::set<libkineto::ActivityType>& activity_types, const libkineto::Config& /*config*/) override {
+    // Device activity was asked for (ProfilerActivity.PrivateUse1): Kineto's
+    // CPU set also holds PRIVATEUSE1_RUNTIME, so look for the device types.
+    for (auto type : activity_types) {
+      if (activities_.count(type) > 0) return std::make_unique<NpuActivitySession>();
+    }
+    return nullptr;
+  }
+
+  std::unique_ptr<libkineto::IActivityProfilerSession> configure(
+      int64_t /*ts_ms*/, int64_t /*duration_ms*/, const std::set<libkineto::ActivityType>& activity_types,
+      const libkineto::Config& config) override {
+    return configure(activity_types, config);
+  }
+
+ private:
+  std::string name_{"npu"};
+  std::set<libkineto::ActivityType> activities_{
+      libkineto::ActivityType::CONCURRENT_KERNEL,
+      libkineto::ActivityType::GPU_MEMCPY,
+  };
+};
+
+REGISTER_PRIVATEUSE1_PROFILER(NpuActivityProfiler);
+
+}  // namespace
+
+std::vector<vnpu::TaskRecord> take_recorded_tasks() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  std::vector<vnpu::TaskRecord> out;
+  out.swap(g_records);
+  return out;
+}
+
+bool tracing() { return g_sessions.load() > 0; }
+
+int64_t to_unix_ns(int64_t steady_ns) {
+  // One offset per process: the two clocks advance together.
+  static const int64_t offset = [] {
+    const int64_t unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count();
+    return unix_ns - vnpu::steady_now_ns();
+  }();
+  return steady_ns + offset;
+}
+
+}  // namespace torch_npu::profiler
