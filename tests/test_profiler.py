@@ -73,3 +73,127 @@ def test_profile_memory_reports_npu_allocations():
     # The frees show too: the net of the region is about zero.
     assert abs(sum(e.self_device_memory_usage for e in prof.key_averages())) < 4 * 1024 * 1024
     assert "NPU Mem" in prof.key_averages().table(sort_by="self_device_memory_usage", row_limit=5)
+
+
+# --- torch_npu.profiler: torch_npu's API and output layout ------------------------
+
+import csv  # noqa: E402
+import os  # noqa: E402
+import re  # noqa: E402
+import warnings  # noqa: E402
+
+import torch_npu.profiler as npu_profiler  # noqa: E402
+from torch_npu.profiler import analysis  # noqa: E402
+
+NPU_ACTIVITIES = [npu_profiler.ProfilerActivity.CPU, npu_profiler.ProfilerActivity.NPU]
+
+
+def _rows(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _profile_steps(out, steps=4, analyse_flag=True, **kwargs):
+    x = torch.randn(128, 128, device="npu")
+    with npu_profiler.profile(activities=NPU_ACTIVITIES, schedule=npu_profiler.schedule(wait=1, active=2, warmup=1),
+                              on_trace_ready=npu_profiler.tensorboard_trace_handler(str(out), analyse_flag=analyse_flag),
+                              **kwargs) as prof:
+        for _ in range(steps):
+            (x @ x).relu().sum()
+            torch.npu.synchronize()
+            prof.step()
+    (folder,) = list(out.glob("*_ascend_pt"))
+    return folder
+
+
+def test_output_layout_and_columns(tmp_path):
+    folder = _profile_steps(tmp_path, record_shapes=True)
+    assert re.fullmatch(r".+_\d+_\d{17}_ascend_pt", folder.name), folder.name
+    for name in ("profiler_info.json", "profiler_metadata.json", analysis.RAW_TRACE):
+        assert (folder / name).is_file(), name
+    out = folder / "ASCEND_PROFILER_OUTPUT"
+    kernels = _rows(out / "kernel_details.csv")
+    assert list(kernels[0]) == analysis.KERNEL_COLUMNS
+    mm = [k for k in kernels if k["Name"] == "mm"]
+    # Steps 2 and 3 are active (wait 1, warm-up 1): one mm in each, with its shapes.
+    assert sorted(k["Step Id"] for k in mm) == ["2", "3"]
+    assert mm[0]["Input Shapes"] == "128,128;128,128" and mm[0]["Input Data Types"] == "FLOAT;FLOAT"
+    assert float(mm[0]["Duration(us)"]) > 0
+    stats = {r["OP Type"]: r for r in _rows(out / "op_statistic.csv")}
+    assert list(next(iter(stats.values()))) == analysis.OP_STATISTIC_COLUMNS
+    assert stats["mm"]["Count"] == "2"
+    assert abs(sum(float(r["Ratio(%)"]) for r in stats.values()) - 100) < 0.1
+    steps = _rows(out / "step_trace_time.csv")
+    assert list(steps[0]) == analysis.STEP_COLUMNS and [s["Step"] for s in steps] == ["2", "3"]
+    assert all(float(s["Computing"]) > 0 and float(s["Communication"]) == 0 for s in steps)
+    ops = {r["Name"]: r for r in _rows(out / "operator_details.csv")}
+    assert float(ops["aten::mm"]["Device Self Duration(us)"]) > 0
+    assert float(ops["aten::matmul"]["Device Total Duration(us)"]) >= float(ops["aten::mm"]["Device Self Duration(us)"])
+    assert "trace_view.json" in os.listdir(out)
+    assert not (out / "operator_memory.csv").exists()  # no profile_memory
+
+
+def test_profile_memory_files(tmp_path):
+    out = _profile_steps(tmp_path, profile_memory=True) / "ASCEND_PROFILER_OUTPUT"
+    allocations = _rows(out / "operator_memory.csv")
+    assert list(allocations[0]) == analysis.OPERATOR_MEMORY_COLUMNS
+    mm = [a for a in allocations if a["Name"] == "aten::mm"]
+    assert mm and float(mm[0]["Size(KB)"]) == 64.0 and mm[0]["Device Type"] == "NPU:0"
+    records = _rows(out / "memory_record.csv")
+    assert list(records[0]) == analysis.MEMORY_RECORD_COLUMNS and records[0]["Component"] == "PTA"
+
+
+def test_analyse_offline(tmp_path):
+    folder = _profile_steps(tmp_path, analyse_flag=False)
+    assert not (folder / "ASCEND_PROFILER_OUTPUT").exists()
+    npu_profiler.analyse(str(tmp_path))
+    assert (folder / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv").is_file()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ValueError, match="no profiling data"):
+        npu_profiler.analyse(str(empty))
+    with pytest.raises(ValueError, match="not a directory"):
+        npu_profiler.analyse(str(tmp_path / "missing"))
+
+
+def test_bad_arguments_warn_and_reset_or_raise(tmp_path):
+    with pytest.warns(UserWarning, match="Invalid parameter profiler_level, .*reset it to Level0"):
+        config = npu_profiler._ExperimentalConfig(profiler_level="Level9")
+    assert config.profiler_level == npu_profiler.ProfilerLevel.Level0
+    with pytest.warns(UserWarning, match="Invalid parameter aic_metrics"):
+        npu_profiler._ExperimentalConfig(aic_metrics=npu_profiler.AiCMetrics.PipeUtilization)  # Level0
+    with pytest.warns(UserWarning, match="Invalid parameter wait, reset it to 0"):
+        npu_profiler.schedule(wait=-1, active=1)
+    read_only = tmp_path / "ro"
+    read_only.mkdir()
+    read_only.chmod(0o500)
+    try:
+        if not os.access(read_only, os.W_OK):  # root may write anywhere
+            with pytest.raises(RuntimeError, match="not writable"):
+                npu_profiler.tensorboard_trace_handler(str(read_only))
+    finally:
+        read_only.chmod(0o700)
+    with pytest.raises(RuntimeError, match="cannot be created"):
+        npu_profiler.tensorboard_trace_handler("/proc/no/such/dir")
+    prof = npu_profiler.profile(activities=NPU_ACTIVITIES)
+    prof.start()
+    try:
+        with pytest.raises(RuntimeError):
+            npu_profiler.profile(activities=NPU_ACTIVITIES).start()  # a second one at the same time
+    finally:
+        prof.stop()
+
+
+def test_hccl_profile_writes_one_folder_per_rank_with_communication(tmp_path):
+    from test_distributed import torchrun
+    torchrun("profile_hccl.py", 2, PROFILE_DIR=str(tmp_path))
+    folders = sorted(tmp_path.glob("*_ascend_pt"))
+    assert [f.name.split("_")[0] for f in folders] == ["rank0", "rank1"]
+    for folder in folders:
+        out = folder / "ASCEND_PROFILER_OUTPUT"
+        comm = json.loads((out / "communication.json").read_text())
+        names = [n for step in comm.values() for n in step["collective"]]
+        assert any(n.startswith("hcom_all_reduce__") for n in names), names
+        steps = _rows(out / "step_trace_time.csv")
+        assert all(float(s["Communication"]) > 0 for s in steps)
+        assert json.loads((folder / "profiler_metadata.json").read_text())["distributed_args"]["world_size"] == 2

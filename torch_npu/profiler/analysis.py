@@ -1,0 +1,343 @@
+"""From a profile's trace to torch_npu's ASCEND_PROFILER_OUTPUT files.
+
+The input is the chrome trace torch.profiler exports (with the npu device
+events of csrc/profiler), kept as the raw data of a ``*_ascend_pt`` folder
+(``FRAMEWORK/torch.trace.json``), so the offline ``analyse(path)`` and the
+handler at the end of a profile run the same code. Every file is written to
+a temporary name and renamed, so a process killed mid-write leaves whole
+files only.
+"""
+
+import csv
+import io
+import json
+import os
+import pathlib
+from collections import defaultdict
+
+OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
+RAW_TRACE = os.path.join("FRAMEWORK", "torch.trace.json")
+MODEL_ID = 4294967295  # torch_npu's "no model" id
+PRIVATEUSE1 = 20  # c10::DeviceType::PrivateUse1, the "Device Type" of npu memory events
+
+KERNEL_COLUMNS = ["Step Id", "Device_id", "Model ID", "Task ID", "Stream ID", "Name", "Type", "OP State",
+                  "Accelerator Core", "Start Time(us)", "Duration(us)", "Wait Time(us)", "Block Num",
+                  "Mix Block Num", "HF32 Eligible", "Input Shapes", "Input Data Types", "Input Formats",
+                  "Output Shapes", "Output Data Types", "Output Formats"]
+OP_STATISTIC_COLUMNS = ["OP Type", "Core Type", "Count", "Total Time(us)", "Min Time(us)", "Avg Time(us)",
+                        "Max Time(us)", "Ratio(%)"]
+OPERATOR_COLUMNS = ["Name", "Input Shapes", "Call Stack", "Host Self Duration(us)", "Host Total Duration(us)",
+                    "Device Self Duration(us)", "Device Total Duration(us)",
+                    "Device Self Duration With AICore(us)", "Device Total Duration With AICore(us)"]
+STEP_COLUMNS = ["Device_id", "Step", "Computing", "Communication(Not Overlapped)", "Overlapped", "Communication",
+                "Free", "Stage", "Bubble", "Communication(Not Overlapped and Exclude Receive)", "Preparing"]
+OPERATOR_MEMORY_COLUMNS = ["Name", "Size(KB)", "Allocation Time(us)", "Release Time(us)", "Active Release Time(us)",
+                           "Duration(us)", "Active Duration(us)", "Allocation Total Allocated(MB)",
+                           "Allocation Total Reserved(MB)", "Allocation Total Active(MB)",
+                           "Release Total Allocated(MB)", "Release Total Reserved(MB)", "Release Total Active(MB)",
+                           "Stream Ptr", "Device Type"]
+MEMORY_RECORD_COLUMNS = ["Component", "Timestamp(us)", "Total Allocated(MB)", "Total Reserved(MB)",
+                         "Total Active(MB)", "Stream Ptr", "Device Type"]
+MB = 1024 * 1024
+
+
+# --- writing ------------------------------------------------------------------
+
+def write_atomically(path, text):
+    path = pathlib.Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", newline="") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def _csv_text(columns, rows):
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow(columns)
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def _us(value):
+    return round(float(value), 3)
+
+
+# --- reading the trace ----------------------------------------------------------
+
+class Trace:
+    """The events of one chrome trace that the analysis needs."""
+
+    def __init__(self, trace):
+        events = trace.get("traceEvents", [])
+        self.base_us = trace.get("baseTimeNanoseconds", 0) / 1000.0
+        self.cpu_ops = [e for e in events if e.get("cat") == "cpu_op" and e.get("ph") == "X"]
+        self.tasks = sorted((e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")),
+                            key=lambda e: e["ts"])
+        self.steps = sorted((e for e in events if e.get("cat") == "user_annotation"
+                             and str(e.get("name", "")).startswith("ProfilerStep#")), key=lambda e: e["ts"])
+        self.memory = sorted((e for e in events if e.get("name") == "[memory]"
+                              and e.get("args", {}).get("Device Type") == PRIVATEUSE1), key=lambda e: e["ts"])
+        self.op_by_external_id = {}
+        for op in self.cpu_ops:
+            ext = op.get("args", {}).get("External id")
+            if ext is not None:
+                self.op_by_external_id[ext] = op
+
+    def launching_op(self, task):
+        return self.op_by_external_id.get(task.get("args", {}).get("External id"))
+
+    def step_of(self, ts):
+        for step in self.steps:
+            if step["ts"] <= ts <= step["ts"] + step["dur"]:
+                return int(step["name"].split("#", 1)[1])
+        return None
+
+    def task_step(self, task):
+        op = self.launching_op(task)
+        return self.step_of(op["ts"] if op is not None else task["ts"])
+
+
+def is_communication(task):
+    return str(task.get("name", "")).startswith("hccl:")
+
+
+def core_type(task):
+    if is_communication(task):
+        return "HCCL"
+    if task.get("cat") == "gpu_memcpy" or task.get("args", {}).get("kind") == "copy":
+        return "DMA"
+    return "AI_CORE"
+
+
+def op_type(trace, task):
+    op = trace.launching_op(task)
+    name = op["name"] if op is not None else task["name"]
+    return name.split("::", 1)[-1]
+
+
+def _shapes(op):
+    dims = (op or {}).get("args", {}).get("Input Dims")
+    if not dims:
+        return "", "", ""
+    types = (op or {}).get("args", {}).get("Input type", [""] * len(dims))
+    shapes = ";".join(",".join(str(d) for d in shape) if isinstance(shape, list) else "" for shape in dims)
+    dtypes = ";".join(str(t).upper() for t in types)
+    formats = ";".join("ND" if isinstance(shape, list) and shape else "" for shape in dims)
+    return shapes, dtypes, formats
+
+
+# --- the files -------------------------------------------------------------------
+
+def kernel_details(trace):
+    rows, last_end, task_ids = [], {}, defaultdict(int)
+    for task in trace.tasks:
+        args = task.get("args", {})
+        stream = int(args.get("stream", task.get("tid", 0)) or 0)
+        device = int(args.get("device", task.get("pid", 0)) or 0)
+        wait = max(0.0, task["ts"] - last_end.get((device, stream), task["ts"]))
+        last_end[(device, stream)] = task["ts"] + task["dur"]
+        task_ids[(device, stream)] += 1
+        shapes, dtypes, formats = _shapes(trace.launching_op(task))
+        step = trace.task_step(task)
+        rows.append([step if step is not None else "", device, MODEL_ID, task_ids[(device, stream)], stream,
+                     task["name"], op_type(trace, task), "dynamic", core_type(task),
+                     _us(trace.base_us + task["ts"]), _us(task["dur"]), _us(wait), 0, 0, "NO", shapes, dtypes,
+                     formats, "N/A", "N/A", "N/A"])
+    if not trace.steps:
+        columns = KERNEL_COLUMNS[1:]
+        rows = [r[1:] for r in rows]
+    else:
+        columns = KERNEL_COLUMNS
+    return columns, rows
+
+
+def op_statistic(trace):
+    groups = defaultdict(list)
+    for task in trace.tasks:
+        groups[(op_type(trace, task), core_type(task))].append(task["dur"])
+    total = sum(sum(v) for v in groups.values()) or 1.0
+    rows = [[name, core, len(d), _us(sum(d)), _us(min(d)), _us(sum(d) / len(d)), _us(max(d)),
+             round(100.0 * sum(d) / total, 2)] for (name, core), d in groups.items()]
+    rows.sort(key=lambda r: -r[3])
+    return OP_STATISTIC_COLUMNS, rows
+
+
+def _children(ops):
+    """Direct children of each op: ops on the same thread nested in its span."""
+    children = defaultdict(list)
+    by_thread = defaultdict(list)
+    for op in ops:
+        by_thread[(op.get("pid"), op.get("tid"))].append(op)
+    for thread_ops in by_thread.values():
+        thread_ops.sort(key=lambda e: (e["ts"], -e["dur"]))
+        stack = []
+        for op in thread_ops:
+            while stack and op["ts"] >= stack[-1]["ts"] + stack[-1]["dur"]:
+                stack.pop()
+            if stack:
+                children[id(stack[-1])].append(op)
+            stack.append(op)
+    return children
+
+
+def operator_details(trace):
+    device_self = defaultdict(float)
+    for task in trace.tasks:
+        op = trace.launching_op(task)
+        if op is not None:
+            device_self[id(op)] += task["dur"]
+    children = _children(trace.cpu_ops)
+
+    def device_total(op):
+        return device_self[id(op)] + sum(device_total(c) for c in children[id(op)])
+
+    rows = []
+    for op in trace.cpu_ops:
+        host_self = op["dur"] - sum(c["dur"] for c in children[id(op)])
+        shapes, _, _ = _shapes(op)
+        stack = op.get("args", {}).get("Call stack", "")
+        total = device_total(op)
+        rows.append([op["name"], shapes, stack, _us(host_self), _us(op["dur"]), _us(device_self[id(op)]),
+                     _us(total), _us(device_self[id(op)]), _us(total)])
+    return OPERATOR_COLUMNS, rows
+
+
+def _union(intervals):
+    total, end = 0.0, None
+    merged = []
+    for start, stop in sorted(intervals):
+        if end is None or start > end:
+            merged.append([start, stop])
+            end = stop
+        elif stop > end:
+            merged[-1][1] = stop
+            end = stop
+    for start, stop in merged:
+        total += stop - start
+    return total, merged
+
+
+def _intersection(a, b):
+    total, i, j = 0.0, 0, 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if hi > lo:
+            total += hi - lo
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def step_trace_time(trace):
+    by_step = defaultdict(list)
+    for task in trace.tasks:
+        by_step[trace.task_step(task) if trace.steps else ""].append(task)
+    windows = {int(s["name"].split("#", 1)[1]): s for s in trace.steps}
+    rows = []
+    for step in sorted(by_step, key=lambda s: (s == "", s)):
+        tasks = by_step[step]
+        devices = {int(t.get("args", {}).get("device", 0) or 0) for t in tasks} or {0}
+        for device in sorted(devices):
+            mine = [t for t in tasks if int(t.get("args", {}).get("device", 0) or 0) == device]
+            compute_total, compute = _union([(t["ts"], t["ts"] + t["dur"]) for t in mine if not is_communication(t)])
+            comm_total, comm = _union([(t["ts"], t["ts"] + t["dur"]) for t in mine if is_communication(t)])
+            overlapped = _intersection(compute, comm)
+            busy = compute_total + comm_total - overlapped
+            first = min(t["ts"] for t in mine)
+            last = max(t["ts"] + t["dur"] for t in mine)
+            stage = last - first
+            window = windows.get(step)
+            preparing = max(0.0, first - window["ts"]) if window is not None else 0.0
+            rows.append([device, step, _us(compute_total), _us(comm_total - overlapped), _us(overlapped),
+                         _us(comm_total), _us(max(0.0, stage - busy)), _us(stage), 0, _us(comm_total - overlapped),
+                         _us(preparing)])
+    return STEP_COLUMNS, rows
+
+
+def _innermost_op(trace, event):
+    best = None
+    for op in trace.cpu_ops:
+        if op.get("tid") == event.get("tid") and op["ts"] <= event["ts"] <= op["ts"] + op["dur"]:
+            if best is None or op["dur"] < best["dur"]:
+                best = op
+    return best
+
+
+def memory_files(trace):
+    records, allocations, live = [], [], {}
+    for event in trace.memory:
+        args = event["args"]
+        device = f"NPU:{args.get('Device Id', 0)}"
+        ts = _us(trace.base_us + event["ts"])
+        allocated, reserved = args.get("Total Allocated", 0) / MB, args.get("Total Reserved", 0) / MB
+        records.append(["PTA", ts, round(allocated, 4), round(reserved, 4), round(allocated, 4), "", device])
+        if args.get("Bytes", 0) > 0:
+            op = _innermost_op(trace, event)
+            live[args.get("Addr")] = [op["name"] if op else "", round(args["Bytes"] / 1024, 3), ts, "", "", "", "",
+                                      round(allocated, 4), round(reserved, 4), round(allocated, 4), "", "", "", "",
+                                      device]
+        else:
+            row = live.pop(args.get("Addr"), None)
+            if row is not None:
+                row[3] = row[4] = ts
+                row[5] = row[6] = _us(ts - row[2])
+                row[10] = row[12] = round(allocated, 4)
+                row[11] = round(reserved, 4)
+                allocations.append(row)
+    allocations.extend(live.values())  # never released within the profile
+    allocations.sort(key=lambda r: r[2])
+    return (OPERATOR_MEMORY_COLUMNS, allocations), (MEMORY_RECORD_COLUMNS, records)
+
+
+def communication(trace):
+    steps = defaultdict(dict)
+    counts = defaultdict(int)
+    for task in trace.tasks:
+        if not is_communication(task):
+            continue
+        step = trace.task_step(task)
+        key = f"step{step}" if step is not None else "step"
+        op = task["name"].split(":", 1)[1]
+        counts[(key, op)] += 1
+        name = f"hcom_{op}__{counts[(key, op)]}"
+        elapse_ms = task["dur"] / 1000.0
+        steps[key].setdefault("collective", {})[name] = {
+            "Communication Time Info": {
+                "Start Timestamp(us)": _us(trace.base_us + task["ts"]),
+                "Elapse Time(ms)": round(elapse_ms, 6),
+                "Transit Time(ms)": round(elapse_ms, 6),
+                "Wait Time(ms)": 0,
+                "Synchronization Time(ms)": 0,
+                "Idle Time(ms)": 0,
+                "Wait Time Ratio": 0,
+                "Synchronization Time Ratio": 0,
+            },
+            "Communication Bandwidth Info": {},
+        }
+    return dict(steps)
+
+
+def write_outputs(folder):
+    """Writes ASCEND_PROFILER_OUTPUT/ of one ``*_ascend_pt`` folder from its raw trace."""
+    folder = pathlib.Path(folder)
+    raw = json.loads((folder / RAW_TRACE).read_text())
+    trace = Trace(raw)
+    out = folder / OUTPUT_DIR
+    out.mkdir(exist_ok=True)
+    write_atomically(out / "trace_view.json", json.dumps(raw))
+    for name, (columns, rows) in (("kernel_details.csv", kernel_details(trace)),
+                                  ("op_statistic.csv", op_statistic(trace)),
+                                  ("operator_details.csv", operator_details(trace)),
+                                  ("step_trace_time.csv", step_trace_time(trace))):
+        write_atomically(out / name, _csv_text(columns, rows))
+    if raw.get("profile_memory") or trace.memory:
+        (op_columns, op_rows), (record_columns, record_rows) = memory_files(trace)
+        write_atomically(out / "operator_memory.csv", _csv_text(op_columns, op_rows))
+        write_atomically(out / "memory_record.csv", _csv_text(record_columns, record_rows))
+    comm = communication(trace)
+    if comm:
+        write_atomically(out / "communication.json", json.dumps(comm, indent=1))
+    return out

@@ -1,0 +1,234 @@
+"""torch_npu.profiler.profile, tensorboard_trace_handler, schedule, analyse.
+
+``profile`` is torch.profiler.profile with torch_npu's arguments
+(ProfilerActivity.NPU is PrivateUse1: the device activity of
+csrc/profiler). ``tensorboard_trace_handler(dir_name)`` writes each
+profile as torch_npu does::
+
+    {dir_name}/{worker_name}_{pid}_{YYYYmmddHHMMSSmmm}_ascend_pt/
+        profiler_info.json         the profile's configuration and versions
+        profiler_metadata.json     add_metadata()'s values, the distributed setup
+        FRAMEWORK/torch.trace.json the raw trace (what analyse() reads)
+        ASCEND_PROFILER_OUTPUT/    trace_view.json, kernel_details.csv,
+                                   op_statistic.csv, operator_details.csv,
+                                   step_trace_time.csv, and with profile_memory
+                                   operator_memory.csv / memory_record.csv,
+                                   with hccl communication.json
+
+With ``analyse_flag=False`` only the raw data is written; ``analyse(path)``
+builds ASCEND_PROFILER_OUTPUT/ later, offline.
+"""
+
+import datetime
+import json
+import os
+import pathlib
+import socket
+import warnings
+from enum import Enum
+
+import torch
+import torch.profiler as _torch_profiler
+
+from torch_npu.profiler import analysis
+from torch_npu.profiler.experimental_config import _ExperimentalConfig
+
+__all__ = ["ProfilerActivity", "ProfilerAction", "analyse", "profile", "schedule", "supported_activities",
+           "tensorboard_trace_handler"]
+
+ProfilerAction = _torch_profiler.ProfilerAction
+
+
+class ProfilerActivity(Enum):
+    CPU = "CPU"
+    NPU = "NPU"
+
+
+def _torch_activity(activity):
+    if activity in (ProfilerActivity.NPU, _torch_profiler.ProfilerActivity.PrivateUse1):
+        return _torch_profiler.ProfilerActivity.PrivateUse1
+    if activity in (ProfilerActivity.CPU, _torch_profiler.ProfilerActivity.CPU):
+        return _torch_profiler.ProfilerActivity.CPU
+    raise ValueError(f"Invalid profiler activity {activity!r}: expected torch_npu.profiler.ProfilerActivity.CPU or "
+                     f".NPU")
+
+
+def supported_activities():
+    return {ProfilerActivity.CPU, ProfilerActivity.NPU}
+
+
+def schedule(wait: int, active: int, warmup: int = 0, repeat: int = 0, skip_first: int = 0):
+    """torch_npu's schedule (note the order: wait, active, warmup); a bad
+    value warns and is reset, as in torch_npu."""
+    values = {"wait": wait, "active": active, "warmup": warmup, "repeat": repeat, "skip_first": skip_first}
+    for name, value in values.items():
+        minimum = 1 if name == "active" else 0
+        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+            default = 1 if name == "active" else 0
+            warnings.warn(f"Invalid parameter {name}, reset it to {default}.")
+            values[name] = default
+    return _torch_profiler.schedule(wait=values["wait"], warmup=values["warmup"], active=values["active"],
+                                    repeat=values["repeat"], skip_first=values["skip_first"])
+
+
+def _rank():
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank()
+    return int(os.environ.get("RANK", -1))
+
+
+class profile(_torch_profiler.profile):
+    """``with torch_npu.profiler.profile(activities=[...NPU], schedule=...,
+    on_trace_ready=tensorboard_trace_handler(dir)) as prof: ... prof.step()``."""
+
+    def __init__(self, activities=None, schedule=None, on_trace_ready=None, record_shapes=False,
+                 profile_memory=False, with_stack=False, with_flops=False, with_modules=False,
+                 experimental_config=None, use_cuda=None, **kwargs):
+        if activities is None:
+            activities = [ProfilerActivity.CPU, ProfilerActivity.NPU]
+        if experimental_config is None:
+            experimental_config = _ExperimentalConfig()
+        if not isinstance(experimental_config, _ExperimentalConfig):
+            warnings.warn("Invalid parameter experimental_config, which must be a "
+                          "torch_npu.profiler._ExperimentalConfig, reset it to default.")
+            experimental_config = _ExperimentalConfig()
+        self.npu_experimental_config = experimental_config
+        self.npu_activities = sorted({a.value if isinstance(a, ProfilerActivity) else _torch_activity(a).name
+                                      for a in activities})
+        self._npu_metadata = {}
+        self._npu_start = datetime.datetime.now()
+        super().__init__(activities=sorted({_torch_activity(a) for a in activities}, key=lambda a: a.value),
+                         schedule=schedule, on_trace_ready=on_trace_ready, record_shapes=record_shapes,
+                         profile_memory=profile_memory, with_stack=with_stack, with_flops=with_flops,
+                         with_modules=with_modules, **kwargs)
+
+    _running = None  # the profile started and not yet stopped in this process
+
+    def start(self):
+        if profile._running is not None:
+            raise RuntimeError("torch_npu.profiler: a profiler is already running in this process (started and not "
+                               "stopped); stop it before starting another")
+        super().start()
+        profile._running = self
+
+    def stop(self):
+        try:
+            super().stop()
+        finally:
+            if profile._running is self:
+                profile._running = None
+
+    def add_metadata(self, key, value):
+        """Recorded in profiler_metadata.json (and the trace)."""
+        if not isinstance(key, str) or not isinstance(value, str):
+            warnings.warn("The key and value of add_metadata must be str; the metadata is not recorded.")
+            return
+        self._npu_metadata[key] = value
+        super().add_metadata(key, value)
+
+    def add_metadata_json(self, key, value):
+        if not isinstance(key, str) or not isinstance(value, str):
+            warnings.warn("The key and value of add_metadata_json must be str; the metadata is not recorded.")
+            return
+        try:
+            self._npu_metadata[key] = json.loads(value)
+        except ValueError:
+            warnings.warn(f"add_metadata_json: the value for {key!r} is not JSON; the metadata is not recorded.")
+            return
+        super().add_metadata_json(key, value)
+
+    def _npu_info(self):
+        from torch_npu import __version__ as npu_version
+        return {
+            "config": {
+                "common_config": {
+                    "activities": self.npu_activities,
+                    "schedule": {} if self.schedule is None else {"enabled": True},
+                    "record_shapes": self.record_shapes,
+                    "profile_memory": self.profile_memory,
+                    "with_stack": self.with_stack,
+                    "with_flops": self.with_flops,
+                    "with_modules": self.with_modules,
+                },
+                "experimental_config": self.npu_experimental_config.to_dict(),
+            },
+            "start_info": {"start_time": self._npu_start.isoformat()},
+            "end_info": {"end_time": datetime.datetime.now().isoformat()},
+            "torch_npu_version": npu_version,
+            "torch_version": torch.__version__,
+            "cann_version": torch.npu.get_cann_version() if hasattr(torch.npu, "get_cann_version") else "",
+            "rank_id": _rank(),
+            "device": "vNPU (virtual Ascend NPU on the host CPU)",
+        }
+
+
+def _check_writable(path):
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise RuntimeError(f"The profiler's output directory '{path}' cannot be created: {e.strerror}. Pass a "
+                           f"writable dir_name to tensorboard_trace_handler.") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise RuntimeError(f"The profiler's output directory '{path}' is not writable. Pass a writable dir_name "
+                           f"to tensorboard_trace_handler.")
+
+
+def tensorboard_trace_handler(dir_name=None, worker_name=None, analyse_flag=True, async_mode=False):
+    """The on_trace_ready callback writing torch_npu's ``*_ascend_pt`` folders
+    under ``dir_name`` (default: $ASCEND_WORK_PATH/profiling_data or ./)."""
+    if dir_name is None:
+        work = os.environ.get("ASCEND_WORK_PATH")
+        dir_name = os.path.join(work, "profiling_data") if work else "."
+    if not isinstance(dir_name, (str, os.PathLike)):
+        raise TypeError(f"dir_name must be a str, but got {type(dir_name).__name__}")
+    if worker_name is not None and not isinstance(worker_name, str):
+        warnings.warn("Invalid parameter worker_name, reset it to default.")
+        worker_name = None
+    if not isinstance(analyse_flag, bool):
+        warnings.warn("Invalid parameter analyse_flag, reset it to True.")
+        analyse_flag = True
+    root = pathlib.Path(dir_name).expanduser().resolve()
+    _check_writable(root)
+
+    def handler(prof):
+        worker = worker_name or socket.gethostname()
+        stamp = datetime.datetime.now().strftime("%Y%m%d%H%M%S%f")[:-3]
+        folder = root / f"{worker}_{os.getpid()}_{stamp}_ascend_pt"
+        (folder / "FRAMEWORK").mkdir(parents=True, exist_ok=True)
+        raw = folder / analysis.RAW_TRACE
+        tmp = raw.with_name(raw.name + ".tmp")
+        prof.export_chrome_trace(str(tmp))
+        os.replace(tmp, raw)
+        info = prof._npu_info() if isinstance(prof, profile) else {"config": {}}
+        analysis.write_atomically(folder / "profiler_info.json", json.dumps(info, indent=1))
+        metadata = dict(getattr(prof, "_npu_metadata", {}))
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            metadata["distributed_args"] = {"rank": torch.distributed.get_rank(),
+                                            "world_size": torch.distributed.get_world_size(),
+                                            "backend": torch.distributed.get_backend()}
+        analysis.write_atomically(folder / "profiler_metadata.json", json.dumps(metadata, indent=1))
+        if analyse_flag:
+            analysis.write_outputs(folder)
+        handler.folders.append(folder)
+
+    handler.folders = []
+    return handler
+
+
+def analyse(profiler_path, max_process_number=None, export_type=None):
+    """Builds ASCEND_PROFILER_OUTPUT/ offline for a ``*_ascend_pt`` folder, or
+    for every one under ``profiler_path``."""
+    path = pathlib.Path(profiler_path)
+    if not path.is_dir():
+        raise ValueError(f"analyse: '{profiler_path}' is not a directory of profiling data")
+    folders = [path] if path.name.endswith("_ascend_pt") else sorted(path.glob("*_ascend_pt"))
+    done = []
+    for folder in folders:
+        if not (folder / analysis.RAW_TRACE).is_file():
+            warnings.warn(f"analyse: {folder} has no raw trace ({analysis.RAW_TRACE}); skipped")
+            continue
+        done.append(analysis.write_outputs(folder))
+    if not done:
+        raise ValueError(f"analyse: no profiling data (a *_ascend_pt folder with {analysis.RAW_TRACE}) under "
+                         f"'{profiler_path}'")
+    return done
