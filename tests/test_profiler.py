@@ -197,3 +197,52 @@ def test_hccl_profile_writes_one_folder_per_rank_with_communication(tmp_path):
         steps = _rows(out / "step_trace_time.csv")
         assert all(float(s["Communication"]) > 0 for s in steps)
         assert json.loads((folder / "profiler_metadata.json").read_text())["distributed_args"]["world_size"] == 2
+
+
+def test_dynamic_profile_starts_when_the_config_file_says_so(tmp_path):
+    from torch_npu.profiler import dynamic_profile as dp
+    cfg_dir, out = tmp_path / "cfg", tmp_path / "out"
+    dp.init(str(cfg_dir))
+    config_file = cfg_dir / "profiler_config.json"
+    config = json.loads(config_file.read_text())
+    assert config["start_step"] == -1 and config["activities"] == ["CPU", "NPU"]
+    x = torch.randn(64, 64, device="npu")
+    for step in range(8):
+        if step == 2:
+            config.update(start_step=3, active=2, prof_dir=str(out))
+            config_file.write_text(json.dumps(config))
+            os.utime(config_file, ns=(1, 1))  # a new mtime even on coarse clocks
+        (x @ x).sum()
+        torch.npu.synchronize()
+        dp.step()
+    (folder,) = list(out.glob("*_ascend_pt"))
+    kernels = _rows(folder / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv")
+    assert sum(k["Name"] == "mm" for k in kernels) == 2  # the two active steps
+
+
+# --- torch.npu.utilization, Event timing against the trace ------------------------
+
+def test_utilization_reports_the_busy_share_since_the_last_call():
+    import time
+    torch.npu.synchronize()
+    torch.npu.utilization()  # starts a window
+    torch.npu._sleep(200000)  # 200 ms of device work
+    torch.npu.synchronize()
+    assert torch.npu.utilization() >= 80
+    time.sleep(0.2)  # idle
+    assert torch.npu.utilization() <= 20
+    with pytest.raises(Exception, match="Invalid device|invalid device"):
+        torch.npu.utilization(99)
+
+
+def test_event_elapsed_time_agrees_with_the_trace():
+    start, end = torch.npu.Event(enable_timing=True), torch.npu.Event(enable_timing=True)
+    torch.npu.synchronize()
+    with profile(activities=ACTIVITIES) as prof:
+        start.record()
+        torch.npu._sleep(30000)
+        end.record()
+        torch.npu.synchronize()
+    (sleep,) = [e for e in _device_events(prof) if "_sleep" in e.name]
+    traced_ms = sleep.device_time_total / 1000
+    assert abs(start.elapsed_time(end) - traced_ms) < 0.1 * traced_ms + 1.0

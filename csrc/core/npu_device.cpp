@@ -2,7 +2,10 @@
 
 #include <pthread.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
+#include <mutex>
 
 #include "csrc/core/npu_error.h"
 
@@ -107,6 +110,23 @@ DeviceProperties device_properties(c10::DeviceIndex index) {
 std::pair<uint64_t, uint64_t> device_memory_info(c10::DeviceIndex index) {
   vnpu::Device& d = runtime_device(index);
   return {d.memory().free_bytes(), d.memory().capacity()};
+}
+
+int device_utilization(c10::DeviceIndex index) {
+  const vnpu::BusyClock& clock = runtime_device(index).busy_clock();
+  static std::mutex mutex;
+  static std::array<std::pair<int64_t, int64_t>, kMaxDevices> previous{};  // (time, busy); time 0: none
+  const int64_t now = vnpu::steady_now_ns();
+  const int64_t busy = clock.busy_ns();
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& [then, busy_then] = previous[index];
+  if (then == 0) then = clock.created_ns();
+  const int64_t window = now - then;
+  const int64_t busy_in_window = busy - busy_then;
+  then = now;
+  busy_then = busy;
+  if (window <= 0) return 0;
+  return static_cast<int>(std::clamp<int64_t>((100 * busy_in_window + window / 2) / window, 0, 100));
 }
 
 bool device_was_used(c10::DeviceIndex index) {

@@ -67,6 +67,10 @@ DeviceProperties device_properties(c10::DeviceIndex index);
 
 // (free, total) bytes of the device's memory.
 std::pair<uint64_t, uint64_t> device_memory_info(c10::DeviceIndex index);
+// torch.npu.utilization: percent of the time since the previous call for
+// this device (the first: since the device started) during which any of its
+// streams ran work.
+int device_utilization(c10::DeviceIndex index);
 
 // True once a stream of the device was created (work was launched on it).
 bool device_was_used(c10::DeviceIndex index);

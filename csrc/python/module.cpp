@@ -103,6 +103,7 @@ PYBIND11_MODULE(_C, m) {
     synchronize_device(d < 0 ? -1 : resolve_device_index(d));
   });
   m.def("_device_properties", &device_properties_dict);
+  m.def("_utilization", [](int64_t d) { return device_utilization(resolve_device_index(d)); });
   m.def("_mem_get_info", [](int64_t d) {
     const auto [free, total] = device_memory_info(resolve_device_index(d));
     return py::make_tuple(free, total);

@@ -85,7 +85,7 @@ Stream& Device::stream(int stream_index) {
       throw Error(ErrorCode::kInvalidValue, "NPU " + std::to_string(index_) + " has no dedicated stream " +
                                                 std::to_string(stream_index) + " (none was created)");
     }
-    slot = std::make_unique<Stream>(index_, stream_index, /*priority=*/0, synchronous_);
+    slot = std::make_unique<Stream>(index_, stream_index, /*priority=*/0, synchronous_, &busy_);
   }
   return *slot;
 }
@@ -98,7 +98,7 @@ int Device::create_dedicated_stream() {
   }
   const int stream_index = kStreamPoolSize + 1 + dedicated_++;
   streams_[static_cast<std::size_t>(stream_index)] =
-      std::make_unique<Stream>(index_, stream_index, /*priority=*/0, synchronous_);
+      std::make_unique<Stream>(index_, stream_index, /*priority=*/0, synchronous_, &busy_);
   return stream_index;
 }
 

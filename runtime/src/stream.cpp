@@ -77,12 +77,13 @@ void name_worker_thread(std::thread& thread, int device_index, int stream_index)
 
 }  // namespace
 
-Stream::Stream(int device_index, int stream_index, int priority, bool synchronous)
+Stream::Stream(int device_index, int stream_index, int priority, bool synchronous, BusyClock* busy)
     : device_index_(device_index),
       stream_index_(stream_index),
       priority_(priority),
       synchronous_(synchronous),
-      fork_generation_(g_fork_generation.load(std::memory_order_relaxed)) {
+      fork_generation_(g_fork_generation.load(std::memory_order_relaxed)),
+      busy_(busy) {
   // A synchronous stream runs everything on the caller: no ring, no worker.
   if (synchronous_) return;
   ring_.reset(new Task[kCapacity]);
@@ -217,6 +218,7 @@ void Stream::worker_loop() {
       continue;
     }
 
+    if (busy_ != nullptr) busy_->begin();
     for (std::uint64_t seq = done + 1; seq <= available; ++seq) {
       Task& task = ring_[seq % kCapacity];
       run_task(task, seq);
@@ -228,6 +230,7 @@ void Stream::worker_loop() {
       completed_seq_.store(seq, std::memory_order_seq_cst);
       notify_waiters();
     }
+    if (busy_ != nullptr) busy_->end();
     done = available;
   }
 }

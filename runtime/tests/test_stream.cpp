@@ -2,6 +2,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <stdexcept>
 #include <thread>
@@ -597,6 +598,29 @@ TEST(StreamCapture, AFailingCapturedTaskDoesNotStopTheReplay) {
   stream.enqueue_replay(graph);
   EXPECT_THROW(stream.synchronize(), vnpu::KernelError);
   EXPECT_EQ(ran, 2);
+}
+
+}  // namespace
+
+namespace {
+
+TEST(BusyClock, CountsTheTimeAnyStreamRunsWork) {
+  vnpu::BusyClock clock;
+  {
+    Stream a(0, 1, 0, false, &clock);
+    Stream b(0, 2, 0, false, &clock);
+    EXPECT_LT(clock.busy_ns(), 5'000'000);  // idle streams add nothing
+    // Overlapping work on two streams counts once (the device was busy).
+    a.enqueue("sleep", [] { std::this_thread::sleep_for(std::chrono::milliseconds(40)); });
+    b.enqueue("sleep", [] { std::this_thread::sleep_for(std::chrono::milliseconds(40)); });
+    a.synchronize();
+    b.synchronize();
+  }
+  const std::int64_t busy = clock.busy_ns();
+  EXPECT_GE(busy, 40'000'000);
+  EXPECT_LT(busy, 80'000'000);  // summed per stream it would be 80 ms or more
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(clock.busy_ns(), busy);  // no stream busy: the clock stands still
 }
 
 }  // namespace

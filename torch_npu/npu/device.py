@@ -144,11 +144,13 @@ def mem_get_info(device=None):
 
 
 def utilization(device=None) -> int:
-    """Percent of time the device was busy recently. The virtual device does
-    not sample utilisation: always 0."""
+    """Percent of the time since the previous call for this device (the
+    first call: since the device started) during which any of its streams
+    ran work, like NVML's utilization that torch.cuda.utilization reads."""
     _lazy_init()
-    _C._check_device(_index(device) if device is not None else _C._current_device())
-    return 0
+    index = _index(device) if device is not None else _C._current_device()
+    _C._check_device(index)
+    return _C._utilization(index)
 
 
 def can_device_access_peer(device, peer_device) -> bool:

@@ -23,6 +23,7 @@
 #include "vnpu/chip_profile.h"
 #include "vnpu/device_memory.h"
 #include "vnpu/environment.h"
+#include "vnpu/busy_clock.h"
 #include "vnpu/stream.h"
 
 namespace vnpu {
@@ -44,6 +45,8 @@ class Device {
   int physical_id() const { return physical_id_; }  // id before ASCEND_RT_VISIBLE_DEVICES
   const ChipProfile& profile() const { return profile_; }
   DeviceMemory& memory() { return memory_; }
+  // How long any of its streams had work running (utilization).
+  const BusyClock& busy_clock() const { return busy_; }
 
   // Stream 0 is the default stream; 1..kStreamPoolSize are pool streams,
   // created on first use; kStreamPoolSize+1.. are dedicated streams, which
@@ -68,6 +71,7 @@ class Device {
   const ChipProfile profile_;
   const bool synchronous_;
   DeviceMemory memory_;
+  BusyClock busy_;  // before streams_: they report to it until they are gone
   std::mutex mutex_;
   std::vector<std::unique_ptr<Stream>> streams_;  // index -> stream (lazily filled)
   int next_pool_ = 0;

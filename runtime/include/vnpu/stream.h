@@ -51,6 +51,7 @@
 #include <utility>
 
 #include "vnpu/async_error.h"
+#include "vnpu/busy_clock.h"
 #include "vnpu/graph.h"
 #include "vnpu/task.h"
 #include "vnpu/trace.h"
@@ -62,7 +63,9 @@ class Stream {
   // torch_npu's task queue has 4096 slots.
   static constexpr std::size_t kCapacity = 4096;
 
-  Stream(int device_index, int stream_index, int priority, bool synchronous);
+  // `busy` (optional, outliving the stream) is told when the worker takes up
+  // and finishes batches of tasks (the device's utilization).
+  Stream(int device_index, int stream_index, int priority, bool synchronous, BusyClock* busy = nullptr);
   ~Stream();  // drains outstanding tasks, then joins the worker
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
@@ -200,6 +203,7 @@ class Stream {
   const int priority_;
   const bool synchronous_;
   const unsigned fork_generation_;  // process generation that created the stream
+  BusyClock* const busy_;
 
   std::unique_ptr<Task[]> ring_;
   std::mutex producer_mutex_;     // serialises producers
