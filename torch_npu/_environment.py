@@ -19,6 +19,9 @@ _OTHER_LAYERS = (
      "the host identity hccl ranks compare: ranks with the same one exchange through shared memory, "
      "others over sockets (gloo), and a group over several hosts all-reduces hierarchically; `{rank}` in it stands for the "
      "rank (`host{rank}`: every rank a host of its own), `{rank//K}` for rank // K (`host{rank//2}`: hosts of 2 ranks)"),
+    ("ASCEND_WORK_PATH", "unset",
+     "torch_npu.profiler's: with it, `tensorboard_trace_handler()` without a `dir_name` writes under "
+     "`$ASCEND_WORK_PATH/profiling_data` (else under the current folder)"),
     ("VNPU_SKIP_BUILD", "unset",
      "build-time only: `pip install` skips the CMake build (used by `scripts/setup.sh`, which builds first)"),
 )
