@@ -23,9 +23,11 @@ PRIVATEUSE1 = 20  # c10::DeviceType::PrivateUse1, the "Device Type" of npu memor
 KERNEL_COLUMNS = ["Step Id", "Device_id", "Model ID", "Task ID", "Stream ID", "Name", "Type", "OP State",
                   "Accelerator Core", "Start Time(us)", "Duration(us)", "Wait Time(us)", "Block Num",
                   "Mix Block Num", "HF32 Eligible", "Input Shapes", "Input Data Types", "Input Formats",
-                  "Output Shapes", "Output Data Types", "Output Formats"]
+                  "Output Shapes", "Output Data Types", "Output Formats",
+                  # vNPU's: the cost model's estimate for the profile's chip (needs record_shapes)
+                  "Estimated Duration(us)", "Estimated Bound"]
 OP_STATISTIC_COLUMNS = ["OP Type", "Core Type", "Count", "Total Time(us)", "Min Time(us)", "Avg Time(us)",
-                        "Max Time(us)", "Ratio(%)"]
+                        "Max Time(us)", "Ratio(%)", "Estimated Total Time(us)"]
 OPERATOR_COLUMNS = ["Name", "Input Shapes", "Call Stack", "Host Self Duration(us)", "Host Total Duration(us)",
                     "Device Self Duration(us)", "Device Total Duration(us)",
                     "Device Self Duration With AICore(us)", "Device Total Duration With AICore(us)"]
@@ -68,7 +70,9 @@ def _us(value):
 class Trace:
     """The events of one chrome trace that the analysis needs."""
 
-    def __init__(self, trace):
+    def __init__(self, trace, chip=None):
+        from torch_npu.tools.cost_model import roofline
+        self.roofline = roofline(chip) if chip else None
         events = trace.get("traceEvents", [])
         self.base_us = trace.get("baseTimeNanoseconds", 0) / 1000.0
         self.cpu_ops = [e for e in events if e.get("cat") == "cpu_op" and e.get("ph") == "X"]
@@ -86,6 +90,18 @@ class Trace:
 
     def launching_op(self, task):
         return self.op_by_external_id.get(task.get("args", {}).get("External id"))
+
+    def estimate(self, task):
+        """The cost model's estimate of a task, from its op's recorded inputs (None without)."""
+        if self.roofline is None or is_communication(task):
+            return None
+        op = self.launching_op(task)
+        args = (op or {}).get("args", {})
+        dims, types = args.get("Input Dims"), args.get("Input type")
+        if not dims or not types:
+            return None
+        from torch_npu.tools.cost_model import op_cost
+        return op_cost(op["name"], dims, types, line=self.roofline)
 
     def step_of(self, ts):
         for step in self.steps:
@@ -140,10 +156,12 @@ def kernel_details(trace):
         task_ids[(device, stream)] += 1
         shapes, dtypes, formats = _shapes(trace.launching_op(task))
         step = trace.task_step(task)
+        cost = trace.estimate(task)
         rows.append([step if step is not None else "", device, MODEL_ID, task_ids[(device, stream)], stream,
                      task["name"], op_type(trace, task), "dynamic", core_type(task),
                      _us(trace.base_us + task["ts"]), _us(task["dur"]), _us(wait), 0, 0, "NO", shapes, dtypes,
-                     formats, "N/A", "N/A", "N/A"])
+                     formats, "N/A", "N/A", "N/A", _us(cost.seconds * 1e6) if cost else "",
+                     cost.bound if cost else ""])
     if not trace.steps:
         columns = KERNEL_COLUMNS[1:]
         rows = [r[1:] for r in rows]
@@ -153,12 +171,17 @@ def kernel_details(trace):
 
 
 def op_statistic(trace):
-    groups = defaultdict(list)
+    groups, estimates = defaultdict(list), defaultdict(list)
     for task in trace.tasks:
-        groups[(op_type(trace, task), core_type(task))].append(task["dur"])
+        key = (op_type(trace, task), core_type(task))
+        groups[key].append(task["dur"])
+        cost = trace.estimate(task)
+        if cost is not None:
+            estimates[key].append(cost.seconds * 1e6)
     total = sum(sum(v) for v in groups.values()) or 1.0
     rows = [[name, core, len(d), _us(sum(d)), _us(min(d)), _us(sum(d) / len(d)), _us(max(d)),
-             round(100.0 * sum(d) / total, 2)] for (name, core), d in groups.items()]
+             round(100.0 * sum(d) / total, 2), _us(sum(estimates[(name, core)])) if estimates[(name, core)] else ""]
+            for (name, core), d in groups.items()]
     rows.sort(key=lambda r: -r[3])
     return OP_STATISTIC_COLUMNS, rows
 
@@ -320,14 +343,35 @@ def communication(trace):
     return dict(steps)
 
 
+def estimate_track(trace):
+    """The cost model's estimates as trace events on a process of their own,
+    each starting with its real task."""
+    name = f"Estimated {trace.roofline.name}"
+    events = [{"ph": "M", "name": "process_name", "pid": name, "tid": 0, "args": {"name": name}}]
+    for task in trace.tasks:
+        cost = trace.estimate(task)
+        if cost is None:
+            continue
+        events.append({"ph": "X", "cat": "estimate", "name": task["name"], "pid": name,
+                       "tid": task.get("args", {}).get("stream", 0), "ts": task["ts"], "dur": cost.seconds * 1e6,
+                       "args": {"bound": cost.bound, "unit": cost.unit, "GFLOP": cost.flops / 1e9,
+                                "MB": cost.bytes / 1e6, "measured_us": task["dur"]}})
+    return events
+
+
 def write_outputs(folder):
     """Writes ASCEND_PROFILER_OUTPUT/ of one ``*_ascend_pt`` folder from its raw trace."""
     folder = pathlib.Path(folder)
     raw = json.loads((folder / RAW_TRACE).read_text())
-    trace = Trace(raw)
+    info_file = folder / "profiler_info.json"
+    info = json.loads(info_file.read_text()) if info_file.is_file() else {}
+    trace = Trace(raw, chip=info.get("device_name"))
     out = folder / OUTPUT_DIR
     out.mkdir(exist_ok=True)
-    write_atomically(out / "trace_view.json", json.dumps(raw))
+    view = dict(raw)
+    if trace.roofline is not None:
+        view["traceEvents"] = list(raw.get("traceEvents", [])) + estimate_track(trace)
+    write_atomically(out / "trace_view.json", json.dumps(view))
     for name, (columns, rows) in (("kernel_details.csv", kernel_details(trace)),
                                   ("op_statistic.csv", op_statistic(trace)),
                                   ("operator_details.csv", operator_details(trace)),

@@ -159,6 +159,8 @@ class profile(_torch_profiler.profile):
             "cann_version": torch.npu.get_cann_version() if hasattr(torch.npu, "get_cann_version") else "",
             "rank_id": _rank(),
             "device": "vNPU (virtual Ascend NPU on the host CPU)",
+            # The chip the cost model estimates for (VNPU_CHIP).
+            "device_name": torch.npu.get_device_name() if torch.npu.is_available() else "",
         }
 
 
