@@ -246,3 +246,31 @@ def test_event_elapsed_time_agrees_with_the_trace():
     (sleep,) = [e for e in _device_events(prof) if "_sleep" in e.name]
     traced_ms = sleep.device_time_total / 1000
     assert abs(start.elapsed_time(end) - traced_ms) < 0.1 * traced_ms + 1.0
+
+
+def test_a_process_killed_mid_profile_leaves_readable_output(tmp_path):
+    from conftest import run_python
+    code = f"""
+import os, torch, torch_npu
+import torch_npu.profiler as P
+x = torch.randn(64, 64, device="npu")
+prof = P.profile(activities=[P.ProfilerActivity.CPU, P.ProfilerActivity.NPU],
+                 schedule=P.schedule(wait=0, active=1, repeat=0),
+                 on_trace_ready=P.tensorboard_trace_handler({str(tmp_path)!r}))
+prof.start()
+for step in range(3):
+    (x @ x).sum()
+    torch.npu.synchronize()
+    prof.step()
+os._exit(9)  # killed in the middle of the next cycle: no stop(), no cleanup
+"""
+    r = run_python(code, timeout=120)
+    assert r.returncode == 9, r.stderr[-2000:]
+    folders = sorted(tmp_path.glob("*_ascend_pt"))
+    assert len(folders) >= 2  # the finished cycles
+    for folder in folders:
+        assert not list(folder.rglob("*.tmp"))
+        json.loads((folder / "profiler_info.json").read_text())
+        rows = _rows(folder / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv")
+        assert any(row["Name"] == "mm" for row in rows)
+    npu_profiler.analyse(str(tmp_path))  # the raw data is whole too
