@@ -1,0 +1,187 @@
+"""The cuda -> npu migration tool (torch_npu/tools/migrate.py): rules on
+snippets, a whole CUDA training project migrated and trained on npu, the
+report, and bad input."""
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import clean_env
+from torch_npu.tools.migrate import MigrationReport, ModelMigrator, migrate_path, migrate_source
+
+PROJECT = pathlib.Path(__file__).parent / "migration_project"
+
+
+def migrated(text):
+    report = MigrationReport()
+    return migrate_source(text, "snippet.py", report), report
+
+
+@pytest.mark.parametrize("before, after", [
+    ("x = t.cuda()", "x = t.npu()"),
+    ("x = t.cuda(non_blocking=True)", "x = t.npu(non_blocking=True)"),
+    ("ok = t.is_cuda", "ok = t.is_npu"),
+    ("torch.cuda.synchronize()", "torch.npu.synchronize()"),
+    ("n = torch.cuda.device_count()", "n = torch.npu.device_count()"),
+    ("s = torch.cuda.amp.GradScaler()", "s = torch.npu.amp.GradScaler()"),
+    ("from torch.cuda.amp import autocast", "from torch.npu.amp import autocast"),
+    ("import torch.cuda.amp as amp", "import torch.npu.amp as amp"),
+    ("d = torch.device('cuda')", "d = torch.device('npu')"),
+    ('d = torch.device("cuda:1")', 'd = torch.device("npu:1")'),
+    ("t.to(f'cuda:{rank}')", "t.to(f'npu:{rank}')"),
+    ("m.to(device='cuda')", "m.to(device='npu')"),
+    ("with torch.autocast(device_type='cuda'): pass", "with torch.autocast(device_type='npu'): pass"),
+    ("torch.load(p, map_location='cuda:0')", "torch.load(p, map_location='npu:0')"),
+    ("dist.init_process_group('nccl')", "dist.init_process_group('hccl')"),
+    ("dist.init_process_group(backend='nccl', rank=0)", "dist.init_process_group(backend='hccl', rank=0)"),
+    ("if x.device.type == 'cuda': pass", "if x.device.type == 'npu': pass"),
+    ("os.environ['CUDA_VISIBLE_DEVICES'] = '0'", "os.environ['ASCEND_RT_VISIBLE_DEVICES'] = '0'"),
+    ("torch.backends.cudnn.deterministic = True", "torch.use_deterministic_algorithms(True)"),
+    ("torch.backends.cuda.matmul.allow_tf32 = True", "torch.npu.matmul.allow_hf32 = True"),
+    ("DataLoader(ds, pin_memory=True, pin_memory_device='cuda')",
+     "DataLoader(ds, pin_memory=True, pin_memory_device='npu')"),
+])
+def test_rewrites(before, after):
+    assert migrated(before)[0] == after
+
+
+@pytest.mark.parametrize("text", [
+    "cuda_version = torch.version.cuda",     # names that contain cuda
+    "print('runs on cuda devices')",         # strings that merely contain cuda
+    "# move it to .cuda() first",            # comments
+    "x = 'cudart'",
+    "mode = 'nccl'",                         # "nccl" outside a backend argument
+    "def cuda(self): return self",           # a user's method named cuda is defined, not called
+])
+def test_leaves_alone(text):
+    assert migrated(text)[0] == text
+
+
+def test_cudnn_benchmark_becomes_a_commented_pass_and_import_torch_npu_is_added():
+    text = "import torch\nif fast:\n    torch.backends.cudnn.benchmark = True\n"
+    new, report = migrated(text)
+    assert new.splitlines()[:2] == ["import torch", "import torch_npu  # added by the npu migration"]
+    assert "    pass  # migrated to npu: `torch.backends.cudnn.benchmark = True` has no npu counterpart" in new
+    compile(new, "x", "exec")
+    assert {c.rule for c in report.changes} >= {"import torch_npu"}
+
+
+@pytest.mark.parametrize("text, api", [
+    ("from flash_attn import flash_attn_func", "flash_attn.flash_attn_func"),
+    ("import cupy as cp", "cupy"),
+    ("from apex.optimizers import FusedAdam", "apex.optimizers.FusedAdam"),
+    ("import bitsandbytes as bnb", "bitsandbytes"),
+    ("with torch.cuda.nvtx.range('x'): pass", "torch.cuda.nvtx.range"),
+    ("from torch.utils.cpp_extension import CUDAExtension", "torch.utils.cpp_extension.CUDAExtension"),
+    ("load(name='k', sources=['k.cu'])", "load"),
+])
+def test_unsupported_apis_are_reported_with_a_suggestion(text, api):
+    _, report = migrated(text)
+    assert [f.api for f in report.unsupported] == [api]
+    assert report.unsupported[0].suggestion
+
+
+def test_flash_attn_suggests_npu_fusion_attention():
+    _, report = migrated("from flash_attn import flash_attn_func")
+    assert "torch_npu.npu_fusion_attention" in report.unsupported[0].suggestion
+
+
+def test_a_cuda_project_migrates_and_trains_on_npu(tmp_path):
+    out = tmp_path / "project_npu"
+    report = migrate_path(PROJECT, out)
+    assert not report.errors
+    assert (out / "kernels" / "fused_gelu.cu").is_file() and (out / "README.md").is_file()  # copied as they are
+    apis = {f.api for f in report.unsupported}
+    assert {"fused_gelu.cu", "flash_attn.flash_attn_func", "load"} <= apis
+    train = (out / "train.py").read_text()
+    assert 'init_process_group("hccl"' in train and "torch.npu.amp" in train and "import torch_npu" in train
+    assert 'print("cuda is not available")' in train  # strings are left alone
+    assert (PROJECT / "train.py").read_text().count("cuda") > 10  # the input is untouched
+    env = clean_env(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, "train.py"], cwd=out, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    losses = [float(v) for v in proc.stdout.split("LOSSES", 1)[1].split()]
+    assert len(losses) == 4 and losses[-1] < losses[0]
+
+
+def _free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_cli_dry_run_and_report(tmp_path):
+    src = tmp_path / "src"
+    shutil.copytree(PROJECT, src)
+    before = {p: p.read_bytes() for p in src.rglob("*") if p.is_file()}
+    report_base = tmp_path / "report"
+    proc = subprocess.run([sys.executable, "-m", "torch_npu.tools.migrate", str(src), "--dry-run", "--report",
+                           str(report_base)], env=clean_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "+    dist.init_process_group(\"hccl\"" in proc.stdout and proc.stdout.startswith("---")
+    assert {p: p.read_bytes() for p in src.rglob("*") if p.is_file()} == before  # nothing written
+    data = json.loads((tmp_path / "report.json").read_text())
+    assert data["files_changed"] == 2 and any(c["rule"] == "nccl -> hccl" for c in data["changes"])
+    assert "## APIs without an npu counterpart" in (tmp_path / "report.md").read_text()
+
+
+def test_in_place_and_model_migrator(tmp_path):
+    path = tmp_path / "one.py"
+    path.write_text("import torch\nx = torch.ones(2).cuda()\n")
+    path.chmod(0o640)
+    ModelMigrator.migrate_code(str(path), str(path))
+    assert path.read_text() == "import torch\nimport torch_npu  # added by the npu migration\nx = torch.ones(2).npu()\n"
+    assert oct(path.stat().st_mode & 0o777) == "0o640"  # mode kept
+    assert [p.name for p in tmp_path.iterdir()] == ["one.py"]  # no temporary left
+
+
+def test_the_code_read_is_never_run(tmp_path):
+    marker = tmp_path / "ran"
+    src = tmp_path / "evil.py"
+    src.write_text(f"open({str(marker)!r}, 'w').write('x')\nimport torch\nt = torch.ones(1).cuda()\n")
+    migrate_path(src, tmp_path / "out.py")
+    assert not marker.exists() and ".npu()" in (tmp_path / "out.py").read_text()
+
+
+def test_bad_input(tmp_path):
+    src = tmp_path / "src"
+    (src / "pkg").mkdir(parents=True)
+    (src / "pkg" / "good.py").write_text("import torch\nx = torch.ones(1).cuda()\n")
+    (src / "pkg" / "broken.py").write_text("def f(:\n    x.cuda()\n")
+    (src / "pkg" / "binary.py").write_bytes(b"\x00\x01\x02cuda")
+    (src / "pkg" / "data.bin").write_bytes(bytes(range(256)))
+    (src / "pkg" / "loop").symlink_to(src, target_is_directory=True)  # a symlink loop
+    out = tmp_path / "out"
+    report = migrate_path(src, out)
+    errors = dict(report.errors)
+    assert "does not parse" in errors[str(src / "pkg" / "broken.py")]
+    assert "binary" in errors[str(src / "pkg" / "binary.py")]
+    assert ".npu()" in (out / "pkg" / "good.py").read_text()  # the rest is migrated
+    assert (out / "pkg" / "broken.py").read_text() == "def f(:\n    x.cuda()\n"  # copied unchanged
+    assert (out / "pkg" / "data.bin").read_bytes() == bytes(range(256))
+    assert any("symbolic link" in why for _, why in report.skipped)
+    with pytest.raises(ValueError, match="inside the input"):
+        migrate_path(src, src / "out")
+    proc = subprocess.run([sys.executable, "-m", "torch_npu.tools.migrate", str(src), "-o", str(src / "x")],
+                          env=clean_env(), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "inside the input" in proc.stderr
+    # A read-only target: reported, the user's file untouched, the others written.
+    target = tmp_path / "ro"
+    shutil.copytree(src / "pkg", target, symlinks=True, ignore=shutil.ignore_patterns("loop"))
+    (target / "good.py").chmod(0o444)
+    target.chmod(0o555)
+    try:
+        if os.access(target, os.W_OK):
+            pytest.skip("running as a user who may write anywhere")
+        report = migrate_path(target)
+        assert "cannot be written" in dict(report.errors)[str(target / "good.py")]
+        assert (target / "good.py").read_text() == "import torch\nx = torch.ones(1).cuda()\n"
+    finally:
+        target.chmod(0o755)
