@@ -60,6 +60,12 @@ from torch_npu._inductor import retarget as _retarget  # noqa: E402
 
 _retarget.install()
 
+import os as _os  # noqa: E402
+
+from torch_npu.npu import check_mode as _check_mode  # noqa: E402
+
+_check_mode._enable_from_environment(_os.environ.get("VNPU_CHECK_MODE", "0"))  # strict chip mode for a whole run
+
 # torch_npu's dtype names, where torch has the dtype (hifloat8 has no torch counterpart).
 float8_e5m2 = torch.float8_e5m2
 float8_e4m3fn = torch.float8_e4m3fn

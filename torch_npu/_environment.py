@@ -22,6 +22,9 @@ _OTHER_LAYERS = (
     ("ASCEND_WORK_PATH", "unset",
      "torch_npu.profiler's: with it, `tensorboard_trace_handler()` without a `dir_name` writes under "
      "`$ASCEND_WORK_PATH/profiling_data` (else under the current folder)"),
+    ("VNPU_CHECK_MODE", "0",
+     "1: strict chip mode for the whole run (`torch.npu.set_check_mode(True)` at import, for the main thread), "
+     "with its findings printed at exit (docs/strict_mode.md)"),
     ("VNPU_SKIP_BUILD", "unset",
      "build-time only: `pip install` skips the CMake build (used by `scripts/setup.sh`, which builds first)"),
 )

@@ -9,6 +9,7 @@
 
 #include "csrc/core/npu_error.h"
 #include "csrc/core/npu_stream.h"
+#include "csrc/ops/strict_mode.h"
 #include <vnpu/environment.h>
 
 namespace torch_npu {
@@ -19,6 +20,7 @@ std::map<std::string, int64_t> g_counts;
 std::atomic<bool> g_debug{false};
 
 void npu_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  check_strict_mode();
   const std::string name = c10::toString(op.operator_name());
   NPU_CHECK_WITH(NotImplementedError, ErrCode::kNotSupport, !vnpu::environment().fallback_cpu_disable,
                  "The operator '", name, "' is not currently supported on the NPU backend, and the CPU "

@@ -8,6 +8,7 @@
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_error.h"
 #include "csrc/core/npu_stream.h"
+#include "csrc/ops/strict_mode.h"
 #include <vnpu/environment.h>
 #include <vnpu/stream.h>
 
@@ -53,6 +54,7 @@ thread_local std::unordered_set<uint64_t> t_validated;
 
 void submit_kernel(c10::DeviceIndex device, uint64_t signature, KernelTaskBase& task,
                    const vnpu::ErasedCallable& callable) {
+  check_strict_mode();
   check_not_forked();
   vnpu::Stream& stream = current_runtime_stream(device);
   const uint64_t key = validation_key(task.op, signature);
@@ -71,6 +73,7 @@ void submit_kernel(c10::DeviceIndex device, uint64_t signature, KernelTaskBase& 
 }
 
 void submit_queued_kernel(c10::DeviceIndex device, KernelTaskBase& task, const vnpu::ErasedCallable& callable) {
+  check_strict_mode();
   check_not_forked();
   vnpu::Stream& stream = current_runtime_stream(device);
   with_torch_errors([&] { stream.enqueue_erased(vnpu::TaskKind::kKernel, task.op, callable); });

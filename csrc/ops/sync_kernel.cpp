@@ -19,6 +19,7 @@
 #include "csrc/ops/boxed_call.h"
 #include "csrc/ops/launch.h"
 #include "csrc/ops/cpu_allocation_scope.h"
+#include "csrc/ops/strict_mode.h"
 #include "csrc/ops/sync_point.h"
 
 namespace torch_npu {
@@ -163,6 +164,7 @@ void sync_native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   const size_t num_args = schema.arguments().size();
   auto args = torch::jit::last(*stack, num_args);
   const c10::DeviceIndex device = op_device(op, args);
+  check_strict_mode();
   count_call(op);
   if (current_runtime_stream(device).capturing()) {
     const std::string what = "'" + c10::toString(op.operator_name()) +

@@ -27,6 +27,7 @@ void register_format_serialization();
 void bind_memory(pybind11::module& m);
 void bind_distributed(pybind11::module& m);
 void bind_graphs(pybind11::module& m);
+void bind_strict_mode(pybind11::module& m);
 
 namespace {
 
@@ -146,6 +147,7 @@ PYBIND11_MODULE(_C, m) {
   bind_memory(m);
   bind_distributed(m);
   bind_graphs(m);
+  bind_strict_mode(m);
 
   // RNG.
   m.def("_default_generator", [](int64_t d) {

@@ -34,6 +34,11 @@ class CompatibilityReport:
     dtype_issues: list = dataclasses.field(default_factory=list)
     max_output_diff: float = 0.0
     max_grad_diff: float = 0.0
+    # strict=True: per op the model ran on npu: calls, dtypes, whether real
+    # torch_npu runs it natively on the chip, and its numeric risk.
+    chip: str = ""
+    ops: dict = dataclasses.field(default_factory=dict)
+    strict_findings: list = dataclasses.field(default_factory=list)
 
     def __str__(self):
         lines = [f"compatible: {self.compatible}"]
@@ -46,6 +51,14 @@ class CompatibilityReport:
                      (", ".join(f"{k} x{v}" for k, v in self.synchronous_ops.items()) or "none"))
         lines.extend(f"dtype: {issue}" for issue in self.dtype_issues)
         lines.append(f"max |npu - cpu| output: {self.max_output_diff:.3g}, gradients: {self.max_grad_diff:.3g}")
+        if self.chip:
+            lines.append(f"strict check for {self.chip}:")
+            for f in self.strict_findings:
+                lines.append(f"  {f['kind']}: {f['op']} x{f['count']}")
+            for name, op in self.ops.items():
+                if not op["native"] or op["risk"]:
+                    lines.append(f"  {name}: native on the chip: {op['native']}, dtypes {sorted(op['dtypes'])}"
+                                 + (f", risk: {op['risk']}" if op["risk"] else ""))
         return "\n".join(lines)
 
 
@@ -65,8 +78,45 @@ def _backward(outputs):
     return bool(tensors)
 
 
-def check_model(model, example_inputs, device="npu", backward=True):
-    """Runs ``model(*example_inputs)`` on ``device`` and on cpu; returns a CompatibilityReport."""
+_FP16_MAX = 65504.0
+
+
+class _OpLog(torch.utils._python_dispatch.TorchDispatchMode):
+    """The aten ops a run reaches, with their dtypes and largest magnitudes."""
+
+    def __init__(self, chip):
+        super().__init__()
+        self.chip = chip
+        self.ops = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if getattr(func, "is_view", False):
+            return out
+        from torch_npu.npu.check_mode import native_on_chip
+        name = func.overloadpacket._qualified_op_name  # "aten::addmm"
+        entry = self.ops.setdefault(name, {"calls": 0, "dtypes": set(), "native": native_on_chip(func.name()),
+                                           "risk": ""})
+        entry["calls"] += 1
+        for t in tree_flatten((args, kwargs))[0]:
+            if isinstance(t, torch.Tensor):
+                entry["dtypes"].add(str(t.dtype).replace("torch.", ""))
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel() and t.device.type != "meta":
+                biggest = t.detach().abs().max().item()
+                low = t.dtype == torch.float16 or (t.dtype == torch.float32 and
+                                                   self.chip.lower().startswith(("ascend910a", "ascend310")))
+                if low and biggest > _FP16_MAX / 2:
+                    entry["risk"] = (f"values up to {biggest:.3g} near float16's limit {_FP16_MAX:.0f}"
+                                     + (" (fp32 runs in fp16 on this chip)" if t.dtype == torch.float32 else ""))
+        return out
+
+
+def check_model(model, example_inputs, device="npu", backward=True, strict=False, chip=None):
+    """Runs ``model(*example_inputs)`` on ``device`` and on cpu; returns a
+    CompatibilityReport. ``strict=True`` (or a ``chip``) also runs the npu side
+    in strict chip mode and reports, per op, whether the real chip runs it
+    natively, the dtypes it rejects, its fp16 range risk and the fallbacks."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"check_model expects a torch.nn.Module, got {type(model).__name__}")
     if isinstance(example_inputs, torch.Tensor) or not isinstance(example_inputs, (tuple, list)):
@@ -84,12 +134,27 @@ def check_model(model, example_inputs, device="npu", backward=True):
     cpu_inputs = tree_map(lambda t: t.cpu() if isinstance(t, torch.Tensor) else t, example_inputs)
     npu_inputs = tree_map(lambda t: t.to(device) if isinstance(t, torch.Tensor) else t, example_inputs)
 
+    strict = strict or chip is not None
     before_fallback = _C._fallback_counts()
     before_sync = _C._sync_native_counts()
+    log = None
+    if strict:
+        from torch_npu.npu import check_mode
+        was_on = check_mode.get_check_mode()
+        report.chip = chip or torch.npu.get_device_name()
+        check_mode.check_mode_report(clear=True)
+        check_mode.set_check_mode(True, chip=report.chip)
+        log = _OpLog(report.chip)
     try:
-        npu_out = npu_model(*npu_inputs)
-        if backward:
-            _backward(npu_out)
+        if log is not None:
+            with log:
+                npu_out = npu_model(*npu_inputs)
+                if backward:
+                    _backward(npu_out)
+        else:
+            npu_out = npu_model(*npu_inputs)
+            if backward:
+                _backward(npu_out)
         torch.npu.synchronize()
     except Exception as e:  # report, do not raise: this is a diagnosis tool
         report.error = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
@@ -97,6 +162,10 @@ def check_model(model, example_inputs, device="npu", backward=True):
     finally:
         report.fallback_ops = _delta(before_fallback, _C._fallback_counts())
         report.synchronous_ops = _delta(before_sync, _C._sync_native_counts())
+        if strict:
+            report.strict_findings = check_mode.check_mode_report(clear=True)
+            report.ops = log.ops
+            check_mode.set_check_mode(was_on)
     report.compatible = True
     first = tree_flatten(npu_out)[0]
     report.output_shape = tuple(first[0].shape) if first and isinstance(first[0], torch.Tensor) else ()
@@ -110,18 +179,30 @@ def check_model(model, example_inputs, device="npu", backward=True):
     return report
 
 
-def check_compatibility(model, input_shape):
+def check_compatibility(model, input_shape, strict=False, chip=None):
     """The seeds' helper: forward a random input of ``input_shape`` on npu:0.
-    Returns {'compatible': True, 'output_shape': ...} or {'compatible': False, 'error': ...}."""
+    Returns {'compatible': True, 'output_shape': ...} or {'compatible': False, 'error': ...};
+    with ``strict`` (or a ``chip``) the forward runs in strict chip mode, a
+    rejected dtype makes it incompatible, and 'findings' lists what it found."""
     device = torch.device("npu:0")
+    strict = strict or chip is not None
+    if strict:
+        from torch_npu.npu import check_mode
+        was_on = check_mode.get_check_mode()
+        check_mode.check_mode_report(clear=True)
+        check_mode.set_check_mode(True, chip=chip)
     try:
         model = model.to(device)
         dummy = torch.randn(*input_shape).to(device)
         with torch.no_grad():
             output = model(dummy)
-        return {"compatible": True, "output_shape": tuple(output.shape)}
+        result = {"compatible": True, "output_shape": tuple(output.shape)}
     except Exception as e:
-        return {"compatible": False, "error": str(e)[:200]}
+        result = {"compatible": False, "error": str(e)[:200]}
+    if strict:
+        result["findings"] = check_mode.check_mode_report(clear=True)
+        check_mode.set_check_mode(was_on)
+    return result
 
 
 def _delta(before, after):

@@ -1,0 +1,137 @@
+"""Strict chip mode (torch.npu.set_check_mode, torch_npu/npu/check_mode.py,
+csrc/ops/strict_mode.cpp): what real torch_npu on 910B2, 310P3 and 910A would
+refuse or run on the CPU, found while vNPU runs everything."""
+
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+
+from conftest import run_python
+from torch_npu.tools import check_compatibility, check_model
+
+
+@pytest.fixture
+def strict():
+    torch.npu.check_mode_report(clear=True)
+    torch.npu.set_check_mode(True)
+    yield
+    torch.npu.set_check_mode(False)
+    torch.npu.check_mode_report(clear=True)
+
+
+def test_off_by_default_and_a_bool():
+    assert torch.npu.get_check_mode() is False
+    with pytest.raises(TypeError, match="must be a bool"):
+        torch.npu.set_check_mode("yes")
+    x = torch.randn(3, 3, device="npu", dtype=torch.float64)
+    assert (x @ x).dtype == torch.float64  # vNPU runs it; strict mode would not
+
+
+def test_rejected_dtypes_raise_in_aclnn_words(strict):
+    x = torch.randn(8, 8, device="npu")
+    torch.testing.assert_close((x @ x).cpu(), x.cpu() @ x.cpu())  # fp32 GEMMs are fine
+    (x.bfloat16() @ x.bfloat16())  # the default 910B2 has bf16
+    with pytest.raises(RuntimeError, match=r"call aclnn(Matmul|Mm) failed, detail:EZ1001: .*DT_DOUBLE not implemented on "
+                                           r"Ascend910B2, should be in dtype support list \[DT_FLOAT,DT_FLOAT16,"
+                                           r"DT_BFLOAT16\]"):
+        x.double() @ x.double()
+    with pytest.raises(RuntimeError, match="DT_COMPLEX64"):
+        torch.mm(x.to(torch.complex64), x.to(torch.complex64))
+    u = torch.ones(4, dtype=torch.uint64, device="npu")
+    with pytest.raises(RuntimeError, match="call aclnnAdd failed.*DT_UINT64"):
+        u + u
+    kinds = {(f["op"], f["kind"]) for f in torch.npu.check_mode_report()}
+    assert {("aten::matmul", "dtype"), ("aten::mm", "dtype"), ("aten::add.Tensor", "dtype")} <= kinds
+    # The device works on after each refusal.
+    torch.testing.assert_close((x + 1).cpu(), x.cpu() + 1)
+
+
+def test_ops_without_an_npu_kernel_warn_like_the_cpu_fallback(strict):
+    x = torch.rand(16, device="npu")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            torch.special.bessel_j0(x)
+    messages = [str(w.message) for w in caught if "CAUTION" in str(w.message)]
+    assert len(messages) == 1  # once per op, as torch_npu warns
+    assert messages[0].startswith("CAUTION: The operator 'aten::special_bessel_j0' is not currently supported on the "
+                                  "NPU backend and will fall back to run on the CPU.")
+    (finding,) = [f for f in torch.npu.check_mode_report() if f["kind"] == "cpu_fallback"]
+    assert finding["op"] == "aten::special_bessel_j0" and finding["count"] == 3
+    # Ops real torch_npu has (op-plugin's list and its core) raise nothing.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y = (x.view(4, 4) @ x.view(4, 4)).relu().sum()
+        y.item()
+
+
+def test_backward_ops_are_checked_too(strict):
+    w = torch.randn(4, 4, device="npu", dtype=torch.float64, requires_grad=True)
+    torch.npu.set_check_mode(False)
+    loss = (w * 2).sum()  # forward outside strict mode
+    torch.npu.set_check_mode(True)
+    loss.backward()  # mul's backward: float64 mul is allowed by aclnnMul's list
+    assert w.grad is not None
+
+
+@pytest.mark.parametrize("chip, bf16", [("Ascend910B2", True), ("Ascend310P3", False), ("Ascend910A", False)])
+def test_per_chip_tables(chip, bf16):
+    code = """
+import torch, torch_npu
+torch.npu.set_check_mode(True)
+x = torch.randn(4, 4, device="npu")
+(x.half() @ x.half())
+try:
+    x.bfloat16() @ x.bfloat16()
+    print("BF16 OK")
+except RuntimeError as e:
+    print("BF16 REFUSED", "DT_BFLOAT16" in str(e), "should be in dtype support list [DT_FLOAT,DT_FLOAT16]" in str(e))
+print("BF16 SUPPORTED", torch.npu.is_bf16_supported())
+"""
+    r = run_python(code, timeout=120, VNPU_CHIP=chip)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert ("BF16 OK" in r.stdout) == bf16
+    if not bf16:
+        assert "BF16 REFUSED True True" in r.stdout
+    assert f"BF16 SUPPORTED {bf16}" in r.stdout
+
+
+def test_fallback_disabled_raises_and_the_env_var_runs_a_whole_program_strict():
+    code = """
+import torch, torch_npu
+x = torch.rand(4, device="npu")
+try:
+    torch.special.bessel_j0(x)
+    print("RAN")
+except NotImplementedError as e:
+    print("REFUSED", "TORCH_NPU_FALLBACK_CPU_DISABLE=1" in str(e))
+(x.double() + 1)
+"""
+    r = run_python(code, timeout=120, VNPU_CHECK_MODE="1", TORCH_NPU_FALLBACK_CPU_DISABLE="1")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "REFUSED True" in r.stdout
+    assert "strict chip mode:" in r.stderr and "aten::special_bessel_j0" in r.stderr  # the report at exit
+    bad = run_python("import torch, torch_npu", timeout=60, VNPU_CHECK_MODE="yes")
+    assert bad.returncode != 0 and "VNPU_CHECK_MODE must be 0 or 1" in bad.stderr
+
+
+def test_check_model_strict_reports_per_op_for_a_chip():
+    model = nn.Sequential(nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 2)).bfloat16()
+    x = torch.randn(4, 8).bfloat16()
+    on_910b = check_model(model, (x,), strict=True)
+    assert on_910b.compatible and on_910b.chip == "Ascend910B2"
+    assert on_910b.ops["aten::addmm"]["native"] and "bfloat16" in on_910b.ops["aten::addmm"]["dtypes"]
+    on_310p = check_model(model, (x,), chip="Ascend310P3")
+    assert not on_310p.compatible and "DT_BFLOAT16" in on_310p.error
+    assert any(f["kind"] == "dtype" for f in on_310p.strict_findings)
+    assert torch.npu.get_check_mode() is False  # restored
+    big = nn.Linear(4, 4)
+    with torch.no_grad():
+        big.weight.fill_(30000.0)
+    risky = check_model(big, (torch.ones(2, 4),), chip="Ascend910A", backward=False)
+    assert "float16's limit" in risky.ops["aten::addmm"]["risk"]
+    seed_style = check_compatibility(nn.Linear(8, 2), (3, 8), chip="Ascend910A")
+    assert seed_style["compatible"] and seed_style["output_shape"] == (3, 2) and seed_style["findings"] == []
+    assert set(check_compatibility(nn.Linear(8, 2), (3, 8))) == {"compatible", "output_shape"}  # the seed's shape

@@ -1,0 +1,132 @@
+"""Strict chip mode: torch.npu.set_check_mode(True) makes vNPU behave like
+real torch_npu on the selected chip (VNPU_CHIP), so a port that runs here
+is also told where a real 910B, 910A or 310P would differ:
+
+- ops real torch_npu has no npu kernel for (the list of
+  torch_npu/tools/data/npu_native_ops.txt, from Ascend/op-plugin, plus its
+  own core registrations) get torch_npu's CPU-fallback warning, and raise
+  under TORCH_NPU_FALLBACK_CPU_DISABLE=1;
+- dtypes the chip's aclnn kernels reject raise, in aclnn's words (the table
+  below, from CANN's aclnn API reference);
+- every finding is collected: check_mode_report().
+
+``VNPU_CHECK_MODE=1`` turns it on at import for a whole run and prints the
+report at exit. The check applies to the thread that turned it on (and the
+autograd threads it starts). See docs/strict_mode.md.
+"""
+
+import atexit
+import pathlib
+import sys
+
+import torch
+
+from torch_npu import _C
+
+__all__ = ["check_mode_report", "get_check_mode", "set_check_mode"]
+
+_DATA = pathlib.Path(__file__).resolve().parent.parent / "tools" / "data"
+_FLOATS_A2 = "DT_FLOAT,DT_FLOAT16,DT_BFLOAT16"
+_FLOATS = "DT_FLOAT,DT_FLOAT16"
+_ADD_A2 = "DT_FLOAT,DT_FLOAT16,DT_DOUBLE,DT_INT32,DT_INT64,DT_INT16,DT_INT8,DT_UINT8,DT_BOOL,DT_BFLOAT16"
+_ADD = "DT_FLOAT,DT_FLOAT16,DT_DOUBLE,DT_INT32,DT_INT64,DT_INT16,DT_INT8,DT_UINT8,DT_BOOL"
+_MATMUL_OPS = ("mm", "bmm", "addmm", "baddbmm", "addbmm", "matmul", "linear", "convolution", "convolution_overrideable",
+               "convolution_backward_overrideable")
+_ARITHMETIC_OPS = ("add", "add_", "sub", "sub_", "mul", "mul_", "div", "div_")
+_COMPLEX = ["ComplexFloat", "ComplexDouble", "ComplexHalf"]
+_UNSIGNED = ["UInt16", "UInt32", "UInt64"]
+
+
+def _rules(chip):
+    """(aten op, rejected dtypes, support list) for ``chip``. From CANN's aclnn
+    API reference: aclnnMm / aclnnBatchMatMul / aclnnAddmm take FLOAT16 and
+    FLOAT32 on the Atlas training (910A) and inference (310P) series, plus
+    BFLOAT16 on Atlas A2 (910B); aclnnAdd takes FLOAT, FLOAT16, DOUBLE, INT32,
+    INT64, INT16, INT8, UINT8, BOOL, plus BFLOAT16 on A2, and no unsigned
+    16/32/64-bit types. Convolutions and mul/div are taken to follow the same
+    lists (docs/strict_mode.md)."""
+    a2 = chip.lower().startswith(("ascend910b", "ascend910_93"))
+    no_bf16 = [] if a2 else ["BFloat16"]
+    rules = []
+    for op in _MATMUL_OPS:
+        rules.append((f"aten::{op}", ["Double", "Long", "Int", "Short", "Char", "Byte", "Bool"] + _COMPLEX + _UNSIGNED
+                      + no_bf16, _FLOATS_A2 if a2 else _FLOATS))
+    for op in _ARITHMETIC_OPS:
+        rules.append((f"aten::{op}", _UNSIGNED + no_bf16, _ADD_A2 if a2 else _ADD))
+    return rules
+
+
+def _native_ops():
+    names = []
+    for name in ("npu_native_ops.txt", "npu_core_ops.txt"):
+        for line in (_DATA / name).read_text().splitlines():
+            line = line.strip()
+            if line and not line.startswith("#"):
+                names.append(line)
+    return names
+
+
+_enabled = False
+
+
+def set_check_mode(check_mode: bool, chip=None):
+    """Strict chip mode on (True) or off (False), for the calling thread.
+    ``chip`` (default: the device's, VNPU_CHIP) selects the dtype tables."""
+    global _enabled
+    if not isinstance(check_mode, bool):
+        raise TypeError(f"check_mode must be a bool, but got {type(check_mode).__name__}")
+    if chip is None:
+        chip = torch.npu.get_device_name() if torch.npu.is_available() else "Ascend910B2"
+    elif not isinstance(chip, str) or not chip.lower().startswith(("ascend910", "ascend310")):
+        raise ValueError(f"chip must name an Ascend 910 or 310 chip (as VNPU_CHIP does), but got {chip!r}")
+    _C._set_strict_mode(check_mode, _native_ops() if check_mode else [], _rules(chip) if check_mode else [], chip)
+    _enabled = check_mode
+
+
+def get_check_mode() -> bool:
+    return _enabled
+
+
+def native_on_chip(op):
+    """Whether real torch_npu has an npu kernel for ``op`` ("aten::add.Tensor" or "add")."""
+    name = op.split("::", 1)[-1]
+    names = _native_names()
+    return name in names or name.split(".", 1)[0] in names
+
+
+_NAMES = None
+
+
+def _native_names():
+    global _NAMES
+    if _NAMES is None:
+        _NAMES = frozenset(_native_ops())
+    return _NAMES
+
+
+def check_mode_report(clear=False):
+    """What strict mode found: a list of dicts (op, kind: "cpu_fallback" or
+    "dtype", detail: the message given, count: the calls seen)."""
+    found = [{"op": op, "kind": kind, "detail": detail, "count": count}
+             for op, kind, detail, count in _C._strict_findings()]
+    if clear:
+        _C._clear_strict_findings()
+    return found
+
+
+def _print_report_at_exit():
+    found = check_mode_report()
+    if not found:
+        print("[torch_npu] strict chip mode: no findings", file=sys.stderr)
+        return
+    print(f"[torch_npu] strict chip mode: {len(found)} findings on {torch.npu.get_device_name()}:", file=sys.stderr)
+    for f in found:
+        print(f"  {f['kind']:<12} {f['op']:<48} x{f['count']}", file=sys.stderr)
+
+
+def _enable_from_environment(value):
+    if value not in ("0", "1"):
+        raise ValueError(f"VNPU_CHECK_MODE must be 0 or 1, but got {value!r}")
+    if value == "1":
+        set_check_mode(True)
+        atexit.register(_print_report_at_exit)
