@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -14,39 +15,37 @@
 #include <vnpu/environment.h>
 
 namespace torch_npu {
+
+std::atomic<bool> g_strict_any{false};
+
 namespace {
 
 struct Config {
-  std::unordered_set<std::string> native;                // "aten::name.overload" and "aten::name"
-  std::unordered_map<std::string, StrictRule> rules;     // by "aten::name"
+  std::unordered_set<std::string> native;  // "aten::name.overload" and "aten::name"
+  std::unordered_map<std::string, std::pair<uint64_t, std::string>> rules;  // by "aten::name": rejected mask, list
   std::string chip;
 };
 
 std::mutex g_mutex;
-std::shared_ptr<const Config> g_config;              // guarded by g_mutex
-std::map<std::string, StrictFinding> g_findings;     // guarded by g_mutex; key: op + kind
-std::atomic<bool> g_enabled{false};
+std::shared_ptr<const Config> g_config;           // guarded by g_mutex
+std::map<std::string, StrictFinding> g_findings;  // guarded by g_mutex; key: op + kind
+std::atomic<uint64_t> g_generation{0};            // bumped at each set_strict_mode
 thread_local std::optional<at::CallbackHandle> t_callback;
-thread_local std::string t_pending_message;
-thread_local bool t_pending_not_implemented = false;
-thread_local const at::RecordFunction* t_pending_owner = nullptr;  // the op the mark is for
-
-void mark_pending(const at::RecordFunction& fn, std::string message, bool not_implemented) {
-  t_pending_owner = &fn;
-  t_pending_message = std::move(message);
-  t_pending_not_implemented = not_implemented;
-  t_strict_pending = true;
-}
 
 // What one operator needs checking for, decided once per operator.
 struct Decision {
-  bool native_composite = false;   // real torch_npu's kernel; a composite here
-  bool fallback = false;           // real torch_npu has no npu kernel
-  const StrictRule* rule = nullptr;  // dtypes it rejects
+  bool native_composite = false;  // real torch_npu's kernel; a composite here
+  bool fallback = false;          // real torch_npu has no npu kernel
+  uint64_t rejected = 0;          // 1 << ScalarType of the dtypes the chip refuses
+  const std::string* supported = nullptr;
   std::string full_name;
 };
 
-std::atomic<uint64_t> g_generation{0};  // bumped at each set_strict_mode
+// The aten ops this thread is inside (innermost last), and the outermost
+// native composite among them.
+thread_local std::vector<const Decision*> t_ops;
+thread_local const Decision* t_composite = nullptr;
+thread_local size_t t_composite_depth = 0;  // t_ops.size() when it began
 
 // The current config, cached per thread: no lock per op.
 const Config* config() {
@@ -61,26 +60,21 @@ const Config* config() {
   return cached.get();
 }
 
-// Ops real torch_npu implements itself that vNPU runs as ATen composites
-// (scaled_dot_product_attention): what they decompose into here is vNPU's
-// business, not the chip's, so nested ops are not checked.
-thread_local int t_inside_native_composite = 0;
-struct NativeComposite final : at::ObserverContext {};
-
 bool has_npu_kernel(const c10::OperatorName& name) {
   auto handle = c10::Dispatcher::singleton().findOp(name);
   return handle.has_value() && handle->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1);
 }
 
-const Decision& decide(const at::RecordFunction& fn, const Config& cfg) {
-  thread_local std::unordered_map<const void*, Decision> cache;  // per config: cleared when it changes
-  thread_local const Config* cached_for = nullptr;
-  if (cached_for != &cfg) {
+const Decision* decide(const at::RecordFunction& fn, const Config& cfg) {
+  thread_local std::unordered_map<const void*, Decision> cache;
+  thread_local uint64_t cached_for = ~uint64_t{0};
+  const uint64_t generation = g_generation.load(std::memory_order_relaxed);
+  if (cached_for != generation) {
     cache.clear();
-    cached_for = &cfg;
+    cached_for = generation;
   }
   auto it = cache.find(fn.name());
-  if (it != cache.end()) return it->second;
+  if (it != cache.end()) return &it->second;
   Decision d;
   if (auto name = fn.operator_name()) {
     d.full_name = name->overload_name.empty() ? name->name : name->name + "." + name->overload_name;
@@ -93,19 +87,41 @@ const Decision& decide(const at::RecordFunction& fn, const Config& cfg) {
       }
     }
     auto rule = cfg.rules.find(name->name);
-    if (rule != cfg.rules.end()) d.rule = &rule->second;
+    if (rule != cfg.rules.end()) {
+      d.rejected = rule->second.first;
+      d.supported = &rule->second.second;
+    }
   }
-  return cache.emplace(fn.name(), std::move(d)).first->second;
+  return &cache.emplace(fn.name(), std::move(d)).first->second;
 }
 
-void record(const std::string& op, const char* kind, const std::string& detail) {
+std::unique_ptr<at::ObserverContext> on_op(const at::RecordFunction& fn) {
+  const Config* cfg = config();
+  const Decision* d = cfg != nullptr ? decide(fn, *cfg) : nullptr;
+  t_ops.push_back(d);
+  if (d != nullptr && d->native_composite && t_composite == nullptr) {
+    t_composite = d;
+    t_composite_depth = t_ops.size();
+  }
+  return nullptr;
+}
+
+void on_op_end(const at::RecordFunction&, at::ObserverContext*) {
+  if (t_ops.empty()) return;  // began before strict mode was turned on
+  if (t_composite != nullptr && t_ops.size() == t_composite_depth) t_composite = nullptr;
+  t_ops.pop_back();
+}
+
+bool record(const std::string& op, const char* kind, const std::string& detail) {
   std::lock_guard<std::mutex> lock(g_mutex);
   StrictFinding& f = g_findings[op + "|" + kind];
   if (f.count++ == 0) {
     f.op = op;
     f.kind = kind;
     f.detail = detail;
+    return true;
   }
+  return false;
 }
 
 std::string dt_name(c10::ScalarType t) {
@@ -121,90 +137,65 @@ std::string dt_name(c10::ScalarType t) {
     case c10::kUInt16: return "DT_UINT16";
     case c10::kLong: return "DT_INT64";
     case c10::kInt: return "DT_INT32";
+    case c10::kShort: return "DT_INT16";
+    case c10::kChar: return "DT_INT8";
+    case c10::kByte: return "DT_UINT8";
     case c10::kBool: return "DT_BOOL";
     default: return std::string("DT_") + c10::toString(t);
   }
 }
 
-// For an op real torch_npu implements and vNPU decomposes: its parts are
-// not checked until it ends (their launch still raises the op's own mark).
-std::unique_ptr<at::ObserverContext> enter_composite(const Decision& d) {
-  if (!d.native_composite) return nullptr;
-  ++t_inside_native_composite;
-  return std::make_unique<NativeComposite>();
-}
+}  // namespace
 
-std::unique_ptr<at::ObserverContext> on_op(const at::RecordFunction& fn) {
-  if (fn.scope() != at::RecordScope::FUNCTION || t_inside_native_composite > 0) return nullptr;
-  const Config* cfg = config();
-  if (cfg == nullptr) return nullptr;
-  const Decision& d = decide(fn, *cfg);
-  if (!d.fallback && d.rule == nullptr && !d.native_composite) return nullptr;
-  const at::Tensor* npu_input = nullptr;
-  for (const c10::IValue& v : fn.inputs()) {
-    if (v.isTensor() && v.toTensor().defined() && v.toTensor().device().type() == c10::DeviceType::PrivateUse1) {
-      npu_input = &v.toTensor();
-      if (d.rule != nullptr) {
-        const std::string dt = c10::toString(v.toTensor().scalar_type());
-        for (const std::string& rejected : d.rule->dtypes) {
-          if (rejected == dt) {
-            std::string kernel = d.rule->op.substr(6);
-            if (!kernel.empty()) kernel[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(kernel[0])));
-            const std::string message = "call aclnn" + kernel + " failed, detail:EZ1001: " + d.full_name +
-                                        ": Tensor of dtype " + dt_name(v.toTensor().scalar_type()) +
-                                        " not implemented on " + cfg->chip + ", should be in dtype support list [" +
-                                        d.rule->supported + "]. (vNPU strict mode: torch.npu.set_check_mode(True))";
-            record(d.full_name, "dtype", message);
-            mark_pending(fn, message, /*not_implemented=*/false);
-            return enter_composite(d);
-          }
-        }
-      }
+uint64_t npu_dtypes_of(const void* ivalues, size_t count) {
+  uint64_t mask = 0;
+  const auto* values = static_cast<const c10::IValue*>(ivalues);
+  auto note = [&](const at::Tensor& t) {
+    if (t.defined() && t.device().type() == c10::DeviceType::PrivateUse1) {
+      mask |= uint64_t{1} << (static_cast<unsigned>(t.scalar_type()) & 63);
+    }
+  };
+  for (size_t i = 0; i < count; ++i) {
+    if (values[i].isTensor()) {
+      note(values[i].toTensor());
+    } else if (values[i].isTensorList()) {
+      for (const at::Tensor& t : values[i].toTensorVector()) note(t);
     }
   }
-  if (d.native_composite) return enter_composite(d);
-  if (d.fallback && npu_input != nullptr) {
-    const std::string message = "CAUTION: The operator '" + d.full_name +
+  return mask;
+}
+
+void strict_check_launch(uint64_t npu_dtypes) {
+  if (t_ops.empty()) return;
+  const Decision* d = t_composite != nullptr ? t_composite : t_ops.back();
+  if (d == nullptr) return;
+  const Config* cfg = config();
+  if (cfg == nullptr) return;
+  if (const uint64_t bad = d->rejected & npu_dtypes) {
+    const auto dtype = static_cast<c10::ScalarType>(__builtin_ctzll(bad));
+    std::string kernel = d->full_name.substr(6, d->full_name.find('.') == std::string::npos
+                                                    ? std::string::npos : d->full_name.find('.') - 6);
+    if (!kernel.empty()) kernel[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(kernel[0])));
+    const std::string message = "call aclnn" + kernel + " failed, detail:EZ1001: " + d->full_name +
+                                ": Tensor of dtype " + dt_name(dtype) + " not implemented on " + cfg->chip +
+                                ", should be in dtype support list [" + *d->supported +
+                                "]. (vNPU strict mode: torch.npu.set_check_mode(True))";
+    record(d->full_name, "dtype", message);
+    NPU_CHECK_WITH(Error, ErrCode::kNotSupport, false, message);
+  }
+  if (d->fallback) {
+    const std::string message = "CAUTION: The operator '" + d->full_name +
                                 "' is not currently supported on the NPU backend and will fall back to run on the "
                                 "CPU. This may have performance implications. (vNPU strict mode: real torch_npu on " +
                                 cfg->chip + " has no npu kernel for it)";
-    bool first = false;
-    {
-      std::lock_guard<std::mutex> lock(g_mutex);
-      first = g_findings.count(d.full_name + "|cpu_fallback") == 0;
-    }
-    record(d.full_name, "cpu_fallback", message);
-    if (vnpu::environment().fallback_cpu_disable) {
-      mark_pending(fn, "The operator '" + d.full_name + "' is not currently supported on the NPU backend, and the CPU "
+    const bool first = record(d->full_name, "cpu_fallback", message);
+    NPU_CHECK_WITH(NotImplementedError, ErrCode::kNotSupport, !vnpu::environment().fallback_cpu_disable,
+                   "The operator '", d->full_name, "' is not currently supported on the NPU backend, and the CPU "
                    "fallback is disabled by TORCH_NPU_FALLBACK_CPU_DISABLE=1. Unset it to run this operator on the "
-                   "CPU, or replace the operator. (vNPU strict mode: real torch_npu on " + cfg->chip +
-                   " has no npu kernel for it)", /*not_implemented=*/true);
-    } else if (first) {
-      TORCH_WARN(message);
-    }
+                   "CPU, or replace the operator. (vNPU strict mode: real torch_npu on ", cfg->chip,
+                   " has no npu kernel for it)");
+    if (first) TORCH_WARN(message);
   }
-  return nullptr;
-}
-
-void on_op_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
-  if (ctx != nullptr) --t_inside_native_composite;  // a NativeComposite ends
-  // Its op returned without launching (a view, an early exit): the mark must
-  // not hit the next op. Ops the kernel itself ran (CPU dry runs) leave it.
-  if (&fn == t_pending_owner) {
-    t_strict_pending = false;
-    t_pending_owner = nullptr;
-  }
-}
-
-}  // namespace
-
-thread_local bool t_strict_pending = false;
-
-void raise_pending_strict_error() {
-  t_strict_pending = false;
-  const std::string message = std::move(t_pending_message);
-  if (t_pending_not_implemented) NPU_CHECK_WITH(NotImplementedError, ErrCode::kNotSupport, false, message);
-  NPU_CHECK_WITH(Error, ErrCode::kNotSupport, false, message);
 }
 
 void set_strict_mode(bool enabled, const std::vector<std::string>& native_ops, const std::vector<StrictRule>& rules,
@@ -213,26 +204,35 @@ void set_strict_mode(bool enabled, const std::vector<std::string>& native_ops, c
     at::removeCallback(*t_callback);
     t_callback.reset();
   }
+  t_ops.clear();
+  t_composite = nullptr;
   if (!enabled) {
-    g_enabled = false;
+    g_strict_any = false;
     return;
   }
   auto cfg = std::make_shared<Config>();
   for (const std::string& op : native_ops) cfg->native.insert(op.rfind("aten::", 0) == 0 ? op : "aten::" + op);
-  for (const StrictRule& r : rules) cfg->rules[r.op] = r;
+  for (const StrictRule& r : rules) {
+    uint64_t mask = 0;
+    for (const std::string& name : r.dtypes) {
+      for (int t = 0; t < static_cast<int>(c10::ScalarType::NumOptions) && t < 64; ++t) {
+        if (name == c10::toString(static_cast<c10::ScalarType>(t))) mask |= uint64_t{1} << t;
+      }
+    }
+    cfg->rules[r.op] = {mask, r.supported};
+  }
   cfg->chip = chip;
   {
     std::lock_guard<std::mutex> lock(g_mutex);
     g_config = std::move(cfg);
   }
   g_generation.fetch_add(1, std::memory_order_acq_rel);
-  t_inside_native_composite = 0;
   t_callback = at::addThreadLocalCallback(
-      at::RecordFunctionCallback(&on_op, &on_op_end).needsInputs(true).scopes({at::RecordScope::FUNCTION}));
-  g_enabled = true;
+      at::RecordFunctionCallback(&on_op, &on_op_end).scopes({at::RecordScope::FUNCTION}));
+  g_strict_any = true;
 }
 
-bool strict_mode_enabled() { return g_enabled.load(); }
+bool strict_mode_enabled() { return g_strict_any.load(); }
 
 std::vector<StrictFinding> strict_findings() {
   std::lock_guard<std::mutex> lock(g_mutex);

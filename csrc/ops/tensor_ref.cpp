@@ -8,6 +8,7 @@
 namespace torch_npu {
 namespace {
 thread_local LaunchSnapshot t_launch;
+thread_local uint64_t t_last_npu_dtypes = 0;
 
 void note_tensor(const at::Tensor& tensor, bool cpu) {
   const uint64_t traits = static_cast<uint64_t>(tensor.scalar_type()) |
@@ -28,9 +29,12 @@ void snapshot_metadata(const at::Tensor& tensor, c10::SmallVector<int64_t, 8>& d
 
 LaunchSnapshot take_launch_snapshot() noexcept {
   const LaunchSnapshot snapshot = t_launch;
+  t_last_npu_dtypes = snapshot.npu_dtypes;
   t_launch = LaunchSnapshot{};
   return snapshot;
 }
+
+uint64_t last_launch_npu_dtypes() noexcept { return t_last_npu_dtypes; }
 
 TensorRef TensorRef::alias_host(const at::Tensor& tensor) {
   TensorRef ref;
@@ -60,6 +64,7 @@ TensorRef::TensorRef(const at::Tensor& tensor) {
   dtype_ = tensor.scalar_type();
   data_ = tensor.data_ptr();
   t_launch.work = std::max(t_launch.work, tensor.numel());
+  t_launch.npu_dtypes |= uint64_t{1} << (static_cast<unsigned>(dtype_) & 63);
   note_tensor(tensor, /*cpu=*/false);
   conj_ = tensor.is_conj();
   neg_ = tensor.is_neg();

@@ -55,8 +55,11 @@ class TensorRef {
 struct LaunchSnapshot {
   int64_t work = 0;        // elements of the largest tensor: how much work it is
   uint64_t signature = 0;  // hash of dtype, rank and device kind of each tensor
+  uint64_t npu_dtypes = 0; // bit (1 << ScalarType) for each npu tensor's dtype (strict chip mode)
 };
 LaunchSnapshot take_launch_snapshot() noexcept;
+// The npu dtypes of the launch last taken on this thread (strict chip mode).
+uint64_t last_launch_npu_dtypes() noexcept;
 
 // Folds `value` into a launch signature.
 inline uint64_t mix_launch_signature(uint64_t signature, uint64_t value) noexcept {
