@@ -14,10 +14,8 @@ measured by bench_ops.py's add 1K case, which runs one tiny task per op.
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
-import time
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -27,20 +25,7 @@ import torch_npu.profiler as npu_profiler
 
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_ops import case_mlp_step, case_transformer_step  # noqa: E402
-
-
-def timed(step, steps, repeats=5):
-    for _ in range(10):
-        step()
-    torch.npu.synchronize()
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            step()
-        torch.npu.synchronize()
-        samples.append((time.perf_counter() - t0) / steps)
-    return min(samples)
+from step_timer import best_step_time as timed  # noqa: E402
 
 
 def main():

@@ -8,7 +8,6 @@ Prints ms per step and the ratio (target <= 1.05).
 import argparse
 import os
 import sys
-import time
 
 import torch
 
@@ -16,20 +15,7 @@ import torch_npu  # noqa: F401
 
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_ops import case_mlp_step, case_transformer_step  # noqa: E402
-
-
-def timed(step, steps, repeats=5):
-    for _ in range(10):
-        step()
-    torch.npu.synchronize()
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            step()
-        torch.npu.synchronize()
-        best = min(best, (time.perf_counter() - t0) / steps)
-    return best
+from step_timer import best_step_time as timed  # noqa: E402
 
 
 def main():

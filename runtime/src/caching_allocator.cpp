@@ -113,6 +113,14 @@ std::uint64_t CachingAllocator::allowed_bytes() const {
 }
 
 Block* CachingAllocator::allocate(std::size_t bytes, Stream& stream) {
+  return allocate_block(bytes, stream, /*may_wait=*/true);
+}
+
+Block* CachingAllocator::allocate_for_running_task(std::size_t bytes, Stream& stream) {
+  return allocate_block(bytes, stream, /*may_wait=*/false);
+}
+
+Block* CachingAllocator::allocate_block(std::size_t bytes, Stream& stream, bool may_wait) {
   if (bytes == 0) return nullptr;
   const std::size_t size = round_size(std::min(bytes, kMaxRequestBytes));
   const std::size_t segment_bytes = segment_size(size);
@@ -130,30 +138,13 @@ Block* CachingAllocator::allocate(std::size_t bytes, Stream& stream) {
   }
   if (block == nullptr) {
     stats_.num_alloc_retries += 1;
-    block = retry_after_releasing_cache(lock, pool, stream, size, segment_bytes);
-  }
-  if (block == nullptr) {
-    stats_.num_ooms += 1;
-    throw Error(ErrorCode::kOutOfMemory, out_of_memory_message(size));
-  }
-  return take_block(block, size, bytes);
-}
-
-Block* CachingAllocator::allocate_for_running_task(std::size_t bytes, Stream& stream) {
-  if (bytes == 0) return nullptr;
-  const std::size_t size = round_size(std::min(bytes, kMaxRequestBytes));
-  const std::size_t segment_bytes = segment_size(size);
-  Pool& pool = pool_for(size);
-
-  std::unique_lock<std::mutex> lock(mutex_);
-  if (!deferred_.empty() || !unreleased_.empty()) process_deferred();
-  ++clock_;
-  Block* block = caching_ ? find_free_block(pool, stream, size) : nullptr;
-  if (block == nullptr) block = reserve_segment(pool, stream, size, segment_bytes);
-  if (block == nullptr) {
-    stats_.num_alloc_retries += 1;
-    release_idle_segments();
-    block = reserve_segment(pool, stream, size, segment_bytes);
+    if (may_wait) {
+      block = retry_after_releasing_cache(lock, pool, stream, size, segment_bytes);
+    } else {
+      // A running task must not wait for its own stream: only what is idle.
+      release_idle_segments();
+      block = reserve_segment(pool, stream, size, segment_bytes);
+    }
   }
   if (block == nullptr) {
     stats_.num_ooms += 1;

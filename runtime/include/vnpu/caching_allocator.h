@@ -232,6 +232,8 @@ class CachingAllocator {
   std::size_t segment_size(std::size_t size) const;
   std::uint64_t allowed_bytes() const;
 
+  // allocate() and allocate_for_running_task(): the latter may not wait.
+  Block* allocate_block(std::size_t bytes, Stream& stream, bool may_wait);
   Block* find_free_block(Pool& pool, Stream& stream, std::size_t size);
   bool fits(const Block* block, std::size_t size) const;
   Block* reserve_segment(Pool& pool, Stream& stream, std::size_t size, std::size_t segment_bytes);
