@@ -135,3 +135,30 @@ def test_check_model_strict_reports_per_op_for_a_chip():
     seed_style = check_compatibility(nn.Linear(8, 2), (3, 8), chip="Ascend910A")
     assert seed_style["compatible"] and seed_style["output_shape"] == (3, 2) and seed_style["findings"] == []
     assert set(check_compatibility(nn.Linear(8, 2), (3, 8))) == {"compatible", "output_shape"}  # the seed's shape
+
+
+@pytest.mark.parametrize("chip, emulated", [("Ascend910A", True), ("Ascend310P3", True), ("Ascend910B2", False)])
+def test_precision_defaults_of_each_chip(chip, emulated):
+    code = """
+import torch, torch_npu
+torch.manual_seed(0)
+a, b = torch.randn(64, 64), torch.randn(64, 64)
+torch.npu.set_check_mode(True)
+print("MODE", torch.npu.get_option("ACL_PRECISION_MODE"))
+r = (a.npu() @ b.npu()).cpu()
+print("FP16_CUBE", torch.equal(r, (a.half() @ b.half()).float()), "FP32_CUBE", torch.equal(r, a @ b))
+x = torch.tensor([60000.0, float("nan"), 1.0], dtype=torch.float16, device="npu")
+print("SATURATED", (x * 2).cpu().tolist())
+torch.npu.set_option("ACL_PRECISION_MODE", "must_keep_origin_dtype")
+print("KEPT", torch.equal((a.npu() @ b.npu()).cpu(), a @ b))
+"""
+    r = run_python(code, timeout=120, VNPU_CHIP=chip)
+    assert r.returncode == 0, r.stderr[-2000:]
+    mode = "allow_fp32_to_fp16" if emulated else "must_keep_origin_dtype"
+    assert f"MODE {mode}" in r.stdout
+    assert (f"FP16_CUBE {emulated} FP32_CUBE {not emulated}") in r.stdout
+    if emulated:
+        assert "SATURATED [65504.0, 0.0, 2.0]" in r.stdout  # inf -> max, NaN -> 0
+    else:
+        assert "SATURATED [inf, nan, 2.0]" in r.stdout
+    assert "KEPT True" in r.stdout

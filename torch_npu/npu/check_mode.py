@@ -67,6 +67,38 @@ def _native_ops():
 
 
 _enabled = False
+_numerics = None  # the _ChipNumerics mode pushed for 910A/310P
+
+
+class _ChipNumerics(torch.utils._python_dispatch.TorchDispatchMode):
+    """The numeric defaults of 910A and 310P, emulated in strict mode:
+    - ACL_PRECISION_MODE allow_fp32_to_fp16: float32 matrix products run on
+      the Cube in float16 (inputs rounded to float16, result back in float32);
+    - saturation mode: a floating result's inf becomes +-max of its dtype and
+      NaN becomes 0.
+    A Python dispatch mode: strict mode on these chips trades speed for the
+    chip's numbers."""
+
+    _CUBE = {"mm", "addmm", "bmm", "baddbmm", "convolution", "convolution_overrideable"}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = func.overloadpacket.__name__
+        from torch_npu.npu.options import get_option
+        if name in self._CUBE and get_option("ACL_PRECISION_MODE") == "allow_fp32_to_fp16":
+            def down(t):
+                return t.half() if isinstance(t, torch.Tensor) and t.dtype == torch.float32 else t
+            if any(isinstance(t, torch.Tensor) and t.dtype == torch.float32 and t.device.type == "npu" for t in args):
+                out = func(*[down(a) for a in args], **kwargs)
+                return out.float() if isinstance(out, torch.Tensor) else out
+        out = func(*args, **kwargs)
+        if getattr(func, "is_view", False) or not isinstance(out, torch.Tensor) or not out.is_floating_point():
+            return out
+        if out.device.type != "npu" or name in ("empty", "empty_strided", "empty_like", "copy_", "_to_copy"):
+            return out
+        limit = torch.finfo(out.dtype).max
+        return torch.nan_to_num_(out, nan=0.0, posinf=limit, neginf=-limit) if func._schema.is_mutable \
+            else torch.nan_to_num(out, nan=0.0, posinf=limit, neginf=-limit)
 
 
 def set_check_mode(check_mode: bool, chip=None):
@@ -80,6 +112,13 @@ def set_check_mode(check_mode: bool, chip=None):
     elif not isinstance(chip, str) or not chip.lower().startswith(("ascend910", "ascend310")):
         raise ValueError(f"chip must name an Ascend 910 or 310 chip (as VNPU_CHIP does), but got {chip!r}")
     _C._set_strict_mode(check_mode, _native_ops() if check_mode else [], _rules(chip) if check_mode else [], chip)
+    global _numerics
+    if _numerics is not None:
+        torch.utils._python_dispatch._pop_mode()
+        _numerics = None
+    if check_mode and chip.lower().startswith(("ascend910a", "ascend310")):
+        _numerics = _ChipNumerics()
+        torch.utils._python_dispatch._push_mode(_numerics)
     _enabled = check_mode
 
 

@@ -62,8 +62,19 @@ def set_option(option, value=None):
             _C._set_fallback_debug(bool(val))
 
 
+def _chip_precision_default():
+    # torch_npu's default: must_keep_origin_dtype on 910B and later,
+    # allow_fp32_to_fp16 on 910A and the 310P.
+    from torch_npu.npu.device import get_device_name, is_available
+    name = get_device_name().lower() if is_available() else ""
+    return "allow_fp32_to_fp16" if name.startswith(("ascend910a", "ascend310")) else "must_keep_origin_dtype"
+
+
 def get_option(key):
-    """The value set for ``key`` with set_option, or None."""
+    """The value set for ``key`` with set_option, or None (ACL_PRECISION_MODE:
+    the chip's default)."""
+    if key == "ACL_PRECISION_MODE" and key not in _values:
+        return _chip_precision_default()
     return _values.get(key)
 
 
