@@ -106,9 +106,18 @@ vnpu::Block* forget_address(void* ptr) {
   return block;
 }
 
-void delete_addressed_block(void* ptr) {
-  if (vnpu::Block* block = forget_address(ptr)) vnpu::CachingAllocator::owner(block).free(block);
+}  // namespace
+
+bool free_if_cpu_kernel_block(void* ptr) {
+  vnpu::Block* block = forget_address(ptr);
+  if (block == nullptr) return false;
+  vnpu::CachingAllocator::owner(block).free(block);
+  return true;
 }
+
+namespace {
+
+void delete_addressed_block(void* ptr) { free_if_cpu_kernel_block(ptr); }
 
 vnpu::Block* block_of(const c10::DataPtr& data_ptr) {
   if (data_ptr.get_deleter() == &delete_block) return static_cast<vnpu::Block*>(data_ptr.get_context());
@@ -301,12 +310,6 @@ c10::DataPtr allocate_for_cpu_kernel(c10::DeviceIndex device, size_t bytes) {
   return c10::DataPtr(ptr, ptr, &delete_addressed_block, c10::Device(c10::kCPU));
 }
 
-bool free_if_cpu_kernel_block(void* ptr) {
-  vnpu::Block* block = forget_address(ptr);
-  if (block == nullptr) return false;
-  vnpu::CachingAllocator::owner(block).free(block);
-  return true;
-}
 
 void* raw_alloc(size_t bytes, const c10::Stream& stream) {
   if (bytes == 0) return nullptr;

@@ -82,8 +82,9 @@ c10::DeviceIndex pool_device(MempoolId id) {
 void begin_allocate_to_pool(c10::DeviceIndex device, MempoolId id) {
   {
     std::lock_guard<std::mutex> lock(g_mutex);
-    NPU_CHECK_WITH(ValueError, ErrCode::kValue, find(id).device == device, "the memory pool belongs to npu:",
-                   find(id).device, ", not to npu:", device);
+    const c10::DeviceIndex owner = find(id).device;
+    NPU_CHECK_WITH(ValueError, ErrCode::kValue, owner == device, "the memory pool belongs to npu:", owner,
+                   ", not to npu:", device);
   }
   t_pools.emplace_back(device, id);
   g_routes.fetch_add(1, std::memory_order_relaxed);

@@ -20,10 +20,7 @@ std::map<std::string, int64_t> g_counts;
 std::atomic<bool> g_debug{false};
 
 void npu_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  {
-    const auto args = torch::jit::last(*stack, op.schema().arguments().size());
-    check_strict_mode(npu_dtypes_of(args.data(), args.size()));
-  }
+  check_strict_mode(npu_dtypes_of(torch::jit::last(*stack, op.schema().arguments().size())));
   const std::string name = c10::toString(op.operator_name());
   NPU_CHECK_WITH(NotImplementedError, ErrCode::kNotSupport, !vnpu::environment().fallback_cpu_disable,
                  "The operator '", name, "' is not currently supported on the NPU backend, and the CPU "

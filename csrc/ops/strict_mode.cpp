@@ -147,19 +147,18 @@ std::string dt_name(c10::ScalarType t) {
 
 }  // namespace
 
-uint64_t npu_dtypes_of(const void* ivalues, size_t count) {
+uint64_t npu_dtypes_of(c10::ArrayRef<c10::IValue> args) {
   uint64_t mask = 0;
-  const auto* values = static_cast<const c10::IValue*>(ivalues);
   auto note = [&](const at::Tensor& t) {
     if (t.defined() && t.device().type() == c10::DeviceType::PrivateUse1) {
       mask |= uint64_t{1} << (static_cast<unsigned>(t.scalar_type()) & 63);
     }
   };
-  for (size_t i = 0; i < count; ++i) {
-    if (values[i].isTensor()) {
-      note(values[i].toTensor());
-    } else if (values[i].isTensorList()) {
-      for (const at::Tensor& t : values[i].toTensorVector()) note(t);
+  for (const c10::IValue& value : args) {
+    if (value.isTensor()) {
+      note(value.toTensor());
+    } else if (value.isTensorList()) {
+      for (const at::Tensor& t : value.toTensorVector()) note(t);
     }
   }
   return mask;

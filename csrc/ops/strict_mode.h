@@ -17,11 +17,16 @@
 #pragma once
 
 #include <c10/macros/Macros.h>
+#include <c10/util/ArrayRef.h>
 
 #include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+namespace c10 {
+struct IValue;
+}  // namespace c10
 
 namespace torch_npu {
 
@@ -46,7 +51,7 @@ inline void check_strict_mode(uint64_t npu_dtypes) {
   if (C10_UNLIKELY(g_strict_any.load(std::memory_order_relaxed))) strict_check_launch(npu_dtypes);
 }
 // The npu dtype mask of a boxed call's arguments (synchronous path, fallback).
-uint64_t npu_dtypes_of(const void* ivalues, size_t count);
+uint64_t npu_dtypes_of(c10::ArrayRef<c10::IValue> args);
 
 // `native_ops`: "name.overload" ("aten::" implied) real torch_npu implements;
 // `rules`: rejected dtypes per op; `chip`: named in messages.

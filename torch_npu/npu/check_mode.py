@@ -16,12 +16,15 @@ autograd threads it starts). See docs/strict_mode.md.
 """
 
 import atexit
+import functools
 import pathlib
 import sys
 
 import torch
 
 from torch_npu import _C
+from torch_npu.npu.device import _is_pre_910b
+from torch_npu.npu.options import get_option
 
 __all__ = ["check_mode_report", "get_check_mode", "set_check_mode"]
 
@@ -56,14 +59,16 @@ def _rules(chip):
     return rules
 
 
-def _native_ops():
-    names = []
+@functools.lru_cache(maxsize=None)
+def _native_names():
+    """The ops real torch_npu implements (op-plugin's list and its core), read once."""
+    names = set()
     for name in ("npu_native_ops.txt", "npu_core_ops.txt"):
         for line in (_DATA / name).read_text().splitlines():
             line = line.strip()
             if line and not line.startswith("#"):
-                names.append(line)
-    return names
+                names.add(line)
+    return frozenset(names)
 
 
 _enabled = False
@@ -84,7 +89,6 @@ class _ChipNumerics(torch.utils._python_dispatch.TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = func.overloadpacket.__name__
-        from torch_npu.npu.options import get_option
         if name in self._CUBE and get_option("ACL_PRECISION_MODE") == "allow_fp32_to_fp16":
             def down(t):
                 return t.half() if isinstance(t, torch.Tensor) and t.dtype == torch.float32 else t
@@ -111,12 +115,13 @@ def set_check_mode(check_mode: bool, chip=None):
         chip = torch.npu.get_device_name() if torch.npu.is_available() else "Ascend910B2"
     elif not isinstance(chip, str) or not chip.lower().startswith(("ascend910", "ascend310")):
         raise ValueError(f"chip must name an Ascend 910 or 310 chip (as VNPU_CHIP does), but got {chip!r}")
-    _C._set_strict_mode(check_mode, _native_ops() if check_mode else [], _rules(chip) if check_mode else [], chip)
+    _C._set_strict_mode(check_mode, sorted(_native_names()) if check_mode else [], _rules(chip) if check_mode else [],
+                        chip)
     global _numerics
     if _numerics is not None:
         torch.utils._python_dispatch._pop_mode()
         _numerics = None
-    if check_mode and chip.lower().startswith(("ascend910a", "ascend310")):
+    if check_mode and _is_pre_910b(chip):
         _numerics = _ChipNumerics()
         torch.utils._python_dispatch._push_mode(_numerics)
     _enabled = check_mode
@@ -131,16 +136,6 @@ def native_on_chip(op):
     name = op.split("::", 1)[-1]
     names = _native_names()
     return name in names or name.split(".", 1)[0] in names
-
-
-_NAMES = None
-
-
-def _native_names():
-    global _NAMES
-    if _NAMES is None:
-        _NAMES = frozenset(_native_ops())
-    return _NAMES
 
 
 def check_mode_report(clear=False):

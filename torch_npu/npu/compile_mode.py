@@ -28,14 +28,9 @@ import torch
 _jit_compile = None  # None until set: the chip's default
 
 
-def _chip_default() -> bool:
-    from torch_npu.npu.device import get_device_name, is_available
-    name = get_device_name().lower() if is_available() else ""
-    return name.startswith(("ascend910a", "ascend310"))
-
-
 def is_jit_compile() -> bool:
-    return _chip_default() if _jit_compile is None else _jit_compile
+    from torch_npu.npu.device import _device_is_pre_910b  # the chip's default: on for 910A/310P
+    return _device_is_pre_910b() if _jit_compile is None else _jit_compile
 
 
 def set_compile_mode(jit_compile=False):

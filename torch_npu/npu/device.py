@@ -1,5 +1,7 @@
 """Device management: torch.npu.device_count, set_device, properties, ..."""
 
+import functools
+
 import torch
 
 from torch_npu import _C
@@ -124,6 +126,19 @@ def get_device_properties(device=None) -> _NPUDeviceProperties:
 
 def get_device_name(device=None) -> str:
     return get_device_properties(device).name
+
+
+def _is_pre_910b(chip_name: str) -> bool:
+    """910A and the 310P: the chips whose torch_npu defaults are the older
+    ones (jit compile on, ACL_PRECISION_MODE allow_fp32_to_fp16, saturation
+    mode)."""
+    return chip_name.lower().startswith(("ascend910a", "ascend310"))
+
+
+@functools.lru_cache(maxsize=None)
+def _device_is_pre_910b() -> bool:
+    """_is_pre_910b for this process's chip (VNPU_CHIP, fixed at start)."""
+    return is_available() and _is_pre_910b(get_device_name())
 
 
 def get_device_capability(device=None):

@@ -49,7 +49,6 @@ class NPUGraph(_C._NPUGraph):
     def __init__(self, keep_graph=False):
         super().__init__()
         self._keep_graph = keep_graph
-        self._debug = False
 
     def capture_begin(self, pool=None, capture_error_mode="global"):
         """Begins capturing the current stream's work (prefer ``torch.npu.graph``)."""
@@ -77,8 +76,8 @@ class NPUGraph(_C._NPUGraph):
         return super().pool()
 
     def enable_debug_mode(self):
-        """Keeps what ``debug_dump`` writes."""
-        self._debug = True
+        """Accepted for torch.cuda.CUDAGraph's API: the captured task list is
+        always kept, so ``debug_dump`` needs nothing turned on."""
 
     def debug_dump(self, debug_path):
         """Writes the captured tasks, in replay order, as JSON."""

@@ -65,9 +65,8 @@ def set_option(option, value=None):
 def _chip_precision_default():
     # torch_npu's default: must_keep_origin_dtype on 910B and later,
     # allow_fp32_to_fp16 on 910A and the 310P.
-    from torch_npu.npu.device import get_device_name, is_available
-    name = get_device_name().lower() if is_available() else ""
-    return "allow_fp32_to_fp16" if name.startswith(("ascend910a", "ascend310")) else "must_keep_origin_dtype"
+    from torch_npu.npu.device import _device_is_pre_910b
+    return "allow_fp32_to_fp16" if _device_is_pre_910b() else "must_keep_origin_dtype"
 
 
 def get_option(key):

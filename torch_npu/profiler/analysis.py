@@ -211,9 +211,12 @@ def operator_details(trace):
         if op is not None:
             device_self[id(op)] += task["dur"]
     children = _children(trace.cpu_ops)
+    totals = {}
 
-    def device_total(op):
-        return device_self[id(op)] + sum(device_total(c) for c in children[id(op)])
+    def device_total(op):  # memoized: every op is asked, and asks its subtree
+        if id(op) not in totals:
+            totals[id(op)] = device_self[id(op)] + sum(device_total(c) for c in children[id(op)])
+        return totals[id(op)]
 
     rows = []
     for op in trace.cpu_ops:
@@ -280,17 +283,35 @@ def step_trace_time(trace):
     return STEP_COLUMNS, rows
 
 
-def _innermost_op(trace, event):
-    best = None
-    for op in trace.cpu_ops:
-        if op.get("tid") == event.get("tid") and op["ts"] <= event["ts"] <= op["ts"] + op["dur"]:
-            if best is None or op["dur"] < best["dur"]:
-                best = op
-    return best
+def _innermost_ops(ops, events):
+    """For each event (by id), the innermost op of its thread whose span holds
+    it: one sweep per thread over ops and events in time order, keeping the
+    stack of open ops (ops on a thread nest)."""
+    ops_by_thread, events_by_thread = defaultdict(list), defaultdict(list)
+    for op in ops:
+        ops_by_thread[op.get("tid")].append(op)
+    for event in events:
+        events_by_thread[event.get("tid")].append(event)
+    innermost = {}
+    for tid, thread_events in events_by_thread.items():
+        thread_ops = sorted(ops_by_thread.get(tid, ()), key=lambda e: (e["ts"], -e["dur"]))
+        stack, next_op = [], 0
+        for event in sorted(thread_events, key=lambda e: e["ts"]):
+            while next_op < len(thread_ops) and thread_ops[next_op]["ts"] <= event["ts"]:
+                op = thread_ops[next_op]
+                while stack and stack[-1]["ts"] + stack[-1]["dur"] < op["ts"]:
+                    stack.pop()
+                stack.append(op)
+                next_op += 1
+            while stack and stack[-1]["ts"] + stack[-1]["dur"] < event["ts"]:
+                stack.pop()
+            innermost[id(event)] = stack[-1] if stack else None
+    return innermost
 
 
 def memory_files(trace):
     records, allocations, live = [], [], {}
+    owners = _innermost_ops(trace.cpu_ops, [e for e in trace.memory if e["args"].get("Bytes", 0) > 0])
     for event in trace.memory:
         args = event["args"]
         device = f"NPU:{args.get('Device Id', 0)}"
@@ -298,7 +319,7 @@ def memory_files(trace):
         allocated, reserved = args.get("Total Allocated", 0) / MB, args.get("Total Reserved", 0) / MB
         records.append(["PTA", ts, round(allocated, 4), round(reserved, 4), round(allocated, 4), "", device])
         if args.get("Bytes", 0) > 0:
-            op = _innermost_op(trace, event)
+            op = owners[id(event)]
             live[args.get("Addr")] = [op["name"] if op else "", round(args["Bytes"] / 1024, 3), ts, "", "", "", "",
                                       round(allocated, 4), round(reserved, 4), round(allocated, 4), "", "", "", "",
                                       device]

@@ -17,6 +17,7 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 from torch_npu import _C
+from torch_npu.npu.device import _is_pre_910b
 
 # Dtypes that real Ascend chips do not compute natively (or only slowly).
 _WEAK_DTYPES = {torch.float64: "float64 is not supported by the cube units of Ascend chips",
@@ -104,8 +105,7 @@ class _OpLog(torch.utils._python_dispatch.TorchDispatchMode):
         for t in tree_flatten(out)[0]:
             if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel() and t.device.type != "meta":
                 biggest = t.detach().abs().max().item()
-                low = t.dtype == torch.float16 or (t.dtype == torch.float32 and
-                                                   self.chip.lower().startswith(("ascend910a", "ascend310")))
+                low = t.dtype == torch.float16 or (t.dtype == torch.float32 and _is_pre_910b(self.chip))
                 if low and biggest > _FP16_MAX / 2:
                     entry["risk"] = (f"values up to {biggest:.3g} near float16's limit {_FP16_MAX:.0f}"
                                      + (" (fp32 runs in fp16 on this chip)" if t.dtype == torch.float32 else ""))

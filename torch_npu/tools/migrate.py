@@ -380,13 +380,11 @@ def migrate_source(text, file="<string>", report=None):
     new = edits.apply(file, changes)
     if changes and visitor.imports_torch is not None and not visitor.imports_torch_npu:
         node = visitor.imports_torch
-        end = edits.offset(node.end_lineno, node.end_col_offset)
-        new_edits = _Edits(new)
-        line_end = new_edits.starts[node.end_lineno] if node.end_lineno < len(new_edits.starts) else len(new)
+        starts = _Edits(new).starts  # line starts of the migrated text
+        line_end = starts[node.end_lineno] if node.end_lineno < len(starts) else len(new)
         newline = "" if new[line_end - 1:line_end] == "\n" else "\n"
         new = new[:line_end] + newline + "import torch_npu  # added by the npu migration\n" + new[line_end:]
         changes.append(Change(file, node.lineno, "import torch", "import torch\nimport torch_npu", "import torch_npu"))
-        del end
     report.changes.extend(changes)
     return new
 
