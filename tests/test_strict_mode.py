@@ -25,6 +25,9 @@ def test_off_by_default_and_a_bool():
     assert torch.npu.get_check_mode() is False
     with pytest.raises(TypeError, match="must be a bool"):
         torch.npu.set_check_mode("yes")
+    with pytest.raises(ValueError, match="chip must name an Ascend 910 or 310 chip"):
+        torch.npu.set_check_mode(True, chip="Ascend950")
+    assert torch.npu.get_check_mode() is False  # the refused call changed nothing
     x = torch.randn(3, 3, device="npu", dtype=torch.float64)
     assert (x @ x).dtype == torch.float64  # vNPU runs it; strict mode would not
 
