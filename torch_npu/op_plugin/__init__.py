@@ -8,6 +8,7 @@ Ascend kernels.
 import torch
 
 from torch_npu.op_plugin import activation, attention, moe, norm, optimizer, rotary  # noqa: F401
+from torch_npu.op_plugin import boxes, dense, tensor_ops  # noqa: F401
 from torch_npu.op_plugin.atb import _atb_ops  # noqa: F401
 from torch_npu.op_plugin._library import EXPORTED
 

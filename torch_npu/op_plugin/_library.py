@@ -16,7 +16,8 @@ import torch
 # torch.ops.npu is created by the C++ adaptor (npu_format_cast); add to it.
 _LIB = torch.library.Library("npu", "FRAGMENT")
 
-# Every operator defined here, in definition order: torch_npu re-exports them.
+# Every operator (overload packet) defined here, in definition order: torch_npu
+# re-exports them; torch.ops.npu.<packet> picks the overload from the arguments.
 EXPORTED = []
 
 
@@ -25,8 +26,9 @@ def define(schema, fn, *, export=True):
     name = schema.split("(", 1)[0]  # "name" or "name.overload"
     _LIB.define(schema)
     _LIB.impl(name, fn, "CompositeImplicitAutograd")
-    if export:
-        EXPORTED.append(name)
+    packet = name.split(".", 1)[0]
+    if export and packet not in EXPORTED:
+        EXPORTED.append(packet)
     return fn
 
 

@@ -1,5 +1,7 @@
 """Activations and layout helpers: npu_swiglu (+ backward), npu_geglu,
-npu_fast_gelu, npu_gelu, npu_silu, npu_confusion_transpose."""
+npu_fast_gelu / fast_gelu (+ backward), npu_gelu, npu_silu (+ in place),
+npu_mish (+ backward), npu_softmax_cross_entropy_with_logits,
+npu_confusion_transpose."""
 
 import torch
 import torch.nn.functional as F
@@ -42,6 +44,35 @@ def npu_fast_gelu(x):
     return x / (1 + torch.exp(-1.702 * ax)) * torch.exp(0.851 * (x - ax))
 
 
+def npu_fast_gelu_backward(grad, x):
+    """grad * d/dx fast_gelu(x); fast_gelu(x) is x * sigmoid(1.702 x) written
+    without overflow, so its derivative is s + 1.702 x s (1 - s)."""
+    s = torch.sigmoid(1.702 * x)
+    return grad * (s + 1.702 * x * s * (1 - s))
+
+
+def npu_mish(x):
+    return F.mish(x)
+
+
+def npu_mish_backward(grad, x):
+    sp = F.softplus(x)
+    tsp = torch.tanh(sp)
+    return grad * (tsp + x * torch.sigmoid(x) * (1 - tsp * tsp))
+
+
+def npu_silu_(x):
+    return F.silu(x, inplace=True)
+
+
+def npu_softmax_cross_entropy_with_logits(logits, labels):
+    """(N,) sum over classes (dimension 1) of -labels * log_softmax(logits)."""
+    check(logits.dim() == 2 and logits.shape == labels.shape,
+          f"npu_softmax_cross_entropy_with_logits: logits and labels should be (N, C) of the same shape, "
+          f"got {list(logits.shape)} and {list(labels.shape)}.")
+    return -(labels * F.log_softmax(logits, dim=1)).sum(dim=1)
+
+
 def npu_gelu(x, approximate="none"):
     check(approximate in ("none", "tanh"), f"npu_gelu: approximate should be 'none' or 'tanh', got '{approximate}'.")
     return F.gelu(x, approximate=approximate)
@@ -61,6 +92,13 @@ define("npu_swiglu_backward(Tensor grad_output, Tensor self, int dim=-1) -> Tens
 define("npu_geglu(Tensor self, int dim=-1, int approximate=1, bool activate_left=False) -> (Tensor, Tensor)",
        npu_geglu)
 define("npu_fast_gelu(Tensor self) -> Tensor", npu_fast_gelu)
+define("fast_gelu(Tensor self) -> Tensor", npu_fast_gelu)
+define("npu_fast_gelu_backward(Tensor grad, Tensor self) -> Tensor", npu_fast_gelu_backward)
+define("npu_mish(Tensor self) -> Tensor", npu_mish)
+define("npu_mish_backward(Tensor grad, Tensor input) -> Tensor", npu_mish_backward)
+define("npu_silu_(Tensor(a!) self) -> Tensor(a!)", npu_silu_)
+define("npu_softmax_cross_entropy_with_logits(Tensor self, Tensor labels) -> Tensor",
+       npu_softmax_cross_entropy_with_logits)
 define("npu_gelu(Tensor self, *, str approximate=\"none\") -> Tensor", npu_gelu)
 define("npu_silu(Tensor self) -> Tensor", F.silu)
 define("npu_confusion_transpose(Tensor self, int[] perm, int[] shape, bool transpose_first) -> Tensor",

@@ -1,4 +1,5 @@
-"""RMS normalisation: npu_rms_norm (+ its backward) and npu_add_rms_norm.
+"""RMS normalisation: npu_rms_norm (+ its backward) and npu_add_rms_norm;
+npu_layer_norm_eval (layer norm without the saved statistics).
 
 ``rstd = rsqrt(mean(x^2 over gamma's dimensions) + epsilon)`` in float32,
 with gamma's dimensions kept as size 1; ``y = x * rstd * gamma`` computed in
@@ -51,6 +52,12 @@ def npu_add_rms_norm(x1, x2, gamma, epsilon=1e-6):
     return y, rstd, x
 
 
+def npu_layer_norm_eval(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    return torch.nn.functional.layer_norm(x, normalized_shape, weight, bias, eps)
+
+
+define("npu_layer_norm_eval(Tensor input, int[] normalized_shape, Tensor? weight=None, Tensor? bias=None, "
+       "float eps=1e-05) -> Tensor", npu_layer_norm_eval)
 define("npu_rms_norm(Tensor self, Tensor gamma, float epsilon=1e-06) -> (Tensor, Tensor)", npu_rms_norm)
 define("npu_rms_norm_backward(Tensor dy, Tensor self, Tensor gamma, Tensor rstd) -> (Tensor, Tensor)",
        npu_rms_norm_backward)
