@@ -1,0 +1,34 @@
+"""``a @ b.transpose(-2, -1)`` (attention scores q k^T) as one autograd Function.
+
+Real torch_npu gives it a hand-written backward to use the device's
+batched-matmul kernel without materialising the transpose; the gradients
+are those of the plain expression: da = g @ b, db = g^T @ a.
+"""
+
+import torch
+
+__all__ = ["MatmulApply", "matmul_transpose"]
+
+
+class MatmulApply(torch.autograd.Function):
+    """forward(a, b) = a @ b^T over the last two dims (batch dims broadcast)."""
+
+    @staticmethod
+    def forward(ctx, self, mat2):
+        ctx.save_for_backward(self, mat2)
+        return torch.matmul(self, mat2.transpose(-2, -1))
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        grad_a = torch.matmul(grad, b)
+        grad_b = torch.matmul(grad.transpose(-2, -1), a)
+        # Broadcast batch dims: sum the gradient back to each input's shape.
+        return _sum_to(grad_a, a.shape), _sum_to(grad_b, b.shape)
+
+
+def _sum_to(grad, shape):
+    return grad if grad.shape == shape else grad.sum_to_size(shape)
+
+
+matmul_transpose = MatmulApply.apply

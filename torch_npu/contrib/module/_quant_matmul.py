@@ -1,0 +1,66 @@
+"""The integer matmul + dequantisation shared by the quantised linear modules.
+
+Real torch_npu's npu_quant_matmul (QuantBatchMatmul) multiplies int8 (or
+int4, packed eight to an int32) matrices with int32 accumulation and
+dequantises on the way out:
+
+    y = (x1 @ x2 + bias) * scale [* pertoken_scale per row] [+ offset]
+
+then casts to ``output_dtype``: float16 / bfloat16, or int8 (the default,
+rounded half to even and saturated to [-128, 127]). vNPU has no
+npu_quant_matmul; this is that formula in ATen operators. The int32
+accumulation is exact: the products are summed in float64, which is exact
+for any int8/int4 matrix this emulator can hold (|sum| < 2^53).
+
+int4 packing (int32 inputs): eight signed 4-bit values per int32 along the
+last dim, lowest nibble first, as npu_quantize packs them.
+"""
+
+import torch
+
+__all__ = ["quant_matmul", "unpack_int4", "dequant_scale"]
+
+_OUTPUT_DTYPES = (None, torch.int8, torch.float16, torch.bfloat16)
+
+
+def unpack_int4(packed):
+    """(..., k // 8) int32 -> (..., k) int8 of the signed nibbles, lowest nibble first."""
+    shifts = torch.arange(0, 32, 4, device=packed.device, dtype=torch.int32)
+    nibbles = (packed[..., None] >> shifts) & 0xF
+    nibbles = torch.where(nibbles >= 8, nibbles - 16, nibbles)
+    return nibbles.reshape(*packed.shape[:-1], packed.shape[-1] * 8).to(torch.int8)
+
+
+def dequant_scale(scale):
+    """The float32 value of a scale: float scales as they are; an int64 scale (what
+    npu_trans_quant_param produces) carries the float32 bits in its low 32 bits."""
+    if scale.dtype == torch.int64:
+        low = (scale & 0xFFFFFFFF).to(torch.int64)
+        low = torch.where(low >= 2 ** 31, low - 2 ** 32, low).to(torch.int32)
+        return low.view(torch.float32)
+    return scale.float()
+
+
+def quant_matmul(x1, x2, scale, offset=None, pertoken_scale=None, bias=None, output_dtype=None,
+                 fn="npu_quant_matmul"):
+    """(x1 @ x2 + bias) * scale ... as described in the module docstring; x2 is (k, n) (int4: unpacked)."""
+    if output_dtype not in _OUTPUT_DTYPES:
+        raise RuntimeError(f"{fn}: output_dtype {output_dtype} is not supported on vNPU; "
+                           f"supported: torch.int8 (or None), torch.float16, torch.bfloat16.")
+    if x1.dtype not in (torch.int8, torch.int32) or x1.dtype != x2.dtype:
+        raise ValueError(f"{fn}: input and weight should be both torch.int32 or both torch.int8 "
+                         f"datatype, but now input is {x1.dtype}, weight is {x2.dtype}.")
+    if x1.shape[-1] != x2.shape[-2]:
+        raise ValueError(f"{fn}: the last dim of the input ({x1.shape[-1]}) should equal the in "
+                         f"features of the weight ({x2.shape[-2]}).")
+    acc = torch.matmul(x1.double(), x2.double())
+    if bias is not None:
+        acc = acc + bias.double()
+    y = acc.float() * dequant_scale(scale)
+    if pertoken_scale is not None:
+        y = y * pertoken_scale.float()[..., None]
+    if offset is not None:
+        y = y + offset.float()
+    if output_dtype is None or output_dtype == torch.int8:
+        return torch.round(y).clamp(-128, 127).to(torch.int8)
+    return y.to(output_dtype)
