@@ -19,7 +19,9 @@ std::mutex g_mutex;
 std::map<std::string, int64_t> g_counts;
 std::atomic<bool> g_debug{false};
 
-void npu_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+}  // namespace
+
+void npu_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey cpu_key) {
   check_strict_mode(npu_dtypes_of(torch::jit::last(*stack, op.schema().arguments().size())));
   const std::string name = c10::toString(op.operator_name());
   NPU_CHECK_WITH(NotImplementedError, ErrCode::kNotSupport, !vnpu::environment().fallback_cpu_disable,
@@ -45,7 +47,13 @@ void npu_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   } else if (g_debug.load(std::memory_order_relaxed)) {
     std::cerr << "[torch_npu] operator '" << name << "' falls back to the CPU\n";
   }
-  at::native::cpu_fallback(op, stack);
+  at::native::cpu_fallback(op, stack, /*error_on_views=*/false, cpu_key);
+}
+
+namespace {
+
+void dense_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  npu_cpu_fallback(op, stack, c10::DispatchKey::CPU);
 }
 
 }  // namespace
@@ -63,7 +71,7 @@ void reset_fallback_counts() {
 void set_fallback_debug(bool enabled) { g_debug.store(enabled); }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&npu_cpu_fallback>());
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&dense_cpu_fallback>());
 }
 
 }  // namespace torch_npu

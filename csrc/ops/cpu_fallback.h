@@ -5,11 +5,17 @@
 // turns it into an error.
 #pragma once
 
+#include <ATen/core/dispatch/Dispatcher.h>
+
 #include <cstdint>
 #include <map>
 #include <string>
 
 namespace torch_npu {
+
+// The boxed fallback: runs `op` with its arguments moved to the host, on the
+// kernel of `cpu_key` (CPU, SparseCPU or SparseCsrCPU: the npu key's host twin).
+void npu_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey cpu_key);
 
 // Times each op took the fallback in this process.
 std::map<std::string, int64_t> fallback_counts();

@@ -1,7 +1,10 @@
 #include "csrc/ops/sync_kernel.h"
 
 #include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/SparseCsrTensorUtils.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/_sparse_compressed_tensor_unsafe.h>
+#include <ATen/ops/_sparse_coo_tensor_unsafe.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/StorageImpl.h>
 #include <torch/library.h>
@@ -91,6 +94,7 @@ class AliasMap {
   // A kernel result as an npu tensor.
   at::Tensor to_npu(const at::Tensor& cpu) {
     if (!cpu.defined() || !cpu.device().is_cpu()) return cpu;
+    if (cpu.is_sparse() || at::sparse_csr::is_sparse_compressed(cpu)) return sparse_to_npu(cpu);
     auto same = by_impl_.find(cpu.unsafeGetTensorImpl());
     if (same != by_impl_.end()) return same->second;  // in-place / out=: the caller's tensor
     c10::StorageImpl* cpu_storage = cpu.storage().unsafeGetStorageImpl();
@@ -113,6 +117,21 @@ class AliasMap {
   }
 
  private:
+  // A sparse result (dense -> sparse conversions, sparse gradients): its
+  // members are dense results, relabelled like any other.
+  at::Tensor sparse_to_npu(const at::Tensor& cpu) {
+    const auto options = cpu.options().device(npu_device(device_));
+    if (cpu.is_sparse()) {
+      at::Tensor npu = at::_sparse_coo_tensor_unsafe(to_npu(cpu._indices()), to_npu(cpu._values()), cpu.sizes(),
+                                                     options);
+      return npu._coalesced_(cpu.is_coalesced());
+    }
+    const bool rows = cpu.layout() == c10::kSparseCsr || cpu.layout() == c10::kSparseBsr;
+    return at::_sparse_compressed_tensor_unsafe(
+        to_npu(rows ? cpu.crow_indices() : cpu.ccol_indices()), to_npu(rows ? cpu.col_indices() : cpu.row_indices()),
+        to_npu(cpu.values()), cpu.sizes(), options);
+  }
+
   c10::Storage adopt(c10::StorageImpl* cpu_storage) {
     const size_t nbytes = cpu_storage->nbytes();
     c10::DataPtr data = cpu_storage->set_data_ptr(c10::DataPtr(nullptr, c10::Device(c10::kCPU)));

@@ -41,9 +41,6 @@ EXPLAINED = {
     "as_strided/partial_views": "the sample is a view; moving it to npu copies only the viewed elements, "
                                 "so as_strided over the new storage reads different memory (same on CUDA)",
     "tensor_split/": "the indices tensor must stay on the CPU (as on CUDA); the harness moves every tensor",
-    "to_sparse/": "sparse layouts are not supported on npu",
-    "sparse.mm/reduce": "sparse CSR tensors are not supported on npu",
-    "sparse.sampled_addmm/": "sparse CSR tensors are not supported on npu",
     "nn.functional.linear_cross_entropy/chunked": "chunked reduction order differs in reduced precision",
     "nn.functional.linear_cross_entropy/chunked_none": "chunked reduction order differs in reduced precision",
 }
