@@ -17,6 +17,7 @@ from torch_npu.npu.memory import (  # noqa: F401
     memory_reserved, memory_snapshot, memory_stats, memory_summary, reset_accumulated_memory_stats,
     reset_max_memory_allocated, reset_max_memory_cached, reset_peak_memory_stats,
     set_per_process_memory_fraction, MemPool, use_mem_pool,
+    get_allocator_backend, host_empty_cache, memory_stats_as_nested_dict,
 )
 from torch_npu.npu.random import (  # noqa: F401
     default_generators, get_rng_state, get_rng_state_all, initial_seed, manual_seed,
@@ -34,7 +35,8 @@ from torch_npu.npu.graphs import (  # noqa: F401
     NPUGraph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables)
 from torch_npu.npu.sync_debug import get_sync_debug_mode, set_sync_debug_mode  # noqa: F401
 from torch_npu.npu.amp.common import get_amp_supported_dtype  # noqa: F401
-from torch_npu.npu.utils import get_cann_version, is_bf16_supported, is_support_inf_nan  # noqa: F401
+from torch_npu.npu.utils import (  # noqa: F401
+    finalize_dump, get_cann_version, init_dump, is_bf16_supported, is_support_inf_nan, set_dump)
 
 
 def _is_in_bad_fork() -> bool:
@@ -52,6 +54,24 @@ def is_autocast_enabled() -> bool:
 def get_autocast_dtype():
     import torch
     return torch.get_autocast_dtype("npu")
+
+
+def set_autocast_enabled(enabled: bool) -> None:
+    import torch
+    torch.set_autocast_enabled("npu", enabled)
+
+
+def set_autocast_dtype(dtype) -> None:
+    import torch
+    torch.set_autocast_dtype("npu", dtype)
+
+
+def npurt():
+    """The raw runtime API module (npuHostRegister, npuHostUnregister,
+    npuStreamCreate, npuStreamDestroy); see torch_npu/npu/_npurt.py."""
+    _lazy_init()
+    from torch_npu.npu import _npurt
+    return _npurt
 
 
 def _sleep(microseconds: int) -> None:

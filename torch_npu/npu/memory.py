@@ -77,6 +77,48 @@ def empty_cache() -> None:
     _C._empty_cache()
 
 
+def _set_allocator_settings(settings: str) -> None:
+    """Applies caching allocator options at run time, in PYTORCH_NPU_ALLOC_CONF's
+    syntax ("max_split_size_mb:128,garbage_collection_threshold:0.8"); options
+    not named keep their values. Raises RuntimeError for an unknown key or a bad
+    value, and changes nothing then."""
+    if not isinstance(settings, str):
+        raise TypeError(f"_set_allocator_settings: settings should be a str, got {type(settings).__name__}")
+    apply = getattr(_C, "_npu_set_allocator_settings", None)
+    if apply is None:
+        raise RuntimeError("_set_allocator_settings: this build of torch_npu._C has no _npu_set_allocator_settings; "
+                           "rebuild the extension (scripts/build.sh), or set PYTORCH_NPU_ALLOC_CONF before the "
+                           "first allocation instead.")
+    apply(settings)
+
+
+def host_empty_cache() -> None:
+    """Frees the cached pinned host memory. vNPU's pinned allocator keeps no
+    cache: a block goes back to the system as soon as its tensor dies and the
+    copies queued on it have run (csrc/core/host_allocator.h), so there is
+    nothing to free and this returns at once; blocks a queued copy still uses
+    are freed when it completes, as real torch_npu's are."""
+
+
+def memory_stats_as_nested_dict(device=None) -> dict:
+    """memory_stats as nested dictionaries: "allocated_bytes.all.current"
+    becomes stats["allocated_bytes"]["all"]["current"]."""
+    nested = {}
+    for key, value in _C._memory_stats(_device(device)).items():
+        node = nested
+        *path, leaf = key.split(".")
+        for part in path:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return nested
+
+
+def get_allocator_backend() -> str:
+    """The allocator behind npu tensors: vNPU's caching allocator ("native");
+    there are no pluggable allocators."""
+    return "native"
+
+
 def set_per_process_memory_fraction(fraction, device=None) -> None:
     """Caps this process at ``fraction`` of the device's memory; allocations
     beyond it raise torch.OutOfMemoryError (after freeing the cache)."""

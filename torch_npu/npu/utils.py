@@ -1,4 +1,12 @@
-"""torch_npu.npu.utils: version and capability queries."""
+"""torch_npu.npu.utils: version and capability queries.
+
+Note [The CANN version vNPU reports]: the virtual NPU follows CANN 8.0.0, the
+version in torch_npu/_cann (the stand-in toolkit folder) and in
+torch.version.cann. Every CANN component (runtime, compiler, HCCL, ...)
+reports it; the driver has no version, there being no driver.
+"""
+
+import re
 
 from torch_npu import _C
 from torch_npu.npu.device import _lazy_init, get_soc_version  # noqa: F401
@@ -6,9 +14,53 @@ from torch_npu.npu.device import _lazy_init, get_soc_version  # noqa: F401
 # The CANN release whose behaviour the virtual NPU follows.
 _CANN_VERSION = "8.0.0"
 
+_CANN_MODULES = ("CANN", "RUNTIME", "COMPILER", "HCCL", "TOOLKIT", "OPP", "OPP_KERNEL", "DRIVER")
+
+# _is_gte_cann_version compares only against versions from this one on, as in
+# real torch_npu (older CANN releases cannot report their version to it).
+_FIRST_COMPARABLE = "8.1.RC1"
+
+# "8.1.RC1", "8.0.0", "8.2.T5", "8.1.RC1.alpha002", "8.0.0.alpha1"
+_VERSION = re.compile(r"^(\d+)\.(\d+)\.(?:(RC)(\d+)|(T)(\d+)|(\d+))(?:\.alpha(\d+))?$")
+
+
+def _check_module(module, fn):
+    if module not in _CANN_MODULES:
+        raise RuntimeError(f"{fn}: module should be one of {list(_CANN_MODULES)}, but got '{module}'.")
+
 
 def get_cann_version(module="CANN") -> str:
-    return _CANN_VERSION
+    """The version of a CANN component; "" for DRIVER (vNPU has no driver)."""
+    _check_module(module, "get_cann_version")
+    return "" if module == "DRIVER" else _CANN_VERSION
+
+
+def _version_key(version, fn):
+    """A sortable key: within major.minor, T (test) builds < RCs < releases, and
+    an alpha build < its version without the suffix."""
+    match = _VERSION.match(version)
+    if match is None:
+        raise RuntimeError(f"{fn}: '{version}' is not a CANN version such as 8.1.RC1, 8.0.0 or 8.2.T5.")
+    major, minor, _, rc, _, test, release, alpha = match.groups()
+    if release is not None:
+        level = (2, int(release))
+    elif rc is not None:
+        level = (1, int(rc))
+    else:
+        level = (0, int(test))
+    return int(major), int(minor), level, int(alpha) if alpha is not None else float("inf")
+
+
+def _is_gte_cann_version(version, module="CANN") -> bool:
+    """True when the component's version is at least ``version``."""
+    _check_module(module, "_is_gte_cann_version")
+    if module == "DRIVER":
+        raise RuntimeError("_is_gte_cann_version: When the module is DRIVER, this function is not supported.")
+    fn = "_is_gte_cann_version"
+    if _version_key(version, fn) < _version_key(_FIRST_COMPARABLE, fn):
+        raise RuntimeError(f"_is_gte_cann_version: When the version is less than \"{_FIRST_COMPARABLE}\", "
+                           "this function is not supported.")
+    return _version_key(get_cann_version(module), fn) >= _version_key(version, fn)
 
 
 def is_bf16_supported(including_emulation: bool = True) -> bool:
@@ -21,3 +73,21 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
 def is_support_inf_nan() -> bool:
     """The 910B family computes with IEEE inf/nan (no saturation mode)."""
     return True
+
+
+def _dump_not_supported(fn):
+    raise RuntimeError(f"torch.npu.{fn} is not supported on vNPU: operator dumps are written by the Ascend "
+                       "runtime (ACL dump), which the virtual NPU does not have. Use torch.utils hooks or "
+                       "the profiler (torch_npu.profiler) instead.")
+
+
+def init_dump() -> None:
+    _dump_not_supported("init_dump")
+
+
+def set_dump(cfg_file) -> None:
+    _dump_not_supported("set_dump")
+
+
+def finalize_dump() -> None:
+    _dump_not_supported("finalize_dump")

@@ -2,7 +2,7 @@
 npu_broadcast, npu_transpose, npu_reshape, npu_stride_add, npu_stride_copy,
 npu_sort_v2, npu_one_hot, npu_scatter, scatter_update(_), one_, npu_pad,
 npu_sign_bits_pack/unpack, npu_max/npu_min (.dim, .names_dim),
-npu_random_choice_with_mask.
+npu_random_choice_with_mask, empty_with_swapped_memory.
 
 On Ascend most of these exist because the TBE kernels wanted a fixed layout
 (5HD, fractal) or a static shape; here each is its ATen equivalent. An
@@ -225,6 +225,16 @@ def npu_random_choice_with_mask(x, count=256, seed=0, seed2=0):
     return out, mask
 
 
+def empty_with_swapped_memory(size, dtype=None, device=None):
+    """An uninitialised npu tensor. On Ascend its storage is host memory
+    mapped into the device's address space (swap memory, to keep large
+    optimizer states or KV caches out of HBM); vNPU's device memory is host
+    memory already, so this is torch.empty on the npu device."""
+    device = torch.device("npu") if device is None else torch.device(device)
+    check(device.type == "npu", f"empty_with_swapped_memory: device should be an npu device, got {device}.")
+    return torch.empty(size, dtype=dtype, device=device)
+
+
 define("npu_slice(Tensor self, int[] offsets, int[] size) -> Tensor", npu_slice)
 define("npu_indexing(Tensor self, int[] begin, int[] end, int[] strides, int begin_mask=0, int end_mask=0, "
        "int ellipsis_mask=0, int new_axis_mask=0, int shrink_axis_mask=0) -> Tensor", npu_indexing)
@@ -255,5 +265,7 @@ define("npu_min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values,
        _extreme("npu_min", torch.min))
 define("npu_min.names_dim(Tensor self, str dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
        _extreme("npu_min", torch.min), export=False)
+define("empty_with_swapped_memory(int[] size, ScalarType? dtype=None, Device? device=None) -> Tensor",
+       empty_with_swapped_memory)
 define("npu_random_choice_with_mask(Tensor x, int count=256, int seed=0, int seed2=0) -> (Tensor, Tensor)",
        npu_random_choice_with_mask)
