@@ -1,8 +1,16 @@
 // Tensor creation and storage management on npu: empty, empty_strided,
 // resize_, set_. No task is queued: these only touch metadata and the
 // caching allocator (fresh memory is uninitialised, as on real devices).
+//
+// Under torch.use_deterministic_algorithms(True) with
+// torch.utils.deterministic.fill_uninitialized_memory (the default), new
+// memory is filled like CUDA does it: NaN for floating and complex dtypes,
+// the largest value for integers (a queued fill, in stream order).
+#include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/ResizeCommon.h>
+#include <ATen/native/TensorFactories.h>
 #include <c10/core/StorageImpl.h>
 #include <torch/library.h>
 
@@ -15,6 +23,16 @@
 namespace torch_npu {
 
 namespace {
+
+bool fill_uninitialized_memory() {
+  const auto& context = at::globalContext();
+  return context.deterministicAlgorithms() && context.deterministicFillUninitializedMemory();
+}
+
+at::Tensor filled_if_deterministic(at::Tensor fresh) {
+  if (C10_UNLIKELY(fill_uninitialized_memory())) at::native::fill_empty_deterministic_(fresh);
+  return fresh;
+}
 
 c10::DeviceIndex device_from(std::optional<c10::Device> device) {
   const c10::DeviceIndex index = device.has_value() && device->has_index() ? device->index() : current_device();
@@ -30,8 +48,9 @@ at::Tensor npu_empty(c10::SymIntArrayRef size, std::optional<at::ScalarType> dty
               *layout);
   const auto index = device_from(device);
   const c10::DispatchKeySet keys(c10::DispatchKey::PrivateUse1);
-  return at::detail::empty_generic(C10_AS_INTARRAYREF_SLOW(size), device_allocator(index), keys,
-                                   dtype.value_or(at::get_default_dtype_as_scalartype()), memory_format);
+  return filled_if_deterministic(at::detail::empty_generic(C10_AS_INTARRAYREF_SLOW(size), device_allocator(index),
+                                                           keys, dtype.value_or(at::get_default_dtype_as_scalartype()),
+                                                           memory_format));
 }
 
 at::Tensor npu_empty_strided(c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
@@ -40,9 +59,9 @@ at::Tensor npu_empty_strided(c10::SymIntArrayRef size, c10::SymIntArrayRef strid
   TORCH_CHECK(!pin_memory.has_value() || !*pin_memory, "Only dense CPU tensors can be pinned");
   const auto index = device_from(device);
   const c10::DispatchKeySet keys(c10::DispatchKey::PrivateUse1);
-  return at::detail::empty_strided_generic(C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride),
-                                           device_allocator(index), keys,
-                                           dtype.value_or(at::get_default_dtype_as_scalartype()));
+  return filled_if_deterministic(at::detail::empty_strided_generic(
+      C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride), device_allocator(index), keys,
+      dtype.value_or(at::get_default_dtype_as_scalartype())));
 }
 
 const at::Tensor& npu_resize_(const at::Tensor& self, c10::SymIntArrayRef size,
@@ -54,8 +73,12 @@ const at::Tensor& npu_resize_(const at::Tensor& self, c10::SymIntArrayRef size,
     impl->set_sizes_contiguous(sizes);
     const size_t needed = at::detail::computeStorageNbytesContiguous(sizes, self.dtype().itemsize(),
                                                                      self.storage_offset());
-    if (impl->numel() > 0 && needed > self.storage().nbytes()) {
+    const size_t old_nbytes = self.storage().nbytes();
+    if (impl->numel() > 0 && needed > old_nbytes) {
       resize_storage_bytes(self.storage(), needed);
+      if (C10_UNLIKELY(fill_uninitialized_memory())) {
+        at::native::fill_resize_deterministic_(self, static_cast<int64_t>(old_nbytes));
+      }
     }
   }
   if (memory_format.has_value()) {
