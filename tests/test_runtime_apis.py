@@ -184,3 +184,90 @@ def test_dump_apis_say_they_are_not_supported(name):
         getattr(torch.npu, name)()
     with pytest.raises(RuntimeError, match="torch.npu.set_dump is not supported on vNPU"):
         torch.npu.set_dump("dump.json")
+
+
+# --- torch_npu.utils -----------------------------------------------------------------
+
+def test_utils_is_an_attribute_of_torch_npu_and_loads_submodules_lazily():
+    r = run_python("""
+        import sys, torch_npu
+        print(torch_npu.utils.npu_combine_tensors.__module__)
+        print("torch_npu.utils.collect_env" in sys.modules, "torch_npu.utils.flops_count" in sys.modules)
+        print(torch_npu.utils.FlopsCounter.__name__, torch_npu.utils.collect_env.get_cann_version())
+        print(sorted(torch_npu.utils.__all__) == sorted(n for n in torch_npu.utils.__all__
+                                                        if hasattr(torch_npu.utils, n)))
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[:4] == ["torch_npu.utils.combine_tensors", "False False",
+                                        f"FlopsCounter {get_cann_version()}", "True"]
+
+
+@pytest.mark.parametrize("dtype", [torch.half, torch.float, torch.bfloat16])
+def test_combine_tensors_moves_each_tensor_into_one_buffer(dtype):
+    x, y, z = (torch.randn(s, dtype=dtype, device="npu") for s in ((2, 2, 2, 2), (4, 4), (3, 3, 3)))
+    before = [t.clone() for t in (x, y, z)]
+    combined = torch_npu.utils.npu_combine_tensors([x, y, z])
+    sizes = [torch_npu.get_storage_size(t) for t in (x, y, z)]
+    assert sizes == [16, 16, 27] and torch_npu.get_storage_size(combined) == 59 and combined.is_contiguous()
+    assert combined.data_ptr() == x.data_ptr()
+    assert x.data_ptr() + 16 * x.element_size() == y.data_ptr()
+    assert y.data_ptr() + 16 * y.element_size() == z.data_ptr()
+    for t, b in zip((x, y, z), before):
+        assert_close(t.cpu(), b.cpu())
+    # One buffer, three views of it: writes through either side show on the other.
+    combined.zero_().add_(2)
+    assert [float(t.float().sum()) for t in (x, y, z)] == [32.0, 32.0, 54.0]
+    for t in (x, y, z):
+        t.mul_(2)
+    assert float(combined.float().sum()) == 236.0
+    part = torch_npu.utils.get_part_combined_tensor(combined, 16, 16)
+    assert_close(part.reshape_as(y).cpu(), y.cpu())
+    with pytest.raises(RuntimeError, match=r"\(index \+ size\) \(60\) > torch_npu.get_storage_size"):
+        torch_npu.utils.get_part_combined_tensor(combined, 44, 16)
+    valid = torch_npu.utils.is_combined_tensor_valid
+    assert valid(combined, [x, y, z]) and not valid(combined, [x, y, z, None])
+    assert not valid(combined, [x.clone(), y.clone(), z.clone()])
+    assert torch_npu.utils.npu_combine_tensors([]) is None and valid(None, [])
+
+
+def test_combined_tensors_survive_the_buffer_going_out_of_scope():
+    params = [torch.full((100,), float(i), device="npu") for i in range(3)]
+    torch_npu.utils.npu_combine_tensors(params)  # the buffer itself is dropped
+    torch.npu.empty_cache()
+    filler = [torch.full((300,), -1.0, device="npu") for _ in range(4)]  # would reuse freed memory
+    assert [float(p.sum()) for p in params] == [0.0, 100.0, 200.0]
+    del filler
+
+
+def test_combine_tensors_bad_input():
+    combine = torch_npu.utils.npu_combine_tensors
+    with pytest.raises(RuntimeError, match="must not have `None`"):
+        combine([torch.ones(2, device="npu"), None])
+    with pytest.raises(RuntimeError, match="same dtype"):
+        combine([torch.ones(2, device="npu"), torch.ones(2, device="npu", dtype=torch.half)])
+    with pytest.raises(RuntimeError, match="must be on NPU, got cpu"):
+        combine([torch.ones(2)])
+    with pytest.raises(RuntimeError, match="exceeds the 4 elements of src"):
+        torch_npu.npu_change_data_ptr(torch.ones(3, device="npu"), torch.ones(4, device="npu"), 2)
+
+
+def test_save_async_writes_the_state_of_the_call(tmp_path):
+    from torch_npu.utils._save_async import _wait_for_pending_saves
+    w = torch.arange(6.0, device="npu")
+    path = tmp_path / "ckpt.pt"
+    torch_npu.utils.save_async({"w": w, "step": 3}, str(path))
+    w.add_(100)  # after the call: not in the checkpoint
+    _wait_for_pending_saves()
+    loaded = torch.load(path, map_location="cpu")
+    assert loaded["step"] == 3
+    assert_close(loaded["w"], torch.arange(6.0))
+
+
+def test_logs_and_asd(capsys):
+    torch_npu.utils.print_warn_log("low on memory")
+    out = capsys.readouterr().out
+    assert out.startswith("[WARNING] ") and "(PID:" in out and "RankID:-1)" in out and out.endswith("low on memory\n")
+    with pytest.raises(RuntimeError, match="register_asd_hook is not supported on vNPU"):
+        torch_npu.utils.register_asd_hook(torch.ones(2), torch.ones(2))
+    with pytest.raises(RuntimeError, match="set_asd_loss_scale is not supported on vNPU"):
+        torch_npu.utils.set_asd_loss_scale(2.0)

@@ -38,6 +38,11 @@ from torch_npu import op_plugin as _op_plugin  # noqa: E402  (defines the fused 
 _fused_ops = _op_plugin.exports()
 globals().update(_fused_ops)
 
+# torch_npu.utils (its heavier submodules load on first use) and the storage
+# helpers torch_npu exposes at the top level for combined tensors.
+from torch_npu import utils  # noqa: E402,F401
+from torch_npu.utils.combine_tensors import get_storage_size, npu_change_data_ptr  # noqa: E402,F401
+
 from torch_npu import _client_names  # noqa: E402
 from torch_npu import optim  # noqa: E402,F401
 

@@ -1,1 +1,45 @@
-"""torch_npu.utils: collect_env (environment report) and flops_count (FlopsCounter)."""
+"""torch_npu.utils: what real torch_npu exposes here.
+
+- combined tensors: npu_combine_tensors, get_part_combined_tensor,
+  is_combined_tensor_valid (combine_tensors.py);
+- save_async: torch.save whose file writing runs on a background thread;
+- print_error_log / print_warn_log / print_info_log: torch_npu's log lines;
+- register_asd_hook / set_asd_loss_scale: silent data corruption detection,
+  which needs the Ascend hardware checks: they raise "not supported on vNPU";
+- collect_env (environment report, get_cann_version) and flops_count
+  (FlopsCounter), imported when first used: importing torch_npu stays cheap.
+"""
+
+import importlib
+
+from torch_npu.utils.combine_tensors import (  # noqa: F401
+    get_part_combined_tensor, is_combined_tensor_valid, npu_combine_tensors)
+from torch_npu.utils._logs import print_error_log, print_info_log, print_warn_log  # noqa: F401
+from torch_npu.utils._save_async import save_async  # noqa: F401
+
+__all__ = ["save_async", "npu_combine_tensors", "get_part_combined_tensor", "is_combined_tensor_valid",
+           "register_asd_hook", "set_asd_loss_scale", "print_error_log", "print_warn_log", "print_info_log"]
+
+_LAZY_SUBMODULES = ("collect_env", "flops_count")
+
+
+def _asd_not_supported(fn):
+    raise RuntimeError(f"torch_npu.utils.{fn} is not supported on vNPU: silent data corruption detection relies "
+                       "on the Ascend chip's hardware checks (the _npu_silent_check kernels), which the virtual "
+                       "NPU does not have.")
+
+
+def register_asd_hook(x, weight, asd_flag=0, with_checksum=False, checksum_matmul=None):
+    _asd_not_supported("register_asd_hook")
+
+
+def set_asd_loss_scale(loss_scale=1.0):
+    _asd_not_supported("set_asd_loss_scale")
+
+
+def __getattr__(name):
+    if name in _LAZY_SUBMODULES:
+        return importlib.import_module(f"torch_npu.utils.{name}")
+    if name == "FlopsCounter":
+        return importlib.import_module("torch_npu.utils.flops_count").FlopsCounter
+    raise AttributeError(f"module 'torch_npu.utils' has no attribute '{name}'")

@@ -7,6 +7,18 @@ from torch.utils import collect_env as _torch_collect_env
 import torch_npu
 
 
+def get_cann_version():
+    """The CANN toolkit version, read from the toolkit folder's install info
+    (torch_npu/_cann, vNPU's stand-in for ASCEND_HOME_PATH)."""
+    import os
+    info = os.path.join(os.path.dirname(torch_npu.__file__), "_cann", "ascend_toolkit_install.info")
+    with open(info) as f:
+        for line in f:
+            if line.startswith("version="):
+                return line.split("=", 1)[1].strip()
+    return ""
+
+
 def get_npu_env_lines():
     lines = [f"torch_npu version: {torch_npu.__version__} (vNPU, an emulator)",
              f"CANN version: {torch.version.cann}",
