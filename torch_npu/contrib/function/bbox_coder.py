@@ -1,23 +1,24 @@
 """Box coders: boxes <-> regression deltas, as mmdetection's coders define them.
 
-Real torch_npu runs npu_yolo_boxes_encode, npu_bounding_box_encode and
-npu_bounding_box_decode. The xyxy -> xywh encoder's results are float16
-values on the device (its expected outputs are float16-rounded, e.g. 4/3 ->
-1.3330), so here they are rounded to float16 too and returned in the input
-dtype; the YOLO encoder and the decoder compute in float32.
+Real torch_npu's contrib wrappers over npu_yolo_boxes_encode,
+npu_bounding_box_encode and npu_bounding_box_decode (which vNPU defines in
+ATen operators): argument checks, dtype promotion (integer boxes become
+float32), un-normalising, and the means / stds defaults.
 
-The xyxy <-> xywh coders use the legacy "+1 pixel" convention of those
-kernels (w = x2 - x1 + 1); the YOLO encoder uses w = x2 - x1, as mmdetection.
+- YOLO: x, y = (gt centre - anchor centre) / stride + 0.5, clamped to
+  [1e-6, 1 - 1e-6]; w, h = log(gt size / anchor size), ratio clamped >= 1e-6.
+- xyxy -> xywh: dx = (gx - px) / pw, dw = log(gw / pw) (same for y, h), then
+  (delta - means) / stds, sizes with the legacy +1 (w = x2 - x1 + 1).
+- decode: the inverse, dw and dh clamped to |log(wh_ratio_clip)|, corners
+  clamped to [0, max_shape - 1].
 """
-
-import math
 
 import torch
 
+import torch_npu
+
 __all__ = ["npu_bbox_coder_encode_yolo", "npu_bbox_coder_decode_xywh2xyxy",
            "npu_bbox_coder_encode_xyxy2xywh"]
-
-_YOLO_EPS = 1e-6  # mmdetection's YOLOBBoxCoder eps
 
 
 def _check_pair(bboxes, other, other_name):
@@ -38,19 +39,9 @@ def npu_bbox_coder_encode_yolo(bboxes, gt_bboxes, stride):
     w, h: log(gt size / anchor size), the ratio clamped to >= eps (eps = 1e-6).
     """
     _check_pair(bboxes, gt_bboxes, "gt_bboxes")
-    if stride.dim() != 1 or stride.size(0) != bboxes.size(0):
-        raise ValueError("Expected stride of shape (n,), n == bboxes.size(0)")
-    out_dtype = _as_box_dtype(bboxes).dtype
-    b, g, s = bboxes.float(), gt_bboxes.float(), stride.int().float()
-    cx, cy = (b[:, 0] + b[:, 2]) * 0.5, (b[:, 1] + b[:, 3]) * 0.5
-    w, h = b[:, 2] - b[:, 0], b[:, 3] - b[:, 1]
-    gcx, gcy = (g[:, 0] + g[:, 2]) * 0.5, (g[:, 1] + g[:, 3]) * 0.5
-    gw, gh = g[:, 2] - g[:, 0], g[:, 3] - g[:, 1]
-    tw = torch.log((gw / w).clamp(min=_YOLO_EPS))
-    th = torch.log((gh / h).clamp(min=_YOLO_EPS))
-    tx = ((gcx - cx) / s + 0.5).clamp(_YOLO_EPS, 1 - _YOLO_EPS)
-    ty = ((gcy - cy) / s + 0.5).clamp(_YOLO_EPS, 1 - _YOLO_EPS)
-    return torch.stack([tx, ty, tw, th], -1).to(out_dtype)
+    # performance_mode=False: the accurate kernel (real torch_npu's choice too).
+    return torch_npu.npu_yolo_boxes_encode(_as_box_dtype(bboxes), _as_box_dtype(gt_bboxes),
+                                           stride.int(), performance_mode=False)
 
 
 def npu_bbox_coder_encode_xyxy2xywh(bboxes, gt_bboxes, means=None, stds=None, is_normalized=False,
@@ -64,19 +55,10 @@ def npu_bbox_coder_encode_xyxy2xywh(bboxes, gt_bboxes, means=None, stds=None, is
     means = [0., 0., 0., 0.] if means is None else means
     stds = [1., 1., 1., 1.] if stds is None else stds
     _check_pair(bboxes, gt_bboxes, "gt_bboxes")
-    out_dtype = _as_box_dtype(bboxes).dtype
     b, g = _as_box_dtype(bboxes), _as_box_dtype(gt_bboxes)
     if is_normalized:
         b, g = b * normalized_scale, g * normalized_scale
-    b, g = b.float(), g.float()
-    pw, ph = b[:, 2] - b[:, 0] + 1, b[:, 3] - b[:, 1] + 1
-    px, py = (b[:, 0] + b[:, 2]) * 0.5, (b[:, 1] + b[:, 3]) * 0.5
-    gw, gh = g[:, 2] - g[:, 0] + 1, g[:, 3] - g[:, 1] + 1
-    gx, gy = (g[:, 0] + g[:, 2]) * 0.5, (g[:, 1] + g[:, 3]) * 0.5
-    deltas = torch.stack([(gx - px) / pw, (gy - py) / ph, torch.log(gw / pw), torch.log(gh / ph)], -1)
-    deltas = (deltas - deltas.new_tensor(means)) / deltas.new_tensor(stds)
-    # The device kernel produces float16 values; keep that rounding.
-    return deltas.half().to(out_dtype)
+    return torch_npu.npu_bounding_box_encode(b, g, *means, *stds)
 
 
 def npu_bbox_coder_decode_xywh2xyxy(bboxes, pred_bboxes, means=None, stds=None, max_shape=None,
@@ -93,18 +75,5 @@ def npu_bbox_coder_decode_xywh2xyxy(bboxes, pred_bboxes, means=None, stds=None, 
     _check_pair(bboxes, pred_bboxes, "pred_bboxes")
     if len(max_shape) != 2:
         raise ValueError("Expected max_shape of two numbers (H, W)")
-    out_dtype = _as_box_dtype(bboxes).dtype
-    b, d = bboxes.float(), pred_bboxes.float()
-    d = d * d.new_tensor(stds) + d.new_tensor(means)
-    max_ratio = abs(math.log(wh_ratio_clip))
-    dx, dy = d[:, 0], d[:, 1]
-    dw, dh = d[:, 2].clamp(-max_ratio, max_ratio), d[:, 3].clamp(-max_ratio, max_ratio)
-    pw, ph = b[:, 2] - b[:, 0] + 1, b[:, 3] - b[:, 1] + 1
-    px, py = (b[:, 0] + b[:, 2]) * 0.5, (b[:, 1] + b[:, 3]) * 0.5
-    gw, gh = pw * dw.exp(), ph * dh.exp()
-    gx, gy = px + pw * dx, py + ph * dy
-    x1 = (gx - gw * 0.5 + 0.5).clamp(0, max_shape[1] - 1)
-    y1 = (gy - gh * 0.5 + 0.5).clamp(0, max_shape[0] - 1)
-    x2 = (gx + gw * 0.5 - 0.5).clamp(0, max_shape[1] - 1)
-    y2 = (gy + gh * 0.5 - 0.5).clamp(0, max_shape[0] - 1)
-    return torch.stack([x1, y1, x2, y2], -1).to(out_dtype)
+    return torch_npu.npu_bounding_box_decode(_as_box_dtype(bboxes), _as_box_dtype(pred_bboxes),
+                                             *means, *stds, list(max_shape), wh_ratio_clip)

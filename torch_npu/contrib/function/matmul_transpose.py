@@ -1,11 +1,13 @@
 """``a @ b.transpose(-2, -1)`` (attention scores q k^T) as one autograd Function.
 
-Real torch_npu gives it a hand-written backward to use the device's
-batched-matmul kernel without materialising the transpose; the gradients
-are those of the plain expression: da = g @ b, db = g^T @ a.
+Real torch_npu gives it a hand-written backward on the device's batched
+matmul (npu_bmmV2) without materialising the transpose; the gradients are
+those of the plain expression: da = g @ b, db = g^T @ a.
 """
 
 import torch
+
+import torch_npu
 
 __all__ = ["MatmulApply", "matmul_transpose"]
 
@@ -21,8 +23,8 @@ class MatmulApply(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         a, b = ctx.saved_tensors
-        grad_a = torch.matmul(grad, b)
-        grad_b = torch.matmul(grad.transpose(-2, -1), a)
+        grad_a = torch_npu.npu_bmmV2(grad, b, [])
+        grad_b = torch_npu.npu_bmmV2(grad.transpose(-2, -1), a, [])
         # Broadcast batch dims: sum the gradient back to each input's shape.
         return _sum_to(grad_a, a.shape), _sum_to(grad_b, b.shape)
 

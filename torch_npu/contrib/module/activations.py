@@ -1,15 +1,13 @@
 """Mish and SiLU (Swish) modules, kept for models written before torch.nn had them.
 
 Both are deprecated in real torch_npu in favour of torch.nn.Mish / SiLU and
-warn so on construction. Mish is x * tanh(softplus(x)) (real torch_npu runs
-npu_mish; vNPU has no such op, so F.mish, the same formula); SiLU is
-x * sigmoid(x) through vNPU's npu_silu.
+warn so on construction. Mish is x * tanh(softplus(x)) through npu_mish,
+SiLU x * sigmoid(x) through npu_silu (vNPU defines both in ATen operators).
 """
 
 import warnings
 
 import torch.nn as nn
-import torch.nn.functional as F
 
 import torch_npu
 
@@ -25,7 +23,7 @@ class Mish(nn.Module):
                       "Please use torch.nn.Mish for replacement.", FutureWarning)
 
     def forward(self, x):
-        return F.mish(x)
+        return torch_npu.npu_mish(x)
 
 
 class SiLU(nn.Module):

@@ -1,14 +1,17 @@
 """Cross entropy against label-smoothed one-hot targets.
 
 Paper: Rethinking the Inception Architecture for Computer Vision
-(https://arxiv.org/abs/1512.00567). Real torch_npu builds the smoothed
-one-hot with npu_one_hot and takes npu_softmax_cross_entropy_with_logits;
-here: target row = off everywhere, on at the label, with on = 1 - s and
-off = s / (C - 1); loss = mean over the batch of -sum(target * log_softmax(pred)).
+(https://arxiv.org/abs/1512.00567). As real torch_npu does, the smoothed
+one-hot comes from npu_one_hot (off everywhere, on at the label, with
+on = 1 - s and off = s / (C - 1)) and the loss from
+npu_softmax_cross_entropy_with_logits, -sum(target * log_softmax(pred)),
+averaged over the batch in float32.
 """
 
 import torch
 import torch.nn as nn
+
+import torch_npu
 
 __all__ = ["LabelSmoothingCrossEntropy"]
 
@@ -27,8 +30,6 @@ class LabelSmoothingCrossEntropy(nn.Module):
     def forward(self, pred, target):
         if pred.dim() != 2 or pred.size(1) != self.num_classes:
             raise ValueError(f"Expected pred of shape (N, {self.num_classes}), but got {tuple(pred.shape)}")
-        labels = target.long()
-        smoothed = torch.full(pred.shape, self.off_value, dtype=torch.float32, device=pred.device)
-        smoothed.scatter_(1, labels[:, None], self.on_value)
-        loss = -(smoothed * torch.log_softmax(pred.float(), dim=1)).sum(dim=1)
-        return loss.mean(dim=0, dtype=torch.float32)
+        one_hot = torch_npu.npu_one_hot(target.int(), -1, pred.size(1), self.on_value, self.off_value)
+        loss = torch_npu.npu_softmax_cross_entropy_with_logits(pred, one_hot.to(pred.dtype))
+        return torch.mean(loss, [0], keepdim=False, dtype=torch.float32)

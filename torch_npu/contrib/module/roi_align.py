@@ -1,8 +1,11 @@
 """ROIAlign (Mask R-CNN): bilinear sampling of each region into a fixed grid.
 
-Real torch_npu runs npu_roi_align / npu_roi_alignbk; this is the detectron2
-algorithm in ATen operators, so autograd yields the input gradient (each
-sample spreads its bilinear weights back to its four neighbours).
+Real torch_npu runs npu_roi_align / npu_roi_alignbk, with roi_end_mode 0
+for aligned=False and 3 for aligned=True. vNPU's npu_roi_align (ATen
+operators) implements the legacy mode, so aligned=False calls it; the
+aligned mode (the -0.5 pixel shift, no 1x1 floor on the roi) is written
+here. Both are the detectron2 algorithm, and autograd yields the input
+gradient (each sample spreads its bilinear weights back to its neighbours).
 
 For a roi (batch, x1, y1, x2, y2) scaled by ``spatial_scale`` (and shifted
 by -0.5 when ``aligned``), each of the output_size bins averages
@@ -17,6 +20,8 @@ import math
 import torch
 from torch import nn
 from torch.nn.modules.utils import _pair
+
+import torch_npu
 
 __all__ = ["ROIAlign", "roi_align"]
 
@@ -47,14 +52,16 @@ def _bilinear(feature, y, x):
 def roi_align(input_tensor, rois, output_size, spatial_scale, sampling_ratio, aligned):
     """(K, C, out_h, out_w) features of the K rois (K, 5) over ``input_tensor`` (N, C, H, W)."""
     out_h, out_w = _pair(output_size)
-    offset = 0.5 if aligned else 0.0
+    if not aligned:
+        # rois carry no gradient (real torch_npu returns None for them).
+        return torch_npu.npu_roi_align(input_tensor, rois.detach(), spatial_scale, out_h, out_w,
+                                       sampling_ratio, 0)
+    offset = 0.5
     outputs = []
     for roi in rois:
         batch = int(roi[0].item())
         x1, y1, x2, y2 = (float(v) * spatial_scale - offset for v in roi[1:].tolist())
         roi_w, roi_h = x2 - x1, y2 - y1
-        if not aligned:  # legacy: force malformed rois to 1x1
-            roi_w, roi_h = max(roi_w, 1.0), max(roi_h, 1.0)
         bin_h, bin_w = roi_h / out_h, roi_w / out_w
         grid_h = sampling_ratio if sampling_ratio > 0 else max(math.ceil(roi_h / out_h), 1)
         grid_w = sampling_ratio if sampling_ratio > 0 else max(math.ceil(roi_w / out_w), 1)
