@@ -64,7 +64,7 @@ def test_dtype_cast_and_its_gradient():
     x = rnd(3, 3).requires_grad_()
     xn = npu(x.detach()).requires_grad_()
     y = torch_npu.npu_dtype_cast(xn, torch.half)
-    assert y.dtype == torch.half
+    assert y.dtype == torch.half and "NpuDtypeCastBackward" in str(y.grad_fn)
     assert_close(y.cpu(), x.detach().half())
     (g,) = torch.autograd.grad(y, xn, torch.ones_like(y))
     assert g.grad_fn is None and g.dtype == torch.float32

@@ -62,8 +62,24 @@ def npu_indexing(x, begin, end, strides, begin_mask=0, end_mask=0, ellipsis_mask
     return _fresh(x[tuple(index)], x)
 
 
+class NpuDtypeCast(torch.autograd.Function):
+    """x.to(dtype) whose grad_fn is NpuDtypeCastBackward, as in torch_npu
+    (scripts check the name); the gradient is cast back to x's dtype."""
+
+    @staticmethod
+    def forward(ctx, x, dtype):
+        ctx.source_dtype = x.dtype
+        return x.to(dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.to(ctx.source_dtype), None
+
+
 def npu_dtype_cast(x, dtype):
-    return x.to(dtype)
+    if x.dtype == dtype:
+        return x.clone()
+    return NpuDtypeCast.apply(x, dtype)
 
 
 def npu_dtype_cast_(x, src):
