@@ -421,3 +421,40 @@ def test_ps_roi_pooling_against_a_loop():
                     chan = (c * group + ph) * group + pw
                     want = x[int(box[0]), chan, hs:he, ws:we].mean() if he > hs and we > ws else torch.tensor(0.)
                     assert_close(got[r, c, ph, pw], want, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("activate_left", [False, True])
+@pytest.mark.parametrize("approximate", [0, 1])
+def test_geglu_grad_matches_autograd(approximate, activate_left):
+    x = rnd(2, 10, 16, seed=30)
+    xr = x.clone().requires_grad_()
+    y, _ = torch_npu.npu_geglu(xr, -1, approximate, activate_left)
+    dy = rnd(2, 10, 8, seed=31)
+    (want,) = torch.autograd.grad(y, xr, dy)
+    _, gelu = torch_npu.npu_geglu(npu(x), -1, approximate, activate_left)
+    got = torch_npu.npu_geglu_grad(npu(dy), npu(x), gelu, -1, approximate, activate_left)
+    assert_close(got.cpu(), want, atol=1e-5, rtol=1e-5)
+
+
+def test_masked_softmax_with_rel_pos_bias():
+    x, bias, mask = rnd(1, 2, 3, 4, 4, seed=32), rnd(1, 1, 3, 4, 4, seed=33), rnd(1, 2, 1, 4, 4, seed=34)
+    got = torch_npu.npu_masked_softmax_with_rel_pos_bias(npu(x), npu(mask), npu(bias))
+    assert_close(got.cpu(), torch.softmax(x + mask + bias, -1), atol=1e-6, rtol=1e-5)
+    got = torch_npu.npu_masked_softmax_with_rel_pos_bias(npu(x), None, npu(bias), scale_value=0.5)
+    assert_close(got.cpu(), torch.softmax(0.5 * x + bias, -1), atol=1e-6, rtol=1e-5)
+
+
+def test_anti_quant_int8_and_packed_int4():
+    x = torch.randint(-127, 128, (10, 100), dtype=torch.int8, generator=torch.Generator().manual_seed(0))
+    scale, offset = rnd(100, seed=35), rnd(100, seed=36)
+    for dtype in (torch.float16, torch.bfloat16):
+        got = torch_npu.npu_anti_quant(npu(x), npu(scale), offset=npu(offset), dst_dtype=dtype)
+        assert got.dtype == dtype
+        assert_close(got.cpu(), ((x.float() + offset) * scale).to(dtype))
+    packed = torch.tensor([[0x76543210, -0x789ABCE0]], dtype=torch.int32)  # nibbles 0..7, then 0, 2, 3, ..., 8
+    got = torch_npu.npu_anti_quant(npu(packed), npu(torch.ones(16)))
+    nibbles = [(int(v) >> (4 * i)) & 0xF for v in packed[0].tolist() for i in range(8)]
+    want = torch.tensor([n - 16 if n >= 8 else n for n in nibbles], dtype=torch.float16).reshape(1, 16)
+    assert_close(got.cpu(), want)
+    with pytest.raises(RuntimeError, match="should be int8 or int32"):
+        torch_npu.npu_anti_quant(npu(x.float()), npu(scale))

@@ -1,7 +1,9 @@
-"""Activations and layout helpers: npu_swiglu (+ backward), npu_geglu,
+"""Activations and layout helpers: npu_swiglu (+ backward), npu_geglu (+ grad),
 npu_fast_gelu / fast_gelu (+ backward), npu_gelu, npu_silu (+ in place),
 npu_mish (+ backward), npu_softmax_cross_entropy_with_logits,
-npu_confusion_transpose."""
+npu_masked_softmax_with_rel_pos_bias, npu_confusion_transpose."""
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -36,6 +38,27 @@ def npu_geglu(x, dim=-1, approximate=1, activate_left=False):
     gate, value = (left, right) if activate_left else (right, left)
     gelu = F.gelu(gate, approximate="tanh" if approximate == 1 else "none")
     return value * gelu, gelu
+
+
+def _gelu_derivative(x, approximate):
+    if approximate == 1:  # d/dx of 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3)
+        k = math.sqrt(2 / math.pi)
+        t = torch.tanh(k * (x + 0.044715 * x ** 3))
+        return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x)
+    cdf = 0.5 * (1 + torch.erf(x / math.sqrt(2)))
+    return cdf + x * torch.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+
+
+def npu_geglu_grad(grad_output, x, gelu, dim=-1, approximate=1, activate_left=False):
+    """d npu_geglu(x)[0] / dx applied to grad_output; gelu is the forward's
+    second output (the activated half)."""
+    check(approximate in (0, 1), f"npu_geglu_grad: approximate should be 0 (none) or 1 (tanh), but got {approximate}.")
+    left, right = _halves("npu_geglu_grad", x, dim)
+    gate, value = (left, right) if activate_left else (right, left)
+    g, xf = grad_output.float(), gate.float()
+    d_value = (g * gelu.float()).to(x.dtype)
+    d_gate = (g * value.float() * _gelu_derivative(xf, approximate)).to(x.dtype)
+    return torch.cat((d_gate, d_value) if activate_left else (d_value, d_gate), dim=dim)
 
 
 def npu_fast_gelu(x):
@@ -73,6 +96,18 @@ def npu_softmax_cross_entropy_with_logits(logits, labels):
     return -(labels * F.log_softmax(logits, dim=1)).sum(dim=1)
 
 
+def npu_masked_softmax_with_rel_pos_bias(x, atten_mask, relative_pos_bias, scale_value=1.0,
+                                         inner_precision_mode=0):
+    """softmax(scale_value * x + atten_mask + relative_pos_bias) over the last
+    dimension (Swin attention), the addends broadcast to x's shape."""
+    check(x.dim() in (4, 5), f"npu_masked_softmax_with_rel_pos_bias: x should be 4- or 5-dimensional, "
+          f"got {x.dim()} dimensions.")
+    y = x * scale_value if scale_value != 1.0 else x
+    if atten_mask is not None:
+        y = y + atten_mask
+    return torch.softmax(y + relative_pos_bias, dim=-1)
+
+
 def npu_gelu(x, approximate="none"):
     check(approximate in ("none", "tanh"), f"npu_gelu: approximate should be 'none' or 'tanh', got '{approximate}'.")
     return F.gelu(x, approximate=approximate)
@@ -91,6 +126,10 @@ define("npu_swiglu(Tensor self, int dim=-1) -> Tensor", npu_swiglu)
 define("npu_swiglu_backward(Tensor grad_output, Tensor self, int dim=-1) -> Tensor", npu_swiglu_backward)
 define("npu_geglu(Tensor self, int dim=-1, int approximate=1, bool activate_left=False) -> (Tensor, Tensor)",
        npu_geglu)
+define("npu_geglu_grad(Tensor grad_output, Tensor self, Tensor gelu, int dim=-1, int approximate=1, "
+       "bool activate_left=False) -> Tensor", npu_geglu_grad)
+define("npu_masked_softmax_with_rel_pos_bias(Tensor x, Tensor? atten_mask, Tensor relative_pos_bias, "
+       "float scale_value=1.0, int inner_precision_mode=0) -> Tensor", npu_masked_softmax_with_rel_pos_bias)
 define("npu_fast_gelu(Tensor self) -> Tensor", npu_fast_gelu)
 define("fast_gelu(Tensor self) -> Tensor", npu_fast_gelu)
 define("npu_fast_gelu_backward(Tensor grad, Tensor self) -> Tensor", npu_fast_gelu_backward)

@@ -2,7 +2,7 @@
 npu_broadcast, npu_transpose, npu_reshape, npu_stride_add, npu_stride_copy,
 npu_sort_v2, npu_one_hot, npu_scatter, scatter_update(_), one_, npu_pad,
 npu_sign_bits_pack/unpack, npu_max/npu_min (.dim, .names_dim),
-npu_random_choice_with_mask, empty_with_swapped_memory.
+npu_random_choice_with_mask, empty_with_swapped_memory, npu_anti_quant.
 
 On Ascend most of these exist because the TBE kernels wanted a fixed layout
 (5HD, fractal) or a static shape; here each is its ATen equivalent. An
@@ -241,6 +241,33 @@ def npu_random_choice_with_mask(x, count=256, seed=0, seed2=0):
     return out, mask
 
 
+def _unpack_int4(packed):
+    """int32 (..., n) holding 8 signed int4 each, low nibble first -> int8 (..., 8 n)."""
+    shifts = torch.arange(0, 32, 4, device=packed.device, dtype=torch.int32)
+    nibbles = (packed.unsqueeze(-1) >> shifts) & 0xF
+    signed = torch.where(nibbles >= 8, nibbles - 16, nibbles).to(torch.int8)
+    return signed.reshape(*packed.shape[:-1], packed.shape[-1] * 8)
+
+
+def npu_anti_quant(x, scale, *, offset=None, dst_dtype=None, src_dtype=None):
+    """(x + offset) * scale in dst_dtype (float16 by default): int8 x, or int32
+    x packing eight int4 values each; scale and offset broadcast to x."""
+    for name, t in (("scale", scale), ("offset", offset)):
+        check(t is None or t.device == x.device,
+              f"Expected all tensors to be on the same device, but found at least two devices, {x.device} and "
+              f"{t.device if t is not None else ''}! (npu_anti_quant's {name})")
+    if x.dtype == torch.int32 or src_dtype == torch.quint4x2:
+        x = _unpack_int4(x)
+    check(x.dtype == torch.int8, f"npu_anti_quant: x should be int8 or int32 (packed int4), got {x.dtype}.")
+    dst_dtype = torch.float16 if dst_dtype is None else dst_dtype
+    check(dst_dtype in (torch.float16, torch.bfloat16),
+          f"npu_anti_quant: dst_dtype should be float16 or bfloat16, got {dst_dtype}.")
+    y = x.float()
+    if offset is not None:
+        y = y + offset.float()
+    return (y * scale.float()).to(dst_dtype)
+
+
 def empty_with_swapped_memory(size, dtype=None, device=None):
     """An uninitialised npu tensor. On Ascend its storage is host memory
     mapped into the device's address space (swap memory, to keep large
@@ -281,6 +308,8 @@ define("npu_min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values,
        _extreme("npu_min", torch.min))
 define("npu_min.names_dim(Tensor self, str dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
        _extreme("npu_min", torch.min), export=False)
+define("npu_anti_quant(Tensor x, Tensor scale, *, Tensor? offset=None, ScalarType? dst_dtype=None, "
+       "ScalarType? src_dtype=None) -> Tensor", npu_anti_quant)
 define("empty_with_swapped_memory(int[] size, ScalarType? dtype=None, Device? device=None) -> Tensor",
        empty_with_swapped_memory)
 define("npu_random_choice_with_mask(Tensor x, int count=256, int seed=0, int seed2=0) -> (Tensor, Tensor)",
