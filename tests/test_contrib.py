@@ -850,7 +850,7 @@ def test_linear_weight_quant():
     model.weight.data, model.antiquant_scale.data = w.to(NPU), scale.to(NPU)
     model.antiquant_offset.data, model.bias.data = offset.to(NPU), bias.to(NPU)
     out = model(x.to(NPU))
-    want = x.float() @ ((w.float() + offset.float()) * scale.float()) + bias
+    want = x.float() @ ((w.half() + offset) * scale).float() + bias  # dequantised in x's dtype
     assert out.dtype == torch.float16
     assert_close(out.cpu().float(), want.half().float(), atol=1e-2, rtol=1e-2)
     grouped = cm.LinearWeightQuant(32, 6, bias=False, antiquant_group_size=8)

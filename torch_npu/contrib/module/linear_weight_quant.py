@@ -6,10 +6,10 @@ the weight (in_features, out_features) is dequantised on the fly,
     W_f = (W + antiquant_offset) * antiquant_scale
 
 per output channel (shape (n,)), or per group of ``antiquant_group_size``
-rows of k (scale/offset of shape (ceil(k / group), n)); the product is in
-x's dtype. With ``quant_scale`` the result is requantised to int8:
+rows of k (scale/offset of shape (ceil(k / group), n)), computed in x's
+dtype; the product accumulates in float32 and is returned in x's dtype. With ``quant_scale`` the result is requantised to int8:
 round(y * quant_scale + quant_offset), saturated. This is that formula in
-ATen operators (the matmul accumulates in float32). Inference only.
+ATen operators. Inference only.
 """
 
 import torch
@@ -31,7 +31,8 @@ class LinearWeightQuant(nn.Module):
     antiquant_offset=False, quant_scale=False, quant_offset=False, antiquant_group_size=0,
     weight_dtype=None).
 
-    Set ``weight`` (int8, (in_features, out_features)), ``antiquant_scale``
+    Set ``weight`` (int8, (in_features, out_features), or nn.Linear's
+    (out_features, in_features) when the two differ), ``antiquant_scale``
     and the enabled optional parameters before calling. ``weight_dtype``
     other than None / torch.int8 (e.g. hifloat8) is not supported on vNPU.
     """
@@ -60,14 +61,20 @@ class LinearWeightQuant(nn.Module):
     def forward(self, x):
         weight = self.weight
         k = x.shape[-1]
+        if weight.dim() == 2 and weight.shape[0] != k and weight.shape[1] == k:
+            # An (out_features, in_features) weight, as nn.Linear stores it
+            # (real torch_npu's own test passes one): the kernel reads it transposed.
+            weight = weight.t()
         if weight.dim() != 2 or weight.shape[0] != k:
             raise ValueError(f"LinearWeightQuant: weight should be (in_features={k}, out_features), "
                              f"but got {tuple(weight.shape)}")
-        w = weight.float()
+        # Dequantise into the activations' dtype, as the kernel does, then
+        # multiply with float32 accumulation.
+        w = weight.to(x.dtype)
         if self.antiquant_offset is not None:
-            w = w + _per_row(self.antiquant_offset.float(), k, self.antiquant_group_size)
-        w = w * _per_row(self.antiquant_scale.float(), k, self.antiquant_group_size)
-        y = torch.matmul(x.float(), w)
+            w = w + _per_row(self.antiquant_offset.to(x.dtype), k, self.antiquant_group_size)
+        w = w * _per_row(self.antiquant_scale.to(x.dtype), k, self.antiquant_group_size)
+        y = torch.matmul(x.float(), w.float())
         if self.bias is not None:
             y = y + self.bias.float()
         if self.quant_scale is not None:

@@ -8,8 +8,8 @@ With N heads of size D = E / N:
     p = softmax(q k^T + key_padding_mask)     mask (bsz, N, tgt_len, src_len), additive
     out = (dropout(p) v -> (bsz * tgt_len, E)) W_o^T + b_o
 
-The softmax is taken in float32 (the kernel's softmax_use_float), then cast
-back. Dropout masks come from NpuFairseqDropout's pre-generated queue (see
+Projections run in the activations' dtype (weights cast to it); the softmax
+is taken in float32 (the kernel's softmax_use_float), then cast back. Dropout masks come from NpuFairseqDropout's pre-generated queue (see
 ensemble_dropout), in training mode only. Real torch_npu computes this only
 after ``MHAConfig.set_fussion()`` (its unfused path is elided and returns
 (None, None)); vNPU always computes it, and ``set_fussion`` just records the
@@ -131,9 +131,15 @@ class MultiheadAttention(nn.Module):
         def split(t, length):
             return t.reshape(bsz, length, heads, dim).permute(0, 2, 1, 3)
 
-        q = split(self.q_proj(query) * self.scaling, tgt_len)
-        k = split(self.k_proj(key), src_len)
-        v = split(self.v_proj(value), src_len)
+        def project(proj, x):
+            # The fused kernel computes in the activations' dtype (float16
+            # activations with a float32 module are its usual inputs).
+            bias = None if proj.bias is None else proj.bias.to(x.dtype)
+            return F.linear(x, proj.weight.to(x.dtype), bias)
+
+        q = split(project(self.q_proj, query) * self.scaling, tgt_len)
+        k = split(project(self.k_proj, key), src_len)
+        v = split(project(self.v_proj, value), src_len)
         scores = torch.matmul(q.float(), k.float().transpose(-2, -1))
         if key_padding_mask is not None:
             scores = scores + key_padding_mask.float()
@@ -143,4 +149,4 @@ class MultiheadAttention(nn.Module):
             if keep is not None:
                 probs = probs * keep.to(probs.dtype) / (1 - self.dropout_prob)
         context = torch.matmul(probs, v).permute(0, 2, 1, 3).reshape(bsz * tgt_len, self.embed_dim)
-        return self.out_proj(context)
+        return project(self.out_proj, context)
