@@ -29,7 +29,7 @@ def test_set_allocator_settings_applies_and_rejects():
         from torch_npu.npu.memory import _set_allocator_settings
         _set_allocator_settings("garbage_collection_threshold:0.8")
         x = torch.ones(1024, device="npu"); del x
-        for bad in ("no_such_key:1", "max_split_size_mb:abc"):
+        for bad in ("no_such_key:1", "garbage_collection_threshold:abc", "garbage_collection_threshold:2"):
             try:
                 _set_allocator_settings(bad)
             except RuntimeError as e:
@@ -37,7 +37,8 @@ def test_set_allocator_settings_applies_and_rejects():
         print(torch.ones(4, device="npu").sum().item())
     """)
     assert r.returncode == 0, r.stderr
-    assert "rejected no_such_key:1" in r.stdout and "rejected max_split_size_mb:abc" in r.stdout
+    for bad in ("no_such_key:1", "garbage_collection_threshold:abc", "garbage_collection_threshold:2"):
+        assert f"rejected {bad}" in r.stdout
     assert "4.0" in r.stdout
 
 
@@ -271,3 +272,16 @@ def test_logs_and_asd(capsys):
         torch_npu.utils.register_asd_hook(torch.ones(2), torch.ones(2))
     with pytest.raises(RuntimeError, match="set_asd_loss_scale is not supported on vNPU"):
         torch_npu.utils.set_asd_loss_scale(2.0)
+
+
+def test_conv_allow_hf32_flag():
+    assert torch.npu.conv.allow_hf32 is True and torch.npu.matmul.allow_hf32 is False
+    try:
+        torch.npu.conv.allow_hf32 = False
+        assert torch.npu.conv.allow_hf32 is False
+        with pytest.raises(TypeError, match="must be a bool"):
+            torch.npu.conv.allow_hf32 = 1
+        with pytest.raises(AttributeError, match="unknown option"):
+            torch.npu.conv.allow_tf32 = True
+    finally:
+        torch.npu.conv.allow_hf32 = True

@@ -28,7 +28,7 @@ from torch_npu.npu.compile_mode import is_jit_compile_false, jit_compile, set_co
 from torch_npu.npu.check_mode import check_mode_report, get_check_mode, set_check_mode  # noqa: F401
 from torch_npu.npu import amp, utils  # noqa: F401
 from torch_npu.npu import config  # noqa: F401
-from torch_npu.npu.backend_config import matmul  # noqa: F401
+from torch_npu.npu.backend_config import conv, matmul  # noqa: F401
 from torch_npu.npu.legacy_types import *  # noqa: F401,F403
 from torch_npu.npu.streams import ExternalStream  # noqa: F401
 from torch_npu.npu.graphs import (  # noqa: F401

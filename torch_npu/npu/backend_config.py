@@ -1,4 +1,4 @@
-"""torch.npu.matmul: a switch real torch_npu exposes (torch.npu.config is
+"""torch.npu.matmul and torch.npu.conv: switches real torch_npu exposes (torch.npu.config is
 the module config.py).
 
 allow_hf32: may matmul/conv use HF32 (a reduced-precision float32)? The
@@ -30,4 +30,9 @@ class _Matmul(_BoolFlags):
     _defaults = {"allow_hf32": False}
 
 
+class _Conv(_BoolFlags):
+    _defaults = {"allow_hf32": True}  # torch_npu's default for convolutions
+
+
 matmul = _Matmul()
+conv = _Conv()

@@ -79,9 +79,9 @@ def empty_cache() -> None:
 
 def _set_allocator_settings(settings: str) -> None:
     """Applies caching allocator options at run time, in PYTORCH_NPU_ALLOC_CONF's
-    syntax ("max_split_size_mb:128,garbage_collection_threshold:0.8"); options
-    not named keep their values. Raises RuntimeError for an unknown key or a bad
-    value, and changes nothing then."""
+    syntax ("garbage_collection_threshold:0.8"); options not named keep their
+    values. Raises RuntimeError for an unknown key, a bad value or an option
+    that only PYTORCH_NPU_ALLOC_CONF can set (before the first allocation)."""
     if not isinstance(settings, str):
         raise TypeError(f"_set_allocator_settings: settings should be a str, got {type(settings).__name__}")
     apply = getattr(_C, "_npu_set_allocator_settings", None)
