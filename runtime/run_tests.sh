@@ -49,9 +49,10 @@ run_variant() {
   local build_dir="${repo_root}/build/runtime-${variant}"
   echo "=== ${variant}: configuring ${build_dir}"
   cmake -S "${here}" -B "${build_dir}" "${generator[@]}" "${launcher[@]}" \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVNPU_BUILD_TESTS=ON -DVNPU_SANITIZER="${sanitizer}"
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVNPU_BUILD_TESTS=ON -DVNPU_SANITIZER="${sanitizer}" || return 1
   echo "=== ${variant}: building"
-  cmake --build "${build_dir}" -j "${jobs}"
+  # `|| return`: the caller runs this in an `if`, where set -e does not apply.
+  cmake --build "${build_dir}" -j "${jobs}" || return 1
   echo "=== ${variant}: testing"
   # ctest itself runs under the wrapper so that test discovery (which starts
   # the test binary) gets the same environment as the tests.

@@ -545,6 +545,61 @@ def test_alloc_conf(conf, expected):
     assert _probe_config(PYTORCH_NPU_ALLOC_CONF=conf).startswith(expected)
 
 
+@pytest.mark.parametrize("conf, expected", [
+    ("multi_stream_lazy_reclaim:True,base_addr_aligned_kb:8,page_size:1g,segment_size_mb:64", "ok 512 -1"),
+    ("per_process_memory_fraction:0.5", "ok 512 -1"),
+    ("multi_stream_lazy_reclaim:yes", "error RuntimeError PYTORCH_NPU_ALLOC_CONF: Expected a single True/False argument for multi_stream_lazy_reclaim"),
+    ("base_addr_aligned_kb:17", "error RuntimeError PYTORCH_NPU_ALLOC_CONF: CachingAllocator option base_addr_aligned_kb error, must be [0, 16]"),
+    ("per_process_memory_fraction:1.5", "error RuntimeError PYTORCH_NPU_ALLOC_CONF: per_process_memory_fraction is invalid"),
+    ("page_size:2m", "error RuntimeError PYTORCH_NPU_ALLOC_CONF: Unsupported page_size value: 2m"),
+])
+def test_alloc_conf_torch_npu_options(conf, expected):
+    assert _probe_config(PYTORCH_NPU_ALLOC_CONF=conf).startswith(expected)
+
+
+def test_alloc_conf_memory_fraction_applies():
+    r = run_python("""
+        import torch, torch_npu
+        torch.empty(1, device="npu")
+        print(torch.npu.get_per_process_memory_fraction())
+    """, PYTORCH_NPU_ALLOC_CONF="per_process_memory_fraction:0.25")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[-1] == "0.25"
+
+
+def test_set_allocator_settings_at_run_time():
+    r = run_python("""
+        import torch, torch_npu
+        MB = 1024 * 1024
+        set_settings = torch_npu.npu.memory._set_allocator_settings
+        a = torch.empty(4 * MB + 1, dtype=torch.uint8, device="npu")
+        before = torch.npu.memory_allocated()
+        set_settings("roundup_power2_divisions:4,garbage_collection_threshold:0.6")
+        b = torch.empty(4 * MB + 1, dtype=torch.uint8, device="npu")
+        print("rounded", before, torch.npu.memory_allocated() - before)
+        for bad in ["max_split_size_mb:64", "bogus:1", "roundup_power2_divisions:3", "garbage_collection_threshold:0.5,foo:1"]:
+            try:
+                set_settings(bad)
+                print("accepted", bad)
+            except RuntimeError as e:
+                print("refused", str(e).splitlines()[0])
+        c = torch.empty(4 * MB + 1, dtype=torch.uint8, device="npu")  # still 4 divisions: nothing half-applied
+        print("after", torch.npu.memory_allocated() - before)
+        set_settings("per_process_memory_fraction:0.5")
+        print("fraction", torch.npu.get_per_process_memory_fraction(0), torch.npu.get_per_process_memory_fraction(1))
+    """)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert lines[0] == f"rounded {4 * MB + 512} {5 * MB}"
+    assert lines[1] == ("refused torch_npu.npu.memory._set_allocator_settings() unsupported setting: max_split_size_mb "
+                        "(set it with PYTORCH_NPU_ALLOC_CONF before the first allocation)")
+    assert lines[2].startswith("refused torch_npu.npu.memory._set_allocator_settings(): Unrecognized CachingAllocator option: bogus")
+    assert lines[3].startswith("refused torch_npu.npu.memory._set_allocator_settings(): roundup_power2_divisions must be 0 or a power of two")
+    assert lines[4].startswith("refused torch_npu.npu.memory._set_allocator_settings(): Unrecognized CachingAllocator option: foo")
+    assert lines[5] == f"after {10 * MB}"
+    assert lines[6] == "fraction 0.5 0.5"
+
+
 def test_alloc_conf_roundup_power2_divisions():
     # 4 MiB + 1 byte with 4 divisions of [4, 8) MiB rounds up to 5 MiB.
     assert _probe_config(size=4 * MB + 1, PYTORCH_NPU_ALLOC_CONF="roundup_power2_divisions:4") == \

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <unordered_map>
 
 #include "csrc/core/npu_device.h"
@@ -22,6 +24,8 @@ namespace {
 
 // The device's allocator, created at its first use and never destroyed:
 // tensors freed during interpreter shutdown still return their blocks.
+vnpu::AllocConfig current_settings();
+
 // nullptr when `create` is false and the device never allocated.
 vnpu::CachingAllocator* allocator_for(c10::DeviceIndex device, bool create = true) {
   static std::array<std::atomic<vnpu::CachingAllocator*>, kMaxDevices> allocators{};
@@ -32,18 +36,44 @@ vnpu::CachingAllocator* allocator_for(c10::DeviceIndex device, bool create = tru
   std::lock_guard<std::mutex> lock(creation);
   allocator = allocators[device].load(std::memory_order_relaxed);
   if (allocator == nullptr) {
-    const vnpu::Environment& env = vnpu::environment();
-    vnpu::AllocConfig config;
-    try {
-      config = vnpu::alloc_config_from(env);
-    } catch (const vnpu::Error& e) {
-      const ErrCode code = e.code() == vnpu::ErrorCode::kNotSupported ? ErrCode::kNotSupport : ErrCode::kValue;
-      NPU_CHECK_WITH(Error, code, false, e.what());
-    }
-    allocator = new vnpu::CachingAllocator(runtime_device(device).memory(), config, !env.no_memory_caching);
+    const vnpu::AllocConfig config = current_settings();
+    allocator = new vnpu::CachingAllocator(runtime_device(device).memory(), config,
+                                           !vnpu::environment().no_memory_caching);
+    if (config.per_process_memory_fraction >= 0.0) allocator->set_memory_fraction(config.per_process_memory_fraction);
     allocators[device].store(allocator, std::memory_order_release);
   }
   return allocator;
+}
+
+template <typename F>
+auto with_config_errors(F&& parse) {
+  try {
+    return parse();
+  } catch (const vnpu::Error& e) {
+    const ErrCode code = e.code() == vnpu::ErrorCode::kNotSupported ? ErrCode::kNotSupport : ErrCode::kValue;
+    NPU_CHECK_WITH(Error, code, false, e.what());
+  }
+  __builtin_unreachable();
+}
+
+// The allocator options: PYTORCH_NPU_ALLOC_CONF's, then what
+// _set_allocator_settings changed. Guarded by settings_mutex().
+std::mutex& settings_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+std::optional<vnpu::AllocConfig>& settings() {
+  static std::optional<vnpu::AllocConfig> config;
+  return config;
+}
+
+// Errors surface here, at the first allocation (not when the environment is
+// read), and again at each allocation until the variable is fixed.
+vnpu::AllocConfig current_settings() {
+  std::lock_guard<std::mutex> lock(settings_mutex());
+  if (!settings()) settings() = with_config_errors([] { return vnpu::alloc_config_from(vnpu::environment()); });
+  return *settings();
 }
 
 vnpu::Block* allocate_block(c10::DeviceIndex device, size_t bytes, vnpu::Stream& stream) {
@@ -258,6 +288,28 @@ void empty_cache() {
   empty_released_pools();
 }
 
+void set_allocator_settings(const std::string& text) {
+  // The block sizes already carved depend on max_split_size: it is fixed at start-up, as in torch_npu.
+  for (const std::string& key : with_config_errors([&] { return vnpu::alloc_config_keys(text); })) {
+    NPU_CHECK_WITH(Error, ErrCode::kValue, key != "max_split_size_mb",
+                   "torch_npu.npu.memory._set_allocator_settings() unsupported setting: ", key,
+                   " (set it with PYTORCH_NPU_ALLOC_CONF before the first allocation)");
+  }
+  const vnpu::AllocConfig base = current_settings();
+  const vnpu::AllocConfig config = with_config_errors(
+      [&] { return vnpu::apply_alloc_config(base, text, "torch_npu.npu.memory._set_allocator_settings()"); });
+  {
+    std::lock_guard<std::mutex> lock(settings_mutex());
+    settings() = config;
+  }
+  for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
+    if (auto* allocator = allocator_for(d, false)) {
+      allocator->set_config(config);
+      if (config.per_process_memory_fraction >= 0.0) allocator->set_memory_fraction(config.per_process_memory_fraction);
+    }
+  }
+}
+
 void set_memory_fraction(double fraction, c10::DeviceIndex device) {
   check_device_index(device);
   NPU_CHECK_WITH(ValueError, ErrCode::kValue, fraction >= 0.0 && fraction <= 1.0,
@@ -268,7 +320,11 @@ void set_memory_fraction(double fraction, c10::DeviceIndex device) {
 double get_memory_fraction(c10::DeviceIndex device) {
   check_device_index(device);
   const vnpu::CachingAllocator* allocator = allocator_for(device, false);
-  return allocator != nullptr ? allocator->memory_fraction() : 1.0;
+  if (allocator != nullptr) return allocator->memory_fraction();
+  // Not allocated yet: what it will start with (without raising config errors here).
+  std::lock_guard<std::mutex> lock(settings_mutex());
+  const auto& config = settings();
+  return config && config->per_process_memory_fraction >= 0.0 ? config->per_process_memory_fraction : 1.0;
 }
 
 std::vector<vnpu::SegmentInfo> memory_snapshot(c10::DeviceIndex device) {

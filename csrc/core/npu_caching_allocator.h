@@ -40,6 +40,12 @@ void reset_accumulated_memory_stats(c10::DeviceIndex device);
 void empty_cache();
 // Limits this process to `fraction` of the device's capacity.
 void set_memory_fraction(double fraction, c10::DeviceIndex device);
+
+// torch_npu.npu.memory._set_allocator_settings: applies PYTORCH_NPU_ALLOC_CONF
+// options ("garbage_collection_threshold:0.6,...") to every device from now
+// on; the others keep their values. Raises (changing nothing) for an unknown
+// key, a bad value, or max_split_size_mb (fixed at start-up).
+void set_allocator_settings(const std::string& text);
 double get_memory_fraction(c10::DeviceIndex device);
 // The segments of `device` (nothing when it never allocated).
 std::vector<vnpu::SegmentInfo> memory_snapshot(c10::DeviceIndex device);

@@ -83,6 +83,7 @@ py::list snapshot_list(int64_t device) {
 
 void bind_memory(py::module& m) {
   m.def("_memory_stats", &stats_dict);
+  m.def("_npu_set_allocator_settings", &set_allocator_settings);
   m.def("_memory_snapshot", &snapshot_list);
   m.def("_reset_peak_memory_stats", [](int64_t d) { reset_peak_memory_stats(resolve_device_index(d)); });
   m.def("_reset_accumulated_memory_stats", [](int64_t d) { reset_accumulated_memory_stats(resolve_device_index(d)); });

@@ -161,6 +161,32 @@ class Parser {
     }
   }
 
+  bool boolean(const std::string& key, const std::string& raw) const {
+    const std::string s = trim(raw);
+    if (s != "True" && s != "False") fail("Expected a single True/False argument for " + key + ", got '" + raw + "'");
+    return s == "True";
+  }
+
+  std::size_t bounded(const std::string& key, const std::string& raw, std::uint64_t low, std::uint64_t high) const {
+    const std::uint64_t v = parse_unsigned(key, raw);
+    if (v < low || v > high) {
+      fail("CachingAllocator option " + key + " error, must be [" + std::to_string(low) + ", " +
+           std::to_string(high) + "], got " + std::to_string(v));
+    }
+    return static_cast<std::size_t>(v);
+  }
+
+  void fraction(const std::string& raw, AllocConfig& config) const {
+    const double f = parse_double("per_process_memory_fraction", raw);
+    if (!(f >= 0.0 && f <= 1.0)) fail("per_process_memory_fraction is invalid, set it in [0.0, 1.0]");
+    config.per_process_memory_fraction = f;
+  }
+
+  void page_size(const std::string& raw, AllocConfig& config) const {
+    if (trim(raw) != "1g") fail("Unsupported page_size value: " + trim(raw) + " (page_size:1g is the only one)");
+    config.page_size_1g = true;
+  }
+
  private:
   std::string variable_;
 };
@@ -173,16 +199,26 @@ std::size_t AllocConfig::roundup_divisions(std::size_t bytes) const {
   return roundup_power2_divisions[std::min(interval, kRoundupIntervals - 1)];
 }
 
-AllocConfig parse_alloc_config(const std::string& text, const std::string& variable) {
-  const Parser parser(variable);
-  AllocConfig config;
+namespace {
+
+// "key:value" entries of `text`, blanks trimmed, empty entries skipped.
+std::vector<std::pair<std::string, std::string>> entries_of(const std::string& text, const Parser& parser) {
+  std::vector<std::pair<std::string, std::string>> entries;
   for (const std::string& raw_entry : split_top_level(text, ',')) {
     const std::string entry = trim(raw_entry);
     if (entry.empty()) continue;  // "a:1," and "" are fine
     const auto colon = entry.find(':');
     if (colon == std::string::npos) parser.fail("expected 'key:value', got '" + entry + "'");
-    const std::string key = trim(entry.substr(0, colon));
-    const std::string value = entry.substr(colon + 1);
+    entries.emplace_back(trim(entry.substr(0, colon)), entry.substr(colon + 1));
+  }
+  return entries;
+}
+
+}  // namespace
+
+AllocConfig apply_alloc_config(AllocConfig config, const std::string& text, const std::string& variable) {
+  const Parser parser(variable);
+  for (const auto& [key, value] : entries_of(text, parser)) {
     if (key == "max_split_size_mb") {
       parser.max_split_size(value, config);
     } else if (key == "garbage_collection_threshold") {
@@ -191,13 +227,41 @@ AllocConfig parse_alloc_config(const std::string& text, const std::string& varia
       parser.roundup(value, config);
     } else if (key == "expandable_segments") {
       parser.expandable(value, config);
+    } else if (key == "per_process_memory_fraction") {
+      parser.fraction(value, config);
+    } else if (key == "multi_stream_lazy_reclaim") {
+      config.multi_stream_lazy_reclaim = parser.boolean(key, value);
+    } else if (key == "base_addr_aligned_kb") {
+      config.base_addr_aligned_kb = parser.bounded(key, value, 0, 16);
+    } else if (key == "page_size") {
+      parser.page_size(value, config);
+    } else if (key == "segment_size_mb") {
+      config.segment_size_mb = parser.bounded(key, value, 20, 512);
+    } else if (key == "pin_memory_expandable_segments") {
+      config.pin_memory_expandable_segments = parser.boolean(key, value);
+    } else if (key == "pinned_mem_register") {
+      config.pinned_mem_register = parser.boolean(key, value);
+    } else if (key == "release_lock_on_npumalloc") {
+      config.release_lock_on_npumalloc = parser.boolean(key, value);
     } else {
       parser.fail("Unrecognized CachingAllocator option: " + key +
-                  " (supported: max_split_size_mb, garbage_collection_threshold, "
-                  "roundup_power2_divisions, expandable_segments)");
+                  " (supported: max_split_size_mb, garbage_collection_threshold, roundup_power2_divisions, "
+                  "expandable_segments, per_process_memory_fraction, multi_stream_lazy_reclaim, "
+                  "base_addr_aligned_kb, page_size, segment_size_mb, pin_memory_expandable_segments, "
+                  "pinned_mem_register, release_lock_on_npumalloc)");
     }
   }
   return config;
+}
+
+AllocConfig parse_alloc_config(const std::string& text, const std::string& variable) {
+  return apply_alloc_config(AllocConfig{}, text, variable);
+}
+
+std::vector<std::string> alloc_config_keys(const std::string& text) {
+  std::vector<std::string> keys;
+  for (const auto& entry : entries_of(text, Parser("allocator settings"))) keys.push_back(entry.first);
+  return keys;
 }
 
 AllocConfig alloc_config_from(const Environment& env) {

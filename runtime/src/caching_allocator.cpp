@@ -89,6 +89,16 @@ std::size_t CachingAllocator::size(const Block* block) { return block->size; }
 
 CachingAllocator& CachingAllocator::owner(const Block* block) { return *block->owner; }
 
+AllocConfig CachingAllocator::config() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return config_;
+}
+
+void CachingAllocator::set_config(const AllocConfig& config) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  config_ = config;
+}
+
 std::size_t CachingAllocator::round_size(std::size_t bytes) const {
   if (bytes < kMinBlockSize) return kMinBlockSize;
   const std::size_t divisions = config_.roundup_divisions(bytes);
@@ -122,11 +132,10 @@ Block* CachingAllocator::allocate_for_running_task(std::size_t bytes, Stream& st
 
 Block* CachingAllocator::allocate_block(std::size_t bytes, Stream& stream, bool may_wait) {
   if (bytes == 0) return nullptr;
-  const std::size_t size = round_size(std::min(bytes, kMaxRequestBytes));
+  std::unique_lock<std::mutex> lock(mutex_);
+  const std::size_t size = round_size(std::min(bytes, kMaxRequestBytes));  // reads config_
   const std::size_t segment_bytes = segment_size(size);
   Pool& pool = pool_for(size);
-
-  std::unique_lock<std::mutex> lock(mutex_);
   if (!deferred_.empty() || !unreleased_.empty()) process_deferred();
   ++clock_;
 

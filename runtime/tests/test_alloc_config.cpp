@@ -156,3 +156,26 @@ TEST(AllocConfigEnvironment, BadValueNamesTheVariable) {
 }
 
 }  // namespace
+
+TEST(AllocConfig, ApplyChangesOnlyTheNamedOptions) {
+  const AllocConfig base = parse_alloc_config("max_split_size_mb:64,garbage_collection_threshold:0.5", "X");
+  const AllocConfig changed = vnpu::apply_alloc_config(base, "garbage_collection_threshold:0.7,multi_stream_lazy_reclaim:True", "X");
+  EXPECT_EQ(changed.max_split_size_bytes, 64u * kMiB);
+  EXPECT_DOUBLE_EQ(changed.garbage_collection_threshold, 0.7);
+  EXPECT_TRUE(changed.multi_stream_lazy_reclaim);
+  EXPECT_EQ(vnpu::alloc_config_keys(" a:1, b:[1:2,>:4] ,"), (std::vector<std::string>{"a", "b"}));
+}
+
+TEST(AllocConfig, TorchNpuOptionsAreValidatedAsTorchNpuDoes) {
+  const AllocConfig c = parse_alloc_config(
+      "base_addr_aligned_kb:0,page_size:1g,segment_size_mb:20,per_process_memory_fraction:0.25,"
+      "pin_memory_expandable_segments:False,pinned_mem_register:True,release_lock_on_npumalloc:True",
+      "X");
+  EXPECT_EQ(c.base_addr_aligned_kb, 0u);
+  EXPECT_TRUE(c.page_size_1g);
+  EXPECT_EQ(c.segment_size_mb, 20u);
+  EXPECT_DOUBLE_EQ(c.per_process_memory_fraction, 0.25);
+  EXPECT_THROW(parse_alloc_config("segment_size_mb:19", "X"), Error);
+  EXPECT_THROW(parse_alloc_config("per_process_memory_fraction:-0.1", "X"), Error);
+  EXPECT_THROW(parse_alloc_config("multi_stream_lazy_reclaim:1", "X"), Error);
+}

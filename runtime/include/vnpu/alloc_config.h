@@ -16,6 +16,14 @@
 //   sizes below S MiB not covered by an earlier entry; ">:N" the rest.
 // - expandable_segments:True|False: the virtual NPU has no virtual memory
 //   mapping to grow segments in place; True is refused (kNotSupported).
+// - per_process_memory_fraction:F (0 <= F <= 1): as
+//   torch.npu.set_per_process_memory_fraction(F) on every device.
+// - torch_npu's tuning options for Ascend memory, validated as torch_npu
+//   validates them and accepted without effect (the virtual NPU's memory has
+//   no pages, address alignment or driver lock to tune):
+//   multi_stream_lazy_reclaim, base_addr_aligned_kb (0..16), page_size (1g),
+//   segment_size_mb (20..512), pin_memory_expandable_segments,
+//   pinned_mem_register, release_lock_on_npumalloc.
 //
 // Errors surface when the allocator is created (the first allocation), as
 // in torch_npu, not when the environment is read: a bad allocator option
@@ -26,6 +34,7 @@
 #include <cstddef>
 #include <limits>
 #include <string>
+#include <vector>
 
 namespace vnpu {
 
@@ -44,6 +53,16 @@ struct AllocConfig {
   // Divisions per interval; 0 or 1: plain rounding to the block size.
   std::array<std::size_t, kRoundupIntervals> roundup_power2_divisions{};
   bool expandable_segments = false;
+  // Negative: not given (the allocator keeps its default of 1.0).
+  double per_process_memory_fraction = -1.0;
+  // Accepted for compatibility with torch_npu; no effect (see above).
+  bool multi_stream_lazy_reclaim = false;
+  std::size_t base_addr_aligned_kb = 16;
+  bool page_size_1g = false;
+  std::size_t segment_size_mb = 0;
+  bool pin_memory_expandable_segments = false;
+  bool pinned_mem_register = false;
+  bool release_lock_on_npumalloc = false;
 
   // Division count that applies to a request of `bytes`.
   std::size_t roundup_divisions(std::size_t bytes) const;
@@ -54,6 +73,13 @@ struct AllocConfig {
 // Throws Error(kInvalidValue) for an unknown key or a malformed value, and
 // Error(kNotSupported) for expandable_segments:True.
 AllocConfig parse_alloc_config(const std::string& text, const std::string& variable);
+
+// `base` with the options `text` names changed (the others keep their
+// values); throws as parse_alloc_config does, leaving nothing half-applied.
+AllocConfig apply_alloc_config(AllocConfig base, const std::string& text, const std::string& variable);
+
+// The option names `text` sets, in order (for callers that restrict them).
+std::vector<std::string> alloc_config_keys(const std::string& text);
 
 // The options `env` asks for: PYTORCH_NPU_ALLOC_CONF or PYTORCH_ALLOC_CONF
 // (blank values count as unset). Throws as parse_alloc_config does, and

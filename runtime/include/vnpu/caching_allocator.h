@@ -207,7 +207,11 @@ class CachingAllocator {
   static CachingAllocator& owner(const Block* block);
 
   DeviceMemory& memory() const { return memory_; }
-  const AllocConfig& config() const { return config_; }
+  // The options in force (a copy: set_config may change them).
+  AllocConfig config() const;
+  // Changes the options for the requests that follow (the blocks already
+  // cached keep their sizes). Thread-safe; does not block on queued work.
+  void set_config(const AllocConfig& config);
 
  private:
   friend struct Block;
@@ -256,7 +260,7 @@ class CachingAllocator {
   std::string out_of_memory_message(std::size_t size) const;
 
   DeviceMemory& memory_;
-  const AllocConfig config_;
+  AllocConfig config_;  // guarded by mutex_
   const bool caching_;
 
   mutable std::mutex mutex_;  // guards everything below
