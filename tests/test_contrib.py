@@ -4,7 +4,6 @@ formula (or the same computation on cpu), with gradients and bad input."""
 import math
 import subprocess
 import sys
-import warnings
 
 import numpy as np
 import pytest

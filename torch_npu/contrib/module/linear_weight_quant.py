@@ -7,7 +7,8 @@ the weight (in_features, out_features) is dequantised on the fly,
 
 per output channel (shape (n,)), or per group of ``antiquant_group_size``
 rows of k (scale/offset of shape (ceil(k / group), n)), computed in x's
-dtype; the product accumulates in float32 and is returned in x's dtype. With ``quant_scale`` the result is requantised to int8:
+dtype; the product accumulates in float32 and is returned in x's dtype.
+With ``quant_scale`` the result is requantised to int8:
 round(y * quant_scale + quant_offset), saturated. This is that formula in
 ATen operators. Inference only.
 """

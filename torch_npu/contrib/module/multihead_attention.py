@@ -9,7 +9,8 @@ With N heads of size D = E / N:
     out = (dropout(p) v -> (bsz * tgt_len, E)) W_o^T + b_o
 
 Projections run in the activations' dtype (weights cast to it); the softmax
-is taken in float32 (the kernel's softmax_use_float), then cast back. Dropout masks come from NpuFairseqDropout's pre-generated queue (see
+is taken in float32 (the kernel's softmax_use_float), then cast back.
+Dropout masks come from NpuFairseqDropout's pre-generated queue (see
 ensemble_dropout), in training mode only. Real torch_npu computes this only
 after ``MHAConfig.set_fussion()`` (its unfused path is elided and returns
 (None, None)); vNPU always computes it, and ``set_fussion`` just records the
