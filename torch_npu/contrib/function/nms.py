@@ -19,7 +19,7 @@ __all__ = ["npu_multiclass_nms", "npu_batched_multiclass_nms"]
 
 
 def _pairwise_iou(boxes):
-    """IoU matrix of (K, 4) corner boxes (corners taken as given, areas may be negative-free)."""
+    """IoU matrix of (K, 4) corner boxes; a box with x2 < x1 or y2 < y1 has area 0."""
     x1, y1, x2, y2 = boxes.unbind(-1)
     area = (x2 - x1).clamp(min=0) * (y2 - y1).clamp(min=0)
     w = (torch.minimum(x2[:, None], x2[None, :]) - torch.maximum(x1[:, None], x1[None, :])).clamp(min=0)
