@@ -2,6 +2,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/impl/COW.h>
 #include <torch/library.h>
 
 #include <array>
@@ -152,6 +153,8 @@ void delete_addressed_block(void* ptr) { free_if_cpu_kernel_block(ptr); }
 vnpu::Block* block_of(const c10::DataPtr& data_ptr) {
   if (data_ptr.get_deleter() == &delete_block) return static_cast<vnpu::Block*>(data_ptr.get_context());
   if (data_ptr.get_deleter() == &delete_addressed_block) return find_addressed(data_ptr.get_context());
+  // A lazy clone's shared storage: the COW context wraps an address-keyed DataPtr.
+  if (c10::impl::cow::is_cow_data_ptr(data_ptr)) return find_addressed(data_ptr.get());
   return nullptr;
 }
 
@@ -343,7 +346,17 @@ vnpu::CachingAllocator& device_caching_allocator(c10::DeviceIndex device) {
 }
 
 bool is_npu_block(const c10::DataPtr& data_ptr) {
-  return data_ptr.get_deleter() == &delete_block || data_ptr.get_deleter() == &delete_addressed_block;
+  return data_ptr.get_deleter() == &delete_block || data_ptr.get_deleter() == &delete_addressed_block ||
+         (c10::impl::cow::is_cow_data_ptr(data_ptr) && find_addressed(data_ptr.get()) != nullptr);
+}
+
+void make_address_keyed(c10::StorageImpl& storage) {
+  const c10::DataPtr& current = storage.data_ptr();
+  if (current.get_deleter() != &delete_block || current.get_context() == nullptr) return;
+  auto* block = static_cast<vnpu::Block*>(current.get_context());
+  void* ptr = remember_address(block);
+  c10::DataPtr old = storage.set_data_ptr(c10::DataPtr(ptr, ptr, &delete_addressed_block, current.device()));
+  old.release_context();  // the block now belongs to the new DataPtr
 }
 
 void record_stream(const c10::DataPtr& data_ptr, const c10::Stream& stream) {

@@ -18,6 +18,10 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/Stream.h>
 
+namespace c10 {
+struct StorageImpl;
+}  // namespace c10
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -68,8 +72,15 @@ bool free_if_cpu_kernel_block(void* ptr);
 void* raw_alloc(size_t bytes, const c10::Stream& stream);
 void raw_delete(void* ptr);
 
-// True when `data_ptr` was handed out by this allocator.
+// True when `data_ptr` was handed out by this allocator (also once shared
+// copy-on-write by torch._lazy_clone).
 bool is_npu_block(const c10::DataPtr& data_ptr);
+
+// Gives `storage` a DataPtr whose context is its address, the form
+// copy-on-write sharing (c10::impl::cow::lazy_clone_storage) requires. The
+// block and its stream bookkeeping stay as they were. Not thread-safe with
+// respect to other users of the same storage (call it on the caller thread).
+void make_address_keyed(c10::StorageImpl& storage);
 
 // torch's size formatting: "512 bytes", "2.00 KiB", "1.50 GiB".
 std::string format_size(uint64_t bytes);
