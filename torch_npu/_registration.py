@@ -13,8 +13,8 @@ from torch_npu import _C
 # synchronous native kernel (see csrc/ops/sync_kernel.h); these are ops with
 # CPU kernels that npu must not claim at all.
 _NOT_NATIVE = [
-    # Sparse/quantized/mkldnn internals: not meaningful on a dense device.
-    "_to_sparse", "to_mkldnn", "mkldnn_reorder_conv2d_weight",
+    # Quantized/mkldnn internals: not meaningful on a dense device.
+    "to_mkldnn", "mkldnn_reorder_conv2d_weight",
 ]
 
 _registered = False
@@ -33,7 +33,12 @@ def register():
     torch._register_device_module("npu", npu_module)
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_storage=True)
+    # Lazy modules' uninitialized parameters allow a list of methods (.cuda,
+    # .to, ...) before materialising; .npu() is one of them, as .cuda() is.
+    torch.nn.parameter.UninitializedTensorMixin._allowed_methods.append(torch.Tensor.npu)
     _install_backends_module()
+    from torch_npu.npu import comm
+    comm.install()  # nn.DataParallel's torch._C._scatter, _broadcast_coalesced, ...
 
 
 def _install_backends_module():

@@ -11,6 +11,7 @@
 #include <ATen/native/Resize.h>
 #include <ATen/native/ResizeCommon.h>
 #include <ATen/native/TensorFactories.h>
+#include <ATen/ops/kaiser_window.h>
 #include <c10/core/StorageImpl.h>
 #include <torch/library.h>
 
@@ -62,6 +63,30 @@ at::Tensor npu_empty_strided(c10::SymIntArrayRef size, c10::SymIntArrayRef strid
   return filled_if_deterministic(at::detail::empty_strided_generic(
       C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride), device_allocator(index), keys,
       dtype.value_or(at::get_default_dtype_as_scalartype())));
+}
+
+// kaiser_window's composite kernel fills through a DispatchStub that only
+// CPU and CUDA provide: compute it on the host, then copy it over.
+at::Tensor npu_kaiser_window(int64_t window_length, bool periodic, double beta, std::optional<at::ScalarType> dtype,
+                             std::optional<at::Layout> layout, std::optional<at::Device> device,
+                             std::optional<bool> pin_memory) {
+  const at::Tensor host = at::kaiser_window(window_length, periodic, beta, dtype, layout, c10::Device(c10::kCPU),
+                                            std::nullopt);
+  return host.to(npu_device(device_from(device)));
+}
+
+// The other overloads call the one above's native function directly, not
+// through the dispatcher: each needs the npu kernel too.
+at::Tensor npu_kaiser_window_periodic(int64_t window_length, bool periodic, std::optional<at::ScalarType> dtype,
+                                      std::optional<at::Layout> layout, std::optional<at::Device> device,
+                                      std::optional<bool> pin_memory) {
+  return npu_kaiser_window(window_length, periodic, /*beta=*/12.0, dtype, layout, device, pin_memory);
+}
+
+at::Tensor npu_kaiser_window_default(int64_t window_length, std::optional<at::ScalarType> dtype,
+                                     std::optional<at::Layout> layout, std::optional<at::Device> device,
+                                     std::optional<bool> pin_memory) {
+  return npu_kaiser_window(window_length, /*periodic=*/true, /*beta=*/12.0, dtype, layout, device, pin_memory);
 }
 
 const at::Tensor& npu_resize_(const at::Tensor& self, c10::SymIntArrayRef size,
@@ -158,6 +183,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", TORCH_FN(npu_empty));
   m.impl("empty_strided", TORCH_FN(npu_empty_strided));
   m.impl("resize_", TORCH_FN(npu_resize_));
+  m.impl("kaiser_window.beta", TORCH_FN(npu_kaiser_window));
+  m.impl("kaiser_window.periodic", TORCH_FN(npu_kaiser_window_periodic));
+  m.impl("kaiser_window", TORCH_FN(npu_kaiser_window_default));
   m.impl("set_.source_Storage_storage_offset", TORCH_FN(npu_set_storage));
   m.impl("set_.source_Storage", TORCH_FN(npu_set_source_storage));
   m.impl("set_.source_Tensor", TORCH_FN(npu_set_source_tensor));

@@ -30,6 +30,7 @@ from torch_npu.npu import amp, utils  # noqa: F401
 from torch_npu.npu import config  # noqa: F401
 from torch_npu.npu.backend_config import conv, matmul  # noqa: F401
 from torch_npu.npu.legacy_types import *  # noqa: F401,F403
+from torch_npu.npu.legacy_storages import *  # noqa: F401,F403
 from torch_npu.npu.streams import ExternalStream  # noqa: F401
 from torch_npu.npu.graphs import (  # noqa: F401
     NPUGraph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables)
