@@ -100,6 +100,23 @@ bool dry_run_passes(const c10::OperatorHandle& op, torch::jit::Stack& stand_ins)
   return true;
 }
 
+void normalize_optional_tensor_lists(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& arguments = op.schema().arguments();
+  const size_t first = stack->size() - arguments.size();
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    c10::IValue& value = (*stack)[first + i];
+    if (!value.isList() || value.isOptionalTensorList()) continue;
+    const auto list_type = arguments[i].type()->cast<c10::ListType>();
+    if (!list_type || !list_type->getElementType()->isSubtypeOf(*c10::OptionalType::ofTensor())) continue;
+    if (list_type->getElementType()->kind() == c10::TypeKind::TensorType) continue;  // a Tensor[] argument
+    c10::List<std::optional<at::Tensor>> optional;
+    for (const c10::IValue& element : value.toListRef()) {
+      optional.push_back(element.isNone() ? std::nullopt : std::optional<at::Tensor>(element.toTensor()));
+    }
+    value = std::move(optional);
+  }
+}
+
 bool is_generator_type(const c10::TypePtr& type) {
   if (type->kind() == c10::TypeKind::GeneratorType) return true;
   return type->kind() == c10::TypeKind::OptionalType &&

@@ -17,6 +17,13 @@ namespace torch_npu {
 // current device.
 c10::DeviceIndex op_device(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args);
 
+// TorchScript may pass a `Tensor?[]` argument as a list typed `Tensor[]` or
+// as a generic list (a traced or scripted index_put_, for one); ATen's
+// unboxed kernels accept that, boxed code calling toOptionalTensorList()
+// would assert. Rewrites such arguments of the call on top of `stack` into
+// proper optional-tensor lists. Cheap when there is none.
+void normalize_optional_tensor_lists(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
 // True for `Generator` and `Generator?` schema types.
 bool is_generator_type(const c10::TypePtr& type);
 

@@ -135,6 +135,7 @@ void launch_redispatch(const c10::OperatorHandle& op, c10::DeviceIndex device, K
 }
 
 void async_boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+  normalize_optional_tensor_lists(op, stack);
   const OpPolicy& policy = policy_of(op);
   const auto& schema = op.schema();
   const size_t num_args = schema.arguments().size();

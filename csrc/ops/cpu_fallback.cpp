@@ -9,6 +9,7 @@
 
 #include "csrc/core/npu_error.h"
 #include "csrc/core/npu_stream.h"
+#include "csrc/ops/boxed_call.h"
 #include "csrc/ops/strict_mode.h"
 #include <vnpu/environment.h>
 
@@ -22,6 +23,7 @@ std::atomic<bool> g_debug{false};
 }  // namespace
 
 void npu_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey cpu_key) {
+  normalize_optional_tensor_lists(op, stack);
   check_strict_mode(npu_dtypes_of(torch::jit::last(*stack, op.schema().arguments().size())));
   const std::string name = c10::toString(op.operator_name());
   NPU_CHECK_WITH(NotImplementedError, ErrCode::kNotSupport, !vnpu::environment().fallback_cpu_disable,

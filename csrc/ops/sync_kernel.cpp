@@ -179,6 +179,7 @@ void reset_sync_native_counts() {
 }
 
 void sync_native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+  normalize_optional_tensor_lists(op, stack);
   const auto& schema = op.schema();
   const size_t num_args = schema.arguments().size();
   auto args = torch::jit::last(*stack, num_args);
