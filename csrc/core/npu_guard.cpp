@@ -7,6 +7,7 @@
 #include "csrc/core/npu_error.h"
 #include "csrc/core/npu_event.h"
 #include "csrc/core/npu_stream.h"
+#include "csrc/core/npu_trace.h"
 #include <vnpu/event.h>
 
 namespace torch_npu {
@@ -64,12 +65,14 @@ struct NpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
       *event = create_event(/*enable_timing=*/flag == c10::EventFlag::BACKEND_DEFAULT);
     }
     with_torch_errors([&] { as_event(*event)->record(runtime_stream(stream)); });
+    trace_event_on_stream(TraceKind::kEventRecord, *event, stream);
   }
 
   void block(void* event, const c10::Stream& stream) const override {
     check_not_forked();
     if (event == nullptr) return;
     with_torch_errors([&] { as_event(event)->block(runtime_stream(stream)); });
+    trace_event_on_stream(TraceKind::kEventWait, event, stream);
   }
 
   bool queryEvent(void* event) const override {
@@ -81,6 +84,7 @@ struct NpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     check_not_forked();
     if (event == nullptr) return;
     with_torch_errors([&] { as_event(event)->synchronize(); });
+    trace(TraceKind::kEventSynchronization, static_cast<int64_t>(reinterpret_cast<uintptr_t>(event)));
   }
 
   double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {
