@@ -114,11 +114,20 @@ def _synchronise_by(how, producer, consumer):
         producer.synchronize()
     elif how == "device synchronize":
         torch.npu.synchronize()
+    elif how == "event.query":  # polled until the host saw the work complete
+        event = torch.npu.Event()
+        event.record(producer)
+        while not event.query():
+            pass
+    elif how == "stream.query":
+        while not producer.query():
+            pass
     else:
         raise AssertionError(how)
 
 
-SYNCS = ["wait_stream", "event", "event.wait", "event.synchronize", "stream.synchronize", "device synchronize"]
+SYNCS = ["wait_stream", "event", "event.wait", "event.synchronize", "stream.synchronize", "device synchronize",
+         "event.query", "stream.query"]
 
 
 @pytest.mark.parametrize("how", SYNCS)

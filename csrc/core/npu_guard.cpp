@@ -77,7 +77,12 @@ struct NpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   bool queryEvent(void* event) const override {
     check_not_forked();
-    return event == nullptr || as_event(event)->query();
+    const bool done = event == nullptr || as_event(event)->query();
+    // The host saw the work complete: to the sanitizer, a synchronisation.
+    if (done && event != nullptr) {
+      trace(TraceKind::kEventSynchronization, static_cast<int64_t>(reinterpret_cast<uintptr_t>(event)));
+    }
+    return done;
   }
 
   void synchronizeEvent(void* event) const override {
@@ -95,7 +100,9 @@ struct NpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   bool queryStream(const c10::Stream& stream) const override {
     check_not_forked();
-    return runtime_stream(stream).query();
+    const bool done = runtime_stream(stream).query();
+    if (done) trace_stream(TraceKind::kStreamSynchronization, stream);
+    return done;
   }
   void synchronizeStream(const c10::Stream& stream) const override { synchronize_stream(stream); }
   void synchronizeDevice(const c10::DeviceIndex device_index) const override {

@@ -12,7 +12,9 @@ handed out again and used before that stream was waited for.
 
 A race is raised at the kernel that makes it, as ``CUDASanitizerErrors`` (what
 torch_npu raises), after each error was printed to stderr with both stack
-traces. docs/sanitizer.md explains the design.
+traces. Like newer torch_npu, the event handler also reports tensors used on
+another stream without ``record_stream`` (``flush_record_stream_warnings()``).
+docs/sanitizer.md explains the design.
 """
 
 import sys
@@ -169,7 +171,9 @@ class NPUEventHandler(csan.EventHandler):
             del self._freed_in_use[p]
             if p == data_ptr:
                 continue
-            old = accesses.pop(p)
+            old = accesses.pop(p, None)
+            if old is None:
+                continue
             info.reads += old.reads
             if old.write is not None:
                 info.reads.append(old.write)  # a new write must be ordered after it too
