@@ -19,7 +19,7 @@ vnpu::Event* create_event(bool enable_timing) {
   auto* event = new vnpu::Event(enable_timing);
   std::lock_guard<std::mutex> lock(g_mutex);
   g_live_events.insert(event);
-  trace(TraceKind::kEventCreation, static_cast<int64_t>(reinterpret_cast<uintptr_t>(event)));
+  trace_event(TraceKind::kEventCreation, event);
   return event;
 }
 
@@ -29,7 +29,7 @@ void destroy_event(void* event) noexcept {
     std::lock_guard<std::mutex> lock(g_mutex);
     g_live_events.erase(event);
   }
-  trace(TraceKind::kEventDeletion, static_cast<int64_t>(reinterpret_cast<uintptr_t>(event)));
+  trace_event(TraceKind::kEventDeletion, event);
   delete static_cast<vnpu::Event*>(event);
 }
 

@@ -79,9 +79,7 @@ struct NpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     check_not_forked();
     const bool done = event == nullptr || as_event(event)->query();
     // The host saw the work complete: to the sanitizer, a synchronisation.
-    if (done && event != nullptr) {
-      trace(TraceKind::kEventSynchronization, static_cast<int64_t>(reinterpret_cast<uintptr_t>(event)));
-    }
+    if (done && event != nullptr) trace_event(TraceKind::kEventSynchronization, event);
     return done;
   }
 
@@ -89,7 +87,7 @@ struct NpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     check_not_forked();
     if (event == nullptr) return;
     with_torch_errors([&] { as_event(event)->synchronize(); });
-    trace(TraceKind::kEventSynchronization, static_cast<int64_t>(reinterpret_cast<uintptr_t>(event)));
+    trace_event(TraceKind::kEventSynchronization, event);
   }
 
   double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {

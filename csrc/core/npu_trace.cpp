@@ -40,8 +40,7 @@ void trace_stream(TraceKind kind, const c10::Stream& stream) {
 
 void trace_event_on_stream(TraceKind kind, const void* event, const c10::Stream& stream) {
   if (tracing()) {
-    detail::append_trace({kind, static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(event)),
-                          stream.device_index(), stream.id()});
+    detail::append_trace({kind, trace_handle(event), stream.device_index(), stream.id()});
   }
 }
 

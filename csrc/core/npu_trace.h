@@ -56,6 +56,11 @@ inline bool tracing() { return detail::g_tracing.load(std::memory_order_relaxed)
 inline void trace(TraceKind kind, std::int64_t a = 0, std::int64_t b = 0, std::int64_t c = 0, std::int64_t d = 0) {
   if (tracing()) detail::append_trace({kind, a, b, c, d});
 }
+// An event handle as a record field (the value torch.Event.event_id shows).
+inline std::int64_t trace_handle(const void* event) {
+  return static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(event));
+}
+inline void trace_event(TraceKind kind, const void* event) { trace(kind, trace_handle(event)); }
 // The stream forms: a stream's device and id as fields after `event` (if any).
 void trace_stream(TraceKind kind, const c10::Stream& stream);
 void trace_event_on_stream(TraceKind kind, const void* event, const c10::Stream& stream);

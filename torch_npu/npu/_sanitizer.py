@@ -54,7 +54,7 @@ class UseOfFreedMemoryError(csan.UnsynchronizedAccessError):
 
     def __str__(self):
         return super().__str__() + (
-            f"\nThe previous access was made to an earlier tensor at the same address, freed while stream "
+            f"\nThe previous access was made to an earlier tensor in this memory, freed while stream "
             f"{self.previous_access.stream} could still be using it: the caching allocator then handed its memory "
             f"out again. Call tensor.record_stream(stream) for a tensor used on a stream other than the one it was "
             f"allocated on, or make the allocating stream wait for that stream before the tensor is freed.\n")
