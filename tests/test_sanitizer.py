@@ -487,3 +487,22 @@ def test_missing_record_stream_is_kept_when_the_memory_comes_back(sanitizer):
     assert [w.data_ptr for w in sanitizer.record_stream_errors] == [address]
     assert [w.data_ptr for w in sanitizer.flush_record_stream_warnings()] == [address]
     assert sanitizer.record_stream_errors == []
+
+
+@pytest.mark.skipif(torch.npu.device_count() < 2, reason="needs two npu devices")
+def test_streams_of_another_device_are_told_apart(sanitizer):
+    with torch.npu.device(1):
+        side = torch.npu.Stream()
+        x = torch.ones(N, device="npu:1")
+        torch.npu.synchronize(0)  # the other device: orders nothing here
+        with torch.npu.stream(side):
+            with pytest.raises(csan.CUDASanitizerErrors) as raised:
+                x + 1
+        error = only_error(raised)
+        assert (error.current_access.stream, error.previous_access.stream) == (key(side), 1 << 16)
+        y = torch.ones(N, device="npu:1")
+        torch.npu.synchronize(1)
+        with torch.npu.stream(side):
+            z = y + 1
+        torch.npu.current_stream().wait_stream(side)  # z.cpu() reads on npu:1's current stream
+    assert torch.equal(z.cpu(), torch.full((N,), 2.0))
