@@ -102,7 +102,7 @@ class NPUEventHandler(csan.EventHandler):
         self._freed_in_use = {}  # data_ptr -> bytes: freed with accesses nobody waited for
         self._reallocated_at = {}  # data_ptr -> seq_num when such memory was handed out again
         self._npu_tensors = {}  # storage data_ptr -> _StorageUses, for allocations seen
-        self.record_stream_errors = []  # MissingRecordStreamWarning found when memory came back
+        self._record_stream_errors = []  # MissingRecordStreamWarning found when memory came back
 
     def feed_trace(self):
         """Analyses the trace records since the last call (Note [Sanitizer trace])."""
@@ -128,11 +128,18 @@ class NPUEventHandler(csan.EventHandler):
             elif kind == _DEVICE_SYNCHRONIZATION:
                 self._handle_device_synchronization(a)
 
+    @property
+    def record_stream_errors(self):
+        """The missing-record_stream findings of memory that came back since
+        the last flush (frees not yet analysed are analysed first)."""
+        self.feed_trace()
+        return self._record_stream_errors
+
     def flush_record_stream_warnings(self):
         """The missing-record_stream findings: those of memory that came back
         since the last flush, then those of live tensors as things stand."""
         self.feed_trace()
-        found, self.record_stream_errors = self.record_stream_errors, []
+        found, self._record_stream_errors = self._record_stream_errors, []
         for data_ptr, tracked in self._npu_tensors.items():
             found += self._missing_record_streams(data_ptr, tracked)
         return found
@@ -192,7 +199,7 @@ class NPUEventHandler(csan.EventHandler):
         if tracked is not None:
             missing = self._missing_record_streams(data_ptr, tracked)
             if missing:
-                self.record_stream_errors += missing
+                self._record_stream_errors += missing
                 warnings.warn(str(missing[0]), RuntimeWarning, stacklevel=2)
         recorded = self._recorded_streams.pop(data_ptr, set())
         self._reallocated_at.pop(data_ptr, None)
@@ -331,6 +338,7 @@ class NPUSanitizer:
             return
         self.event_handler = NPUEventHandler()
         self.dispatch = NPUSanitizerDispatchMode(self.event_handler)
+        _C._set_npu_trace(False)  # a new analysis: drop records an earlier one left
         _C._set_npu_trace(True)
         self.dispatch.__enter__()
         self.enabled = True
