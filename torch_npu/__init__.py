@@ -71,6 +71,11 @@ from torch_npu.npu import check_mode as _check_mode  # noqa: E402
 
 _check_mode._enable_from_environment(_os.environ.get("VNPU_CHECK_MODE", "0"))  # strict chip mode for a whole run
 
+if _os.environ.get("TORCH_NPU_SANITIZER", "0") not in ("", "0"):  # stream race checks for a whole run
+    from torch_npu.npu import _sanitizer as _npu_sanitizer  # imported only then: it imports torch.cuda._sanitizer
+
+    _npu_sanitizer.enable_npu_sanitizer()
+
 # torch_npu's dtype names, where torch has the dtype (hifloat8 has no torch counterpart).
 float8_e5m2 = torch.float8_e5m2
 float8_e4m3fn = torch.float8_e4m3fn

@@ -25,6 +25,10 @@ _OTHER_LAYERS = (
     ("VNPU_CHECK_MODE", "0",
      "1: strict chip mode for the whole run (`torch.npu.set_check_mode(True)` at import, for the main thread), "
      "with its findings printed at exit (docs/strict_mode.md)"),
+    ("TORCH_NPU_SANITIZER", "unset",
+     "set (to anything but 0): the NPU Sanitizer for the whole run (`torch_npu.npu._sanitizer.enable_npu_sanitizer()` "
+     "at import, for the main thread): unsynchronised cross-stream accesses to a tensor, and reuse of memory freed "
+     "while another stream still used it, raise `CUDASanitizerErrors` with both stack traces (docs/sanitizer.md)"),
     ("VNPU_SKIP_BUILD", "unset",
      "build-time only: `pip install` skips the CMake build (used by `scripts/setup.sh`, which builds first)"),
 )

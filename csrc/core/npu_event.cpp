@@ -4,6 +4,7 @@
 #include <unordered_set>
 
 #include "csrc/core/npu_error.h"
+#include "csrc/core/npu_trace.h"
 #include <vnpu/event.h>
 
 namespace torch_npu {
@@ -18,6 +19,7 @@ vnpu::Event* create_event(bool enable_timing) {
   auto* event = new vnpu::Event(enable_timing);
   std::lock_guard<std::mutex> lock(g_mutex);
   g_live_events.insert(event);
+  trace_event(TraceKind::kEventCreation, event);
   return event;
 }
 
@@ -27,6 +29,7 @@ void destroy_event(void* event) noexcept {
     std::lock_guard<std::mutex> lock(g_mutex);
     g_live_events.erase(event);
   }
+  trace_event(TraceKind::kEventDeletion, event);
   delete static_cast<vnpu::Event*>(event);
 }
 

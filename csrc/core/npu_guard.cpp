@@ -7,6 +7,7 @@
 #include "csrc/core/npu_error.h"
 #include "csrc/core/npu_event.h"
 #include "csrc/core/npu_stream.h"
+#include "csrc/core/npu_trace.h"
 #include <vnpu/event.h>
 
 namespace torch_npu {
@@ -64,23 +65,29 @@ struct NpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
       *event = create_event(/*enable_timing=*/flag == c10::EventFlag::BACKEND_DEFAULT);
     }
     with_torch_errors([&] { as_event(*event)->record(runtime_stream(stream)); });
+    trace_event_on_stream(TraceKind::kEventRecord, *event, stream);
   }
 
   void block(void* event, const c10::Stream& stream) const override {
     check_not_forked();
     if (event == nullptr) return;
     with_torch_errors([&] { as_event(event)->block(runtime_stream(stream)); });
+    trace_event_on_stream(TraceKind::kEventWait, event, stream);
   }
 
   bool queryEvent(void* event) const override {
     check_not_forked();
-    return event == nullptr || as_event(event)->query();
+    const bool done = event == nullptr || as_event(event)->query();
+    // The host saw the work complete: to the sanitizer, a synchronisation.
+    if (done && event != nullptr) trace_event(TraceKind::kEventSynchronization, event);
+    return done;
   }
 
   void synchronizeEvent(void* event) const override {
     check_not_forked();
     if (event == nullptr) return;
     with_torch_errors([&] { as_event(event)->synchronize(); });
+    trace_event(TraceKind::kEventSynchronization, event);
   }
 
   double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {
@@ -91,7 +98,9 @@ struct NpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   bool queryStream(const c10::Stream& stream) const override {
     check_not_forked();
-    return runtime_stream(stream).query();
+    const bool done = runtime_stream(stream).query();
+    if (done) trace_stream(TraceKind::kStreamSynchronization, stream);
+    return done;
   }
   void synchronizeStream(const c10::Stream& stream) const override { synchronize_stream(stream); }
   void synchronizeDevice(const c10::DeviceIndex device_index) const override {

@@ -11,6 +11,7 @@
 
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_error.h"
+#include "csrc/core/npu_trace.h"
 
 namespace torch_npu {
 namespace {
@@ -70,7 +71,9 @@ c10::Stream default_stream(c10::DeviceIndex device) {
 c10::Stream new_stream(c10::DeviceIndex device, int priority) {
   device = resolve(device);
   const int index = runtime_device(device).next_pool_stream_index(priority);
-  return c10::Stream(c10::Stream::UNSAFE, npu_device(device), index);
+  const c10::Stream stream(c10::Stream::UNSAFE, npu_device(device), index);
+  trace_stream(TraceKind::kStreamCreation, stream);
+  return stream;
 }
 
 c10::Stream communication_stream(c10::DeviceIndex device) {
@@ -82,7 +85,9 @@ c10::Stream communication_stream(c10::DeviceIndex device) {
   auto& indices = made[device];
   if (indices.size() < static_cast<size_t>(vnpu::Device::kMaxDedicatedStreams)) {
     indices.push_back(with_torch_errors([&] { return runtime_device(device).create_dedicated_stream(); }));
-    return c10::Stream(c10::Stream::UNSAFE, npu_device(device), indices.back());
+    const c10::Stream stream(c10::Stream::UNSAFE, npu_device(device), indices.back());
+    trace_stream(TraceKind::kStreamCreation, stream);
+    return stream;
   }
   const int index = indices[next[device]++ % indices.size()];
   return c10::Stream(c10::Stream::UNSAFE, npu_device(device), index);
@@ -148,10 +153,12 @@ void synchronize_device(c10::DeviceIndex device) {
       if (is_initialized()) vnpu::Runtime::instance().device(d).synchronize();
     }
   });
+  trace(TraceKind::kDeviceSynchronization, device);
 }
 
 void synchronize_stream(const c10::Stream& stream) {
   with_torch_errors([&] { runtime_stream(stream).synchronize(); });
+  trace_stream(TraceKind::kStreamSynchronization, stream);
 }
 
 }  // namespace torch_npu

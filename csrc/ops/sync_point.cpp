@@ -4,6 +4,7 @@
 
 #include "csrc/core/npu_error.h"
 #include "csrc/core/npu_stream.h"
+#include "csrc/core/npu_trace.h"
 
 namespace torch_npu {
 
@@ -22,6 +23,7 @@ void sync_current_stream(c10::DeviceIndex device) {
     TORCH_CHECK(false, "called a synchronizing NPU operation");
   }
   with_torch_errors([&] { current_runtime_stream(device).synchronize(); });
+  if (tracing()) trace_stream(TraceKind::kStreamSynchronization, current_stream(device));
 }
 
 }  // namespace torch_npu

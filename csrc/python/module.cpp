@@ -28,6 +28,7 @@ void bind_memory(pybind11::module& m);
 void bind_distributed(pybind11::module& m);
 void bind_graphs(pybind11::module& m);
 void bind_strict_mode(pybind11::module& m);
+void bind_sanitizer(pybind11::module& m);
 
 namespace {
 
@@ -148,6 +149,7 @@ PYBIND11_MODULE(_C, m) {
   bind_distributed(m);
   bind_graphs(m);
   bind_strict_mode(m);
+  bind_sanitizer(m);
 
   // RNG.
   m.def("_default_generator", [](int64_t d) {

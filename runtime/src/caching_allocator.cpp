@@ -1,6 +1,7 @@
 #include "vnpu/caching_allocator.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -35,6 +36,13 @@ struct Block {
 };
 
 namespace {
+
+std::atomic<BlockTraceHook> g_block_trace_hook{nullptr};
+
+void trace_block(BlockTraceEvent event, const Block* block) {
+  BlockTraceHook hook = g_block_trace_hook.load(std::memory_order_relaxed);
+  if (hook != nullptr) hook(event, block->ptr, block->size, *block->stream);
+}
 
 constexpr std::size_t round_up(std::size_t bytes, std::size_t multiple) {
   return (bytes + multiple - 1) / multiple * multiple;
@@ -159,7 +167,9 @@ Block* CachingAllocator::allocate_block(std::size_t bytes, Stream& stream, bool 
     stats_.num_ooms += 1;
     throw Error(ErrorCode::kOutOfMemory, out_of_memory_message(size));
   }
-  return take_block(block, size, bytes);
+  block = take_block(block, size, bytes);
+  trace_block(BlockTraceEvent::kHandedOut, block);
+  return block;
 }
 
 Block* CachingAllocator::retry_after_releasing_cache(std::unique_lock<std::mutex>& lock, Pool& pool,
@@ -333,6 +343,7 @@ void CachingAllocator::finish_free(Block* block) {
   update(stats_.active, block->small, -1);
   update(stats_.active_bytes, block->small, -static_cast<std::int64_t>(block->size));
   block->last_used = clock_;
+  trace_block(BlockTraceEvent::kReturned, block);  // before a merge can change the block
   if (caching_) {
     return_to_pool(block);
   } else if (stream_passed(block->stream, block->free_seq)) {
@@ -549,6 +560,8 @@ std::string CachingAllocator::out_of_memory_message(std::size_t size) const {
          " reserved in total by PyTorch).If reserved memory is >> allocated memory try setting "
          "max_split_size_mb to avoid fragmentation.";
 }
+
+void set_block_trace_hook(BlockTraceHook hook) { g_block_trace_hook.store(hook, std::memory_order_release); }
 
 std::string format_size(std::uint64_t bytes) {
   char text[64];

@@ -5,9 +5,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "test_helpers.h"
@@ -628,6 +630,61 @@ TEST(FormatSize, MatchesTorch) {
   EXPECT_EQ(vnpu::format_size(kMiB), "1024.00 KiB");
   EXPECT_EQ(vnpu::format_size(20 * kMiB), "20.00 MiB");
   EXPECT_EQ(vnpu::format_size(64ull * 1024 * kMiB), "64.00 GiB");
+}
+
+
+// What the block trace hook saw, in order (the hook is process-wide).
+struct TracedBlock {
+  vnpu::BlockTraceEvent event;
+  std::uintptr_t address;
+  std::size_t bytes;
+  int stream_index;
+};
+std::mutex g_traced_mutex;
+std::vector<TracedBlock> g_traced;
+
+void record_traced_block(vnpu::BlockTraceEvent event, const void* address, std::size_t bytes,
+                         const Stream& stream) {
+  std::lock_guard<std::mutex> lock(g_traced_mutex);
+  g_traced.push_back({event, reinterpret_cast<std::uintptr_t>(address), bytes, stream.stream_index()});
+}
+
+std::vector<TracedBlock> take_traced() {
+  std::lock_guard<std::mutex> lock(g_traced_mutex);
+  return std::exchange(g_traced, {});
+}
+
+TEST(CachingAllocator, BlockTraceReportsHandOutAndReturnAfterRecordStreamUsersPass) {
+  using vnpu::BlockTraceEvent;
+  Fixture f;
+  take_traced();
+  vnpu::set_block_trace_hook(&record_traced_block);
+  Block* a = f.allocator.allocate(4 * kMiB, f.s0);
+  Block* plain = f.allocator.allocate(4 * kKiB, f.s0);
+  auto blocker = std::make_unique<StreamBlocker>(f.s1);
+  f.allocator.record_stream(a, f.s1);
+  f.allocator.free(a);
+  f.allocator.free(plain);  // no record_stream user: back at once
+  std::vector<TracedBlock> seen = take_traced();
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[0].event, BlockTraceEvent::kHandedOut);
+  EXPECT_EQ(seen[0].address, addr(a));
+  EXPECT_EQ(seen[0].bytes, 4 * kMiB);
+  EXPECT_EQ(seen[0].stream_index, 0);
+  EXPECT_EQ(seen[2].event, BlockTraceEvent::kReturned);
+  EXPECT_EQ(seen[2].address, seen[1].address) << "the plain block comes back at its free";
+
+  blocker->open();  // s1 passes the free: the next allocation takes `a` back
+  Block* b = f.allocator.allocate(4 * kMiB, f.s0);
+  seen = take_traced();
+  vnpu::set_block_trace_hook(nullptr);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].event, BlockTraceEvent::kReturned);
+  EXPECT_EQ(seen[0].address, seen[1].address);
+  EXPECT_EQ(seen[1].event, BlockTraceEvent::kHandedOut);
+  EXPECT_EQ(seen[1].address, addr(b));
+  f.allocator.free(b);
+  EXPECT_TRUE(take_traced().empty()) << "no hook, no calls";
 }
 
 }  // namespace
