@@ -7,10 +7,9 @@ dequantises on the way out:
     y = (x1 @ x2 + bias) * scale [* pertoken_scale per row] [+ offset]
 
 then casts to ``output_dtype``: float16 / bfloat16, or int8 (the default,
-rounded half to even and saturated to [-128, 127]). vNPU has no
-npu_quant_matmul; this is that formula in ATen operators. The int32
-accumulation is exact: the products are summed in float64, which is exact
-for any int8/int4 matrix this emulator can hold (|sum| < 2^53).
+rounded half to even and saturated to [-128, 127]). The modules check their
+arguments here (with real torch_npu's ValueError messages) and compute
+through vNPU's torch_npu.npu_quant_matmul (torch_npu/op_plugin/quant.py).
 
 int4 packing (int32 inputs): eight signed 4-bit values per int32 along the
 last dim, lowest nibble first, as npu_quantize packs them.
@@ -53,14 +52,5 @@ def quant_matmul(x1, x2, scale, offset=None, pertoken_scale=None, bias=None, out
     if x1.shape[-1] != x2.shape[-2]:
         raise ValueError(f"{fn}: the last dim of the input ({x1.shape[-1]}) should equal the in "
                          f"features of the weight ({x2.shape[-2]}).")
-    acc = torch.matmul(x1.double(), x2.double())
-    if bias is not None:
-        acc = acc + bias.double()
-    y = acc.float() * dequant_scale(scale)
-    if pertoken_scale is not None:
-        y = y * pertoken_scale.float()[..., None]
-    if offset is not None:
-        y = y + offset.float()
-    if output_dtype is None or output_dtype == torch.int8:
-        return torch.round(y).clamp(-128, 127).to(torch.int8)
-    return y.to(output_dtype)
+    return torch.ops.npu.npu_quant_matmul(x1, x2, scale, offset=offset, pertoken_scale=pertoken_scale, bias=bias,
+                                          output_dtype=output_dtype)
