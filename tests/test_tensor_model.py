@@ -195,3 +195,23 @@ def test_data_parallel_matches_a_single_device():
     for p, q in zip(model.parameters(), ref.parameters()):
         torch.testing.assert_close(p.detach().cpu(), q.detach(), rtol=1e-5, atol=1e-6)
     assert comm.scatter is torch._C._scatter
+
+
+# --- where Ascend differs from ATen ------------------------------------------
+
+def test_one_hot_takes_int32_indices_as_on_ascend():
+    x = torch.tensor([[0, 3], [2, 1]])
+    expected = torch.nn.functional.one_hot(x, 5)
+    for dtype in (torch.int64, torch.int32):
+        actual = torch.nn.functional.one_hot(x.to(dtype).npu(), 5)
+        assert actual.dtype == torch.int64 and torch.equal(actual.cpu(), expected)
+    assert torch.equal(torch.nn.functional.one_hot(x.int().npu()).cpu(), torch.nn.functional.one_hot(x))
+    for bad in (lambda d: torch.nn.functional.one_hot(torch.tensor([1.0], device=d)),
+                lambda d: torch.nn.functional.one_hot(torch.tensor([-1], device=d)),
+                lambda d: torch.nn.functional.one_hot(torch.tensor([5], device=d), 3),
+                lambda d: torch.nn.functional.one_hot(torch.tensor([], dtype=torch.long, device=d))):
+        with pytest.raises(RuntimeError) as cpu_error:
+            bad("cpu")
+        with pytest.raises(RuntimeError) as npu_error:
+            bad("npu")
+        assert str(npu_error.value) == str(cpu_error.value)

@@ -1,0 +1,32 @@
+"""ATen operators whose behaviour on a real Ascend NPU differs from ATen's
+own, reproduced on npu (on other devices ATen's kernels run unchanged).
+
+- ``one_hot``: torch_npu's kernel also takes int32 indices (ATen accepts only
+  int64: "one_hot is only applicable to index tensor of type LongTensor.");
+  the result is int64 either way, with ATen's checks and messages otherwise.
+"""
+
+import torch
+
+_LIB = torch.library.Library("aten", "IMPL")
+
+
+def _one_hot(self, num_classes=-1):
+    if self.dtype not in (torch.int64, torch.int32):
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    if self.numel() == 0:
+        if num_classes <= 0:
+            raise RuntimeError("Can not infer total number of classes from empty tensor.")
+        return torch.empty((*self.shape, num_classes), dtype=torch.int64, device=self.device)
+    low, high = torch.aminmax(self)
+    if int(low) < 0:
+        raise RuntimeError("Class values must be non-negative.")
+    if num_classes == -1:
+        num_classes = int(high) + 1
+    elif int(high) >= num_classes:
+        raise RuntimeError("Class values must be smaller than num_classes.")
+    out = torch.zeros((*self.shape, num_classes), dtype=torch.int64, device=self.device)
+    return out.scatter_(-1, self.long().unsqueeze(-1), 1)
+
+
+_LIB.impl("one_hot", _one_hot, "PrivateUse1")
