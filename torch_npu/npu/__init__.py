@@ -38,6 +38,23 @@ from torch_npu.npu.sync_debug import get_sync_debug_mode, set_sync_debug_mode  #
 from torch_npu.npu.amp.common import get_amp_supported_dtype  # noqa: F401
 from torch_npu.npu.utils import (  # noqa: F401
     finalize_dump, get_cann_version, init_dump, is_bf16_supported, is_support_inf_nan, set_dump)
+from torch_npu.npu.core_limits import (  # noqa: F401
+    get_device_limit, get_stream_limit, reset_stream_limit, set_device_limit, set_stream_limit)
+from torch_npu.npu.recovery import (  # noqa: F401
+    _get_uce_addr, check_uce_in_memory, restart_device, stop_device, stress_detect)
+from torch_npu.npu.deterministic import (  # noqa: F401
+    disable_deterministic_with_backward, enable_deterministic_with_backward)
+from torch_npu.npu.mstx import mstx  # noqa: F401
+from torch_npu.npu.host_memory import (  # noqa: F401
+    host_memory_stats, host_memory_stats_as_nested_dict, reset_accumulated_host_memory_stats,
+    reset_peak_host_memory_stats)
+from torch_npu.npu.pluggable_allocator import NPUPluggableAllocator, change_current_allocator  # noqa: F401
+from torch_npu.npu.ascend_compat import (  # noqa: F401
+    clear_npu_overflow_flag, current_blas_handle, empty_virt_addr_cache, get_mm_bmm_format_nd,
+    get_npu_overflow_flag, ipc_collect, set_mm_bmm_format_nd)
+from torch_npu.npu.unsupported import (  # noqa: F401
+    ExternalEvent, SyncLaunchStream, graph_task_group_begin, graph_task_group_end, graph_task_update_begin,
+    graph_task_update_end, set_aoe, set_op_timeout_ms, super_kernel_scope_begin, super_kernel_scope_end)
 
 
 def _is_in_bad_fork() -> bool:

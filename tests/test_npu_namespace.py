@@ -1,0 +1,214 @@
+"""torch.npu names real torch_npu exports that vNPU added later: core limits,
+fault handling, deterministic switches, mstx markers, and the names that
+raise "not supported on vNPU" with a reason. Each test asserts what the
+name does here (or that it refuses), not merely that it exists."""
+
+import warnings
+
+import pytest
+import torch
+import torch_npu  # noqa: F401
+
+# Real torch_npu's torch_npu/npu/__init__.py __all__ (Ascend/pytorch master), for the coverage check.
+REAL_ALL = """
+is_initialized init set_dump synchronize device_count can_device_access_peer set_device current_device
+get_device_name get_device_properties get_device_capability mem_get_info is_available device device_of
+StreamContext stream set_stream current_stream default_stream set_sync_debug_mode get_sync_debug_mode init_dump
+utilization finalize_dump manual_seed manual_seed_all seed seed_all initial_seed caching_allocator_alloc
+caching_allocator_delete get_per_process_memory_fraction set_per_process_memory_fraction empty_cache
+empty_virt_addr_cache memory_stats memory_stats_as_nested_dict reset_accumulated_memory_stats
+reset_peak_memory_stats reset_max_memory_allocated reset_max_memory_cached memory_allocated max_memory_allocated
+memory_reserved max_memory_reserved memory_cached max_memory_cached memory_snapshot memory_summary MemPool
+use_mem_pool get_allocator_backend NPUPluggableAllocator change_current_allocator Stream Event set_option
+CubeMathType set_aoe set_compile_mode set_mm_bmm_format_nd get_mm_bmm_format_nd get_npu_overflow_flag
+clear_npu_overflow_flag stress_detect get_rng_state set_rng_state get_rng_state_all set_rng_state_all
+is_jit_compile_false get_amp_supported_dtype is_autocast_enabled is_bf16_supported set_autocast_enabled
+get_autocast_dtype set_autocast_dtype BoolStorage ByteStorage ShortStorage LongStorage IntStorage HalfStorage
+CharStorage DoubleStorage FloatStorage BoolTensor ByteTensor CharTensor DoubleTensor FloatTensor HalfTensor
+IntTensor LongTensor ShortTensor BFloat16Tensor BFloat16Storage current_blas_handle stop_device restart_device
+check_uce_in_memory config matmul conv enable_deterministic_with_backward disable_deterministic_with_backward
+mstx SyncLaunchStream NPUGraph graph graph_pool_handle is_current_stream_capturing make_graphed_callables
+ExternalEvent graph_task_group_begin graph_task_group_end graph_task_update_begin graph_task_update_end
+set_device_limit get_device_limit set_stream_limit reset_stream_limit get_stream_limit ipc_collect
+obfuscation_initialize obfuscation_finalize obfuscation_calculate set_op_timeout_ms host_empty_cache
+host_memory_stats host_memory_stats_as_nested_dict reset_accumulated_host_memory_stats
+reset_peak_host_memory_stats set_deterministic_level use_compatible_impl are_compatible_impl_enabled
+NpuGraphOpHandler register_npu_graph_handler super_kernel_scope_begin super_kernel_scope_end npurt
+""".split()
+
+# Left out on purpose: the obfuscation ops, an enum whose values are not documented
+# (CubeMathType), undocumented switches, and graph-handler internals.
+NOT_PROVIDED = {"CubeMathType", "obfuscation_initialize", "obfuscation_finalize", "obfuscation_calculate",
+                "set_deterministic_level", "use_compatible_impl", "are_compatible_impl_enabled",
+                "NpuGraphOpHandler", "register_npu_graph_handler"}
+
+
+def test_real_all_coverage():
+    assert len(REAL_ALL) == 141
+    missing = {n for n in REAL_ALL if not hasattr(torch.npu, n)}
+    assert missing == NOT_PROVIDED
+
+
+# --- core limits --------------------------------------------------------------------------
+
+def test_device_limit_defaults_to_chip_and_is_stored():
+    props = torch.npu.get_device_properties(1)
+    chip = {"cube_core_num": props.cube_core_num, "vector_core_num": props.vector_core_num}
+    assert torch.npu.get_device_limit(1) == chip
+    try:
+        torch.npu.set_device_limit(1, 8)
+        assert torch.npu.get_device_limit("npu:1") == {"cube_core_num": 8, "vector_core_num": chip["vector_core_num"]}
+        torch.npu.set_device_limit(torch.device("npu", 1), vector_num=16)
+        assert torch.npu.get_device_limit(1) == {"cube_core_num": 8, "vector_core_num": 16}
+        # Other devices keep theirs.
+        assert torch.npu.get_device_limit(2) == chip
+    finally:
+        torch.npu.set_device_limit(1, chip["cube_core_num"], chip["vector_core_num"])
+
+
+def test_stream_limit_follows_device_until_set_and_reset():
+    s = torch.npu.Stream(device=3)
+    chip = torch.npu.get_device_limit(3)
+    assert torch.npu.get_stream_limit(s) == chip
+    torch.npu.set_stream_limit(s, 4, 8)
+    assert torch.npu.get_stream_limit(s) == {"cube_core_num": 4, "vector_core_num": 8}
+    other = torch.npu.Stream(device=3)
+    assert torch.npu.get_stream_limit(other) == chip
+    torch.npu.reset_stream_limit(s)
+    assert torch.npu.get_stream_limit(s) == chip
+    # Work on a limited stream still runs and gives the same result (the limit has no effect on vNPU).
+    torch.npu.set_stream_limit(s, 1, 1)
+    with torch.npu.stream(s):
+        y = torch.arange(6.0, device="npu:3").reshape(2, 3) @ torch.ones(3, 2, device="npu:3")
+    s.synchronize()
+    assert torch.equal(y.cpu(), torch.arange(6.0).reshape(2, 3) @ torch.ones(3, 2))
+    torch.npu.reset_stream_limit(s)
+
+
+def test_limit_argument_checks():
+    s = torch.npu.current_stream()
+    cores = torch.npu.get_device_properties(s.device_index).cube_core_num
+    with pytest.raises(RuntimeError, match=rf"cube_num should be -1 \(unchanged\) or in \[1, {cores}\]"):
+        torch.npu.set_stream_limit(s, cores + 1)
+    with pytest.raises(RuntimeError, match="vector_num should be"):
+        torch.npu.set_device_limit(0, vector_num=0)
+    with pytest.raises(TypeError, match="stream should be a torch.npu.Stream"):
+        torch.npu.get_stream_limit("not a stream")
+    with pytest.raises(TypeError, match="should be an int"):
+        torch.npu.set_device_limit(0, 2.5)
+    with pytest.raises(RuntimeError, match="Invalid device ID"):
+        torch.npu.get_device_limit(99)
+
+
+# --- fault handling -----------------------------------------------------------------------
+
+def test_uce_checks_report_no_error():
+    assert torch.npu.check_uce_in_memory(0) == 0
+    assert torch.npu._get_uce_addr() == []
+    with pytest.raises(RuntimeError, match="Invalid device ID"):
+        torch.npu.check_uce_in_memory(99)
+
+
+@pytest.mark.parametrize("call", [lambda: torch.npu.stop_device(0), lambda: torch.npu.restart_device(0),
+                                  lambda: torch.npu.stress_detect()])
+def test_recovery_not_supported(call):
+    with pytest.raises(RuntimeError, match="not supported on vNPU"):
+        call()
+
+
+# --- deterministic switches ---------------------------------------------------------------
+
+def test_deterministic_with_backward_switches_forward_and_backward():
+    seen = []
+
+    class Probe(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            seen.append(("forward", torch.are_deterministic_algorithms_enabled()))
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            seen.append(("backward", torch.are_deterministic_algorithms_enabled()))
+            return g * 2
+
+    before = torch.are_deterministic_algorithms_enabled()
+    try:
+        torch.use_deterministic_algorithms(False)
+        x = torch.ones(3, device="npu", requires_grad=True)
+        h = torch.npu.enable_deterministic_with_backward(x)
+        y = Probe.apply(h)
+        out = torch.npu.disable_deterministic_with_backward(y)
+        assert not torch.are_deterministic_algorithms_enabled()
+        out.sum().backward()
+        assert seen == [("forward", True), ("backward", True)]
+        assert not torch.are_deterministic_algorithms_enabled()
+        assert torch.equal(x.grad.cpu(), torch.full((3,), 2.0))
+    finally:
+        torch.use_deterministic_algorithms(before)
+
+
+# --- mstx -----------------------------------------------------------------------------------
+
+def test_mstx_marks_and_ranges_reach_the_profiler():
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        torch.npu.mstx.mark("vnpu-mark")
+        rid = torch.npu.mstx.range_start("vnpu-range", torch.npu.current_stream())
+        assert isinstance(rid, int) and rid > 0
+        torch.ones(4, device="npu").sum().item()
+        torch.npu.mstx.range_end(rid)
+
+        @torch.npu.mstx.mstx_range("vnpu-decorated")
+        def work():
+            return 7
+        assert work() == 7
+    names = {e.name for e in prof.events()}
+    assert {"vnpu-mark", "vnpu-range", "vnpu-decorated"} <= names
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert torch.npu.mstx.range_start("") == 0
+        assert torch.npu.mstx.range_start("x", stream="bad") == 0
+    assert len(caught) == 2
+
+
+# --- fixed answers ------------------------------------------------------------------------
+
+def test_fixed_answers():
+    with pytest.warns(UserWarning, match="NPU does not use blas handle"):
+        assert torch.npu.current_blas_handle() is None
+    with pytest.raises(RuntimeError, match="Unsupported api when soc_version >= Ascend910B1"):
+        torch.npu.get_npu_overflow_flag()
+    with pytest.warns(UserWarning, match="clear_npu_overflow_flag is useless"):
+        torch.npu.clear_npu_overflow_flag()
+    assert torch.npu.get_mm_bmm_format_nd() is True
+    torch.npu.set_mm_bmm_format_nd(True)
+    with pytest.raises(RuntimeError, match="not supported on vNPU"):
+        torch.npu.set_mm_bmm_format_nd(False)
+    allocated = torch.npu.memory_allocated()
+    assert torch.npu.ipc_collect() is None and torch.npu.empty_virt_addr_cache() is None
+    assert torch.npu.memory_allocated() == allocated
+
+
+# --- not supported on vNPU ----------------------------------------------------------------
+
+@pytest.mark.parametrize("call", [
+    lambda: torch.npu.host_memory_stats(),
+    lambda: torch.npu.host_memory_stats_as_nested_dict(),
+    lambda: torch.npu.reset_accumulated_host_memory_stats(),
+    lambda: torch.npu.reset_peak_host_memory_stats(),
+    lambda: torch.npu.NPUPluggableAllocator("lib.so", "alloc", "free"),
+    lambda: torch.npu.change_current_allocator(None),
+    lambda: torch.npu.SyncLaunchStream(),
+    lambda: torch.npu.ExternalEvent(),
+    lambda: torch.npu.graph_task_group_begin(torch.npu.current_stream()),
+    lambda: torch.npu.graph_task_group_end(torch.npu.current_stream()),
+    lambda: torch.npu.graph_task_update_begin(torch.npu.current_stream(), None),
+    lambda: torch.npu.graph_task_update_end(torch.npu.current_stream()),
+    lambda: torch.npu.super_kernel_scope_begin(),
+    lambda: torch.npu.super_kernel_scope_end(),
+    lambda: torch.npu.set_aoe("/tmp/aoe"),
+    lambda: torch.npu.set_op_timeout_ms(1000),
+])
+def test_not_supported_names_raise_with_reason(call):
+    with pytest.raises(RuntimeError, match=r"is not supported on vNPU: \S"):
+        call()
