@@ -1,7 +1,8 @@
 """torch_npu's quantised matmuls, IFMR, the float-status operators, rotated
-boxes, the NMS variants and npu_multi_head_attention: each on npu against a
-plain-PyTorch formula on cpu (or against real torch_npu's expected values),
-gradients where the real operator has a backward, and the argument checks."""
+boxes, the NMS variants, npu_multi_head_attention and npu_lstm / npu_gru:
+each on npu against a plain-PyTorch formula on cpu (or against real
+torch_npu's expected values), gradients where the real operator has a
+backward, and the argument checks."""
 
 import math
 
@@ -465,3 +466,74 @@ def test_multi_head_attention_half_and_bad_input():
         call_mha(ins, (batch, heads, dim, tgt + 2, src), "npu")
     with pytest.raises(RuntimeError, match="one keep flag per score"):
         call_mha(ins, dims, "npu", dropout_mask=torch.ones(7, dtype=torch.uint8), p=0.1)
+
+
+# --- npu_lstm / npu_gru ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_lstm_matches_torch_lstm_with_gradients(batch_first):
+    steps, batch, isize, hid = 5, 3, 4, 6
+    g = gen(90)
+    ref = torch.nn.LSTM(isize, hid, batch_first=batch_first)
+    with torch.no_grad():
+        ref.bias_hh_l0.zero_()  # npu_lstm has one bias
+    x = torch.randn((batch, steps, isize) if batch_first else (steps, batch, isize), generator=g)
+    h0, c0 = torch.randn(1, batch, hid, generator=g), torch.randn(1, batch, hid, generator=g)
+    weight = torch.cat([ref.weight_ih_l0.t(), ref.weight_hh_l0.t()], 0).detach()
+    bias = ref.bias_ih_l0.detach()
+    xn, wn = x.npu().requires_grad_(), weight.npu().requires_grad_()
+    y, h, c, i, j, f, o, tanhc = torch_npu.npu_lstm(xn, wn, bias.npu(), torch.zeros(0).npu(), h0.npu(), c0.npu(),
+                                                    True, 1, 0.0, True, False, batch_first, False, False)
+    xr = x.clone().requires_grad_()
+    y_ref, (h_ref, c_ref) = ref(xr, (h0, c0))
+    assert_close(y.cpu(), y_ref.detach(), atol=1e-5, rtol=1e-4)
+    last = (slice(None), -1) if batch_first else (-1,)
+    assert_close(h[last].cpu(), h_ref[0].detach(), atol=1e-5, rtol=1e-4)
+    assert_close(c[last].cpu(), c_ref[0].detach(), atol=1e-5, rtol=1e-4)
+    assert_close(tanhc.cpu(), torch.tanh(c.cpu()))
+    assert_close(h.cpu(), (o * tanhc).cpu())
+    gy = torch.randn(y_ref.shape, generator=g)
+    y.backward(gy.npu())
+    y_ref.backward(gy)
+    assert_close(xn.grad.cpu(), xr.grad, atol=1e-5, rtol=1e-4)
+    assert_close(wn.grad.cpu()[:isize], ref.weight_ih_l0.grad.t(), atol=1e-5, rtol=1e-4)
+
+
+def test_gru_matches_torch_gru_with_gradients():
+    steps, batch, isize, hid = 6, 3, 5, 4
+    g = gen(91)
+    ref = torch.nn.GRU(isize, hid)
+    x = torch.randn(steps, batch, isize, generator=g)
+    h0 = torch.randn(1, batch, hid, generator=g)
+    xn = x.npu().requires_grad_()
+    args = [w.detach().npu() for w in (ref.weight_ih_l0.t(), ref.weight_hh_l0.t(), ref.bias_ih_l0, ref.bias_hh_l0)]
+    y, out_h, z, r, n, hn = torch_npu.npu_gru(xn, h0.npu(), *args, torch.tensor([steps], dtype=torch.int32).npu(),
+                                              has_biases=True, num_layers=1, dropout=0.0, train=True,
+                                              bidirectional=False, batch_first=False)
+    xr = x.clone().requires_grad_()
+    y_ref, h_ref = ref(xr, h0)
+    assert_close(y.cpu(), y_ref.detach(), atol=1e-5, rtol=1e-4)
+    assert_close(out_h[-1].cpu(), h_ref[0].detach(), atol=1e-5, rtol=1e-4)
+    prev = torch.cat([h0, out_h.cpu()[:-1]])
+    assert_close(out_h.cpu(), (1 - z.cpu()) * n.cpu() + z.cpu() * prev)
+    assert_close(hn.cpu(), prev @ ref.weight_hh_l0.detach()[2 * hid:].t() + ref.bias_hh_l0.detach()[2 * hid:])
+    gy = torch.randn(y_ref.shape, generator=g)
+    y.backward(gy.npu())
+    y_ref.backward(gy)
+    assert_close(xn.grad.cpu(), xr.grad, atol=1e-5, rtol=1e-4)
+
+
+def test_rnn_not_supported_and_checks():
+    x, h = torch.zeros(2, 1, 3).npu(), torch.zeros(1, 1, 2).npu()
+    w, b = torch.zeros(5, 8).npu(), torch.zeros(8).npu()
+    lstm = lambda **kw: torch_npu.npu_lstm(x, kw.get("w", w), b, b, h, h, True, kw.get("layers", 1), 0.0, True,
+                                           kw.get("bi", False), False, kw.get("flag_seq", False), False)
+    for kw, what in (({"layers": 2}, "num_layers=2"), ({"bi": True}, "bidirectional"),
+                     ({"flag_seq": True}, "flag_seq")):
+        with pytest.raises(RuntimeError, match=f"{what}.*not supported on vNPU"):
+            lstm(**kw)
+    with pytest.raises(RuntimeError, match="input_size \\+ hidden = 5 rows"):
+        lstm(w=torch.zeros(6, 8).npu())
+    wi, wh, bb = torch.zeros(3, 6).npu(), torch.zeros(2, 6).npu(), torch.zeros(6).npu()
+    with pytest.raises(RuntimeError, match="seq_length shorter than the input.*not supported on vNPU"):
+        torch_npu.npu_gru(x, h, wi, wh, bb, bb, torch.tensor([1]).npu(), True, 1, 0.0, True, False, False)
