@@ -152,3 +152,18 @@ def test_jit_variant_consistency_on_npu_matches_cpu():
                                                     no_gradgrad=not op.supports_gradgrad)
                     checked += 1
     assert checked > 40
+
+
+class _SliceOut(nn.Module):
+    def forward(self, x, out):
+        return torch_npu.npu_slice(x, [0, 1], [2, 3], out=out)
+
+
+def test_npu_slice_out_scripted_and_traced():
+    x = torch.arange(16.0).view(4, 4)
+    expected = x[0:2, 1:4]
+    module = _SliceOut()
+    for compiled in (torch.jit.script(module), torch.jit.trace(module, (x.npu(), torch.empty(2, 3, device="npu")))):
+        out = torch.empty(0, device="npu")
+        result = compiled(x.npu(), out)
+        assert torch.equal(result.cpu(), expected) and torch.equal(out.cpu(), expected)

@@ -279,6 +279,15 @@ def empty_with_swapped_memory(size, dtype=None, device=None):
 
 
 define("npu_slice(Tensor self, int[] offsets, int[] size) -> Tensor", npu_slice)
+
+
+def npu_slice_out(x, offsets, size, *, out):
+    result = npu_slice(x, offsets, size)
+    out.resize_(result.shape).copy_(result)
+    return out
+
+
+define("npu_slice.out(Tensor self, int[] offsets, int[] size, *, Tensor(a!) out) -> Tensor(a!)", npu_slice_out)
 define("npu_indexing(Tensor self, int[] begin, int[] end, int[] strides, int begin_mask=0, int end_mask=0, "
        "int ellipsis_mask=0, int new_axis_mask=0, int shrink_axis_mask=0) -> Tensor", npu_indexing)
 define("npu_dtype_cast(Tensor self, ScalarType dtype) -> Tensor", npu_dtype_cast)
