@@ -252,3 +252,19 @@ def test_ops_that_do_not_apply_raise_atens_messages(bad):
     s, d = coo(12), torch.randn(5, 5)
     expected = error_of(lambda: bad(s, d))
     assert error_of(lambda: bad(s.npu(), d.npu())) == expected
+
+
+def test_sparse_gradient_accumulation_concatenates_on_device_like_cuda():
+    before = dict(torch.npu.fallback_counts())
+    grads = {}
+    for device in ("cpu", "npu"):
+        emb = torch.nn.Embedding(10, 3, sparse=True).to(device)
+        idx = torch.tensor([[1, 2, 3]], device=device)
+        emb(idx).sum().backward()
+        emb(idx).sum().backward()
+        grads[device] = emb.weight.grad
+    assert grads["npu"]._indices().shape == grads["cpu"]._indices().shape == (1, 6)
+    assert torch.equal(grads["npu"].to_dense().cpu(), grads["cpu"].to_dense())
+    hybrid = torch.sparse_coo_tensor(torch.tensor([[1, 2, 2]]), torch.ones(3, 3), (10, 3))
+    assert torch.equal(hybrid.npu().to_dense().cpu(), hybrid.to_dense())
+    assert torch.npu.fallback_counts().get("aten::add.out", 0) == before.get("aten::add.out", 0)  # on the stream

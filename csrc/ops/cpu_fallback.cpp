@@ -1,6 +1,7 @@
 #include "csrc/ops/cpu_fallback.h"
 
 #include <ATen/native/CPUFallback.h>
+#include <ATen/ops/_copy_from_and_resize.h>
 #include <torch/library.h>
 
 #include <atomic>
@@ -19,6 +20,75 @@ namespace {
 std::mutex g_mutex;
 std::map<std::string, int64_t> g_counts;
 std::atomic<bool> g_debug{false};
+
+// True when an argument the op writes is also passed as another argument
+// (sparse `add_` runs as add.out(self, self, other)).
+bool has_aliased_mutable_argument(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  const auto& arguments = op.schema().arguments();
+  const auto args = torch::jit::last(stack, arguments.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    const auto* info = arguments[i].alias_info();
+    if (info == nullptr || !info->isWrite() || !args[i].isTensor()) continue;
+    for (size_t j = 0; j < args.size(); ++j) {
+      if (j != i && args[j].isTensor() && args[j].toTensor().is_same(args[i].toTensor())) return true;
+    }
+  }
+  return false;
+}
+
+// at::native::cpu_fallback copies each argument to the host separately, so
+// `out` and `self` become two tensors and the CPU kernel no longer sees the
+// in-place call it was given; for sparse tensors that changes the result's
+// layout (ATen's in-place sparse add concatenates, its out-of-place one
+// merges). This fallback keeps one host copy per npu tensor.
+void aliased_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey cpu_key) {
+  const auto& schema = op.schema();
+  const size_t num_args = schema.arguments().size();
+  const size_t first = stack->size() - num_args;
+  std::vector<at::Tensor> originals(num_args);
+  std::vector<std::pair<c10::TensorImpl*, at::Tensor>> host_copies;
+  c10::Device device(c10::DeviceType::PrivateUse1);
+  for (size_t i = 0; i < num_args; ++i) {
+    c10::IValue& value = (*stack)[first + i];
+    if (!value.isTensor() || !value.toTensor().defined() || value.toTensor().is_cpu()) continue;
+    originals[i] = value.toTensor();
+    device = originals[i].device();
+    at::Tensor host;
+    for (const auto& [impl, copy] : host_copies) {
+      if (impl == originals[i].unsafeGetTensorImpl()) host = copy;
+    }
+    if (!host.defined()) {
+      host = originals[i].cpu();
+      host_copies.emplace_back(originals[i].unsafeGetTensorImpl(), host);
+    }
+    value = host;
+  }
+  std::vector<at::Tensor> hosts(num_args);
+  for (size_t i = 0; i < num_args; ++i) {
+    if (originals[i].defined()) hosts[i] = (*stack)[first + i].toTensor();
+  }
+  op.redispatchBoxed(c10::DispatchKeySet(cpu_key), stack);
+  for (size_t i = 0; i < num_args; ++i) {
+    const auto* info = schema.arguments()[i].alias_info();
+    if (info != nullptr && info->isWrite() && originals[i].defined()) at::_copy_from_and_resize(hosts[i], originals[i]);
+  }
+  const size_t num_returns = schema.returns().size();
+  const size_t returns_first = stack->size() - num_returns;
+  for (size_t r = 0; r < num_returns; ++r) {
+    c10::IValue& value = (*stack)[returns_first + r];
+    if (!value.isTensor()) continue;
+    const auto* info = schema.returns()[r].alias_info();
+    bool aliased = false;
+    for (size_t i = 0; info != nullptr && i < num_args && !aliased; ++i) {
+      const auto* arg_info = schema.arguments()[i].alias_info();
+      if (arg_info != nullptr && originals[i].defined() && arg_info->beforeSets() == info->beforeSets()) {
+        value = originals[i];  // the caller's tensor, as for in-place and out= ops
+        aliased = true;
+      }
+    }
+    if (!aliased && value.toTensor().defined()) value = value.toTensor().to(device);
+  }
+}
 
 }  // namespace
 
@@ -48,6 +118,10 @@ void npu_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, c
                "This may have performance implications.");
   } else if (g_debug.load(std::memory_order_relaxed)) {
     std::cerr << "[torch_npu] operator '" << name << "' falls back to the CPU\n";
+  }
+  if (cpu_key != c10::DispatchKey::CPU && has_aliased_mutable_argument(op, *stack)) {
+    aliased_cpu_fallback(op, stack, cpu_key);
+    return;
   }
   at::native::cpu_fallback(op, stack, /*error_on_views=*/false, cpu_key);
 }

@@ -10,9 +10,11 @@
 // work is queued on the stream like any other. The rest (coalescing, sparse
 // GEMMs, softmax: ATen's CPU loops) take the CPU fallback, which moves the
 // arguments to the host, runs the SparseCPU kernel and moves the results back
-// (announced once per op, as for dense ops without an npu kernel).
+// (announced once per op, as for dense ops without an npu kernel). add.out,
+// which gradient accumulation and sparse SGD run, has its own kernel.
 #include <ATen/ATen.h>
 #include <ATen/SparseCsrTensorImpl.h>
+#include <ATen/native/SparseTensorUtils.h>
 #include <torch/library.h>
 
 #include "csrc/ops/cpu_fallback.h"
@@ -60,9 +62,49 @@ void compressed_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* s
   npu_cpu_fallback(op, stack, c10::DispatchKey::SparseCsrCPU);
 }
 
+// add.out on sparse npu tensors, on the stream and as CUDA does it: sparse +
+// sparse concatenates the operands' indices and values (an uncoalesced
+// result, whatever the operands' layout in memory), dense + sparse
+// accumulates the values into the dense result with index_put_. ATen's
+// SparseCPU kernel would instead merge coalesced operands and run on the
+// host. Unusual calls (mixed dtypes, broadcasting, errors) keep the CPU
+// fallback, so they raise ATen's own messages.
+void add_out_sparse(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  auto args = torch::jit::last(*stack, 4);
+  const at::Tensor self = args[0].toTensor();
+  const at::Tensor other = args[1].toTensor();
+  const c10::Scalar alpha = args[2].toScalar();
+  at::Tensor out = args[3].toTensor();
+  const bool same_dtype = self.scalar_type() == other.scalar_type() && out.scalar_type() == self.scalar_type();
+  const bool same_shape = self.sizes().equals(other.sizes());
+  if (same_dtype && same_shape && self.is_sparse() && other.is_sparse() && out.is_sparse() &&
+      self.sparse_dim() == other.sparse_dim() && self.dense_dim() == other.dense_dim()) {
+    at::Tensor values = at::cat({self._values(), other._values().mul(alpha)}, 0);
+    at::Tensor indices = at::cat({self._indices(), other._indices()}, 1);
+    if (!out.is_same(self)) out.sparse_resize_(self.sizes(), self.sparse_dim(), self.dense_dim());
+    at::sparse::get_sparse_impl(out)->set_indices_and_values_unsafe(indices, values);
+    out._coalesced_(false);
+  } else if (same_dtype && same_shape && !self.is_sparse() && other.is_sparse() && !out.is_sparse() &&
+             out.sizes().equals(self.sizes())) {
+    if (!out.is_same(self)) out.copy_(self);
+    if (other._nnz() > 0) {
+      const at::Tensor indices = other._indices();
+      c10::List<std::optional<at::Tensor>> index;
+      for (int64_t d = 0; d < other.sparse_dim(); ++d) index.push_back(indices.select(0, d));
+      out.index_put_(index, other._values().mul(alpha), /*accumulate=*/true);
+    }
+  } else {
+    coo_cpu_fallback(op, stack);
+    return;
+  }
+  torch::jit::drop(*stack, 4);
+  stack->emplace_back(out);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
+  m.impl("add.out", torch::CppFunction::makeFromBoxedFunction<&add_out_sparse>());
   for (const char* name : kGenericSparseCooOps) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&run_generic_coo_kernel>());
   }
