@@ -5,6 +5,8 @@ docs/fused_ops.md for what each computes and where vNPU differs from the
 Ascend kernels.
 """
 
+from typing import Optional, Tuple, Union
+
 import torch
 
 from torch_npu.op_plugin import activation, attention, moe, norm, optimizer, rotary  # noqa: F401
@@ -34,9 +36,23 @@ def npu_apply_adam_w(beta1_power, beta2_power, lr, weight_decay, beta1, beta2, e
                                               max_grad_norm, amsgrad, maximize, var=var, m=m, v=v)
 
 
+def npu_bert_apply_adam(lr: Union[float, int], beta1: Union[float, int], beta2: Union[float, int],
+                        epsilon: Union[float, int], grad: torch.Tensor, max_grad_norm: Union[float, int],
+                        global_grad_norm: Union[float, int], weight_decay: Union[float, int],
+                        step_size: Optional[Union[float, int]] = None, adam_mode: int = 0, *,
+                        out: Tuple[torch.Tensor, torch.Tensor, torch.Tensor]):
+    """torch_npu.npu_bert_apply_adam(..., out=(var, m, v)): updates the three in
+    place. Annotated so that torch.jit.script compiles it (real torch_npu's
+    tests script and trace it)."""
+    var, m, v = out
+    return torch.ops.npu.npu_bert_apply_adam(lr, beta1, beta2, epsilon, grad, max_grad_norm, global_grad_norm,
+                                             weight_decay, step_size, adam_mode, var=var, m=m, v=v)
+
+
 def exports():
     """{name: callable} of every fused op torch_npu re-exports."""
     names = {name: getattr(torch.ops.npu, name) for name in EXPORTED}
     names["npu_grouped_matmul"] = npu_grouped_matmul
     names["npu_apply_adam_w"] = npu_apply_adam_w
+    names["npu_bert_apply_adam"] = npu_bert_apply_adam
     return names
