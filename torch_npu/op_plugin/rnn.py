@@ -1,4 +1,4 @@
-"""The DynamicRNN-style recurrent operators: npu_lstm and npu_gru.
+"""The DynamicRNN-style recurrent operators: npu_lstm, npu_lstm_cell and npu_gru.
 
 One layer, one direction, every time step returned. Weights are packed as
 the Ascend kernels take them, transposed against torch's:
@@ -8,6 +8,9 @@ the Ascend kernels take them, transposed against torch's:
   one bias (torch's b_ih, with b_hh = 0). Returns (y, h, c, i, j, f, o, tanhc),
   each (T, B, hidden): the outputs, hidden and cell states of every step, the
   input / candidate (j = tanh(g)) / forget / output gates and tanh(c).
+- npu_lstm_cell: one step of npu_lstm, with ``w_ih`` (input_size, 4 * hidden)
+  = W_ih^T and ``w_hh`` (hidden, 4 * hidden) = W_hh^T separate and torch's two
+  optional biases; the same eight outputs, each (B, hidden).
 - npu_gru: ``weight_input`` (input_size, 3 * hidden) = W_ih^T and
   ``weight_hidden`` (hidden, 3 * hidden) = W_hh^T, gates (r, z, n) as torch;
   returns (y, output_h, update, reset, new, hidden_new), each (T, B, hidden):
@@ -86,6 +89,30 @@ def npu_lstm(x, weight, bias, seq_mask, h, c, has_biases, num_layers, dropout, t
     return (y, y.clone(), *(_out(outs[k], batch_first) for k in ("c", "i", "j", "f", "o", "tanhc")))
 
 
+def npu_lstm_cell(x, w_ih, w_hh, h, c, b_ih=None, b_hh=None):
+    fn = "npu_lstm_cell"
+    check(x.dim() == 2, f"{fn}: input should be (batch, input_size), got shape {list(x.shape)}.")
+    check(w_ih.dim() == 2 and w_ih.shape[1] % 4 == 0 and w_ih.shape[0] == x.shape[1],
+          f"{fn}: w_ih should be (input_size={x.shape[1]}, 4 * hidden), got {list(w_ih.shape)}.")
+    hidden = w_ih.shape[1] // 4
+    check(list(w_hh.shape) == [hidden, 4 * hidden],
+          f"{fn}: w_hh should be (hidden, 4 * hidden) = {[hidden, 4 * hidden]}, got {list(w_hh.shape)}.")
+    for name, t in (("h", h), ("c", c)):
+        check(list(t.shape) == [x.shape[0], hidden],
+              f"{fn}: {name} should be (batch, hidden) = {[x.shape[0], hidden]}, got {list(t.shape)}.")
+    gates = torch.matmul(x, w_ih) + torch.matmul(h, w_hh)
+    for b in (b_ih, b_hh):
+        if b is not None:
+            check(list(b.shape) == [4 * hidden], f"{fn}: biases should be (4 * hidden,), got {list(b.shape)}.")
+            gates = gates + b
+    i, f, g, o = gates.chunk(4, dim=-1)
+    i, f, j, o = torch.sigmoid(i), torch.sigmoid(f), torch.tanh(g), torch.sigmoid(o)
+    c_out = f * c + i * j
+    tanhc = torch.tanh(c_out)
+    h_out = o * tanhc
+    return h_out, h_out.clone(), c_out, i, j, f, o, tanhc
+
+
 def npu_gru(x, hx, weight_input, weight_hidden, bias_input, bias_hidden, seq_length, has_biases, num_layers,
             dropout, train, bidirectional, batch_first):
     fn = "npu_gru"
@@ -122,6 +149,8 @@ def npu_gru(x, hx, weight_input, weight_hidden, bias_input, bias_hidden, seq_len
 define("npu_lstm(Tensor input, Tensor weight, Tensor bias, Tensor seq_mask, Tensor h, Tensor c, bool has_biases, "
        "int num_layers, float dropout, bool train, bool bidirectional, bool batch_first, bool flag_seq, "
        "bool direction) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)", npu_lstm)
+define("npu_lstm_cell(Tensor input, Tensor w_ih, Tensor w_hh, Tensor h, Tensor c, Tensor? b_ih=None, "
+       "Tensor? b_hh=None) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)", npu_lstm_cell)
 define("npu_gru(Tensor input, Tensor hx, Tensor weight_input, Tensor weight_hidden, Tensor bias_input, "
        "Tensor bias_hidden, Tensor seq_length, bool has_biases, int num_layers, float dropout, bool train, "
        "bool bidirectional, bool batch_first) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)", npu_gru)
