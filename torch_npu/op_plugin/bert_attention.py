@@ -7,8 +7,10 @@ chains them:
 
 - layernorm_qkv_fwd: ``norm = LayerNorm(x)``; q, k, v = ``norm @ kernel + bias``
   (kernels (H, H), input-major), each viewed (B, S, N, D) and permuted to
-  (B, N, S, D). Returns [norm, q, k, v, mean, variance], mean and (biased)
-  variance per row, (B * S,).
+  (B, N, S, D). Returns [norm, q, k, v, mean, variance]: the per-row mean
+  (B * S, 1), as native_layer_norm returns it, and the biased variance
+  (B * S,), as torch.var returns it; real torch_npu's test compares the two
+  with exactly those, shapes included.
 - score_fwd: ``probs = softmax(q k^T * scale + mask)``, dropped out with
   keep_prob, ``context = probs v`` permuted back to (B * S, N * D). Returns
   (context, probs before dropout, drop_mask), the mask one uint8 keep flag per
@@ -40,7 +42,7 @@ def npu_fused_attention_layernorm_qkv_fwd(x, kernel_query, kernel_key, kernel_va
         check(k.dim() == 2 and k.shape[0] == hidden,
               f"{fn}: {name} should be (hidden={hidden}, out), got {list(k.shape)}.")
     norm, _, _ = torch.native_layer_norm(x, [hidden], gamma, beta, eps)
-    mean = x.float().mean(-1).to(x.dtype)
+    mean = x.float().mean(-1, keepdim=True).to(x.dtype)
     variance = x.float().var(-1, unbiased=False).to(x.dtype)
     layers = []
     for kernel, bias in ((kernel_query, bias_query), (kernel_key, bias_key), (kernel_value, bias_value)):
