@@ -278,3 +278,28 @@ def test_quant_scatter_bad_input():
         torch_npu.npu_quant_scatter(x, indices, updates, torch.ones(16).npu(), None, -2, -1)
     with pytest.raises(RuntimeError, match="self should be int8"):
         torch_npu.npu_quant_scatter(x.float(), indices, updates, scales, None, -2, -1)
+
+
+def test_in_place_scatters_functionalize_and_compile():
+    """Real torch_npu's test_functionalization: the in-place form becomes its functional form + copy_."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def nd(var, indices, updates):
+        return torch_npu.npu_scatter_nd_update_(var, indices, updates)
+
+    def quant(var, indices, updates, scales):
+        return torch.ops.npu.npu_quant_scatter_(var, indices, updates, scales, None, -2, -1, "update")
+
+    cases = [(nd, (randn(24, 16, seed=1), torch.tensor([[3], [7], [20]], dtype=torch.int32), randn(3, 16, seed=2))),
+             (quant, (torch.zeros(2, 4, 32, dtype=torch.int8), torch.tensor([1, 2], dtype=torch.int32),
+                      randn(2, 1, 32, seed=3) * 20, torch.rand(32, generator=gen(4)) + 0.5))]
+    for fn, cpu_args in cases:
+        expected = cpu_args[0].clone()
+        fn(expected, *cpu_args[1:])
+        args = [t.npu() for t in cpu_args]
+        code = make_fx(torch.func.functionalize(fn))(args[0].clone(), *args[1:]).code
+        assert "aten.copy_" in code and "npu_scatter_nd_update_" not in code and "npu_quant_scatter_" not in code
+        for run in (torch.func.functionalize(fn), torch.compile(fn, backend="aot_eager")):
+            var = args[0].clone()
+            run(var, *args[1:])
+            assert torch.equal(var.cpu(), expected)

@@ -15,12 +15,16 @@
   torch_npu's npu_quantize convention and is documented in docs/fused_ops.md.
 
 The out-of-place forms clone the input; the ``_`` forms write in place and
-return it.
+return it. Functionalization (torch.func.functionalize, torch.compile) cannot
+take a custom operator returning an alias of its input, so each ``_`` form
+also has a Functionalize kernel: the out-of-place form, then ``copy_`` into
+the input, the graph real torch_npu's test_functionalization expects (there
+with the npu operator kept whole; here decomposed into its ATen operators).
 """
 
 import torch
 
-from torch_npu.op_plugin._library import check, define
+from torch_npu.op_plugin._library import _LIB, check, define
 
 
 def _nd_index(fn, x, indices, updates):
@@ -110,3 +114,16 @@ _QUANT_ARGS = ("Tensor indices, Tensor updates, Tensor quant_scales, Tensor? qua
                "int quant_axis=1, str reduce='update'")
 define(f"npu_quant_scatter(Tensor self, {_QUANT_ARGS}) -> Tensor", npu_quant_scatter)
 define(f"npu_quant_scatter_(Tensor(a!) self, {_QUANT_ARGS}) -> Tensor(a!)", npu_quant_scatter_)
+
+
+def _functionalized_inplace(functional):
+    """A Functionalize kernel for an in-place op: its functional form, then copy_ into self."""
+    def kernel(x, *args, **kwargs):
+        x.copy_(functional(x, *args, **kwargs))
+        return x
+    return kernel
+
+
+_LIB.impl("npu_scatter_nd_update_", _functionalized_inplace(torch.ops.npu.npu_scatter_nd_update.default),
+          "Functionalize")
+_LIB.impl("npu_quant_scatter_", _functionalized_inplace(torch.ops.npu.npu_quant_scatter.default), "Functionalize")
