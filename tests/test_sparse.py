@@ -268,3 +268,26 @@ def test_sparse_gradient_accumulation_concatenates_on_device_like_cuda():
     hybrid = torch.sparse_coo_tensor(torch.tensor([[1, 2, 2]]), torch.ones(3, 3), (10, 3))
     assert torch.equal(hybrid.npu().to_dense().cpu(), hybrid.to_dense())
     assert torch.npu.fallback_counts().get("aten::add.out", 0) == before.get("aten::add.out", 0)  # on the stream
+
+
+@pytest.mark.parametrize("case", ["bool", "scalar_sparse", "int_float_alpha", "int_alpha", "float_alpha"])
+def test_sparse_add_edge_cases_match_cpu(case):
+    base = torch.sparse_coo_tensor(torch.tensor([[0, 2, 2]]), torch.tensor([1, 2, 3]), (4,))
+    calls = {
+        "bool": lambda s: torch.add(s.bool(), s.bool()),
+        "scalar_sparse": lambda s: torch.add(torch.ones((), device=s.device), torch.tensor(2.0).to(s.device).to_sparse()),
+        "int_float_alpha": lambda s: torch.add(s, s, alpha=0.5),
+        "int_alpha": lambda s: torch.add(torch.zeros(4, dtype=torch.long, device=s.device), s, alpha=3),
+        "float_alpha": lambda s: torch.add(s.float(), s.float(), alpha=-0.5),
+    }
+    results = []
+    for device in ("cpu", "npu"):
+        try:
+            results.append(("ok", dense(calls[case](base.to(device)))))
+        except RuntimeError as e:
+            results.append(("error", str(e)))
+    assert results[1][0] == results[0][0]
+    if results[0][0] == "ok":
+        assert torch.equal(results[1][1], results[0][1])
+    else:
+        assert results[1][1] == results[0][1]

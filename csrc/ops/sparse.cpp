@@ -75,23 +75,29 @@ void add_out_sparse(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::j
   const at::Tensor other = args[1].toTensor();
   const c10::Scalar alpha = args[2].toScalar();
   at::Tensor out = args[3].toTensor();
-  const bool same_dtype = self.scalar_type() == other.scalar_type() && out.scalar_type() == self.scalar_type();
+  // Bool adds are logical ors, which neither concatenation nor index_put_ gives.
+  const bool same_dtype = self.scalar_type() == other.scalar_type() && out.scalar_type() == self.scalar_type() &&
+                          self.scalar_type() != at::kBool &&
+                          // alpha ATen refuses for the dtype: its message comes from the fallback
+                          !(c10::isIntegralType(self.scalar_type(), true) && !alpha.isIntegral(false)) &&
+                          !(alpha.isComplex() && !c10::isComplexType(self.scalar_type()));
   const bool same_shape = self.sizes().equals(other.sizes());
   if (same_dtype && same_shape && self.is_sparse() && other.is_sparse() && out.is_sparse() &&
       self.sparse_dim() == other.sparse_dim() && self.dense_dim() == other.dense_dim()) {
-    at::Tensor values = at::cat({self._values(), other._values().mul(alpha)}, 0);
+    const at::Tensor scaled = alpha.equal(1) ? other._values() : other._values().mul(alpha);
+    at::Tensor values = at::cat({self._values(), scaled}, 0);
     at::Tensor indices = at::cat({self._indices(), other._indices()}, 1);
     if (!out.is_same(self)) out.sparse_resize_(self.sizes(), self.sparse_dim(), self.dense_dim());
     at::sparse::get_sparse_impl(out)->set_indices_and_values_unsafe(indices, values);
     out._coalesced_(false);
   } else if (same_dtype && same_shape && !self.is_sparse() && other.is_sparse() && !out.is_sparse() &&
-             out.sizes().equals(self.sizes())) {
+             other.sparse_dim() > 0 && out.sizes().equals(self.sizes())) {
     if (!out.is_same(self)) out.copy_(self);
     if (other._nnz() > 0) {
       const at::Tensor indices = other._indices();
       c10::List<std::optional<at::Tensor>> index;
       for (int64_t d = 0; d < other.sparse_dim(); ++d) index.push_back(indices.select(0, d));
-      out.index_put_(index, other._values().mul(alpha), /*accumulate=*/true);
+      out.index_put_(index, alpha.equal(1) ? other._values() : other._values().mul(alpha), /*accumulate=*/true);
     }
   } else {
     coo_cpu_fallback(op, stack);
