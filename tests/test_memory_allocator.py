@@ -402,7 +402,11 @@ for i, which in enumerate(order):
         peak_reserved = max(peak_reserved, torch.npu.memory_reserved())
 settle()
 peak_reserved = max(peak_reserved, torch.npu.memory_reserved())
-assert peak_reserved == warm_reserved, (warm_reserved, peak_reserved)
+# Frees of blocks a queued task still holds reach the allocator when the
+# worker finishes that task, so where a later block lands depends on timing:
+# about one run in ten takes one small-pool segment (2 MiB) more, once. A
+# leak or fragmentation growth would take one per few steps over 1000 steps.
+assert peak_reserved <= warm_reserved + 2 * 1024 * 1024, (warm_reserved, peak_reserved)
 del loss
 settle()
 assert torch.npu.memory_allocated() == allocated  # parameters and optimizer state only
