@@ -44,6 +44,9 @@ from torch_npu import utils  # noqa: E402,F401
 from torch_npu.utils.combine_tensors import get_storage_size, npu_change_data_ptr  # noqa: E402,F401
 
 from torch_npu import _ascend_semantics  # noqa: E402,F401  (one_hot on int32, as on Ascend)
+from torch_npu import _deprecated_patches  # noqa: E402
+
+_deprecated_patches.install()  # torch.nn.DropoutWithByteMask, as torch_npu patches it
 from torch_npu import _client_names  # noqa: E402
 from torch_npu import optim  # noqa: E402,F401
 
