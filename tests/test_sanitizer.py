@@ -67,8 +67,10 @@ def test_write_after_read_on_another_stream_is_a_race(sanitizer):
     error = only_error(raised)
     assert error.current_access.type is csan.AccessType.WRITE
     assert error.previous_access.stream == key(side)
+    # The sanitizer reports after the launch, as CUDA's does: the race really
+    # ran, so y is 2 or 0 depending on which worker went first.
     torch.npu.synchronize()
-    assert torch.equal(y.cpu(), torch.full((N,), 2.0))
+    assert set(y.cpu().unique().tolist()) <= {0.0, 2.0}
 
 
 def test_writes_on_two_streams_race(sanitizer):
