@@ -9,6 +9,8 @@ source device's broadcast output is the input itself, and gather to device
 -1 gathers on the CPU. Devices are npu indices.
 """
 
+import contextlib
+
 import torch
 
 __all__ = ["broadcast", "broadcast_out", "broadcast_coalesced", "scatter", "scatter_out", "gather", "gather_out"]
@@ -69,7 +71,7 @@ def _chunks(tensor, count, chunk_sizes, dim):
 def _stream_context(streams, i):
     if streams and streams[i] is not None:
         return torch.npu.stream(streams[i])
-    return torch.npu.device(torch.npu.current_device())  # a no-op context
+    return contextlib.nullcontext()
 
 
 def scatter(tensor, devices, chunk_sizes=None, dim=0, streams=None):
