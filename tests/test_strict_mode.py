@@ -79,6 +79,51 @@ def test_backward_ops_are_checked_too(strict):
     assert w.grad is not None
 
 
+def test_ops_real_torch_npu_implements_are_checked_as_themselves_in_every_mode_and_thread(strict):
+    x = torch.randn(8, 8, device="npu", dtype=torch.float64)
+    # matmul decomposes here; the chip runs aclnnMatmul, so it is matmul that refuses.
+    with torch.inference_mode():  # autograd's keys excluded: the backend-level wrapper sees it
+        with pytest.raises(RuntimeError, match=r"aclnnMatmul failed.*aten::matmul.*DT_DOUBLE"):
+            x @ x
+    # Process-wide: an op launched by another thread is checked too.
+    import threading
+    errors = []
+
+    def other_thread():
+        try:
+            torch.mm(x, x)
+        except RuntimeError as e:
+            errors.append(str(e))
+    t = threading.Thread(target=other_thread)
+    t.start()
+    t.join(60)
+    assert len(errors) == 1 and "call aclnnMm failed" in errors[0]
+
+
+def test_wrapped_composites_keep_their_gradients_and_are_unwrapped_when_off():
+    torch.manual_seed(0)
+    w1, w2 = torch.randn(8, 16, device="npu", requires_grad=True), torch.randn(16, 4, device="npu", requires_grad=True)
+    x = torch.randn(2, 5, 8, device="npu")
+
+    def grads():  # matmul: a composite here, real torch_npu's kernel there
+        w1.grad = w2.grad = None
+        torch.nn.functional.gelu(x @ w1).matmul(w2).square().sum().backward()
+        return [w1.grad.cpu(), w2.grad.cpu()]
+
+    expected = grads()
+    torch.npu.set_check_mode(True)
+    try:
+        assert torch._C._dispatch_has_kernel_for_dispatch_key("aten::matmul", "AutogradPrivateUse1")  # wrapped
+        strict = grads()
+    finally:
+        torch.npu.set_check_mode(False)
+    for a, b in zip(expected, strict):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    # Off: the dispatcher is as it was (no wrapper left behind).
+    assert not torch._C._dispatch_has_kernel_for_dispatch_key("aten::matmul", "AutogradPrivateUse1")
+    assert not torch._C._dispatch_has_kernel_for_dispatch_key("aten::matmul", "PrivateUse1")
+
+
 @pytest.mark.parametrize("chip, bf16", [("Ascend910B2", True), ("Ascend310P3", False), ("Ascend910A", False)])
 def test_per_chip_tables(chip, bf16):
     code = """

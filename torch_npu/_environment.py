@@ -23,7 +23,7 @@ _OTHER_LAYERS = (
      "torch_npu.profiler's: with it, `tensorboard_trace_handler()` without a `dir_name` writes under "
      "`$ASCEND_WORK_PATH/profiling_data` (else under the current folder)"),
     ("VNPU_CHECK_MODE", "0",
-     "1: strict chip mode for the whole run (`torch.npu.set_check_mode(True)` at import, for the main thread), "
+     "1: strict chip mode for the whole run (`torch.npu.set_check_mode(True)` at import), "
      "with its findings printed at exit (docs/strict_mode.md)"),
     ("TORCH_NPU_SANITIZER", "unset",
      "set (to anything but 0): the NPU Sanitizer for the whole run (`torch_npu.npu._sanitizer.enable_npu_sanitizer()` "

@@ -18,6 +18,7 @@
 #include "csrc/ops/cpu_allocation_scope.h"
 #include "csrc/ops/launch.h"
 #include "csrc/ops/op_policy.h"
+#include "csrc/ops/strict_mode.h"
 #include "csrc/ops/sync_kernel.h"
 
 namespace torch_npu {
@@ -135,6 +136,7 @@ void launch_redispatch(const c10::OperatorHandle& op, c10::DeviceIndex device, K
 }
 
 void async_boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+  StrictOpScope strict_op(op);  // its launches are checked as op's
   normalize_optional_tensor_lists(op, stack);
   const OpPolicy& policy = policy_of(op);
   const auto& schema = op.schema();

@@ -94,7 +94,7 @@ void aliased_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stac
 
 void npu_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey cpu_key) {
   normalize_optional_tensor_lists(op, stack);
-  check_strict_mode(npu_dtypes_of(torch::jit::last(*stack, op.schema().arguments().size())));
+  check_strict_mode(op, npu_dtypes_of(torch::jit::last(*stack, op.schema().arguments().size())));
   const std::string name = c10::toString(op.operator_name());
   NPU_CHECK_WITH(NotImplementedError, ErrCode::kNotSupport, !vnpu::environment().fallback_cpu_disable,
                  "The operator '", name, "' is not currently supported on the NPU backend, and the CPU "

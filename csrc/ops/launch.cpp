@@ -54,7 +54,7 @@ thread_local std::unordered_set<uint64_t> t_validated;
 
 void submit_kernel(c10::DeviceIndex device, uint64_t signature, KernelTaskBase& task,
                    const vnpu::ErasedCallable& callable) {
-  check_strict_mode(last_launch_npu_dtypes());
+  check_strict_mode(task.op, last_launch_npu_dtypes());
   check_not_forked();
   vnpu::Stream& stream = current_runtime_stream(device);
   const uint64_t key = validation_key(task.op, signature);
@@ -73,7 +73,7 @@ void submit_kernel(c10::DeviceIndex device, uint64_t signature, KernelTaskBase& 
 }
 
 void submit_queued_kernel(c10::DeviceIndex device, KernelTaskBase& task, const vnpu::ErasedCallable& callable) {
-  check_strict_mode(last_launch_npu_dtypes());
+  // Collectives only (no aten op, nothing strict mode checks).
   check_not_forked();
   vnpu::Stream& stream = current_runtime_stream(device);
   with_torch_errors([&] { stream.enqueue_erased(vnpu::TaskKind::kKernel, task.op, callable); });

@@ -77,7 +77,9 @@ void submit_kernel(c10::DeviceIndex device, uint64_t signature, KernelTaskBase& 
 // the caller (a collective waits for its peers on the stream).
 void submit_queued_kernel(c10::DeviceIndex device, KernelTaskBase& task, const vnpu::ErasedCallable& callable);
 
-// Enqueues `fn` on the current stream of `device`; `outputs` are what it
+// Enqueues `fn` on the current stream of `device`; `op` names it: the aten
+// op it runs ("relu", "add.Tensor") or a task name, as a string that lives as
+// long as the process (strict mode keys on its address); `outputs` are what it
 // writes (poisoned if it fails on the stream). A task must fit a queue slot
 // (checked at compile time) unless the kernel says it may be boxed
 // (kMayBox: a few rare kernels with many tensor arguments).

@@ -1,8 +1,8 @@
 #include "csrc/ops/strict_mode.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <ATen/record_function.h>
 #include <c10/core/ScalarType.h>
+#include <torch/library.h>
 
 #include <map>
 #include <memory>
@@ -20,6 +20,13 @@ std::atomic<bool> g_strict_any{false};
 
 namespace {
 
+// The kernels an op real torch_npu implements ran under before strict mode
+// wrapped it (its ATen composite, or the CPU fallback), per dispatch key.
+struct WrappedKernels {
+  std::optional<c10::SafeKernelFunction> autograd;  // at AutogradPrivateUse1
+  std::optional<c10::SafeKernelFunction> backend;   // at PrivateUse1
+};
+
 struct Config {
   std::unordered_set<std::string> native;  // "aten::name.overload" and "aten::name"
   std::unordered_map<std::string, std::pair<uint64_t, std::string>> rules;  // by "aten::name": rejected mask, list
@@ -30,7 +37,12 @@ std::mutex g_mutex;
 std::shared_ptr<const Config> g_config;           // guarded by g_mutex
 std::map<std::string, StrictFinding> g_findings;  // guarded by g_mutex; key: op + kind
 std::atomic<uint64_t> g_generation{0};            // bumped at each set_strict_mode
-thread_local std::optional<at::CallbackHandle> t_callback;
+
+// Wrapped ops, by their OperatorName (the dispatcher's own, so the address is
+// stable). Entries are added, never removed, so a pointer into the map stays
+// valid without the lock. Guarded by g_mutex.
+std::unordered_map<const c10::OperatorName*, WrappedKernels> g_wrapped;
+std::unique_ptr<torch::Library> g_wrapper_library;  // while strict mode is on; guarded by g_mutex
 
 // What one operator needs checking for, decided once per operator.
 struct Decision {
@@ -38,80 +50,81 @@ struct Decision {
   bool fallback = false;          // real torch_npu has no npu kernel
   uint64_t rejected = 0;          // 1 << ScalarType of the dtypes the chip refuses
   const std::string* supported = nullptr;
+  const WrappedKernels* wrapped = nullptr;  // its wrapper's kernels, if strict mode wrapped it
   std::string full_name;
 };
 
-// The aten ops this thread is inside (innermost last), and the outermost
-// native composite among them.
-thread_local std::vector<const Decision*> t_ops;
-thread_local const Decision* t_composite = nullptr;
-thread_local size_t t_composite_depth = 0;  // t_ops.size() when it began
+// One thread's view: one thread_local, so one TLS lookup per check.
+struct ThreadState {
+  const c10::OperatorHandle* boxed_op = nullptr;  // the StrictOpScope's op
+  const Decision* composite = nullptr;            // the outermost wrapped op this thread is inside
+  uint64_t generation = ~uint64_t{0};
+  std::shared_ptr<const Config> config;           // g_config as of `generation`
+  std::unordered_map<const void*, const Decision*> by_name;               // hand-written launch names
+  std::unordered_map<const c10::OperatorName*, Decision> by_op;
+};
 
-// The current config, cached per thread: no lock per op.
-const Config* config() {
-  thread_local uint64_t generation = ~uint64_t{0};
-  thread_local std::shared_ptr<const Config> cached;
+ThreadState& state() {
+  thread_local ThreadState t;
+  return t;
+}
+
+// The current config, cached per thread: no lock per op. Null when off.
+const Config* config(ThreadState& t) {
   const uint64_t now = g_generation.load(std::memory_order_acquire);
-  if (generation != now) {
+  if (t.generation != now) {
     std::lock_guard<std::mutex> lock(g_mutex);
-    cached = g_config;
-    generation = now;
+    t.config = g_config;
+    t.generation = now;
+    t.by_name.clear();
+    t.by_op.clear();
   }
-  return cached.get();
+  return t.config.get();
 }
 
-bool has_npu_kernel(const c10::OperatorName& name) {
-  auto handle = c10::Dispatcher::singleton().findOp(name);
-  return handle.has_value() && handle->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1);
-}
-
-const Decision* decide(const at::RecordFunction& fn, const Config& cfg) {
-  thread_local std::unordered_map<const void*, Decision> cache;
-  thread_local uint64_t cached_for = ~uint64_t{0};
-  const uint64_t generation = g_generation.load(std::memory_order_relaxed);
-  if (cached_for != generation) {
-    cache.clear();
-    cached_for = generation;
-  }
-  auto it = cache.find(fn.name());
-  if (it != cache.end()) return &it->second;
+const Decision& decide(ThreadState& t, const Config& cfg, const c10::OperatorName& name) {
+  auto it = t.by_op.find(&name);
+  if (it != t.by_op.end()) return it->second;
   Decision d;
-  if (auto name = fn.operator_name()) {
-    d.full_name = name->overload_name.empty() ? name->name : name->name + "." + name->overload_name;
-    if (name->name.rfind("aten::", 0) == 0) {
-      const bool native = cfg.native.count(d.full_name) > 0 || cfg.native.count(name->name) > 0;
-      if (has_npu_kernel(*name)) {
-        d.fallback = !native;
-      } else {
-        d.native_composite = native;
-      }
+  d.full_name = name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+  if (name.name.rfind("aten::", 0) == 0) {
+    const bool native = cfg.native.count(d.full_name) > 0 || cfg.native.count(name.name) > 0;
+    {
+      std::lock_guard<std::mutex> lock(g_mutex);
+      auto wrapped = g_wrapped.find(&name);
+      if (wrapped != g_wrapped.end()) d.wrapped = &wrapped->second;
     }
-    auto rule = cfg.rules.find(name->name);
-    if (rule != cfg.rules.end()) {
-      d.rejected = rule->second.first;
-      d.supported = &rule->second.second;
+    auto handle = c10::Dispatcher::singleton().findOp(name);
+    const bool npu_kernel = d.wrapped == nullptr && handle.has_value() &&
+                            handle->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1);
+    if (npu_kernel) {
+      d.fallback = !native;
+    } else {
+      d.native_composite = native;
     }
   }
-  return &cache.emplace(fn.name(), std::move(d)).first->second;
-}
-
-std::unique_ptr<at::ObserverContext> on_op(const at::RecordFunction& fn) {
-  const Config* cfg = config();
-  const Decision* d = cfg != nullptr ? decide(fn, *cfg) : nullptr;
-  t_ops.push_back(d);
-  if (d != nullptr && d->native_composite && t_composite == nullptr) {
-    t_composite = d;
-    t_composite_depth = t_ops.size();
+  auto rule = cfg.rules.find(name.name);
+  if (rule != cfg.rules.end()) {
+    d.rejected = rule->second.first;
+    d.supported = &rule->second.second;
   }
-  return nullptr;
+  return t.by_op.emplace(&name, std::move(d)).first->second;
 }
 
-void on_op_end(const at::RecordFunction&, at::ObserverContext*) {
-  if (t_ops.empty()) return;  // began before strict mode was turned on
-  if (t_composite != nullptr && t_ops.size() == t_composite_depth) t_composite = nullptr;
-  t_ops.pop_back();
+// A hand-written kernel's launch name ("relu", "add.Tensor", a string
+// literal, so its address names it) as the aten op it is.
+const Decision* decide(ThreadState& t, const Config& cfg, const char* launch_name) {
+  auto it = t.by_name.find(launch_name);
+  if (it != t.by_name.end()) return it->second;
+  const Decision* d = nullptr;
+  std::string name = launch_name;
+  if (name.find("::") == std::string::npos) name = "aten::" + name;
+  const size_t dot = name.find('.');
+  c10::OperatorName op_name(name.substr(0, dot), dot == std::string::npos ? "" : name.substr(dot + 1));
+  if (auto handle = c10::Dispatcher::singleton().findOp(op_name)) d = &decide(t, cfg, handle->operator_name());
+  t.by_name.emplace(launch_name, d);
+  return d;
 }
-
 bool record(const std::string& op, const char* kind, const std::string& detail) {
   std::lock_guard<std::mutex> lock(g_mutex);
   StrictFinding& f = g_findings[op + "|" + kind];
@@ -164,12 +177,10 @@ uint64_t npu_dtypes_of(c10::ArrayRef<c10::IValue> args) {
   return mask;
 }
 
-void strict_check_launch(uint64_t npu_dtypes) {
-  if (t_ops.empty()) return;
-  const Decision* d = t_composite != nullptr ? t_composite : t_ops.back();
-  if (d == nullptr) return;
-  const Config* cfg = config();
-  if (cfg == nullptr) return;
+namespace {
+
+void check_launch(const Decision* d, const Config* cfg, uint64_t npu_dtypes) {
+  if (d == nullptr || cfg == nullptr) return;
   if (const uint64_t bad = d->rejected & npu_dtypes) {
     const auto dtype = static_cast<c10::ScalarType>(__builtin_ctzll(bad));
     std::string kernel = d->full_name.substr(6, d->full_name.find('.') == std::string::npos
@@ -197,38 +208,128 @@ void strict_check_launch(uint64_t npu_dtypes) {
   }
 }
 
-void set_strict_mode(bool enabled, const std::vector<std::string>& native_ops, const std::vector<StrictRule>& rules,
-                     const std::string& chip) {
-  if (t_callback.has_value()) {
-    at::removeCallback(*t_callback);
-    t_callback.reset();
+}  // namespace
+
+void strict_check_launch(const char* op_name, uint64_t npu_dtypes) {
+  ThreadState& t = state();
+  const Config* cfg = config(t);
+  if (cfg == nullptr) return;
+  const Decision* d = t.composite;
+  if (d == nullptr) {
+    d = t.boxed_op != nullptr ? &decide(t, *cfg, t.boxed_op->operator_name()) : decide(t, *cfg, op_name);
   }
-  t_ops.clear();
-  t_composite = nullptr;
-  if (!enabled) {
-    g_strict_any = false;
+  check_launch(d, cfg, npu_dtypes);
+}
+
+void strict_check_op(const c10::OperatorHandle& op, uint64_t npu_dtypes) {
+  ThreadState& t = state();
+  const Config* cfg = config(t);
+  if (cfg == nullptr) return;
+  check_launch(t.composite != nullptr ? t.composite : &decide(t, *cfg, op.operator_name()), cfg, npu_dtypes);
+}
+
+void StrictOpScope::enter(const c10::OperatorHandle& op) {
+  ThreadState& t = state();
+  previous_ = t.boxed_op;
+  t.boxed_op = &op;
+  entered_ = true;
+}
+
+void StrictOpScope::leave() { state().boxed_op = previous_; }
+
+namespace {
+
+// The wrapper of an op real torch_npu implements and vNPU decomposes: the
+// thread is inside it while its composite (or the CPU fallback) runs.
+template <bool kAutograd>
+void wrapped_op_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+  ThreadState& t = state();
+  const Config* cfg = config(t);
+  const Decision* d = cfg != nullptr ? &decide(t, *cfg, op.operator_name()) : nullptr;
+  const WrappedKernels* kernels = d != nullptr ? d->wrapped : nullptr;
+  if (kernels == nullptr) {  // strict mode is being turned off on another thread
+    std::lock_guard<std::mutex> lock(g_mutex);
+    kernels = &g_wrapped.at(&op.operator_name());
+  }
+  const c10::SafeKernelFunction& kernel = kAutograd ? *kernels->autograd : *kernels->backend;
+  if (d == nullptr || t.composite != nullptr) {
+    kernel.callBoxed(op, keys, stack);
     return;
   }
-  auto cfg = std::make_shared<Config>();
-  for (const std::string& op : native_ops) cfg->native.insert(op.rfind("aten::", 0) == 0 ? op : "aten::" + op);
-  for (const StrictRule& r : rules) {
-    uint64_t mask = 0;
-    for (const std::string& name : r.dtypes) {
-      for (int t = 0; t < static_cast<int>(c10::ScalarType::NumOptions) && t < 64; ++t) {
-        if (name == c10::toString(static_cast<c10::ScalarType>(t))) mask |= uint64_t{1} << t;
+  t.composite = d;
+  struct Leave {
+    ThreadState& t;
+    ~Leave() { t.composite = nullptr; }
+  } leave{t};
+  kernel.callBoxed(op, keys, stack);
+}
+
+// Wraps every aten op real torch_npu implements that has no npu kernel here.
+// Composites that autograd sees through (CompositeImplicitAutograd) are
+// wrapped above autograd too, so that the whole op, forward and the parts
+// autograd records, runs inside the wrapper. Called with g_mutex held.
+std::unique_ptr<torch::Library> wrap_native_composites(const Config& cfg) {
+  auto library = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", std::nullopt, __FILE__, __LINE__);
+  auto& dispatcher = c10::Dispatcher::singleton();
+  for (const c10::OperatorName& listed : dispatcher.getAllOpNames()) {
+    if (listed.name.rfind("aten::", 0) != 0) continue;
+    const std::string full = listed.overload_name.empty() ? listed.name : listed.name + "." + listed.overload_name;
+    if (cfg.native.count(full) == 0 && cfg.native.count(listed.name) == 0) continue;
+    auto handle = dispatcher.findOp(listed);
+    if (!handle.has_value() || !handle->hasSchema()) continue;
+    const c10::OperatorName* name = &handle->operator_name();
+    if (g_wrapped.count(name) == 0) {
+      if (handle->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) ||
+          handle->hasKernelForDispatchKey(c10::DispatchKey::AutogradPrivateUse1) ||
+          !handle->hasComputedKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) {
+        continue;  // an npu kernel (not a composite), or nothing to run
       }
+      WrappedKernels kernels;
+      kernels.backend = handle->getComputedKernelForDispatchKey(c10::DispatchKey::PrivateUse1);
+      if (handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) {
+        kernels.autograd = handle->getComputedKernelForDispatchKey(c10::DispatchKey::AutogradPrivateUse1);
+      }
+      g_wrapped.emplace(name, std::move(kernels));
     }
-    cfg->rules[r.op] = {mask, r.supported};
+    const WrappedKernels& kernels = g_wrapped.at(name);
+    const char* schema_name = full.c_str() + 6;  // drop "aten::"
+    library->impl(schema_name, torch::dispatch(c10::DispatchKey::PrivateUse1,
+                                               torch::CppFunction::makeFromBoxedFunction<&wrapped_op_kernel<false>>()));
+    if (kernels.autograd.has_value()) {
+      library->impl(schema_name, torch::dispatch(c10::DispatchKey::AutogradPrivateUse1,
+                                                 torch::CppFunction::makeFromBoxedFunction<&wrapped_op_kernel<true>>()));
+    }
   }
-  cfg->chip = chip;
+  return library;
+}
+
+}  // namespace
+
+void set_strict_mode(bool enabled, const std::vector<std::string>& native_ops, const std::vector<StrictRule>& rules,
+                     const std::string& chip) {
+  std::shared_ptr<Config> cfg;
+  if (enabled) {
+    cfg = std::make_shared<Config>();
+    for (const std::string& op : native_ops) cfg->native.insert(op.rfind("aten::", 0) == 0 ? op : "aten::" + op);
+    for (const StrictRule& r : rules) {
+      uint64_t mask = 0;
+      for (const std::string& name : r.dtypes) {
+        for (int t = 0; t < static_cast<int>(c10::ScalarType::NumOptions) && t < 64; ++t) {
+          if (name == c10::toString(static_cast<c10::ScalarType>(t))) mask |= uint64_t{1} << t;
+        }
+      }
+      cfg->rules[r.op] = {mask, r.supported};
+    }
+    cfg->chip = chip;
+  }
   {
     std::lock_guard<std::mutex> lock(g_mutex);
-    g_config = std::move(cfg);
+    g_wrapper_library.reset();  // unregisters the wrappers (re-registered below for the new list)
+    if (cfg) g_wrapper_library = wrap_native_composites(*cfg);
+    g_config = cfg;
   }
   g_generation.fetch_add(1, std::memory_order_acq_rel);
-  t_callback = at::addThreadLocalCallback(
-      at::RecordFunctionCallback(&on_op, &on_op_end).scopes({at::RecordScope::FUNCTION}));
-  g_strict_any = true;
+  g_strict_any = enabled;
 }
 
 bool strict_mode_enabled() { return g_strict_any.load(); }

@@ -184,7 +184,7 @@ void sync_native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   const size_t num_args = schema.arguments().size();
   auto args = torch::jit::last(*stack, num_args);
   const c10::DeviceIndex device = op_device(op, args);
-  check_strict_mode(npu_dtypes_of(args));
+  check_strict_mode(op, npu_dtypes_of(args));
   count_call(op);
   if (current_runtime_stream(device).capturing()) {
     const std::string what = "'" + c10::toString(op.operator_name()) +

@@ -11,8 +11,9 @@ is also told where a real 910B, 910A or 310P would differ:
 - every finding is collected: check_mode_report().
 
 ``VNPU_CHECK_MODE=1`` turns it on at import for a whole run and prints the
-report at exit. The check applies to the thread that turned it on (and the
-autograd threads it starts). See docs/strict_mode.md.
+report at exit. Strict mode is process-wide: ops launched by any thread are
+checked (910A/310P numerics: on the thread that turned it on). See
+docs/strict_mode.md.
 """
 
 import atexit
@@ -106,8 +107,9 @@ class _ChipNumerics(torch.utils._python_dispatch.TorchDispatchMode):
 
 
 def set_check_mode(check_mode: bool, chip=None):
-    """Strict chip mode on (True) or off (False), for the calling thread.
-    ``chip`` (default: the device's, VNPU_CHIP) selects the dtype tables."""
+    """Strict chip mode on (True) or off (False), for the whole process.
+    ``chip`` (default: the device's, VNPU_CHIP) selects the dtype tables.
+    Synchronizes the device first: the switch re-registers kernels."""
     global _enabled
     if not isinstance(check_mode, bool):
         raise TypeError(f"check_mode must be a bool, but got {type(check_mode).__name__}")
@@ -115,6 +117,8 @@ def set_check_mode(check_mode: bool, chip=None):
         chip = torch.npu.get_device_name() if torch.npu.is_available() else "Ascend910B2"
     elif not isinstance(chip, str) or not chip.lower().startswith(("ascend910", "ascend310")):
         raise ValueError(f"chip must name an Ascend 910 or 310 chip (as VNPU_CHIP does), but got {chip!r}")
+    if torch.npu.is_available():
+        torch.npu.synchronize()  # no kernel runs while the dispatcher's tables change
     _C._set_strict_mode(check_mode, sorted(_native_names()) if check_mode else [], _rules(chip) if check_mode else [],
                         chip)
     global _numerics
