@@ -177,6 +177,27 @@ def test_buffers_follow_the_tensors_device_and_the_caching_allocator():
     assert close(a, (x + y).exp(), 1e-4) and close(b, x @ y.t(), 1e-4)
 
 
+def test_small_kernels_run_on_the_stream_worker_alone_large_ones_in_parallel():
+    # As eager npu kernels: under 32768 elements one thread, so that the
+    # kernel's OpenMP team does not compete with the host threads.
+    from torch._inductor.utils import run_and_get_code
+
+    def f(x):
+        return (x.sin() + 1).relu()
+
+    x = torch.randn(64, 128, device="npu")
+    torch._dynamo.reset()
+    small, (code,) = run_and_get_code(torch.compile(f), x)
+    assert "#pragma omp parallel" not in code
+    torch.testing.assert_close(small.cpu(), f(x.cpu()))
+    if torch.get_num_threads() > 1:
+        x = torch.randn(256, 1024, device="npu")
+        torch._dynamo.reset()
+        big, (code,) = run_and_get_code(torch.compile(f), x)
+        assert "#pragma omp parallel" in code
+        torch.testing.assert_close(big.cpu(), f(x.cpu()))
+
+
 def test_dynamic_batch_sizes_compile_once_more_at_most():
     counts = torch._dynamo.utils.counters
     counts.clear()

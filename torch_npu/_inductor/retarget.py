@@ -122,6 +122,24 @@ def compiling_device_index():
     return _compiling.index
 
 
+# Below this many elements an npu kernel runs on the stream worker alone, as
+# eager npu kernels do (csrc/ops/launch.cpp, kSerialWorkElements: ATen's
+# GRAIN_SIZE). A compiled kernel runs on the worker while the host threads go
+# on issuing work; spread over every core, its OpenMP team competes with
+# them, and its idle threads spin-wait after each parallel region. Measured
+# on 2 cores (the bench_compile block, d=64): Inductor's own threshold (512
+# elements per thread) made a training step 1.47 ms, this one 0.96 ms.
+_SERIAL_WORK_ELEMENTS = 32768
+
+
+def _npu_min_chunk_size():
+    """Inductor's per-thread minimum of work before it parallelizes a loop,
+    raised so that kernels under _SERIAL_WORK_ELEMENTS run serially."""
+    threads = torch._inductor.config.cpp.threads
+    threads = threads if threads > 0 else torch.get_num_threads()
+    return max(torch._inductor.config.cpp.min_chunk_size, -(-_SERIAL_WORK_ELEMENTS // max(threads, 1)))
+
+
 def _retargeting_inner(inner, index, npu_graphs=False):
     @functools.wraps(inner)
     def compile_for_cpu(gm, example_inputs, *args, **kwargs):
@@ -136,7 +154,8 @@ def _retargeting_inner(inner, index, npu_graphs=False):
         # the code they keep is the retargeted wrapper.
         tag = f"{torch.compiler.config.cache_key_tag}|torch_npu:retargeted-to-npu:{index}"
         with _cpu_codegen_is_npus(index), torch.compiler.config.patch(cache_key_tag=tag), \
-                torch._inductor.config.patch(**{"cpp.weight_prepack": False}):
+                torch._inductor.config.patch(**{"cpp.weight_prepack": False,
+                                                "cpp.min_chunk_size": _npu_min_chunk_size()}):
             compiled = inner(gm, cpu_inputs, *args, **kwargs)
         if npu_graphs:
             # mode="reduce-overhead": what CUDA graphs are to cuda, NPU graphs are here.
@@ -166,12 +185,16 @@ def _wrap_compile_fx(module):
         npu_graphs = bool(patches.get("triton.cudagraphs", torch._inductor.config.triton.cudagraphs))
         retargeting = _retargeting_inner(inner, index, npu_graphs)
         retargeting._npu_retargeting = True
-        if npu_graphs:
-            # NPU graphs wrap each compiled graph as it is compiled; a hit in
-            # AOTAutograd's cache would skip that (FX graph cache hits do not).
-            with torch._functorch.config.patch(enable_autograd_cache=False):
-                return original(model_, example_inputs_, retargeting, *args, **kwargs)
-        return original(model_, example_inputs_, retargeting, *args, **kwargs)
+        # Patched here too, before AOTAutograd's cache computes its key from
+        # the config (the inner compiler patches it for the backward graph,
+        # which AOTAutograd compiles later, at the first backward).
+        with torch._inductor.config.patch(**{"cpp.min_chunk_size": _npu_min_chunk_size()}):
+            if npu_graphs:
+                # NPU graphs wrap each compiled graph as it is compiled; a hit in
+                # AOTAutograd's cache would skip that (FX graph cache hits do not).
+                with torch._functorch.config.patch(enable_autograd_cache=False):
+                    return original(model_, example_inputs_, retargeting, *args, **kwargs)
+            return original(model_, example_inputs_, retargeting, *args, **kwargs)
 
     compile_fx._npu_retargeting = True
     module.compile_fx = compile_fx
