@@ -13,7 +13,6 @@ import argparse
 import os
 import statistics
 import sys
-import time
 
 import torch
 
@@ -21,16 +20,7 @@ import torch_npu  # noqa: F401
 
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_ops import case_mlp_step, case_transformer_step  # noqa: E402
-
-
-def window(step, steps):
-    """Seconds per step over ``steps`` steps, to the end of their device work."""
-    torch.npu.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
-    torch.npu.synchronize()
-    return (time.perf_counter() - t0) / steps
+from step_timer import window_step_time as window  # noqa: E402
 
 
 def paired(step, steps, rounds):

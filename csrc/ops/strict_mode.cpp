@@ -82,13 +82,18 @@ const Config* config(ThreadState& t) {
   return t.config.get();
 }
 
+// Whether real torch_npu implements `name` ("aten::add" with `full`, "aten::add.Tensor").
+bool is_native(const Config& cfg, const c10::OperatorName& name, const std::string& full) {
+  return cfg.native.count(full) > 0 || cfg.native.count(name.name) > 0;
+}
+
 const Decision& decide(ThreadState& t, const Config& cfg, const c10::OperatorName& name) {
   auto it = t.by_op.find(&name);
   if (it != t.by_op.end()) return it->second;
   Decision d;
-  d.full_name = name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+  d.full_name = c10::toString(name);
   if (name.name.rfind("aten::", 0) == 0) {
-    const bool native = cfg.native.count(d.full_name) > 0 || cfg.native.count(name.name) > 0;
+    const bool native = is_native(cfg, name, d.full_name);
     {
       std::lock_guard<std::mutex> lock(g_mutex);
       auto wrapped = g_wrapped.find(&name);
@@ -125,6 +130,7 @@ const Decision* decide(ThreadState& t, const Config& cfg, const char* launch_nam
   t.by_name.emplace(launch_name, d);
   return d;
 }
+
 bool record(const std::string& op, const char* kind, const std::string& detail) {
   std::lock_guard<std::mutex> lock(g_mutex);
   StrictFinding& f = g_findings[op + "|" + kind];
@@ -273,8 +279,8 @@ std::unique_ptr<torch::Library> wrap_native_composites(const Config& cfg) {
   auto& dispatcher = c10::Dispatcher::singleton();
   for (const c10::OperatorName& listed : dispatcher.getAllOpNames()) {
     if (listed.name.rfind("aten::", 0) != 0) continue;
-    const std::string full = listed.overload_name.empty() ? listed.name : listed.name + "." + listed.overload_name;
-    if (cfg.native.count(full) == 0 && cfg.native.count(listed.name) == 0) continue;
+    const std::string full = c10::toString(listed);
+    if (!is_native(cfg, listed, full)) continue;
     auto handle = dispatcher.findOp(listed);
     if (!handle.has_value() || !handle->hasSchema()) continue;
     const c10::OperatorName* name = &handle->operator_name();
