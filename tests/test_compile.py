@@ -177,25 +177,33 @@ def test_buffers_follow_the_tensors_device_and_the_caching_allocator():
     assert close(a, (x + y).exp(), 1e-4) and close(b, x @ y.t(), 1e-4)
 
 
-def test_small_kernels_run_on_the_stream_worker_alone_large_ones_in_parallel():
-    # As eager npu kernels: under 32768 elements one thread, so that the
-    # kernel's OpenMP team does not compete with the host threads.
+def test_compiled_kernels_leave_a_core_to_the_host_and_small_ones_run_serially():
+    # As eager npu kernels: under 32768 elements one thread, and a big
+    # kernel's OpenMP team one thread fewer than the intra-op threads, so
+    # that it does not compete with the host thread issuing work.
     from torch._inductor.utils import run_and_get_code
 
     def f(x):
         return (x.sin() + 1).relu()
 
-    x = torch.randn(64, 128, device="npu")
-    torch._dynamo.reset()
-    small, (code,) = run_and_get_code(torch.compile(f), x)
-    assert "#pragma omp parallel" not in code
-    torch.testing.assert_close(small.cpu(), f(x.cpu()))
-    if torch.get_num_threads() > 1:
-        x = torch.randn(256, 1024, device="npu")
+    def generated(x, **config):
         torch._dynamo.reset()
-        big, (code,) = run_and_get_code(torch.compile(f), x)
-        assert "#pragma omp parallel" in code
-        torch.testing.assert_close(big.cpu(), f(x.cpu()))
+        with torch._inductor.config.patch(config):
+            out, (code,) = run_and_get_code(torch.compile(f), x)
+        torch.testing.assert_close(out.cpu(), f(x.cpu()))
+        return code
+
+    small, big = torch.randn(64, 128, device="npu"), torch.randn(256, 1024, device="npu")
+    assert "#pragma omp parallel" not in generated(small)
+    team = torch.get_num_threads() - 1
+    code = generated(big)
+    if team > 1:
+        assert f"#pragma omp parallel num_threads({team})" in code
+    else:
+        assert "#pragma omp parallel" not in code
+    # A thread count the user sets is kept; small kernels still run serially.
+    assert "#pragma omp parallel num_threads(2)" in generated(big, **{"cpp.threads": 2})
+    assert "#pragma omp parallel" not in generated(small, **{"cpp.threads": 2})
 
 
 def test_dynamic_batch_sizes_compile_once_more_at_most():

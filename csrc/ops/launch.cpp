@@ -2,6 +2,7 @@
 
 #include <ATen/core/LegacyTypeDispatch.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <unordered_set>
 
@@ -10,6 +11,7 @@
 #include "csrc/core/npu_stream.h"
 #include "csrc/ops/strict_mode.h"
 #include <vnpu/environment.h>
+#include <vnpu/host_wait.h>
 #include <vnpu/stream.h>
 
 namespace torch_npu {
@@ -25,17 +27,34 @@ extern "C" void omp_set_num_threads(int);
 // parallel region per small op then costs tens of microseconds).
 constexpr int64_t kSerialWorkElements = 32768;  // ATen's GRAIN_SIZE
 
-// Runs stage 2 of one op with one intra-op thread when it is small.
+// Note [Device threads beside the host]
+// A real NPU computes beside the host CPU; here both share the cores. A big
+// kernel's OpenMP team splits its work evenly, so when one of its threads
+// shares a core with a busy host thread the whole kernel waits for that
+// thread: on 2 cores a 64x256x512 GEMM took twice as long on the worker
+// while the host issued work as on an idle machine. So a big kernel leaves
+// a core to the host (cores - 1 threads) unless a host thread is blocked
+// waiting for the device (synchronize, an event, a full launch ring), which
+// is when the device may have every core.
+int intra_op_threads(int64_t work, int max_threads) {
+  if (work >= 0 && work < kSerialWorkElements) return 1;
+  if (vnpu::blocked_host_threads() > 0) return max_threads;
+  return std::max(1, max_threads - 1);
+}
+
+// Runs stage 2 of one op with the intra-op threads intra_op_threads() gives.
 class IntraOpThreads {
  public:
   explicit IntraOpThreads(int64_t work) {
-    if (work >= 0 && work < kSerialWorkElements) {
-      saved_ = omp_get_max_threads();
-      if (saved_ > 1) omp_set_num_threads(1);
+    const int max_threads = omp_get_max_threads();
+    const int threads = intra_op_threads(work, max_threads);
+    if (threads != max_threads) {
+      saved_ = max_threads;
+      omp_set_num_threads(threads);
     }
   }
   ~IntraOpThreads() {
-    if (saved_ > 1) omp_set_num_threads(saved_);
+    if (saved_ > 0) omp_set_num_threads(saved_);
   }
 
  private:

@@ -153,8 +153,12 @@ std::unique_lock<std::mutex> Stream::lock_free_slot() {
     // Full: wait without the lock, so other producers (and a host thread
     // that must re-acquire Python's GIL after the wait) are not stuck
     // behind us; another producer may take the slot first, so look again.
+    // Wait for kRefillSlots free slots, not one: a host that runs ahead of
+    // the device then blocks once per kRefillSlots tasks instead of
+    // spinning for a slot after every task, and its core is the device's
+    // meanwhile.
     lock.unlock();
-    wait_completed(seq - kCapacity);
+    wait_completed(seq - kCapacity + kRefillSlots);
   }
 }
 

@@ -323,6 +323,72 @@ TEST(Stream, HostWaitHooksWrapBlockingWaitsOnly) {
   EXPECT_EQ(g_enters.load(), enters);
 }
 
+TEST(Stream, FullRingProducerResumesOnlyWhenARefillIsFree) {
+  // A producer that finds the ring full sleeps until kRefillSlots slots are
+  // free, rather than waking (or spinning) for each slot.
+  Stream stream(0, 0, 0, false);
+  Gate first, rest;
+  constexpr std::size_t kHeld = Stream::kRefillSlots + 1;  // tasks 1..kHeld wait on a gate
+  for (std::size_t i = 1; i <= Stream::kCapacity; ++i) {
+    if (i == 1) {
+      stream.enqueue("first", [&] { first.wait(); });
+    } else if (i <= kHeld) {
+      stream.enqueue("held", [&rest, i] { if (i == kHeld) rest.wait(); });
+    } else {
+      stream.enqueue("fill", [] {});
+    }
+  }
+  std::atomic<bool> in{false};
+  std::thread producer([&] {
+    stream.enqueue("overflow", [] {});
+    in.store(true);
+  });
+  // Blocked (past its brief spin) before any slot frees.
+  ASSERT_TRUE(eventually([] { return vnpu::blocked_host_threads() == 1; }));
+  first.open();  // one slot frees: not enough
+  ASSERT_TRUE(eventually([&] { return stream.last_completed() == kHeld - 1; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(in.load());
+  rest.open();   // kRefillSlots + 1 free now
+  producer.join();
+  EXPECT_TRUE(in.load());
+  stream.synchronize();
+  EXPECT_EQ(stream.last_completed(), Stream::kCapacity + 1);
+}
+
+TEST(Stream, BlockedHostThreadsCountsHostsWaitingForTheDevice) {
+  // The count a kernel reads to decide whether it may take every core
+  // (Note [Device threads beside the host], csrc/ops/launch.cpp).
+  Stream stream(0, 0, 0, false);
+  EXPECT_EQ(vnpu::blocked_host_threads(), 0);
+  std::atomic<int> seen_on_worker{-1};
+  Gate gate;
+  stream.enqueue("observe", [&] {
+    // The host blocks in synchronize() after its brief spin.
+    eventually([] { return vnpu::blocked_host_threads() == 1; });
+    seen_on_worker.store(vnpu::blocked_host_threads());
+    gate.wait();
+  });
+  std::thread opener([&] {
+    eventually([&] { return seen_on_worker.load() >= 0; });
+    gate.open();
+  });
+  stream.synchronize();
+  opener.join();
+  EXPECT_EQ(seen_on_worker.load(), 1);
+  EXPECT_EQ(vnpu::blocked_host_threads(), 0);
+  // A worker waiting on another stream is not a host thread.
+  Stream other(0, 1, 0, false);
+  Gate hold;
+  const std::uint64_t seq = stream.enqueue("hold", [&] { hold.wait(); });
+  other.enqueue("wait", [&stream, seq] { stream.wait_completed(seq); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(vnpu::blocked_host_threads(), 0);
+  hold.open();
+  other.synchronize();
+  stream.synchronize();
+}
+
 TEST(Stream, BackPressureWaitsWithoutHoldingTheProducerLock) {
   // While one producer waits for a slot of a full ring, another producer
   // must still get through to the point of waiting (not block on a mutex),

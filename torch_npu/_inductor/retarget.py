@@ -132,12 +132,20 @@ def compiling_device_index():
 _SERIAL_WORK_ELEMENTS = 32768
 
 
-def _npu_min_chunk_size():
-    """Inductor's per-thread minimum of work before it parallelizes a loop,
-    raised so that kernels under _SERIAL_WORK_ELEMENTS run serially."""
+def _npu_cpp_config():
+    """Inductor's C++ settings for npu graphs, as eager npu kernels run
+    (Note [Device threads beside the host] in csrc/ops/launch.cpp):
+
+    - ``cpp.threads``: one core fewer than the intra-op threads, left to the
+      host thread that issues work meanwhile. (Eager kernels take every core
+      while a host thread waits for the device; a compiled kernel's thread
+      count is fixed when it is generated.)
+    - ``cpp.min_chunk_size``: loops under _SERIAL_WORK_ELEMENTS run serially.
+    """
     threads = torch._inductor.config.cpp.threads
-    threads = threads if threads > 0 else torch.get_num_threads()
-    return max(torch._inductor.config.cpp.min_chunk_size, -(-_SERIAL_WORK_ELEMENTS // max(threads, 1)))
+    threads = threads if threads > 0 else max(1, torch.get_num_threads() - 1)
+    min_chunk = max(torch._inductor.config.cpp.min_chunk_size, -(-_SERIAL_WORK_ELEMENTS // threads))
+    return {"cpp.threads": threads, "cpp.min_chunk_size": min_chunk}
 
 
 def _retargeting_inner(inner, index, npu_graphs=False):
@@ -154,8 +162,7 @@ def _retargeting_inner(inner, index, npu_graphs=False):
         # the code they keep is the retargeted wrapper.
         tag = f"{torch.compiler.config.cache_key_tag}|torch_npu:retargeted-to-npu:{index}"
         with _cpu_codegen_is_npus(index), torch.compiler.config.patch(cache_key_tag=tag), \
-                torch._inductor.config.patch(**{"cpp.weight_prepack": False,
-                                                "cpp.min_chunk_size": _npu_min_chunk_size()}):
+                torch._inductor.config.patch(**{"cpp.weight_prepack": False, **_npu_cpp_config()}):
             compiled = inner(gm, cpu_inputs, *args, **kwargs)
         if npu_graphs:
             # mode="reduce-overhead": what CUDA graphs are to cuda, NPU graphs are here.
@@ -188,7 +195,7 @@ def _wrap_compile_fx(module):
         # Patched here too, before AOTAutograd's cache computes its key from
         # the config (the inner compiler patches it for the backward graph,
         # which AOTAutograd compiles later, at the first backward).
-        with torch._inductor.config.patch(**{"cpp.min_chunk_size": _npu_min_chunk_size()}):
+        with torch._inductor.config.patch(**_npu_cpp_config()):
             if npu_graphs:
                 # NPU graphs wrap each compiled graph as it is compiled; a hit in
                 # AOTAutograd's cache would skip that (FX graph cache hits do not).

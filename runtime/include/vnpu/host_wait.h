@@ -26,7 +26,7 @@ struct HostWaitHooks {
 void set_host_wait_hooks(HostWaitHooks hooks);
 
 // RAII: enter() on construction, leave() on destruction (no-op without hooks
-// and on stream worker threads).
+// and on stream worker threads); counts the thread as blocked meanwhile.
 class HostWaitScope {
  public:
   HostWaitScope();
@@ -37,7 +37,14 @@ class HostWaitScope {
  private:
   void (*leave_)(void*) = nullptr;
   void* token_ = nullptr;
+  bool counted_ = false;
 };
+
+// How many host threads are blocked in a HostWaitScope right now. While one
+// is, a stream worker may use every core for a kernel; while none is, every
+// host thread may be busy issuing work (Note [Device threads beside the
+// host] in csrc/ops/launch.cpp). A relaxed snapshot: a hint, not a guarantee.
+int blocked_host_threads();
 
 // Marks the calling thread as a stream worker (hooks are skipped there).
 void mark_stream_worker_thread();

@@ -62,6 +62,8 @@ class Stream {
  public:
   // torch_npu's task queue has 4096 slots.
   static constexpr std::size_t kCapacity = 4096;
+  // A producer that finds the ring full waits until this many slots are free.
+  static constexpr std::size_t kRefillSlots = kCapacity / 8;
 
   // `busy` (optional, outliving the stream) is told when the worker takes up
   // and finishes batches of tasks (the device's utilization).
