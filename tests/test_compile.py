@@ -403,13 +403,31 @@ def test_npu_graph_modes_train_like_eager_and_replay(backend):
 
 def test_npu_graph_mode_skips_graphs_it_cannot_capture():
     torch._dynamo.reset()
-    # A random op cannot be captured (each replay would repeat its numbers).
-    f = torch.compile(lambda a: a * 2 + torch.rand_like(a) * 0, backend="npugraphs")
+    # A host-to-device copy cannot be captured (a replay would repeat the
+    # host data of capture time).
+    f = torch.compile(lambda a: a * 2 + torch.arange(4.0).to("npu") * 0, backend="npugraphs")
     x = torch.tensor([0.0, 1.0, 0.0, 3.0], device="npu")
-    with pytest.warns(UserWarning, match="skipping NPU graphs.*random number generation"):
+    with pytest.warns(UserWarning, match="skipping NPU graphs.*copy"):
         results = [f(x) for _ in range(3)]
     for r in results:
         assert r.cpu().tolist() == [0.0, 2.0, 0.0, 6.0]
+
+
+def test_npu_graph_mode_replays_random_ops_with_fresh_numbers():
+    def fn(a):
+        return a * 2 + torch.rand_like(a)
+
+    torch._dynamo.reset()
+    f = torch.compile(fn, backend="npugraphs")
+    x = torch.randn(16, device="npu")
+    for _ in range(3):  # run, capture, replay
+        f(x)
+    torch.npu.manual_seed(4)
+    replayed = [f(x).cpu() for _ in range(2)]
+    torch.npu.manual_seed(4)
+    eager = [fn(x).cpu() for _ in range(2)]
+    assert torch.equal(replayed[0], eager[0]) and torch.equal(replayed[1], eager[1])
+    assert not torch.equal(replayed[0], replayed[1])
 
 # --- graph mode: set_compile_mode(jit_compile=...) and torch.npu.jit_compile --
 

@@ -71,7 +71,87 @@ c10::intrusive_ptr<c10::TensorImpl> NpuGenerator::get_state() const {
   return state.getIntrusivePtr();
 }
 
-uint64_t NpuGenerator::next_op_seed() { return mix(seed_ ^ mix(offset_++)); }
+OpSeed NpuGenerator::next_op_seed() { return OpSeed{seed_, offset_++, -1}; }
+
+// Note [Random ops in NPU graphs]
+// An eager random op's stage-2 generator is seeded with mix(seed ^
+// mix(offset)) of its generator's state when it was launched. A captured op
+// cannot know that state: it is the state at each replay. So during a
+// capture the op takes (slot of its generator in the graph, k-th draw of
+// that generator in the graph), and the generator is left alone. A replay
+// reads each slot's generator (seed, offset) and advances the offset by the
+// slot's draws (CaptureRng::take_replay_state, on the host, in replay order),
+// and its task publishes those values to the worker thread that runs the
+// captured tasks (ReplayRngScope); the k-th op then uses offset + k. A
+// replay draws exactly what the captured ops, launched eagerly in its place,
+// would have drawn, and the next eager op continues after them.
+namespace {
+thread_local const std::vector<std::pair<uint64_t, uint64_t>>* t_replay_rng = nullptr;
+
+std::mutex g_capture_rng_mutex;
+std::vector<std::pair<const vnpu::Stream*, std::shared_ptr<CaptureRng>>>& capture_rngs() {
+  static std::vector<std::pair<const vnpu::Stream*, std::shared_ptr<CaptureRng>>> rngs;
+  return rngs;
+}
+
+std::shared_ptr<CaptureRng> capture_rng_of(const vnpu::Stream& stream) {
+  std::lock_guard<std::mutex> lock(g_capture_rng_mutex);
+  for (const auto& [s, rng] : capture_rngs()) {
+    if (s == &stream) return rng;
+  }
+  return nullptr;
+}
+}  // namespace
+
+uint64_t OpSeed::value() const {
+  if (graph_slot < 0) return mix(seed ^ mix(offset));
+  // Captured tasks run only inside their graph's replay.
+  TORCH_INTERNAL_ASSERT(t_replay_rng != nullptr && graph_slot < static_cast<int32_t>(t_replay_rng->size()),
+                        "a random op captured in an NPU graph ran outside its graph's replay");
+  const auto& [replay_seed, replay_offset] = (*t_replay_rng)[graph_slot];
+  return mix(replay_seed ^ mix(replay_offset + offset));
+}
+
+OpSeed CaptureRng::draw(const at::Generator& generator) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t slot = 0;
+  while (slot < slots_.size() && slots_[slot].generator.unsafeGetGeneratorImpl() != generator.unsafeGetGeneratorImpl()) {
+    ++slot;
+  }
+  if (slot == slots_.size()) slots_.push_back(Slot{generator, 0});
+  return OpSeed{0, slots_[slot].draws++, static_cast<int32_t>(slot)};
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> CaptureRng::take_replay_state() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::pair<uint64_t, uint64_t>> state;
+  state.reserve(slots_.size());
+  for (Slot& slot : slots_) {
+    std::lock_guard<std::mutex> lock(slot.generator.mutex());
+    auto* gen = at::check_generator<NpuGenerator>(slot.generator);
+    state.emplace_back(gen->current_seed(), gen->get_offset());
+    gen->set_offset(gen->get_offset() + slot.draws);
+  }
+  return state;
+}
+
+void set_capture_rng(const vnpu::Stream& stream, std::shared_ptr<CaptureRng> rng) {
+  std::lock_guard<std::mutex> lock(g_capture_rng_mutex);
+  auto& rngs = capture_rngs();
+  for (auto it = rngs.begin(); it != rngs.end(); ++it) {
+    if (it->first == &stream) {
+      rngs.erase(it);
+      break;
+    }
+  }
+  if (rng) rngs.emplace_back(&stream, std::move(rng));
+}
+
+ReplayRngScope::ReplayRngScope(const std::vector<std::pair<uint64_t, uint64_t>>* state)
+    : previous_(t_replay_rng) {
+  t_replay_rng = state;
+}
+ReplayRngScope::~ReplayRngScope() { t_replay_rng = previous_; }
 
 void NpuGenerator::graphsafe_set_state(const c10::intrusive_ptr<c10::GeneratorImpl>& state) {
   const auto* other = dynamic_cast<const NpuGenerator*>(state.get());
@@ -109,20 +189,24 @@ const at::Generator& default_generator(c10::DeviceIndex device) {
   return generators[device];
 }
 
-uint64_t draw_op_seed(const std::optional<at::Generator>& generator, c10::DeviceIndex device) {
-  // A captured random op would replay the numbers drawn at capture time on
-  // every replay: refuse instead of repeating them silently.
-  NPU_CHECK_WITH(Error, ErrCode::kNotSupport, !current_runtime_stream(device < 0 ? current_device() : device).capturing(),
-                 "operation not permitted when stream is capturing: random number generation inside NPU graph "
-                 "capture is not supported by the virtual NPU (each replay would repeat the capture's numbers); "
-                 "draw them outside the captured region");
+OpSeed draw_op_seed(const std::optional<at::Generator>& generator, c10::DeviceIndex device) {
+  if (device < 0) device = current_device();
   at::Generator gen = generator.has_value() && generator->defined() ? *generator : default_generator(device);
   TORCH_CHECK(gen.device().type() == c10::DeviceType::PrivateUse1,
               "Expected a 'npu' device type for generator but found '", gen.device().type(), "'");
+  const vnpu::Stream& stream = current_runtime_stream(device);
+  if (stream.capturing()) {
+    // Note [Random ops in NPU graphs]
+    std::shared_ptr<CaptureRng> rng = capture_rng_of(stream);
+    NPU_CHECK_WITH(Error, ErrCode::kNotSupport, rng != nullptr,
+                   "operation not permitted when stream is capturing: random number generation inside a capture "
+                   "that is not an NPUGraph's");
+    return rng->draw(gen);
+  }
   std::lock_guard<std::mutex> lock(gen.mutex());
   return at::check_generator<NpuGenerator>(gen)->next_op_seed();
 }
 
-at::Generator cpu_generator_for(uint64_t seed) { return at::make_generator<at::CPUGeneratorImpl>(seed); }
+at::Generator cpu_generator_for(const OpSeed& seed) { return at::make_generator<at::CPUGeneratorImpl>(seed.value()); }
 
 }  // namespace torch_npu

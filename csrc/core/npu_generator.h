@@ -6,13 +6,40 @@
 // same numbers run to run, whatever the stream timing, and get/set_state is
 // 16 bytes.
 //
+// Inside an NPU graph capture a random op does not advance the generator:
+// it takes the next offset *within the graph* (Note [Random ops in NPU
+// graphs]), and each replay reads the generator's (seed, offset) of that
+// moment and advances it by the graph's draws, as CUDA graphs' philox
+// bookkeeping does. So replays draw fresh numbers, the same ones the
+// captured ops would have drawn eagerly at that point.
+//
 // Thread-safety: as every c10 generator, callers hold mutex_ while drawing.
 #pragma once
 
 #include <ATen/core/Generator.h>
 #include <c10/core/GeneratorImpl.h>
 
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+namespace vnpu {
+class Stream;
+}
+
 namespace torch_npu {
+
+// The seed of one random op's stage-2 CPU generator, known at stage 1 for
+// an eager op, at replay time for a captured one.
+struct OpSeed {
+  uint64_t seed = 0;    // eager: the generator's seed
+  uint64_t offset = 0;  // eager: the generator's offset; captured: the offset within the graph
+  int32_t graph_slot = -1;  // captured: which of the graph's generators (ReplayRng)
+  // Stage 2: the seed (inside a replay, from the replay's ReplayRng).
+  uint64_t value() const;
+};
 
 class NpuGenerator final : public c10::GeneratorImpl {
  public:
@@ -32,7 +59,7 @@ class NpuGenerator final : public c10::GeneratorImpl {
   static c10::DeviceType device_type() { return c10::DeviceType::PrivateUse1; }
 
   // Seed for the next random op's CPU generator; advances the offset.
-  uint64_t next_op_seed();
+  OpSeed next_op_seed();
 
  private:
   NpuGenerator* clone_impl() const override;
@@ -48,9 +75,44 @@ const at::Generator& default_generator(c10::DeviceIndex device);
 
 // Takes the generator an op was given (or the device default) and returns
 // the seed its stage-2 CPU generator must use.
-uint64_t draw_op_seed(const std::optional<at::Generator>& generator, c10::DeviceIndex device);
+OpSeed draw_op_seed(const std::optional<at::Generator>& generator, c10::DeviceIndex device);
 
 // A fresh CPU generator seeded for one op (stage 2).
-at::Generator cpu_generator_for(uint64_t seed);
+at::Generator cpu_generator_for(const OpSeed& seed);
+
+// The generators an NPU graph's capture drew from, and how often each.
+class CaptureRng {
+ public:
+  // The slot of `generator` in this capture, counting one more draw.
+  OpSeed draw(const at::Generator& generator);
+  // At replay (host side): each generator's (seed, offset) now, then advances
+  // its offset by the capture's draws. Empty when the capture drew nothing.
+  std::vector<std::pair<uint64_t, uint64_t>> take_replay_state();
+
+ private:
+  struct Slot {
+    at::Generator generator;
+    uint64_t draws = 0;
+  };
+  std::mutex mutex_;          // any thread may launch on the capturing stream
+  std::vector<Slot> slots_;   // few: one per generator the captured ops used
+};
+
+// While `stream` captures into a graph, its random ops draw from `rng`
+// (nullptr: they raise, as a capture outside NPUGraph would).
+void set_capture_rng(const vnpu::Stream& stream, std::shared_ptr<CaptureRng> rng);
+
+// Makes a replay's generator states visible to the captured tasks it runs
+// on this thread (OpSeed::value()).
+class ReplayRngScope {
+ public:
+  explicit ReplayRngScope(const std::vector<std::pair<uint64_t, uint64_t>>* state);
+  ~ReplayRngScope();
+  ReplayRngScope(const ReplayRngScope&) = delete;
+  ReplayRngScope& operator=(const ReplayRngScope&) = delete;
+
+ private:
+  const std::vector<std::pair<uint64_t, uint64_t>>* previous_;
+};
 
 }  // namespace torch_npu

@@ -51,6 +51,8 @@ void NpuGraph::capture_begin(std::optional<MempoolId> pool, const std::string& c
     pool_.reset();
     throw;
   }
+  rng_ = std::make_shared<CaptureRng>();
+  set_capture_rng(runtime, rng_);
   device_ = device;
   capture_stream_ = &runtime;
   graph_ = std::move(graph);
@@ -64,6 +66,7 @@ void NpuGraph::capture_end() {
                  "began on.");
   with_torch_errors([&] { capture_stream_->end_capture(); });
   end_capture_to_pool(*capture_stream_);
+  set_capture_rng(*capture_stream_, nullptr);
   capture_stream_ = nullptr;
   if (graph_->size() == 0) {
     TORCH_WARN("The NPU Graph is empty. This usually means that the graph was attempted to be captured on "
@@ -76,7 +79,17 @@ void NpuGraph::replay() {
                  "Called NPUGraph::replay without a preceding successful capture.");
   check_not_forked();
   vnpu::Stream& stream = current_runtime_stream(device_);
-  const uint64_t seq = with_torch_errors([&] { return stream.enqueue_replay(graph_); });
+  // Note [Random ops in NPU graphs]: the generators' states for this replay
+  // are taken now, in replay order, and travel with its task.
+  auto rng_state = rng_->take_replay_state();
+  const uint64_t seq = with_torch_errors([&] {
+    if (rng_state.empty()) return stream.enqueue_replay(graph_);
+    return stream.enqueue(vnpu::TaskKind::kGraph, "graph_replay",
+                          [graph = graph_, state = std::move(rng_state)] {
+                            ReplayRngScope scope(&state);
+                            graph->run();
+                          });
+  });
   for (auto& [s, last] : replays_) {
     if (s == &stream) {
       last = seq;
@@ -90,12 +103,14 @@ void NpuGraph::reset() {
   if (capture_stream_ != nullptr) {  // abandoned mid-capture (the capture raised)
     if (capture_stream_->capturing()) capture_stream_->end_capture();
     end_capture_to_pool(*capture_stream_);
+    set_capture_rng(*capture_stream_, nullptr);
     capture_stream_ = nullptr;
   }
   // Queued replays read the pool's memory: let them finish first.
   for (const auto& [stream, seq] : replays_) with_torch_errors([&] { stream->wait_completed(seq); });
   replays_.clear();
   graph_.reset();
+  rng_.reset();
   if (pool_.has_value()) release_pool(*pool_);
   pool_.reset();
 }

@@ -10,9 +10,11 @@
 //     and outputs), at the host cost of one launch;
 //   - reset waits for queued replays, then frees the graph and releases its
 //     pool.
+// Random ops may be captured: each replay draws fresh numbers from the
+// generators' state at that replay (Note [Random ops in NPU graphs],
+// npu_generator.cpp).
 // What cannot be captured raises the capture error (vnpu::ErrorCode::
-// kStreamCapture): synchronizing ops, host copies, CPU fallbacks, random
-// ops, event records on the capturing stream.
+// kStreamCapture): synchronizing ops, host copies, CPU fallbacks.
 #pragma once
 
 #include <c10/core/Device.h>
@@ -23,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "csrc/core/npu_generator.h"
 #include "csrc/core/npu_mem_pool.h"
 
 namespace vnpu {
@@ -54,6 +57,7 @@ class NpuGraph {
   c10::DeviceIndex device_ = -1;
   vnpu::Stream* capture_stream_ = nullptr;
   std::shared_ptr<vnpu::Graph> graph_;  // set from capture_begin on
+  std::shared_ptr<CaptureRng> rng_;     // the generators the captured random ops draw from
   std::optional<MempoolId> pool_;
   std::vector<std::pair<vnpu::Stream*, uint64_t>> replays_;  // the last replay per stream
 };

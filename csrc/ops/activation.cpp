@@ -47,7 +47,7 @@ std::tuple<at::Tensor, at::Tensor> npu_native_dropout(const at::Tensor& input, d
   at::Tensor output = empty_like_npu(input, device);
   at::Tensor mask = empty_like_npu(input, device, at::kBool);
   const bool training = !train.has_value() || *train;
-  const uint64_t seed = training && p > 0 && p < 1 ? draw_op_seed(std::nullopt, device) : 0;
+  const OpSeed seed = training && p > 0 && p < 1 ? draw_op_seed(std::nullopt, device) : OpSeed{};
   launch(device, "native_dropout", {output, mask}, [in_ = TensorRef(input), out_ = TensorRef(output), mask_ = TensorRef(mask), p,
                                     training, seed]() {
     at::Tensor out = out_.view(), mask = mask_.view();

@@ -81,7 +81,7 @@ torch::jit::Stack stand_in_stack(const c10::OperatorHandle& op, c10::ArrayRef<c1
       stack.emplace_back(std::move(list));
     } else if (is_generator_type(op.schema().arguments()[stack.size()].type())) {
       // Random ops draw from a private generator: no user-visible RNG state changes.
-      static thread_local at::Generator scratch = cpu_generator_for(0);
+      static thread_local at::Generator scratch = cpu_generator_for(OpSeed{});
       stack.emplace_back(scratch);
     } else {
       stack.push_back(arg);

@@ -8,6 +8,7 @@
 
 #include <vector>
 
+#include "csrc/core/npu_generator.h"
 #include "csrc/ops/tensor_ref.h"
 
 namespace torch_npu {
@@ -59,7 +60,7 @@ class BoxedSnapshot {
     c10::IValue value;              // kValue
     TensorRef tensor;               // kTensor
     std::vector<TensorRef> list;    // kTensorList / kOptionalTensorList
-    uint64_t seed = 0;              // kGenerator
+    OpSeed seed;                    // kGenerator
   };
   std::vector<Arg> args_;
 };

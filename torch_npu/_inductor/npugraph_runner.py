@@ -18,7 +18,7 @@ Outputs are returned as fresh tensors (one device copy each): the graph's
 static outputs are overwritten by the next replay, while callers (and
 AOTAutograd's saved activations) may keep results across calls.
 
-Graphs that cannot be captured (a CPU fallback, a random op, a sync inside)
+Graphs that cannot be captured (a CPU fallback, a host copy, a sync inside)
 or that mutate a non-static input run without NPU graphs from then on, with
 one warning naming the reason, as Inductor does when it skips cudagraphs.
 """
