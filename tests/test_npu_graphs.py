@@ -119,7 +119,7 @@ def test_graphs_share_a_pool_handle():
     torch.testing.assert_close(b.cpu(), x.cpu().sin().cos())
 
 
-@pytest.mark.parametrize("case", ["item", "synchronize", "to_cpu", "from_cpu", "nonzero", "event",
+@pytest.mark.parametrize("case", ["item", "synchronize", "to_cpu", "from_cpu", "nonzero", "event_sync",
                                   "stream_sync"])
 def test_operations_that_cannot_be_captured_raise_and_leave_the_device_usable(case):
     x = torch.randn(16, device="npu")
@@ -130,7 +130,7 @@ def test_operations_that_cannot_be_captured_raise_and_leave_the_device_usable(ca
         "to_cpu": lambda: (x * 2).cpu(),
         "from_cpu": lambda: torch.ones(4).npu(),
         "nonzero": lambda: (x > 0).nonzero(),
-        "event": lambda: torch.npu.Event().record(),
+        "event_sync": lambda: torch.npu.current_stream().record_event().synchronize(),
         "stream_sync": lambda: torch.npu.current_stream().synchronize(),
     }[case]
     g = torch.npu.NPUGraph()
@@ -339,3 +339,130 @@ def test_mem_pool_routes_allocations_and_returns_its_memory():
     assert torch.npu.memory_reserved() == before
     with pytest.raises(NotImplementedError, match="pluggable allocators"):
         torch.npu.MemPool(allocator=object())
+
+
+# --- multi-stream capture: fork and join through events ----------------------
+
+def test_a_capture_forks_onto_a_side_stream_and_joins_back():
+    x = torch.randn(32, device="npu")
+    side = torch.npu.Stream()
+
+    def block():
+        capture = torch.npu.current_stream()
+        a = x * 2
+        side.wait_stream(capture)  # fork: side's work joins the capture
+        with torch.npu.stream(side):
+            b = (a + 1).sin()
+        c = x - 1  # meanwhile on the capturing stream
+        capture.wait_stream(side)  # join
+        return b * c
+
+    _warm_up(lambda: block())
+    g = torch.npu.NPUGraph()
+    with torch.npu.graph(g):
+        out = block()
+    # The side stream's tasks are in the graph: mul, add, sin, sub, mul.
+    assert len([n for n in g._task_names() if n != "stream_wait_event"]) == 5
+    for _ in range(2):
+        fresh = torch.randn(32)
+        x.copy_(fresh.npu())
+        g.replay()
+        torch.testing.assert_close(out.cpu(), ((fresh * 2 + 1).sin()) * (fresh - 1))
+    # Both streams are back to normal.
+    with torch.npu.stream(side):
+        y = x + 1
+    side.synchronize()
+    torch.testing.assert_close(y.cpu(), x.cpu() + 1)
+    assert not torch.npu.is_current_stream_capturing()
+
+
+def test_a_capture_with_unjoined_work_raises_and_leaves_both_streams_usable():
+    x = torch.randn(8, device="npu")
+    side = torch.npu.Stream()
+    _warm_up(lambda t: t * 2, x)
+    g = torch.npu.NPUGraph()
+    with pytest.raises(RuntimeError, match=CAPTURE_ERROR + ".*unjoined work"):
+        with torch.npu.graph(g):
+            side.wait_stream(torch.npu.current_stream())
+            with torch.npu.stream(side):
+                x * 3  # never joined back
+    with pytest.raises(RuntimeError, match="without a preceding successful capture"):
+        g.replay()
+    with torch.npu.stream(side):
+        y = x * 3
+    side.synchronize()
+    torch.testing.assert_close(y.cpu(), x.cpu() * 3)
+    g2 = torch.npu.NPUGraph()
+    with torch.npu.graph(g2):
+        z = x * 4
+    g2.replay()
+    torch.testing.assert_close(z.cpu(), x.cpu() * 4)
+
+
+def test_events_of_a_capture_cannot_be_waited_on_by_the_host_or_after_it():
+    x = torch.randn(8, device="npu")
+    _warm_up(lambda t: t * 2, x)
+    g = torch.npu.NPUGraph()
+    event = torch.npu.Event()
+    with torch.npu.graph(g):
+        y = x * 2
+        event.record()
+        for host_wait in (event.query, event.synchronize):
+            with pytest.raises(RuntimeError, match=CAPTURE_ERROR + ".*event recorded in a graph capture"):
+                host_wait()
+    other = torch.npu.Stream()
+    with pytest.raises(RuntimeError, match=CAPTURE_ERROR + ".*capture that has ended"):
+        other.wait_event(event)
+    event.record()  # recorded again outside: an ordinary event
+    event.synchronize()
+    assert event.query()
+    g.replay()
+    torch.testing.assert_close(y.cpu(), x.cpu() * 2)
+
+
+# --- capture error modes ------------------------------------------------------
+
+def _synchronize_from_another_thread():
+    import threading
+    outcome = []
+
+    def run():
+        try:
+            torch.npu.synchronize()
+            outcome.append("ok")
+        except RuntimeError as e:
+            outcome.append(str(e))
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join(timeout=60)
+    assert not t.is_alive(), "a device synchronize from another thread hung during a capture"
+    return outcome[0]
+
+
+@pytest.mark.parametrize("mode", ["global", "thread_local", "relaxed"])
+def test_capture_error_modes_decide_who_may_synchronize_the_device(mode):
+    x = torch.randn(8, device="npu")
+    _warm_up(lambda t: t * 2, x)
+    busy = torch.npu.Stream()
+    with torch.npu.stream(busy):
+        torch.npu._sleep(20000)  # other streams' work is still waited for
+        late = x + 5
+    g = torch.npu.NPUGraph()
+    with torch.npu.graph(g, capture_error_mode=mode):
+        y = x * 2
+        other_thread = _synchronize_from_another_thread()
+        if mode == "global":
+            assert CAPTURE_ERROR in other_thread
+        else:
+            assert other_thread == "ok"
+            assert busy.query()  # the other thread's synchronize waited for it
+        if mode == "relaxed":
+            torch.npu.synchronize()  # skips the capture
+        else:
+            with pytest.raises(RuntimeError, match=CAPTURE_ERROR):
+                torch.npu.synchronize()
+        z = y + 1
+    g.replay()
+    torch.testing.assert_close(z.cpu(), x.cpu() * 2 + 1)
+    torch.testing.assert_close(late.cpu(), x.cpu() + 5)

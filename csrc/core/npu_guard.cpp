@@ -2,6 +2,7 @@
 // code (torch.Stream, torch.Event, DeviceGuard, autograd engine) calls.
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include "csrc/core/npu_capture.h"
 #include "csrc/core/npu_caching_allocator.h"
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_error.h"
@@ -71,7 +72,9 @@ struct NpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void block(void* event, const c10::Stream& stream) const override {
     check_not_forked();
     if (event == nullptr) return;
-    with_torch_errors([&] { as_event(event)->block(runtime_stream(stream)); });
+    vnpu::Stream& waiter = runtime_stream(stream);
+    before_event_wait(*as_event(event), waiter);  // an event of a capture forks or joins it
+    with_torch_errors([&] { as_event(event)->block(waiter); });
     trace_event_on_stream(TraceKind::kEventWait, event, stream);
   }
 

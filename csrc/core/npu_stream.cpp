@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "csrc/core/npu_capture.h"
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_error.h"
 #include "csrc/core/npu_trace.h"
@@ -145,12 +146,14 @@ void StreamGate::open() {
 
 void synchronize_device(c10::DeviceIndex device) {
   with_torch_errors([&] {
+    // Capture error modes (npu_capture.h): refuse or skip capturing streams.
+    const bool skip_capturing = device_sync_skips_captures();
     if (device >= 0) {
-      runtime_device(device).synchronize();
+      runtime_device(device).synchronize(skip_capturing);
       return;
     }
     for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
-      if (is_initialized()) vnpu::Runtime::instance().device(d).synchronize();
+      if (is_initialized()) vnpu::Runtime::instance().device(d).synchronize(skip_capturing);
     }
   });
   trace(TraceKind::kDeviceSynchronization, device);

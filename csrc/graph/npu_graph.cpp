@@ -5,6 +5,7 @@
 #include <vnpu/graph.h>
 #include <vnpu/stream.h>
 
+#include "csrc/core/npu_capture.h"
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_error.h"
 #include "csrc/core/npu_stream.h"
@@ -19,11 +20,7 @@ NpuGraph::~NpuGraph() {
 }
 
 void NpuGraph::capture_begin(std::optional<MempoolId> pool, const std::string& capture_error_mode) {
-  NPU_CHECK_WITH(ValueError, ErrCode::kParam,
-                 capture_error_mode == "global" || capture_error_mode == "thread_local" ||
-                     capture_error_mode == "relaxed",
-                 "Unknown capture error mode. Expected `global`, `thread_local`, or `relaxed`, got ",
-                 capture_error_mode);
+  const CaptureErrorMode mode = parse_capture_error_mode(capture_error_mode);
   NPU_CHECK_WITH(Error, ErrCode::kParam, !graph_,
                  "This NPUGraph instance already owns a captured graph. To capture a new graph, create a new "
                  "instance.");
@@ -53,6 +50,7 @@ void NpuGraph::capture_begin(std::optional<MempoolId> pool, const std::string& c
   }
   rng_ = std::make_shared<CaptureRng>();
   set_capture_rng(runtime, rng_);
+  register_capture(runtime, graph, *pool_, rng_, mode);
   device_ = device;
   capture_stream_ = &runtime;
   graph_ = std::move(graph);
@@ -64,6 +62,13 @@ void NpuGraph::capture_end() {
   vnpu::Stream& current = current_runtime_stream(device_);
   NPU_CHECK_WITH(Error, ErrCode::kParam, &current == capture_stream_, "Capture must end on the same stream it "
                  "began on.");
+  try {
+    // Ends the capture on the streams it forked onto; refuses unjoined work.
+    unregister_capture(*capture_stream_, /*check_joined=*/true);
+  } catch (...) {
+    reset();  // the capture is invalid: drop it
+    throw;
+  }
   with_torch_errors([&] { capture_stream_->end_capture(); });
   end_capture_to_pool(*capture_stream_);
   set_capture_rng(*capture_stream_, nullptr);
@@ -101,6 +106,7 @@ void NpuGraph::replay() {
 
 void NpuGraph::reset() {
   if (capture_stream_ != nullptr) {  // abandoned mid-capture (the capture raised)
+    unregister_capture(*capture_stream_, /*check_joined=*/false);
     if (capture_stream_->capturing()) capture_stream_->end_capture();
     end_capture_to_pool(*capture_stream_);
     set_capture_rng(*capture_stream_, nullptr);

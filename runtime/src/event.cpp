@@ -1,6 +1,9 @@
 #include "vnpu/event.h"
 
+#include <string>
+
 #include "vnpu/error.h"
+#include "vnpu/graph.h"
 #include "vnpu/stream.h"
 
 namespace vnpu {
@@ -8,9 +11,20 @@ namespace vnpu {
 Event::Event(bool enable_timing) : enable_timing_(enable_timing) {}
 
 void Event::record(Stream& stream) {
-  // Captured work has no place in the stream's sequence to stamp (and
-  // multi-stream capture is not supported).
-  stream.check_not_capturing("recording an event");
+  if (stream.capturing()) {
+    // A point in the capture: captured work has no place in the stream's
+    // sequence to stamp.
+    captured_graph_ = stream.capture_graph();
+    if (captured_graph_) {
+      captured_position_ = stream.captured_tasks();
+      stream_ = &stream;
+      seq_ = 0;
+      stamp_ = std::make_shared<Stamp>();
+      return;
+    }
+  }
+  captured_graph_.reset();
+  captured_position_ = 0;
   // A fresh stamp per record: a marker from an earlier record may still be
   // queued and must not stamp the new one.
   auto stamp = std::make_shared<Stamp>();
@@ -41,10 +55,22 @@ void Event::record(Stream& stream) {
   stamp_ = std::move(stamp);
 }
 
-bool Event::query() const { return !recorded() || stream_->last_completed() >= seq_; }
+namespace {
+[[noreturn]] void throw_captured(const char* what) {
+  throw Error(ErrorCode::kStreamCapture,
+              std::string("operation not permitted when stream is capturing: ") + what +
+                  " of an event recorded in a graph capture (its work runs only when the graph is replayed)");
+}
+}  // namespace
+
+bool Event::query() const {
+  if (captured_graph_) throw_captured("querying");
+  return !recorded() || stream_->last_completed() >= seq_;
+}
 
 void Event::synchronize() const {
   if (!recorded()) return;
+  if (captured_graph_) throw_captured("synchronizing");
   stream_->wait_completed(seq_);
   std::shared_ptr<const AsyncError> failure = error();
   if (!failure) return;
@@ -63,6 +89,15 @@ void Event::block(Stream& waiter) const {
   if (!recorded()) return;
   // A stream runs in order: its own earlier marker is always done first.
   if (&waiter == stream_) return;
+  if (captured_graph_) {
+    // A replay runs the graph's tasks in capture order: the waiter's later
+    // tasks come after the ones before the event.
+    if (waiter.capture_graph() == captured_graph_) return;
+    throw Error(ErrorCode::kStreamCapture,
+                "operation not permitted when stream is capturing: NPU " + std::to_string(waiter.device_index()) +
+                    " stream " + std::to_string(waiter.stream_index()) +
+                    " waits for an event recorded in a graph capture it does not take part in");
+  }
   if (query()) {
     // Already complete: nothing to wait for, keep the waiter's queue short;
     // only a failure before the marker must still reach the waiter, in order.
@@ -83,6 +118,7 @@ void Event::block(Stream& waiter) const {
 }
 
 double Event::elapsed_ms(const Event& end) const {
+  if (captured_graph_ || end.captured_graph_) throw_captured("timing");
   if (!enable_timing_ || !end.enable_timing_) {
     throw Error(ErrorCode::kInvalidValue,
                 "Both events must be created with enable_timing=True to measure elapsed time");

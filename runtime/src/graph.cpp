@@ -7,6 +7,7 @@ namespace vnpu {
 void Graph::append(const TaskInfo& info, const ErasedCallable& callable) {
   auto task = std::make_unique<Task>();
   task->emplace(info, callable);
+  std::lock_guard<std::mutex> lock(mutex_);
   tasks_.push_back(std::move(task));
 }
 

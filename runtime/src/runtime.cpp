@@ -120,11 +120,17 @@ std::vector<Stream*> Device::created_streams() {
   return out;
 }
 
-void Device::synchronize() {
+void Device::synchronize(bool skip_capturing) {
   // Drain every stream before reporting, so that after an error the device
   // is still idle when the caller regains control.
   std::exception_ptr first_error;
   for (Stream* stream : created_streams()) {
+    // A capturing stream's captured work has not run: wait only for what it
+    // queued before its capture began (its errors reach its own next sync).
+    if (skip_capturing && stream->capturing()) {
+      stream->wait_completed(stream->last_enqueued());
+      continue;
+    }
     try {
       stream->synchronize();
     } catch (const Error&) {

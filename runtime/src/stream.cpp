@@ -124,6 +124,7 @@ std::uint64_t Stream::enqueue_erased(TaskKind kind, const char* name, const Eras
     std::lock_guard<std::mutex> lock(producer_mutex_);
     if (capture_) {
       capture_->append(info, callable);
+      ++captured_tasks_;
       return next_seq_ - 1;  // nothing was queued
     }
   }
@@ -352,7 +353,18 @@ void Stream::begin_capture(std::shared_ptr<Graph> graph) {
                                                std::to_string(stream_index_) + " is already capturing a graph");
   }
   capture_ = std::move(graph);
+  captured_tasks_ = 0;
   capturing_.store(true, std::memory_order_release);
+}
+
+std::shared_ptr<Graph> Stream::capture_graph() {
+  std::lock_guard<std::mutex> lock(producer_mutex_);
+  return capture_;
+}
+
+std::size_t Stream::captured_tasks() {
+  std::lock_guard<std::mutex> lock(producer_mutex_);
+  return captured_tasks_;
 }
 
 std::shared_ptr<Graph> Stream::end_capture() {

@@ -633,21 +633,54 @@ TEST(StreamCapture, CapturedTasksRunOnlyOnReplayInOrder) {
   EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 0, 1, 2}));
 }
 
-TEST(StreamCapture, HostWaitsAndEventsRaiseWhileCapturing) {
+TEST(StreamCapture, HostWaitsRaiseWhileCapturing) {
   Stream stream(0, 0, 0, false);
   stream.enqueue("before", [] {});
   stream.begin_capture(std::make_shared<vnpu::Graph>());
   EXPECT_EQ(expect_error([&] { stream.synchronize(); }).code(), ErrorCode::kStreamCapture);
   EXPECT_EQ(expect_error([&] { stream.run_on_caller("x", [] {}); }).code(), ErrorCode::kStreamCapture);
-  vnpu::Event event(false);
-  const Error e = expect_error([&] { event.record(stream); });
-  EXPECT_EQ(e.code(), ErrorCode::kStreamCapture);
-  EXPECT_NE(std::string(e.what()).find("operation not permitted when stream is capturing"), std::string::npos);
   EXPECT_EQ(expect_error([&] { stream.begin_capture(std::make_shared<vnpu::Graph>()); }).code(),
             ErrorCode::kStreamCapture);
   stream.end_capture();
   EXPECT_EQ(expect_error([&] { stream.end_capture(); }).code(), ErrorCode::kStreamCapture);
   stream.synchronize();  // work queued before the capture ran as usual
+}
+
+TEST(StreamCapture, AnEventRecordedWhileCapturingMarksAPointInTheCapture) {
+  Stream stream(0, 0, 0, false);
+  Stream other(0, 1, 0, false);
+  auto graph = std::make_shared<vnpu::Graph>();
+  stream.begin_capture(graph);
+  stream.enqueue("a", [] {});
+  stream.enqueue("b", [] {});
+  vnpu::Event event(true);
+  event.record(stream);  // queues nothing
+  EXPECT_EQ(event.captured_graph(), graph);
+  EXPECT_EQ(event.captured_position(), 2u);
+  EXPECT_EQ(stream.captured_tasks(), 2u);
+  EXPECT_EQ(graph->size(), 2u);
+  // Host waits on it refuse: its work has not run.
+  const Error e = expect_error([&] { event.synchronize(); });
+  EXPECT_EQ(e.code(), ErrorCode::kStreamCapture);
+  EXPECT_NE(std::string(e.what()).find("operation not permitted when stream is capturing"), std::string::npos);
+  EXPECT_EQ(expect_error([&] { (void)event.query(); }).code(), ErrorCode::kStreamCapture);
+  EXPECT_EQ(expect_error([&] { (void)event.elapsed_ms(event); }).code(), ErrorCode::kStreamCapture);
+  // A stream outside the capture may not wait for it; one inside needs not.
+  EXPECT_EQ(expect_error([&] { event.block(other); }).code(), ErrorCode::kStreamCapture);
+  other.begin_capture(graph);  // a fork (the adaptor does this on the wait)
+  event.block(other);
+  other.enqueue("c", [] {});
+  EXPECT_EQ(other.captured_tasks(), 1u);
+  EXPECT_EQ(graph->size(), 3u);
+  other.end_capture();
+  stream.end_capture();
+  EXPECT_EQ(other.last_enqueued(), 0u);  // nothing was queued on either stream
+  EXPECT_EQ(stream.last_enqueued(), 0u);
+  // Recorded again outside a capture, it is an ordinary event.
+  event.record(stream);
+  EXPECT_EQ(event.captured_graph(), nullptr);
+  event.synchronize();
+  EXPECT_TRUE(event.query());
 }
 
 TEST(StreamCapture, AFailingCapturedTaskDoesNotStopTheReplay) {

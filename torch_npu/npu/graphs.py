@@ -8,10 +8,11 @@ all of them as one task on the current stream, on the addresses of capture
 time. Refill static inputs in place before a replay, read static outputs
 after it. What cannot be captured raises "operation not permitted when
 stream is capturing": synchronizing ops (.item(), printing, data-dependent
-shapes), copies between host and device, CPU fallbacks and event records on
-the capturing stream. Random ops are captured: each replay draws fresh
-numbers from the generators' state at that replay, as eager would. See
-docs/graph_mode.md.
+shapes), copies between host and device, CPU fallbacks, host waits on events
+of the capture. Random ops are captured: each replay draws fresh numbers
+from the generators' state at that replay, as eager would. A capture forks
+onto a stream that waits for one of its events and must join it back
+(capture_stream.wait_stream(side)) before it ends. See docs/graph_mode.md.
 """
 
 import gc

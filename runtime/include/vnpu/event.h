@@ -6,6 +6,13 @@
 // between two markers. On an idle stream record() stamps the event at once
 // instead (nothing is queued for a marker to follow).
 //
+// Recorded on a capturing stream (graph.h), an event marks a point in the
+// capture instead: nothing is queued. Another stream that waits for it takes
+// part in the capture (the adaptor forks the capture onto it; a stream
+// capturing the same graph needs no wait: a replay runs the graph's tasks in
+// the order they were captured). Host waits on such an event (query,
+// synchronize, elapsed_ms) throw Error(kStreamCapture): its work has not run.
+//
 // Thread-safety: all methods may be called from any thread; recording the
 // same event concurrently from two threads is a user race (last one wins),
 // as with CUDA events.
@@ -13,6 +20,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 
@@ -20,6 +28,7 @@
 
 namespace vnpu {
 
+class Graph;
 class Stream;
 
 class Event {
@@ -41,8 +50,14 @@ class Event {
 
   // Makes future work on `waiter` wait for this event's marker (no-op when
   // the event was never recorded) and adopt the marker's error, if any.
-  // Does not block the caller.
+  // Does not block the caller. For an event recorded in a capture, `waiter`
+  // must capture into the same graph (a no-op then), else Error(kStreamCapture).
   void block(Stream& waiter) const;
+
+  // Recorded on a capturing stream: the graph, and how many tasks its stream
+  // had captured when it was recorded (nullptr / 0 otherwise).
+  const std::shared_ptr<Graph>& captured_graph() const { return captured_graph_; }
+  std::size_t captured_position() const { return captured_position_; }
 
   // Milliseconds between this event's marker and `end`'s marker.
   // Throws Error(kInvalidValue) unless both have timing enabled, were
@@ -69,6 +84,8 @@ class Event {
   Stream* stream_ = nullptr;
   std::uint64_t seq_ = 0;
   std::shared_ptr<Stamp> stamp_;
+  std::shared_ptr<Graph> captured_graph_;
+  std::size_t captured_position_ = 0;
 };
 
 }  // namespace vnpu

@@ -19,13 +19,19 @@
 // outputs); the replay task rethrows the first failure, which becomes the
 // stream's pending error.
 //
-// Thread-safety: append() is called under the capturing stream's producer
-// lock; a finished graph is immutable and may be replayed from any thread,
+// Several streams may capture into one graph (a fork through events, see
+// Event::record on a capturing stream): their tasks are kept in the order
+// they were enqueued, which respects every dependency the host expressed, and
+// a replay runs them in that order on one worker.
+//
+// Thread-safety: append() may be called by several capturing streams at
+// once; a finished graph is immutable and may be replayed from any thread,
 // also concurrently.
 #pragma once
 
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "vnpu/task.h"
@@ -41,15 +47,22 @@ class Graph {
   // Moves the callable into the graph (called by the capturing stream).
   void append(const TaskInfo& info, const ErasedCallable& callable);
 
-  std::size_t size() const { return tasks_.size(); }
+  std::size_t size() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return tasks_.size();
+  }
   // The name of captured task `i` (debug dumps).
-  const char* task_name(std::size_t i) const { return tasks_[i]->name(); }
+  const char* task_name(std::size_t i) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return tasks_[i]->name();
+  }
 
   // Runs every captured task in order on the calling thread; see above for
   // errors.
   void run() const;
 
  private:
+  mutable std::mutex mutex_;  // guards tasks_ while streams capture into it
   std::vector<std::unique_ptr<Task>> tasks_;
 };
 

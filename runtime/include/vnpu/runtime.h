@@ -62,8 +62,11 @@ class Device {
   std::vector<Stream*> created_streams();
 
   // Blocks until every stream of the device is idle; reports the first
-  // sticky error found (after draining all streams).
-  void synchronize();
+  // sticky error found (after draining all streams). A capturing stream
+  // throws Error(kStreamCapture) (its captured work never runs), unless
+  // `skip_capturing`: then only the work it queued before its capture is
+  // waited for (capture error modes "thread_local" and "relaxed").
+  void synchronize(bool skip_capturing = false);
 
  private:
   const int index_;

@@ -162,6 +162,12 @@ class Stream {
   void begin_capture(std::shared_ptr<Graph> graph);
   std::shared_ptr<Graph> end_capture();
   bool capturing() const { return capturing_.load(std::memory_order_acquire); }
+  // The graph this stream captures into (nullptr when not capturing), and
+  // how many tasks it has added to it since its begin_capture. Several
+  // streams may capture into one graph (a capture forked onto other
+  // streams through events; the adaptor's NpuGraph manages the fork/join).
+  std::shared_ptr<Graph> capture_graph();
+  std::size_t captured_tasks();
   // Throws Error(kStreamCapture) naming `what` while the stream captures.
   void check_not_capturing(const char* what) const;
 
@@ -211,6 +217,7 @@ class Stream {
   std::mutex producer_mutex_;     // serialises producers
   std::uint64_t next_seq_ = 1;    // guarded by producer_mutex_
   std::shared_ptr<Graph> capture_;  // guarded by producer_mutex_
+  std::size_t captured_tasks_ = 0;  // guarded by producer_mutex_
   std::atomic<bool> capturing_{false};
 
   alignas(64) std::atomic<std::uint64_t> enqueued_seq_{0};
