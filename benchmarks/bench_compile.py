@@ -15,6 +15,13 @@ once in a torch.npu.NPUGraph and replayed, against eager npu: the host time
 to issue one step (target <= 0.3), and the step time to the end of its
 device work; also torchair's "reduce-overhead" mode (compiled graphs
 replayed as NPU graphs) against compiled npu.
+
+    python benchmarks/bench_compile.py --gemm-share
+
+prints instead, per width, the share of the matrix products (aten::mm and
+aten::addmm, self time) in the eager CPU training step under the profiler:
+the GEMMs compiled graphs call as extern kernels, unchanged, which bound how
+far compiling the rest can take the step.
 """
 
 import argparse
@@ -147,13 +154,36 @@ def graphs_section(args):
               f" {compiled['ind'] * 1e3:>9.3f} {compiled['ro'] * 1e3:>9.3f} {compiled['ro'] / compiled['ind']:>7.2f}")
 
 
+def gemm_share_section(args):
+    from torch.profiler import ProfilerActivity, profile
+
+    print(f"share of mm + addmm in the eager cpu training step (profiler self time, {torch.get_num_threads()} threads)")
+    for d in [int(v) for v in args.dims.split(",")]:
+        torch.manual_seed(0)
+        step, _ = make_step(Block(d), "cpu")
+        x = torch.randn(args.batch, d)
+        for _ in range(10):
+            step(x)
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(args.steps):
+                step(x)
+        events = prof.key_averages()
+        total = sum(e.self_cpu_time_total for e in events)
+        gemm = sum(e.self_cpu_time_total for e in events if e.key in ("aten::mm", "aten::addmm"))
+        print(f"{d:>5} {gemm / total:>6.2f}")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--dims", default="64,128,256")
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--only-graphs", action="store_true", help="just the NPU graphs section")
+    parser.add_argument("--gemm-share", action="store_true", help="just the GEMMs' share of the eager cpu step")
     args = parser.parse_args()
+    if args.gemm_share:
+        gemm_share_section(args)
+        return
     if args.only_graphs:
         graphs_section(args)
         return
