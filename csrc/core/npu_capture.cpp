@@ -53,7 +53,6 @@ std::string describe(const vnpu::Stream& stream) {
 void end_fork(vnpu::Stream& stream) {
   if (stream.capturing()) stream.end_capture();
   end_capture_to_pool(stream);
-  set_capture_rng(stream, nullptr);
 }
 
 }  // namespace
@@ -131,15 +130,24 @@ void before_event_wait(const vnpu::Event& event, vnpu::Stream& waiter) {
   }
   // The fork: from now on the waiter's work belongs to the capture.
   begin_capture_to_pool(waiter, capture->pool);
-  set_capture_rng(waiter, capture->rng);
   try {
     with_torch_errors([&] { waiter.begin_capture(graph); });
   } catch (...) {
     end_capture_to_pool(waiter);
-    set_capture_rng(waiter, nullptr);
     throw;
   }
   capture->forks.push_back(Fork{&waiter, 0});
+}
+
+std::shared_ptr<CaptureRng> capture_rng_of(const vnpu::Stream& stream) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  for (const Capture& capture : captures()) {
+    if (capture.origin == &stream) return capture.rng;
+    for (const Fork& fork : capture.forks) {
+      if (fork.stream == &stream) return capture.rng;
+    }
+  }
+  return nullptr;
 }
 
 bool device_sync_skips_captures() {

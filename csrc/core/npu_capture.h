@@ -44,8 +44,9 @@ enum class CaptureErrorMode { kGlobal, kThreadLocal, kRelaxed };
 // "global", "thread_local" or "relaxed"; ValueError otherwise.
 CaptureErrorMode parse_capture_error_mode(const std::string& mode);
 
-// Starts tracking the capture `origin` has begun into `graph` (its pool and
-// random generators already routed there), begun by the calling thread.
+// Starts tracking the capture `origin` has begun into `graph` (its pool
+// already routed there), begun by the calling thread; its random ops draw
+// from `rng` (capture_rng_of).
 void register_capture(vnpu::Stream& origin, std::shared_ptr<vnpu::Graph> graph, MempoolId pool,
                       std::shared_ptr<CaptureRng> rng, CaptureErrorMode mode);
 
@@ -58,6 +59,10 @@ void unregister_capture(vnpu::Stream& origin, bool check_joined);
 // the capture onto `waiter`, or, on the capturing stream, joins the stream
 // the event was recorded on.
 void before_event_wait(const vnpu::Event& event, vnpu::Stream& waiter);
+
+// The random generators of the capture `stream` takes part in (as its origin
+// or a fork); nullptr when it captures outside an NPUGraph.
+std::shared_ptr<CaptureRng> capture_rng_of(const vnpu::Stream& stream);
 
 // Whether a device-wide synchronize on this thread skips capturing streams
 // (true) or must refuse them (false), by the error modes of the captures

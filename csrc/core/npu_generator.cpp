@@ -12,6 +12,7 @@
 #include <mutex>
 #include <random>
 
+#include "csrc/core/npu_capture.h"
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_error.h"
 #include "csrc/core/npu_stream.h"
@@ -88,19 +89,6 @@ OpSeed NpuGenerator::next_op_seed() { return OpSeed{seed_, offset_++, -1}; }
 namespace {
 thread_local const std::vector<std::pair<uint64_t, uint64_t>>* t_replay_rng = nullptr;
 
-std::mutex g_capture_rng_mutex;
-std::vector<std::pair<const vnpu::Stream*, std::shared_ptr<CaptureRng>>>& capture_rngs() {
-  static std::vector<std::pair<const vnpu::Stream*, std::shared_ptr<CaptureRng>>> rngs;
-  return rngs;
-}
-
-std::shared_ptr<CaptureRng> capture_rng_of(const vnpu::Stream& stream) {
-  std::lock_guard<std::mutex> lock(g_capture_rng_mutex);
-  for (const auto& [s, rng] : capture_rngs()) {
-    if (s == &stream) return rng;
-  }
-  return nullptr;
-}
 }  // namespace
 
 uint64_t OpSeed::value() const {
@@ -133,18 +121,6 @@ std::vector<std::pair<uint64_t, uint64_t>> CaptureRng::take_replay_state() {
     gen->set_offset(gen->get_offset() + slot.draws);
   }
   return state;
-}
-
-void set_capture_rng(const vnpu::Stream& stream, std::shared_ptr<CaptureRng> rng) {
-  std::lock_guard<std::mutex> lock(g_capture_rng_mutex);
-  auto& rngs = capture_rngs();
-  for (auto it = rngs.begin(); it != rngs.end(); ++it) {
-    if (it->first == &stream) {
-      rngs.erase(it);
-      break;
-    }
-  }
-  if (rng) rngs.emplace_back(&stream, std::move(rng));
 }
 
 ReplayRngScope::ReplayRngScope(const std::vector<std::pair<uint64_t, uint64_t>>* state)

@@ -25,10 +25,6 @@
 #include <utility>
 #include <vector>
 
-namespace vnpu {
-class Stream;
-}
-
 namespace torch_npu {
 
 // The seed of one random op's stage-2 CPU generator, known at stage 1 for
@@ -36,8 +32,8 @@ namespace torch_npu {
 struct OpSeed {
   uint64_t seed = 0;    // eager: the generator's seed
   uint64_t offset = 0;  // eager: the generator's offset; captured: the offset within the graph
-  int32_t graph_slot = -1;  // captured: which of the graph's generators (ReplayRng)
-  // Stage 2: the seed (inside a replay, from the replay's ReplayRng).
+  int32_t graph_slot = -1;  // captured: which of the graph's generators (CaptureRng's slot)
+  // Stage 2: the seed (inside a replay, from the state its ReplayRngScope set).
   uint64_t value() const;
 };
 
@@ -86,7 +82,7 @@ class CaptureRng {
   // The slot of `generator` in this capture, counting one more draw.
   OpSeed draw(const at::Generator& generator);
   // At replay (host side): each generator's (seed, offset) now, then advances
-  // its offset by the capture's draws. Empty when the capture drew nothing.
+  // its offset by the capture's draws.
   std::vector<std::pair<uint64_t, uint64_t>> take_replay_state();
 
  private:
@@ -97,10 +93,6 @@ class CaptureRng {
   std::mutex mutex_;          // any thread may launch on the capturing stream
   std::vector<Slot> slots_;   // few: one per generator the captured ops used
 };
-
-// While `stream` captures into a graph, its random ops draw from `rng`
-// (nullptr: they raise, as a capture outside NPUGraph would).
-void set_capture_rng(const vnpu::Stream& stream, std::shared_ptr<CaptureRng> rng);
 
 // Makes a replay's generator states visible to the captured tasks it runs
 // on this thread (OpSeed::value()).

@@ -49,7 +49,6 @@ void NpuGraph::capture_begin(std::optional<MempoolId> pool, const std::string& c
     throw;
   }
   rng_ = std::make_shared<CaptureRng>();
-  set_capture_rng(runtime, rng_);
   register_capture(runtime, graph, *pool_, rng_, mode);
   device_ = device;
   capture_stream_ = &runtime;
@@ -71,7 +70,6 @@ void NpuGraph::capture_end() {
   }
   with_torch_errors([&] { capture_stream_->end_capture(); });
   end_capture_to_pool(*capture_stream_);
-  set_capture_rng(*capture_stream_, nullptr);
   capture_stream_ = nullptr;
   if (graph_->size() == 0) {
     TORCH_WARN("The NPU Graph is empty. This usually means that the graph was attempted to be captured on "
@@ -88,7 +86,6 @@ void NpuGraph::replay() {
   // are taken now, in replay order, and travel with its task.
   auto rng_state = rng_->take_replay_state();
   const uint64_t seq = with_torch_errors([&] {
-    if (rng_state.empty()) return stream.enqueue_replay(graph_);
     return stream.enqueue(vnpu::TaskKind::kGraph, "graph_replay",
                           [graph = graph_, state = std::move(rng_state)] {
                             ReplayRngScope scope(&state);
@@ -109,8 +106,7 @@ void NpuGraph::reset() {
     unregister_capture(*capture_stream_, /*check_joined=*/false);
     if (capture_stream_->capturing()) capture_stream_->end_capture();
     end_capture_to_pool(*capture_stream_);
-    set_capture_rng(*capture_stream_, nullptr);
-    capture_stream_ = nullptr;
+      capture_stream_ = nullptr;
   }
   // Queued replays read the pool's memory: let them finish first.
   for (const auto& [stream, seq] : replays_) with_torch_errors([&] { stream->wait_completed(seq); });
