@@ -280,6 +280,43 @@ TEST(Stream, WaitCompletedUntilGivesUpAtTheDeadline) {
   EXPECT_TRUE(stream.wait_completed_until(seq, std::chrono::steady_clock::now() + std::chrono::seconds(30)));
 }
 
+TEST(Stream, WaitersForDifferentTasksEachWakeWhenTheirTaskCompletes) {
+  // The worker wakes waiters only at the earliest task one of them waits for
+  // (Note [Wake a waiter once, when its task completes]); the others must
+  // publish their own task again and still wake, each at its own task, also
+  // one that gave up at a deadline in between.
+  Stream stream(0, 0, 0, false);
+  constexpr int kTasks = 6;
+  std::array<Gate, kTasks> gates;
+  std::array<std::uint64_t, kTasks> seqs{};
+  for (int i = 0; i < kTasks; ++i) seqs[i] = stream.enqueue("gated", [&gates, i] { gates[i].wait(); });
+  std::array<std::atomic<bool>, kTasks> woke{};
+  std::vector<std::thread> waiters;
+  for (int i : {5, 1, 3}) {  // started out of order: the earliest is not the first
+    waiters.emplace_back([&, i] {
+      stream.wait_completed(seqs[i]);
+      EXPECT_GE(stream.last_completed(), seqs[i]);
+      woke[i].store(true);
+    });
+  }
+  ASSERT_TRUE(eventually([] { return vnpu::blocked_host_threads() == 3; }));
+  // A waiter for task 2 that gives up before task 2 completes.
+  EXPECT_FALSE(stream.wait_completed_until(seqs[2], std::chrono::steady_clock::now() + std::chrono::milliseconds(10)));
+  for (int i = 0; i < kTasks; ++i) {
+    gates[i].open();
+    ASSERT_TRUE(eventually([&] { return stream.last_completed() >= seqs[i]; }));
+    for (int w : {1, 3, 5}) {
+      if (w <= i) {
+        EXPECT_TRUE(eventually([&] { return woke[w].load(); })) << "waiter for task " << w;
+      } else {
+        EXPECT_FALSE(woke[w].load()) << "waiter for task " << w << " woke at task " << i;
+      }
+    }
+  }
+  for (auto& t : waiters) t.join();
+  EXPECT_EQ(vnpu::blocked_host_threads(), 0);
+}
+
 // Host-wait hooks: called around blocking waits of host threads only, with
 // no runtime lock held (a hook that enqueues proves it).
 std::atomic<int> g_enters{0};

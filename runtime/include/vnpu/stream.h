@@ -203,7 +203,9 @@ class Stream {
   void worker_loop();
   void run_task(Task& task, std::uint64_t seq);
   void record_error(const Task& task, std::uint64_t seq, std::exception_ptr error);
-  void notify_waiters();
+  // Wakes the host waiters once task `completed` reaches the earliest task
+  // one of them waits for.
+  void notify_waiters(std::uint64_t completed);
   [[noreturn]] void throw_aborted(std::uint64_t seq) const;
 
   const int device_index_;
@@ -229,10 +231,13 @@ class Stream {
   std::atomic<bool> worker_sleeping_{false};
   std::atomic<bool> stopping_{false};
 
-  // Host-side waiters (synchronize, back-pressure).
+  // Host-side waiters (synchronize, back-pressure). wake_at_ is the
+  // earliest task a blocked waiter waits for (no waiter: the maximum); it is
+  // lowered by waiters and reset by the worker, both under done_mutex_.
   mutable std::mutex done_mutex_;
   mutable std::condition_variable done_cv_;
-  mutable std::atomic<int> waiters_{0};
+  mutable std::atomic<std::uint64_t> wake_at_{kNoWaiter};
+  static constexpr std::uint64_t kNoWaiter = ~std::uint64_t{0};
 
   // Pending error.
   std::atomic<bool> has_error_{false};
