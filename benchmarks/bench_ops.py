@@ -56,6 +56,18 @@ def case_mm(n):
     return make
 
 
+def case_mm_64x256x512(device):
+    """A GEMM of the bench_compile block at d=256: small enough that waking a
+    second thread costs more than it saves (docs/architecture.md)."""
+    a, b = torch.randn(64, 256, device=device), torch.randn(256, 512, device=device)
+    return lambda: a @ b
+
+
+def case_inplace_add_128k(device):
+    a = torch.randn(512, 256, device=device)
+    return lambda: a.add_(a, alpha=0.0)
+
+
 def case_mlp_step(device):
     """The seeds' 784-256-10 MLP, batch 32: forward, loss, backward, SGD step,
     and loss.item() as the seeds' training loop does."""
@@ -101,6 +113,8 @@ CASES = [
     ("relu 1K x20000", case_small_relu, 20000, 2.0),
     ("mm 256 fp32", case_mm(256), 200, None),
     ("mm 1024 fp32", case_mm(1024), 10, 1.1),
+    ("mm 64x256x512 fp32", case_mm_64x256x512, 500, None),
+    ("add_ 128K in place", case_inplace_add_128k, 2000, None),
     ("MLP train step (784-256-10, b32)", case_mlp_step, 300, 1.3),
     ("transformer layer step (d128, b8x32)", case_transformer_step, 50, None),
 ]

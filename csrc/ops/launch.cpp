@@ -20,6 +20,10 @@ namespace {
 // OpenMP's per-thread team size (the runtime is already loaded by torch).
 extern "C" int omp_get_max_threads();
 extern "C" void omp_set_num_threads(int);
+// MKL's own per-thread count (torch's x86 builds link MKL; elsewhere these
+// are null). MKL's GEMMs follow it, not omp_set_num_threads, once anything
+// set it (torch.set_num_threads does, on its thread).
+extern "C" __attribute__((weak)) int MKL_Set_Num_Threads_Local(int);
 
 // Below this many elements a kernel runs on the worker alone. Small kernels
 // gain little from intra-op threads, and on a machine with few cores those
@@ -34,15 +38,27 @@ constexpr int64_t kSerialWorkElements = 32768;  // ATen's GRAIN_SIZE
 // thread: on 2 cores a 64x256x512 GEMM took twice as long on the worker
 // while the host issued work as on an idle machine. So a big kernel leaves
 // a core to the host (cores - 1 threads) unless a host thread is blocked
-// waiting for the device (synchronize, an event, a full launch ring), which
-// is when the device may have every core.
+// waiting for the device (synchronize, an event, a full launch ring).
+//
+// Then the device may have every core, but only a kernel of
+// kWholeMachineWorkElements or more takes them. With a host thread and a
+// stream worker both running OpenMP teams, libgomp has more threads than
+// cores and its idle team threads sleep at once instead of spinning, so
+// every parallel region first wakes its team from a futex: on the 2-core
+// machine that costs about 100 us (a queued 131072-element add_ took 9 us
+// alone and 90-115 us with a team of 2; a 64x256x512 GEMM 110 us alone and
+// 150-170 us with the team). Below that size, on a machine whose cores - 1
+// is 1, the team costs more than it saves; a 512x512 GEMM still gains.
+constexpr int64_t kWholeMachineWorkElements = 262144;
+
 int intra_op_threads(int64_t work, int max_threads) {
   if (work >= 0 && work < kSerialWorkElements) return 1;
-  if (vnpu::blocked_host_threads() > 0) return max_threads;
+  if (vnpu::blocked_host_threads() > 0 && work >= kWholeMachineWorkElements) return max_threads;
   return std::max(1, max_threads - 1);
 }
 
-// Runs stage 2 of one op with the intra-op threads intra_op_threads() gives.
+// Runs stage 2 of one op with the intra-op threads intra_op_threads() gives,
+// for ATen's OpenMP loops and for MKL's GEMMs alike.
 class IntraOpThreads {
  public:
   explicit IntraOpThreads(int64_t work) {
@@ -52,13 +68,17 @@ class IntraOpThreads {
       saved_ = max_threads;
       omp_set_num_threads(threads);
     }
+    // 0 restores MKL's process-wide count on this thread.
+    if (MKL_Set_Num_Threads_Local != nullptr) saved_mkl_ = MKL_Set_Num_Threads_Local(threads);
   }
   ~IntraOpThreads() {
     if (saved_ > 0) omp_set_num_threads(saved_);
+    if (MKL_Set_Num_Threads_Local != nullptr) MKL_Set_Num_Threads_Local(saved_mkl_);
   }
 
  private:
   int saved_ = 0;
+  int saved_mkl_ = 0;
 };
 
 uint64_t validation_key(const char* op, uint64_t signature) {
