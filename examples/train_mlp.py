@@ -72,10 +72,15 @@ for epoch, (ln, lc) in enumerate(zip(npu_losses, cpu_losses), 1):
     ok &= same
     print(f"epoch {epoch}: npu {ln:.6f} cpu {lc:.6f} rel.diff {rel:.2e} {'ok' if same else 'MISMATCH'}")
 
-# The trained weights agree too, not just the losses.
+# The trained weights agree too, not just the losses, within what CPU itself
+# varies by: MKL splits a GEMM's sums by its thread count, and this training
+# run on CPU with 1 thread and with 2 ends 1.2e-5 apart in 0.weight (ReLUs
+# near zero amplify the rounding). The NPU's GEMMs run with the threads the
+# device rule gives (docs/architecture.md), not always the caller's.
 for (name, pn), pc in zip(npu_model.named_parameters(), cpu_model.parameters()):
-    if not torch.allclose(pn.detach().cpu(), pc.detach(), rtol=1e-4, atol=1e-5):
-        print(f"parameter {name} differs", file=sys.stderr)
+    if not torch.allclose(pn.detach().cpu(), pc.detach(), rtol=1e-4, atol=1e-4):
+        diff = (pn.detach().cpu() - pc.detach()).abs().max().item()
+        print(f"parameter {name} differs (max abs difference {diff:.3g})", file=sys.stderr)
         ok = False
 
 if not ok:
