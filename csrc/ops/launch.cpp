@@ -20,8 +20,8 @@ namespace {
 // OpenMP's per-thread team size (the runtime is already loaded by torch).
 extern "C" int omp_get_max_threads();
 extern "C" void omp_set_num_threads(int);
-// MKL's own per-thread count (torch's x86 builds link MKL; elsewhere these
-// are null). MKL's GEMMs follow it, not omp_set_num_threads, once anything
+// MKL's own per-thread count (torch's x86 builds link MKL; elsewhere the
+// weak symbol is null). MKL's GEMMs follow it, not omp_set_num_threads, once anything
 // set it (torch.set_num_threads does, on its thread).
 extern "C" __attribute__((weak)) int MKL_Set_Num_Threads_Local(int);
 
