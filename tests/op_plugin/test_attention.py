@@ -1,21 +1,20 @@
-"""torch_npu's fused operators (torch.ops.npu.*): each against its plain-PyTorch
-formula, on cpu and npu, with gradients, FakeTensor tracing and bad input."""
+"""torch_npu.op_plugin.attention: npu_fusion_attention (layouts, GQA, sparse modes, masks,
+dropout, its grad, memory, FakeTensor tracing, bad input) and the inference attentions,
+each against softmax attention on cpu."""
 
 import math
 
 import pytest
 import torch
-import torch.nn.functional as F
-import torch_npu
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.testing import assert_close
 
-DEVICES = ["cpu", "npu"]
+import torch_npu
+
+from op_plugin.inputs import DEVICES, rnd
+
+
 COMPRESSED = torch.triu(torch.ones(2048, 2048, dtype=torch.bool), diagonal=1)
-
-
-def rnd(*shape, seed=0, dtype=torch.float32):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
 
 
 def reference_attention(q, k, v, masked=None, scale=None, pse=None):
@@ -36,8 +35,6 @@ def to_layout(x, layout):  # x is BNSD
     return {"BNSD": x, "BSND": x.transpose(1, 2), "BSH": x.transpose(1, 2).reshape(b, s, n * d),
             "SBH": x.permute(2, 0, 1, 3).reshape(s, b, n * d)}[layout].contiguous()
 
-
-# --- npu_fusion_attention --------------------------------------------------------
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("layout", ["BSH", "SBH", "BSND", "BNSD"])
@@ -196,8 +193,6 @@ def test_fusion_attention_traces_under_fake_tensors():
         assert out[1].shape == (2, 4, 16, 8)
 
 
-# --- inference attention -----------------------------------------------------------
-
 def test_prompt_and_incremental_attention():
     q, k, v = (rnd(2, 6, 16, seed=s) for s in (30, 31, 32))  # BSH, 2 heads
     bnsd = [t.view(2, 6, 2, 8).transpose(1, 2) for t in (q, k, v)]
@@ -234,180 +229,3 @@ def test_paged_incremental_attention_equals_contiguous_cache():
                                                 input_layout="BSH", block_table=table.int().npu(), block_size=4)
     flat = torch_npu.npu_incre_flash_attention(q.npu(), k.npu(), v.npu(), num_heads=2, input_layout="BSH")
     assert_close(paged.cpu(), flat.cpu())
-
-
-# --- norms, rotary, activations ------------------------------------------------------
-
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_rms_norm_and_backward(device, dtype):
-    x = rnd(3, 5, 16, seed=40, dtype=dtype).to(device).requires_grad_()
-    gamma = rnd(16, seed=41, dtype=dtype).to(device).requires_grad_()
-    y, rstd = torch_npu.npu_rms_norm(x, gamma, epsilon=1e-5)
-    assert rstd.dtype == torch.float32 and rstd.shape == (3, 5, 1) and y.dtype == dtype
-    xf = x.detach().float().cpu()
-    want = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-5) * gamma.detach().float().cpu()
-    tol = dict(atol=1e-5, rtol=1e-5) if dtype == torch.float32 else dict(atol=2e-2, rtol=2e-2)
-    assert_close(y.float().cpu(), want, **tol)
-    g = torch.randn_like(y)
-    dx, dgamma = torch.autograd.grad(y, (x, gamma), g)
-    ex_dx, ex_dgamma = torch_npu.npu_rms_norm_backward(g, x, gamma, rstd)
-    assert_close(ex_dx.float(), dx.float(), **tol)
-    assert_close(ex_dgamma.float(), dgamma.float(), **tol)
-    if device == "npu":
-        y2, r2, s = torch_npu.npu_add_rms_norm(x, x, gamma)
-        assert_close(s, 2 * x)
-        assert_close(y2, torch_npu.npu_rms_norm(2 * x, gamma)[0])
-
-
-def test_rms_norm_bad_gamma():
-    with pytest.raises(RuntimeError, match="gamma of shape"):
-        torch_npu.npu_rms_norm(torch.randn(4, 8, device="npu"), torch.ones(7, device="npu"))
-
-
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("mode", ["half", "interleave"])
-def test_rotary_mul_and_grad(device, mode):
-    x = rnd(2, 4, 3, 8, seed=42).to(device).requires_grad_()
-    r1 = rnd(1, 4, 1, 8, seed=43).to(device).requires_grad_()
-    r2 = rnd(1, 4, 1, 8, seed=44).to(device).requires_grad_()
-    out = torch_npu.npu_rotary_mul(x, r1, r2, rotary_mode=mode)
-    xc = x.detach().cpu()
-    if mode == "half":
-        rot = torch.cat((-xc[..., 4:], xc[..., :4]), -1)
-    else:
-        rot = torch.stack((-xc[..., 1::2], xc[..., 0::2]), -1).flatten(-2)
-    assert_close(out.detach().cpu(), xc * r1.detach().cpu() + rot * r2.detach().cpu())
-    g = torch.randn_like(out)
-    want = torch.autograd.grad(out, (x, r1, r2), g)
-    got = torch_npu.npu_rotary_mul_backward(g, x, r1, r2, mode)
-    for a, b in zip(got, want):
-        assert_close(a, b, atol=1e-5, rtol=1e-5)
-
-
-def test_apply_rotary_pos_emb_in_place():
-    q, k = rnd(1, 4, 2, 8, seed=45).npu(), rnd(1, 4, 2, 8, seed=46).npu()
-    cos, sin = rnd(1, 4, 1, 8, seed=47).npu(), rnd(1, 4, 1, 8, seed=48).npu()
-    want_q, want_k = torch_npu.npu_rotary_mul(q, cos, sin), torch_npu.npu_rotary_mul(k, cos, sin)
-    rq, rk = torch_npu.npu_apply_rotary_pos_emb(q, k, cos, sin)
-    assert rq is q and rk is k
-    assert_close(q.cpu(), want_q.cpu())
-    assert_close(k.cpu(), want_k.cpu())
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_activations(device):
-    x = rnd(4, 10, seed=50).to(device).requires_grad_()
-    a, b = x.detach().cpu().chunk(2, -1)
-    assert_close(torch_npu.npu_swiglu(x).detach().cpu(), F.silu(a) * b)
-    g = torch.randn(4, 5, device=device)
-    (dx,) = torch.autograd.grad(torch_npu.npu_swiglu(x), x, g)
-    assert_close(torch_npu.npu_swiglu_backward(g, x), dx, atol=1e-6, rtol=1e-5)
-    y, gelu = torch_npu.npu_geglu(x.detach(), dim=-1, approximate=1)
-    assert_close(gelu.cpu(), F.gelu(b, approximate="tanh"))
-    assert_close(y.cpu(), a * F.gelu(b, approximate="tanh"))
-    y, _ = torch_npu.npu_geglu(x.detach(), approximate=0, activate_left=True)
-    assert_close(y.cpu(), b * F.gelu(a))
-    xc = x.detach().cpu()
-    assert_close(torch_npu.npu_fast_gelu(x).detach().cpu(), xc / (1 + torch.exp(-1.702 * xc.abs()))
-                 * torch.exp(0.851 * (xc - xc.abs())))
-    assert_close(torch_npu.npu_gelu(x, approximate="tanh").detach().cpu(), F.gelu(xc, approximate="tanh"))
-    with pytest.raises(RuntimeError, match="should be even"):
-        torch_npu.npu_swiglu(torch.randn(3, 5, device=device))
-
-
-def test_confusion_transpose_and_masked_softmax():
-    x = rnd(2, 3, 4, seed=51).npu()
-    assert_close(torch_npu.npu_confusion_transpose(x, [1, 0, 2], [3, 8], True).cpu(),
-                 x.cpu().permute(1, 0, 2).reshape(3, 8))
-    assert_close(torch_npu.npu_confusion_transpose(x, [1, 0], [6, 4], False).cpu(), x.cpu().reshape(6, 4).t())
-    s = rnd(2, 2, 4, 4, seed=52).npu()
-    mask = torch.zeros(2, 2, 4, 4, dtype=torch.bool)
-    mask[..., -1] = True
-    got = torch_npu.npu_scaled_masked_softmax(s, mask.npu(), 0.5)
-    want = torch.softmax((s.cpu() * 0.5).masked_fill(mask, float("-inf")), -1)
-    assert_close(got.cpu(), want, atol=1e-6, rtol=1e-5)
-    with pytest.raises(RuntimeError, match="does not broadcast"):
-        torch_npu.npu_scaled_masked_softmax(s, torch.zeros(3, 4, 4, dtype=torch.bool, device="npu"))
-
-
-# --- optimizer, grouped matmul, MoE -----------------------------------------------------
-
-@pytest.mark.parametrize("amsgrad", [False, True])
-def test_apply_adam_w_matches_torch_adamw(amsgrad):
-    p_ref = torch.nn.Parameter(rnd(10, seed=60))
-    opt = torch.optim.AdamW([p_ref], lr=0.01, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.1, amsgrad=amsgrad)
-    var, m, v = p_ref.detach().clone().npu(), torch.zeros(10, device="npu"), torch.zeros(10, device="npu")
-    vmax = torch.zeros(10, device="npu")
-    for step in range(1, 4):
-        grad = rnd(10, seed=60 + step)
-        p_ref.grad = grad
-        opt.step()
-        torch_npu.npu_apply_adam_w(0.9 ** step, 0.99 ** step, 0.01, 0.1, 0.9, 0.99, 1e-8, grad.npu(), vmax,
-                                   amsgrad, False, out=(var, m, v))
-    assert_close(var.cpu(), p_ref.detach(), atol=1e-6, rtol=1e-5)
-
-
-@pytest.mark.parametrize("group_list_type", [0, 1])
-def test_grouped_matmul(group_list_type):
-    x = rnd(7, 4, seed=61).npu()
-    ws = [rnd(4, 3, seed=62 + i).npu() for i in range(3)]
-    sizes = [2, 0, 5]
-    group_list = sizes if group_list_type == 1 else [2, 2, 7]
-    ys = torch_npu.npu_grouped_matmul([x], ws, group_list=group_list, group_list_type=group_list_type,
-                                      group_type=0)
-    parts = x.cpu().split(sizes)
-    for y, p, w in zip(ys, parts, ws):
-        assert_close(y.cpu(), p @ w.cpu())
-    (cat,) = torch_npu.npu_grouped_matmul([x], ws, group_list=group_list, group_list_type=group_list_type,
-                                          group_type=0, split_item=3)
-    assert_close(cat.cpu(), torch.cat([p @ w.cpu() for p, w in zip(parts, ws)]))
-    with pytest.raises(RuntimeError, match="does not split"):
-        torch_npu.npu_grouped_matmul([x], ws, group_list=[2, 2, 9], group_type=0)
-
-
-def test_moe_routing_round_trip():
-    tokens, experts, k, h = 6, 4, 2, 8
-    logits = rnd(tokens, experts, seed=70).npu()
-    y, expert_idx, row_idx = torch_npu.npu_moe_gating_top_k_softmax(logits, k=k)
-    want_y, want_idx = torch.softmax(logits.cpu(), -1).topk(k)
-    assert_close(y.cpu(), want_y)
-    assert torch.equal(expert_idx.cpu().long(), want_idx)
-    assert torch.equal(row_idx.cpu(), torch.arange(tokens * k, dtype=torch.int32).view(k, tokens).t())
-    x = rnd(tokens, h, seed=71).npu().requires_grad_()
-    permuted, sorted_indices = torch_npu.npu_moe_token_permute(x, expert_idx.long())
-    # grouped by expert, stable
-    assert torch.equal(expert_idx.cpu().reshape(-1)[sorted_indices.cpu().long()].sort().values,
-                       expert_idx.cpu().reshape(-1)[sorted_indices.cpu().long()])
-    out = torch_npu.npu_moe_token_unpermute(permuted, sorted_indices, y)
-    assert_close(out.detach().cpu(), x.detach().cpu() * y.cpu().sum(-1, keepdim=True), atol=1e-6, rtol=1e-5)
-    out.sum().backward()
-    assert_close(x.grad.cpu(), y.cpu().sum(-1, keepdim=True).expand(tokens, h))
-    expanded_x, expanded_row_idx, expanded_expert = torch_npu.npu_moe_init_routing(x.detach(), row_idx,
-                                                                                    expert_idx, tokens)
-    assert torch.equal(expanded_expert.cpu(), expert_idx.cpu().t().reshape(-1).sort(stable=True).values)
-    # each choice's k-major row r = j * tokens + i lands at expanded_row_idx[r], holding token i
-    for r in range(tokens * k):
-        assert torch.equal(expanded_x[expanded_row_idx[r]].cpu(), x.detach()[r % tokens].cpu())
-
-
-def test_fused_optimizers_match_torch_optim():
-    for fused, plain, kwargs in [(torch_npu.optim.NpuFusedAdamW, torch.optim.AdamW, dict(lr=0.01)),
-                                 (torch_npu.optim.NpuFusedAdam, torch.optim.Adam, dict(lr=0.01)),
-                                 (torch_npu.optim.NpuFusedSGD, torch.optim.SGD, dict(lr=0.1, momentum=0.9))]:
-        a = torch.nn.Parameter(rnd(5, seed=80).npu())
-        b = torch.nn.Parameter(rnd(5, seed=80))
-        oa, ob = fused([a], **kwargs), plain([b], **kwargs)
-        for step in range(3):
-            g = rnd(5, seed=81 + step)
-            a.grad, b.grad = g.npu(), g
-            oa.step()
-            ob.step()
-        assert_close(a.detach().cpu(), b.detach(), atol=1e-6, rtol=1e-5)
-
-
-def test_every_exported_op_is_in_torch_ops_npu():
-    for name in ["npu_fusion_attention", "npu_rms_norm", "npu_rotary_mul", "npu_swiglu", "npu_geglu",
-                 "npu_moe_gating_top_k_softmax", "npu_grouped_matmul", "npu_apply_adam_w"]:
-        assert hasattr(torch.ops.npu, name)
-        assert callable(getattr(torch_npu, name))
