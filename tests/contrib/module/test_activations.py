@@ -1,0 +1,30 @@
+"""torch_npu.contrib.module.activations: Mish, SiLU and Swish against their formulas."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.testing import assert_close
+
+from torch_npu.contrib import module as cm
+
+from contrib.inputs import NPU, rnd
+
+
+@pytest.mark.parametrize("cls, formula", [(cm.Mish, lambda x: x * torch.tanh(F.softplus(x))),
+                                          (cm.SiLU, lambda x: x * torch.sigmoid(x)),
+                                          (cm.Swish, lambda x: x * torch.sigmoid(x))])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_activations(cls, formula, dtype):
+    x = rnd(2, 5, 6, seed=81, dtype=dtype)
+    with pytest.warns(FutureWarning, match="deprecated"):
+        m = cls()
+    a = x.clone().to(NPU).requires_grad_()
+    out = m(a)
+    r = x.float().requires_grad_()
+    ref = formula(r)
+    assert out.dtype == dtype
+    tol = 1e-3 if dtype == torch.float16 else 1e-5
+    assert_close(out.detach().cpu().float(), ref.detach(), atol=tol, rtol=tol)
+    out.sum().backward()
+    ref.sum().backward()
+    assert_close(a.grad.cpu().float(), r.grad, atol=tol * 3, rtol=tol * 3)
