@@ -52,6 +52,15 @@ from torch_npu import optim  # noqa: E402,F401
 
 _client_names.install()
 
+# The other subpackages real torch_npu binds at import, so that
+# torch_npu.profiler.profile(...) works without `import torch_npu.profiler`
+# first. Each is cheap to import (contrib loads its contents on first use,
+# atb and asd are small), so binding them eagerly costs little.
+from torch_npu import asd, atb, contrib, multiprocessing, profiler  # noqa: E402,F401
+from torch_npu.asd.checksum import _matmul_checksum as matmul_checksum  # noqa: E402
+
+multiprocessing.reductions._add_reductions_methods()  # npu tensors on torch.multiprocessing queues: a clear refusal
+
 import torch.distributed as _dist  # noqa: E402
 
 if _dist.is_available():
@@ -86,6 +95,6 @@ float8_e4m3fn = torch.float8_e4m3fn
 float8_e8m0fnu = torch.float8_e8m0fnu
 float4_e2m1fn_x2 = torch.float4_e2m1fn_x2
 
-__all__ = ["npu", "get_soc_version", "npu_format_cast", "npu_format_cast_", "get_npu_format",
+__all__ = ["npu", "get_soc_version", "npu_format_cast", "npu_format_cast_", "get_npu_format", "matmul_checksum",
            *_fused_ops]
 

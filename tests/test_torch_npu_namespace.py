@@ -1,0 +1,130 @@
+"""The top-level torch_npu namespace: the subpackages real torch_npu binds at
+import (torch_npu.profiler.profile(...) right after `import torch_npu`), and
+what vNPU puts in the three it had lacked: asd (matmul_checksum),
+multiprocessing (npu tensors on torch.multiprocessing queues) and atb."""
+
+import pickle
+from multiprocessing.reduction import ForkingPickler
+
+import pytest
+import torch
+import torch_npu
+
+from conftest import run_python
+
+# Real torch_npu binds these at import (torch_npu/_init/core/module_loader.py and the patches it applies).
+SUBPACKAGES = ("profiler", "contrib", "utils", "optim", "distributed", "dynamo", "npu", "asd", "multiprocessing",
+               "atb")
+
+
+def test_subpackages_bound_at_import():
+    # A fresh interpreter: nothing but `import torch_npu` may have run before the checks.
+    code = f"""
+        import sys, types
+        import torch_npu
+        names = {SUBPACKAGES!r}
+        bound_at_import = [n for n in names if isinstance(torch_npu.__dict__.get(n), types.ModuleType)]
+        assert bound_at_import == list(names), ("not bound by import torch_npu", set(names) - set(bound_at_import))
+        for n in names:
+            assert hasattr(torch_npu, n), n
+            assert n in dir(torch_npu), n
+            assert sys.modules["torch_npu." + n] is getattr(torch_npu, n), n
+        from torch_npu import profiler
+        import torch_npu.profiler as imported
+        assert profiler is imported is torch_npu.profiler
+        assert callable(torch_npu.profiler.profile) and callable(torch_npu.profiler.schedule)
+        assert callable(torch_npu.contrib.npu_iou) and callable(torch_npu.asd.checksum._matmul_checksum)
+        print("ok")
+    """
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+
+
+def test_profiler_usable_without_importing_it():
+    code = """
+        import torch, torch_npu
+        with torch_npu.profiler.profile(activities=[torch_npu.profiler.ProfilerActivity.CPU]) as prof:
+            torch.ones(4, device="npu").sum().item()
+        assert any("aten::sum" in e.name for e in prof.events())
+        print("ok")
+    """
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+
+
+# --- asd: matmul_checksum --------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype,shape", [(torch.float32, (64, 96, 80)), (torch.bfloat16, (128, 256, 192)),
+                                         (torch.float16, (2, 32, 64, 48))])
+def test_matmul_checksum_passes_a_correct_product(dtype, shape):
+    torch.manual_seed(0)
+    *batch, m, k, n = shape
+    a = torch.randn(*batch, m, k, dtype=dtype, device="npu")
+    b = torch.randn(*batch, k, n, dtype=dtype, device="npu")
+    c = a @ b
+    flag = torch_npu.matmul_checksum(a, b, c)
+    assert flag.device.type == "npu" and flag.dtype == torch.bool
+    assert not flag.item()
+
+
+def test_matmul_checksum_flags_a_corrupted_product_and_repairs_it():
+    torch.manual_seed(1)
+    a = torch.randn(32, 64, dtype=torch.bfloat16, device="npu")
+    b = torch.randn(64, 48, dtype=torch.bfloat16, device="npu")
+    c = a @ b
+    good = c.clone()
+    c[5, 7] += 1000.0  # a flipped exponent bit: far beyond rounding
+    assert torch_npu.matmul_checksum(a, b, c).item()
+    assert torch.equal(c.cpu(), good.cpu())  # recomputed in place
+    # Rounding-sized differences are not faults.
+    c[5, 7] += float(c[5, 7].abs()) * 2 ** -9
+    assert not torch_npu.matmul_checksum(a, b, c).item()
+
+
+def test_matmul_checksum_wants_npu_tensors():
+    a = torch.randn(4, 4, device="npu")
+    with pytest.raises(TypeError, match=r"matmul_checksum: c should be a torch.Tensor on an npu device, got cpu"):
+        torch_npu.matmul_checksum(a, a, (a @ a).cpu())
+    with pytest.raises(TypeError, match=r"b should be a torch.Tensor on an npu device, got list"):
+        torch_npu.matmul_checksum(a, [1.0], a)
+
+
+# --- multiprocessing: npu tensors are refused with a reason; CPU tensors unchanged ----------------
+
+def test_forking_pickler_refuses_npu_tensors_storages_and_events():
+    t = torch.arange(4.0, device="npu")
+    with pytest.raises(RuntimeError, match=r"Cannot share an npu tensor with another process on vNPU: .*tensor\.cpu\(\)"):
+        ForkingPickler.dumps(t)
+    with pytest.raises(RuntimeError, match="Cannot share an npu tensor"):
+        ForkingPickler.dumps(torch.nn.Parameter(t))
+    with pytest.raises(RuntimeError, match="Cannot pickle an npu storage"):
+        ForkingPickler.dumps(t.untyped_storage())
+    with pytest.raises(RuntimeError, match=r"Cannot share a torch.npu.Event"):
+        ForkingPickler.dumps(torch.npu.Event())
+
+
+def test_forking_pickler_still_shares_cpu_tensors():
+    t = torch.arange(6.0).reshape(2, 3)
+    u = pickle.loads(ForkingPickler.dumps(t))
+    assert torch.equal(u, t)
+    assert u.is_shared()  # torch's own reducer moved it to shared memory
+
+
+@pytest.mark.parametrize("name", ["rebuild_npu_tensor", "rebuild_npu_event"])
+def test_rebuild_functions_not_supported(name):
+    fn = getattr(torch_npu.multiprocessing.reductions, name)
+    args = [None] * fn.__code__.co_argcount
+    with pytest.raises(RuntimeError, match=rf"torch_npu.multiprocessing.reductions.{name} is not supported on vNPU"):
+        fn(*args)
+
+
+# --- atb: the names exist (as with real torch_npu without NNAL), each call says why it fails -------
+
+@pytest.mark.parametrize("name", torch_npu.atb.__all__)
+def test_atb_operators_refuse_by_name(name):
+    fn = getattr(torch_npu.atb, name)
+    assert fn.__name__ == name
+    with pytest.raises(RuntimeError, match=rf"torch_npu.atb.{name} is not supported on vNPU"):
+        fn(torch.ones(1, device="npu"))
