@@ -274,3 +274,90 @@ os._exit(9)  # killed in the middle of the next cycle: no stop(), no cleanup
         rows = _rows(folder / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv")
         assert any(row["Name"] == "mm" for row in rows)
     npu_profiler.analyse(str(tmp_path))  # the raw data is whole too
+
+
+# --- one profiling session per process (Note [One profiling session per process]) ---
+
+# Two threads start a profiler at the same instant (a Barrier releases them),
+# both wait until each has tried, then the winner records and stops. Kineto
+# keeps one session per process: two overlapping sessions from two threads
+# crash it (SIGSEGV), so this runs in a subprocess, and eight rounds make the
+# race likely to hit.
+_START_RACE = """
+import json, threading, torch, torch_npu
+import torch_npu.profiler as P
+from torch.profiler import ProfilerActivity
+
+def make(kind):
+    if kind == "npu":
+        return P.profile(activities=[P.ProfilerActivity.CPU, P.ProfilerActivity.NPU])
+    return torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1])
+
+x = torch.randn(32, 32, device="npu")
+for round in range({rounds}):
+    tried, outcome = threading.Barrier(2, timeout=60), [None, None]
+    released = threading.Barrier(2, timeout=60)
+    def contender(i, kind):
+        prof = make(kind)
+        released.wait()
+        try:
+            prof.start()
+        except RuntimeError as e:
+            outcome[i] = "lost: " + str(e)
+            tried.wait()
+            return
+        tried.wait()  # the loser has tried while this one records
+        (x @ x).sum()
+        torch.npu.synchronize()
+        prof.stop()
+        outcome[i] = "won: %d device events" % sum(
+            e.device_type == torch.autograd.DeviceType.PrivateUse1 for e in prof.events())
+    threads = [threading.Thread(target=contender, args=(i, kind)) for i, kind in enumerate({kinds!r})]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    print(json.dumps(outcome), flush=True)
+"""
+
+
+@pytest.mark.parametrize("kinds", [("npu", "npu"), ("npu", "torch"), ("torch", "npu")])
+def test_two_threads_starting_profilers_at_once_one_wins_the_other_gets_the_error(kinds):
+    from conftest import run_python
+    rounds = 8
+    r = run_python(_START_RACE.format(rounds=rounds, kinds=kinds), timeout=240)
+    assert r.returncode == 0, f"exit {r.returncode} (-11 is SIGSEGV)\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}"
+    outcomes = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("[")]
+    assert len(outcomes) == rounds, r.stdout
+    for outcome in outcomes:
+        won = [o for o in outcome if o.startswith("won")]
+        lost = [o for o in outcome if o.startswith("lost")]
+        assert len(won) == 1 and len(lost) == 1, outcome
+        assert "Profiler is already enabled." in lost[0], lost[0]
+        assert "device events" in won[0] and not won[0].startswith("won: 0 "), won[0]
+
+
+def _npu_events(prof):
+    return sum(e.device_type == torch.autograd.DeviceType.PrivateUse1 for e in prof.events())
+
+
+@pytest.mark.parametrize("outer,inner", [("npu", "npu"), ("npu", "torch"), ("torch", "npu")])
+def test_a_profiler_nested_in_a_running_one_is_refused_and_the_outer_keeps_recording(outer, inner):
+    def make(kind):
+        if kind == "npu":
+            return npu_profiler.profile(activities=NPU_ACTIVITIES)
+        return profile(activities=ACTIVITIES)
+
+    x = torch.randn(64, 64, device="npu")
+    with make(outer) as prof:
+        nested = make(inner)
+        with pytest.raises(RuntimeError, match="Profiler is already enabled") as refused:
+            nested.start()
+        (x @ x).sum()
+        torch.npu.synchronize()
+    assert "Stop it" in str(refused.value)
+    assert _npu_events(prof) > 0  # the refused start did not end the outer session
+    with make(inner) as again:  # refused once, it starts once the outer one stopped
+        (x @ x).sum()
+        torch.npu.synchronize()
+    assert _npu_events(again) > 0

@@ -30,13 +30,17 @@ from enum import Enum
 import torch
 import torch.profiler as _torch_profiler
 
-from torch_npu.profiler import analysis
+from torch_npu.profiler import _session, analysis
 from torch_npu.profiler.experimental_config import _ExperimentalConfig
 
 __all__ = ["ProfilerActivity", "ProfilerAction", "analyse", "profile", "schedule", "supported_activities",
            "tensorboard_trace_handler"]
 
 ProfilerAction = _torch_profiler.ProfilerAction
+
+# torch.profiler's own sessions claim too, so that mixing it with torch_npu.profiler
+# gives an error instead of a Kineto crash.
+_session.install()
 
 
 class ProfilerActivity(Enum):
@@ -102,21 +106,22 @@ class profile(_torch_profiler.profile):
                          profile_memory=profile_memory, with_stack=with_stack, with_flops=with_flops,
                          with_modules=with_modules, **kwargs)
 
-    _running = None  # the profile started and not yet stopped in this process
-
     def start(self):
-        if profile._running is not None:
-            raise RuntimeError("torch_npu.profiler: a profiler is already running in this process (started and not "
-                               "stopped); stop it before starting another")
-        super().start()
-        profile._running = self
+        # Claimed before Kineto starts, under a lock: the start drops the GIL,
+        # so a flag set after it let two threads both start (and crash
+        # Kineto). Note [One profiling session per process] in _session.py.
+        _session.claim_for_npu_profile(self)
+        try:
+            super().start()
+        except BaseException:
+            _session.release_npu_profile(self)
+            raise
 
     def stop(self):
         try:
             super().stop()
         finally:
-            if profile._running is self:
-                profile._running = None
+            _session.release_npu_profile(self)
 
     def add_metadata(self, key, value):
         """Recorded in profiler_metadata.json (and the trace)."""
