@@ -9,7 +9,8 @@ match cpu. Each (op, dtype) is classified:
   mismatch       results differ (listed with the reason when it is expected)
   error          npu raised where cpu did not
 
-    python -m torch_npu.tools.op_coverage                      # all dtypes, writes docs/
+    python -m torch_npu.tools.op_coverage                      # all dtypes, writes
+                                                               # tests/data/op_coverage.json, docs/op_coverage.md
     python -m torch_npu.tools.op_coverage --dtypes float32 --ops add,mul
 """
 
@@ -248,7 +249,9 @@ def main(argv=None):
     parser.add_argument("--ops", default="", help="comma-separated OpInfo names (default: all)")
     parser.add_argument("--samples", type=int, default=3, help="sample inputs per op and dtype")
     parser.add_argument("--no-backward", action="store_true")
-    parser.add_argument("--json", default=None, help="write results here (default docs/op_coverage.json)")
+    parser.add_argument("--json", default=None,
+                        help="write results here (default tests/data/op_coverage.json, the baseline of "
+                             "tests/test_op_coverage.py)")
     parser.add_argument("--markdown", default=None, help="write the report here (default docs/op_coverage.md)")
     parser.add_argument("--progress", action="store_true")
     args = parser.parse_args(argv)
@@ -273,9 +276,9 @@ def main(argv=None):
     for r in unexplained:
         print(f"UNEXPLAINED {r['status']}: {r['op']}/{r['variant']} {r['dtype']}: {r['message']}")
     print(f"{len(results)} (op, dtype) pairs in {time.time() - start:.0f}s")
-    docs = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "docs")
-    json_path = args.json or os.path.join(docs, "op_coverage.json")
-    md_path = args.markdown or os.path.join(docs, "op_coverage.md")
+    checkout = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    json_path = args.json or os.path.join(checkout, "tests", "data", "op_coverage.json")
+    md_path = args.markdown or os.path.join(checkout, "docs", "op_coverage.md")
     with open(json_path, "w") as f:
         json.dump({"torch": torch.__version__, "summary": summary, "results": results}, f, indent=1)
     with open(md_path, "w") as f:
