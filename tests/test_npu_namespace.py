@@ -9,44 +9,7 @@ import pytest
 import torch
 import torch_npu  # noqa: F401
 
-# Real torch_npu's torch_npu/npu/__init__.py __all__ (Ascend/pytorch master), for the coverage check.
-REAL_ALL = """
-is_initialized init set_dump synchronize device_count can_device_access_peer set_device current_device
-get_device_name get_device_properties get_device_capability mem_get_info is_available device device_of
-StreamContext stream set_stream current_stream default_stream set_sync_debug_mode get_sync_debug_mode init_dump
-utilization finalize_dump manual_seed manual_seed_all seed seed_all initial_seed caching_allocator_alloc
-caching_allocator_delete get_per_process_memory_fraction set_per_process_memory_fraction empty_cache
-empty_virt_addr_cache memory_stats memory_stats_as_nested_dict reset_accumulated_memory_stats
-reset_peak_memory_stats reset_max_memory_allocated reset_max_memory_cached memory_allocated max_memory_allocated
-memory_reserved max_memory_reserved memory_cached max_memory_cached memory_snapshot memory_summary MemPool
-use_mem_pool get_allocator_backend NPUPluggableAllocator change_current_allocator Stream Event set_option
-CubeMathType set_aoe set_compile_mode set_mm_bmm_format_nd get_mm_bmm_format_nd get_npu_overflow_flag
-clear_npu_overflow_flag stress_detect get_rng_state set_rng_state get_rng_state_all set_rng_state_all
-is_jit_compile_false get_amp_supported_dtype is_autocast_enabled is_bf16_supported set_autocast_enabled
-get_autocast_dtype set_autocast_dtype BoolStorage ByteStorage ShortStorage LongStorage IntStorage HalfStorage
-CharStorage DoubleStorage FloatStorage BoolTensor ByteTensor CharTensor DoubleTensor FloatTensor HalfTensor
-IntTensor LongTensor ShortTensor BFloat16Tensor BFloat16Storage current_blas_handle stop_device restart_device
-check_uce_in_memory config matmul conv enable_deterministic_with_backward disable_deterministic_with_backward
-mstx SyncLaunchStream NPUGraph graph graph_pool_handle is_current_stream_capturing make_graphed_callables
-ExternalEvent graph_task_group_begin graph_task_group_end graph_task_update_begin graph_task_update_end
-set_device_limit get_device_limit set_stream_limit reset_stream_limit get_stream_limit ipc_collect
-obfuscation_initialize obfuscation_finalize obfuscation_calculate set_op_timeout_ms host_empty_cache
-host_memory_stats host_memory_stats_as_nested_dict reset_accumulated_host_memory_stats
-reset_peak_host_memory_stats set_deterministic_level use_compatible_impl are_compatible_impl_enabled
-NpuGraphOpHandler register_npu_graph_handler super_kernel_scope_begin super_kernel_scope_end npurt
-""".split()
-
-# Left out on purpose: the obfuscation ops, an enum whose values are not documented
-# (CubeMathType), undocumented switches, and graph-handler internals.
-NOT_PROVIDED = {"CubeMathType", "obfuscation_initialize", "obfuscation_finalize", "obfuscation_calculate",
-                "set_deterministic_level", "use_compatible_impl", "are_compatible_impl_enabled",
-                "NpuGraphOpHandler", "register_npu_graph_handler"}
-
-
-def test_real_all_coverage():
-    assert len(REAL_ALL) == 141
-    missing = {n for n in REAL_ALL if not hasattr(torch.npu, n)}
-    assert missing == NOT_PROVIDED
+# Which of real torch_npu's torch.npu names exist, and their signatures: tests/test_signatures.py.
 
 
 # --- core limits --------------------------------------------------------------------------
@@ -208,7 +171,67 @@ def test_fixed_answers():
     lambda: torch.npu.super_kernel_scope_end(),
     lambda: torch.npu.set_aoe("/tmp/aoe"),
     lambda: torch.npu.set_op_timeout_ms(1000),
+    lambda: torch.npu.obfuscation_initialize(4096, 0, 1),
+    lambda: torch.npu.obfuscation_finalize(3),
+    lambda: torch.npu.obfuscation_calculate(3, torch.ones(2, device="npu"), None),
+    lambda: torch.npu.stress_detect("hccs"),
+    lambda: torch.npu.set_deterministic_level(3),
 ])
 def test_not_supported_names_raise_with_reason(call):
     with pytest.raises(RuntimeError, match=r"is not supported on vNPU: \S"):
         call()
+
+
+def test_argument_refusals_name_what_to_do():
+    with pytest.raises(NotImplementedError, match=r"memory_snapshot\(mempool_id=...\) is not supported on vNPU"):
+        torch.npu.memory_snapshot(mempool_id=(0, 1))
+    with pytest.raises(NotImplementedError, match=r"MemPool\(no_split=True\) is not supported.*no_split=False"):
+        torch.npu.MemPool(no_split=True)
+    with pytest.raises(ValueError, match="supports configuring 0/1/2/3"):
+        torch.npu.set_deterministic_level(4)
+
+
+# --- CubeMathType, set_deterministic_level, erase_stream -------------------------------------
+
+def test_cube_math_type_is_kept_and_checked():
+    assert torch.npu.CubeMathType.USE_HF32 == 3 and torch.npu.CubeMathType.FORCE_GRP_ACC_FOR_FP32 == 4
+    before = torch.npu.matmul.cube_math_type
+    try:
+        torch.npu.matmul.cube_math_type = torch.npu.CubeMathType.USE_HF32
+        assert torch.npu.matmul.cube_math_type is torch.npu.CubeMathType.USE_HF32
+        with pytest.raises(TypeError, match="value should be one of Enum CubeMathType"):
+            torch.npu.matmul.cube_math_type = 3
+    finally:
+        object.__setattr__(torch.npu.matmul, "cube_math_type", before)
+
+
+def test_set_deterministic_level_switches_torch_and_warns_on_change():
+    before = torch.are_deterministic_algorithms_enabled()
+    try:
+        torch.use_deterministic_algorithms(False)
+        with pytest.warns(UserWarning, match="'torch.use_deterministic_algorithms' has been configured to 'True'"):
+            torch.npu.set_deterministic_level(1)
+        assert torch.are_deterministic_algorithms_enabled()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            torch.npu.set_deterministic_level(1)  # no change, no warning
+        with pytest.warns(UserWarning, match="configured to 'False'"):
+            torch.npu.set_deterministic_level(0)
+        assert not torch.are_deterministic_algorithms_enabled()
+    finally:
+        torch.use_deterministic_algorithms(before)
+
+
+def test_erase_stream_checks_arguments_and_keeps_memory_safe():
+    s = torch.npu.Stream()
+    x = torch.ones(1 << 16, device="npu")
+    with torch.npu.stream(s):
+        y = x * 2
+    x.record_stream(s)
+    torch_npu.erase_stream(x, s)
+    s.synchronize()
+    assert torch.equal(y.cpu(), torch.full((1 << 16,), 2.0))
+    with pytest.raises(TypeError, match="tensor should be torch.Tensor"):
+        torch_npu.erase_stream([1], s)
+    with pytest.raises(TypeError, match="stream should be torch_npu.npu.Stream"):
+        torch_npu.erase_stream(x, "npu")

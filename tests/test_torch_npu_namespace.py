@@ -95,7 +95,8 @@ def test_matmul_checksum_wants_npu_tensors():
 
 def test_forking_pickler_refuses_npu_tensors_storages_and_events():
     t = torch.arange(4.0, device="npu")
-    with pytest.raises(RuntimeError, match=r"Cannot share an npu tensor with another process on vNPU: .*tensor\.cpu\(\)"):
+    with pytest.raises(RuntimeError,
+                       match=r"Cannot share an npu tensor with another process on vNPU: .*tensor\.cpu\(\)"):
         ForkingPickler.dumps(t)
     with pytest.raises(RuntimeError, match="Cannot share an npu tensor"):
         ForkingPickler.dumps(torch.nn.Parameter(t))

@@ -58,6 +58,7 @@ _client_names.install()
 # atb and asd are small), so binding them eagerly costs little.
 from torch_npu import asd, atb, contrib, multiprocessing, profiler  # noqa: E402,F401
 from torch_npu.asd.checksum import _matmul_checksum as matmul_checksum  # noqa: E402
+from torch_npu.npu.memory import _erase_stream as erase_stream  # noqa: E402
 
 multiprocessing.reductions._add_reductions_methods()  # npu tensors on torch.multiprocessing queues: a clear refusal
 
@@ -95,6 +96,6 @@ float8_e4m3fn = torch.float8_e4m3fn
 float8_e8m0fnu = torch.float8_e8m0fnu
 float4_e2m1fn_x2 = torch.float4_e2m1fn_x2
 
-__all__ = ["npu", "get_soc_version", "npu_format_cast", "npu_format_cast_", "get_npu_format", "matmul_checksum",
-           *_fused_ops]
+__all__ = ["npu", "get_soc_version", "npu_format_cast", "npu_format_cast_", "get_npu_format", "erase_stream",
+           "matmul_checksum", *_fused_ops]
 

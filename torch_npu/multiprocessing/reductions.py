@@ -16,7 +16,8 @@ __all__ = ["rebuild_npu_event", "rebuild_npu_tensor"]
 
 _NO_IPC = ("the virtual NPU's device memory belongs to the process that allocated it and has no IPC handle "
            "another process could open.")
-_WHAT_TO_DO = "Send tensor.cpu() (shared memory, as torch does for CPU tensors) and call .npu() in the receiving process."
+_WHAT_TO_DO = ("Send tensor.cpu() (shared memory, as torch does for CPU tensors) and call .npu() in the receiving "
+               "process.")
 
 # torch's reducers, captured before _add_reductions_methods() swaps in the wrappers.
 _torch_reduce_tensor = _torch_reductions.reduce_tensor

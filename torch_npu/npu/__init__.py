@@ -2,6 +2,43 @@
 
 import sys
 
+# Real torch_npu's torch.npu.__all__, less the names vNPU does not have
+# (tests/test_signatures.py lists them with the reason). The names that raise
+# "not supported on vNPU" are here: they exist and say why when called. vNPU's
+# own additions (is_support, get_option, set_check_mode, fallback_counts, ...)
+# are attributes only, so `from torch.npu import *` gives what it gives with
+# real torch_npu.
+__all__ = [
+    "is_initialized", "init", "set_dump", "synchronize", "device_count", "can_device_access_peer", "set_device",
+    "current_device", "get_device_name", "get_device_properties", "get_device_capability", "mem_get_info",
+    "is_available", "device", "device_of", "StreamContext", "stream", "set_stream", "current_stream",
+    "default_stream", "set_sync_debug_mode", "get_sync_debug_mode", "init_dump", "utilization", "finalize_dump",
+    "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed", "caching_allocator_alloc",
+    "caching_allocator_delete", "get_per_process_memory_fraction", "set_per_process_memory_fraction",
+    "empty_cache", "empty_virt_addr_cache", "memory_stats", "memory_stats_as_nested_dict",
+    "reset_accumulated_memory_stats", "reset_peak_memory_stats", "reset_max_memory_allocated",
+    "reset_max_memory_cached", "memory_allocated", "max_memory_allocated", "memory_reserved",
+    "max_memory_reserved", "memory_cached", "max_memory_cached", "memory_snapshot", "memory_summary", "MemPool",
+    "use_mem_pool", "get_allocator_backend", "NPUPluggableAllocator", "change_current_allocator", "Stream",
+    "Event", "set_option", "CubeMathType", "set_aoe", "set_compile_mode", "set_mm_bmm_format_nd",
+    "get_mm_bmm_format_nd", "get_npu_overflow_flag", "clear_npu_overflow_flag", "stress_detect",
+    "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all", "is_jit_compile_false",
+    "get_amp_supported_dtype", "is_autocast_enabled", "is_bf16_supported", "set_autocast_enabled",
+    "get_autocast_dtype", "set_autocast_dtype", "BoolStorage", "ByteStorage", "ShortStorage", "LongStorage",
+    "IntStorage", "HalfStorage", "CharStorage", "DoubleStorage", "FloatStorage", "BoolTensor", "ByteTensor",
+    "CharTensor", "DoubleTensor", "FloatTensor", "HalfTensor", "IntTensor", "LongTensor", "ShortTensor",
+    "BFloat16Tensor", "BFloat16Storage", "current_blas_handle", "stop_device", "restart_device",
+    "check_uce_in_memory", "config", "matmul", "conv", "enable_deterministic_with_backward",
+    "disable_deterministic_with_backward", "mstx", "SyncLaunchStream", "NPUGraph", "graph", "graph_pool_handle",
+    "is_current_stream_capturing", "make_graphed_callables", "ExternalEvent", "ExternalStream",
+    "graph_task_group_begin", "graph_task_group_end", "graph_task_update_begin", "graph_task_update_end",
+    "set_device_limit", "get_device_limit", "set_stream_limit", "reset_stream_limit", "get_stream_limit",
+    "ipc_collect", "obfuscation_initialize", "obfuscation_finalize", "obfuscation_calculate", "set_op_timeout_ms",
+    "host_empty_cache", "host_memory_stats", "host_memory_stats_as_nested_dict",
+    "reset_accumulated_host_memory_stats", "reset_peak_host_memory_stats", "set_deterministic_level",
+    "super_kernel_scope_begin", "super_kernel_scope_end", "npurt",
+]
+
 from torch_npu.npu.device import (  # noqa: F401
     _NPUDeviceProperties, _lazy_init, current_device, device, device_count, device_of,
     get_device_capability, get_device_name, get_device_properties, get_soc_version,
@@ -28,7 +65,7 @@ from torch_npu.npu.compile_mode import is_jit_compile_false, jit_compile, set_co
 from torch_npu.npu.check_mode import check_mode_report, get_check_mode, set_check_mode  # noqa: F401
 from torch_npu.npu import amp, utils  # noqa: F401
 from torch_npu.npu import config  # noqa: F401
-from torch_npu.npu.backend_config import conv, matmul  # noqa: F401
+from torch_npu.npu.backend_config import CubeMathType, conv, matmul  # noqa: F401
 from torch_npu.npu.legacy_types import *  # noqa: F401,F403
 from torch_npu.npu.legacy_storages import *  # noqa: F401,F403
 from torch_npu.npu.streams import ExternalStream  # noqa: F401
@@ -43,7 +80,7 @@ from torch_npu.npu.core_limits import (  # noqa: F401
 from torch_npu.npu.recovery import (  # noqa: F401
     _get_uce_addr, check_uce_in_memory, restart_device, stop_device, stress_detect)
 from torch_npu.npu.deterministic import (  # noqa: F401
-    disable_deterministic_with_backward, enable_deterministic_with_backward)
+    disable_deterministic_with_backward, enable_deterministic_with_backward, set_deterministic_level)
 from torch_npu.npu.mstx import mstx  # noqa: F401
 from torch_npu.npu.host_memory import (  # noqa: F401
     host_memory_stats, host_memory_stats_as_nested_dict, reset_accumulated_host_memory_stats,
@@ -54,7 +91,8 @@ from torch_npu.npu.ascend_compat import (  # noqa: F401
     get_npu_overflow_flag, ipc_collect, set_mm_bmm_format_nd)
 from torch_npu.npu.unsupported import (  # noqa: F401
     ExternalEvent, SyncLaunchStream, graph_task_group_begin, graph_task_group_end, graph_task_update_begin,
-    graph_task_update_end, set_aoe, set_op_timeout_ms, super_kernel_scope_begin, super_kernel_scope_end)
+    graph_task_update_end, obfuscation_calculate, obfuscation_finalize, obfuscation_initialize, set_aoe,
+    set_op_timeout_ms, super_kernel_scope_begin, super_kernel_scope_end)
 
 
 def _is_in_bad_fork() -> bool:
@@ -74,9 +112,9 @@ def get_autocast_dtype():
     return torch.get_autocast_dtype("npu")
 
 
-def set_autocast_enabled(enabled: bool) -> None:
+def set_autocast_enabled(enable: bool) -> None:
     import torch
-    torch.set_autocast_enabled("npu", enabled)
+    torch.set_autocast_enabled("npu", enable)
 
 
 def set_autocast_dtype(dtype) -> None:

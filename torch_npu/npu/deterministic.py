@@ -1,4 +1,5 @@
-"""torch.npu.enable_deterministic_with_backward / disable_deterministic_with_backward.
+"""torch.npu.enable_deterministic_with_backward / disable_deterministic_with_backward,
+and torch.npu.set_deterministic_level (at the end).
 
 Each passes a tensor through unchanged and switches
 torch.use_deterministic_algorithms in the forward pass, and back in the
@@ -9,6 +10,8 @@ switches, in reverse order). As in real torch_npu the switch is global
 (torch.use_deterministic_algorithms), and the functions cannot be traced
 into a torch.compile graph.
 """
+
+import warnings
 
 import torch
 from torch._dynamo.decorators import forbid_in_graph
@@ -48,3 +51,31 @@ def enable_deterministic_with_backward(tensor):
 def disable_deterministic_with_backward(tensor):
     """Turns deterministic algorithms off now, and on when the backward pass reaches this point."""
     return _DeterministicEnd.apply(tensor)
+
+
+_MAX_LEVEL = 3
+
+
+def set_deterministic_level(level):
+    """torch_npu's determinism levels: 0 off, 1 deterministic algorithms
+    (torch.use_deterministic_algorithms(True)), 2 and 3 stricter guarantees
+    of the CANN kernels (3: results independent of the batch size).
+
+    Levels 0 and 1 switch torch.use_deterministic_algorithms, warning as real
+    torch_npu does when that changes its setting. vNPU's kernels are ATen's
+    CPU kernels and MKL's GEMMs, whose blocking follows the shapes and the
+    thread count, so it cannot promise levels 2 and 3: those raise.
+    """
+    if isinstance(level, bool) or not isinstance(level, int) or not 0 <= level <= _MAX_LEVEL:
+        raise ValueError("'torch_npu.npu.set_deterministic_level' supports configuring 0/1/2/3.")
+    if level >= 2:
+        raise RuntimeError(f"torch.npu.set_deterministic_level({level}) is not supported on vNPU: levels 2 and 3 "
+                           "promise kernel guarantees beyond torch's deterministic algorithms (3: the same result "
+                           "whatever the batch size), and vNPU's CPU kernels (MKL GEMMs blocked by shape and thread "
+                           "count) do not make them. Use level 1.")
+    wanted = level == 1
+    if torch.are_deterministic_algorithms_enabled() != wanted:
+        warnings.warn("The current configuration value of 'torch_npu.npu.set_deterministic_level' conflicts with "
+                      "'torch.use_deterministic_algorithms'. 'torch.use_deterministic_algorithms' has been "
+                      f"configured to '{wanted}'.")
+        torch.use_deterministic_algorithms(wanted)

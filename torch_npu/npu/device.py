@@ -119,13 +119,15 @@ class _NPUDeviceProperties:
                 f"uuid={self.uuid}, L2_cache_size={self.L2_cache_size // (1024 * 1024)}MB)")
 
 
-def get_device_properties(device=None) -> _NPUDeviceProperties:
+# The parameter is named device_name, as in real torch_npu (keyword callers
+# write get_device_name(device_name=0)); it takes a device like torch.cuda's.
+def get_device_properties(device_name=None) -> _NPUDeviceProperties:
     _lazy_init()
-    return _NPUDeviceProperties(_C._device_properties(_index(device)))
+    return _NPUDeviceProperties(_C._device_properties(_index(device_name)))
 
 
-def get_device_name(device=None) -> str:
-    return get_device_properties(device).name
+def get_device_name(device_name=None) -> str:
+    return get_device_properties(device_name).name
 
 
 def _is_pre_910b(chip_name: str) -> bool:
@@ -168,9 +170,9 @@ def utilization(device=None) -> int:
     return _C._utilization(index)
 
 
-def can_device_access_peer(device, peer_device) -> bool:
+def can_device_access_peer(device_id, peer_device_id) -> bool:
     """All virtual NPUs share host memory, so every pair can access each other."""
     _lazy_init()
-    _C._check_device(_index(device))
-    _C._check_device(_index(peer_device))
+    _C._check_device(_index(device_id))
+    _C._check_device(_index(peer_device_id))
     return True

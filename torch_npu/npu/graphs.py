@@ -46,10 +46,12 @@ class NPUGraph(_C._NPUGraph):
     """An NPU graph: ``capture_begin``/``capture_end`` (or ``torch.npu.graph``)
     record, ``replay`` re-launches, ``reset`` frees the graph and its pool."""
 
-    def __new__(cls, keep_graph=False):
+    # keep_graph is torch.cuda.CUDAGraph's (capture now, instantiate later);
+    # real torch_npu's NPUGraph() takes no argument, so it is keyword-only here.
+    def __new__(cls, *, keep_graph=False):
         return super().__new__(cls)
 
-    def __init__(self, keep_graph=False):
+    def __init__(self, *, keep_graph=False):
         super().__init__()
         self._keep_graph = keep_graph
 

@@ -133,12 +133,18 @@ def get_per_process_memory_fraction(device=None) -> float:
     return _C._get_memory_fraction(_device(device))
 
 
-def memory_snapshot() -> list:
+def memory_snapshot(mempool_id=None) -> list:
     """Every segment of every device, as torch.cuda.memory_snapshot():
     dicts with 'device', 'address', 'total_size', 'allocated_size',
     'active_size', 'requested_size', 'stream', 'segment_type' and 'blocks'
     (each with 'address', 'size', 'requested_size' and 'state':
     'active_allocated', 'active_pending_free' or 'inactive')."""
+    if mempool_id is not None:
+        # A MemPool's segments live in an allocator instance of their own, which the snapshot does not visit.
+        raise NotImplementedError(
+            "torch.npu.memory_snapshot(mempool_id=...) is not supported on vNPU: the snapshot covers the devices' "
+            "caching allocators, not the segments of a torch.npu.MemPool. Call memory_snapshot() without "
+            "mempool_id, or use pool.use_count() to see whether a pool's tensors are still alive.")
     if not is_initialized():
         return []
     return [segment for d in range(device_count()) for segment in _C._memory_snapshot(d)]
@@ -167,6 +173,25 @@ def caching_allocator_alloc(size, device=None, stream=None) -> int:
 def caching_allocator_delete(mem_ptr) -> None:
     """Frees memory from caching_allocator_alloc."""
     _C._caching_allocator_delete(mem_ptr)
+
+
+def _erase_stream(tensor, stream) -> None:
+    """torch_npu.erase_stream(tensor, stream): takes back a
+    ``tensor.record_stream(stream)``, promising that ``stream``'s use of the
+    memory is ordered before later work by an event wait, so that a real
+    chip's allocator can reuse the block when the tensor dies instead of
+    when ``stream`` reaches it.
+
+    The arguments are checked as real torch_npu checks them; vNPU's caching
+    allocator (C++) has no call to drop a recorded stream, so the block is
+    reused when ``stream`` has passed it, as if erase_stream had not been
+    called. Results are the same (the promise is only an opportunity);
+    the peak of reserved memory may be higher than on a chip.
+    """
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"tensor should be torch.Tensor, could not be {type(tensor)}")
+    if not isinstance(stream, torch.npu.Stream):
+        raise TypeError(f"stream should be torch_npu.npu.Stream, could not be {type(stream)}")
 
 
 def _format_bytes(value: int, reference: int) -> str:
@@ -241,12 +266,18 @@ class MemPool:
     ordinary cache; its memory is returned when the pool is deleted (and
     the tensors allocated from it have died)."""
 
-    def __init__(self, allocator=None, use_on_oom=False, device=None):
+    # allocator, use_on_oom and no_split in real torch_npu's order; ``device``
+    # is vNPU's own (keyword-only, after them): a vNPU pool holds the memory of
+    # one device, chosen when it is created (default: the current device).
+    def __init__(self, allocator=None, use_on_oom=False, no_split=False, *, device=None):
         if allocator is not None:
             raise NotImplementedError("torch.npu.MemPool(allocator=...): pluggable allocators are not supported "
                                       "on the virtual NPU; pools use the NPU caching allocator")
         if use_on_oom:
             raise NotImplementedError("torch.npu.MemPool(use_on_oom=True) is not supported on the virtual NPU")
+        if no_split:
+            raise NotImplementedError("torch.npu.MemPool(no_split=True) is not supported on the virtual NPU: its "
+                                      "pools split blocks as the caching allocator does. Use no_split=False.")
         self._device = _device(device)
         self._id = tuple(_C._npu_mempool_create(self._device))
 

@@ -48,13 +48,14 @@ def stop_device(device_id):
                    "(there is no device to stop); let the queued work finish with torch.npu.synchronize().")
 
 
-def restart_device(device_id, rebuild_all_resources=False):
+def restart_device(device_id, rebuild_all_resources=False, disable_tensor_unsafe_check=False):
     _checked(device_id)
     _not_supported("restart_device", "the virtual NPU is never stopped (see torch.npu.stop_device), so there "
                    "is nothing to restart.")
 
 
-def stress_detect():
+def stress_detect(detect_type="aic"):
     _lazy_init()
-    _not_supported("stress_detect", "it runs a hardware self test of the AI cores and HBM, which the virtual "
-                   "NPU (host threads and host memory) does not have.")
+    _not_supported("stress_detect", f"it runs a hardware self test (detect_type={detect_type!r}: 'aic' tests the AI "
+                   "cores and HBM, 'hccs' the links between chips), which the virtual NPU (host threads and host "
+                   "memory) does not have.")

@@ -106,8 +106,8 @@ def set_stream(stream) -> None:
 class StreamContext:
     """Makes ``stream`` current for the block (on its device), then restores."""
 
-    def __init__(self, stream):
-        self.stream = stream
+    def __init__(self, stream_ctx):  # real torch_npu's parameter name (torch.cuda's is `stream`)
+        self.stream = stream_ctx
         self.prev = None
 
     def __enter__(self):
@@ -132,6 +132,6 @@ class ExternalStream(Stream):
     """Wraps a stream created outside PyTorch (an aclrtStream). The virtual NPU
     has no external runtime whose streams could be wrapped."""
 
-    def __new__(cls, stream_ptr, device=None):
+    def __new__(cls, stream_ptr, device=None, **kwargs):
         raise NotImplementedError("torch.npu.ExternalStream is not supported on the virtual NPU: there is no "
                                   "external ACL runtime whose streams could be wrapped. Use torch.npu.Stream().")

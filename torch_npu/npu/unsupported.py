@@ -19,6 +19,12 @@ _REASONS = {
     "super_kernel_scope_end": "super kernels are fused by the Ascend graph compiler, which vNPU does not have.",
     "set_aoe": "AOE (the Ascend Optimization Engine tuner) is not part of vNPU.",
     "set_op_timeout_ms": "the virtual NPU's runtime has no operator execution timeout to set.",
+    "obfuscation_initialize": "the model obfuscation operators come from CANN's obfuscation library, which vNPU "
+                              "does not have.",
+    "obfuscation_finalize": "the model obfuscation operators come from CANN's obfuscation library, which vNPU "
+                            "does not have.",
+    "obfuscation_calculate": "the model obfuscation operators come from CANN's obfuscation library, which vNPU "
+                             "does not have.",
 }
 
 
@@ -26,29 +32,65 @@ def _raise(name):
     raise RuntimeError(f"torch.npu.{name} is not supported on vNPU: {_REASONS[name]}")
 
 
+# Each takes real torch_npu's parameters, so that a call with a misspelt
+# keyword fails as it would there, and a correct one reaches the reason.
 class SyncLaunchStream:
-    def __init__(self, *args, **kwargs):
+    def __init__(self, device=None, priority=0, **kwargs):
         _raise("SyncLaunchStream")
 
 
 class ExternalEvent:
-    def __init__(self, *args, **kwargs):
+    def __init__(self):
         _raise("ExternalEvent")
 
 
-def _make(name):
-    def fn(*args, **kwargs):
-        _raise(name)
-    fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = f"Not supported on vNPU: {_REASONS[name]}"
-    return fn
+def graph_task_group_begin(stream):
+    _raise("graph_task_group_begin")
 
 
-graph_task_group_begin = _make("graph_task_group_begin")
-graph_task_group_end = _make("graph_task_group_end")
-graph_task_update_begin = _make("graph_task_update_begin")
-graph_task_update_end = _make("graph_task_update_end")
-super_kernel_scope_begin = _make("super_kernel_scope_begin")
-super_kernel_scope_end = _make("super_kernel_scope_end")
-set_aoe = _make("set_aoe")
-set_op_timeout_ms = _make("set_op_timeout_ms")
+def graph_task_group_end(stream):
+    _raise("graph_task_group_end")
+
+
+def graph_task_update_begin(stream, handle):
+    _raise("graph_task_update_begin")
+
+
+def graph_task_update_end(stream):
+    _raise("graph_task_update_end")
+
+
+def super_kernel_scope_begin(scope_name=None):
+    _raise("super_kernel_scope_begin")
+
+
+def super_kernel_scope_end(scope_name=None):
+    _raise("super_kernel_scope_end")
+
+
+def set_aoe(dump_path):
+    _raise("set_aoe")
+
+
+def set_op_timeout_ms(timeout):
+    _raise("set_op_timeout_ms")
+
+
+def obfuscation_initialize(hidden_size, tp_rank, cmd, *, data_type=None, model_obf_seed_id=0, data_obf_seed_id=0,
+                           thread_num=4, obf_coefficient=1.0):
+    _raise("obfuscation_initialize")
+
+
+def obfuscation_finalize(fd_to_close):
+    _raise("obfuscation_finalize")
+
+
+def obfuscation_calculate(fd, x, param, *, obf_coefficient=1.0):
+    _raise("obfuscation_calculate")
+
+
+for _fn in (graph_task_group_begin, graph_task_group_end, graph_task_update_begin, graph_task_update_end,
+            super_kernel_scope_begin, super_kernel_scope_end, set_aoe, set_op_timeout_ms, obfuscation_initialize,
+            obfuscation_finalize, obfuscation_calculate):
+    _fn.__doc__ = f"Not supported on vNPU: {_REASONS[_fn.__name__]}"
+del _fn

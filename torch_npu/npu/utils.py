@@ -63,8 +63,10 @@ def _is_gte_cann_version(version, module="CANN") -> bool:
     return _version_key(get_cann_version(module), fn) >= _version_key(version, fn)
 
 
-def is_bf16_supported(including_emulation: bool = True) -> bool:
-    """bfloat16 is supported except on 310P chips (VNPU_CHIP=Ascend310P3)."""
+def is_bf16_supported(including_emulation: bool = False) -> bool:
+    """bfloat16 is supported except on 310P chips (VNPU_CHIP=Ascend310P3).
+    ``including_emulation`` is accepted and, as in real torch_npu, does not
+    change the answer: it is the chip's."""
     if _C._device_count() == 0:
         return False
     return bool(_C._device_properties(-1)["supports_bf16"])

@@ -5,8 +5,9 @@ import torch
 
 
 class GradScaler(torch.amp.GradScaler):
+    # dynamic before enabled: real torch_npu's positional order (torch.amp.GradScaler has no dynamic).
     def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
-                 enabled=True, dynamic=True):
+                 dynamic=True, enabled=True):
         if not isinstance(dynamic, bool):
             raise TypeError(f"dynamic must be a bool, but got {type(dynamic).__name__}")
         super().__init__("npu", init_scale=init_scale, growth_factor=growth_factor,
