@@ -185,3 +185,15 @@ def test_bad_input(tmp_path):
         assert (target / "good.py").read_text() == "import torch\nx = torch.ones(1).cuda()\n"
     finally:
         target.chmod(0o755)
+
+
+@pytest.mark.parametrize("separator", ["\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"])
+def test_characters_python_does_not_count_as_line_ends_leave_the_edits_in_place(separator):
+    # str.splitlines ends a line at each of these; Python's tokenizer (and so
+    # the ast's line numbers) does not.
+    text = (f"import torch\n\x0c\ns = 'a{separator}b'  # c{separator}d\nx = t.cuda()\n"
+            f"d = torch.device('cuda')\n")
+    expected = (f"import torch\nimport torch_npu  # added by the npu migration\n\x0c\ns = 'a{separator}b'  # "
+                f"c{separator}d\nx = t.npu()\nd = torch.device('npu')\n")
+    assert migrated(text)[0] == expected
+

@@ -159,7 +159,12 @@ def _dotted(node):
 class _Edits:
     def __init__(self, text):
         self.text = text
-        self.lines = text.splitlines(keepends=True)
+        # Lines as Python's tokenizer counts them, which the ast's line
+        # numbers refer to: ended by \n, \r\n or \r only. str.splitlines
+        # also ends a line at \f, \v, \x1c-\x1e, \x85, \u2028 and \u2029
+        # (a form feed between functions is common), which shifted every
+        # later edit onto the wrong text.
+        self.lines = io.StringIO(text, newline="").readlines()
         self.starts = [0]
         for line in self.lines:
             self.starts.append(self.starts[-1] + len(line))
