@@ -103,12 +103,13 @@ def _retarget_graph(gm, fake_mode):
 @contextlib.contextmanager
 def _cpu_codegen_is_npus(index):
     from torch._inductor.codegen import common
-    from torch_npu._inductor.wrapper import NpuCppWrapperUnsupported, NpuRetargetWrapperCodegen
+    from torch_npu._inductor.wrapper import NpuCppWrapperUnsupported
 
     common.init_backend_registration()
     saved = common.device_codegens["cpu"]
-    common.device_codegens["cpu"] = common.DeviceCodegen(saved.scheduling, NpuRetargetWrapperCodegen,
-                                                         NpuCppWrapperUnsupported, saved.fx_wrapper_codegen)
+    wrapper = _wrapper_classes()["NpuRetargetWrapperCodegen"]
+    common.device_codegens["cpu"] = common.DeviceCodegen(saved.scheduling, wrapper, NpuCppWrapperUnsupported,
+                                                         saved.fx_wrapper_codegen)
     previous = getattr(_compiling, "index", None)
     _compiling.index = index
     try:
@@ -120,6 +121,66 @@ def _cpu_codegen_is_npus(index):
 
 def compiling_device_index():
     return _compiling.index
+
+
+# The wrapper of a retargeted graph subclasses wrapper.py's npu wrappers,
+# which subclass Inductor's: defining it imports Inductor's code generation,
+# and this module is imported with torch_npu. So the classes are made at the
+# first retargeted compilation and then kept here as module attributes
+# (``retarget.NpuRetargetWrapperCodegen``, through __getattr__), like any
+# class of the module. Importing wrapper.py from here, and never the
+# reverse, keeps the dependency one-way.
+_WRAPPER_CLASS_NAMES = ("NpuRetargetWrapperCodegen", "NpuRetargetSubgraphWrapperCodegen")
+
+
+@functools.lru_cache(maxsize=None)
+def _wrapper_classes():
+    from torch_npu._inductor.wrapper import NpuPythonWrapperCodegen, NpuSubgraphWrapperCodegen
+
+    class _RetargetedAllocations:
+        """In an npu graph compiled as a CPU graph, "cpu" buffers live on the graph's npu."""
+
+        def make_allocation(self, name, device, dtype, shape, stride, allocation_shape=None, is_pinned=False):
+            if device.type == "cpu":
+                device = torch.device("npu", self.npu_index)
+            return super().make_allocation(name, device, dtype, shape, stride, allocation_shape, False)
+
+    class NpuRetargetSubgraphWrapperCodegen(_RetargetedAllocations, NpuSubgraphWrapperCodegen):
+        def __init__(self, *args, **kwargs):
+            self.npu_index = compiling_device_index()
+            super().__init__(*args, **kwargs)
+
+    class NpuRetargetWrapperCodegen(_RetargetedAllocations, NpuPythonWrapperCodegen):
+        """The wrapper of an npu graph compiled as a CPU graph: its "cpu"
+        buffers, and the tensors it makes on "cpu", live on the graph's npu."""
+
+        subgraph_class = NpuRetargetSubgraphWrapperCodegen
+
+        def __init__(self):
+            self.npu_index = compiling_device_index()  # before the base class writes the header
+            super().__init__()
+
+        def write_header(self) -> None:
+            super().write_header()
+            index = self.npu_index
+            self.imports.writeline("from torch_npu._inductor.retarget import retargeted_device")
+            self.header.writeline(f"device = retargeted_device({index})")
+            self.header.writeline(f"empty_strided_cpu = lambda size, stride, dtype: "
+                                  f"empty_strided_npu(size, stride, dtype, {index})")
+
+    classes = {"_RetargetedAllocations": _RetargetedAllocations,
+               "NpuRetargetSubgraphWrapperCodegen": NpuRetargetSubgraphWrapperCodegen,
+               "NpuRetargetWrapperCodegen": NpuRetargetWrapperCodegen}
+    for name, cls in classes.items():
+        cls.__qualname__ = name  # found by pickle and repr as retarget.<name>
+    globals().update(classes)
+    return classes
+
+
+def __getattr__(name):
+    if name in _WRAPPER_CLASS_NAMES:
+        return _wrapper_classes()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # Below this many elements an npu kernel runs on the stream worker alone, as

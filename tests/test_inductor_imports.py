@@ -1,0 +1,76 @@
+"""torch_npu/_inductor's modules import each other one way (no circle, also
+not through imports inside functions), and `import torch_npu` imports none
+of Inductor's code generation: the package is loaded at the first compile."""
+
+import ast
+import pathlib
+
+from conftest import run_python
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "torch_npu" / "_inductor"
+PREFIX = "torch_npu._inductor"
+
+
+def _imports(path):
+    """The torch_npu._inductor modules a file imports, anywhere in it."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            continue
+        found |= {n for n in names if n.startswith(PREFIX + ".")}
+    return found
+
+
+def _module_graph():
+    modules = {f"{PREFIX}.{p.stem}": p for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
+    return {name: _imports(path) & set(modules) - {name} for name, path in modules.items()}
+
+
+def _cycle(graph):
+    """One import circle as a list of modules, or None."""
+    state = {}
+
+    def visit(node, stack):
+        state[node] = "open"
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state:
+                found = visit(nxt, stack + [nxt])
+                if found:
+                    return found
+        state[node] = "done"
+        return None
+
+    for start in sorted(graph):
+        if start not in state:
+            found = visit(start, [start])
+            if found:
+                return found
+    return None
+
+
+def test_no_import_circle_in_inductor_package():
+    graph = _module_graph()
+    assert f"{PREFIX}.wrapper" in graph[f"{PREFIX}.retarget"]  # the one direction the wrapper classes need
+    assert _cycle(graph) is None, " -> ".join(_cycle(graph))
+
+
+def test_cycle_finder_finds_one():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_import_torch_npu_leaves_inductor_codegen_alone():
+    result = run_python("""
+        import sys, torch_npu
+        prefixes = ("torch._inductor.codegen", "torch_npu._inductor.wrapper")
+        loaded = sorted(m for m in sys.modules if m.startswith(prefixes))
+        print(loaded)
+    """)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
