@@ -197,3 +197,84 @@ def test_characters_python_does_not_count_as_line_ends_leave_the_edits_in_place(
                 f"c{separator}d\nx = t.npu()\nd = torch.device('npu')\n")
     assert migrated(text)[0] == expected
 
+
+@pytest.mark.parametrize("text, after", [
+    # Two edits of one span (one per imported name): the first made is kept.
+    ("from torch import cuda as c, cuda", "from torch import npu as c, cuda"),
+    ("from torch import cuda, cuda as g", "from torch import npu as cuda, cuda as g"),
+])
+def test_overlapping_edits_keep_one(text, after):
+    new, report = migrated(text)
+    assert new == after and len(report.changes) == 1
+
+
+def _apply_one_by_one(text, edits):
+    """The reference for _Edits.apply: each edit checked against every one
+    taken before and made on the whole text (quadratic; what apply() did)."""
+    changes, seen = [], set()
+    for start, end, replacement, rule, lineno in sorted(edits, key=lambda e: (e[0], -e[1]), reverse=True):
+        if any(s < end and start < e for s, e in seen):
+            continue
+        seen.add((start, end))
+        before = text[start:end]
+        if before == replacement:
+            continue
+        changes.append((lineno, before, replacement, rule))
+        text = text[:start] + replacement + text[end:]
+    return text, changes[::-1]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_edits_apply_like_the_one_by_one_reference(seed):
+    import random
+    from torch_npu.tools.migrate import _Edits
+    rng = random.Random(seed)
+    text = "".join(rng.choice("ab\n cé") for _ in range(200))
+    edits = _Edits(text)
+    for i in range(rng.choice([1, 5, 40, 120])):  # few or many, sparse or overlapping
+        start = rng.randrange(len(text) - 1)
+        end = min(len(text), start + rng.choice([1, 1, 2, 3, 8, 30]))
+        # Some replacements equal the text they replace: no change, but the span is still taken.
+        replacement = text[start:end] if rng.random() < 0.2 else rng.choice(["", "X", "npu", "YYYYY"])
+        edits.replace_span(start, end, replacement, f"rule{i % 3}", i)
+        if rng.random() < 0.1:  # the same span again
+            edits.replace_span(start, end, "Z", "again", i)
+    changes = []
+    new = edits.apply("f.py", changes)
+    assert (new, [(c.line, c.before, c.after, c.rule) for c in changes]) == _apply_one_by_one(text, edits.edits)
+
+
+def test_a_file_with_20000_edits(tmp_path):
+    # Every rule kind, ASCII and not, one-line and multi-line nodes; the
+    # expected text and changes are built beside the source. No timing here:
+    # benchmarks/bench_migrate.py measures the cost per edit.
+    forms = [
+        ("x{i} = batch[{i}].cuda()\n", "x{i} = batch[{i}].npu()\n", [".cuda() -> .npu()"]),
+        ("d{i} = torch.device('cuda:{k}')\n", "d{i} = torch.device('npu:{k}')\n", ["cuda device -> npu"]),
+        ("s{i} = 'é{i}ü'; y{i} = t.to(\"cuda\")  # ß\n", "s{i} = 'é{i}ü'; y{i} = t.to(\"npu\")  # ß\n",
+         ["cuda device -> npu"]),
+        ("if t{i}.is_cuda:\n    torch.cuda.synchronize()\n", "if t{i}.is_npu:\n    torch.npu.synchronize()\n",
+         [".is_cuda -> .is_npu", "torch.cuda -> torch.npu"]),
+        ("z{i} = f(\n    a,\n    device=\"cuda:{k}\",\n)\n", "z{i} = f(\n    a,\n    device=\"npu:{k}\",\n)\n",
+         ["cuda device -> npu"]),
+        ("g{i} = f\"cuda:{{r{i}}}\" if ok else 'cuda is fine'\n",
+         "g{i} = f\"npu:{{r{i}}}\" if ok else 'cuda is fine'\n", ["cuda device -> npu"]),
+    ]
+    source, rules = ["import torch\n"], []
+    expected = ["import torch\n", "import torch_npu  # added by the npu migration\n"]
+    i = 0
+    while len(rules) < 20000:
+        before, after, form_rules = forms[i % len(forms)]
+        source.append(before.format(i=i, k=i % 8))
+        expected.append(after.format(i=i, k=i % 8))
+        rules += form_rules
+        i += 1
+    path = tmp_path / "big.py"
+    path.write_text("".join(source), encoding="utf-8")
+    report = migrate_path(path, tmp_path / "big_npu.py")
+    assert not report.errors
+    assert (tmp_path / "big_npu.py").read_text(encoding="utf-8") == "".join(expected)
+    changes = report.changes
+    assert len(changes) == 20001 and changes[-1].rule == "import torch_npu"
+    assert [c.rule for c in changes[:-1]] == rules  # one per edit, in the order of the text
+    assert [c.line for c in changes[:-1]] == sorted(c.line for c in changes[:-1])

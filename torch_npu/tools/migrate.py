@@ -35,7 +35,9 @@ temporary name and renamed, so a user's file is never left half written.
 
 import argparse
 import ast
+import contextlib
 import difflib
+import gc
 import io
 import json
 import os
@@ -171,32 +173,63 @@ class _Edits:
         self.edits = []  # (start, end, replacement, rule, lineno)
 
     def offset(self, lineno, col):
-        # ast columns are UTF-8 byte offsets.
+        # ast columns are UTF-8 byte offsets; on an ASCII line (str.isascii
+        # is a flag: O(1)) they are character offsets, which spares encoding
+        # the line at every edit.
         line = self.lines[lineno - 1] if lineno - 1 < len(self.lines) else ""
+        if line.isascii():
+            return self.starts[lineno - 1] + min(col, len(line))
         return self.starts[lineno - 1] + len(line.encode("utf-8")[:col].decode("utf-8", "replace"))
+
+    def segment(self, node):
+        """``node``'s source text: what ast.get_source_segment returns, but
+        from the line starts computed once (get_source_segment splits the
+        whole text into lines at every call, which made a file's cost grow
+        with the square of its string edits)."""
+        return self.text[self.offset(node.lineno, node.col_offset):self.offset(node.end_lineno, node.end_col_offset)]
 
     def replace_node(self, node, replacement, rule):
         start = self.offset(node.lineno, node.col_offset)
         end = self.offset(node.end_lineno, node.end_col_offset)
-        self.edits.append((start, end, replacement, rule, node.lineno))
+        self.replace_span(start, end, replacement, rule, node.lineno)
 
     def replace_span(self, start, end, replacement, rule, lineno):
+        # apply() relies on it: an empty span at an edit's start would not
+        # count as overlapping it.
+        if not start < end:
+            raise AssertionError(f"migrate: an empty edit ({start}, {end}) for rule {rule!r} at line {lineno}")
         self.edits.append((start, end, replacement, rule, lineno))
 
     def apply(self, file, changes):
+        """The text with the edits made; one Change per edit that changed
+        something, in the order of the text.
+
+        Edits are taken from the last start to the first (for one start, the
+        shortest first; for one span, the first made), and an edit that
+        overlaps one already taken is dropped. Every edit taken so far starts
+        at or after this one's start, so it overlaps one of them exactly when
+        the last taken, which starts leftmost, starts before this one ends:
+        one comparison per edit instead of one per edit taken. The text is
+        built once, from the pieces between the edits (right to left, then
+        reversed), instead of once per edit."""
         text = self.text
-        seen = set()
+        pieces = []             # output pieces, from the end of the text backwards
+        copied_from = len(text)  # text[copied_from:] is in pieces already
+        leftmost = None          # start of the last edit taken
         for start, end, replacement, rule, lineno in sorted(self.edits, key=lambda e: (e[0], -e[1]), reverse=True):
-            if any(s < end and start < e for s, e in seen):
-                continue  # overlaps an edit already made (an outer one wins)
-            seen.add((start, end))
+            if leftmost is not None and leftmost < end:
+                continue  # overlaps an edit already taken
+            leftmost = start
             before = text[start:end]
             if before == replacement:
                 continue
             changes.append(Change(file, lineno, before, replacement, rule))
-            text = text[:start] + replacement + text[end:]
+            pieces.append(text[end:copied_from])
+            pieces.append(replacement)
+            copied_from = start
+        pieces.append(text[:copied_from])
         changes.reverse()
-        return text
+        return "".join(reversed(pieces))
 
 
 class _Visitor(ast.NodeVisitor):
@@ -237,7 +270,7 @@ class _Visitor(ast.NodeVisitor):
         self.generic_visit(node)
 
     def _rewrite_import_name(self, node, name):
-        segment = ast.get_source_segment(self.e.text, node) or ""
+        segment = self.e.segment(node) or ""
         start = self.e.offset(node.lineno, node.col_offset)
         at = segment.find(name)
         if at >= 0:
@@ -258,7 +291,7 @@ class _Visitor(ast.NodeVisitor):
         elif module == "torch" and any(a.name == "cuda" for a in node.names):
             for alias in node.names:
                 if alias.name == "cuda":
-                    segment = ast.get_source_segment(self.e.text, node) or ""
+                    segment = self.e.segment(node) or ""
                     start = self.e.offset(node.lineno, node.col_offset)
                     m = re.search(r"\bcuda\b", segment[segment.find("import"):])
                     if m:
@@ -311,22 +344,22 @@ class _Visitor(ast.NodeVisitor):
     def _backend(self, node):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.lower() in ("nccl",
                                                                                                      "cuda:nccl"):
-            self.e.replace_node(node, _requote(self.e.text, node, node.value.lower().replace("nccl", "hccl")),
+            self.e.replace_node(node, _requote(self.e, node, node.value.lower().replace("nccl", "hccl")),
                                 "nccl -> hccl")
 
     def visit_Constant(self, node):
         if isinstance(node.value, str):
             if _DEVICE.match(node.value):
-                self.e.replace_node(node, _requote(self.e.text, node, "npu" + node.value[4:]), "cuda device -> npu")
+                self.e.replace_node(node, _requote(self.e, node, "npu" + node.value[4:]), "cuda device -> npu")
             elif node.value == "CUDA_VISIBLE_DEVICES":
-                self.e.replace_node(node, _requote(self.e.text, node, "ASCEND_RT_VISIBLE_DEVICES"),
+                self.e.replace_node(node, _requote(self.e, node, "ASCEND_RT_VISIBLE_DEVICES"),
                                     "CUDA_VISIBLE_DEVICES -> ASCEND_RT_VISIBLE_DEVICES")
 
     def visit_JoinedStr(self, node):
         first = node.values[0] if node.values else None
         if isinstance(first, ast.Constant) and isinstance(first.value, str) and first.value.startswith("cuda:") \
                 and len(node.values) > 1:
-            segment = ast.get_source_segment(self.e.text, node) or ""
+            segment = self.e.segment(node) or ""
             at = segment.find("cuda:")
             if at >= 0:
                 start = self.e.offset(node.lineno, node.col_offset) + at
@@ -339,25 +372,25 @@ class _Visitor(ast.NodeVisitor):
         for target in node.targets:
             dotted = _dotted(target)
             if dotted in ("torch.backends.cudnn.deterministic",):
-                value = ast.get_source_segment(self.e.text, node.value)
+                value = self.e.segment(node.value)
                 self.e.replace_node(node, f"torch.use_deterministic_algorithms({value})",
                                     "cudnn.deterministic -> torch.use_deterministic_algorithms")
                 return
             if dotted in ("torch.backends.cudnn.allow_tf32", "torch.backends.cuda.matmul.allow_tf32"):
-                value = ast.get_source_segment(self.e.text, node.value)
+                value = self.e.segment(node.value)
                 self.e.replace_node(node, f"torch.npu.matmul.allow_hf32 = {value}", "allow_tf32 -> allow_hf32")
                 return
             if dotted in ("torch.backends.cudnn.benchmark", "torch.backends.cudnn.enabled"):
-                text = ast.get_source_segment(self.e.text, node) or dotted
+                text = self.e.segment(node) or dotted
                 self.e.replace_node(node, f"pass  # migrated to npu: `{text}` has no npu counterpart",
                                     f"{dotted.rsplit('.', 1)[1]} -> (no npu counterpart)")
                 return
         self.generic_visit(node)
 
 
-def _requote(text, node, value):
+def _requote(edits, node, value):
     """``value`` in the quotes ``node`` was written with."""
-    segment = ast.get_source_segment(text, node) or '""'
+    segment = edits.segment(node) or '""'
     prefix = re.match(r"^[rbuRBU]*", segment).group(0)
     quote = segment[len(prefix):len(prefix) + 3] if segment[len(prefix):len(prefix) + 3] in ('"""', "'''") else \
         segment[len(prefix):len(prefix) + 1]
@@ -373,18 +406,41 @@ def _uses_cuda_sources(call):
     return False
 
 
+@contextlib.contextmanager
+def _no_cycle_collection():
+    """Python's cyclic garbage collector off (as it was before, after).
+
+    A large file's syntax tree is millions of objects, and the allocations
+    of parsing it and of its Changes start collections that walk them again
+    and again: about half the time of a file with many edits. The tree, the
+    edits and the Changes hold no reference cycles, so those collections
+    find nothing, and everything is freed by reference counting as usual."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def migrate_source(text, file="<string>", report=None):
     """The migrated ``text`` of one Python source (raises SyntaxError when it
     does not parse). Changes and findings go into ``report``."""
     report = report if report is not None else MigrationReport()
-    tree = ast.parse(text, filename=file)
-    edits = _Edits(text)
-    visitor = _Visitor(edits, file, report.unsupported)
-    visitor.visit(tree)
-    changes = []
-    new = edits.apply(file, changes)
-    if changes and visitor.imports_torch is not None and not visitor.imports_torch_npu:
-        node = visitor.imports_torch
+    with _no_cycle_collection():
+        tree = ast.parse(text, filename=file)
+        edits = _Edits(text)
+        visitor = _Visitor(edits, file, report.unsupported)
+        visitor.visit(tree)
+        changes = []
+        new = edits.apply(file, changes)
+        import_torch = visitor.imports_torch if not visitor.imports_torch_npu else None
+        # Freed while the collector is off: left for later, they would be
+        # walked by its first collection after it is back on.
+        del tree, edits, visitor
+    if changes and import_torch is not None:
+        node = import_torch
         starts = _Edits(new).starts  # line starts of the migrated text
         line_end = starts[node.end_lineno] if node.end_lineno < len(starts) else len(new)
         newline = "" if new[line_end - 1:line_end] == "\n" else "\n"
