@@ -6,7 +6,10 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 prefix=$(TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$PYTHON" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
 launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+# ccache caches TUs built with a precompiled header only when told that the
+# header's macros and __TIME__ may differ (ccache's "Precompiled headers").
+command -v ccache >/dev/null &&
+  launcher=("-DCMAKE_CXX_COMPILER_LAUNCHER=env;CCACHE_SLOPPINESS=pch_defines,time_macros;ccache")
 # Reconfigure when what the configuration was made from changes: the
 # python, its torch, ccache's presence or the arguments given here.
 inputs="$(command -v "$PYTHON") $prefix $(TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$PYTHON" -c 'import torch; print(torch.__version__)') ${launcher[*]} $*"

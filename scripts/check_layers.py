@@ -4,14 +4,16 @@
     runtime/   C++17, the virtual device: includes only itself and the
                standard library (no torch, no csrc).
     csrc/core  the adaptor's foundation: runtime (as <vnpu/...>), torch, core.
-    csrc/ops   kernels (+ csrc/amp, the generated kernels): core and ops.
-    csrc/distributed  the hccl backend, a sibling of ops: core, ops, c10d.
-    csrc/graph   graph mode (compiled kernels on streams), a sibling of ops: core, ops.
+    csrc/launch  the launch machinery (two stages, the routes an op can take,
+               CPU fallback, strict mode): core and launch.
+    csrc/ops   kernels (+ csrc/amp, the generated kernels): core, launch and ops.
+    csrc/distributed  the hccl backend, a sibling of ops: core, launch, c10d.
+    csrc/graph   graph mode (compiled kernels on streams), a sibling of ops: core, launch.
     csrc/profiler  device activity for torch.profiler (Kineto): core and the runtime's trace hook.
     csrc/python  the bindings: everything below, but the runtime only through
                the adaptor (no vnpu::Runtime, vnpu::Device or <vnpu/runtime.h>).
 
-Dependencies point one way: python -> (distributed, graph ->) ops -> core -> runtime. A violation
+Dependencies point one way: python -> (ops, distributed, graph) -> launch -> core -> runtime. A violation
 fails the build with the file, the line and the rule it breaks.
 """
 
@@ -27,11 +29,17 @@ INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]')
 TORCH = ("ATen/", "c10/", "torch/", "caffe2/", "pybind11/", "Python.h")
 RULES = {
     "runtime": (["runtime/include", "runtime/src", "runtime/tests"], TORCH + ("csrc/",)),
-    "core": (["csrc/core"], ("csrc/ops/", "csrc/amp/", "csrc/python/", "csrc/distributed/", "csrc/graph/", "runtime/include/")),
+    "core": (["csrc/core"], ("csrc/launch/", "csrc/ops/", "csrc/amp/", "csrc/python/", "csrc/distributed/", "csrc/graph/",
+                             "runtime/include/")),
+    "launch": (["csrc/launch"], ("csrc/ops/", "csrc/amp/", "csrc/python/", "csrc/distributed/", "csrc/graph/",
+                                 "csrc/profiler/", "runtime/include/", "pybind11/", "Python.h")),
     "ops": (["csrc/ops", "csrc/amp"], ("csrc/python/", "csrc/distributed/", "csrc/graph/", "runtime/include/")),
-    "distributed": (["csrc/distributed"], ("csrc/python/", "runtime/include/", "pybind11/", "Python.h")),
-    "graph": (["csrc/graph"], ("csrc/python/", "csrc/distributed/", "runtime/include/", "pybind11/", "Python.h")),
-    "profiler": (["csrc/profiler"], ("csrc/python/", "csrc/distributed/", "csrc/graph/", "csrc/ops/", "runtime/include/",
+    "distributed": (["csrc/distributed"], ("csrc/python/", "csrc/ops/", "csrc/amp/", "runtime/include/", "pybind11/",
+                                           "Python.h")),
+    "graph": (["csrc/graph"], ("csrc/python/", "csrc/ops/", "csrc/amp/", "csrc/distributed/", "runtime/include/",
+                               "pybind11/", "Python.h")),
+    "profiler": (["csrc/profiler"], ("csrc/python/", "csrc/distributed/", "csrc/graph/", "csrc/launch/", "csrc/ops/",
+                                     "runtime/include/",
                                      "pybind11/", "Python.h")),
     "python": (["csrc/python"], ("runtime/include/", "vnpu/runtime.h", "vnpu/stream.h")),
 }

@@ -22,12 +22,15 @@ def test_this_tree_is_layered():
 
 @pytest.mark.parametrize("path,line,rule", [
     ("runtime/src/stream.cpp", "#include <ATen/core/Tensor.h>", "layer 'runtime' must not include"),
-    ("csrc/core/npu_hooks.cpp", '#include "csrc/ops/launch.h"', "layer 'core' must not include"),
+    ("csrc/core/npu_hooks.cpp", '#include "csrc/launch/launch.h"', "layer 'core' must not include"),
     ("csrc/ops/copy.cpp", '#include "csrc/python/module.h"', "layer 'ops' must not include"),
     ("csrc/python/module.cpp", "auto& d = vnpu::Runtime::instance();", "bindings must reach the runtime"),
     ("csrc/distributed/process_group_hccl.cpp", "#include <pybind11/pybind11.h>",
      "layer 'distributed' must not include"),
-    ("csrc/ops/launch.cpp", '#include "csrc/distributed/process_group_hccl.h"', "layer 'ops' must not include"),
+    ("csrc/launch/launch.cpp", '#include "csrc/distributed/process_group_hccl.h"', "layer 'launch' must not include"),
+    ("csrc/launch/launch.cpp", '#include "csrc/ops/copy.h"', "layer 'launch' must not include"),
+    ("csrc/distributed/process_group_hccl.cpp", '#include "csrc/ops/copy.h"', "layer 'distributed' must not include"),
+    ("csrc/graph/npu_graph.cpp", '#include "csrc/ops/copy.h"', "layer 'graph' must not include"),
 ])
 def test_violations_fail_the_check(tmp_path, path, line, rule):
     file = tmp_path / path

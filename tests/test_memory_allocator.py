@@ -249,7 +249,7 @@ def test_record_stream_defers_reuse_until_the_stream_is_done():
     main = torch.npu.current_stream()
     n = 4 * MB // 4
     x = torch.ones(n, device="npu")
-    # A first launch of a signature runs on the caller (csrc/ops/launch.h):
+    # A first launch of a signature runs on the caller (csrc/launch/launch.h):
     # launch `x * 2` once so that the one below is queued behind `busy`.
     (x * 2).sum().item()
     ptr = x.data_ptr()

@@ -14,7 +14,7 @@ def held(stream):
     block ends, with certainty (no sleeping and hoping).
 
     The first launch of an op signature runs on the caller once its stream
-    drained (Note [Argument errors raise at the call] in csrc/ops/launch.h),
+    drained (Note [Argument errors raise at the call] in csrc/launch/launch.h),
     which a held stream never does: the ops used inside are launched once
     beforehand."""
     x = torch.ones(4, device="npu")

@@ -1,5 +1,5 @@
 """Strict chip mode (torch.npu.set_check_mode, torch_npu/npu/check_mode.py,
-csrc/ops/strict_mode.cpp): what real torch_npu on 910B2, 310P3 and 910A would
+csrc/launch/strict_mode.cpp): what real torch_npu on 910B2, 310P3 and 910A would
 refuse or run on the CPU, found while vNPU runs everything."""
 
 import warnings

@@ -10,7 +10,7 @@ import torch
 from torch_npu import _C
 
 # Pure view ops must stay metadata-only and are never given the
-# synchronous native kernel (see csrc/ops/sync_kernel.h); these are ops with
+# synchronous native kernel (see csrc/launch/sync_kernel.h); these are ops with
 # CPU kernels that npu must not claim at all.
 _NOT_NATIVE = [
     # Quantized/mkldnn internals: not meaningful on a dense device.

@@ -292,7 +292,7 @@ def render_shard(groups: list[GroupCode], excluded: list[tuple[str, str]] | None
     out.append("")
     # structured.h first: the per-op *_cpu_dispatch.h headers only include
     # ATen_fwd.h and need complete types (OptionalArrayRef, Tensor) before them.
-    out += ['#include "csrc/ops/structured.h"', "", "#include <c10/util/OptionalArrayRef.h>",
+    out += ['#include "csrc/launch/structured.h"', "", "#include <c10/util/OptionalArrayRef.h>",
             "#include <torch/library.h>", ""]
     # Narrow per-op headers only: these TUs are big, <ATen/ATen.h> would double them.
     out += [f"#include <{h}>" for h in sorted({h for gc in groups for h in gc.headers})]
@@ -301,7 +301,7 @@ def render_shard(groups: list[GroupCode], excluded: list[tuple[str, str]] | None
     for gc in groups:
         out += gc.wrappers
     out += ["}  // namespace", "", "TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {"]
-    out += [f'  m.impl("{op}", TORCH_FN({w}));' for gc in groups for op, w in gc.registrations]
+    out += [f'  register_kernel(m, "{op}", {w});' for gc in groups for op, w in gc.registrations]
     out += ["}", "", "}  // namespace torch_npu::generated", ""]
     return "\n".join(out)
 

@@ -22,8 +22,8 @@ struct PinnedBlock {
   bool released = false;  // its tensor died; freed once `uses` have passed
 };
 
-std::mutex g_mutex;
-std::map<uintptr_t, PinnedBlock> g_blocks;  // start -> block, guarded by g_mutex
+std::mutex g_pinned_mutex;
+std::map<uintptr_t, PinnedBlock> g_blocks;  // start -> block, guarded by g_pinned_mutex
 size_t g_deferred = 0;                       // released blocks still in use
 
 bool uses_passed(const PinnedBlock& block) {
@@ -33,7 +33,7 @@ bool uses_passed(const PinnedBlock& block) {
   return true;
 }
 
-// Frees released blocks whose uses have all passed. Called with g_mutex
+// Frees released blocks whose uses have all passed. Called with g_pinned_mutex
 // held; returns the pointers to free once the lock is dropped.
 std::vector<void*> collect_passed_blocks() {
   std::vector<void*> done;
@@ -59,7 +59,7 @@ void free_pinned(void* ptr) {
   std::vector<void*> done;
   bool free_now = false;
   {
-    std::lock_guard<std::mutex> lock(g_mutex);
+    std::lock_guard<std::mutex> lock(g_pinned_mutex);
     auto it = g_blocks.find(reinterpret_cast<uintptr_t>(ptr));
     if (it != g_blocks.end()) {
       if (uses_passed(it->second)) {
@@ -89,7 +89,7 @@ class PinnedHostAllocator final : public c10::Allocator {
     if (bytes == 0) return c10::DataPtr(nullptr, nullptr, &free_pinned, c10::Device(c10::kCPU));
     std::vector<void*> done;
     {
-      std::lock_guard<std::mutex> lock(g_mutex);
+      std::lock_guard<std::mutex> lock(g_pinned_mutex);
       done = collect_passed_blocks();
     }
     free_all(done);
@@ -99,7 +99,7 @@ class PinnedHostAllocator final : public c10::Allocator {
                    posix_memalign(&ptr, kHostAlignmentBytes, rounded) == 0,
                    "Failed to allocate ", bytes, " bytes of pinned host memory");
     {
-      std::lock_guard<std::mutex> lock(g_mutex);
+      std::lock_guard<std::mutex> lock(g_pinned_mutex);
       g_blocks[reinterpret_cast<uintptr_t>(ptr)].bytes = rounded;
     }
     return c10::DataPtr(ptr, ptr, &free_pinned, c10::Device(c10::kCPU));
@@ -117,14 +117,14 @@ PinnedHostAllocator g_pinned;
 c10::Allocator* pinned_host_allocator() { return &g_pinned; }
 
 bool is_pinned_host_pointer(const void* ptr) {
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::mutex> lock(g_pinned_mutex);
   const PinnedBlock* block = find_block(reinterpret_cast<uintptr_t>(ptr));
   return block != nullptr && !block->released;
 }
 
 void record_pinned_use(const void* ptr, vnpu::Stream& stream) {
   const uint64_t seq = stream.last_enqueued();
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::mutex> lock(g_pinned_mutex);
   PinnedBlock* block = find_block(reinterpret_cast<uintptr_t>(ptr));
   if (block == nullptr) return;
   for (auto& [used_stream, used_seq] : block->uses) {
@@ -137,7 +137,7 @@ void record_pinned_use(const void* ptr, vnpu::Stream& stream) {
 }
 
 size_t deferred_pinned_blocks() {
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::mutex> lock(g_pinned_mutex);
   return g_deferred;
 }
 

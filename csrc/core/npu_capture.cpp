@@ -28,8 +28,8 @@ struct Capture {
   std::vector<Fork> forks;
 };
 
-std::mutex g_mutex;
-std::vector<Capture>& captures() {  // guarded by g_mutex; few (one per capturing thread)
+std::mutex g_captures_mutex;
+std::vector<Capture>& captures() {  // guarded by g_captures_mutex; few (one per capturing thread)
   static std::vector<Capture> all;
   return all;
 }
@@ -68,14 +68,14 @@ CaptureErrorMode parse_capture_error_mode(const std::string& mode) {
 
 void register_capture(vnpu::Stream& origin, std::shared_ptr<vnpu::Graph> graph, MempoolId pool,
                       std::shared_ptr<CaptureRng> rng, CaptureErrorMode mode) {
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::mutex> lock(g_captures_mutex);
   captures().push_back(Capture{&origin, std::move(graph), pool, std::move(rng), mode, std::this_thread::get_id(), {}});
 }
 
 void unregister_capture(vnpu::Stream& origin, bool check_joined) {
   std::vector<Fork> forks;
   {
-    std::lock_guard<std::mutex> lock(g_mutex);
+    std::lock_guard<std::mutex> lock(g_captures_mutex);
     auto& all = captures();
     for (auto it = all.begin(); it != all.end(); ++it) {
       if (it->origin == &origin) {
@@ -101,7 +101,7 @@ void unregister_capture(vnpu::Stream& origin, bool check_joined) {
 void before_event_wait(const vnpu::Event& event, vnpu::Stream& waiter) {
   const std::shared_ptr<vnpu::Graph>& graph = event.captured_graph();
   if (!graph) return;
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::mutex> lock(g_captures_mutex);
   Capture* capture = find_capture(graph.get());
   if (capture == nullptr) {
     throw_capture_error("operation not permitted when stream is capturing: " + describe(waiter) +
@@ -140,7 +140,7 @@ void before_event_wait(const vnpu::Event& event, vnpu::Stream& waiter) {
 }
 
 std::shared_ptr<CaptureRng> capture_rng_of(const vnpu::Stream& stream) {
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::mutex> lock(g_captures_mutex);
   for (const Capture& capture : captures()) {
     if (capture.origin == &stream) return capture.rng;
     for (const Fork& fork : capture.forks) {
@@ -151,7 +151,7 @@ std::shared_ptr<CaptureRng> capture_rng_of(const vnpu::Stream& stream) {
 }
 
 bool device_sync_skips_captures() {
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::mutex> lock(g_captures_mutex);
   const std::thread::id self = std::this_thread::get_id();
   for (const Capture& capture : captures()) {
     if (capture.mode == CaptureErrorMode::kGlobal) return false;

@@ -10,14 +10,14 @@
 namespace torch_npu {
 namespace {
 
-std::mutex g_mutex;
-std::unordered_set<const void*> g_live_events;  // guarded by g_mutex
+std::mutex g_events_mutex;
+std::unordered_set<const void*> g_live_events;  // guarded by g_events_mutex
 
 }  // namespace
 
 vnpu::Event* create_event(bool enable_timing) {
   auto* event = new vnpu::Event(enable_timing);
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::mutex> lock(g_events_mutex);
   g_live_events.insert(event);
   trace_event(TraceKind::kEventCreation, event);
   return event;
@@ -26,7 +26,7 @@ vnpu::Event* create_event(bool enable_timing) {
 void destroy_event(void* event) noexcept {
   if (event == nullptr) return;
   {
-    std::lock_guard<std::mutex> lock(g_mutex);
+    std::lock_guard<std::mutex> lock(g_events_mutex);
     g_live_events.erase(event);
   }
   trace_event(TraceKind::kEventDeletion, event);
@@ -37,7 +37,7 @@ double elapsed_time_between(uintptr_t start_id, uintptr_t end_id) {
   NPU_CHECK_WITH(ValueError, ErrCode::kValue, start_id != 0 && end_id != 0,
                  "Both events must be recorded before calculating elapsed time.");
   // Held while measuring: neither event can be destroyed meanwhile.
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::mutex> lock(g_events_mutex);
   const auto* start = reinterpret_cast<const void*>(start_id);
   const auto* end = reinterpret_cast<const void*>(end_id);
   NPU_CHECK_WITH(ValueError, ErrCode::kPtr, g_live_events.count(start) && g_live_events.count(end),

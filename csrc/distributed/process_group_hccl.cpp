@@ -6,7 +6,7 @@
 #include "csrc/core/npu_caching_allocator.h"
 #include "csrc/core/npu_stream.h"
 #include "csrc/distributed/watchdog.h"
-#include "csrc/ops/launch.h"
+#include "csrc/launch/launch.h"
 #include <vnpu/environment.h>
 #include <vnpu/host_wait.h>
 #include <vnpu/hccl/shm_group.h>

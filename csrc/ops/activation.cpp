@@ -7,7 +7,7 @@
 #include <torch/library.h>
 
 #include "csrc/core/npu_generator.h"
-#include "csrc/ops/launch.h"
+#include "csrc/launch/launch.h"
 
 namespace torch_npu {
 namespace {

@@ -12,8 +12,8 @@
 //    inputs of a float type, a mask that needs no gradient) and implements
 //    _scaled_dot_product_fused_attention_overrideable (+ _backward) on the
 //    kernels of 1; everything else stays on the math path.
-#include "csrc/ops/cpu_allocation_scope.h"
-#include "csrc/ops/launch.h"
+#include "csrc/launch/cpu_allocation_scope.h"
+#include "csrc/launch/launch.h"
 
 #include <ATen/Context.h>
 #include <ATen/native/DispatchStub.h>

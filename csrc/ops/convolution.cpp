@@ -7,16 +7,11 @@
 #include <ATen/ops/convolution_backward.h>
 #include <torch/library.h>
 
-#include "csrc/ops/cpu_allocation_scope.h"
-#include "csrc/ops/launch.h"
+#include "csrc/launch/cpu_allocation_scope.h"
+#include "csrc/launch/launch.h"
 
 namespace torch_npu {
 namespace {
-
-std::vector<int64_t> to_vector(c10::SymIntArrayRef values) {
-  const auto ints = C10_AS_INTARRAYREF_SLOW(values);
-  return std::vector<int64_t>(ints.begin(), ints.end());
-}
 
 // Validates like ATen's check_shape_forward, with its messages, so bad
 // shapes fail at the call rather than later on the stream.
@@ -64,7 +59,7 @@ at::Tensor npu_convolution(const at::Tensor& input, const at::Tensor& weight, co
                            c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
                            bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups) {
   const auto device = common_device("convolution", input, weight, bias);
-  auto s = to_vector(stride), p = to_vector(padding), d = to_vector(dilation), op = to_vector(output_padding);
+  auto s = C10_AS_INTARRAYREF_SLOW(stride).vec(), p = C10_AS_INTARRAYREF_SLOW(padding).vec(), d = C10_AS_INTARRAYREF_SLOW(dilation).vec(), op = C10_AS_INTARRAYREF_SLOW(output_padding).vec();
   const int64_t g = groups.expect_int();
   const auto shape = output_shape(input, weight, s, p, d, transposed, op, g);
   TORCH_CHECK(input.scalar_type() == weight.scalar_type(), "Input type (", input.scalar_type(),
@@ -87,7 +82,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_convolution_backward(
     c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed, c10::SymIntArrayRef output_padding,
     c10::SymInt groups, std::array<bool, 3> output_mask) {
   const auto device = common_device("convolution_backward", grad_output, input, weight);
-  auto s = to_vector(stride), p = to_vector(padding), d = to_vector(dilation), op = to_vector(output_padding);
+  auto s = C10_AS_INTARRAYREF_SLOW(stride).vec(), p = C10_AS_INTARRAYREF_SLOW(padding).vec(), d = C10_AS_INTARRAYREF_SLOW(dilation).vec(), op = C10_AS_INTARRAYREF_SLOW(output_padding).vec();
   const int64_t g = groups.expect_int();
   at::Tensor grad_input, grad_weight, grad_bias;
   // One memory format for both gradients, from the input's and the weight's,

@@ -22,8 +22,8 @@
 #include "csrc/core/npu_stream.h"
 #include "csrc/core/host_allocator.h"
 #include "csrc/core/npu_device.h"
-#include "csrc/ops/launch.h"
-#include "csrc/ops/sync_point.h"
+#include "csrc/launch/launch.h"
+#include "csrc/launch/sync_point.h"
 #include <vnpu/event.h>
 
 namespace torch_npu {

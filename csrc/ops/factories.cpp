@@ -19,7 +19,7 @@
 
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_hooks.h"
-#include "csrc/ops/launch.h"
+#include "csrc/launch/launch.h"
 
 namespace torch_npu {
 

@@ -10,8 +10,8 @@
 #include <ATen/ops/index_select_cpu_dispatch.h>
 #include <torch/library.h>
 
-#include "csrc/ops/cpu_allocation_scope.h"
-#include "csrc/ops/launch.h"
+#include "csrc/launch/cpu_allocation_scope.h"
+#include "csrc/launch/launch.h"
 
 namespace torch_npu {
 namespace {

@@ -4,7 +4,7 @@
 // kept as size 1, in the input's dtype (float when a reduced-precision input
 // meets float parameters, as ATen's mixed-type rule).
 // launch.h first: the *_cpu_dispatch.h headers assume ATen's core types.
-#include "csrc/ops/launch.h"
+#include "csrc/launch/launch.h"
 
 #include <ATen/ops/native_batch_norm_backward_cpu_dispatch.h>
 #include <ATen/ops/native_batch_norm_cpu_dispatch.h>
@@ -14,15 +14,10 @@
 
 #include <sstream>
 
-#include "csrc/ops/cpu_allocation_scope.h"
+#include "csrc/launch/cpu_allocation_scope.h"
 
 namespace torch_npu {
 namespace {
-
-std::vector<int64_t> to_vector(c10::SymIntArrayRef values) {
-  const auto ints = C10_AS_INTARRAYREF_SLOW(values);
-  return std::vector<int64_t>(ints.begin(), ints.end());
-}
 
 // ATen's _check_layer_norm_inputs, with its messages.
 int64_t check_layer_norm(const at::Tensor& input, const std::vector<int64_t>& normalized_shape,
@@ -62,7 +57,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_native_layer_norm(
     const at::Tensor& input, c10::SymIntArrayRef normalized_shape_sym, const std::optional<at::Tensor>& weight,
     const std::optional<at::Tensor>& bias, double eps) {
   const auto device = common_device("native_layer_norm", input, weight, bias);
-  const auto normalized_shape = to_vector(normalized_shape_sym);
+  const auto normalized_shape = C10_AS_INTARRAYREF_SLOW(normalized_shape_sym).vec();
   const int64_t axis = check_layer_norm(input, normalized_shape, weight, bias);
   std::vector<int64_t> stat_shape(input.sizes().begin(), input.sizes().begin() + axis);
   stat_shape.resize(input.dim(), 1);
@@ -90,7 +85,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_native_layer_norm_backward(
     const at::Tensor& mean, const at::Tensor& rstd, const std::optional<at::Tensor>& weight,
     const std::optional<at::Tensor>& bias, std::array<bool, 3> output_mask) {
   const auto device = common_device("native_layer_norm_backward", grad_out, input, mean, rstd, weight, bias);
-  const auto normalized_shape = to_vector(normalized_shape_sym);
+  const auto normalized_shape = C10_AS_INTARRAYREF_SLOW(normalized_shape_sym).vec();
   check_layer_norm(input, normalized_shape, weight, bias);
   at::Tensor grad_input, grad_weight, grad_bias;
   if (output_mask[0]) grad_input = empty_npu(input.sizes(), {}, input.options(), device);

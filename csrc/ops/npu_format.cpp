@@ -5,7 +5,7 @@
 // the tensor's BackendMeta, so code that queries or casts formats runs, and
 // the tag survives torch.save/torch.load (serialised as a "npu_format_<N>"
 // key of the tensor metadata).
-#include "csrc/ops/launch.h"
+#include "csrc/launch/launch.h"
 
 #include <ATen/ops/clone.h>
 #include <c10/core/TensorImpl.h>

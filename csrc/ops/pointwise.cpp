@@ -2,8 +2,8 @@
 // composite ops use everywhere (where, isnan, flip, arange). Their output
 // shape follows from the inputs' shapes (or scalars), so stage 1 needs no
 // meta function.
-#include "csrc/ops/cpu_allocation_scope.h"
-#include "csrc/ops/launch.h"
+#include "csrc/launch/cpu_allocation_scope.h"
+#include "csrc/launch/launch.h"
 
 #include <ATen/Dispatch.h>
 

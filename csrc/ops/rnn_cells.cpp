@@ -5,7 +5,7 @@
 // between forward and backward:
 //   LSTM: [i, f, g, o]        activated gates, (B, 4H)
 //   GRU:  [r, z, n, hx, hn]   gates, previous state, hidden n-gate, (B, 5H)
-#include "csrc/ops/launch.h"
+#include "csrc/launch/launch.h"
 
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/add.h>

@@ -17,7 +17,7 @@
 #include <ATen/native/SparseTensorUtils.h>
 #include <torch/library.h>
 
-#include "csrc/ops/cpu_fallback.h"
+#include "csrc/launch/cpu_fallback.h"
 #include "sparse_ops.h"
 
 namespace torch_npu {

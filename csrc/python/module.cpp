@@ -12,13 +12,13 @@
 #include "csrc/core/npu_gil.h"
 #include "csrc/core/npu_hooks.h"
 #include "csrc/graph/host_kernel_launch.h"
-#include "csrc/ops/npu_empty.h"
+#include "csrc/launch/npu_empty.h"
 #include "csrc/core/npu_stream.h"
-#include "csrc/ops/cpu_allocation_scope.h"
-#include "csrc/ops/cpu_fallback.h"
-#include "csrc/ops/launch.h"
-#include "csrc/ops/sync_point.h"
-#include "csrc/ops/sync_kernel.h"
+#include "csrc/launch/cpu_allocation_scope.h"
+#include "csrc/launch/cpu_fallback.h"
+#include "csrc/launch/launch.h"
+#include "csrc/launch/sync_point.h"
+#include "csrc/launch/sync_kernel.h"
 #include <vnpu/environment.h>
 
 namespace torch_npu {

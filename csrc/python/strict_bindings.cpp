@@ -1,7 +1,7 @@
 // torch_npu._C bindings of strict chip mode (torch.npu.set_check_mode).
 #include <torch/csrc/utils/pybind.h>
 
-#include "csrc/ops/strict_mode.h"
+#include "csrc/launch/strict_mode.h"
 
 namespace torch_npu {
 

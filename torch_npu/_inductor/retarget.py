@@ -184,7 +184,7 @@ def __getattr__(name):
 
 
 # Below this many elements an npu kernel runs on the stream worker alone, as
-# eager npu kernels do (csrc/ops/launch.cpp, kSerialWorkElements: ATen's
+# eager npu kernels do (csrc/launch/launch.cpp, kSerialWorkElements: ATen's
 # GRAIN_SIZE). A compiled kernel runs on the worker while the host threads go
 # on issuing work; spread over every core, its OpenMP team competes with
 # them, and its idle threads spin-wait after each parallel region. Measured
@@ -195,7 +195,7 @@ _SERIAL_WORK_ELEMENTS = 32768
 
 def _npu_cpp_config():
     """Inductor's C++ settings for npu graphs, as eager npu kernels run
-    (Note [Device threads beside the host] in csrc/ops/launch.cpp):
+    (Note [Device threads beside the host] in csrc/launch/launch.cpp):
 
     - ``cpp.threads``: one core fewer than the intra-op threads, left to the
       host thread that issues work meanwhile. (Eager kernels take every core

@@ -43,7 +43,7 @@ class HostWaitScope {
 // How many host threads are blocked in a HostWaitScope right now. While one
 // is, a stream worker may use every core for a kernel; while none is, every
 // host thread may be busy issuing work (Note [Device threads beside the
-// host] in csrc/ops/launch.cpp). A relaxed snapshot: a hint, not a guarantee.
+// host] in csrc/launch/launch.cpp). A relaxed snapshot: a hint, not a guarantee.
 int blocked_host_threads();
 
 // Marks the calling thread as a stream worker (hooks are skipped there).

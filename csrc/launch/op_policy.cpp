@@ -1,4 +1,4 @@
-#include "csrc/ops/op_policy.h"
+#include "csrc/launch/op_policy.h"
 
 #include <c10/util/Exception.h>
 

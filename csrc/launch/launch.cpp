@@ -1,4 +1,4 @@
-#include "csrc/ops/launch.h"
+#include "csrc/launch/launch.h"
 
 #include <ATen/core/LegacyTypeDispatch.h>
 
@@ -9,7 +9,7 @@
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_error.h"
 #include "csrc/core/npu_stream.h"
-#include "csrc/ops/strict_mode.h"
+#include "csrc/launch/strict_mode.h"
 #include <vnpu/environment.h>
 #include <vnpu/host_wait.h>
 #include <vnpu/stream.h>

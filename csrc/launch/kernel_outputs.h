@@ -21,7 +21,7 @@
 #include <memory>
 #include <vector>
 
-#include "csrc/ops/tensor_ref.h"
+#include "csrc/launch/tensor_ref.h"
 
 namespace torch_npu {
 

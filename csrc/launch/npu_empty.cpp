@@ -1,4 +1,4 @@
-#include "csrc/ops/npu_empty.h"
+#include "csrc/launch/npu_empty.h"
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>

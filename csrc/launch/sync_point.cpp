@@ -1,4 +1,4 @@
-#include "csrc/ops/sync_point.h"
+#include "csrc/launch/sync_point.h"
 
 #include <atomic>
 

@@ -1,4 +1,4 @@
-#include "csrc/ops/sync_kernel.h"
+#include "csrc/launch/sync_kernel.h"
 
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/SparseCsrTensorUtils.h>
@@ -19,11 +19,11 @@
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_stream.h"
 #include "csrc/core/npu_generator.h"
-#include "csrc/ops/boxed_call.h"
-#include "csrc/ops/launch.h"
-#include "csrc/ops/cpu_allocation_scope.h"
-#include "csrc/ops/strict_mode.h"
-#include "csrc/ops/sync_point.h"
+#include "csrc/launch/boxed_call.h"
+#include "csrc/launch/launch.h"
+#include "csrc/launch/cpu_allocation_scope.h"
+#include "csrc/launch/strict_mode.h"
+#include "csrc/launch/sync_point.h"
 
 namespace torch_npu {
 namespace {

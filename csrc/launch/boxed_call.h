@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "csrc/core/npu_generator.h"
-#include "csrc/ops/tensor_ref.h"
+#include "csrc/launch/tensor_ref.h"
 
 namespace torch_npu {
 

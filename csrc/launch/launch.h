@@ -30,10 +30,10 @@
 #include <type_traits>
 #include <utility>
 
-#include "csrc/ops/device_check.h"
-#include "csrc/ops/kernel_outputs.h"
-#include "csrc/ops/npu_empty.h"
-#include "csrc/ops/tensor_ref.h"
+#include "csrc/launch/device_check.h"
+#include "csrc/launch/kernel_outputs.h"
+#include "csrc/launch/npu_empty.h"
+#include "csrc/launch/tensor_ref.h"
 #include <vnpu/task.h>
 
 namespace torch_npu {

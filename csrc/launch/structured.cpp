@@ -1,4 +1,4 @@
-#include "csrc/ops/structured.h"
+#include "csrc/launch/structured.h"
 
 namespace torch_npu {
 

@@ -1,4 +1,4 @@
-#include "csrc/ops/strict_mode.h"
+#include "csrc/launch/strict_mode.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/ScalarType.h>

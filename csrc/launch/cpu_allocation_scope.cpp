@@ -1,4 +1,4 @@
-#include "csrc/ops/cpu_allocation_scope.h"
+#include "csrc/launch/cpu_allocation_scope.h"
 
 #include <c10/core/CPUAllocator.h>
 

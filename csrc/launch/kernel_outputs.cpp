@@ -1,4 +1,4 @@
-#include "csrc/ops/kernel_outputs.h"
+#include "csrc/launch/kernel_outputs.h"
 
 #include <ATen/Dispatch_v2.h>
 #include <ATen/ops/from_blob.h>

@@ -1,4 +1,4 @@
-#include "csrc/ops/cpu_fallback.h"
+#include "csrc/launch/cpu_fallback.h"
 
 #include <ATen/native/CPUFallback.h>
 #include <ATen/ops/_copy_from_and_resize.h>
@@ -10,8 +10,8 @@
 
 #include "csrc/core/npu_error.h"
 #include "csrc/core/npu_stream.h"
-#include "csrc/ops/boxed_call.h"
-#include "csrc/ops/strict_mode.h"
+#include "csrc/launch/boxed_call.h"
+#include "csrc/launch/strict_mode.h"
 #include <vnpu/environment.h>
 
 namespace torch_npu {

@@ -1,4 +1,4 @@
-#include "csrc/ops/tensor_ref.h"
+#include "csrc/launch/tensor_ref.h"
 
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/from_blob.h>

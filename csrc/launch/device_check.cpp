@@ -1,4 +1,4 @@
-#include "csrc/ops/device_check.h"
+#include "csrc/launch/device_check.h"
 
 #include <c10/util/Exception.h>
 

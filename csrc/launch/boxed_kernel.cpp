@@ -14,12 +14,12 @@
 
 #include <vector>
 
-#include "csrc/ops/boxed_call.h"
-#include "csrc/ops/cpu_allocation_scope.h"
-#include "csrc/ops/launch.h"
-#include "csrc/ops/op_policy.h"
-#include "csrc/ops/strict_mode.h"
-#include "csrc/ops/sync_kernel.h"
+#include "csrc/launch/boxed_call.h"
+#include "csrc/launch/cpu_allocation_scope.h"
+#include "csrc/launch/launch.h"
+#include "csrc/launch/op_policy.h"
+#include "csrc/launch/strict_mode.h"
+#include "csrc/launch/sync_kernel.h"
 
 namespace torch_npu {
 namespace {

@@ -1,11 +1,11 @@
-#include "csrc/ops/boxed_call.h"
+#include "csrc/launch/boxed_call.h"
 
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/ops/zeros.h>
 
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_generator.h"
-#include "csrc/ops/launch.h"
+#include "csrc/launch/launch.h"
 
 namespace torch_npu {
 namespace {
