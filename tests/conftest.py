@@ -34,6 +34,15 @@ def _npu_clean_state():
     yield
     torch.npu.synchronize()
     torch.npu.set_device(0)
+    # A test that leaves a side stream current changes what the next test's
+    # torch.npu.Stream() and default-stream work mean (the pool hands out
+    # streams round-robin, so a later "new" stream can be the current one).
+    leaked = [i for i in range(torch.npu.device_count())
+              if torch.npu.current_stream(i) != torch.npu.default_stream(i)]
+    for i in leaked:
+        torch.npu.set_stream(torch.npu.default_stream(i))
+    torch.npu.set_device(0)
+    assert not leaked, f"the test left a non-default current stream on npu {leaked}; restore it"
 
 
 def clean_env(**overrides):

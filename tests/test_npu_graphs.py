@@ -22,6 +22,18 @@ def _mlp_step(x, w):
     return y.sum(dim=1)
 
 
+def _side_stream():
+    """A pool stream that is not torch.npu.graph's capture stream.
+
+    The pool hands its 32 streams out round-robin (as CUDA's does), so a plain
+    torch.npu.Stream() is the graph's default capture stream once in 32 calls,
+    and a test about a second stream would then run on the first.
+    """
+    capture = torch.npu.graph.default_capture_stream
+    stream = torch.npu.Stream()
+    return torch.npu.Stream() if stream == capture else stream
+
+
 def _warm_up(fn, *args):
     s = torch.npu.Stream()
     s.wait_stream(torch.npu.current_stream())
@@ -70,7 +82,7 @@ def test_replay_is_ordered_with_eager_work_on_the_replaying_stream():
     g.replay()
     x.fill_(5)
     assert y.cpu().unique().tolist() == [6.0]
-    side = torch.npu.Stream()
+    side = _side_stream()
     side.wait_stream(torch.npu.current_stream())
     with torch.npu.stream(side):
         torch.npu._sleep(20000)
@@ -345,7 +357,7 @@ def test_mem_pool_routes_allocations_and_returns_its_memory():
 
 def test_a_capture_forks_onto_a_side_stream_and_joins_back():
     x = torch.randn(32, device="npu")
-    side = torch.npu.Stream()
+    side = _side_stream()
 
     def block():
         capture = torch.npu.current_stream()
@@ -378,7 +390,7 @@ def test_a_capture_forks_onto_a_side_stream_and_joins_back():
 
 def test_a_capture_with_unjoined_work_raises_and_leaves_both_streams_usable():
     x = torch.randn(8, device="npu")
-    side = torch.npu.Stream()
+    side = _side_stream()
     _warm_up(lambda t: t * 2, x)
     g = torch.npu.NPUGraph()
     with pytest.raises(RuntimeError, match=CAPTURE_ERROR + ".*unjoined work"):
@@ -410,7 +422,7 @@ def test_events_of_a_capture_cannot_be_waited_on_by_the_host_or_after_it():
         for host_wait in (event.query, event.synchronize):
             with pytest.raises(RuntimeError, match=CAPTURE_ERROR + ".*event recorded in a graph capture"):
                 host_wait()
-    other = torch.npu.Stream()
+    other = _side_stream()
     with pytest.raises(RuntimeError, match=CAPTURE_ERROR + ".*capture that has ended"):
         other.wait_event(event)
     event.record()  # recorded again outside: an ordinary event
@@ -444,7 +456,7 @@ def _synchronize_from_another_thread():
 def test_capture_error_modes_decide_who_may_synchronize_the_device(mode):
     x = torch.randn(8, device="npu")
     _warm_up(lambda t: t * 2, x)
-    busy = torch.npu.Stream()
+    busy = _side_stream()
     with torch.npu.stream(busy):
         torch.npu._sleep(20000)  # other streams' work is still waited for
         late = x + 5
