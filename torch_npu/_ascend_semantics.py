@@ -8,6 +8,8 @@ own, reproduced on npu (on other devices ATen's kernels run unchanged).
 
 import torch
 
+from torch_npu import _C
+
 _LIB = torch.library.Library("aten", "IMPL")
 
 
@@ -30,3 +32,4 @@ def _one_hot(self, num_classes=-1):
 
 
 _LIB.impl("one_hot", _one_hot, "PrivateUse1")
+_C._note_op_route("aten::one_hot", "ascend_semantics")

@@ -18,6 +18,7 @@
 #include "csrc/launch/cpu_allocation_scope.h"
 #include "csrc/launch/launch.h"
 #include "csrc/launch/op_policy.h"
+#include "csrc/launch/op_route.h"
 #include "csrc/launch/strict_mode.h"
 #include "csrc/launch/sync_kernel.h"
 
@@ -204,6 +205,7 @@ void async_boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   for (const OpPolicy& policy : op_policies()) {
     m.impl(policy.schema, torch::CppFunction::makeFromBoxedFunction<&async_boxed_kernel>());
+    note_op_route(policy.schema, OpRoute::kPolicyTable);
   }
 }
 

@@ -340,6 +340,13 @@ void set_strict_mode(bool enabled, const std::vector<std::string>& native_ops, c
 
 bool strict_mode_enabled() { return g_strict_any.load(); }
 
+bool strict_mode_wraps(const c10::OperatorHandle& op) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  const c10::OperatorName& name = op.operator_name();
+  return g_wrapper_library != nullptr && g_config != nullptr && g_wrapped.count(&name) != 0 &&
+         is_native(*g_config, name, c10::toString(name));
+}
+
 std::vector<StrictFinding> strict_findings() {
   std::lock_guard<std::mutex> lock(g_mutex);
   std::vector<StrictFinding> out;

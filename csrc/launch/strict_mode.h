@@ -89,6 +89,8 @@ uint64_t npu_dtypes_of(c10::ArrayRef<c10::IValue> args);
 void set_strict_mode(bool enabled, const std::vector<std::string>& native_ops, const std::vector<StrictRule>& rules,
                      const std::string& chip);
 bool strict_mode_enabled();
+// True while strict mode's wrapper is `op`'s npu kernel (op_route.cpp).
+bool strict_mode_wraps(const c10::OperatorHandle& op);
 std::vector<StrictFinding> strict_findings();
 void clear_strict_findings();
 

@@ -22,6 +22,7 @@
 #include "csrc/launch/boxed_call.h"
 #include "csrc/launch/launch.h"
 #include "csrc/launch/cpu_allocation_scope.h"
+#include "csrc/launch/op_route.h"
 #include "csrc/launch/strict_mode.h"
 #include "csrc/launch/sync_point.h"
 
@@ -268,6 +269,7 @@ std::vector<std::string> register_sync_native_kernels(const std::vector<std::str
     }
     if (is_view) continue;
     library->impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<&sync_native_kernel>());
+    note_op_route(full, OpRoute::kSyncNative);
     registered.push_back(full);
   }
   return registered;

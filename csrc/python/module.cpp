@@ -17,6 +17,7 @@
 #include "csrc/launch/cpu_allocation_scope.h"
 #include "csrc/launch/cpu_fallback.h"
 #include "csrc/launch/launch.h"
+#include "csrc/launch/op_route.h"
 #include "csrc/launch/sync_point.h"
 #include "csrc/launch/sync_kernel.h"
 #include <vnpu/environment.h>
@@ -29,6 +30,7 @@ void bind_distributed(pybind11::module& m);
 void bind_graphs(pybind11::module& m);
 void bind_strict_mode(pybind11::module& m);
 void bind_sanitizer(pybind11::module& m);
+void bind_op_route(pybind11::module& m);
 
 namespace {
 
@@ -82,6 +84,9 @@ PYBIND11_MODULE(_C, m) {
     install_gil_release_on_host_waits();
     register_format_serialization();
     install_device_memory_cpu_allocator();
+    // Static initialisation registered the C++ kernels; what comes next
+    // (sync-native, Python) notes its own route.
+    note_hand_written_routes();
     return register_sync_native_kernels(excluded);
   });
   m.def("_environment", &environment_dict);
@@ -150,6 +155,7 @@ PYBIND11_MODULE(_C, m) {
   bind_graphs(m);
   bind_strict_mode(m);
   bind_sanitizer(m);
+  bind_op_route(m);
 
   // RNG.
   m.def("_default_generator", [](int64_t d) {

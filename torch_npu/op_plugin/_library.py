@@ -13,6 +13,8 @@ intermediates. See docs/fused_ops.md.
 
 import torch
 
+from torch_npu import _C
+
 # torch.ops.npu is created by the C++ adaptor (npu_format_cast); add to it.
 _LIB = torch.library.Library("npu", "FRAGMENT")
 
@@ -26,6 +28,7 @@ def define(schema, fn, *, export=True):
     name = schema.split("(", 1)[0]  # "name" or "name.overload"
     _LIB.define(schema)
     _LIB.impl(name, fn, "CompositeImplicitAutograd")
+    _C._note_op_route("npu::" + name, "python_composite")
     packet = name.split(".", 1)[0]
     if export and packet not in EXPORTED:
         EXPORTED.append(packet)
