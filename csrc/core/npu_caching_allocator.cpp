@@ -69,11 +69,23 @@ std::optional<vnpu::AllocConfig>& settings() {
   return config;
 }
 
+// expandable_segments:True is accepted, as CUDA accepts it on platforms
+// that cannot map memory: one warning, then ordinary segments.
+void warn_if_expandable(const vnpu::AllocConfig& config) {
+  if (!config.expandable_segments) return;
+  TORCH_WARN_ONCE("expandable_segments:True is not supported by the virtual NPU (its device memory cannot be "
+                  "remapped to grow a segment); the caching allocator uses ordinary segments, as with "
+                  "expandable_segments:False");
+}
+
 // Errors surface here, at the first allocation (not when the environment is
 // read), and again at each allocation until the variable is fixed.
 vnpu::AllocConfig current_settings() {
   std::lock_guard<std::mutex> lock(settings_mutex());
-  if (!settings()) settings() = with_config_errors([] { return vnpu::alloc_config_from(vnpu::environment()); });
+  if (!settings()) {
+    settings() = with_config_errors([] { return vnpu::alloc_config_from(vnpu::environment()); });
+    warn_if_expandable(*settings());
+  }
   return *settings();
 }
 
@@ -301,6 +313,7 @@ void set_allocator_settings(const std::string& text) {
   const vnpu::AllocConfig base = current_settings();
   const vnpu::AllocConfig config = with_config_errors(
       [&] { return vnpu::apply_alloc_config(base, text, "torch_npu.npu.memory._set_allocator_settings()"); });
+  warn_if_expandable(config);
   {
     std::lock_guard<std::mutex> lock(settings_mutex());
     settings() = config;

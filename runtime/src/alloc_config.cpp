@@ -153,9 +153,10 @@ class Parser {
     if (s == "False") {
       config.expandable_segments = false;
     } else if (s == "True") {
-      fail("expandable_segments:True is not supported by the virtual NPU (its device memory cannot "
-           "be remapped to grow a segment); remove the option or set expandable_segments:False",
-           ErrorCode::kNotSupported);
+      // Requested, and accepted as CUDA accepts it where it cannot honour it:
+      // the adaptor warns once and allocates ordinary segments (the virtual
+      // device's memory cannot be remapped to grow a segment).
+      config.expandable_segments = true;
     } else {
       fail("expandable_segments expects True or False, got '" + raw + "'");
     }

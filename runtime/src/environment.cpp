@@ -95,7 +95,7 @@ const std::vector<EnvironmentVariable>& environment_variables() {
       {"PYTORCH_NO_NPU_MEMORY_CACHING", "0", "1: return every block to the device at free (debugging)"},
       {"PYTORCH_NPU_ALLOC_CONF", "unset",
        "caching allocator options `max_split_size_mb`, `garbage_collection_threshold`, "
-       "`roundup_power2_divisions`, `expandable_segments` (`True` is not supported), "
+       "`roundup_power2_divisions`, `expandable_segments` (`True` warns once and allocates ordinary segments), "
        "`per_process_memory_fraction`, and torch_npu's Ascend tuning options (`multi_stream_lazy_reclaim`, "
        "`base_addr_aligned_kb`, `page_size`, `segment_size_mb`, `pin_memory_expandable_segments`, "
        "`pinned_mem_register`, `release_lock_on_npumalloc`: validated, no effect on the virtual NPU); unknown "

@@ -104,10 +104,9 @@ TEST(AllocConfig, RejectsMalformedValues) {
   }
 }
 
-TEST(AllocConfig, ExpandableSegmentsTrueIsNotSupported) {
-  const Error e = parse_error("expandable_segments:True");
-  EXPECT_EQ(e.code(), ErrorCode::kNotSupported);
-  EXPECT_NE(std::string(e.what()).find("expandable_segments:True is not supported"), std::string::npos);
+TEST(AllocConfig, ExpandableSegmentsTrueIsAcceptedAsARequest) {
+  EXPECT_TRUE(vnpu::parse_alloc_config("expandable_segments:True", "PYTORCH_NPU_ALLOC_CONF").expandable_segments);
+  EXPECT_FALSE(vnpu::parse_alloc_config("expandable_segments:False", "PYTORCH_NPU_ALLOC_CONF").expandable_segments);
 }
 
 vnpu::Environment environment(const std::map<std::string, std::string>& vars) {

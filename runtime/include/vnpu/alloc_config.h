@@ -52,6 +52,8 @@ struct AllocConfig {
   double garbage_collection_threshold = 0.0;
   // Divisions per interval; 0 or 1: plain rounding to the block size.
   std::array<std::size_t, kRoundupIntervals> roundup_power2_divisions{};
+  // Requested (True); the allocator does not honour it: it allocates
+  // ordinary segments and the adaptor warns once.
   bool expandable_segments = false;
   // Negative: not given (the allocator keeps its default of 1.0).
   double per_process_memory_fraction = -1.0;
