@@ -361,3 +361,25 @@ def test_a_profiler_nested_in_a_running_one_is_refused_and_the_outer_keeps_recor
         (x @ x).sum()
         torch.npu.synchronize()
     assert _npu_events(again) > 0
+
+
+def test_a_start_that_fails_after_prepare_leaves_no_claim_behind(monkeypatch):
+    # Kineto prepared, then the start itself failed: the session is gone, and so must its claim be.
+    import torch.autograd.profiler as autograd_profiler
+    from torch_npu.profiler import _session
+
+    def failing_start(self):
+        raise RuntimeError("simulated Kineto start failure")
+    monkeypatch.setattr(autograd_profiler.profile, "_start_trace", _session._guard_start(failing_start))
+    with pytest.raises(RuntimeError, match="simulated Kineto start failure"):
+        with profile(activities=ACTIVITIES):
+            pass
+    monkeypatch.undo()
+    x = torch.randn(16, 16, device="npu")
+    # torch_npu's profile is refused while any claim stands ("Profiler is already enabled.").
+    with npu_profiler.profile(activities=NPU_ACTIVITIES) as prof:
+        (x @ x).sum()
+        torch.npu.synchronize()
+    # Its host ops are recorded. (Device events are not, after a failed start:
+    # Kineto keeps the prepared configuration of the failed session; open.)
+    assert any(e.name == "aten::mm" for e in prof.events())

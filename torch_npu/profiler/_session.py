@@ -106,6 +106,10 @@ def _guard_start(method):
         try:
             return method(self, *args, **kwargs)
         except BaseException:
+            # A start that fails after this profile's own prepare succeeded
+            # leaves no session: drop its claim rather than restore it.
+            if previous is not None and previous.holder is self:
+                previous = None
             _unclaim_kineto(self, restore=previous)
             raise
     guarded._npu_session_guard = True
