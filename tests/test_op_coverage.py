@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-pytestmark = pytest.mark.slow  # the whole OpInfo sweep, ~2 minutes
+pytestmark = pytest.mark.slow  # the whole OpInfo sweep: the longest file of the suite
 
 from torch_npu.tools import op_coverage
 
