@@ -278,3 +278,14 @@ def test_a_file_with_20000_edits(tmp_path):
     assert len(changes) == 20001 and changes[-1].rule == "import torch_npu"
     assert [c.rule for c in changes[:-1]] == rules  # one per edit, in the order of the text
     assert [c.line for c in changes[:-1]] == sorted(c.line for c in changes[:-1])
+
+
+@pytest.mark.parametrize("ending", ["\r\n", "\n", "\r"])
+def test_the_added_import_keeps_the_file_line_endings(ending):
+    text = ending.join(["import torch", "x = torch.zeros(1).cuda()", ""])
+    new = migrate_source(text)
+    assert new == ending.join(["import torch", "import torch_npu  # added by the npu migration",
+                               "x = torch.zeros(1).npu()", ""])
+    # A last line without an ending gets the file's.
+    last = migrate_source(ending.join(["x = y.cuda()", "import torch"]))
+    assert last.endswith("import torch" + ending + "import torch_npu  # added by the npu migration" + ending)

@@ -424,6 +424,14 @@ def _no_cycle_collection():
             gc.enable()
 
 
+def _line_ending(line):
+    """The line's terminator ("\r\n", "\n" or "\r"), or "" for none."""
+    for ending in ("\r\n", "\n", "\r"):
+        if line.endswith(ending):
+            return ending
+    return ""
+
+
 def migrate_source(text, file="<string>", report=None):
     """The migrated ``text`` of one Python source (raises SyntaxError when it
     does not parse). Changes and findings go into ``report``."""
@@ -443,8 +451,12 @@ def migrate_source(text, file="<string>", report=None):
         node = import_torch
         starts = _Edits(new).starts  # line starts of the migrated text
         line_end = starts[node.end_lineno] if node.end_lineno < len(starts) else len(new)
-        newline = "" if new[line_end - 1:line_end] == "\n" else "\n"
-        new = new[:line_end] + newline + "import torch_npu  # added by the npu migration\n" + new[line_end:]
+        # The added line ends as the import's line does (\r\n files stay \r\n);
+        # a last line without one gets the file's first line ending.
+        line = new[starts[node.end_lineno - 1]:line_end]
+        ending = _line_ending(line) or _line_ending(new[:starts[1]] if len(starts) > 1 else "") or "\n"
+        separator = "" if _line_ending(line) else ending
+        new = new[:line_end] + separator + "import torch_npu  # added by the npu migration" + ending + new[line_end:]
         changes.append(Change(file, node.lineno, "import torch", "import torch\nimport torch_npu", "import torch_npu"))
     report.changes.extend(changes)
     return new
