@@ -181,6 +181,12 @@ def _first_line(e):
 
 
 def run(dtypes, ops_filter=None, samples=3, backward=True, progress=False):
+    from torch_npu.testing._sample_input_speed import frames_only_test_fn_lookup
+    with frames_only_test_fn_lookup():
+        return _run(dtypes, ops_filter, samples, backward, progress)
+
+
+def _run(dtypes, ops_filter, samples, backward, progress):
     from torch.testing._internal.common_methods_invocations import op_db
     results = []
     warnings.filterwarnings("ignore")
