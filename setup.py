@@ -30,4 +30,4 @@ class BinaryDistribution(Distribution):
 
 
 setup(cmdclass={"build_py": BuildWithCMake}, distclass=BinaryDistribution,
-      package_data={"torch_npu": ["_C*.so", "_cann/*"]})
+      package_data={"torch_npu": ["_C*.so", "_cann/*", "tools/data/*.txt"]})

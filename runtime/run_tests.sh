@@ -24,7 +24,11 @@ esac
 generator=()
 if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
 launcher=()
-if command -v ccache >/dev/null 2>&1; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+# CCACHE_BASEDIR: paths under the checkout are relative in ccache's key, so
+# another clone of the repository (CI's) reuses these objects.
+if command -v ccache >/dev/null 2>&1; then
+  launcher=("-DCMAKE_CXX_COMPILER_LAUNCHER=env;CCACHE_BASEDIR=${repo_root};ccache")
+fi
 jobs="$(nproc 2>/dev/null || echo 2)"
 
 run_variant() {

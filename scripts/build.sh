@@ -8,8 +8,10 @@ prefix=$(TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$PYTHON" -c 'import torch.utils; print
 launcher=()
 # ccache caches TUs built with a precompiled header only when told that the
 # header's macros and __TIME__ may differ (ccache's "Precompiled headers").
+# CCACHE_BASEDIR makes paths under this checkout relative in the cache key, so
+# a second clone (CI's, a worktree) reuses what this one compiled.
 command -v ccache >/dev/null &&
-  launcher=("-DCMAKE_CXX_COMPILER_LAUNCHER=env;CCACHE_SLOPPINESS=pch_defines,time_macros;ccache")
+  launcher=("-DCMAKE_CXX_COMPILER_LAUNCHER=env;CCACHE_SLOPPINESS=pch_defines,time_macros;CCACHE_BASEDIR=$PWD;ccache")
 # Reconfigure when what the configuration was made from changes: the
 # python, its torch, ccache's presence or the arguments given here.
 inputs="$(command -v "$PYTHON") $prefix $(TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$PYTHON" -c 'import torch; print(torch.__version__)') ${launcher[*]} $*"

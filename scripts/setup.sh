@@ -1,20 +1,47 @@
 #!/usr/bin/env bash
 # Installs whatever is missing to build and run vNPU, then builds it.
 # Safe to re-run: each step is skipped when already done.
-#   - Debian packages: cmake, ninja, ccache, g++, GoogleTest (when root)
-#   - Python packages: torch==2.13.0 (CPU build), numpy, pytest, expecttest
+#   - Python packages: torch==2.13.0 (CPU build), numpy, and cmake and ninja
+#     when the system has none; with --for-tests also pytest and expecttest
+#   - Debian packages (when root): g++; with --for-tests also GoogleTest and
+#     ccache (the runtime's tests build three variants)
 #   - torch_npu._C (CMake + ninja, incremental) and an editable install of
 #     the torch_npu distribution (so importlib.metadata finds it)
+# The demo path installs only what running vNPU needs: on a fresh machine
+# every package is time (docs/building.md has the figures).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
+for_tests=0
+[ "${1:-}" = "--for-tests" ] && for_tests=1
+
+# Python packages first, in one pip call (each call costs seconds). cmake and
+# ninja come from PyPI when the system lacks them: no root, no apt index.
+scripts_dir=$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')
+export PATH="$PATH:$scripts_dir"
+need_pip=()
+# torch must be exactly 2.13.0: a bare `torch` requirement would pull a
+# multi-GB CUDA build.
+"$PYTHON" -c 'import torch, sys; sys.exit(0 if torch.__version__.split("+")[0] == "2.13.0" else 1)' 2>/dev/null ||
+  need_pip+=(torch==2.13.0)
+modules=(numpy)
+[ $for_tests = 1 ] && modules+=(pytest expecttest)
+for module in "${modules[@]}"; do
+  "$PYTHON" -c "import $module" 2>/dev/null || need_pip+=("$module")
+done
+command -v cmake >/dev/null || need_pip+=(cmake)
+command -v ninja >/dev/null || need_pip+=(ninja)
+if [ ${#need_pip[@]} -gt 0 ]; then
+  echo "[setup] pip install ${need_pip[*]}"
+  "$PYTHON" -m pip install -q "${need_pip[@]}"
+fi
 
 need_apt=()
-command -v cmake >/dev/null || need_apt+=(cmake)
-command -v ninja >/dev/null || need_apt+=(ninja-build)
-command -v ccache >/dev/null || need_apt+=(ccache)
 command -v g++ >/dev/null || need_apt+=(g++)
-[ -f /usr/include/gtest/gtest.h ] || need_apt+=(libgtest-dev)
+if [ $for_tests = 1 ]; then
+  command -v ccache >/dev/null || need_apt+=(ccache)
+  [ -f /usr/include/gtest/gtest.h ] || need_apt+=(libgtest-dev)
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "[setup] apt-get install ${need_apt[*]}"
@@ -24,16 +51,6 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     exit 1
   fi
 fi
-
-# torch must be exactly 2.13.0: a bare `torch` requirement would pull a
-# multi-GB CUDA build.
-if ! "$PYTHON" -c 'import torch, sys; sys.exit(0 if torch.__version__.split("+")[0] == "2.13.0" else 1)' 2>/dev/null; then
-  echo "[setup] pip install torch==2.13.0"
-  "$PYTHON" -m pip install -q torch==2.13.0
-fi
-for module in numpy pytest expecttest; do
-  "$PYTHON" -c "import $module" 2>/dev/null || { echo "[setup] pip install $module"; "$PYTHON" -m pip install -q "$module"; }
-done
 
 PYTHON="$PYTHON" ./scripts/build.sh >/tmp/vnpu-build.log 2>&1 || { cat /tmp/vnpu-build.log; exit 1; }
 echo "[setup] built torch_npu._C"

@@ -17,7 +17,7 @@ if [ "${1:-}" = "--quick" ]; then
   variants=plain
   pytest_args=(-m "not slow" -x)
 fi
-./scripts/setup.sh
+./scripts/setup.sh --for-tests
 ./scripts/setup_clients.sh  # tests/clients: transformers, accelerate, peft, diffusers, trl (pinned)
 echo "== runtime C++ tests (ctest: ${variants}) =="
 ./runtime/run_tests.sh "${variants}"
