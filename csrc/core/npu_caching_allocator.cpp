@@ -19,6 +19,7 @@
 #include "csrc/core/npu_mem_pool.h"
 #include "csrc/core/npu_stream.h"
 #include <vnpu/environment.h>
+#include <vnpu/runtime.h>
 
 namespace torch_npu {
 namespace {

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "csrc/core/npu_error.h"
+#include <vnpu/runtime.h>
 
 namespace torch_npu {
 namespace {

@@ -10,7 +10,9 @@
 #include <string>
 #include <utility>
 
-#include <vnpu/runtime.h>
+namespace vnpu {
+class Device;  // <vnpu/runtime.h>, for the files that use one
+}  // namespace vnpu
 
 namespace torch_npu {
 

@@ -10,6 +10,7 @@
 #include "csrc/core/npu_stream.h"
 #include "csrc/core/npu_trace.h"
 #include <vnpu/event.h>
+#include <vnpu/runtime.h>
 
 namespace torch_npu {
 namespace {

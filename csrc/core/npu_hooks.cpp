@@ -13,6 +13,7 @@
 #include "csrc/core/npu_error.h"
 #include "csrc/core/npu_generator.h"
 #include "csrc/core/npu_stream.h"
+#include <vnpu/runtime.h>
 
 namespace torch_npu {
 namespace {

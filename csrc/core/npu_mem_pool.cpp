@@ -10,6 +10,7 @@
 #include "csrc/core/npu_caching_allocator.h"
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_error.h"
+#include <vnpu/runtime.h>
 
 namespace torch_npu {
 namespace {

@@ -13,9 +13,14 @@
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_error.h"
 #include "csrc/core/npu_trace.h"
+#include <vnpu/runtime.h>
+#include <vnpu/stream.h>
 
 namespace torch_npu {
 namespace {
+
+// Stream ids on a device: 0 (default), pool streams, then dedicated ones.
+constexpr int64_t kMaxStreamId = vnpu::Device::kMaxStreamIndex;
 
 constexpr int kStreamsPerDevice = vnpu::Device::kMaxStreamIndex + 1;  // pool and dedicated streams
 

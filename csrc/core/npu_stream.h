@@ -13,8 +13,9 @@
 
 #include <memory>
 
-#include <vnpu/runtime.h>
-#include <vnpu/stream.h>
+namespace vnpu {
+class Stream;  // <vnpu/stream.h>, for the files that use one
+}  // namespace vnpu
 
 namespace torch_npu {
 
@@ -38,8 +39,6 @@ void check_not_capturing(c10::DeviceIndex device, const char* what);
 // Makes `stream` current on its device for the calling thread.
 void set_current_stream(const c10::Stream& stream);
 
-// Stream ids on a device: 0 (default), pool streams, then dedicated ones.
-constexpr int64_t kMaxStreamId = vnpu::Device::kMaxStreamIndex;
 // Throws a ValueError unless `id` names a stream of `device` (checked).
 void check_stream_id(int64_t id, c10::DeviceIndex device);
 

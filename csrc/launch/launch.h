@@ -34,7 +34,7 @@
 #include "csrc/launch/kernel_outputs.h"
 #include "csrc/launch/npu_empty.h"
 #include "csrc/launch/tensor_ref.h"
-#include <vnpu/task.h>
+#include <vnpu/erased_callable.h>
 
 namespace torch_npu {
 
@@ -58,7 +58,7 @@ struct KernelTaskBase {
 };
 
 // A kernel task must fit a queue slot inline (no heap box per launch).
-constexpr size_t kKernelTaskBudgetBytes = vnpu::Task::kInlineBytes;
+constexpr size_t kKernelTaskBudgetBytes = vnpu::kTaskInlineBytes;
 
 template <typename Fn>
 struct KernelTask : KernelTaskBase {

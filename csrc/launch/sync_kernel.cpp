@@ -25,6 +25,7 @@
 #include "csrc/launch/op_route.h"
 #include "csrc/launch/strict_mode.h"
 #include "csrc/launch/sync_point.h"
+#include <vnpu/runtime.h>
 
 namespace torch_npu {
 namespace {

@@ -5,6 +5,7 @@
 #include "csrc/core/npu_error.h"
 #include "csrc/core/npu_stream.h"
 #include "csrc/core/npu_trace.h"
+#include <vnpu/runtime.h>
 
 namespace torch_npu {
 

@@ -25,6 +25,7 @@
 #include "csrc/launch/launch.h"
 #include "csrc/launch/sync_point.h"
 #include <vnpu/event.h>
+#include <vnpu/runtime.h>
 
 namespace torch_npu {
 namespace {

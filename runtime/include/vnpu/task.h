@@ -10,41 +10,14 @@
 #include <type_traits>
 #include <utility>
 
+#include "vnpu/erased_callable.h"
 #include "vnpu/trace.h"
 
 namespace vnpu {
 
-// A callable described by plain functions, so that code which cannot see
-// the callable's type (or this header's templates, to keep its includes
-// narrow) can move it into a queue slot. `object` is moved from.
-struct ErasedCallable {
-  void* object = nullptr;
-  std::size_t size = 0;
-  std::size_t align = 0;
-  void (*move_into)(void* destination, void* source) = nullptr;  // placement move
-  void (*run)(void* object) = nullptr;
-  void (*destroy)(void* object) = nullptr;
-};
-
-// Describes `object` (which must outlive the ErasedCallable's use).
-template <typename T>
-ErasedCallable erase(T& object) {
-  ErasedCallable c;
-  c.object = &object;
-  c.size = sizeof(T);
-  c.align = alignof(T);
-  c.move_into = [](void* destination, void* source) { new (destination) T(std::move(*static_cast<T*>(source))); };
-  c.run = [](void* p) { (*static_cast<T*>(p))(); };
-  c.destroy = [](void* p) { static_cast<T*>(p)->~T(); };
-  return c;
-}
-
 class Task {
  public:
-  // Big enough for the adaptor's kernel tasks (their captured tensor
-  // snapshots and outputs; launch.h checks it at compile time), so a launch
-  // never allocates. The ring of 4096 slots is then about 4 MiB per stream.
-  static constexpr std::size_t kInlineBytes = 1024;
+  static constexpr std::size_t kInlineBytes = kTaskInlineBytes;
 
   Task() = default;
   Task(const Task&) = delete;
