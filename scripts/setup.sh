@@ -24,16 +24,20 @@ need_pip=()
 # multi-GB CUDA build.
 "$PYTHON" -c 'import torch, sys; sys.exit(0 if torch.__version__.split("+")[0] == "2.13.0" else 1)' 2>/dev/null ||
   need_pip+=(torch==2.13.0)
-modules=(numpy)
+# yaml: the kernel generator reads ATen's native_functions.yaml with torchgen.
+modules=(numpy yaml:pyyaml)
 [ $for_tests = 1 ] && modules+=(pytest expecttest)
-for module in "${modules[@]}"; do
-  "$PYTHON" -c "import $module" 2>/dev/null || need_pip+=("$module")
+for entry in "${modules[@]}"; do
+  module=${entry%%:*} package=${entry#*:}
+  "$PYTHON" -c "import $module" 2>/dev/null || need_pip+=("$package")
 done
 command -v cmake >/dev/null || need_pip+=(cmake)
 command -v ninja >/dev/null || need_pip+=(ninja)
 if [ ${#need_pip[@]} -gt 0 ]; then
   echo "[setup] pip install ${need_pip[*]}"
-  "$PYTHON" -m pip install -q "${need_pip[@]}"
+  # --no-compile: byte-compiling all of torch's modules at install took 33 of
+  # its 50 s on 2 cores; Python compiles the ones a program imports, once.
+  "$PYTHON" -m pip install -q --no-compile "${need_pip[@]}"
 fi
 
 need_apt=()
