@@ -35,8 +35,7 @@ constexpr int64_t kSerialWorkElements = 32768;  // ATen's GRAIN_SIZE
 // A real NPU computes beside the host CPU; here both share the cores. A big
 // kernel's OpenMP team splits its work evenly, so when one of its threads
 // shares a core with a busy host thread the whole kernel waits for that
-// thread: on 2 cores a 64x256x512 GEMM took twice as long on the worker
-// while the host issued work as on an idle machine. So a big kernel leaves
+// thread (measured: benchmarks/README.md, "Figures behind the Notes"). So a big kernel leaves
 // a core to the host (cores - 1 threads) unless a host thread is blocked
 // waiting for the device (synchronize, an event, a full launch ring).
 //
@@ -44,10 +43,8 @@ constexpr int64_t kSerialWorkElements = 32768;  // ATen's GRAIN_SIZE
 // kWholeMachineWorkElements or more takes them. With a host thread and a
 // stream worker both running OpenMP teams, libgomp has more threads than
 // cores and its idle team threads sleep at once instead of spinning, so
-// every parallel region first wakes its team from a futex: on the 2-core
-// machine that costs about 100 us (a queued 131072-element add_ took 9 us
-// alone and 90-115 us with a team of 2; a 64x256x512 GEMM 110 us alone and
-// 150-170 us with the team). Below that size, on a machine whose cores - 1
+// every parallel region first wakes its team from a futex, which on a small
+// op costs more than the op. Below that size, on a machine whose cores - 1
 // is 1, the team costs more than it saves; a 512x512 GEMM still gains.
 constexpr int64_t kWholeMachineWorkElements = 262144;
 

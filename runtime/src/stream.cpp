@@ -41,10 +41,10 @@ void on_fork_in_child() { g_fork_generation.fetch_add(1, std::memory_order_relax
 //
 // The worker spins longer: a host that runs Python between its launches
 // (torch.compile's runtime between two compiled graphs, an optimizer's
-// bookkeeping) leaves gaps of 50-150 us, and a launch that finds the worker
-// asleep costs the host a futex wake, on the 2-core machine tens of
-// microseconds each. The bench_compile step at d=64, compiled: 0.67-0.77 ms
-// with 30 or 75 us, 0.52-0.54 ms with 150 us, no better with 300 us.
+// bookkeeping) leaves gaps of about a hundred microseconds, and a launch that
+// finds the worker asleep costs the host a futex wake. 150 us was the
+// shortest spin that covered those gaps in bench_compile (the figures:
+// benchmarks/README.md, "Figures behind the Notes").
 constexpr std::chrono::microseconds kWorkerSpinTime{150};
 constexpr std::chrono::microseconds kHostSpinTime{30};
 
@@ -277,9 +277,7 @@ void Stream::run_task(Task& task, std::uint64_t seq) {
 // A host thread that synchronizes behind a backlog of N tasks used to be
 // woken after each of them, to find its task not done and sleep again: N
 // futex wake-ups on the worker, and a host thread taking the second core
-// each time (on 2 cores, with one intra-op thread, a queued 64x256x512 mm
-// took 128 us before this and 110 us after, a queued 131072-element add_
-// 13-16 us before and 9 us after). Now a waiter publishes the task it
+// each time (what this saved: benchmarks/README.md). Now a waiter publishes the task it
 // waits for in wake_at_ and the worker wakes the waiters only when it
 // completes that task (the earliest one, if several threads wait); a woken
 // waiter whose task is not done yet publishes it again.
