@@ -25,9 +25,12 @@ generator=()
 if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
 launcher=()
 # CCACHE_BASEDIR: paths under the checkout are relative in ccache's key, so
-# another clone of the repository (CI's) reuses these objects.
+# another clone of the repository (CI's) reuses these objects; NOHASHDIR:
+# these builds have debug info, for which ccache would otherwise key on the
+# working directory too (the reused objects' debug info then names the first
+# clone's paths, which tests do not mind).
 if command -v ccache >/dev/null 2>&1; then
-  launcher=("-DCMAKE_CXX_COMPILER_LAUNCHER=env;CCACHE_BASEDIR=${repo_root};ccache")
+  launcher=("-DCMAKE_CXX_COMPILER_LAUNCHER=env;CCACHE_BASEDIR=${repo_root};CCACHE_NOHASHDIR=1;ccache")
 fi
 jobs="$(nproc 2>/dev/null || echo 2)"
 
