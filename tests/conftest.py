@@ -43,7 +43,6 @@ def _npu_clean_state():
     torch.npu.set_device(0)
     yield
     torch.npu.synchronize()
-    torch.npu.set_device(0)
     # A test that leaves a side stream current changes what the next test's
     # torch.npu.Stream() and default-stream work mean (the pool hands out
     # streams round-robin, so a later "new" stream can be the current one).

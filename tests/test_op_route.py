@@ -116,6 +116,12 @@ def test_strict_mode_keeps_the_route_and_says_it_wraps():
     assert res.stdout.split() == ["composite", "composite", "composite", "True", "False"]
 
 
+def test_python_registration_sites_may_only_note_python_routes():
+    with pytest.raises(ValueError, match="'python_composite' or 'ascend_semantics' ops, got 'structured'"):
+        _C._note_op_route("aten::add.Tensor", "structured")
+    assert _C._op_route("aten::add.Tensor")[0] == "structured"  # unchanged
+
+
 @pytest.mark.parametrize("bad", ["aten::no_such_op", "no_such_op.overload", "npu::"])
 def test_unknown_ops_are_a_value_error_that_says_how_to_name_one(bad):
     with pytest.raises(ValueError, match="unknown operator .*'aten::add.Tensor'"):

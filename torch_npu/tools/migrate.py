@@ -453,9 +453,9 @@ def migrate_source(text, file="<string>", report=None):
         line_end = starts[node.end_lineno] if node.end_lineno < len(starts) else len(new)
         # The added line ends as the import's line does (\r\n files stay \r\n);
         # a last line without one gets the file's first line ending.
-        line = new[starts[node.end_lineno - 1]:line_end]
-        ending = _line_ending(line) or _line_ending(new[:starts[1]] if len(starts) > 1 else "") or "\n"
-        separator = "" if _line_ending(line) else ending
+        own = _line_ending(new[starts[node.end_lineno - 1]:line_end])
+        ending = own or _line_ending(new[:starts[1]] if len(starts) > 1 else "") or "\n"
+        separator = "" if own else ending
         new = new[:line_end] + separator + "import torch_npu  # added by the npu migration" + ending + new[line_end:]
         changes.append(Change(file, node.lineno, "import torch", "import torch\nimport torch_npu", "import torch_npu"))
     report.changes.extend(changes)
