@@ -2,50 +2,20 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/CachingDeviceAllocator.h>
-#include <c10/core/impl/COW.h>
 #include <torch/library.h>
 
-#include <array>
-#include <atomic>
 #include <cstring>
-#include <limits>
-#include <mutex>
-#include <optional>
 #include <string>
-#include <unordered_map>
 
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_error.h"
 #include "csrc/core/npu_mem_pool.h"
 #include "csrc/core/npu_stream.h"
-#include <vnpu/environment.h>
+#include <vnpu/device_allocator.h>
 #include <vnpu/runtime.h>
 
 namespace torch_npu {
 namespace {
-
-// The device's allocator, created at its first use and never destroyed:
-// tensors freed during interpreter shutdown still return their blocks.
-vnpu::AllocConfig current_settings();
-
-// nullptr when `create` is false and the device never allocated.
-vnpu::CachingAllocator* allocator_for(c10::DeviceIndex device, bool create = true) {
-  static std::array<std::atomic<vnpu::CachingAllocator*>, kMaxDevices> allocators{};
-  vnpu::CachingAllocator* allocator = allocators[device].load(std::memory_order_acquire);
-  if (allocator != nullptr || !create) return allocator;
-
-  static std::mutex creation;
-  std::lock_guard<std::mutex> lock(creation);
-  allocator = allocators[device].load(std::memory_order_relaxed);
-  if (allocator == nullptr) {
-    const vnpu::AllocConfig config = current_settings();
-    allocator = new vnpu::CachingAllocator(runtime_device(device).memory(), config,
-                                           !vnpu::environment().no_memory_caching);
-    if (config.per_process_memory_fraction >= 0.0) allocator->set_memory_fraction(config.per_process_memory_fraction);
-    allocators[device].store(allocator, std::memory_order_release);
-  }
-  return allocator;
-}
 
 template <typename F>
 auto with_config_errors(F&& parse) {
@@ -58,18 +28,6 @@ auto with_config_errors(F&& parse) {
   __builtin_unreachable();
 }
 
-// The allocator options: PYTORCH_NPU_ALLOC_CONF's, then what
-// _set_allocator_settings changed. Guarded by settings_mutex().
-std::mutex& settings_mutex() {
-  static std::mutex mutex;
-  return mutex;
-}
-
-std::optional<vnpu::AllocConfig>& settings() {
-  static std::optional<vnpu::AllocConfig> config;
-  return config;
-}
-
 // expandable_segments:True is accepted, as CUDA accepts it on platforms
 // that cannot map memory: one warning, then ordinary segments.
 void warn_if_expandable(const vnpu::AllocConfig& config) {
@@ -79,21 +37,11 @@ void warn_if_expandable(const vnpu::AllocConfig& config) {
                   "expandable_segments:False");
 }
 
-// Errors surface here, at the first allocation (not when the environment is
-// read), and again at each allocation until the variable is fixed.
-vnpu::AllocConfig current_settings() {
-  std::lock_guard<std::mutex> lock(settings_mutex());
-  if (!settings()) {
-    settings() = with_config_errors([] { return vnpu::alloc_config_from(vnpu::environment()); });
-    warn_if_expandable(*settings());
-  }
-  return *settings();
-}
-
-vnpu::Block* allocate_block(c10::DeviceIndex device, size_t bytes, vnpu::Stream& stream) {
-  vnpu::CachingAllocator* allocator = allocator_for(device);
-  // kOutOfMemory becomes torch.OutOfMemoryError.
-  return with_torch_errors([&] { return allocator->allocate(bytes, stream); });
+// The device's allocators without initializing torch_npu (statistics of a
+// device nobody used must not count as its first use).
+vnpu::DeviceAllocator& allocators_of(c10::DeviceIndex device) {
+  check_device_index(device);
+  return vnpu::Runtime::instance().device(device).allocator();
 }
 
 // torch.profiler(profile_memory=True): each allocation and free of npu
@@ -107,68 +55,14 @@ void report_to_profiler(vnpu::CachingAllocator& allocator, void* address, int64_
                                    stats.reserved_bytes[vnpu::kAggregateStat].current, npu_device(device));
 }
 
-void delete_block(void* context) {
-  auto* block = static_cast<vnpu::Block*>(context);
-  if (block == nullptr) return;
-  vnpu::CachingAllocator& owner = vnpu::CachingAllocator::owner(block);
-  if (!c10::memoryProfilingEnabled()) {
-    owner.free(block);
-    return;
-  }
-  // The block may be merged away by the free: read it first.
-  void* address = vnpu::CachingAllocator::address(block);
-  const auto bytes = static_cast<int64_t>(vnpu::CachingAllocator::size(block));
-  owner.free(block);
-  report_to_profiler(owner, address, -bytes);
-}
+// The deleter of every DataPtr this allocator makes. Its context is the data
+// address (Note [Blocks by address] in runtime/src/caching_allocator.cpp),
+// the form copy-on-write sharing and Allocator::raw_allocate require.
+void delete_npu_memory(void* ptr) { free_if_npu_block(ptr); }
 
-// Blocks known by their address: caching_allocator_alloc's, and the memory
-// CPU kernels get inside a DeviceMemoryScope (Allocator::raw_allocate, which
-// oneDNN uses, requires a DataPtr's context to be its address).
-std::mutex g_addressed_mutex;
-std::unordered_map<void*, vnpu::Block*> g_addressed_blocks;
-
-void* remember_address(vnpu::Block* block) {
+c10::DataPtr npu_data_ptr(vnpu::Block* block, c10::Device device) {
   void* ptr = vnpu::CachingAllocator::address(block);
-  std::lock_guard<std::mutex> lock(g_addressed_mutex);
-  g_addressed_blocks[ptr] = block;
-  return ptr;
-}
-
-vnpu::Block* find_addressed(void* ptr) {
-  std::lock_guard<std::mutex> lock(g_addressed_mutex);
-  auto it = g_addressed_blocks.find(ptr);
-  return it != g_addressed_blocks.end() ? it->second : nullptr;
-}
-
-vnpu::Block* forget_address(void* ptr) {
-  std::lock_guard<std::mutex> lock(g_addressed_mutex);
-  auto it = g_addressed_blocks.find(ptr);
-  if (it == g_addressed_blocks.end()) return nullptr;
-  vnpu::Block* block = it->second;
-  g_addressed_blocks.erase(it);
-  return block;
-}
-
-}  // namespace
-
-bool free_if_cpu_kernel_block(void* ptr) {
-  vnpu::Block* block = forget_address(ptr);
-  if (block == nullptr) return false;
-  vnpu::CachingAllocator::owner(block).free(block);
-  return true;
-}
-
-namespace {
-
-void delete_addressed_block(void* ptr) { free_if_cpu_kernel_block(ptr); }
-
-vnpu::Block* block_of(const c10::DataPtr& data_ptr) {
-  if (data_ptr.get_deleter() == &delete_block) return static_cast<vnpu::Block*>(data_ptr.get_context());
-  if (data_ptr.get_deleter() == &delete_addressed_block) return find_addressed(data_ptr.get_context());
-  // A lazy clone's shared storage: the COW context wraps an address-keyed DataPtr.
-  if (c10::impl::cow::is_cow_data_ptr(data_ptr)) return find_addressed(data_ptr.get());
-  return nullptr;
+  return c10::DataPtr(ptr, ptr, &delete_npu_memory, device);
 }
 
 c10::CachingAllocator::Stat to_c10(const vnpu::Stat& s) {
@@ -188,25 +82,9 @@ c10::CachingAllocator::StatArray to_c10(const vnpu::StatArray& array) {
 
 class NpuCachingAllocator final : public c10::DeviceAllocator {
  public:
-  c10::DataPtr allocate(size_t bytes) override {
-    const c10::DeviceIndex device = current_device();
-    check_device_index(device);
-    if (bytes == 0) return c10::DataPtr(nullptr, nullptr, &delete_block, npu_device(device));
-    vnpu::Stream& stream = current_runtime_stream(device);
-    vnpu::Block* block = nullptr;
-    if (vnpu::CachingAllocator* pool = routed_pool(device, stream)) {
-      block = with_torch_errors([&] { return pool->allocate(bytes, stream); });  // NPU graphs, MemPool
-    } else {
-      block = allocate_block(device, bytes, stream);
-    }
-    if (c10::memoryProfilingEnabled()) {
-      report_to_profiler(vnpu::CachingAllocator::owner(block), vnpu::CachingAllocator::address(block),
-                         static_cast<int64_t>(vnpu::CachingAllocator::size(block)));
-    }
-    return c10::DataPtr(vnpu::CachingAllocator::address(block), block, &delete_block, npu_device(device));
-  }
+  c10::DataPtr allocate(size_t bytes) override { return allocate_on(current_device(), bytes); }
 
-  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  c10::DeleterFnPtr raw_deleter() const override { return &delete_npu_memory; }
 
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     // Both live in host RAM; callers (clone of storages) expect a plain copy
@@ -257,51 +135,65 @@ class NpuCachingAllocator final : public c10::DeviceAllocator {
 
 NpuCachingAllocator g_allocator;
 
-// Stats of a device that never allocated: zeros, and its split limit.
-MemoryStats unused_device_stats() {
-  MemoryStats stats;
-  stats.max_split_size = -1;
-  try {
-    const size_t max_split = vnpu::alloc_config_from(vnpu::environment()).max_split_size_bytes;
-    if (max_split != std::numeric_limits<size_t>::max()) stats.max_split_size = static_cast<int64_t>(max_split);
-  } catch (const vnpu::Error&) {
-    // Reported by the first allocation, not by reading statistics.
-  }
-  return stats;
-}
-
 }  // namespace
 
 c10::Allocator* npu_caching_allocator() { return &g_allocator; }
 
-MemoryStats memory_stats(c10::DeviceIndex device) {
+c10::DataPtr allocate_on(c10::DeviceIndex device, size_t bytes) {
   check_device_index(device);
-  // Reading stats must not create the allocator (nor raise its config errors).
-  const vnpu::CachingAllocator* allocator = allocator_for(device, /*create=*/false);
-  MemoryStats stats = allocator != nullptr ? allocator->stats() : unused_device_stats();
-  add_pool_stats(device, stats);
-  return stats;
+  if (bytes == 0) return c10::DataPtr(nullptr, nullptr, &delete_npu_memory, npu_device(device));
+  vnpu::Stream& stream = current_runtime_stream(device);
+  vnpu::CachingAllocator* pool = routed_pool(device, stream);  // NPU graphs, MemPool
+  vnpu::CachingAllocator& allocator = pool != nullptr ? *pool : ordinary_allocator(device);
+  // kOutOfMemory becomes torch.OutOfMemoryError.
+  vnpu::Block* block = with_torch_errors([&] { return allocator.allocate(bytes, stream); });
+  if (c10::memoryProfilingEnabled()) {
+    report_to_profiler(allocator, vnpu::CachingAllocator::address(block),
+                       static_cast<int64_t>(vnpu::CachingAllocator::size(block)));
+  }
+  return npu_data_ptr(block, npu_device(device));
 }
 
-void reset_peak_memory_stats(c10::DeviceIndex device) {
-  check_device_index(device);
-  if (auto* allocator = allocator_for(device, false)) allocator->reset_peak_stats();
-  reset_pool_peaks(device);
+bool free_if_npu_block(void* ptr) {
+  vnpu::Block* block = vnpu::CachingAllocator::live_block(ptr);
+  if (block == nullptr) return false;
+  vnpu::CachingAllocator& owner = vnpu::CachingAllocator::owner(block);
+  if (!c10::memoryProfilingEnabled()) {
+    owner.free(block);
+    return true;
+  }
+  // The block may be merged away by the free: read it first.
+  const auto bytes = static_cast<int64_t>(vnpu::CachingAllocator::size(block));
+  owner.free(block);
+  report_to_profiler(owner, ptr, -bytes);
+  return true;
 }
 
-void reset_accumulated_memory_stats(c10::DeviceIndex device) {
-  check_device_index(device);
-  if (auto* allocator = allocator_for(device, false)) allocator->reset_accumulated_stats();
-  reset_pool_accumulated(device);
+vnpu::DeviceAllocator& runtime_allocators(c10::DeviceIndex device) { return runtime_device(device).allocator(); }
+
+// Errors surface at the first allocation, not when the environment is read.
+vnpu::CachingAllocator& ordinary_allocator(c10::DeviceIndex device) {
+  vnpu::DeviceAllocator& allocators = runtime_device(device).allocator();
+  if (vnpu::CachingAllocator* made = allocators.ordinary_if_created()) return *made;
+  vnpu::CachingAllocator* made = with_config_errors([&] { return &allocators.ordinary(); });
+  warn_if_expandable(made->config());
+  return *made;
 }
+
+
+MemoryStats memory_stats(c10::DeviceIndex device) { return allocators_of(device).stats(); }
+
+void reset_peak_memory_stats(c10::DeviceIndex device) { allocators_of(device).reset_peak_stats(); }
+
+void reset_accumulated_memory_stats(c10::DeviceIndex device) { allocators_of(device).reset_accumulated_stats(); }
 
 void empty_cache() {
   check_not_forked();
   if (!is_initialized()) return;
   for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
-    if (auto* allocator = allocator_for(d, false)) allocator->empty_cache();
+    vnpu::DeviceAllocator& allocators = allocators_of(d);
+    with_torch_errors([&] { allocators.empty_cache(); });
   }
-  empty_released_pools();
 }
 
 void set_allocator_settings(const std::string& text) {
@@ -311,102 +203,60 @@ void set_allocator_settings(const std::string& text) {
                    "torch_npu.npu.memory._set_allocator_settings() unsupported setting: ", key,
                    " (set it with PYTORCH_NPU_ALLOC_CONF before the first allocation)");
   }
-  const vnpu::AllocConfig base = current_settings();
-  const vnpu::AllocConfig config = with_config_errors(
-      [&] { return vnpu::apply_alloc_config(base, text, "torch_npu.npu.memory._set_allocator_settings()"); });
+  const vnpu::AllocConfig config = with_config_errors([&] {
+    return vnpu::Runtime::instance().set_alloc_config(text, "torch_npu.npu.memory._set_allocator_settings()");
+  });
   warn_if_expandable(config);
-  {
-    std::lock_guard<std::mutex> lock(settings_mutex());
-    settings() = config;
-  }
-  for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
-    if (auto* allocator = allocator_for(d, false)) {
-      allocator->set_config(config);
-      if (config.per_process_memory_fraction >= 0.0) allocator->set_memory_fraction(config.per_process_memory_fraction);
-    }
-  }
 }
 
 void set_memory_fraction(double fraction, c10::DeviceIndex device) {
   check_device_index(device);
   NPU_CHECK_WITH(ValueError, ErrCode::kValue, fraction >= 0.0 && fraction <= 1.0,
                  "Invalid fraction value: ", fraction, ". Allowed range: 0~1");
-  allocator_for(device)->set_memory_fraction(fraction);
+  ordinary_allocator(device).set_memory_fraction(fraction);
 }
 
-double get_memory_fraction(c10::DeviceIndex device) {
-  check_device_index(device);
-  const vnpu::CachingAllocator* allocator = allocator_for(device, false);
-  if (allocator != nullptr) return allocator->memory_fraction();
-  // Not allocated yet: what it will start with (without raising config errors here).
-  std::lock_guard<std::mutex> lock(settings_mutex());
-  const auto& config = settings();
-  return config && config->per_process_memory_fraction >= 0.0 ? config->per_process_memory_fraction : 1.0;
-}
+double get_memory_fraction(c10::DeviceIndex device) { return allocators_of(device).memory_fraction(); }
 
-std::vector<vnpu::SegmentInfo> memory_snapshot(c10::DeviceIndex device) {
-  check_device_index(device);
-  const vnpu::CachingAllocator* allocator = allocator_for(device, false);
-  std::vector<vnpu::SegmentInfo> segments =
-      allocator != nullptr ? allocator->snapshot() : std::vector<vnpu::SegmentInfo>{};
-  const auto pooled = pool_segments(device);  // memory_stats counts them too
-  segments.insert(segments.end(), pooled.begin(), pooled.end());
-  return segments;
-}
-
-vnpu::CachingAllocator& device_caching_allocator(c10::DeviceIndex device) {
-  check_device_index(device);
-  return *allocator_for(device);
-}
+std::vector<vnpu::SegmentInfo> memory_snapshot(c10::DeviceIndex device) { return allocators_of(device).snapshot(); }
 
 bool is_npu_block(const c10::DataPtr& data_ptr) {
-  return data_ptr.get_deleter() == &delete_block || data_ptr.get_deleter() == &delete_addressed_block ||
-         (c10::impl::cow::is_cow_data_ptr(data_ptr) && find_addressed(data_ptr.get()) != nullptr);
-}
-
-void make_address_keyed(c10::StorageImpl& storage) {
-  const c10::DataPtr& current = storage.data_ptr();
-  if (current.get_deleter() != &delete_block || current.get_context() == nullptr) return;
-  auto* block = static_cast<vnpu::Block*>(current.get_context());
-  void* ptr = remember_address(block);
-  c10::DataPtr old = storage.set_data_ptr(c10::DataPtr(ptr, ptr, &delete_addressed_block, current.device()));
-  old.release_context();  // the block now belongs to the new DataPtr
+  return vnpu::CachingAllocator::live_block(data_ptr.get()) != nullptr;
 }
 
 void record_stream(const c10::DataPtr& data_ptr, const c10::Stream& stream) {
-  vnpu::Block* block = block_of(data_ptr);
+  vnpu::Block* block = vnpu::CachingAllocator::live_block(data_ptr.get());
   if (block == nullptr) return;
   vnpu::CachingAllocator::owner(block).record_stream(block, runtime_stream(stream));
 }
 
-
 c10::DataPtr allocate_for_cpu_kernel(c10::DeviceIndex device, size_t bytes) {
   check_device_index(device);
-  if (bytes == 0) return c10::DataPtr(nullptr, nullptr, &delete_addressed_block, c10::Device(c10::kCPU));
-  vnpu::CachingAllocator* allocator = allocator_for(device);
+  if (bytes == 0) return c10::DataPtr(nullptr, nullptr, &delete_npu_memory, c10::Device(c10::kCPU));
   vnpu::Stream* running = vnpu::Stream::running_on_this_thread();
   vnpu::Block* block = with_torch_errors([&] {
-    return running != nullptr ? workspace_allocator(device).allocate_for_running_task(bytes, *running)
-                              : allocator->allocate(bytes, current_runtime_stream(device));
+    return running != nullptr
+               ? runtime_allocators(device).workspace().allocate_for_running_task(bytes, *running)
+               : ordinary_allocator(device).allocate(bytes, current_runtime_stream(device));
   });
-  void* ptr = remember_address(block);
-  return c10::DataPtr(ptr, ptr, &delete_addressed_block, c10::Device(c10::kCPU));
+  return npu_data_ptr(block, c10::Device(c10::kCPU));
 }
-
 
 void* raw_alloc(size_t bytes, const c10::Stream& stream) {
   if (bytes == 0) return nullptr;
-  check_device_index(stream.device_index());
-  return remember_address(allocate_block(stream.device_index(), bytes, runtime_stream(stream)));
+  const c10::DeviceIndex device = stream.device_index();
+  check_device_index(device);
+  vnpu::CachingAllocator& allocator = ordinary_allocator(device);
+  vnpu::Block* block = with_torch_errors([&] { return allocator.allocate(bytes, runtime_stream(stream)); });
+  return vnpu::CachingAllocator::address(block);
 }
 
 void raw_delete(void* ptr) {
   if (ptr == nullptr) return;
-  NPU_CHECK_WITH(ValueError, ErrCode::kPtr, free_if_cpu_kernel_block(ptr),
+  NPU_CHECK_WITH(ValueError, ErrCode::kPtr, free_if_npu_block(ptr),
                  "caching_allocator_delete: pointer was not allocated by caching_allocator_alloc");
 }
 
 std::string format_size(uint64_t bytes) { return vnpu::format_size(bytes); }
-
 
 }  // namespace torch_npu

@@ -1,13 +1,15 @@
-// The npu tensor allocator: a c10::DeviceAllocator over the runtime's
-// vnpu::CachingAllocator, one per device, created at a device's first
-// allocation. The policy (pools, splitting, streams, record_stream, release,
-// OOM retry) lives in runtime/include/vnpu/caching_allocator.h, Note
-// [Caching allocator policy]; this layer adds what needs torch: the current
-// device and stream, DataPtrs, torch's exception types and error suffixes,
-// and torch.accelerator's DeviceAllocator interface.
+// The npu tensor allocator: a thin c10::DeviceAllocator over the allocators
+// each vnpu::Device owns (vnpu::DeviceAllocator: the ordinary one, the kernel
+// workspace, the private pools; their options are the runtime's
+// AllocSettings). The policy (pools, splitting, streams, record_stream,
+// release, OOM retry) lives in runtime/include/vnpu/caching_allocator.h,
+// Note [Caching allocator policy]; this layer adds what needs torch: the
+// current device and stream, DataPtrs, torch's exception types and error
+// suffixes, and torch.accelerator's DeviceAllocator interface.
 //
-// The DataPtr context is the vnpu::Block*; its deleter may run on any
-// thread, including stream workers (tensors die there too), and never waits.
+// A DataPtr's context is its data address, and blocks are found by address
+// (Note [Blocks by address]); its deleter may run on any thread, including
+// stream workers (tensors die there too), and never waits.
 // PYTORCH_NPU_ALLOC_CONF errors are raised (RuntimeError) by the first
 // allocation, as in torch_npu.
 //
@@ -18,23 +20,35 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/Stream.h>
 
-namespace c10 {
-struct StorageImpl;
-}  // namespace c10
-
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include <vnpu/caching_allocator.h>
 
+namespace vnpu {
+class DeviceAllocator;
+}  // namespace vnpu
+
 namespace torch_npu {
 
 // Counters behind torch.npu.memory_stats(); names follow torch.cuda.
 using MemoryStats = vnpu::AllocatorStats;
 
-// The allocator registered for the npu device type (a c10::DeviceAllocator).
+// The allocator registered for the npu device type (a c10::DeviceAllocator):
+// allocate() serves the thread's current device.
 c10::Allocator* npu_caching_allocator();
+
+// `bytes` of memory on `device` for work on its current stream, from the pool
+// the allocation is routed to (graph capture, use_mem_pool) or the device's
+// ordinary allocator. The thread's current device is neither read nor changed.
+c10::DataPtr allocate_on(c10::DeviceIndex device, size_t bytes);
+
+// The allocators `device` owns (created with the device).
+vnpu::DeviceAllocator& runtime_allocators(c10::DeviceIndex device);
+// Its ordinary allocator, created at the first call: PYTORCH_NPU_ALLOC_CONF
+// errors are raised here (RuntimeError), at each call until fixed.
+vnpu::CachingAllocator& ordinary_allocator(c10::DeviceIndex device);
 
 MemoryStats memory_stats(c10::DeviceIndex device);
 void reset_peak_memory_stats(c10::DeviceIndex device);
@@ -57,30 +71,22 @@ std::vector<vnpu::SegmentInfo> memory_snapshot(c10::DeviceIndex device);
 // Marks the block behind `data_ptr` as used by `stream` (record_stream).
 void record_stream(const c10::DataPtr& data_ptr, const c10::Stream& stream);
 
-// The ordinary allocator of `device` (created on first use).
-vnpu::CachingAllocator& device_caching_allocator(c10::DeviceIndex device);
-
 // Device memory for a CPU kernel inside a DeviceMemoryScope, labelled CPU,
 // whose context is its address (Allocator::raw_allocate requires that). On
 // a stream task (vnpu::Stream::running_on_this_thread) only blocks no queued
 // work uses are taken, without waiting.
 c10::DataPtr allocate_for_cpu_kernel(c10::DeviceIndex device, size_t bytes);
-// Frees such memory by address; false when `ptr` is not one of its blocks.
-bool free_if_cpu_kernel_block(void* ptr);
+// Frees the block handed out at `ptr` (by any of these functions); false when
+// no live block starts there.
+bool free_if_npu_block(void* ptr);
 
 // Raw allocation for torch.npu.caching_allocator_alloc / _delete.
 void* raw_alloc(size_t bytes, const c10::Stream& stream);
 void raw_delete(void* ptr);
 
-// True when `data_ptr` was handed out by this allocator (also once shared
-// copy-on-write by torch._lazy_clone).
+// True when `data_ptr` points at a block this allocator handed out (also
+// once shared copy-on-write by torch._lazy_clone).
 bool is_npu_block(const c10::DataPtr& data_ptr);
-
-// Gives `storage` a DataPtr whose context is its address, the form
-// copy-on-write sharing (c10::impl::cow::lazy_clone_storage) requires. The
-// block and its stream bookkeeping stay as they were. Not thread-safe with
-// respect to other users of the same storage (call it on the caller thread).
-void make_address_keyed(c10::StorageImpl& storage);
 
 // torch's size formatting: "512 bytes", "2.00 KiB", "1.50 GiB".
 std::string format_size(uint64_t bytes);

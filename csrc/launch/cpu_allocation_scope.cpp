@@ -13,7 +13,7 @@ c10::DeleterFnPtr g_base_raw_deleter = nullptr;
 
 // raw_deallocate of either kind of block: the scopes' or the base's.
 void raw_delete_either(void* ptr) {
-  if (!free_if_cpu_kernel_block(ptr)) g_base_raw_deleter(ptr);
+  if (!free_if_npu_block(ptr)) g_base_raw_deleter(ptr);
 }
 
 // In a scope the block comes from the npu caching allocator; its DataPtr

@@ -12,25 +12,12 @@ namespace torch_npu {
 
 namespace {
 
-// One allocator object per device, so stage 1 allocates on the op's device
-// without switching the thread's current device.
+// An allocator object per device, so stage 1 allocates on the op's device:
+// the device is an argument (allocate_on), not the thread's current device.
 class DeviceBoundAllocator final : public c10::Allocator {
  public:
-  c10::DataPtr allocate(size_t bytes) override {
-    const c10::DeviceIndex saved = current_device();
-    if (saved == device_) return npu_caching_allocator()->allocate(bytes);
-    set_current_device(device_);
-    c10::DataPtr ptr;
-    try {
-      ptr = npu_caching_allocator()->allocate(bytes);
-    } catch (...) {
-      set_current_device(saved);
-      throw;
-    }
-    set_current_device(saved);
-    return ptr;
-  }
-  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  c10::DataPtr allocate(size_t bytes) override { return allocate_on(device_, bytes); }
+  c10::DeleterFnPtr raw_deleter() const override { return npu_caching_allocator()->raw_deleter(); }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     npu_caching_allocator()->copy_data(dest, src, count);
   }

@@ -1,10 +1,12 @@
 #include "vnpu/caching_allocator.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <limits>
 #include <unordered_map>
 
@@ -36,6 +38,53 @@ struct Block {
 };
 
 namespace {
+
+// Note [Blocks by address]
+// Callers often know a block only by its address: DataPtrs carry their data
+// address as context (copy-on-write sharing requires it, and raw deleters
+// see nothing else), and so do caching_allocator_alloc's pointers. Every
+// handed-out block is registered here from allocation to free, whichever
+// allocator made it. The map is split into shards, each with its own mutex,
+// so frees on stream workers and allocations on the caller rarely meet
+// (torch's CUDA allocator shards its map of allocated blocks the same way).
+class LiveBlocks {
+ public:
+  void add(Block* block) {
+    Shard& s = shard(block->ptr);
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.blocks[block->ptr] = block;
+  }
+  void remove(const Block* block) {
+    Shard& s = shard(block->ptr);
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.blocks.erase(block->ptr);
+  }
+  Block* find(const void* address) {
+    Shard& s = shard(address);
+    std::lock_guard<std::mutex> lock(s.mutex);
+    auto it = s.blocks.find(address);
+    return it != s.blocks.end() ? it->second : nullptr;
+  }
+
+ private:
+  static constexpr std::size_t kShards = 32;
+  struct alignas(64) Shard {
+    std::mutex mutex;
+    std::unordered_map<const void*, Block*> blocks;
+  };
+  // Blocks start on 512-byte boundaries: the bits above those pick the shard.
+  Shard& shard(const void* address) {
+    return shards_[(reinterpret_cast<std::uintptr_t>(address) >> 9) % kShards];
+  }
+  std::array<Shard, kShards> shards_;
+};
+
+// Leaked on purpose: tensors freed during interpreter shutdown still look
+// their blocks up after static destructors would have run.
+LiveBlocks& live_blocks() {
+  static LiveBlocks* blocks = new LiveBlocks;
+  return *blocks;
+}
 
 std::atomic<BlockTraceHook> g_block_trace_hook{nullptr};
 
@@ -85,6 +134,7 @@ CachingAllocator::~CachingAllocator() {
     memory_.release(head->ptr);
     for (Block* block = head; block != nullptr;) {
       Block* next = block->next;
+      if (block->allocated) live_blocks().remove(block);
       delete block;
       block = next;
     }
@@ -96,6 +146,10 @@ void* CachingAllocator::address(const Block* block) { return block->ptr; }
 std::size_t CachingAllocator::size(const Block* block) { return block->size; }
 
 CachingAllocator& CachingAllocator::owner(const Block* block) { return *block->owner; }
+
+Block* CachingAllocator::live_block(const void* address) {
+  return address != nullptr ? live_blocks().find(address) : nullptr;
+}
 
 AllocConfig CachingAllocator::config() const {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -168,6 +222,7 @@ Block* CachingAllocator::allocate_block(std::size_t bytes, Stream& stream, bool 
     throw Error(ErrorCode::kOutOfMemory, out_of_memory_message(size));
   }
   block = take_block(block, size, bytes);
+  live_blocks().add(block);
   trace_block(BlockTraceEvent::kHandedOut, block);
   return block;
 }
@@ -307,6 +362,7 @@ Block* CachingAllocator::take_block(Block* block, std::size_t size, std::size_t 
 
 void CachingAllocator::free(Block* block) {
   if (block == nullptr) return;
+  live_blocks().remove(block);  // before the lock: the registry never waits for an allocator
   std::lock_guard<std::mutex> lock(mutex_);
   // A second free would count the block twice (the statistics go negative)
   // and hand it out to two owners.

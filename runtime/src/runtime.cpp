@@ -3,6 +3,7 @@
 #include <exception>
 #include <set>
 
+#include "vnpu/device_allocator.h"
 #include "vnpu/error.h"
 #include "vnpu/shared_arena.h"
 
@@ -63,13 +64,16 @@ std::string parse_visible_devices(const std::string& raw, int device_count,
 // ---------------------------------------------------------------- Device
 
 Device::Device(int index, int physical_id, ChipProfile profile, std::uint64_t capacity_bytes,
-               bool synchronous)
+               bool synchronous, const AllocSettings& settings, bool caching)
     : index_(index),
       physical_id_(physical_id),
       profile_(std::move(profile)),
       synchronous_(synchronous),
       memory_(index, capacity_bytes),
+      allocator_(std::make_unique<DeviceAllocator>(memory_, settings, caching)),
       streams_(kMaxStreamIndex + 1) {}
+
+Device::~Device() = default;
 
 Stream& Device::stream(int stream_index) {
   if (stream_index < 0 || stream_index > kMaxStreamIndex) {
@@ -142,7 +146,7 @@ void Device::synchronize(bool skip_capturing) {
 
 // ---------------------------------------------------------------- Runtime
 
-Runtime::Runtime(const Environment& env) {
+Runtime::Runtime(const Environment& env) : alloc_settings_(env) {
   if (!env.errors.empty()) {
     for (const std::string& error : env.errors) {
       if (!init_error_.empty()) init_error_ += "; ";
@@ -170,7 +174,8 @@ Runtime::Runtime(const Environment& env) {
   const bool synchronous = env.synchronous_launch();
   for (std::size_t i = 0; i < physical_ids.size(); ++i) {
     devices_.push_back(std::make_unique<Device>(static_cast<int>(i), physical_ids[i], *profile,
-                                                capacity, synchronous));
+                                                capacity, synchronous, alloc_settings_,
+                                                !env.no_memory_caching));
   }
   if (env.shared_device_memory) {
     // Before any allocation. If the memfd cannot be made, the devices keep
@@ -187,6 +192,13 @@ Runtime::~Runtime() {
   for (const auto& device : devices_) {
     for (Stream* stream : device->created_streams()) stream->wait_completed(stream->last_enqueued());
   }
+}
+
+AllocConfig Runtime::set_alloc_config(const std::string& text, const std::string& variable) {
+  std::lock_guard<std::mutex> lock(alloc_settings_mutex_);  // devices see changes in order
+  const AllocConfig config = alloc_settings_.apply(text, variable);
+  for (const auto& device : devices_) device->allocator().set_config(config);
+  return config;
 }
 
 Runtime& Runtime::instance() {

@@ -205,6 +205,9 @@ class CachingAllocator {
   // The block's size (its request rounded up).
   static std::size_t size(const Block* block);
   static CachingAllocator& owner(const Block* block);
+  // The block some allocator handed out at `address` and nobody has freed
+  // yet; nullptr otherwise (Note [Blocks by address]).
+  static Block* live_block(const void* address);
 
   DeviceMemory& memory() const { return memory_; }
   // The options in force (a copy: set_config may change them).

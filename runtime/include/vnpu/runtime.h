@@ -4,7 +4,9 @@
 // renumbered by ASCEND_RT_VISIBLE_DEVICES like CUDA_VISIBLE_DEVICES. Each
 // device has a chip profile (VNPU_CHIP), device memory with the profile's
 // capacity (or VNPU_DEVICE_MEMORY_MB), a default stream (index 0) and a pool
-// of additional streams created on demand.
+// of additional streams created on demand, and owns its caching allocators
+// (DeviceAllocator) over its memory; the runtime owns the allocators'
+// options (AllocSettings), one set for every device.
 //
 // Configuration errors (a bad VNPU_DEVICE_COUNT, a visible device that does
 // not exist, a bad TASK_QUEUE_ENABLE) do not throw from device_count(): it
@@ -20,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "vnpu/alloc_settings.h"
 #include "vnpu/chip_profile.h"
 #include "vnpu/device_memory.h"
 #include "vnpu/environment.h"
@@ -27,6 +30,8 @@
 #include "vnpu/stream.h"
 
 namespace vnpu {
+
+class DeviceAllocator;
 
 class Device {
  public:
@@ -38,13 +43,18 @@ class Device {
   static constexpr int kMaxDedicatedStreams = 16;
   static constexpr int kMaxStreamIndex = kStreamPoolSize + kMaxDedicatedStreams;
 
+  // `settings` (the allocators' options) must outlive the device;
+  // `caching` false: PYTORCH_NO_NPU_MEMORY_CACHING=1.
   Device(int index, int physical_id, ChipProfile profile, std::uint64_t capacity_bytes,
-         bool synchronous);
+         bool synchronous, const AllocSettings& settings, bool caching = true);
+  ~Device();
 
   int index() const { return index_; }
   int physical_id() const { return physical_id_; }  // id before ASCEND_RT_VISIBLE_DEVICES
   const ChipProfile& profile() const { return profile_; }
   DeviceMemory& memory() { return memory_; }
+  // The caching allocators over memory() (device_allocator.h).
+  DeviceAllocator& allocator() { return *allocator_; }
   // How long any of its streams had work running (utilization).
   const BusyClock& busy_clock() const { return busy_; }
 
@@ -74,6 +84,7 @@ class Device {
   const ChipProfile profile_;
   const bool synchronous_;
   DeviceMemory memory_;
+  std::unique_ptr<DeviceAllocator> allocator_;  // after memory_: its segments go back before memory_ goes
   BusyClock busy_;  // before streams_: they report to it until they are gone
   std::mutex mutex_;
   std::vector<std::unique_ptr<Stream>> streams_;  // index -> stream (lazily filled)
@@ -95,6 +106,13 @@ class Runtime {
   // Device whose memory holds ptr, or -1.
   int device_of_pointer(const void* ptr) const;
 
+  // The caching allocators' options (alloc_settings.h).
+  const AllocSettings& alloc_settings() const { return alloc_settings_; }
+  // Changes the options `text` names for every device's allocators, those
+  // made so far and those to come, and returns them. Throws Error as
+  // AllocSettings::apply does, changing nothing.
+  AllocConfig set_alloc_config(const std::string& text, const std::string& variable);
+
   // Builds a runtime from an explicit environment (tests).
   explicit Runtime(const Environment& env);
   // Drains every stream of every device before any is destroyed, so that a
@@ -104,8 +122,10 @@ class Runtime {
   Runtime& operator=(const Runtime&) = delete;
 
  private:
+  AllocSettings alloc_settings_;  // before devices_: their allocators read it
   std::vector<std::unique_ptr<Device>> devices_;
   std::string init_error_;
+  std::mutex alloc_settings_mutex_;  // one set_alloc_config at a time
 };
 
 }  // namespace vnpu

@@ -1,0 +1,115 @@
+// DeviceAllocator: the one owner of a virtual NPU's caching allocators
+// (vnpu::Device holds one, beside its DeviceMemory):
+// - the ordinary allocator, for tensors;
+// - the workspace, the scratch memory of kernels running on a stream
+//   worker: only running tasks use its blocks, so a task reuses what an
+//   earlier one freed at once, whatever the stream has queued
+//   (CachingAllocator::allocate_for_running_task), and the ordinary
+//   allocator's reuse stays independent of the workers' timing;
+// - private pools, the pools NPU graphs capture into and torch.npu.MemPool's:
+//   each its own CachingAllocator over the device's memory, so its blocks are
+//   never handed to ordinary allocations (a graph's replays keep writing to
+//   the addresses its capture allocated, as CUDA graphs' private pools).
+//   Which allocation goes to which pool is the adaptor's business (capture
+//   streams, use_mem_pool); this class keeps the pools and their users.
+//
+// Every allocator is created at its first use and lives as long as this
+// object (a live block points at its allocator): a pool nobody uses any more
+// gives its idle segments back, and the rest at the next empty_cache().
+// Statistics and snapshots cover all of them, as CUDA's memory_stats does.
+//
+// Thread-safety: every method may be called from any thread. empty_cache()
+// and release_pool() may wait for streams: never call them from a stream
+// task.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "vnpu/alloc_settings.h"
+#include "vnpu/caching_allocator.h"
+
+namespace vnpu {
+
+class DeviceMemory;
+
+// A private pool's id: (graph capture id, 0) or (0, n), as torch's MempoolId_t.
+using PoolId = std::pair<std::uint64_t, std::uint64_t>;
+
+class DeviceAllocator {
+ public:
+  // `caching` false: PYTORCH_NO_NPU_MEMORY_CACHING=1 (the ordinary allocator
+  // caches nothing). `settings` must outlive this object.
+  DeviceAllocator(DeviceMemory& memory, const AllocSettings& settings, bool caching);
+  DeviceAllocator(const DeviceAllocator&) = delete;
+  DeviceAllocator& operator=(const DeviceAllocator&) = delete;
+
+  // The ordinary allocator, created with the settings' options (and their
+  // per_process_memory_fraction) at the first call. Throws the settings'
+  // error, at each call until they are valid.
+  CachingAllocator& ordinary();
+  // nullptr while nothing allocated (costs one atomic load).
+  CachingAllocator* ordinary_if_created() const { return ordinary_.load(std::memory_order_acquire); }
+  CachingAllocator& workspace();
+
+  // A new private pool, used once. Throws Error(kInvalidValue) when `id`
+  // exists, or the settings' error.
+  void create_pool(PoolId id);
+  // Throws Error(kInvalidValue) for an unknown pool.
+  void retain_pool(PoolId id);
+  // When the last user goes, the pool's idle segments go back to device
+  // memory (after the work still reading them). Unknown or unused: nothing.
+  void release_pool(PoolId id);
+  // Users of the pool; 0 when unknown.
+  int pool_use_count(PoolId id) const;
+  // nullptr for an unknown pool.
+  CachingAllocator* pool(PoolId id) const;
+
+  // Every allocator's counters summed; a device that never allocated reports
+  // zeros and the settings' split limit.
+  AllocatorStats stats() const;
+  void reset_peak_stats();
+  void reset_accumulated_stats();
+  // Every allocator's segments.
+  std::vector<SegmentInfo> snapshot() const;
+
+  // Returns the cached, unused blocks of the ordinary allocator, of the
+  // workspace and of every pool nobody uses, after the queued work that
+  // still reads them.
+  void empty_cache();
+
+  // The ordinary allocator's limit (it is created to set it), and what it is
+  // or will start with.
+  void set_memory_fraction(double fraction);
+  double memory_fraction() const;
+
+  // New options for every allocator created so far (the others read the
+  // settings when created); a per_process_memory_fraction among them applies
+  // to the ordinary allocator.
+  void set_config(const AllocConfig& config);
+
+ private:
+  struct Pool {
+    std::unique_ptr<CachingAllocator> allocator;
+    int users = 0;
+  };
+  // Every allocator made so far (guarded by mutex_ while copied).
+  std::vector<CachingAllocator*> all_allocators() const;
+
+  DeviceMemory& memory_;
+  const AllocSettings& settings_;
+  const bool caching_;
+
+  mutable std::mutex mutex_;  // guards what follows and the creation of allocators
+  std::atomic<CachingAllocator*> ordinary_{nullptr};
+  std::atomic<CachingAllocator*> workspace_{nullptr};
+  std::vector<std::unique_ptr<CachingAllocator>> owned_;  // ordinary and workspace, once made
+  std::map<PoolId, Pool> pools_;
+};
+
+}  // namespace vnpu

@@ -1,0 +1,185 @@
+#include "vnpu/device_allocator.h"
+
+#include <limits>
+#include <string>
+
+#include "vnpu/error.h"
+
+namespace vnpu {
+namespace {
+
+void add(Stat& into, const Stat& s) {
+  into.current += s.current;
+  into.peak += s.peak;
+  into.allocated += s.allocated;
+  into.freed += s.freed;
+}
+
+void add(StatArray& into, const StatArray& s) {
+  for (std::size_t i = 0; i < into.size(); ++i) add(into[i], s[i]);
+}
+
+// Sums everything but max_split_size, which is the ordinary allocator's.
+void add(AllocatorStats& into, const AllocatorStats& s) {
+  for (auto member : {&AllocatorStats::allocation, &AllocatorStats::segment, &AllocatorStats::active,
+                      &AllocatorStats::inactive_split, &AllocatorStats::allocated_bytes,
+                      &AllocatorStats::reserved_bytes, &AllocatorStats::active_bytes,
+                      &AllocatorStats::inactive_split_bytes, &AllocatorStats::requested_bytes}) {
+    add(into.*member, s.*member);
+  }
+  into.num_alloc_retries += s.num_alloc_retries;
+  into.num_ooms += s.num_ooms;
+  into.num_sync_all_streams += s.num_sync_all_streams;
+  into.num_device_alloc += s.num_device_alloc;
+  into.num_device_free += s.num_device_free;
+  add(into.oversize_allocations, s.oversize_allocations);
+  add(into.oversize_segments, s.oversize_segments);
+}
+
+std::string pool_name(PoolId id) {
+  return "(" + std::to_string(id.first) + ", " + std::to_string(id.second) + ")";
+}
+
+}  // namespace
+
+DeviceAllocator::DeviceAllocator(DeviceMemory& memory, const AllocSettings& settings, bool caching)
+    : memory_(memory), settings_(settings), caching_(caching) {}
+
+CachingAllocator& DeviceAllocator::ordinary() {
+  if (CachingAllocator* made = ordinary_if_created()) return *made;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (CachingAllocator* made = ordinary_.load(std::memory_order_relaxed)) return *made;
+  const AllocConfig config = settings_.get();  // throws while the settings are invalid
+  owned_.push_back(std::make_unique<CachingAllocator>(memory_, config, caching_));
+  CachingAllocator* made = owned_.back().get();
+  if (config.per_process_memory_fraction >= 0.0) made->set_memory_fraction(config.per_process_memory_fraction);
+  ordinary_.store(made, std::memory_order_release);
+  return *made;
+}
+
+CachingAllocator& DeviceAllocator::workspace() {
+  if (CachingAllocator* made = workspace_.load(std::memory_order_acquire)) return *made;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (CachingAllocator* made = workspace_.load(std::memory_order_relaxed)) return *made;
+  owned_.push_back(std::make_unique<CachingAllocator>(memory_, settings_.get()));
+  workspace_.store(owned_.back().get(), std::memory_order_release);
+  return *owned_.back();
+}
+
+void DeviceAllocator::create_pool(PoolId id) {
+  const AllocConfig config = settings_.get();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (pools_.count(id) != 0) {
+    throw Error(ErrorCode::kInvalidValue, "the NPU memory pool " + pool_name(id) + " exists already");
+  }
+  Pool& pool = pools_[id];
+  pool.allocator = std::make_unique<CachingAllocator>(memory_, config);
+  pool.users = 1;
+}
+
+void DeviceAllocator::retain_pool(PoolId id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = pools_.find(id);
+  if (it == pools_.end()) throw Error(ErrorCode::kInvalidValue, "unknown NPU memory pool " + pool_name(id));
+  it->second.users += 1;
+}
+
+void DeviceAllocator::release_pool(PoolId id) {
+  CachingAllocator* idle = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = pools_.find(id);
+    if (it == pools_.end() || it->second.users == 0) return;
+    if (--it->second.users == 0) idle = it->second.allocator.get();
+  }
+  if (idle != nullptr) idle->empty_cache();  // waits without holding mutex_
+}
+
+int DeviceAllocator::pool_use_count(PoolId id) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = pools_.find(id);
+  return it == pools_.end() ? 0 : it->second.users;
+}
+
+CachingAllocator* DeviceAllocator::pool(PoolId id) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = pools_.find(id);
+  return it == pools_.end() ? nullptr : it->second.allocator.get();
+}
+
+std::vector<CachingAllocator*> DeviceAllocator::all_allocators() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<CachingAllocator*> all;
+  for (const auto& owned : owned_) all.push_back(owned.get());
+  for (const auto& [id, pool] : pools_) all.push_back(pool.allocator.get());
+  return all;
+}
+
+AllocatorStats DeviceAllocator::stats() const {
+  AllocatorStats total;
+  const CachingAllocator* ordinary = ordinary_if_created();
+  if (ordinary != nullptr) {
+    total = ordinary->stats();
+  } else {
+    // Never allocated: zeros, and the split limit it will have.
+    total.max_split_size = -1;
+    const std::optional<AllocConfig> config = settings_.peek();
+    if (config && config->max_split_size_bytes != std::numeric_limits<std::size_t>::max()) {
+      total.max_split_size = static_cast<std::int64_t>(config->max_split_size_bytes);
+    }
+  }
+  for (const CachingAllocator* allocator : all_allocators()) {
+    if (allocator != ordinary) add(total, allocator->stats());
+  }
+  return total;
+}
+
+void DeviceAllocator::reset_peak_stats() {
+  for (CachingAllocator* allocator : all_allocators()) allocator->reset_peak_stats();
+}
+
+void DeviceAllocator::reset_accumulated_stats() {
+  for (CachingAllocator* allocator : all_allocators()) allocator->reset_accumulated_stats();
+}
+
+std::vector<SegmentInfo> DeviceAllocator::snapshot() const {
+  std::vector<SegmentInfo> segments;
+  const CachingAllocator* ordinary = ordinary_if_created();
+  if (ordinary != nullptr) segments = ordinary->snapshot();  // first, as before the pools
+  for (const CachingAllocator* allocator : all_allocators()) {
+    if (allocator == ordinary) continue;
+    std::vector<SegmentInfo> more = allocator->snapshot();
+    segments.insert(segments.end(), more.begin(), more.end());
+  }
+  return segments;
+}
+
+void DeviceAllocator::empty_cache() {
+  std::vector<CachingAllocator*> emptied;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& owned : owned_) emptied.push_back(owned.get());
+    for (const auto& [id, pool] : pools_) {
+      if (pool.users == 0) emptied.push_back(pool.allocator.get());
+    }
+  }
+  for (CachingAllocator* allocator : emptied) allocator->empty_cache();  // may wait: no lock held
+}
+
+void DeviceAllocator::set_memory_fraction(double fraction) { ordinary().set_memory_fraction(fraction); }
+
+double DeviceAllocator::memory_fraction() const {
+  if (const CachingAllocator* ordinary = ordinary_if_created()) return ordinary->memory_fraction();
+  const std::optional<AllocConfig> config = settings_.peek();
+  return config && config->per_process_memory_fraction >= 0.0 ? config->per_process_memory_fraction : 1.0;
+}
+
+void DeviceAllocator::set_config(const AllocConfig& config) {
+  for (CachingAllocator* allocator : all_allocators()) allocator->set_config(config);
+  CachingAllocator* ordinary = ordinary_if_created();
+  if (ordinary != nullptr && config.per_process_memory_fraction >= 0.0) {
+    ordinary->set_memory_fraction(config.per_process_memory_fraction);
+  }
+}
+
+}  // namespace vnpu

@@ -1,0 +1,198 @@
+// DeviceAllocator (one owner for a device's allocators), AllocSettings (the
+// process's one set of allocator options) and the lookup of live blocks by
+// address.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "test_helpers.h"
+#include "vnpu/alloc_settings.h"
+#include "vnpu/caching_allocator.h"
+#include "vnpu/device_allocator.h"
+#include "vnpu/device_memory.h"
+#include "vnpu/error.h"
+#include "vnpu/stream.h"
+
+namespace {
+
+using vnpu::AllocSettings;
+using vnpu::Block;
+using vnpu::CachingAllocator;
+using vnpu::DeviceAllocator;
+using vnpu::Error;
+using vnpu::ErrorCode;
+using vnpu::kAggregateStat;
+
+constexpr std::size_t kMiB = 1024 * 1024;
+
+AllocSettings settings_from(const std::map<std::string, std::string>& vars) {
+  return AllocSettings(vnpu_test::parse(vars));
+}
+
+// Memory, a stream and the allocators of one device over them; the
+// allocators go first (members are destroyed in reverse order).
+using Vars = std::map<std::string, std::string>;
+
+struct Fixture {
+  explicit Fixture(const Vars& vars = {})
+      : settings(settings_from(vars)), device(memory, settings, /*caching=*/true) {}
+  vnpu::DeviceMemory memory{0, 256 * kMiB};
+  vnpu::Stream stream{0, 0, 0, false};
+  AllocSettings settings;
+  DeviceAllocator device;
+};
+
+TEST(AllocSettings, AnInvalidEnvironmentThrowsAtEachGetNotAtConstruction) {
+  AllocSettings settings = settings_from({{"PYTORCH_NPU_ALLOC_CONF", "max_split_size_mb:1"}});
+  EXPECT_FALSE(settings.peek().has_value());
+  for (int i = 0; i < 2; ++i) {
+    try {
+      settings.get();
+      ADD_FAILURE() << "expected the environment's error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidValue);
+      EXPECT_NE(std::string(e.what()).find("max_split_size_mb"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(settings.apply("garbage_collection_threshold:0.5", "test"), Error);
+}
+
+TEST(AllocSettings, ApplyChangesOnlyTheNamedOptionsAndNothingOnError) {
+  AllocSettings settings = settings_from({{"PYTORCH_NPU_ALLOC_CONF", "max_split_size_mb:64"}});
+  const vnpu::AllocConfig changed = settings.apply("garbage_collection_threshold:0.5", "test");
+  EXPECT_EQ(changed.max_split_size_bytes, 64 * kMiB);
+  EXPECT_DOUBLE_EQ(changed.garbage_collection_threshold, 0.5);
+  EXPECT_THROW(settings.apply("garbage_collection_threshold:0.7,bogus:1", "test"), Error);
+  EXPECT_DOUBLE_EQ(settings.get().garbage_collection_threshold, 0.5);
+}
+
+TEST(DeviceAllocator, TheOrdinaryAllocatorIsMadeOnceWithTheSettings) {
+  Fixture f(Vars{{"PYTORCH_NPU_ALLOC_CONF", "max_split_size_mb:64,per_process_memory_fraction:0.5"}});
+  EXPECT_EQ(f.device.ordinary_if_created(), nullptr);
+  EXPECT_DOUBLE_EQ(f.device.memory_fraction(), 0.5);  // what it will start with
+  CachingAllocator& ordinary = f.device.ordinary();
+  EXPECT_EQ(&f.device.ordinary(), &ordinary);
+  EXPECT_EQ(f.device.ordinary_if_created(), &ordinary);
+  EXPECT_EQ(ordinary.config().max_split_size_bytes, 64 * kMiB);
+  EXPECT_DOUBLE_EQ(ordinary.memory_fraction(), 0.5);
+}
+
+TEST(DeviceAllocator, InvalidSettingsFailEveryCreationAndNotStatistics) {
+  Fixture f(Vars{{"PYTORCH_NPU_ALLOC_CONF", "roundup_power2_divisions:3"}});
+  EXPECT_THROW(f.device.ordinary(), Error);
+  EXPECT_THROW(f.device.ordinary(), Error);
+  EXPECT_THROW(f.device.create_pool({1, 0}), Error);
+  EXPECT_EQ(f.device.stats().allocated_bytes[kAggregateStat].current, 0);
+  EXPECT_EQ(f.device.stats().max_split_size, -1);
+  EXPECT_TRUE(f.device.snapshot().empty());
+}
+
+TEST(DeviceAllocator, StatisticsAndSnapshotsCoverEveryAllocator) {
+  Fixture f(Vars{{"PYTORCH_NPU_ALLOC_CONF", "max_split_size_mb:64"}});
+  EXPECT_EQ(f.device.stats().max_split_size, static_cast<std::int64_t>(64 * kMiB));  // before any allocation
+  f.device.create_pool({0, 1});
+  Block* ordinary = f.device.ordinary().allocate(1000, f.stream);
+  Block* workspace = f.device.workspace().allocate(3000, f.stream);
+  Block* pooled = f.device.pool({0, 1})->allocate(5000, f.stream);
+  const vnpu::AllocatorStats stats = f.device.stats();
+  EXPECT_EQ(stats.allocation[kAggregateStat].current, 3);
+  EXPECT_EQ(stats.allocated_bytes[kAggregateStat].current, 1024 + 3072 + 5120);
+  EXPECT_EQ(stats.segment[kAggregateStat].current, 3);
+  EXPECT_EQ(stats.max_split_size, static_cast<std::int64_t>(64 * kMiB));
+  EXPECT_EQ(f.device.snapshot().size(), 3u);
+
+  f.device.ordinary().free(ordinary);
+  f.device.workspace().free(workspace);
+  CachingAllocator::owner(pooled).free(pooled);
+  f.device.reset_peak_stats();
+  EXPECT_EQ(f.device.stats().allocated_bytes[kAggregateStat].peak, 0);
+  f.device.reset_accumulated_stats();
+  EXPECT_EQ(f.device.stats().allocation[kAggregateStat].allocated, 0);
+}
+
+TEST(DeviceAllocator, EmptyCacheKeepsThePoolsInUse) {
+  Fixture f;
+  f.device.create_pool({7, 0});
+  CachingAllocator* pool = f.device.pool({7, 0});
+  ASSERT_NE(pool, nullptr);
+  pool->free(pool->allocate(1000, f.stream));
+  f.device.ordinary().free(f.device.ordinary().allocate(1000, f.stream));
+  f.device.empty_cache();
+  EXPECT_EQ(f.device.ordinary().stats().segment[kAggregateStat].current, 0);
+  EXPECT_EQ(pool->stats().segment[kAggregateStat].current, 1) << "a graph still replays into its pool";
+
+  f.device.retain_pool({7, 0});
+  EXPECT_EQ(f.device.pool_use_count({7, 0}), 2);
+  f.device.release_pool({7, 0});
+  EXPECT_EQ(pool->stats().segment[kAggregateStat].current, 1);
+  f.device.release_pool({7, 0});  // the last user: its idle segments go back
+  EXPECT_EQ(f.device.pool_use_count({7, 0}), 0);
+  EXPECT_EQ(pool->stats().segment[kAggregateStat].current, 0);
+  EXPECT_EQ(f.device.pool({7, 0}), pool) << "a pool outlives its users (live blocks point at it)";
+}
+
+TEST(DeviceAllocator, PoolIdsAreCheckedAndUnique) {
+  Fixture f;
+  f.device.create_pool({0, 3});
+  EXPECT_THROW(f.device.create_pool({0, 3}), Error);
+  EXPECT_THROW(f.device.retain_pool({0, 4}), Error);
+  EXPECT_EQ(f.device.pool({0, 4}), nullptr);
+  EXPECT_EQ(f.device.pool_use_count({0, 4}), 0);
+  f.device.release_pool({0, 4});  // unknown: nothing
+}
+
+TEST(DeviceAllocator, SetConfigReachesEveryAllocatorMadeSoFar) {
+  Fixture f;
+  f.device.create_pool({0, 1});
+  f.device.ordinary();
+  vnpu::AllocConfig config;
+  config.garbage_collection_threshold = 0.25;
+  config.per_process_memory_fraction = 0.75;
+  f.device.set_config(config);
+  EXPECT_DOUBLE_EQ(f.device.ordinary().config().garbage_collection_threshold, 0.25);
+  EXPECT_DOUBLE_EQ(f.device.pool({0, 1})->config().garbage_collection_threshold, 0.25);
+  EXPECT_DOUBLE_EQ(f.device.memory_fraction(), 0.75);
+}
+
+TEST(LiveBlocks, ABlockIsFoundByItsAddressFromAllocationToFree) {
+  Fixture f;
+  f.device.create_pool({0, 1});
+  std::vector<Block*> blocks;
+  for (int i = 0; i < 50; ++i) {
+    blocks.push_back(f.device.ordinary().allocate(512 * (i + 1), f.stream));
+    blocks.push_back(f.device.pool({0, 1})->allocate(512 * (i + 1), f.stream));
+  }
+  for (Block* block : blocks) EXPECT_EQ(CachingAllocator::live_block(CachingAllocator::address(block)), block);
+  void* inside = static_cast<char*>(CachingAllocator::address(blocks[0])) + 256;
+  EXPECT_EQ(CachingAllocator::live_block(inside), nullptr) << "only a block's start address names it";
+  EXPECT_EQ(CachingAllocator::live_block(nullptr), nullptr);
+  for (Block* block : blocks) {
+    void* address = CachingAllocator::address(block);
+    CachingAllocator::owner(block).free(block);
+    EXPECT_EQ(CachingAllocator::live_block(address), nullptr);
+  }
+}
+
+TEST(LiveBlocks, ThreadsAllocatingAndFreeingByAddressAgree) {
+  Fixture f;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&f, t] {
+      for (int i = 0; i < 2000; ++i) {
+        Block* block = f.device.ordinary().allocate(512 * (1 + (i + t) % 7), f.stream);
+        void* address = CachingAllocator::address(block);
+        Block* found = CachingAllocator::live_block(address);
+        EXPECT_EQ(found, block);
+        CachingAllocator::owner(found).free(found);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(f.device.stats().allocation[kAggregateStat].current, 0);
+}
+
+}  // namespace
