@@ -66,7 +66,8 @@ class Unsupported(Exception):
 # --- arguments: how each dispatcher C++ type travels into stage 2 ------------
 #
 # The lambda runs later on the stream worker, after the caller's arguments are
-# gone, so it captures owning copies: TensorRef snapshots for tensors, vectors
+# gone, so it captures owning copies: TensorRef snapshots for tensors (through
+# the launch's LaunchSnapshot `snap`, which launch() reads), vectors
 # for array refs, std::string for string views. SymInts become plain ints: the
 # CPU kernel (at::cpu non-symint overload) needs real ints anyway.
 #
@@ -74,11 +75,11 @@ class Unsupported(Exception):
 # "{c}" = its capture (argument name + "_").
 BY_VALUE = "{a}", "{c}"
 ARG_RULES: dict[str, tuple[str, str]] = {
-    "const at::Tensor &": ("TensorRef({a})", "{c}.view()"),
-    "const ::std::optional<at::Tensor> &": ("TensorRef({a})", "{c}.optional_view()"),
-    "const at::ITensorListRef &": ("snapshot({a})", "views({c})"),
-    "at::TensorList": ("snapshot({a})", "views({c})"),
-    "const c10::List<::std::optional<at::Tensor>> &": ("snapshot({a})", "optional_views({c})"),
+    "const at::Tensor &": ("snap.ref({a})", "{c}.view()"),
+    "const ::std::optional<at::Tensor> &": ("snap.ref({a})", "{c}.optional_view()"),
+    "const at::ITensorListRef &": ("snap.refs({a})", "views({c})"),
+    "at::TensorList": ("snap.refs({a})", "views({c})"),
+    "const c10::List<::std::optional<at::Tensor>> &": ("snap.refs({a})", "optional_views({c})"),
     "at::IntArrayRef": ("{a}.vec()", "{c}"),
     "c10::SymIntArrayRef": ("C10_AS_INTARRAYREF_SLOW({a}).vec()", "{c}"),
     "c10::SymInt": ("{a}.guard_int(__FILE__, __LINE__)", "{c}"),
@@ -122,7 +123,7 @@ class Lambda:
         """Captures argument `name`; `init_expr` overrides the value captured."""
         c = name + "_"
         if dispatcher_type == "at::Tensor &":  # mutated (self_ / out): lvalue view
-            self.captures.append(f"{c} = TensorRef({init_expr or name})")
+            self.captures.append(f"{c} = snap.ref({init_expr or name})")
             self.locals.append(f"at::Tensor {name} = {c}.view();")
             self.call_args.append(name)
             return
@@ -141,7 +142,8 @@ class Lambda:
         """`outputs`: what the kernel writes (poisoned if it fails queued)."""
         caps = ",\n          ".join(self.captures)
         body = "".join(f"           {line}\n" for line in self.locals)
-        return (f"  launch({device}, \"{op}\", {{{', '.join(outputs)}}},\n"
+        return (f"  LaunchSnapshot snap;\n"
+                f"  launch({device}, \"{op}\", {{{', '.join(outputs)}}}, snap,\n"
                 f"         [{caps}]() {{\n"
                 f"{body}"
                 f"           {call}({', '.join(self.call_args)});\n"

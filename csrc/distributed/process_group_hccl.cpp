@@ -245,6 +245,13 @@ int64_t numel_of(const std::vector<at::Tensor>& tensors) {
   return n;
 }
 
+// What a collective's tensors say about its task (its work size).
+LaunchSnapshot launch_snapshot(const std::vector<at::Tensor>& tensors) {
+  LaunchSnapshot snap;
+  for (const auto& t : tensors) snap.note(t);
+  return snap;
+}
+
 }  // namespace
 
 ProcessGroupHCCL::Options::Options(bool high_priority)
@@ -487,7 +494,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue(const char* name, c10d:
     // Queued even the first time: stage 1 checked the arguments, and a
     // collective waiting for its peers must not block the caller.
     if (!on_caller) {
-      launch_queued(device, name, KernelOutputs(outputs), watched(std::forward<Body>(body), info, watchdog_));
+      launch_queued(device, name, KernelOutputs(outputs), launch_snapshot(all),
+                    watched(std::forward<Body>(body), info, watchdog_));
     }
     done.record(comm);  // on the caller: the communication stream is idle, complete already
     // Completed in stream order: users of the future wait on the
@@ -517,13 +525,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue_p2p(const char* name, c
   const uint64_t seq = ++seq_;
   {
     CurrentStreamScope on_comm(comm);
-    launch_queued(device, name, KernelOutputs(), std::forward<Post>(post));
+    launch_queued(device, name, KernelOutputs(), launch_snapshot(all), std::forward<Post>(post));
   }
   order_after(comm, wait);
   {
     CurrentStreamScope on_wait(wait);
     const CollectiveInfo info{getRank(), seq, type, numel_of(inputs), numel_of(outputs), collective_timeout(*options_).count()};
-    launch_queued(device, name, KernelOutputs(outputs), watched(std::forward<Finish>(finish), info, watchdog_));
+    launch_queued(device, name, KernelOutputs(outputs), launch_snapshot(all),
+                  watched(std::forward<Finish>(finish), info, watchdog_));
     done.record(wait);
     future->markCompleted(at::IValue(outputs));
   }

@@ -124,21 +124,21 @@ bool is_generator_type(const c10::TypePtr& type) {
 }
 
 BoxedSnapshot::BoxedSnapshot(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
-                             c10::DeviceIndex device) {
+                             c10::DeviceIndex device, LaunchSnapshot& snap) {
   args_.resize(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
     const c10::IValue& value = args[i];
     Arg& arg = args_[i];
     if (value.isTensor()) {
       arg.kind = Kind::kTensor;
-      arg.tensor = TensorRef(value.toTensor());
+      arg.tensor = snap.ref(value.toTensor());
     } else if (value.isTensorList()) {
       arg.kind = Kind::kTensorList;
       const c10::List<at::Tensor> list = value.toTensorList();
-      arg.list = snapshot(at::ITensorListRef(list));
+      arg.list = snap.refs(at::ITensorListRef(list));
     } else if (value.isOptionalTensorList()) {
       arg.kind = Kind::kOptionalTensorList;
-      arg.list = snapshot(value.toOptionalTensorList());
+      arg.list = snap.refs(value.toOptionalTensorList());
     } else if (is_generator_type(schema.arguments()[i].type())) {
       arg.kind = Kind::kGenerator;
       std::optional<at::Generator> gen;

@@ -46,11 +46,13 @@ torch::jit::Stack stand_in_stack(const c10::OperatorHandle& op, c10::ArrayRef<c1
 bool dry_run_passes(const c10::OperatorHandle& op, torch::jit::Stack& stand_ins);
 
 // The arguments of one call, owned, with npu tensors snapshotted as
-// TensorRefs and generators replaced by per-op seeds drawn now (stage 1).
-// to_stack() rebuilds CPU-view arguments in stage 2.
+// TensorRefs (through `snap`, the launch's LaunchSnapshot) and generators
+// replaced by per-op seeds drawn now (stage 1). to_stack() rebuilds CPU-view
+// arguments in stage 2.
 class BoxedSnapshot {
  public:
-  BoxedSnapshot(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args, c10::DeviceIndex device);
+  BoxedSnapshot(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args, c10::DeviceIndex device,
+                LaunchSnapshot& snap);
   torch::jit::Stack to_stack() const;
 
  private:

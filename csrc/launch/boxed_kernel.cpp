@@ -129,8 +129,9 @@ std::vector<int64_t> functional_shape(const OpPolicy& policy, c10::ArrayRef<c10:
 // Queues the snapshotted call; stage 2 redispatches it to the CPU kernel.
 void launch_redispatch(const c10::OperatorHandle& op, c10::DeviceIndex device, KernelOutputs outputs,
                        c10::ArrayRef<c10::IValue> args) {
-  BoxedSnapshot call(op.schema(), args, device);
-  launch(device, op.operator_name().name.c_str(), std::move(outputs), [call = std::move(call), op]() {
+  LaunchSnapshot snap;
+  BoxedSnapshot call(op.schema(), args, device, snap);
+  launch(device, op.operator_name().name.c_str(), std::move(outputs), snap, [call = std::move(call), op]() {
     torch::jit::Stack cpu_stack = call.to_stack();
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu_stack);
   });
@@ -182,9 +183,10 @@ void async_boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
         outputs.push_back(empty_npu(shape, {}, like.options().dtype(r.toTensor().scalar_type())
                                                   .memory_format(like.suggest_memory_format()), device));
       }
-      BoxedSnapshot call(schema, args, device);
-      launch(device, op.operator_name().name.c_str(), KernelOutputs(outputs),
-             [device, call = std::move(call), op, outs = snapshot(at::ITensorListRef(outputs))]() {
+      LaunchSnapshot snap;
+      BoxedSnapshot call(schema, args, device, snap);
+      launch(device, op.operator_name().name.c_str(), KernelOutputs(outputs), snap,
+             [device, call = std::move(call), op, outs = snap.refs(at::ITensorListRef(outputs))]() {
                // Functional ops: the CPU kernel's results are scratch in
                // device memory until copied into the outputs.
                DeviceMemoryScope scratch(device);

@@ -88,12 +88,12 @@ thread_local std::unordered_set<uint64_t> t_validated;
 
 }  // namespace
 
-void submit_kernel(c10::DeviceIndex device, uint64_t signature, KernelTaskBase& task,
+void submit_kernel(c10::DeviceIndex device, const LaunchSnapshot& snap, KernelTaskBase& task,
                    const vnpu::ErasedCallable& callable) {
-  check_strict_mode(task.op, last_launch_npu_dtypes());
+  check_strict_mode(task.op, snap.npu_dtypes());
   check_not_forked();
   vnpu::Stream& stream = current_runtime_stream(device);
-  const uint64_t key = validation_key(task.op, signature);
+  const uint64_t key = validation_key(task.op, snap.signature());
   with_torch_errors([&] {
     // While capturing nothing may run: a first launch is captured unchecked
     // (its errors surface at replay, as the stream's error).

@@ -70,36 +70,36 @@ struct KernelTask : KernelTaskBase {
 
 // Runs `task` on the caller (first launch of `signature`) or moves it onto
 // the current stream of `device`.
-void submit_kernel(c10::DeviceIndex device, uint64_t signature, KernelTaskBase& task,
+void submit_kernel(c10::DeviceIndex device, const LaunchSnapshot& snap, KernelTaskBase& task,
                    const vnpu::ErasedCallable& callable);
 // Always moves `task` onto the current stream of `device`, first launch too:
 // for tasks whose arguments stage 1 checked fully and that must never block
 // the caller (a collective waits for its peers on the stream).
 void submit_queued_kernel(c10::DeviceIndex device, KernelTaskBase& task, const vnpu::ErasedCallable& callable);
 
-// Enqueues `fn` on the current stream of `device`; `op` names it: the aten
+// Enqueues `fn` on the current stream of `device`; `snap` is what its
+// tensor arguments say about it (LaunchSnapshot, tensor_ref.h); `op` names it: the aten
 // op it runs ("relu", "add.Tensor") or a task name, as a string that lives as
 // long as the process (strict mode keys on its address); `outputs` are what it
 // writes (poisoned if it fails on the stream). A task must fit a queue slot
 // (checked at compile time) unless the kernel says it may be boxed
 // (kMayBox: a few rare kernels with many tensor arguments).
 template <bool kMayBox = false, typename F>
-void launch(c10::DeviceIndex device, const char* op, KernelOutputs outputs, F&& fn) {
+void launch(c10::DeviceIndex device, const char* op, KernelOutputs outputs, const LaunchSnapshot& snap, F&& fn) {
   using Fn = std::decay_t<F>;
-  const LaunchSnapshot snapshot = take_launch_snapshot();
-  KernelTask<Fn> task{{op, snapshot.work, std::move(outputs)}, Fn(std::forward<F>(fn))};
+  KernelTask<Fn> task{{op, snap.work(), std::move(outputs)}, Fn(std::forward<F>(fn))};
   // Bigger tasks still work, boxed on the heap, but cost an allocation each.
   static_assert(kMayBox || sizeof(KernelTask<Fn>) <= kKernelTaskBudgetBytes,
                 "this kernel's captures make its task too big for a queue slot: capture less");
-  submit_kernel(device, snapshot.signature, task, vnpu::erase(task));
+  submit_kernel(device, snap, task, vnpu::erase(task));
 }
 
 // launch() without the first launch on the caller (see submit_queued_kernel).
 template <typename F>
-void launch_queued(c10::DeviceIndex device, const char* op, KernelOutputs outputs, F&& fn) {
+void launch_queued(c10::DeviceIndex device, const char* op, KernelOutputs outputs, const LaunchSnapshot& snap,
+                   F&& fn) {
   using Fn = std::decay_t<F>;
-  const LaunchSnapshot snapshot = take_launch_snapshot();
-  KernelTask<Fn> task{{op, snapshot.work, std::move(outputs)}, Fn(std::forward<F>(fn))};
+  KernelTask<Fn> task{{op, snap.work(), std::move(outputs)}, Fn(std::forward<F>(fn))};
   submit_queued_kernel(device, task, vnpu::erase(task));
 }
 

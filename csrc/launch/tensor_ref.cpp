@@ -7,17 +7,6 @@
 
 namespace torch_npu {
 namespace {
-thread_local LaunchSnapshot t_launch;
-thread_local uint64_t t_last_npu_dtypes = 0;
-
-void note_tensor(const at::Tensor& tensor, bool cpu) {
-  const uint64_t traits = static_cast<uint64_t>(tensor.scalar_type()) |
-                          (static_cast<uint64_t>(cpu) << 8) |
-                          (static_cast<uint64_t>(tensor.unsafeGetTensorImpl()->is_wrapped_number()) << 9) |
-                          (static_cast<uint64_t>(tensor.dim()) << 10);
-  t_launch.signature = mix_launch_signature(t_launch.signature, traits);
-}
-
 void snapshot_metadata(const at::Tensor& tensor, c10::SmallVector<int64_t, 8>& dims) {
   const auto sizes = tensor.sizes();
   const auto strides = tensor.strides();
@@ -27,14 +16,45 @@ void snapshot_metadata(const at::Tensor& tensor, c10::SmallVector<int64_t, 8>& d
 
 }  // namespace
 
-LaunchSnapshot take_launch_snapshot() noexcept {
-  const LaunchSnapshot snapshot = t_launch;
-  t_last_npu_dtypes = snapshot.npu_dtypes;
-  t_launch = LaunchSnapshot{};
-  return snapshot;
+void LaunchSnapshot::note(const at::Tensor& tensor) {
+  if (!tensor.defined()) return;
+  const bool cpu = tensor.device().is_cpu();
+  const uint64_t traits = static_cast<uint64_t>(tensor.scalar_type()) |
+                          (static_cast<uint64_t>(cpu) << 8) |
+                          (static_cast<uint64_t>(tensor.unsafeGetTensorImpl()->is_wrapped_number()) << 9) |
+                          (static_cast<uint64_t>(tensor.dim()) << 10);
+  signature_ = mix_launch_signature(signature_, traits);
+  if (cpu) return;
+  work_ = std::max(work_, tensor.numel());
+  npu_dtypes_ |= uint64_t{1} << (static_cast<unsigned>(tensor.scalar_type()) & 63);
 }
 
-uint64_t last_launch_npu_dtypes() noexcept { return t_last_npu_dtypes; }
+TensorRef LaunchSnapshot::ref(const at::Tensor& tensor) {
+  note(tensor);
+  return TensorRef(tensor);
+}
+
+TensorRef LaunchSnapshot::ref(const std::optional<at::Tensor>& tensor) {
+  if (tensor.has_value()) note(*tensor);
+  return TensorRef(tensor);
+}
+
+std::vector<TensorRef> LaunchSnapshot::refs(at::ITensorListRef tensors) {
+  for (const at::Tensor& t : tensors) note(t);
+  return snapshot(tensors);
+}
+
+std::vector<TensorRef> LaunchSnapshot::refs(const c10::List<std::optional<at::Tensor>>& tensors) {
+  for (const std::optional<at::Tensor>& t : tensors) {
+    if (t.has_value()) note(*t);
+  }
+  return snapshot(tensors);
+}
+
+TensorRef LaunchSnapshot::alias_host(const at::Tensor& tensor) {
+  note(tensor);
+  return TensorRef::alias_host(tensor);
+}
 
 TensorRef TensorRef::alias_host(const at::Tensor& tensor) {
   TensorRef ref;
@@ -45,7 +65,6 @@ TensorRef TensorRef::alias_host(const at::Tensor& tensor) {
   ref.conj_ = tensor.is_conj();
   ref.neg_ = tensor.is_neg();
   snapshot_metadata(tensor, ref.dims_);
-  note_tensor(tensor, /*cpu=*/true);
   return ref;
 }
 
@@ -53,7 +72,6 @@ TensorRef::TensorRef(const at::Tensor& tensor) {
   if (!tensor.defined()) return;
   defined_ = true;
   if (tensor.device().is_cpu()) {
-    note_tensor(tensor, /*cpu=*/true);
     // Cloned: the caller may change its CPU tensor before the kernel runs.
     cpu_ = tensor.clone();
     // Python scalars arrive as "wrapped number" tensors, which type promotion
@@ -63,9 +81,6 @@ TensorRef::TensorRef(const at::Tensor& tensor) {
   }
   dtype_ = tensor.scalar_type();
   data_ = tensor.data_ptr();
-  t_launch.work = std::max(t_launch.work, tensor.numel());
-  t_launch.npu_dtypes |= uint64_t{1} << (static_cast<unsigned>(dtype_) & 63);
-  note_tensor(tensor, /*cpu=*/false);
   conj_ = tensor.is_conj();
   neg_ = tensor.is_neg();
   snapshot_metadata(tensor, dims_);

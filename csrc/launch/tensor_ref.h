@@ -50,16 +50,36 @@ class TensorRef {
   bool neg_ = false;
 };
 
-// What the TensorRefs snapshotted on this thread since the last launch say
-// about the op about to be launched (see launch()).
-struct LaunchSnapshot {
-  int64_t work = 0;        // elements of the largest tensor: how much work it is
-  uint64_t signature = 0;  // hash of dtype, rank and device kind of each tensor
-  uint64_t npu_dtypes = 0; // bit (1 << ScalarType) for each npu tensor's dtype (strict chip mode)
+// What one launch's tensor arguments say about it (see launch()): how much
+// work it is, its signature and the dtypes of its npu tensors. Stage 1 makes
+// one per launch, snapshots the arguments through it and passes it to
+// launch(), so nothing travels between a kernel and its launch in
+// thread-local state:
+//   LaunchSnapshot snap;
+//   launch(device, "relu", {out}, snap, [self_ = snap.ref(self), out_ = snap.ref(out)]() {...});
+// (launch() reads it after all its arguments, the lambda's captures
+// included, were evaluated.)
+class LaunchSnapshot {
+ public:
+  // TensorRefs of these tensors, noted.
+  TensorRef ref(const at::Tensor& tensor);
+  TensorRef ref(const std::optional<at::Tensor>& tensor);
+  std::vector<TensorRef> refs(at::ITensorListRef tensors);
+  std::vector<TensorRef> refs(const c10::List<std::optional<at::Tensor>>& tensors);
+  // TensorRef::alias_host, noted.
+  TensorRef alias_host(const at::Tensor& tensor);
+  // Notes a tensor the kernel reaches another way (undefined: nothing).
+  void note(const at::Tensor& tensor);
+
+  int64_t work() const { return work_; }            // elements of the largest npu tensor
+  uint64_t signature() const { return signature_; }  // dtype, rank and device kind of each tensor
+  uint64_t npu_dtypes() const { return npu_dtypes_; }  // bit (1 << ScalarType) per npu dtype (strict chip mode)
+
+ private:
+  int64_t work_ = 0;
+  uint64_t signature_ = 0;
+  uint64_t npu_dtypes_ = 0;
 };
-LaunchSnapshot take_launch_snapshot() noexcept;
-// The npu dtypes of the launch last taken on this thread (strict chip mode).
-uint64_t last_launch_npu_dtypes() noexcept;
 
 // Folds `value` into a launch signature.
 inline uint64_t mix_launch_signature(uint64_t signature, uint64_t value) noexcept {
@@ -68,7 +88,7 @@ inline uint64_t mix_launch_signature(uint64_t signature, uint64_t value) noexcep
   return x ^ (x >> 27);
 }
 
-// Snapshots of a tensor list (cat, stack, _foreach_*).
+// Snapshots of a tensor list (cat, stack, _foreach_*), not noted anywhere.
 std::vector<TensorRef> snapshot(at::ITensorListRef tensors);
 std::vector<TensorRef> snapshot(const c10::List<std::optional<at::Tensor>>& tensors);
 std::vector<at::Tensor> views(const std::vector<TensorRef>& refs);

@@ -22,7 +22,8 @@ at::Tensor npu_relu(const at::Tensor& self) {
   TORCH_CHECK(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
   at::Tensor out = empty_like_npu(self, device);
   // CPU's relu is clamp_min(self, 0); clamp_min_out writes straight into `out`.
-  launch(device, "relu", {out}, [self_ = TensorRef(self), out_ = TensorRef(out)]() {
+  LaunchSnapshot snap;
+  launch(device, "relu", {out}, snap, [self_ = snap.ref(self), out_ = snap.ref(out)]() {
     at::Tensor out = out_.view();
     at::cpu::clamp_min_out(out, self_.view(), 0);
   });
@@ -32,7 +33,8 @@ at::Tensor npu_relu(const at::Tensor& self) {
 at::Tensor& npu_relu_(at::Tensor& self) {
   const auto device = common_device("relu_", self);
   TORCH_CHECK(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
-  launch(device, "relu_", {self}, [self_ = TensorRef(self)]() {
+  LaunchSnapshot snap;
+  launch(device, "relu_", {self}, snap, [self_ = snap.ref(self)]() {
     at::Tensor self = self_.view();
     at::cpu::clamp_min_(self, 0);
   });
@@ -48,7 +50,8 @@ std::tuple<at::Tensor, at::Tensor> npu_native_dropout(const at::Tensor& input, d
   at::Tensor mask = empty_like_npu(input, device, at::kBool);
   const bool training = !train.has_value() || *train;
   const OpSeed seed = training && p > 0 && p < 1 ? draw_op_seed(std::nullopt, device) : OpSeed{};
-  launch(device, "native_dropout", {output, mask}, [in_ = TensorRef(input), out_ = TensorRef(output), mask_ = TensorRef(mask), p,
+  LaunchSnapshot snap;
+  launch(device, "native_dropout", {output, mask}, snap, [in_ = snap.ref(input), out_ = snap.ref(output), mask_ = snap.ref(mask), p,
                                     training, seed]() {
     at::Tensor out = out_.view(), mask = mask_.view();
     const at::Tensor in = in_.view();
@@ -74,8 +77,9 @@ at::Tensor npu_native_dropout_backward(const at::Tensor& grad, const at::Tensor&
                          ? c10::typeMetaToScalarType(c10::get_default_dtype())
                          : grad.scalar_type();
   at::Tensor out = empty_like_npu(grad, device, dtype);
-  launch(device, "native_dropout_backward", {out}, [grad_ = TensorRef(grad), mask_ = TensorRef(mask), scale,
-                                             out_ = TensorRef(out)]() {
+  LaunchSnapshot snap;
+  launch(device, "native_dropout_backward", {out}, snap, [grad_ = snap.ref(grad), mask_ = snap.ref(mask), scale,
+                                             out_ = snap.ref(out)]() {
     // grad * mask * scale, as ATen's kernel computes it, written into `out`
     // (no host temporary outside the device allocator).
     at::Tensor out = out_.view();

@@ -62,9 +62,10 @@ std::tuple<at::Tensor, at::Tensor> flash_attention_npu(const at::Tensor& query, 
   at::Tensor lse = lse_contiguous
                        ? empty_npu({s[0], s[1], s[2]}, {}, query.options().dtype(lse_dtype), device)
                        : empty_npu({s[0], s[2], s[1]}, {}, query.options().dtype(lse_dtype), device).transpose(1, 2);
-  launch(device, "_scaled_dot_product_flash_attention_for_cpu", {out, lse},
-         [device, q_ = TensorRef(query), k_ = TensorRef(key), v_ = TensorRef(value), m_ = TensorRef(attn_mask),
-          dropout_p, is_causal, scale, out_ = TensorRef(out), lse_ = TensorRef(lse)]() {
+  LaunchSnapshot snap;
+  launch(device, "_scaled_dot_product_flash_attention_for_cpu", {out, lse}, snap,
+         [device, q_ = snap.ref(query), k_ = snap.ref(key), v_ = snap.ref(value), m_ = snap.ref(attn_mask),
+          dropout_p, is_causal, scale, out_ = snap.ref(out), lse_ = snap.ref(lse)]() {
            DeviceMemoryScope scratch(device);  // the kernel has no out= form
            auto [o, l] = at::cpu::_scaled_dot_product_flash_attention_for_cpu(
                q_.view(), k_.view(), v_.view(), dropout_p, is_causal, m_.optional_view(), scale);
@@ -91,11 +92,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_flash_attention_for_cpu_backw
   TORCH_CHECK(query.dim() == 4 && key.dim() == 4 && value.dim() == 4,
               "scaled_dot_product_attention_flash_attention_backward: Q/K/V should be 4-D");
   at::Tensor dq = empty_bsnd(query, device), dk = empty_bsnd(key, device), dv = empty_bsnd(value, device);
+  LaunchSnapshot snap;
   launch</*kMayBox=*/true>(
-      device, "_scaled_dot_product_flash_attention_for_cpu_backward", {dq, dk, dv},
-      [device, g_ = TensorRef(grad_out), q_ = TensorRef(query), k_ = TensorRef(key), v_ = TensorRef(value),
-       o_ = TensorRef(out), l_ = TensorRef(logsumexp), m_ = TensorRef(attn_mask), dropout_p, is_causal, scale,
-       dq_ = TensorRef(dq), dk_ = TensorRef(dk), dv_ = TensorRef(dv)]() {
+      device, "_scaled_dot_product_flash_attention_for_cpu_backward", {dq, dk, dv}, snap,
+      [device, g_ = snap.ref(grad_out), q_ = snap.ref(query), k_ = snap.ref(key), v_ = snap.ref(value),
+       o_ = snap.ref(out), l_ = snap.ref(logsumexp), m_ = snap.ref(attn_mask), dropout_p, is_causal, scale,
+       dq_ = snap.ref(dq), dk_ = snap.ref(dk), dv_ = snap.ref(dv)]() {
         DeviceMemoryScope scratch(device);  // the kernel has no out= form
         auto [gq, gk, gv] = at::cpu::_scaled_dot_product_flash_attention_for_cpu_backward(
             g_.view(), q_.view(), k_.view(), v_.view(), o_.view(), l_.view(), dropout_p, is_causal,

@@ -66,9 +66,10 @@ at::Tensor npu_convolution(const at::Tensor& input, const at::Tensor& weight, co
               ") and weight type (", weight.scalar_type(), ") should be the same");
   const auto memory_format = input.suggest_memory_format();
   at::Tensor out = empty_npu(shape, {}, input.options().memory_format(memory_format), device);
-  launch(device, "convolution", {out},
-         [device, in_ = TensorRef(input), w_ = TensorRef(weight), b_ = TensorRef(bias), s, p, d, transposed, op, g,
-          out_ = TensorRef(out)]() {
+  LaunchSnapshot snap;
+  launch(device, "convolution", {out}, snap,
+         [device, in_ = snap.ref(input), w_ = snap.ref(weight), b_ = snap.ref(bias), s, p, d, transposed, op, g,
+          out_ = snap.ref(out)]() {
            // ATen's convolutions have no out= form: the result is scratch
            // in device memory, then copied.
            DeviceMemoryScope scratch(device);
@@ -96,10 +97,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_convolution_backward(
   if (output_mask[1]) grad_weight = empty_npu(weight.sizes(), {}, weight.options().memory_format(memory_format), device);
   const int64_t out_channels = transposed ? weight.size(1) * g : weight.size(0);
   if (output_mask[2]) grad_bias = empty_npu({out_channels}, {}, grad_output.options(), device);
-  launch(device, "convolution_backward", {grad_input, grad_weight, grad_bias},
-         [device, go_ = TensorRef(grad_output), in_ = TensorRef(input), w_ = TensorRef(weight), s, p, d, transposed,
-          op, g, output_mask, out_channels, gi_ = TensorRef(grad_input), gw_ = TensorRef(grad_weight),
-          gb_ = TensorRef(grad_bias)]() {
+  LaunchSnapshot snap;
+  launch(device, "convolution_backward", {grad_input, grad_weight, grad_bias}, snap,
+         [device, go_ = snap.ref(grad_output), in_ = snap.ref(input), w_ = snap.ref(weight), s, p, d, transposed,
+          op, g, output_mask, out_channels, gi_ = snap.ref(grad_input), gw_ = snap.ref(grad_weight),
+          gb_ = snap.ref(grad_bias)]() {
            DeviceMemoryScope scratch(device);  // as in the forward
            const std::vector<int64_t> bias_sizes{out_channels};
            auto [gi, gw, gb] = at::convolution_backward(go_.view(), in_.view(), w_.view(), bias_sizes, s, p, d,

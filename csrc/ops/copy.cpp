@@ -39,21 +39,24 @@ bool is_pinned(const at::Tensor& t) {
 void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
   const c10::DeviceIndex device = dst.device().index();
   if (non_blocking && is_pinned(src)) {
-    launch(device, "copy_h2d", {dst}, [src_ = TensorRef::alias_host(src), dst_ = TensorRef(dst)]() {
+    LaunchSnapshot snap;
+    launch(device, "copy_h2d", {dst}, snap, [src_ = snap.alias_host(src), dst_ = snap.ref(dst)]() {
       dst_.view().copy_(src_.view());
     });
     record_pinned_use(src.const_data_ptr(), current_runtime_stream(device));
     return;
   }
   // A private clone, owned by the task alone (no Python object behind it).
-  launch(device, "copy_h2d", {dst}, [staged = src.clone(), dst_ = TensorRef(dst)]() {
+  LaunchSnapshot snap;
+  launch(device, "copy_h2d", {dst}, snap, [staged = src.clone(), dst_ = snap.ref(dst)]() {
     dst_.view().copy_(staged);
   });
 }
 
 void copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
   const c10::DeviceIndex device = src.device().index();
-  launch(device, "copy_d2h", {}, [src_ = TensorRef(src), dst_ = TensorRef::alias_host(dst)]() {
+  LaunchSnapshot snap;
+  launch(device, "copy_d2h", {}, snap, [src_ = snap.ref(src), dst_ = snap.alias_host(dst)]() {
     dst_.view().copy_(src_.view());
   });
   if (non_blocking && is_pinned(dst)) {
@@ -67,7 +70,8 @@ void copy_device_to_device(const at::Tensor& src, const at::Tensor& dst) {
   const c10::DeviceIndex src_device = src.device().index();
   const c10::DeviceIndex dst_device = dst.device().index();
   if (src_device == dst_device) {
-    launch(dst_device, "copy_d2d", {dst}, [src_ = TensorRef(src), dst_ = TensorRef(dst)]() {
+    LaunchSnapshot snap;
+    launch(dst_device, "copy_d2d", {dst}, snap, [src_ = snap.ref(src), dst_ = snap.ref(dst)]() {
       dst_.view().copy_(src_.view());
     });
     return;
@@ -78,7 +82,8 @@ void copy_device_to_device(const at::Tensor& src, const at::Tensor& dst) {
     vnpu::Event src_ready;
     src_ready.record(src_stream);
     src_ready.block(dst_stream);
-    launch(dst_device, "copy_d2d", {dst}, [src_ = TensorRef(src), dst_ = TensorRef(dst)]() {
+    LaunchSnapshot snap;
+    launch(dst_device, "copy_d2d", {dst}, snap, [src_ = snap.ref(src), dst_ = snap.ref(dst)]() {
       dst_.view().copy_(src_.view());
     });
     vnpu::Event copy_done;

@@ -169,7 +169,8 @@ void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes) {
     // order, and keep the old block alive until the copy ran.
     auto old = std::make_shared<c10::DataPtr>(impl->set_data_ptr(std::move(fresh)));
     void* dst = impl->mutable_data();
-    launch(device, "resize_", {}, [old, dst, copy_bytes]() { std::memcpy(dst, old->get(), copy_bytes); });
+    LaunchSnapshot snap;
+    launch(device, "resize_", {}, snap, [old, dst, copy_bytes]() { std::memcpy(dst, old->get(), copy_bytes); });
   } else {
     impl->set_data_ptr_noswap(std::move(fresh));
   }

@@ -31,7 +31,8 @@ at::Tensor npu_index_select(const at::Tensor& self, int64_t dim, const at::Tenso
   const auto device = common_device("index_select", self, index);
   dim = at::maybe_wrap_dim(dim, self.dim());
   at::Tensor out = empty_npu(index_select_shape(self, dim, index), {}, self.options(), device);
-  launch(device, "index_select", {out}, [self_ = TensorRef(self), index_ = TensorRef(index), dim, out_ = TensorRef(out)]() {
+  LaunchSnapshot snap;
+  launch(device, "index_select", {out}, snap, [self_ = snap.ref(self), index_ = snap.ref(index), dim, out_ = snap.ref(out)]() {
     at::Tensor out = out_.view();
     at::cpu::index_select_out(out, self_.view(), dim, index_.view());
   });
@@ -46,7 +47,8 @@ at::Tensor& npu_index_select_out(const at::Tensor& self, int64_t dim, const at::
   at::assert_no_overlap(out, self);
   at::assert_no_overlap(out, index);
   at::native::resize_output(out, index_select_shape(self, dim, index));
-  launch(device, "index_select.out", {out}, [self_ = TensorRef(self), index_ = TensorRef(index), dim, out_ = TensorRef(out)]() {
+  LaunchSnapshot snap;
+  launch(device, "index_select.out", {out}, snap, [self_ = snap.ref(self), index_ = snap.ref(index), dim, out_ = snap.ref(out)]() {
     at::Tensor out = out_.view();
     at::cpu::index_select_out(out, self_.view(), dim, index_.view());
   });
@@ -58,8 +60,9 @@ at::Tensor npu_embedding_dense_backward(const at::Tensor& grad, const at::Tensor
   const auto device = common_device("embedding_dense_backward", grad, indices);
   const int64_t rows = num_weights.expect_int(), padding = padding_idx.expect_int();
   at::Tensor out = empty_npu({rows, grad.size(-1)}, {}, grad.options(), device);
-  launch(device, "embedding_dense_backward", {out}, [device, grad_ = TensorRef(grad), indices_ = TensorRef(indices), rows, padding,
-                                              scale_grad_by_freq, out_ = TensorRef(out)]() {
+  LaunchSnapshot snap;
+  launch(device, "embedding_dense_backward", {out}, snap, [device, grad_ = snap.ref(grad), indices_ = snap.ref(indices), rows, padding,
+                                              scale_grad_by_freq, out_ = snap.ref(out)]() {
     at::Tensor out = out_.view();
     if (scale_grad_by_freq || !at::isFloatingType(out.scalar_type()) || out.element_size() < 4) {
       // ATen scales each term by its row's count, and accumulates half and

@@ -64,9 +64,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_native_layer_norm(
   at::Tensor out = empty_npu(input.sizes(), {}, input.options(), device);
   at::Tensor mean = empty_npu(stat_shape, {}, input.options().dtype(stats_dtype(input, weight)), device);
   at::Tensor rstd = empty_npu(stat_shape, {}, mean.options(), device);
-  launch(device, "native_layer_norm", {out, mean, rstd},
-         [device, in_ = TensorRef(input), normalized_shape, w_ = TensorRef(weight), b_ = TensorRef(bias), eps,
-          out_ = TensorRef(out), mean_ = TensorRef(mean), rstd_ = TensorRef(rstd)]() {
+  LaunchSnapshot snap;
+  launch(device, "native_layer_norm", {out, mean, rstd}, snap,
+         [device, in_ = snap.ref(input), normalized_shape, w_ = snap.ref(weight), b_ = snap.ref(bias), eps,
+          out_ = snap.ref(out), mean_ = snap.ref(mean), rstd_ = snap.ref(rstd)]() {
            // ATen's CPU kernel is reachable only through its functional form
            // (its in-place stub is not exported): the results are scratch in
            // device memory, then copied.
@@ -95,10 +96,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_native_layer_norm_backward(
   if (output_mask[2] && bias.has_value() && bias->defined()) {
     grad_bias = empty_npu(bias->sizes(), {}, bias->options(), device);
   }
-  launch</*kMayBox=*/true>(device, "native_layer_norm_backward", {grad_input, grad_weight, grad_bias},
-         [device, go_ = TensorRef(grad_out), in_ = TensorRef(input), normalized_shape, mean_ = TensorRef(mean),
-          rstd_ = TensorRef(rstd), w_ = TensorRef(weight), b_ = TensorRef(bias), output_mask,
-          gi_ = TensorRef(grad_input), gw_ = TensorRef(grad_weight), gb_ = TensorRef(grad_bias)]() {
+  LaunchSnapshot snap;
+  launch</*kMayBox=*/true>(device, "native_layer_norm_backward", {grad_input, grad_weight, grad_bias}, snap,
+         [device, go_ = snap.ref(grad_out), in_ = snap.ref(input), normalized_shape, mean_ = snap.ref(mean),
+          rstd_ = snap.ref(rstd), w_ = snap.ref(weight), b_ = snap.ref(bias), output_mask,
+          gi_ = snap.ref(grad_input), gw_ = snap.ref(grad_weight), gb_ = snap.ref(grad_bias)]() {
            DeviceMemoryScope scratch(device);  // as in the forward
            auto [gi, gw, gb] = at::cpu::native_layer_norm_backward(go_.view(), in_.view(), normalized_shape,
                                                                     mean_.view(), rstd_.view(), w_.optional_view(),
@@ -148,10 +150,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_native_batch_norm(
   const int64_t stats = training ? input.size(1) : 0;
   at::Tensor save_mean = empty_npu({stats}, {}, input.options().dtype(stats_dtype), device);
   at::Tensor save_invstd = empty_npu({stats}, {}, input.options().dtype(stats_dtype), device);
-  launch(device, "native_batch_norm", {out, save_mean, save_invstd},
-         [in_ = TensorRef(input), w_ = TensorRef(weight), b_ = TensorRef(bias), rm_ = TensorRef(running_mean),
-          rv_ = TensorRef(running_var), training, momentum, eps, out_ = TensorRef(out),
-          mean_ = TensorRef(save_mean), invstd_ = TensorRef(save_invstd)]() {
+  LaunchSnapshot snap;
+  launch(device, "native_batch_norm", {out, save_mean, save_invstd}, snap,
+         [in_ = snap.ref(input), w_ = snap.ref(weight), b_ = snap.ref(bias), rm_ = snap.ref(running_mean),
+          rv_ = snap.ref(running_var), training, momentum, eps, out_ = snap.ref(out),
+          mean_ = snap.ref(save_mean), invstd_ = snap.ref(save_invstd)]() {
            at::Tensor out = out_.view(), mean = mean_.view(), invstd = invstd_.view();
            // running_mean/var are updated in place through their views.
            at::cpu::native_batch_norm_out(out, mean, invstd, in_.view(), w_.optional_view(), b_.optional_view(),
@@ -176,10 +179,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_native_batch_norm_backward(
   }
   if (output_mask[1]) grad_weight = empty_npu({input.size(1)}, {}, input.options().dtype(param_dtype), device);
   if (output_mask[2]) grad_bias = empty_npu({input.size(1)}, {}, input.options().dtype(param_dtype), device);
-  launch</*kMayBox=*/true>(device, "native_batch_norm_backward", {grad_input, grad_weight, grad_bias},
-         [go_ = TensorRef(grad_out), in_ = TensorRef(input), w_ = TensorRef(weight), rm_ = TensorRef(running_mean),
-          rv_ = TensorRef(running_var), sm_ = TensorRef(save_mean), si_ = TensorRef(save_invstd), train, eps,
-          output_mask, device, gi_ = TensorRef(grad_input), gw_ = TensorRef(grad_weight), gb_ = TensorRef(grad_bias)]() {
+  LaunchSnapshot snap;
+  launch</*kMayBox=*/true>(device, "native_batch_norm_backward", {grad_input, grad_weight, grad_bias}, snap,
+         [go_ = snap.ref(grad_out), in_ = snap.ref(input), w_ = snap.ref(weight), rm_ = snap.ref(running_mean),
+          rv_ = snap.ref(running_var), sm_ = snap.ref(save_mean), si_ = snap.ref(save_invstd), train, eps,
+          output_mask, device, gi_ = snap.ref(grad_input), gw_ = snap.ref(grad_weight), gb_ = snap.ref(grad_bias)]() {
            // ATen's CPU backward has no out= form: its results are scratch.
            DeviceMemoryScope scratch(device);
            auto [gi, gw, gb] = at::cpu::native_batch_norm_backward(

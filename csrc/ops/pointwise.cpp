@@ -29,8 +29,9 @@ at::Tensor npu_where(const at::Tensor& condition, const at::Tensor& self, const 
   const auto shape = at::infer_size(condition.sizes(), at::infer_size(self.sizes(), other.sizes()));
   const auto dtype = at::result_type(self, other);
   at::Tensor out = empty_npu(shape, {}, self.options().dtype(dtype), device);
-  launch(device, "where.self", {out}, [c_ = TensorRef(condition), s_ = TensorRef(self), o_ = TensorRef(other),
-                                out_ = TensorRef(out)]() {
+  LaunchSnapshot snap;
+  launch(device, "where.self", {out}, snap, [c_ = snap.ref(condition), s_ = snap.ref(self), o_ = snap.ref(other),
+                                out_ = snap.ref(out)]() {
     at::Tensor out = out_.view();
     at::cpu::where_out(out, c_.view(), s_.view(), o_.view());
   });
@@ -40,7 +41,8 @@ at::Tensor npu_where(const at::Tensor& condition, const at::Tensor& self, const 
 at::Tensor npu_isnan(const at::Tensor& self) {
   const auto device = common_device("isnan", self);
   at::Tensor out = empty_npu(self.sizes(), {}, self.options().dtype(at::kBool), device);
-  launch(device, "isnan", {out}, [s_ = TensorRef(self), out_ = TensorRef(out)]() {
+  LaunchSnapshot snap;
+  launch(device, "isnan", {out}, snap, [s_ = snap.ref(self), out_ = snap.ref(out)]() {
     // isnan is self != self; written into `out`, no host temporary.
     at::Tensor out = out_.view();
     const at::Tensor self = s_.view();
@@ -53,7 +55,8 @@ at::Tensor npu_flip(const at::Tensor& self, at::IntArrayRef dims) {
   const auto device = common_device("flip", self);
   at::dim_list_to_bitset(dims, self.dim());  // wraps and rejects duplicates, with ATen's messages
   at::Tensor out = empty_npu(self.sizes(), {}, self.options().memory_format(self.suggest_memory_format()), device);
-  launch(device, "flip", {out}, [device, s_ = TensorRef(self), dims = dims.vec(), out_ = TensorRef(out)]() {
+  LaunchSnapshot snap;
+  launch(device, "flip", {out}, snap, [device, s_ = snap.ref(self), dims = dims.vec(), out_ = snap.ref(out)]() {
     DeviceMemoryScope scratch(device);  // ATen's flip has no out= form
     out_.view().copy_(at::cpu::flip(s_.view(), dims));
   });
@@ -69,7 +72,8 @@ at::Tensor& npu_arange_out(const at::Scalar& start, const at::Scalar& end, const
     size = at::native::compute_arange_size<scalar_t>(start, end, step);
   });
   at::native::resize_output(out, {size});
-  launch(device, "arange.start_out", {out}, [start, end, step, out_ = TensorRef(out)]() {
+  LaunchSnapshot snap;
+  launch(device, "arange.start_out", {out}, snap, [start, end, step, out_ = snap.ref(out)]() {
     at::Tensor out = out_.view();
     at::cpu::arange_out(out, start, end, step);
   });
