@@ -9,9 +9,7 @@
 #include "csrc/launch/launch.h"
 #include <vnpu/environment.h>
 #include <vnpu/host_wait.h>
-#include <vnpu/hccl/shm_group.h>
-#include <vnpu/runtime.h>
-#include <vnpu/shared_arena.h>
+#include <vnpu/stream.h>
 
 #include <unistd.h>
 
@@ -95,8 +93,6 @@ void finish_reduction(const at::Tensor& result, const at::Tensor& target, const 
   if (!in_place) target.copy_(result.reshape(target.sizes()));
 }
 
-void wait_transport(const c10::intrusive_ptr<c10d::Work>& work) { work->wait(); }
-
 c10::DeviceIndex device_of(const char* collective, const std::vector<at::Tensor>& tensors) {
   c10::DeviceIndex device = -1;
   for (const auto& t : tensors) {
@@ -170,75 +166,6 @@ class WorkHCCL : public c10d::Work {
   uint64_t seq_;
 };
 
-// The arithmetic of a shared-memory reduction, with ATen's CPU kernels.
-vnpu::hccl::ShmGroup::ReduceFn reducer(at::ScalarType dtype, ReduceOp::RedOpType op) {
-  return [dtype, op](void* dst, const void* const* srcs, int count, size_t bytes) {
-    const auto options = at::TensorOptions().dtype(dtype);
-    const int64_t n = static_cast<int64_t>(bytes / c10::elementSize(dtype));
-    at::Tensor out = at::from_blob(dst, {n}, options);
-    if (dst != srcs[0]) out.copy_(at::from_blob(const_cast<void*>(srcs[0]), {n}, options));
-    for (int k = 1; k < count; ++k) {
-      const at::Tensor src = at::from_blob(const_cast<void*>(srcs[k]), {n}, options);
-      switch (op) {
-        case ReduceOp::SUM: out.add_(src); break;
-        case ReduceOp::PRODUCT: out.mul_(src); break;
-        case ReduceOp::MIN: at::minimum_out(out, out, src); break;
-        case ReduceOp::MAX: at::maximum_out(out, out, src); break;
-        default: TORCH_INTERNAL_ASSERT(false, "no shared-memory reduction for ", op_name(op));
-      }
-    }
-  };
-}
-
-vnpu::hccl::ShmGroup::Deadline deadline_after(std::chrono::milliseconds timeout) {
-  return std::chrono::steady_clock::now() + timeout;
-}
-
-size_t nbytes(const at::Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
-
-// TORCH_HCCL_DESYNC_DEBUG=1: the ranks compare (op, dtype, element count)
-// before a collective; a mismatch raises on every rank, naming both sides.
-uint64_t signature_of(c10d::OpType op, const at::Tensor& t) {
-  return (static_cast<uint64_t>(op) << 56) | (static_cast<uint64_t>(t.scalar_type()) << 48) |
-         (static_cast<uint64_t>(t.numel()) & ((uint64_t{1} << 48) - 1));
-}
-
-std::string describe_signature(uint64_t sig) {
-  return c10d::opTypeToString(static_cast<c10d::OpType>(sig >> 56)) + " of " +
-         std::to_string(sig & ((uint64_t{1} << 48) - 1)) + " " +
-         c10::toString(static_cast<at::ScalarType>((sig >> 48) & 0xff)) + " elements";
-}
-
-void raise_mismatch(int rank, uint64_t mine, int other, uint64_t theirs) {
-  TORCH_CHECK(false, "[Rank ", rank, "] Collective mismatch (TORCH_HCCL_DESYNC_DEBUG=1): this rank runs ",
-              describe_signature(mine), " while rank ", other, " runs ", describe_signature(theirs),
-              ". Every rank must call the same collectives in the same order with matching tensors.");
-}
-
-// Over shared memory (ShmGroup::compare_signatures).
-void check_in_sync(vnpu::hccl::ShmGroup& shm, c10d::OpType type, const at::Tensor& t,
-                   vnpu::hccl::ShmGroup::Deadline deadline) {
-  if (!vnpu::environment().hccl_desync_debug) return;
-  const uint64_t mine = signature_of(type, t);
-  uint64_t theirs = 0;
-  const int other = shm.compare_signatures(mine, &theirs, deadline);
-  if (other >= 0) raise_mismatch(shm.rank(), mine, other, theirs);
-}
-
-// Over sockets: an all-gather of the signatures first.
-void check_in_sync(c10d::Backend& transport, c10d::OpType type, const at::Tensor& t) {
-  if (!vnpu::environment().hccl_desync_debug) return;
-  const uint64_t mine = signature_of(type, t);
-  std::vector<at::Tensor> in{at::full({1}, static_cast<int64_t>(mine), at::kLong)};
-  std::vector<std::vector<at::Tensor>> out(1);
-  for (int r = 0; r < transport.getSize(); ++r) out[0].push_back(at::empty({1}, at::kLong));
-  transport.allgather(out, in)->wait();
-  for (int r = 0; r < transport.getSize(); ++r) {
-    const uint64_t theirs = static_cast<uint64_t>(out[0][r].item<int64_t>());
-    if (theirs != mine) raise_mismatch(transport.getRank(), mine, r, theirs);
-  }
-}
-
 int64_t numel_of(const std::vector<at::Tensor>& tensors) {
   int64_t n = 0;
   for (const auto& t : tensors) n += t.defined() ? t.numel() : 0;
@@ -260,15 +187,11 @@ ProcessGroupHCCL::Options::Options(bool high_priority)
   if (gethostname(name, sizeof(name) - 1) == 0) host_id = name;
 }
 
-ProcessGroupHCCL::ProcessGroupHCCL(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
-                                   c10::intrusive_ptr<Options> options, const TransportFactory& make_transport)
-    : Backend(rank, size),
-      store_(std::move(store)),
-      options_(std::move(options)),
-      transport_(make_transport("hccl_transport/", rank, size)),
-      watchdog_(std::make_shared<Watchdog>(rank)) {
-  TORCH_CHECK(transport_, "ProcessGroupHCCL: no transport backend");
-  connect_shared_memory(make_transport);
+ProcessGroupHCCL::ProcessGroupHCCL(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                   c10::intrusive_ptr<Options> options, const SocketGroupFactory& make_sockets)
+    : Backend(rank, size), options_(std::move(options)), watchdog_(std::make_shared<Watchdog>(rank)) {
+  const TransportConfig config{options_->host_id, shm_slot_bytes(*options_), options_->timeout};
+  transport_ = connect_transport(*store, rank, size, config, make_sockets);
 }
 
 std::chrono::milliseconds ProcessGroupHCCL::collective_timeout(const Options& options) {
@@ -278,80 +201,6 @@ std::chrono::milliseconds ProcessGroupHCCL::collective_timeout(const Options& op
   }
   return options.timeout;
 }
-
-void ProcessGroupHCCL::connect_shared_memory(const TransportFactory& make_transport) {
-  using vnpu::hccl::ShmGroup;
-  const int rank = getRank(), size = getSize();
-  if (size < 2 || options_->host_id.empty()) return;
-  auto as_bytes = [](const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); };
-  auto as_string = [](const std::vector<uint8_t>& b) { return std::string(b.begin(), b.end()); };
-  // Every rank reads every rank's host, so all of them decide alike. Hosts
-  // are numbered in the order of their first rank; a host's first rank is
-  // its leader.
-  store_->set("hccl/host/" + std::to_string(rank), as_bytes(options_->host_id));
-  std::vector<std::string> hosts;           // host index -> identity
-  std::vector<int> host_of(size);           // rank -> host index
-  std::vector<int> local_ranks_of_mine;     // ranks on this rank's host
-  for (int r = 0; r < size; ++r) {
-    const std::string id = as_string(store_->get("hccl/host/" + std::to_string(r)));
-    auto it = std::find(hosts.begin(), hosts.end(), id);
-    host_of[r] = static_cast<int>(it - hosts.begin());
-    if (it == hosts.end()) hosts.push_back(id);
-    if (id == options_->host_id) local_ranks_of_mine.push_back(r);
-  }
-  const int host = host_of[rank];
-  const int local_size = static_cast<int>(local_ranks_of_mine.size());
-  const int local_rank = static_cast<int>(
-      std::find(local_ranks_of_mine.begin(), local_ranks_of_mine.end(), rank) - local_ranks_of_mine.begin());
-  // Shared memory needs a host with two ranks or more, and none beyond what a segment holds.
-  std::vector<int> ranks_on(hosts.size(), 0);
-  for (int h : host_of) ++ranks_on[h];
-  const int most = *std::max_element(ranks_on.begin(), ranks_on.end());
-  if (most < 2 || most > ShmGroup::kMaxRanks) return;
-
-  // The shared-memory group of this host (its first rank makes the segment).
-  const size_t slot_bytes = shm_slot_bytes(*options_);
-  const std::string key = "hccl/shm/" + std::to_string(host);
-  std::string failure;
-  if (local_size > 1) {
-    try {
-      if (local_rank == 0) {
-        shm_ = std::make_shared<ShmGroup>(ShmGroup::create(local_size, slot_bytes));
-        store_->set(key, as_bytes(shm_->address()));
-      } else {
-        shm_ = std::make_shared<ShmGroup>(ShmGroup::attach(local_rank, local_size, slot_bytes, as_string(store_->get(key))));
-      }
-    } catch (const std::exception& e) {
-      failure = e.what();
-    }
-  }
-  store_->set("hccl/shm_ok/" + std::to_string(rank), as_bytes(failure.empty() ? "1" : "0"));
-  bool all_ok = true;
-  for (int r = 0; r < size; ++r) all_ok = all_ok && as_string(store_->get("hccl/shm_ok/" + std::to_string(r))) == "1";
-  if (!all_ok) {
-    if (!failure.empty()) TORCH_WARN("ProcessGroupHCCL: no shared memory between the ranks (", failure, "); using sockets");
-    shm_.reset();
-    return;
-  }
-  if (shm_) {
-    // Zero copy when every local rank's device memory is shareable
-    // (VNPU_SHARED_DEVICE_MEMORY); otherwise the ranks copy through the slots.
-    vnpu::Runtime::instance();  // its start-up installs the shared arena on the devices
-    shm_->share_memory(vnpu::existing_shared_arena(), deadline_after(options_->timeout));
-  }
-  if (hosts.size() > 1) {
-    // Hierarchical: the hosts' leaders reduce across hosts over sockets.
-    spans_hosts_ = true;
-    if (local_rank == 0) leaders_ = make_transport("hccl_leaders/", host, static_cast<int>(hosts.size()));
-  }
-}
-
-std::string ProcessGroupHCCL::transport_name() const {
-  if (spans_hosts_) return "hierarchical";
-  return shm_ ? "shared memory" : "sockets";
-}
-
-bool ProcessGroupHCCL::uses_zero_copy() const { return shm_ != nullptr && shm_->zero_copy(); }
 
 size_t ProcessGroupHCCL::shm_slot_bytes(const Options& options) {
   // Each rank stages through two slots (double buffering) taken from its
@@ -443,7 +292,7 @@ std::vector<at::Tensor> concat(std::vector<at::Tensor> a, const std::vector<at::
 bool ProcessGroupHCCL::runs_on_caller(const std::vector<at::Tensor>& tensors, const c10::Stream& current,
                                       const c10::Stream& comm) const {
   size_t bytes = 0;
-  for (const auto& t : tensors) bytes += nbytes(t);
+  for (const auto& t : tensors) bytes += t.nbytes();
   if (bytes > kOnCallerMaxBytes || vnpu::environment().synchronous_launch()) return false;
   return runtime_stream(current).query() && runtime_stream(comm).query() && p2p_idle();
 }
@@ -544,20 +393,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::broadcast(std::vector<at::Tenso
                                                            const c10d::BroadcastOptions& opts) {
   check_single("broadcast", tensors);
   return enqueue("hccl:broadcast", c10d::OpType::BROADCAST, {}, tensors,
-                 [refs = snapshot(tensors), transport = transport_, opts, shm = one_host_shm(), timeout = collective_timeout(*options_)]() {
-                   std::vector<at::Tensor> v = views(refs);
-                   std::vector<at::Tensor> staged{v[0].is_contiguous() ? v[0] : v[0].contiguous()};
-                   if (shm) {
-                     check_in_sync(*shm, c10d::OpType::BROADCAST, staged[0], deadline_after(timeout));
-                     shm->broadcast(staged[0].data_ptr(), nbytes(staged[0]), static_cast<int>(opts.rootRank),
-                                    deadline_after(timeout));
-                   } else {
-                     check_in_sync(*transport, c10d::OpType::BROADCAST, staged[0]);
-                     c10d::BroadcastOptions o = opts;
-                     o.rootTensor = 0;
-                     wait_transport(transport->broadcast(staged, o));
-                   }
-                   if (!staged[0].is_same(v[0])) v[0].copy_(staged[0]);
+                 [refs = snapshot(tensors), transport = transport_, opts, timeout = collective_timeout(*options_)]() {
+                   const at::Tensor target = refs[0].view();
+                   const at::Tensor staged = target.is_contiguous() ? target : target.contiguous();
+                   transport->broadcast(staged, opts, timeout);
+                   if (!staged.is_same(target)) target.copy_(staged);
                  });
 }
 
@@ -567,33 +407,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce(std::vector<at::Tenso
   check_reduction("allreduce", opts.reduceOp, tensors[0]);
   return enqueue("hccl:all_reduce", c10d::OpType::ALLREDUCE, {}, tensors,
                  [refs = snapshot(tensors), transport = transport_, op = opts.reduceOp, size = getSize(),
-                  shm = shm_, leaders = leaders_, hierarchical = spans_hosts_, timeout = collective_timeout(*options_)]() {
+                  timeout = collective_timeout(*options_)]() {
                    const at::Tensor target = refs[0].view();
-                   std::vector<at::Tensor> staged{staged_input(target, op, false)};
-                   const ReduceOp reduce = transport_op(op, staged[0]);
-                   auto over_shm = [&](vnpu::hccl::ShmGroup& group) {
-                     group.allreduce(staged[0].data_ptr(), nbytes(staged[0]), staged[0].element_size(),
-                                     reducer(staged[0].scalar_type(), reduce.op_), deadline_after(timeout));
-                   };
-                   auto over_sockets = [&](c10d::Backend& group) {
-                     c10d::AllreduceOptions o;
-                     o.reduceOp = reduce;
-                     wait_transport(group.allreduce(staged, o));
-                   };
-                   if (hierarchical) {
-                     check_in_sync(*transport, c10d::OpType::ALLREDUCE, staged[0]);
-                     // Reduce inside the host, across hosts between the leaders, back to the host.
-                     if (shm) over_shm(*shm);
-                     if (leaders) over_sockets(*leaders);
-                     if (shm) shm->broadcast(staged[0].data_ptr(), nbytes(staged[0]), 0, deadline_after(timeout));
-                   } else if (shm) {
-                     check_in_sync(*shm, c10d::OpType::ALLREDUCE, staged[0], deadline_after(timeout));
-                     over_shm(*shm);
-                   } else {
-                     check_in_sync(*transport, c10d::OpType::ALLREDUCE, staged[0]);
-                     over_sockets(*transport);
-                   }
-                   finish_reduction(staged[0], target, op, size);
+                   const at::Tensor staged = staged_input(target, op, false);
+                   transport->allreduce(staged, transport_op(op, staged), timeout);
+                   finish_reduction(staged, target, op, size);
                  });
 }
 
@@ -604,11 +422,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce_coalesced(std::vector
                  [refs = snapshot(tensors), transport = transport_, op = opts.reduceOp, size = getSize()]() {
                    for (const TensorRef& ref : refs) {
                      const at::Tensor target = ref.view();
-                     std::vector<at::Tensor> staged{staged_input(target, op, false)};
-                     c10d::AllreduceOptions o;
-                     o.reduceOp = transport_op(op, staged[0]);
-                     wait_transport(transport->allreduce(staged, o));
-                     finish_reduction(staged[0], target, op, size);
+                     const at::Tensor staged = staged_input(target, op, false);
+                     transport->allreduce_coalesced(staged, transport_op(op, staged));
+                     finish_reduction(staged, target, op, size);
                    }
                  });
 }
@@ -623,12 +439,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce(std::vector<at::Tensor>&
                   root_rank = opts.rootRank, root]() {
                    const at::Tensor target = refs[0].view();
                    // Only the root's tensor receives the result.
-                   std::vector<at::Tensor> staged{staged_input(target, op, !root)};
-                   c10d::ReduceOptions o;
-                   o.reduceOp = transport_op(op, staged[0]);
-                   o.rootRank = root_rank;
-                   wait_transport(transport->reduce(staged, o));
-                   if (root) finish_reduction(staged[0], target, op, size);
+                   const at::Tensor staged = staged_input(target, op, !root);
+                   transport->reduce(staged, transport_op(op, staged), root_rank);
+                   if (root) finish_reduction(staged, target, op, size);
                  });
 }
 
@@ -645,14 +458,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather(std::vector<std::vect
   }
   return enqueue("hccl:all_gather", c10d::OpType::ALLGATHER, inputs, outputs[0],
                  [in = snapshot(inputs), out = snapshot(outputs[0]), transport = transport_]() {
-                   std::vector<at::Tensor> input{in[0].view().contiguous()};
-                   std::vector<at::Tensor> targets = views(out);
-                   std::vector<std::vector<at::Tensor>> staged(1);
-                   for (const auto& t : targets) staged[0].push_back(t.is_contiguous() ? t : at::empty_like(
-                       t, at::MemoryFormat::Contiguous));
-                   wait_transport(transport->allgather(staged, input));
+                   const at::Tensor input = in[0].view().contiguous();
+                   const std::vector<at::Tensor> targets = views(out);
+                   std::vector<at::Tensor> staged;
+                   for (const auto& t : targets) {
+                     staged.push_back(t.is_contiguous() ? t : at::empty_like(t, at::MemoryFormat::Contiguous));
+                   }
+                   transport->allgather(staged, input);
                    for (size_t i = 0; i < targets.size(); ++i) {
-                     if (!staged[0][i].is_same(targets[i])) targets[i].copy_(staged[0][i]);
+                     if (!staged[i].is_same(targets[i])) targets[i].copy_(staged[i]);
                    }
                  });
 }
@@ -665,20 +479,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_allgather_base(at::Tensor& out
   TORCH_CHECK(output.scalar_type() == input.scalar_type(),
               "ProcessGroupHCCL all_gather_into_tensor: output and input must have the same dtype");
   return enqueue("hccl:all_gather_into_tensor", c10d::OpType::_ALLGATHER_BASE, {input}, {output},
-                 [in = TensorRef(input), out = TensorRef(output), transport = transport_, shm = one_host_shm(),
+                 [in = TensorRef(input), out = TensorRef(output), transport = transport_,
                   timeout = collective_timeout(*options_)]() {
                    // Flat on both sides: the output is the ranks' inputs end to end.
                    at::Tensor input = in.view().reshape({-1});
                    const at::Tensor target = out.view();
                    at::Tensor staged = target.is_contiguous() ? target.view({-1}) : at::empty({target.numel()},
                                                                                              target.options());
-                   if (shm) {
-                     check_in_sync(*shm, c10d::OpType::_ALLGATHER_BASE, input, deadline_after(timeout));
-                     shm->allgather(input.data_ptr(), nbytes(input), staged.data_ptr(), deadline_after(timeout));
-                   } else {
-                     check_in_sync(*transport, c10d::OpType::_ALLGATHER_BASE, input);
-                     wait_transport(transport->_allgather_base(staged, input));
-                   }
+                   transport->allgather_into_tensor(staged, input, timeout);
                    if (!target.is_contiguous()) target.copy_(staged.view(target.sizes()));
                  });
 }
@@ -694,7 +502,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather_into_tensor_coalesced
                      const at::Tensor target = out[i].view();
                      at::Tensor staged = target.is_contiguous() ? target.view({-1}) : at::empty({target.numel()},
                                                                                                target.options());
-                     wait_transport(transport->_allgather_base(staged, input));
+                     transport->allgather_into_tensor_coalesced(staged, input);
                      if (!target.is_contiguous()) target.copy_(staged.view(target.sizes()));
                    }
                  });
@@ -714,13 +522,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::gather(std::vector<std::vector<
               "ProcessGroupHCCL gather: the root needs a list of ", getSize(), " output tensors");
   return enqueue("hccl:gather", c10d::OpType::GATHER, inputs, targets,
                  [in = snapshot(inputs), out = snapshot(targets), transport = transport_, size = getSize()]() {
-                   at::Tensor input = in[0].view().contiguous();
-                   std::vector<std::vector<at::Tensor>> gathered(1);
-                   for (int i = 0; i < size; ++i) gathered[0].push_back(at::empty_like(input));
-                   std::vector<at::Tensor> inputs{input};
-                   wait_transport(transport->allgather(gathered, inputs));
+                   const at::Tensor input = in[0].view().contiguous();
+                   std::vector<at::Tensor> gathered;
+                   for (int i = 0; i < size; ++i) gathered.push_back(at::empty_like(input));
+                   transport->allgather(gathered, input);
                    const std::vector<at::Tensor> targets = views(out);
-                   for (size_t i = 0; i < targets.size(); ++i) targets[i].copy_(gathered[0][i]);
+                   for (size_t i = 0; i < targets.size(); ++i) targets[i].copy_(gathered[i]);
                  });
 }
 
@@ -733,14 +540,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::scatter(std::vector<at::Tensor>
   return enqueue("hccl:scatter", c10d::OpType::SCATTER, sources, outputs,
                  [in = snapshot(sources), out = snapshot(outputs), transport = transport_, opts]() {
                    const at::Tensor target = out[0].view();
-                   std::vector<at::Tensor> staged{target.is_contiguous() ? target : target.contiguous()};
-                   std::vector<std::vector<at::Tensor>> sources;
-                   if (!in.empty()) {
-                     sources.emplace_back();
-                     for (const auto& t : views(in)) sources[0].push_back(t.contiguous());
-                   }
-                   wait_transport(transport->scatter(staged, sources, opts));
-                   if (!staged[0].is_same(target)) target.copy_(staged[0]);
+                   const at::Tensor staged = target.is_contiguous() ? target : target.contiguous();
+                   std::vector<at::Tensor> sources;  // the root's; empty elsewhere
+                   for (const auto& t : views(in)) sources.push_back(t.contiguous());
+                   transport->scatter(staged, sources, opts);
+                   if (!staged.is_same(target)) target.copy_(staged);
                  });
 }
 
@@ -755,16 +559,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter(std::vector<at::
                  [in = snapshot(inputs[0]), out = snapshot(outputs), transport = transport_, op = opts.reduceOp,
                   size = getSize()]() {
                    const at::Tensor target = out[0].view();
-                   std::vector<std::vector<at::Tensor>> staged_in(1);
-                   for (const auto& t : views(in)) staged_in[0].push_back(staged_input(t, op, false));
-                   std::vector<at::Tensor> staged_out{staged_in[0][0].scalar_type() == target.scalar_type() &&
-                                                              target.is_contiguous()
-                                                          ? target
-                                                          : at::empty_like(staged_in[0][0])};
-                   c10d::ReduceScatterOptions o;
-                   o.reduceOp = transport_op(op, staged_out[0]);
-                   wait_transport(transport->reduce_scatter(staged_out, staged_in, o));
-                   finish_reduction(staged_out[0], target, op, size);
+                   std::vector<at::Tensor> staged_in;
+                   for (const auto& t : views(in)) staged_in.push_back(staged_input(t, op, false));
+                   const at::Tensor staged_out =
+                       staged_in[0].scalar_type() == target.scalar_type() && target.is_contiguous()
+                           ? target
+                           : at::empty_like(staged_in[0]);
+                   transport->reduce_scatter(staged_out, staged_in, transport_op(op, staged_out));
+                   finish_reduction(staged_out, target, op, size);
                  });
 }
 
@@ -778,24 +580,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_reduce_scatter_base(at::Tensor
   check_reduction("reduce_scatter", opts.reduceOp, output);
   return enqueue("hccl:reduce_scatter_tensor", c10d::OpType::_REDUCE_SCATTER_BASE, {input}, {output},
                  [in = TensorRef(input), out = TensorRef(output), transport = transport_, op = opts.reduceOp,
-                  size = getSize(), shm = one_host_shm(), timeout = collective_timeout(*options_)]() {
+                  size = getSize(), timeout = collective_timeout(*options_)]() {
                    const at::Tensor target = out.view();
                    at::Tensor staged_in = staged_input(in.view(), op, false).view({-1});
                    at::Tensor staged_out = staged_in.scalar_type() == target.scalar_type() && target.is_contiguous()
                                                ? target.view({-1})
                                                : at::empty({target.numel()}, staged_in.options());
-                   const ReduceOp reduce = transport_op(op, staged_out);
-                   if (shm) {
-                     check_in_sync(*shm, c10d::OpType::_REDUCE_SCATTER_BASE, staged_out, deadline_after(timeout));
-                     shm->reduce_scatter(staged_in.data_ptr(), nbytes(staged_out), staged_out.data_ptr(),
-                                         staged_out.element_size(), reducer(staged_out.scalar_type(), reduce.op_),
-                                         deadline_after(timeout));
-                   } else {
-                     check_in_sync(*transport, c10d::OpType::_REDUCE_SCATTER_BASE, staged_out);
-                     c10d::ReduceScatterOptions o;
-                     o.reduceOp = reduce;
-                     wait_transport(transport->_reduce_scatter_base(staged_out, staged_in, o));
-                   }
+                   transport->reduce_scatter_tensor(staged_out, staged_in, transport_op(op, staged_out), timeout);
                    finish_reduction(staged_out, target, op, size);
                  });
 }
@@ -812,9 +603,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter_tensor_coalesced
                      const at::Tensor target = out[i].view();
                      at::Tensor staged_in = staged_input(in[i].view(), op, false).view({-1});
                      at::Tensor staged_out = at::empty({target.numel()}, staged_in.options());
-                     c10d::ReduceScatterOptions o;
-                     o.reduceOp = transport_op(op, staged_out);
-                     wait_transport(transport->_reduce_scatter_base(staged_out, staged_in, o));
+                     transport->reduce_scatter_tensor_coalesced(staged_out, staged_in, transport_op(op, staged_out));
                      finish_reduction(staged_out, target, op, size);
                    }
                  });
@@ -836,11 +625,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall_base(at::Tensor& outpu
   }
   return enqueue("hccl:all_to_all_single", c10d::OpType::ALLTOALL_BASE, {input}, {output},
                  [in = TensorRef(input), out = TensorRef(output), transport = transport_, out_splits = output_split_sizes,
-                  in_splits = input_split_sizes, opts]() mutable {
-                   at::Tensor input = in.view().contiguous();
+                  in_splits = input_split_sizes, opts]() {
+                   const at::Tensor input = in.view().contiguous();
                    const at::Tensor target = out.view();
-                   at::Tensor staged = target.is_contiguous() ? target : target.contiguous();
-                   wait_transport(transport->alltoall_base(staged, input, out_splits, in_splits, opts));
+                   const at::Tensor staged = target.is_contiguous() ? target : target.contiguous();
+                   transport->alltoall_base(staged, input, out_splits, in_splits, opts);
                    if (!staged.is_same(target)) target.copy_(staged);
                  });
 }
@@ -857,7 +646,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall(std::vector<at::Tensor
                    const std::vector<at::Tensor> targets = views(out);
                    std::vector<at::Tensor> staged;
                    for (const auto& t : targets) staged.push_back(t.is_contiguous() ? t : t.contiguous());
-                   wait_transport(transport->alltoall(staged, sources, opts));
+                   transport->alltoall(staged, sources, opts);
                    for (size_t i = 0; i < targets.size(); ++i) {
                      if (!staged[i].is_same(targets[i])) targets[i].copy_(staged[i]);
                    }
@@ -882,11 +671,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::send(std::vector<at::Tensor>& t
       "hccl:send", c10d::OpType::SEND, tensors, {},
       [ref = TensorRef(tensors[0]), transport = transport_, pending, dst_rank, tag]() {
         pending->staged = ref.view().contiguous();
-        std::vector<at::Tensor> staged{pending->staged};
-        pending->work = transport->send(staged, dst_rank, tag);
+        pending->work = transport->send(pending->staged, dst_rank, tag);
       },
       [pending]() {
-        wait_transport(pending->work);
+        pending->work->wait();
         *pending = PendingP2P();
       });
 }
@@ -899,11 +687,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::recv(std::vector<at::Tensor>& t
       [ref = TensorRef(tensors[0]), transport = transport_, pending, src_rank, tag]() {
         pending->target = ref.view();
         pending->staged = pending->target.is_contiguous() ? pending->target : pending->target.contiguous();
-        std::vector<at::Tensor> staged{pending->staged};
-        pending->work = transport->recv(staged, src_rank, tag);
+        pending->work = transport->recv(pending->staged, src_rank, tag);
       },
       [pending]() {
-        wait_transport(pending->work);
+        pending->work->wait();
         if (!pending->staged.is_same(pending->target)) pending->target.copy_(pending->staged);
         *pending = PendingP2P();
       });

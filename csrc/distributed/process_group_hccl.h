@@ -4,15 +4,18 @@
 // dedicated stream of the tensors' device), ordered after the work already
 // queued on the caller's current stream, exactly like a kernel. The task runs
 // the collective over CPU views of the device buffers (device memory is host
-// memory) through a transport backend; the returned WorkHCCL completes when
+// memory) through the group's Transport; the returned WorkHCCL completes when
 // that task has, and wait() makes the current stream wait for it (as
 // ProcessGroupNCCL does), without blocking the host.
 //
-// The transport is PyTorch's ProcessGroupGloo (created by the bindings, which
-// own Python; this library includes no gloo header). HCCL's own rules sit on
-// top: its ReduceOps (AVG = SUM then divide, PREMUL_SUM = scale then SUM,
-// bool SUM = MAX, BAND/BOR/BXOR rejected), its reduction dtypes, its
-// messages, and gather implemented with a warning.
+// The transport (transport.h) is chosen once, when the group is made, from
+// where its ranks run: shared memory on one host, hierarchical over hosts of
+// several ranks, sockets (PyTorch's ProcessGroupGloo, which the bindings
+// make; this library includes no gloo header) otherwise. The collectives here
+// never choose a route; around the transport they apply HCCL's rules: its
+// ReduceOps (AVG = SUM then divide, PREMUL_SUM = scale then SUM, bool SUM =
+// MAX, BAND/BOR/BXOR rejected), reduction dtypes and messages, and gather
+// implemented with a warning.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -22,15 +25,12 @@
 #include <c10/core/Event.h>
 #include <c10/core/Stream.h>
 
-#include <functional>
+#include "csrc/distributed/transport.h"
+
 #include <map>
 #include <memory>
 #include <string>
 #include <variant>
-
-namespace vnpu::hccl {
-class ShmGroup;
-}
 
 namespace torch_npu {
 
@@ -55,15 +55,10 @@ class ProcessGroupHCCL : public c10d::Backend {
     std::string host_id;
   };
 
-  // Makes a socket transport (ProcessGroupGloo) over a prefix of the store
-  // for `size` ranks: the whole group's ("hccl_transport/"), and the hosts'
-  // leaders' ("hccl_leaders/") when the group spans hosts. Only called while
-  // the group is constructed.
-  using TransportFactory =
-      std::function<c10::intrusive_ptr<c10d::Backend>(const std::string& prefix, int rank, int size)>;
-
-  ProcessGroupHCCL(c10::intrusive_ptr<c10d::Store> store, int rank, int size, c10::intrusive_ptr<Options> options,
-                   const TransportFactory& make_transport);
+  // Connects the group's transport (connect_transport: a collective over the
+  // group, through `store`); `make_sockets` makes its ProcessGroupGloos.
+  ProcessGroupHCCL(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                   c10::intrusive_ptr<Options> options, const SocketGroupFactory& make_sockets);
 
   // How long a collective may take: the group's timeout, or HCCL_EXEC_TIMEOUT
   // when that is set, non-zero and earlier.
@@ -75,11 +70,11 @@ class ProcessGroupHCCL : public c10d::Backend {
   const std::string getBackendName() const override { return "hccl"; }
   c10::intrusive_ptr<c10d::Backend::Options> getBackendOptions() override { return options_; }
   const c10::intrusive_ptr<Options>& options() const { return options_; }
-  bool uses_shared_memory() const { return shm_ != nullptr; }
+  bool uses_shared_memory() const { return transport_->uses_shared_memory(); }
   // "shared memory" (one host), "hierarchical" (hosts of several ranks) or "sockets".
-  std::string transport_name() const;
+  std::string transport_name() const { return transport_->name(); }
   // Shared memory that reads the peers' device buffers directly (VNPU_SHARED_DEVICE_MEMORY).
-  bool uses_zero_copy() const;
+  bool uses_zero_copy() const { return transport_->uses_zero_copy(); }
   bool supportsCoalescing() const override { return false; }
   void setSequenceNumberForGroup() override {}
   uint64_t getSequenceNumberForGroup() override { return seq_; }
@@ -148,21 +143,9 @@ class ProcessGroupHCCL : public c10d::Backend {
                       const c10::Stream& comm) const;
   bool p2p_idle() const;
 
-  // The transports: shared memory among the ranks of this rank's host
-  // (shm_), and when the group spans hosts, sockets among the hosts'
-  // leaders (leaders_, on leaders only) for the hierarchical all-reduce.
-  void connect_shared_memory(const TransportFactory& make_transport);
-  // The shared-memory group when it holds the whole group, else null: the
-  // collectives other than all-reduce use it only then.
-  std::shared_ptr<vnpu::hccl::ShmGroup> one_host_shm() const { return spans_hosts_ ? nullptr : shm_; }
-
-  c10::intrusive_ptr<c10d::Store> store_;
-  std::shared_ptr<vnpu::hccl::ShmGroup> shm_;
   c10::intrusive_ptr<Options> options_;
-  c10::intrusive_ptr<c10d::Backend> transport_;
-  c10::intrusive_ptr<c10d::Backend> leaders_;  // hierarchical, on a host's leader
-  bool spans_hosts_ = false;                    // hierarchical: shm_ is this host's ranks only
-  std::shared_ptr<Watchdog> watchdog_;  // shared with the queued collectives
+  std::shared_ptr<Watchdog> watchdog_;    // shared with the queued collectives
+  std::shared_ptr<Transport> transport_;  // shared with the queued collectives; never null
   std::map<c10::DeviceIndex, c10::Stream> comm_streams_;
   std::map<c10::DeviceIndex, c10::Stream> p2p_wait_streams_;
   uint64_t seq_ = 0;            // guarded by issue_mutex_

@@ -1,5 +1,5 @@
 // torch_npu._C._distributed_c10d: ProcessGroupHCCL and its Options, as real
-// torch_npu exposes them. The constructors build the transport
+// torch_npu exposes them. The constructors make the transport's sockets
 // (torch.distributed.ProcessGroupGloo on a prefix of the same store): the
 // distributed library itself includes no gloo header and runs no Python.
 #include <torch/csrc/utils/pybind.h>
@@ -18,9 +18,9 @@ namespace {
 using Options = ProcessGroupHCCL::Options;
 
 // A ProcessGroupGloo over `prefix` of the group's store.
-c10::intrusive_ptr<c10d::Backend> make_transport(const c10::intrusive_ptr<c10d::Store>& store,
-                                                 const std::string& prefix, int rank, int size,
-                                                 std::chrono::milliseconds timeout) {
+c10::intrusive_ptr<c10d::Backend> make_sockets(const c10::intrusive_ptr<c10d::Store>& store,
+                                               const std::string& prefix, int rank, int size,
+                                               std::chrono::milliseconds timeout) {
   py::module dist = py::module::import("torch.distributed");
   py::object prefixed = dist.attr("PrefixStore")(prefix, py::cast(store));
   py::object gloo = dist.attr("ProcessGroupGloo")(prefixed, rank, size, timeout);
@@ -33,8 +33,8 @@ c10::intrusive_ptr<ProcessGroupHCCL> make_group(const c10::intrusive_ptr<c10d::S
               size);
   const auto timeout = ProcessGroupHCCL::collective_timeout(*options);
   return c10::make_intrusive<ProcessGroupHCCL>(
-      store, rank, size, options, [&](const std::string& prefix, int transport_rank, int transport_size) {
-        return make_transport(store, prefix, transport_rank, transport_size, timeout);
+      store, rank, size, options, [&](const std::string& prefix, int sockets_rank, int sockets_size) {
+        return make_sockets(store, prefix, sockets_rank, sockets_size, timeout);
       });
 }
 
