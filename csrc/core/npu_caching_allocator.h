@@ -24,9 +24,10 @@
 #include <string>
 #include <vector>
 
-#include <vnpu/caching_allocator.h>
+#include <vnpu/allocator_stats.h>
 
 namespace vnpu {
+class CachingAllocator;
 class DeviceAllocator;
 }  // namespace vnpu
 

@@ -15,11 +15,12 @@
 #include <utility>
 #include <vector>
 
-#include <vnpu/caching_allocator.h>
+#include <vnpu/allocator_stats.h>
 
 namespace vnpu {
+class CachingAllocator;
 class Stream;
-}
+}  // namespace vnpu
 
 namespace torch_npu {
 
