@@ -324,16 +324,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue(const char* name, c10d:
   const bool on_caller = runs_on_caller(all, current_stream(device), comm);
   if (on_caller) {
     // Note [Small collectives on idle streams run on the caller].
-    auto task = watched(std::forward<Body>(body), info, watchdog_);
-    KernelOutputs written(outputs);
-    try {
-      vnpu::HostWaitScope waiting_for_peers;  // no GIL held while the peers arrive
-      run_stage_two(name, numel_of(all), StageTwoMode::kOnCaller, &written,
-                    [](void* p) { (*static_cast<decltype(task)*>(p))(); }, &task);
-    } catch (...) {
-      written.poison();
-      throw;
-    }
+    vnpu::HostWaitScope waiting_for_peers;  // no GIL held while the peers arrive
+    launch_on_caller(name, KernelOutputs(outputs), launch_snapshot(all),
+                     watched(std::forward<Body>(body), info, watchdog_));
   } else {
     order_after(current_stream(device), comm);  // after the caller's queued kernels, like a kernel
     record_on(all, comm);

@@ -103,4 +103,22 @@ void launch_queued(c10::DeviceIndex device, const char* op, KernelOutputs output
   submit_queued_kernel(device, task, vnpu::erase(task));
 }
 
+// Runs `fn` as stage 2 right now on the calling thread, outside any stream:
+// for work whose streams the caller saw idle and that must not pay a queue
+// round trip (small collectives, Note [Small collectives on idle streams
+// run on the caller] in csrc/distributed/process_group_hccl.cpp). Errors
+// propagate as raised, and poison `outputs`. With launch() and
+// launch_queued(), the only ways into stage 2.
+template <typename F>
+void launch_on_caller(const char* op, KernelOutputs outputs, const LaunchSnapshot& snap, F&& fn) {
+  using Fn = std::decay_t<F>;
+  KernelTask<Fn> task{{op, snap.work(), std::move(outputs), StageTwoMode::kOnCaller}, Fn(std::forward<F>(fn))};
+  try {
+    task();
+  } catch (...) {
+    task.outputs.poison();
+    throw;
+  }
+}
+
 }  // namespace torch_npu
