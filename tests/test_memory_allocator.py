@@ -507,6 +507,17 @@ def test_caching_allocator_alloc_on_a_stream():
         torch.npu.caching_allocator_alloc(16, 0, "stream")
 
 
+def test_caching_allocator_delete_refuses_a_tensors_memory():
+    t = torch.arange(1000, dtype=torch.float32, device="npu")
+    allocated = torch.npu.memory_allocated()
+    with pytest.raises(ValueError, match="not allocated by caching_allocator_alloc"):
+        torch.npu.caching_allocator_delete(t.data_ptr())
+    assert torch.npu.memory_allocated() == allocated
+    other = torch.full((1000,), -1.0, device="npu")  # would reuse the block had it been freed
+    torch.testing.assert_close(t.cpu(), torch.arange(1000, dtype=torch.float32))
+    del other
+
+
 def test_empty_cache_keeps_live_tensors_and_queued_work():
     x = torch.arange(3 * MB // 4, dtype=torch.float32, device="npu")
     total = x.sum()  # queued

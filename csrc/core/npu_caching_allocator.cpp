@@ -5,7 +5,9 @@
 #include <torch/library.h>
 
 #include <cstring>
+#include <mutex>
 #include <string>
+#include <unordered_set>
 
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_error.h"
@@ -135,6 +137,11 @@ class NpuCachingAllocator final : public c10::DeviceAllocator {
 
 NpuCachingAllocator g_allocator;
 
+// What caching_allocator_alloc handed out and caching_allocator_delete may
+// free (every other block belongs to a tensor).
+std::mutex g_raw_mutex;
+std::unordered_set<void*> g_raw_blocks;  // guarded by g_raw_mutex
+
 }  // namespace
 
 c10::Allocator* npu_caching_allocator() { return &g_allocator; }
@@ -248,12 +255,21 @@ void* raw_alloc(size_t bytes, const c10::Stream& stream) {
   check_device_index(device);
   vnpu::CachingAllocator& allocator = ordinary_allocator(device);
   vnpu::Block* block = with_torch_errors([&] { return allocator.allocate(bytes, runtime_stream(stream)); });
-  return vnpu::CachingAllocator::address(block);
+  void* ptr = vnpu::CachingAllocator::address(block);
+  std::lock_guard<std::mutex> lock(g_raw_mutex);
+  g_raw_blocks.insert(ptr);
+  return ptr;
 }
 
 void raw_delete(void* ptr) {
   if (ptr == nullptr) return;
-  NPU_CHECK_WITH(ValueError, ErrCode::kPtr, free_if_npu_block(ptr),
+  bool ours = false;
+  {
+    std::lock_guard<std::mutex> lock(g_raw_mutex);
+    ours = g_raw_blocks.erase(ptr) > 0;
+  }
+  // A tensor's memory is not the caller's to free: it stays with its tensor.
+  NPU_CHECK_WITH(ValueError, ErrCode::kPtr, ours && free_if_npu_block(ptr),
                  "caching_allocator_delete: pointer was not allocated by caching_allocator_alloc");
 }
 
