@@ -30,6 +30,7 @@ and says who holds the session and what to do.
 import functools
 import threading
 
+import torch.autograd as _torch_autograd
 import torch.autograd.profiler as _autograd_profiler
 
 _lock = threading.Lock()
@@ -99,6 +100,22 @@ def _unclaim_kineto(autograd_profile, restore=None):
             _kineto_owner = restore
 
 
+def _return_kineto_to_idle(profile):
+    """Closes the Kineto session a failed start left prepared (or running).
+
+    Left prepared, Kineto keeps that session's configuration, and the next
+    session records host ops but no device activity. Running it for nothing
+    and stopping it returns Kineto to idle. Best effort: the caller re-raises
+    the start's own error, which is the one the user must see.
+    """
+    try:
+        if not _torch_autograd._profiler_enabled():
+            _torch_autograd._enable_profiler(profile.config(), profile.kineto_activities)
+        _torch_autograd._disable_profiler()
+    except Exception:  # noqa: BLE001 - the start's error is re-raised instead
+        pass
+
+
 def _guard_start(method):
     @functools.wraps(method)
     def guarded(self, *args, **kwargs):
@@ -110,6 +127,7 @@ def _guard_start(method):
             # leaves no session: drop its claim rather than restore it.
             if previous is not None and previous.holder is self:
                 previous = None
+                _return_kineto_to_idle(self)
             _unclaim_kineto(self, restore=previous)
             raise
     guarded._npu_session_guard = True
