@@ -54,6 +54,8 @@ vnpu::Stream& runtime_stream(const c10::Stream& stream) {
   return lookup(device, static_cast<int>(id));
 }
 
+bool stream_idle(const c10::Stream& stream) { return runtime_stream(stream).query(); }
+
 vnpu::Stream& current_runtime_stream(c10::DeviceIndex device) {
   // Fast path for kernel launches: the device index came from a live tensor,
   // so it is valid and the stream usually cached.

@@ -21,6 +21,9 @@ namespace torch_npu {
 
 // The runtime stream behind a c10::Stream of device type npu.
 vnpu::Stream& runtime_stream(const c10::Stream& stream);
+// True when every task queued on `stream` has run. Unlike c10::Stream::query
+// it reports no synchronization to the NPU Sanitizer (nothing waited).
+bool stream_idle(const c10::Stream& stream);
 
 // The calling thread's current stream on `device` (-1: current device).
 c10::Stream current_stream(c10::DeviceIndex device = -1);

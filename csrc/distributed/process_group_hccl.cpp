@@ -9,7 +9,6 @@
 #include "csrc/launch/launch.h"
 #include <vnpu/environment.h>
 #include <vnpu/host_wait.h>
-#include <vnpu/stream.h>
 
 #include <unistd.h>
 
@@ -294,13 +293,13 @@ bool ProcessGroupHCCL::runs_on_caller(const std::vector<at::Tensor>& tensors, co
   size_t bytes = 0;
   for (const auto& t : tensors) bytes += t.nbytes();
   if (bytes > kOnCallerMaxBytes || vnpu::environment().synchronous_launch()) return false;
-  return runtime_stream(current).query() && runtime_stream(comm).query() && p2p_idle();
+  return stream_idle(current) && stream_idle(comm) && p2p_idle();
 }
 
 bool ProcessGroupHCCL::p2p_idle() const {
   std::lock_guard<std::mutex> lock(mutex_);
   for (const auto& [device, stream] : p2p_wait_streams_) {
-    if (!runtime_stream(stream).query()) return false;
+    if (!stream_idle(stream)) return false;
   }
   return true;
 }

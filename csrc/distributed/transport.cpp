@@ -4,11 +4,11 @@
 
 #include <c10/util/Exception.h>
 #include <vnpu/hccl/shm_group.h>
-#include <vnpu/runtime.h>
 #include <vnpu/shared_arena.h>
 
 #include <algorithm>
 
+#include "csrc/core/npu_device.h"
 #include "csrc/distributed/hierarchical_transport.h"
 #include "csrc/distributed/shm_transport.h"
 #include "csrc/distributed/socket_transport.h"
@@ -101,7 +101,7 @@ std::shared_ptr<Transport> connect_transport(c10d::Store& store, int rank, int s
   if (shm) {
     // Zero copy when every local rank's device memory is shareable
     // (VNPU_SHARED_DEVICE_MEMORY); otherwise the ranks copy through the slots.
-    vnpu::Runtime::instance();  // its start-up installs the shared arena on the devices
+    (void)device_count();  // the runtime's start-up installs the shared arena on the devices
     shm->share_memory(vnpu::existing_shared_arena(), std::chrono::steady_clock::now() + config.timeout);
   }
   if (hosts.size() == 1) return std::make_shared<ShmTransport>(sockets, shm);
