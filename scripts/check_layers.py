@@ -10,6 +10,11 @@
     csrc/distributed  the hccl backend, a sibling of ops: core, launch, c10d.
     csrc/graph   graph mode (compiled kernels on streams), a sibling of ops: core, launch.
     csrc/profiler  device activity for torch.profiler (Kineto): core and the runtime's trace hook.
+    csrc/api   torch_npu's public C++ API and the ACL runtime API for
+               extensions (torch_npu/include): core, launch, graph, the
+               runtime (as <vnpu/...>) and the public headers.
+    torch_npu/include  the public headers extensions compile against: torch
+               and themselves only (no csrc/, no vnpu/).
     csrc/python  the bindings: everything below, but the runtime only through
                the adaptor (no vnpu::Runtime, vnpu::Device or <vnpu/runtime.h>).
 
@@ -29,18 +34,21 @@ INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]')
 TORCH = ("ATen/", "c10/", "torch/", "caffe2/", "pybind11/", "Python.h")
 RULES = {
     "runtime": (["runtime/include", "runtime/src", "runtime/tests"], TORCH + ("csrc/",)),
-    "core": (["csrc/core"], ("csrc/launch/", "csrc/ops/", "csrc/amp/", "csrc/python/", "csrc/distributed/", "csrc/graph/",
+    "core": (["csrc/core"], ("csrc/api/", "csrc/launch/", "csrc/ops/", "csrc/amp/", "csrc/python/", "csrc/distributed/", "csrc/graph/",
                              "runtime/include/")),
-    "launch": (["csrc/launch"], ("csrc/ops/", "csrc/amp/", "csrc/python/", "csrc/distributed/", "csrc/graph/",
+    "launch": (["csrc/launch"], ("csrc/api/", "csrc/ops/", "csrc/amp/", "csrc/python/", "csrc/distributed/", "csrc/graph/",
                                  "csrc/profiler/", "runtime/include/", "pybind11/", "Python.h")),
-    "ops": (["csrc/ops", "csrc/amp"], ("csrc/python/", "csrc/distributed/", "csrc/graph/", "runtime/include/")),
-    "distributed": (["csrc/distributed"], ("csrc/python/", "csrc/ops/", "csrc/amp/", "runtime/include/", "pybind11/",
+    "ops": (["csrc/ops", "csrc/amp"], ("csrc/api/", "csrc/python/", "csrc/distributed/", "csrc/graph/", "runtime/include/")),
+    "distributed": (["csrc/distributed"], ("csrc/api/", "csrc/python/", "csrc/ops/", "csrc/amp/", "runtime/include/", "pybind11/",
                                            "Python.h")),
-    "graph": (["csrc/graph"], ("csrc/python/", "csrc/ops/", "csrc/amp/", "csrc/distributed/", "runtime/include/",
+    "graph": (["csrc/graph"], ("csrc/api/", "csrc/python/", "csrc/ops/", "csrc/amp/", "csrc/distributed/", "runtime/include/",
                                "pybind11/", "Python.h")),
-    "profiler": (["csrc/profiler"], ("csrc/python/", "csrc/distributed/", "csrc/graph/", "csrc/launch/", "csrc/ops/",
+    "profiler": (["csrc/profiler"], ("csrc/api/", "csrc/python/", "csrc/distributed/", "csrc/graph/", "csrc/launch/", "csrc/ops/",
                                      "runtime/include/",
                                      "pybind11/", "Python.h")),
+    "api": (["csrc/api"], ("csrc/ops/", "csrc/amp/", "csrc/python/", "csrc/distributed/", "csrc/profiler/",
+                           "runtime/include/", "pybind11/", "Python.h")),
+    "public headers": (["torch_npu/include"], ("csrc/", "vnpu/", "runtime/", "pybind11/", "Python.h")),
     "python": (["csrc/python"], ("runtime/include/", "vnpu/runtime.h", "vnpu/stream.h")),
 }
 # Names the bindings may not touch: they reach the runtime through csrc/core.

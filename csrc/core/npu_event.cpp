@@ -33,6 +33,11 @@ void destroy_event(void* event) noexcept {
   delete static_cast<vnpu::Event*>(event);
 }
 
+bool is_live_event(const void* event) {
+  std::lock_guard<std::mutex> lock(g_events_mutex);
+  return g_live_events.count(event) != 0;
+}
+
 double elapsed_time_between(uintptr_t start_id, uintptr_t end_id) {
   NPU_CHECK_WITH(ValueError, ErrCode::kValue, start_id != 0 && end_id != 0,
                  "Both events must be recorded before calculating elapsed time.");

@@ -20,6 +20,9 @@ namespace torch_npu {
 vnpu::Event* create_event(bool enable_timing);
 // Unregisters and deletes; nullptr is ignored. Never throws.
 void destroy_event(void* event) noexcept;
+// True for a handle create_event returned and destroy_event has not taken
+// (the ACL runtime API checks the handles users pass before using them).
+bool is_live_event(const void* event);
 
 // Milliseconds between two events given by their Python ids (event_id);
 // raises a ValueError for ids that are not live npu events.

@@ -28,8 +28,30 @@ constexpr int kStreamsPerDevice = vnpu::Device::kMaxStreamIndex + 1;  // pool an
 // once published stays valid and lookups need no lock.
 std::array<std::array<std::atomic<vnpu::Stream*>, kStreamsPerDevice>, kMaxDevices> g_streams{};
 
-// Current stream index per device for this thread (0 = default stream).
-thread_local std::array<uint8_t, kMaxDevices> t_current_stream{};
+// Current stream id per device for this thread (0 = default stream; ids
+// with kExternalStreamIdBit name ACL streams).
+thread_local std::array<int32_t, kMaxDevices> t_current_stream{};
+
+// Streams made through the ACL runtime API (aclrtCreateStream), by their
+// runtime stream index. Rare next to kernel launches, so a mutex is fine.
+struct AclStreams {
+  std::mutex mutex;
+  std::map<int, std::shared_ptr<vnpu::Stream>> by_index[kMaxDevices];
+};
+AclStreams& acl_streams() {
+  static auto* streams = new AclStreams();  // leaked: used until exit
+  return *streams;
+}
+
+vnpu::Stream& acl_stream(c10::DeviceIndex device, int64_t id) {
+  const int index = static_cast<int>(id & ~kExternalStreamIdBit);
+  AclStreams& streams = acl_streams();
+  std::lock_guard<std::mutex> lock(streams.mutex);
+  auto it = streams.by_index[device].find(index);
+  NPU_CHECK(it != streams.by_index[device].end(), "Invalid NPU stream id ", id, " on npu:",
+            static_cast<int>(device), ": its external stream was destroyed (aclrtDestroyStream)");
+  return *it->second;
+}
 
 c10::DeviceIndex resolve(c10::DeviceIndex device) {
   return device < 0 ? current_device() : device;
@@ -49,9 +71,72 @@ vnpu::Stream& runtime_stream(const c10::Stream& stream) {
   const auto device = stream.device_index();
   check_device_index(device);
   const auto id = stream.id();
+  if (id & kExternalStreamIdBit) return acl_stream(device, id);
   NPU_CHECK(id >= 0 && id < kStreamsPerDevice, "Invalid NPU stream id ", id, " on npu:",
             static_cast<int>(device));
   return lookup(device, static_cast<int>(id));
+}
+
+bool is_external_stream(const c10::Stream& stream) { return (stream.id() & kExternalStreamIdBit) != 0; }
+
+vnpu::Stream* create_acl_stream(c10::DeviceIndex device, int priority) {
+  device = resolve(device);
+  check_device_index(device);
+  std::shared_ptr<vnpu::Stream> stream =
+      with_torch_errors([&] { return runtime_device(device).create_external_stream(priority); });
+  AclStreams& streams = acl_streams();
+  std::lock_guard<std::mutex> lock(streams.mutex);
+  streams.by_index[device][stream->stream_index()] = stream;
+  return stream.get();
+}
+
+bool destroy_acl_stream(void* handle) {
+  std::shared_ptr<vnpu::Stream> stream;
+  {
+    AclStreams& streams = acl_streams();
+    std::lock_guard<std::mutex> lock(streams.mutex);
+    for (auto& by_index : streams.by_index) {
+      for (auto it = by_index.begin(); it != by_index.end(); ++it) {
+        if (it->second.get() == handle) {
+          stream = std::move(it->second);
+          by_index.erase(it);
+          break;
+        }
+      }
+      if (stream) break;
+    }
+  }
+  if (!stream) return false;
+  const auto device = static_cast<c10::DeviceIndex>(stream->device_index());
+  // A thread whose current stream this was falls back to the default stream.
+  if (t_current_stream[device] == (kExternalStreamIdBit | stream->stream_index())) t_current_stream[device] = 0;
+  runtime_device(device).forget_external_stream(stream.get());
+  // Its queued work still runs: the destructor drains the stream.
+  return true;
+}
+
+std::optional<c10::Stream> stream_of_handle(const void* handle) {
+  if (handle == nullptr) return std::nullopt;
+  {
+    AclStreams& streams = acl_streams();
+    std::lock_guard<std::mutex> lock(streams.mutex);
+    for (c10::DeviceIndex d = 0; d < kMaxDevices; ++d) {
+      for (const auto& [index, stream] : streams.by_index[d]) {
+        if (stream.get() == handle) {
+          return c10::Stream(c10::Stream::UNSAFE, npu_device(d), kExternalStreamIdBit | index);
+        }
+      }
+    }
+  }
+  // A torch-managed stream: compare pointers, never dereference the handle.
+  for (c10::DeviceIndex d = 0; d < kMaxDevices; ++d) {
+    for (int index = 0; index < kStreamsPerDevice; ++index) {
+      if (g_streams[d][index].load(std::memory_order_acquire) == handle) {
+        return c10::Stream(c10::Stream::UNSAFE, npu_device(d), index);
+      }
+    }
+  }
+  return std::nullopt;
 }
 
 bool stream_idle(const c10::Stream& stream) { return runtime_stream(stream).query(); }
@@ -59,7 +144,8 @@ bool stream_idle(const c10::Stream& stream) { return runtime_stream(stream).quer
 vnpu::Stream& current_runtime_stream(c10::DeviceIndex device) {
   // Fast path for kernel launches: the device index came from a live tensor,
   // so it is valid and the stream usually cached.
-  const int index = t_current_stream[device];
+  const int32_t index = t_current_stream[device];
+  if (index & kExternalStreamIdBit) return acl_stream(device, index);
   vnpu::Stream* stream = g_streams[device][index].load(std::memory_order_acquire);
   return stream != nullptr ? *stream : lookup(device, index);
 }
@@ -108,10 +194,14 @@ void check_not_capturing(c10::DeviceIndex device, const char* what) {
 
 void set_current_stream(const c10::Stream& stream) {
   runtime_stream(stream);  // validates
-  t_current_stream[stream.device_index()] = static_cast<uint8_t>(stream.id());
+  t_current_stream[stream.device_index()] = static_cast<int32_t>(stream.id());
 }
 
 void check_stream_id(int64_t id, c10::DeviceIndex device) {
+  if (id > 0 && (id & kExternalStreamIdBit)) {
+    runtime_stream(c10::Stream(c10::Stream::UNSAFE, npu_device(device), id));
+    return;
+  }
   NPU_CHECK_WITH(ValueError, ErrCode::kValue, id >= 0 && id <= kMaxStreamId, "Invalid NPU stream id ", id,
                  ": npu streams have ids 0 to ", kMaxStreamId);
   runtime_stream(c10::Stream(c10::Stream::UNSAFE, npu_device(device), id));

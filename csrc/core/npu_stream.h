@@ -12,12 +12,18 @@
 #include <c10/core/Stream.h>
 
 #include <memory>
+#include <optional>
 
 namespace vnpu {
 class Stream;  // <vnpu/stream.h>, for the files that use one
 }  // namespace vnpu
 
 namespace torch_npu {
+
+// Stream ids with this bit name streams made through the ACL runtime API
+// (aclrtCreateStream) and wrapped by c10_npu::getStreamFromExternal: the low
+// bits are their runtime stream index (as in torch_npu, bit 30 marks them).
+constexpr int64_t kExternalStreamIdBit = int64_t{1} << 30;
 
 // The runtime stream behind a c10::Stream of device type npu.
 vnpu::Stream& runtime_stream(const c10::Stream& stream);
@@ -39,6 +45,17 @@ c10::Stream communication_stream(c10::DeviceIndex device);
 // Raises torch_npu's capture error naming `what` when the current stream of
 // `device` captures an NPU graph (for work that cannot be captured).
 void check_not_capturing(c10::DeviceIndex device, const char* what);
+// ACL streams (aclrtCreateStream / aclrtDestroyStream): a new runtime
+// stream on `device` (-1: current), outside the pool, synchronized with the
+// device until destroyed. destroy_acl_stream returns false for a handle it
+// did not make; the stream's queued work still runs.
+vnpu::Stream* create_acl_stream(c10::DeviceIndex device, int priority);
+bool destroy_acl_stream(void* handle);
+bool is_external_stream(const c10::Stream& stream);
+// The c10::Stream behind an aclrtStream handle (an ACL stream or one of
+// torch's), or nullopt for a handle that is neither. Never dereferences it.
+std::optional<c10::Stream> stream_of_handle(const void* handle);
+
 // Makes `stream` current on its device for the calling thread.
 void set_current_stream(const c10::Stream& stream);
 

@@ -4,6 +4,7 @@
 
 #include <torch/csrc/utils/pybind.h>
 
+#include "csrc/api/op_hook.h"
 #include "csrc/core/npu_caching_allocator.h"
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_error.h"
@@ -166,6 +167,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_fallback_counts", &fallback_counts);
   m.def("_reset_fallback_counts", &reset_fallback_counts);
   m.def("_set_fallback_debug", &set_fallback_debug);
+  m.def("_set_op_hooks_enabled", &set_op_hooks_enabled);
   m.def("_sync_native_counts", &sync_native_counts);
   m.def("_reset_sync_native_counts", &reset_sync_native_counts);
 

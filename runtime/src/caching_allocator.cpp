@@ -126,6 +126,26 @@ bool CachingAllocator::AddressLess::operator()(const Block* a, const Block* b) c
   return std::less<const char*>()(a->ptr, b->ptr);
 }
 
+bool CachingAllocator::allocation_containing(const void* address, void** base, std::size_t* bytes) const {
+  const char* p = static_cast<const char*>(address);
+  std::lock_guard<std::mutex> lock(mutex_);
+  // The segment that may hold it: the last one starting at or before it.
+  Block key;
+  key.ptr = const_cast<char*>(p);
+  auto it = segments_.upper_bound(&key);
+  if (it == segments_.begin()) return false;
+  for (const Block* block = *std::prev(it); block != nullptr; block = block->next) {
+    if (p < block->ptr) return false;
+    if (p < block->ptr + block->size) {
+      if (!block->allocated) return false;
+      *base = block->ptr;
+      *bytes = block->requested_size;
+      return true;
+    }
+  }
+  return false;
+}
+
 CachingAllocator::CachingAllocator(DeviceMemory& memory, const AllocConfig& config, bool caching)
     : memory_(memory), config_(config), caching_(caching) {}
 

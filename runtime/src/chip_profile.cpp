@@ -21,6 +21,17 @@ ChipProfile make(const char* name, int soc_version, std::uint64_t memory, int cu
   p.capability_major = major;
   p.capability_minor = minor;
   p.supports_bf16 = bf16;
+  // Buffers per generation: c220 (910B, 910_93) has a 192 KiB UB, 512 KiB L1
+  // and a 128 KiB L0C; c100 (910A) and m200 (310P) 256 KiB UB, 1 MiB L1 and
+  // 256 KiB L0C. L0A and L0B are 64 KiB on all of them. The 950's figures
+  // are not published: it is given c220's L1 and c100's UB and L0C.
+  constexpr std::uint32_t kKiB = 1024;
+  const bool c220 = major == 2 && minor == 2;
+  p.ub_bytes = c220 ? 192 * kKiB : 256 * kKiB;
+  p.l1_bytes = (c220 || major == 3) ? 512 * kKiB : 1024 * kKiB;
+  p.l0a_bytes = 64 * kKiB;
+  p.l0b_bytes = 64 * kKiB;
+  p.l0c_bytes = c220 ? 128 * kKiB : 256 * kKiB;
   return p;
 }
 

@@ -154,6 +154,13 @@ std::vector<SegmentInfo> DeviceAllocator::snapshot() const {
   return segments;
 }
 
+bool DeviceAllocator::allocation_containing(const void* address, void** base, std::size_t* bytes) const {
+  for (const CachingAllocator* allocator : all_allocators()) {
+    if (allocator->allocation_containing(address, base, bytes)) return true;
+  }
+  return false;
+}
+
 void DeviceAllocator::empty_cache() {
   std::vector<CachingAllocator*> emptied;
   {

@@ -124,11 +124,35 @@ std::vector<Stream*> Device::created_streams() {
   return out;
 }
 
+std::shared_ptr<Stream> Device::create_external_stream(int priority) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto stream = std::make_shared<Stream>(index_, next_external_index_++, priority, synchronous_, &busy_);
+  external_streams_.push_back(stream);
+  return stream;
+}
+
+void Device::forget_external_stream(const Stream* stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = external_streams_.begin(); it != external_streams_.end(); ++it) {
+    if (it->get() == stream) {
+      external_streams_.erase(it);
+      return;
+    }
+  }
+}
+
 void Device::synchronize(bool skip_capturing) {
   // Drain every stream before reporting, so that after an error the device
   // is still idle when the caller regains control.
   std::exception_ptr first_error;
-  for (Stream* stream : created_streams()) {
+  std::vector<std::shared_ptr<Stream>> external;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    external = external_streams_;  // kept alive while we wait on them
+  }
+  std::vector<Stream*> streams = created_streams();
+  for (const auto& stream : external) streams.push_back(stream.get());
+  for (Stream* stream : streams) {
     // A capturing stream's captured work has not run: wait only for what it
     // queued before its capture began (its errors reach its own next sync).
     if (skip_capturing && stream->capturing()) {

@@ -114,6 +114,30 @@ TEST(DeviceAllocator, StatisticsAndSnapshotsCoverEveryAllocator) {
   EXPECT_EQ(f.device.stats().allocation[kAggregateStat].allocated, 0);
 }
 
+TEST(DeviceAllocator, AllocationContainingFindsInteriorAddressesOfLiveBlocksOnly) {
+  Fixture f;
+  f.device.create_pool({0, 2});
+  Block* a = f.device.ordinary().allocate(1000, f.stream);
+  Block* b = f.device.ordinary().allocate(3000, f.stream);  // same segment, after a
+  Block* pooled = f.device.pool({0, 2})->allocate(5000, f.stream);
+  void* base = nullptr;
+  std::size_t bytes = 0;
+  char* b_start = static_cast<char*>(CachingAllocator::address(b));
+  ASSERT_TRUE(f.device.allocation_containing(b_start + 2999, &base, &bytes));
+  EXPECT_EQ(base, b_start);
+  EXPECT_EQ(bytes, 3000u);  // as requested, not rounded
+  ASSERT_TRUE(f.device.allocation_containing(CachingAllocator::address(pooled), &base, &bytes));
+  EXPECT_EQ(bytes, 5000u);
+  ASSERT_TRUE(f.device.allocation_containing(CachingAllocator::address(a), &base, &bytes));
+  EXPECT_EQ(bytes, 1000u);
+  f.device.ordinary().free(a);  // freed: no longer an allocation
+  EXPECT_FALSE(f.device.allocation_containing(b_start - 1024, &base, &bytes));
+  int on_the_host = 0;
+  EXPECT_FALSE(f.device.allocation_containing(&on_the_host, &base, &bytes));
+  f.device.ordinary().free(b);
+  CachingAllocator::owner(pooled).free(pooled);
+}
+
 TEST(DeviceAllocator, EmptyCacheKeepsThePoolsInUse) {
   Fixture f;
   f.device.create_pool({7, 0});

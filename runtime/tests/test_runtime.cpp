@@ -119,6 +119,26 @@ TEST(Runtime, StreamsAreCreatedOnceAndPooled) {
   EXPECT_EQ(d.next_pool_stream_index(0), 1);  // wraps around
 }
 
+TEST(Runtime, ExternalStreamsAreOutsideThePoolAndSynchronizedWithTheDevice) {
+  Runtime rt(parse({{"VNPU_DEVICE_COUNT", "1"}}));
+  vnpu::Device& d = rt.device(0);
+  std::shared_ptr<vnpu::Stream> a = d.create_external_stream(0);
+  std::shared_ptr<vnpu::Stream> b = d.create_external_stream(0);
+  EXPECT_GT(a->stream_index(), vnpu::Device::kMaxStreamIndex);
+  EXPECT_NE(a->stream_index(), b->stream_index());
+  EXPECT_TRUE(d.created_streams().empty());  // not among the pool's
+  std::atomic<bool> ran{false};
+  a->enqueue("slow", [&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ran = true;
+  });
+  d.synchronize();
+  EXPECT_TRUE(ran.load());
+  d.forget_external_stream(a.get());
+  d.forget_external_stream(a.get());  // twice: nothing happens
+  EXPECT_EQ(a.use_count(), 1);        // the caller's pointer alone keeps it
+}
+
 TEST(Runtime, SynchronousLaunchFromEnvironment) {
   Runtime rt(parse({{"ASCEND_LAUNCH_BLOCKING", "1"}, {"VNPU_DEVICE_COUNT", "1"}}));
   vnpu::Stream& s = rt.device(0).stream(3);

@@ -24,6 +24,8 @@ _OPTIONS = {
     "NPU_FUZZY_COMPILE_BLACKLIST": None,
     "MM_BMM_ND_ENABLE": ("enable", "disable"),
     "enable_debug": (True, False),
+    # Operator hooks of C++ extensions (at_npu::native::RegisterOpHook*Fn).
+    "OP_HOOK_ENABLE": ("enable", "disable"),
 }
 
 _values = {}
@@ -60,6 +62,8 @@ def set_option(option, value=None):
         _values[key] = val
         if key == "enable_debug":
             _C._set_fallback_debug(bool(val))
+        elif key == "OP_HOOK_ENABLE":
+            _C._set_op_hooks_enabled(val == "enable")
 
 
 def _chip_precision_default():

@@ -20,7 +20,7 @@ from torch_npu.utils._save_async import save_async  # noqa: F401
 __all__ = ["save_async", "npu_combine_tensors", "get_part_combined_tensor", "is_combined_tensor_valid",
            "register_asd_hook", "set_asd_loss_scale", "print_error_log", "print_warn_log", "print_info_log"]
 
-_LAZY_SUBMODULES = ("collect_env", "flops_count")
+_LAZY_SUBMODULES = ("collect_env", "flops_count", "cpp_extension")
 
 
 def _asd_not_supported(fn):

@@ -145,6 +145,11 @@ class CachingAllocator {
   // The block some allocator handed out at `address` and nobody has freed
   // yet; nullptr otherwise (Note [Blocks by address]).
   static Block* live_block(const void* address);
+  // The allocated block that contains `address` (anywhere inside it), as
+  // [*base, *base + *bytes) with the size its caller requested; false when
+  // `address` is in no block this allocator has handed out. Takes the
+  // allocator's mutex; for bounds checks, not for hot paths.
+  bool allocation_containing(const void* address, void** base, std::size_t* bytes) const;
 
   DeviceMemory& memory() const { return memory_; }
   // The options in force (a copy: set_config may change them).

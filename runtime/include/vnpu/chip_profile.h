@@ -22,6 +22,14 @@ struct ChipProfile {
   int capability_major = 0;     // get_device_capability(), kept for parity with torch.cuda
   int capability_minor = 0;
   bool supports_bf16 = true;    // 310P has no bfloat16
+  // On-chip buffers of one AI core, which Ascend C kernels allocate from
+  // (TPipe::InitBuffer): the Unified Buffer of the vector unit, and the
+  // cube unit's L1 and L0A/L0B/L0C. Per DaVinci generation.
+  std::uint32_t ub_bytes = 0;
+  std::uint32_t l1_bytes = 0;
+  std::uint32_t l0a_bytes = 0;
+  std::uint32_t l0b_bytes = 0;
+  std::uint32_t l0c_bytes = 0;
 };
 
 // The profile used when VNPU_CHIP is unset.

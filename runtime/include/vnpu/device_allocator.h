@@ -77,6 +77,8 @@ class DeviceAllocator {
   void reset_accumulated_stats();
   // Every allocator's segments.
   std::vector<SegmentInfo> snapshot() const;
+  // CachingAllocator::allocation_containing over every allocator of the device.
+  bool allocation_containing(const void* address, void** base, std::size_t* bytes) const;
 
   // Returns the cached, unused blocks of the ordinary allocator, of the
   // workspace and of every pool nobody uses, after the queued work that

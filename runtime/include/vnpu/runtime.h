@@ -71,6 +71,13 @@ class Device {
   // Streams created so far (for device-wide synchronize).
   std::vector<Stream*> created_streams();
 
+  // A stream outside the pool and the dedicated streams, for the ACL runtime
+  // API (aclrtCreateStream): its index is above kMaxStreamIndex and unique on
+  // the device. The device synchronizes it with its own streams until
+  // forget_external_stream(); the caller's pointer keeps it alive after that.
+  std::shared_ptr<Stream> create_external_stream(int priority);
+  void forget_external_stream(const Stream* stream);
+
   // Blocks until every stream of the device is idle; reports the first
   // sticky error found (after draining all streams). A capturing stream
   // throws Error(kStreamCapture) (its captured work never runs), unless
@@ -90,6 +97,8 @@ class Device {
   std::vector<std::unique_ptr<Stream>> streams_;  // index -> stream (lazily filled)
   int next_pool_ = 0;
   int dedicated_ = 0;  // dedicated streams made so far
+  std::vector<std::shared_ptr<Stream>> external_streams_;  // guarded by mutex_
+  int next_external_index_ = kMaxStreamIndex + 1;          // guarded by mutex_
 };
 
 class Runtime {

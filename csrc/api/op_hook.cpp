@@ -1,0 +1,88 @@
+#include "csrc/api/op_hook.h"
+
+#include <atomic>
+#include <mutex>
+#include <string>
+
+#include <ATen/record_function.h>
+
+#include "torch_npu/csrc/framework/OpHook.h"
+
+namespace torch_npu {
+namespace {
+
+std::atomic<at_npu::native::BeginFn> g_begin{nullptr};
+std::atomic<at_npu::native::EndFn> g_end{nullptr};
+std::atomic<at_npu::native::PreFn> g_pre{nullptr};
+std::atomic<at_npu::native::PostFn> g_post{nullptr};
+
+std::mutex g_mutex;
+std::optional<at::CallbackHandle> g_handle;  // guarded by g_mutex
+
+// Operators called from inside an operator (its kernels' own ATen calls)
+// are not hooked: only what the user called.
+thread_local int t_depth = 0;
+thread_local bool t_hooked = false;  // the outermost operator had npu tensors
+
+bool is_npu_tensor(const c10::IValue& value) {
+  return value.isTensor() && value.toTensor().defined() && value.toTensor().device().type() == c10::DeviceType::PrivateUse1;
+}
+
+template <typename Fn>
+void each_tensor(c10::ArrayRef<c10::IValue> values, Fn fn) {
+  for (const c10::IValue& value : values) {
+    if (value.isTensor()) {
+      fn(value.toTensor());
+    } else if (value.isTensorList()) {
+      for (const at::Tensor& t : value.toTensorVector()) fn(t);
+    }
+  }
+}
+
+std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
+  if (t_depth++ > 0) return nullptr;
+  t_hooked = false;
+  const auto inputs = fn.inputs();
+  bool any_npu = false;
+  for (const c10::IValue& value : inputs) any_npu = any_npu || is_npu_tensor(value);
+  if (!any_npu) return nullptr;
+  t_hooked = true;
+  if (auto begin = g_begin.load()) begin(fn.name());
+  if (auto pre = g_pre.load()) each_tensor(inputs, [&](const at::Tensor& t) { pre(t); });
+  return nullptr;
+}
+
+void on_exit(const at::RecordFunction& fn, at::ObserverContext*) {
+  if (--t_depth > 0 || !t_hooked) return;
+  t_hooked = false;
+  if (auto post = g_post.load()) each_tensor(fn.outputs(), [&](const at::Tensor& t) { post(t); });
+  if (auto end = g_end.load()) end();
+}
+
+}  // namespace
+
+void set_op_hooks_enabled(bool enabled) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (enabled && !g_handle) {
+    g_handle = at::addGlobalCallback(at::RecordFunctionCallback(on_enter, on_exit)
+                                         .needsInputs(true)
+                                         .needsOutputs(true)
+                                         .scopes({at::RecordScope::FUNCTION}));
+  } else if (!enabled && g_handle) {
+    at::removeCallback(*g_handle);
+    g_handle.reset();
+  }
+}
+
+}  // namespace torch_npu
+
+namespace at_npu {
+namespace native {
+
+void RegisterOpHookBeginFn(BeginFn fn) { torch_npu::g_begin.store(fn); }
+void RegisterOpHookEndFn(EndFn fn) { torch_npu::g_end.store(fn); }
+void RegisterOpHookPreFn(PreFn fn) { torch_npu::g_pre.store(fn); }
+void RegisterOpHookPostFn(PostFn fn) { torch_npu::g_post.store(fn); }
+
+}  // namespace native
+}  // namespace at_npu

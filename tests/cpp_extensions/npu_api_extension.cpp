@@ -1,0 +1,211 @@
+// A C++ extension written against torch_npu's public C++ API, as an Ascend
+// user writes one: tests/test_cpp_extension.py builds it with NpuExtension
+// (setup.py) and with torch.utils.cpp_extension.load (JIT), then checks each
+// function against the same work done from Python.
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include <torch/extension.h>
+
+#include "third_party/acl/inc/acl/acl.h"
+#include "torch_npu/csrc/aten/NPUGeneratorImpl.h"
+#include "torch_npu/csrc/aten/common/from_blob.h"
+#include "torch_npu/csrc/core/npu/NPUCachingAllocator.h"
+#include "torch_npu/csrc/core/npu/NPUEvent.h"
+#include "torch_npu/csrc/core/npu/NPUException.h"
+#include "torch_npu/csrc/core/npu/NPUFormat.h"
+#include "torch_npu/csrc/core/npu/NPUFunctions.h"
+#include "torch_npu/csrc/core/npu/NPUGraph.h"
+#include "torch_npu/csrc/core/npu/NPUGuard.h"
+#include "torch_npu/csrc/core/npu/NPUStream.h"
+#include "torch_npu/csrc/framework/OpCommand.h"
+#include "torch_npu/csrc/framework/OpHook.h"
+
+namespace {
+
+// x * scale + bias on the current stream, written as an extension would:
+// the math as host work queued with OpCommand::RunOpApi, ordered with the
+// kernels before and after it.
+at::Tensor scaled_add(const at::Tensor& x, double scale, const at::Tensor& bias) {
+  TORCH_CHECK(x.device().is_privateuseone() && bias.device() == x.device(), "scaled_add expects npu tensors on one device");
+  TORCH_CHECK(x.scalar_type() == at::kFloat && bias.scalar_type() == at::kFloat, "scaled_add expects float32");
+  TORCH_CHECK(x.sizes() == bias.sizes(), "scaled_add expects equal shapes");
+  c10_npu::OptionalNPUGuard guard(x.device());
+  at::Tensor xc = x.contiguous();
+  at::Tensor bc = bias.contiguous();
+  at::Tensor out = at::empty_like(xc);
+  at_npu::native::OpCommand::RunOpApi("scaled_add", [xc, bc, out, scale]() -> int {
+    const float* a = xc.data_ptr<float>();
+    const float* b = bc.data_ptr<float>();
+    float* o = out.data_ptr<float>();
+    for (int64_t i = 0; i < xc.numel(); ++i) o[i] = a[i] * static_cast<float>(scale) + b[i];
+    return 0;
+  });
+  return out;
+}
+
+at::Tensor scaled_add_meta(const at::Tensor& x, double scale, const at::Tensor& bias) { return at::empty_like(x); }
+
+// A kernel that fails: its status reaches the next synchronizing call.
+void failing_op() {
+  at_npu::native::OpCommand::RunOpApi("failing_op", []() -> int { return 7; });
+}
+
+// Holds the current stream for `ms` milliseconds (work queued after it waits).
+void sleep_on_stream(int64_t ms) {
+  at_npu::native::OpCommand::RunOpApi("sleep_on_stream", [ms]() -> int {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    return 0;
+  });
+}
+
+std::atomic<int> g_callbacks{0};
+void count_callback(void* data) { g_callbacks.fetch_add(*static_cast<int*>(data)); }
+
+// aclrtLaunchCallback on the current stream: runs in stream order.
+int64_t callback_after_sleep(int64_t ms) {
+  static int increment = 1;
+  g_callbacks = 0;
+  sleep_on_stream(ms);
+  NPU_CHECK_ERROR(aclrtLaunchCallback(count_callback, &increment, ACL_CALLBACK_BLOCK,
+                                      c10_npu::getCurrentNPUStream().stream()));
+  const int before_sync = g_callbacks.load();
+  c10_npu::getCurrentNPUStream().synchronize();
+  return before_sync * 10 + g_callbacks.load();  // 1 when it waited for the sleep
+}
+
+// An ACL stream wrapped as an NPUStream: torch ops run on it while current.
+bool external_stream_roundtrip() {
+  aclrtStream acl_stream = nullptr;
+  NPU_CHECK_ERROR(aclrtCreateStream(&acl_stream));
+  c10_npu::NPUStream ext = c10_npu::getStreamFromExternal(acl_stream, 0);
+  bool ok = (static_cast<uint64_t>(ext.id()) & (1ULL << 30)) != 0 && ext.stream() == acl_stream &&
+            c10_npu::getStreamFromExternal(acl_stream, 0) == ext;
+  c10_npu::setCurrentNPUStream(ext);
+  auto a = at::ones({64}, at::TensorOptions().device(at::Device("npu:0")));
+  auto b = (a * 3).sum();
+  ok = ok && c10_npu::getCurrentNPUStream(0) == ext;
+  NPU_CHECK_ERROR(aclrtSynchronizeStream(acl_stream));
+  ok = ok && b.item<float>() == 192.0f;
+  bool query_refused = false;
+  try {
+    ext.query();
+  } catch (const c10::Error&) {
+    query_refused = true;
+  }
+  c10_npu::NPUEvent event;
+  bool record_refused = false;
+  try {
+    event.record(ext);
+  } catch (const c10::Error&) {
+    record_refused = true;
+  }
+  c10_npu::setCurrentNPUStream(c10_npu::getDefaultNPUStream(0));
+  NPU_CHECK_ERROR(aclrtDestroyStream(acl_stream));
+  return ok && query_refused && record_refused && aclrtDestroyStream(acl_stream) != ACL_SUCCESS;
+}
+
+// Device memory through ACL: H2D, D2D on a stream, D2H; returns the copy.
+std::vector<float> acl_memory_roundtrip(std::vector<float> values) {
+  const size_t bytes = values.size() * sizeof(float);
+  void* d1 = nullptr;
+  void* d2 = nullptr;
+  NPU_CHECK_ERROR(aclrtMalloc(&d1, bytes, ACL_MEM_MALLOC_HUGE_FIRST));
+  NPU_CHECK_ERROR(aclrtMalloc(&d2, bytes, ACL_MEM_MALLOC_HUGE_FIRST));
+  NPU_CHECK_ERROR(aclrtMemcpy(d1, bytes, values.data(), bytes, ACL_MEMCPY_HOST_TO_DEVICE));
+  aclrtStream stream = c10_npu::getCurrentNPUStream().stream();
+  NPU_CHECK_ERROR(aclrtMemcpyAsync(d2, bytes, d1, bytes, ACL_MEMCPY_DEVICE_TO_DEVICE, stream));
+  NPU_CHECK_ERROR(aclrtSynchronizeStream(stream));
+  std::vector<float> out(values.size());
+  NPU_CHECK_ERROR(aclrtMemcpy(out.data(), bytes, d2, bytes, ACL_MEMCPY_DEVICE_TO_HOST));
+  NPU_CHECK_ERROR(aclrtFree(d1));
+  NPU_CHECK_ERROR(aclrtFree(d2));
+  return out;
+}
+
+// The status and message of a copy that runs past its allocation.
+std::tuple<int64_t, std::string> acl_bad_copy() {
+  void* d = nullptr;
+  NPU_CHECK_ERROR(aclrtMalloc(&d, 64, ACL_MEM_MALLOC_HUGE_FIRST));
+  std::vector<char> host(128);
+  const aclError status = aclrtMemcpy(d, 128, host.data(), 128, ACL_MEMCPY_HOST_TO_DEVICE);
+  std::string message = aclGetRecentErrMsg();
+  NPU_CHECK_ERROR(aclrtFree(d));
+  return {status, message};
+}
+
+// A view of `base` made from its raw npu memory.
+at::Tensor view_from_blob(const at::Tensor& base, int64_t offset, int64_t size) {
+  return at_npu::native::from_blob(base.data_ptr(), {size}, {1}, offset, base.options());
+}
+
+std::vector<int64_t> storage_sizes(const at::Tensor& t) { return at_npu::native::get_npu_storage_sizes(t); }
+
+int64_t device_stats_allocated(int64_t device) {
+  return c10_npu::NPUCachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device))
+      .allocated_bytes[0]
+      .current;
+}
+
+double event_elapsed_ms() {
+  c10_npu::NPUEvent start(ACL_EVENT_TIME_LINE);
+  c10_npu::NPUEvent end(ACL_EVENT_TIME_LINE);
+  auto stream = c10_npu::getCurrentNPUStream();
+  start.record(stream);
+  sleep_on_stream(20);
+  end.record(stream);
+  end.synchronize();
+  return start.elapsed_time(end);
+}
+
+// Captures x * 2 into an NPUGraph and replays it after x changed.
+at::Tensor graph_double(at::Tensor x) {
+  auto side = c10_npu::getNPUStreamFromPool();
+  c10_npu::NPUStreamGuard stream_guard(side);
+  c10_npu::NPUGraph graph;
+  graph.capture_begin();
+  at::Tensor y = x * 2;
+  graph.capture_end();
+  x.fill_(5);
+  graph.replay();
+  c10_npu::getCurrentNPUStream().synchronize();
+  return y;
+}
+
+int g_hook_calls = 0;
+
+void register_op_hooks() {
+  at_npu::native::RegisterOpHookBeginFn([](const std::string&) { ++g_hook_calls; });
+  at_npu::native::RegisterOpHookPreFn([](const at::Tensor& t) { if (t.defined()) ++g_hook_calls; });
+  at_npu::native::RegisterOpHookPostFn([](const at::Tensor& t) { if (t.defined()) ++g_hook_calls; });
+  at_npu::native::RegisterOpHookEndFn([]() { ++g_hook_calls; });
+}
+
+}  // namespace
+
+TORCH_LIBRARY(vnpu_ext, m) { m.def("scaled_add(Tensor x, float scale, Tensor bias) -> Tensor"); }
+
+TORCH_LIBRARY_IMPL(vnpu_ext, PrivateUse1, m) { m.impl("scaled_add", TORCH_FN(scaled_add)); }
+
+TORCH_LIBRARY_IMPL(vnpu_ext, Meta, m) { m.impl("scaled_add", TORCH_FN(scaled_add_meta)); }
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("scaled_add", &scaled_add);
+  m.def("failing_op", &failing_op);
+  m.def("sleep_on_stream", &sleep_on_stream);
+  m.def("callback_after_sleep", &callback_after_sleep);
+  m.def("external_stream_roundtrip", &external_stream_roundtrip);
+  m.def("acl_memory_roundtrip", &acl_memory_roundtrip);
+  m.def("acl_bad_copy", &acl_bad_copy);
+  m.def("view_from_blob", &view_from_blob);
+  m.def("storage_sizes", &storage_sizes);
+  m.def("device_stats_allocated", &device_stats_allocated);
+  m.def("event_elapsed_ms", &event_elapsed_ms);
+  m.def("graph_double", &graph_double);
+  m.def("register_op_hooks", &register_op_hooks);
+  m.def("hook_calls", [] { return g_hook_calls; });
+  m.def("reset_hook_calls", [] { g_hook_calls = 0; });
+  m.def("soc_name", [] { return std::string(aclrtGetSocName()); });
+  m.def("default_generator_seed", [] { return at_npu::detail::getDefaultNPUGenerator(0).current_seed(); });
+}

@@ -1,0 +1,16 @@
+// vNPU: torch_npu's public C++ API, as extensions include it.
+//
+// These headers are vNPU's own, written to the signatures of real
+// torch_npu's (torch_npu/csrc/...): an extension written for torch_npu
+// compiles against them unchanged and links against libtorch_npu.so, which
+// in vNPU is torch_npu/_C.so (torch_npu/lib/libtorch_npu.so is a linker
+// script naming it). Import torch_npu before loading such an extension.
+#pragma once
+
+#define C10_NPU_EXPORT __attribute__((__visibility__("default")))
+#define C10_NPU_IMPORT C10_NPU_EXPORT
+#define C10_NPU_API C10_NPU_EXPORT
+#define TORCH_NPU_API C10_NPU_EXPORT
+
+// The largest device count torch_npu supports.
+#define C10_COMPILE_TIME_MAX_NPUS 16
