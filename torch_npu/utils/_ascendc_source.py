@@ -380,7 +380,8 @@ def is_ascendc_source(path_or_text):
     text = path_or_text
     masked = _mask_non_code(text)
     # An #include's quoted name is masked like a literal: read it from the raw text.
-    for m in re.finditer(r"#\s*include\s*", masked):
-        if text.startswith(('"kernel_operator.h"', "<kernel_operator.h>"), m.end()):
+    for m in re.finditer(r"#[ \t]*include\b", masked):
+        rest = text[m.end():].lstrip(" \t")
+        if rest.startswith(('"kernel_operator.h"', "<kernel_operator.h>")):
             return True
     return bool(_ASCENDC_MARKERS.search(masked))
