@@ -1,0 +1,104 @@
+"""torch_npu.utils._path_manager.PathManager: the path checks torch_npu's tools
+(and its testing package) run before reading or writing a file.
+
+Each check raises RuntimeError naming the path and what is wrong with it;
+the *_safety helpers create or remove a path after checking it.
+"""
+
+import os
+import shutil
+
+_MAX_PATH_LENGTH = 4096
+_MAX_NAME_LENGTH = 255
+
+
+class PathManager:
+    @classmethod
+    def _input_path_common_check(cls, path: str):
+        if not isinstance(path, str) or not path:
+            raise RuntimeError(f"The path must be a non-empty string, got {path!r}.")
+        if len(path) > _MAX_PATH_LENGTH:
+            raise RuntimeError(f"The path is longer than {_MAX_PATH_LENGTH} characters: {path[:80]}...")
+        for name in path.split(os.sep):
+            if len(name) > _MAX_NAME_LENGTH:
+                raise RuntimeError(f"The path has a component longer than {_MAX_NAME_LENGTH} characters: {path}")
+        if os.path.islink(path):
+            raise RuntimeError(f"The path is a soft link, which is not allowed: {path}")
+
+    @classmethod
+    def check_input_directory_path(cls, path: str):
+        cls._input_path_common_check(path)
+        if not os.path.isdir(path):
+            raise RuntimeError(f"The path is not a directory: {path}")
+
+    @classmethod
+    def check_input_file_path(cls, path: str):
+        cls._input_path_common_check(path)
+        if not os.path.isfile(path):
+            raise RuntimeError(f"The path is not a file: {path}")
+
+    @classmethod
+    def check_directory_path_writeable(cls, path):
+        if os.path.islink(path):
+            raise RuntimeError(f"The path is a soft link, which is not allowed: {path}")
+        if os.path.exists(path) and not os.access(path, os.W_OK):
+            raise RuntimeError(f"The path is not writable: {path}")
+
+    @classmethod
+    def check_directory_path_readable(cls, path):
+        if os.path.islink(path):
+            raise RuntimeError(f"The path is a soft link, which is not allowed: {path}")
+        if os.path.exists(path) and not os.access(path, os.R_OK):
+            raise RuntimeError(f"The path is not readable: {path}")
+
+    @classmethod
+    def check_path_is_readable(cls, path: str):
+        return os.path.exists(path) and os.access(path, os.R_OK)
+
+    @classmethod
+    def check_path_is_writeable(cls, path: str):
+        return os.path.exists(path) and os.access(path, os.W_OK)
+
+    @classmethod
+    def remove_path_safety(cls, path: str):
+        if not os.path.exists(path):
+            return
+        if os.path.islink(path):
+            raise RuntimeError(f"Refusing to remove a soft link: {path}")
+        try:
+            shutil.rmtree(path)
+        except OSError as e:
+            raise RuntimeError(f"Failed to remove the directory {path}: {e}") from e
+
+    @classmethod
+    def remove_file_safety(cls, file: str):
+        if not os.path.exists(file):
+            return
+        if os.path.islink(file):
+            raise RuntimeError(f"Refusing to remove a soft link: {file}")
+        try:
+            os.remove(file)
+        except OSError as e:
+            raise RuntimeError(f"Failed to remove the file {file}: {e}") from e
+
+    @classmethod
+    def make_dir_safety(cls, path: str):
+        if os.path.islink(path):
+            raise RuntimeError(f"The path is a soft link, which is not allowed: {path}")
+        if os.path.isdir(path):
+            return
+        try:
+            os.makedirs(path, mode=0o750, exist_ok=True)
+        except OSError as e:
+            raise RuntimeError(f"Failed to create the directory {path}: {e}") from e
+
+    @classmethod
+    def create_file_safety(cls, path: str):
+        if os.path.islink(path):
+            raise RuntimeError(f"The path is a soft link, which is not allowed: {path}")
+        if os.path.exists(path):
+            return
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o640))
+        except OSError as e:
+            raise RuntimeError(f"Failed to create the file {path}: {e}") from e
