@@ -1,6 +1,8 @@
-// Cube Matmul with the high-level API (kernels/matmul_custom.asc) against a double
-// precision reference: fp16 x fp16 -> fp32 over 4 cores with edge tails, and
+// Cube Matmul against a double precision reference. The high-level API
+// (kernels/matmul_custom.asc): fp16 x fp16 -> fp32 over 4 cores with edge tails, and
 // bf16 x bf16^T + fp32 bias over 2 cores with Iterate/GetTensorC in N-first order.
+// The basic instructions (kernels/mmad_custom.asc): ND2NZ, LoadData, Mmad over K
+// chunks, Fixpipe to fp32 and to fp16.
 // The tolerance is that of fp32 accumulation: 2e-5 of sum |a * b| per element.
 // Also: tilings the chip cannot run, and Cube kernels launched on more cores than it has.
 #include <cmath>
@@ -8,7 +10,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "matmul_custom.asc"  // the rewritten copy
+#include "matmul_custom.asc"  // the rewritten copies
+#include "mmad_custom.asc"
 #include "test_util.h"
 
 using test_util::GmBuffer;
@@ -41,8 +44,8 @@ TCubeTiling MakeTiling(int M, int N, int K, int singleM, int singleN, int baseM,
 }
 
 // c (M x N) against sum_k a(i, k) * b(k, j) (+ bias[j]), within fp32 accumulation error.
-template <typename A, typename B, typename BiasFn>
-void CheckProduct(const char* what, int M, int N, int K, const float* c, A a, B b, BiasFn bias) {
+template <typename C, typename A, typename B, typename BiasFn>
+void CheckProduct(const char* what, int M, int N, int K, const C* c, A a, B b, BiasFn bias, double out_rel = 0) {
   int wrong = 0;
   for (int i = 0; i < M; ++i) {
     for (int j = 0; j < N; ++j) {
@@ -51,8 +54,8 @@ void CheckProduct(const char* what, int M, int N, int K, const float* c, A a, B 
         sum += double(a(i, k)) * double(b(k, j));
         magnitude += std::fabs(double(a(i, k)) * double(b(k, j)));
       }
-      double got = c[size_t(i) * N + j];
-      if (std::fabs(got - sum) > 2e-5 * magnitude + 1e-30 && wrong++ < 5) {
+      double got = double(float(c[size_t(i) * N + j]));
+      if (std::fabs(got - sum) > 2e-5 * magnitude + out_rel * std::fabs(sum) + 1e-30 && wrong++ < 5) {
         std::fprintf(stderr, "%s: C[%d, %d] = %.7g, expected %.7g\n", what, i, j, got, sum);
       }
     }
@@ -117,11 +120,28 @@ void TestRejectedTilings() {
                               "blockDim 30 > 24 AIC cores");
 }
 
+void TestMmad() {
+  const int M = kMmadM, N = kMmadN, K = kMmadK;
+  GmBuffer<half> a(M * K), b(K * N), ch(M * N);
+  GmBuffer<float> c(M * N);
+  for (int i = 0; i < M * K; ++i) a[i] = static_cast<half>(test_util::Uniform(-1.f, 1.f));
+  for (int i = 0; i < K * N; ++i) b[i] = static_cast<half>(test_util::Uniform(-1.f, 1.f));
+  auto av = [&](int i, int k) { return float(a[size_t(i) * K + k]); };
+  auto bv = [&](int k, int j) { return float(b[size_t(k) * N + j]); };
+  mmad_custom_do(false, a.gm(), b.gm(), c.gm());
+  test_util::ExpectTaskOk("mmad fp16 -> fp32");
+  CheckProduct("mmad fp16 -> fp32", M, N, K, c.data(), av, bv, [](int) { return 0.0; });
+  mmad_custom_do(true, a.gm(), b.gm(), ch.gm());
+  test_util::ExpectTaskOk("mmad fp16 -> fp16");
+  CheckProduct("mmad fp16 -> fp16 (F322F16)", M, N, K, ch.data(), av, bv, [](int) { return 0.0; }, 1.0 / 2048);
+}
+
 }  // namespace
 
 int main() {
   TestHalfToFloat();
   TestBf16TransposedBWithBias();
   TestRejectedTilings();
+  TestMmad();
   return test_util::Finish("test_matmul");
 }
