@@ -62,7 +62,7 @@ void MeasureAdd(uint32_t blockDim) {
   tiling[0].set_totalLength(total);
   tiling[0].set_tileNum(tileNum);
   double kernel_s = 1e9, plain_s = 1e9;
-  for (int rep = 0; rep < 3; ++rep) {
+  for (int rep = 0; rep < 5; ++rep) {  // best of 5: the machine is shared
     kernel_s = std::min(kernel_s, test_util::Seconds([&] {
       add_custom_do(blockDim, nullptr, x.gm(), y.gm(), z.gm(), nullptr, tiling.gm());
     }));

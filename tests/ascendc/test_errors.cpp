@@ -87,6 +87,14 @@ int main() {
   ExpectTaskFailed("unmatched WaitFlag", "WaitFlag<HardEvent::V_MTE3>(1)", "no matching SetFlag");
   launch_cast_bad_mode();
   ExpectTaskFailed("cast mode", "Cast from half to float does not take CAST_RINT", "CAST_NONE");
+  launch_assert_with_message(3);
+  ExpectTaskOk("assert that holds");
+  launch_assert_with_message(12);
+  ExpectTaskFailed("assert with a message", "assertion failed: v < 10: v is 12");
+  test_util::ExpectThrows<std::invalid_argument>("mixed kernel blockDim 30", [] { launch_mixed_kernel(30); },
+                                                 "mixed_kernel", "[1, 24]");
+  launch_mixed_kernel(2);
+  ExpectTaskFailed("mixed kernel", "mixed AIC+AIV kernels are not modelled");
   launch_atomic_type_mismatch(z.gm());
   ExpectTaskFailed("atomic type", "atomic mode was set for half", "moves float");
 

@@ -23,6 +23,11 @@
 // launch and a kernel that then uses the Cube unit is checked against the AIC count.
 // Does not model: launch latency, the l2ctrl argument (ignored), and mixed AIC+AIV
 // kernels (a KernelError when one runs).
+//
+// Thread-safety: a launch may be made from any thread. It does not wait for the kernel
+// (the stream runs the task; synchronize the stream to see its result). Ownership: the
+// task owns copies of the arguments, never the GM buffers they point to -- those must
+// stay allocated until the stream has run the task.
 #ifndef VNPU_ASCENDC_LAUNCH_H
 #define VNPU_ASCENDC_LAUNCH_H
 

@@ -97,6 +97,19 @@ class TQueSync {
   int32_t slots_[vnpu::ascendc::detail::kEventIdsPerKind] = {};
 };
 
+// Flags between the AIC and AIV cores of a mixed kernel: not modelled (mixed kernels
+// fail at KERNEL_TASK_TYPE_DEFAULT already; these exist so that such sources compile).
+template <uint8_t modeId, pipe_t pipe>
+inline void CrossCoreSetFlag(uint16_t flagId) {
+  vnpu::ascendc::detail::Fail(vnpu::ascendc::detail::Str(
+      "CrossCoreSetFlag(", flagId, "): AIC/AIV cross-core flags are not modelled by vNPU"));
+}
+template <uint8_t modeId = 0, pipe_t pipe = PIPE_S>
+inline void CrossCoreWaitFlag(uint16_t flagId) {
+  vnpu::ascendc::detail::Fail(vnpu::ascendc::detail::Str(
+      "CrossCoreWaitFlag(", flagId, "): AIC/AIV cross-core flags are not modelled by vNPU"));
+}
+
 // All cores of the launch wait for each other: not modelled (see the file comment).
 template <bool isAIVOnly = true>
 inline void SyncAll() {
