@@ -58,14 +58,9 @@ inline GM_ADDR GetUserWorkspace(GM_ADDR workspace) {
   return workspace == nullptr ? nullptr : workspace + kSystemWorkspaceBytes;
 }
 
-inline int printf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-inline int printf(const char* fmt, ...) {
-  va_list args;
-  va_start(args, fmt);
-  int n = std::vprintf(fmt, args);
-  va_end(args);
-  return n;
-}
+// The C library's printf itself, so that `printf` in a kernel that uses namespace
+// AscendC is not ambiguous between the two.
+using ::printf;
 
 // Prints the first `count` elements of a local tensor under a description number.
 template <typename T>
