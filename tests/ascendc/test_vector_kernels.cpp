@@ -1,7 +1,8 @@
 // Vector kernels against the same formula in plain C++: LeakyRelu three ways
 // (kernels/leaky_relu.asc), a multi-core sum with atomic accumulation and ReduceMax with
-// its index (kernels/reduce_sum.asc), and row softmax in float and half
-// (kernels/softmax.asc). fp32: exact or within a few ulp; fp16: half precision.
+// its index (kernels/reduce_sum.asc), row softmax in float and half
+// (kernels/softmax.asc), and rows of unaligned length through DataCopyPad
+// (kernels/pad_copy.asc). fp32: exact or within a few ulp; fp16: half precision.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "leaky_relu.asc"  // the rewritten copies
+#include "pad_copy.asc"
 #include "reduce_sum.asc"
 #include "softmax.asc"
 #include "test_util.h"
@@ -118,10 +120,28 @@ void TestSoftmax(bool half_type, uint32_t rows, uint32_t cols, double abs_tol, d
               half_type ? "fp16" : "fp32", rows, cols, wrong, worst);
 }
 
+void TestPadCopy() {
+  const uint32_t rows = 9, cols = 37, pitch = 41;
+  GmBuffer<float> x(rows * cols), y(rows * pitch);
+  for (uint32_t i = 0; i < rows * cols; ++i) x[i] = float(i) * 0.5f;
+  for (uint32_t i = 0; i < rows * pitch; ++i) y[i] = -1.f;
+  pad_copy_do(x.gm(), y.gm(), rows, cols, pitch);
+  ExpectTaskOk("pad_copy");
+  int wrong = 0;
+  for (uint32_t r = 0; r < rows; ++r) {
+    for (uint32_t c = 0; c < pitch; ++c) {
+      float expect = c < cols ? x[r * cols + c] + 1.f : -1.f;  // the gap between rows is untouched
+      wrong += y[r * pitch + c] != expect;
+    }
+  }
+  EXPECT_TRUE(wrong == 0, "pad_copy: %d wrong elements", wrong);
+}
+
 }  // namespace
 
 int main() {
   TestLeakyRelu();
+  TestPadCopy();
   TestReduceSumAtomic();
   TestReduceMaxIndex<float, uint32_t>(false);
   TestReduceMaxIndex<half, uint16_t>(true);
