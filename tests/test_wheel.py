@@ -44,9 +44,15 @@ def test_a_wheel_installs_into_another_environment_and_runs(tmp_path):
         print(float((x * 2).sum()), md.version("torch_npu") == torch_npu.__version__)
         from torch_npu.tools import op_coverage  # reads torch_npu/tools/data
         print(len(op_coverage.__doc__) > 0, os.path.isfile(os.path.join(os.path.dirname(torch_npu.__file__), "tools", "data", "npu_native_ops.txt")))
+        # what C++ extensions build against: the public headers and libtorch_npu.so
+        root = os.path.dirname(torch_npu.__file__)
+        print(all(os.path.isfile(os.path.join(root, p)) for p in (
+            "include/torch_npu/csrc/core/npu/NPUStream.h", "include/third_party/acl/inc/acl/acl_rt.h",
+            "include/ascendc/kernel_operator.h", "lib/libtorch_npu.so")))
         """)], capture_output=True, text=True, timeout=300, cwd=str(tmp_path), env=clean_env())
     assert check.returncode == 0, check.stderr[-3000:]
-    where, values, data = check.stdout.strip().splitlines()[-3:]
+    where, values, data, headers = check.stdout.strip().splitlines()[-4:]
     assert where == os.path.join(site, "torch_npu"), where  # the wheel's copy, not this checkout
     assert values == "6.0 True"
     assert data == "True True"
+    assert headers == "True"

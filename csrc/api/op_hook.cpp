@@ -3,6 +3,7 @@
 #include <atomic>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include <ATen/record_function.h>
 
@@ -55,7 +56,12 @@ std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
 void on_exit(const at::RecordFunction& fn, at::ObserverContext*) {
   if (--t_depth > 0 || !t_hooked) return;
   t_hooked = false;
-  if (auto post = g_post.load()) each_tensor(fn.outputs(), [&](const at::Tensor& t) { post(t); });
+  // Collectives work in place and hand back no output tensor (torch_npu's
+  // hccl hooks report their inputs only).
+  const bool collective = std::string_view(fn.name()).rfind("c10d::", 0) == 0;
+  if (auto post = g_post.load(); post != nullptr && !collective) {
+    each_tensor(fn.outputs(), [&](const at::Tensor& t) { post(t); });
+  }
   if (auto end = g_end.load()) end();
 }
 

@@ -39,6 +39,9 @@ struct NpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   c10::Stream getStream(c10::Device d) const override { return current_stream(d.index()); }
   c10::Stream getDefaultStream(c10::Device d) const override { return default_stream(d.index()); }
+  // The aclrtStream (the runtime stream), as torch_npu's npu_stream and the
+  // ACL runtime API (acl_rt.h) know it.
+  void* getStreamNativeHandle(const c10::Stream s) const override { return &runtime_stream(s); }
   c10::Stream getNewStream(c10::Device d, int priority) const override {
     return new_stream(d.index(), priority);
   }

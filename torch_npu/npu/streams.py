@@ -49,11 +49,13 @@ class Stream(torch.Stream):
         return self._priority
 
     def __repr__(self):
-        return f"<torch_npu.npu.Stream device=npu:{self.device_index} npu_stream={self.stream_id}>"
+        return f"<torch_npu.npu.Stream device=npu:{self.device_index} npu_stream={self.npu_stream:#x}>"
 
     @property
     def npu_stream(self):
-        return self.stream_id
+        """The stream's aclrtStream handle (an int), as C++ extensions and the
+        ACL runtime API (aclrtSynchronizeStream, ...) take it."""
+        return self.native_handle
 
 
 class Event(torch.Event):

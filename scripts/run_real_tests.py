@@ -1,0 +1,247 @@
+#!/usr/bin/env python3
+"""Runs real torch_npu's own Python tests (Ascend/pytorch `test/`), unchanged, against vNPU.
+
+    python scripts/run_real_tests.py [--repo DIR] [--rev REV] [--work DIR] [--timeout S]
+                                     [--build-cpp-extensions] TEST_PATH...
+
+TEST_PATH is a file or directory under the snapshot's `test/` (e.g.
+`test/cpp_extensions/test`). The snapshot (a git checkout or bare mirror of
+Ascend/pytorch, default the one `fetch` made under /work/.mirror) is exported
+to the work directory; nothing of it is copied into this repository.
+
+How the real files are run:
+- each test file in its own process (`python -m pytest FILE`, cwd its directory),
+  bounded by --timeout seconds per file;
+- `torch_npu.testing` is the snapshot's package, not vNPU's: a meta path finder
+  (installed by a sitecustomize on PYTHONPATH) serves `torch_npu.testing.*` from
+  the export, while the rest of `torch_npu` is vNPU. Its one generated module,
+  `_npu_testing_utils`, is rendered from `torchnpugen/templates` with the skip
+  list of `test/unsupported_ops_info.yaml`, as torch_npu's build does;
+- --build-cpp-extensions builds `test/cpp_extensions/setup.py` first, one
+  extension at a time (so one that cannot build is reported and the others
+  still build), in place, as the real suite's run_cpp_test does.
+
+Prints per file: passed, failed, errors, skipped (from pytest's JUnit XML),
+then totals per directory, and writes everything to WORK/results.json.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import io
+import textwrap
+import xml.etree.ElementTree as ET
+
+DEFAULT_REPO = "/work/.mirror/Ascend+pytorch/repo"
+
+SITECUSTOMIZE = '''
+# Installed by vNPU's scripts/run_real_tests.py: torch_npu.testing comes from
+# the real torch_npu snapshot, the rest of torch_npu from vNPU.
+import importlib.abc
+import importlib.util
+import os
+import sys
+
+_TESTING = {testing!r}
+
+
+class _RealTestingFinder(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "torch_npu.testing" and not fullname.startswith("torch_npu.testing."):
+            return None
+        rel = fullname.split(".")[2:]
+        base = os.path.join(_TESTING, *rel)
+        if os.path.isdir(base):
+            return importlib.util.spec_from_file_location(
+                fullname, os.path.join(base, "__init__.py"), submodule_search_locations=[base])
+        if os.path.isfile(base + ".py"):
+            return importlib.util.spec_from_file_location(fullname, base + ".py")
+        return None
+
+
+sys.meta_path.insert(0, _RealTestingFinder())
+'''
+
+BUILD_EACH = '''
+# Builds the extensions of a setup.py one at a time (vNPU's run_real_tests.py).
+import sys
+import setuptools
+
+results = {}
+_real_setup = setuptools.setup
+
+
+def _setup(**kwargs):
+    modules = kwargs.pop("ext_modules", [])
+    for ext in modules:
+        sys.argv = ["setup.py", "build_ext", "--inplace"]
+        try:
+            _real_setup(ext_modules=[ext], **kwargs)
+            results[ext.name] = "built"
+        except BaseException as e:  # setuptools exits with SystemExit on errors
+            results[ext.name] = f"failed: {type(e).__name__}: {e}"
+
+
+setuptools.setup = _setup
+sys.argv = ["setup.py", "build_ext", "--inplace"]
+exec(compile(open("setup.py").read(), "setup.py", "exec"), {"__name__": "__main__", "__file__": "setup.py"})
+for name, result in results.items():
+    print(f"[build] {name}: {result}", flush=True)
+'''
+
+
+def export(repo, rev, work):
+    """Exports test/, torch_npu/testing, torchnpugen and the sources the tests' builds name."""
+    git_dir = repo if os.path.isdir(os.path.join(repo, "objects")) else os.path.join(repo, ".git")
+    paths = ["test", "torch_npu/testing", "torchnpugen", "torch_npu/csrc/inductor/aoti_torch"]
+    data = subprocess.run(["git", "--git-dir", git_dir, "archive", rev, *paths], check=True,
+                          capture_output=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        tar.extractall(work)
+
+
+def render_testing_utils(work):
+    """Writes torch_npu/testing/_npu_testing_utils.py from its template, with the
+    skip list built from test/unsupported_ops_info.yaml (what torchnpugen does)."""
+    import yaml
+    from torchgen.code_template import CodeTemplate
+
+    import ast
+    source = open(os.path.join(work, "torchnpugen", "codegen_ops_info.py")).read()
+    class2test = None
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "class2test" for t in node.targets):
+            class2test = ast.literal_eval(node.value)
+    unsupported_path = os.path.join(work, "test", "unsupported_ops_info.yaml")
+    unsupported = {}
+    if os.path.exists(unsupported_path):
+        with open(unsupported_path) as f:
+            unsupported = yaml.safe_load(f) or {}
+    skips = {}
+    for op_name, funcs in unsupported.items():
+        for func_name, dtypes in funcs.items():
+            class_name = next(c for c, names in class2test.items() if func_name in names)
+            for dtype in dtypes:
+                where = f"'{class_name}', '{func_name}'" + (f", dtypes=(torch.{dtype},)" if dtype else "")
+                skips.setdefault(op_name, []).append(f'\nDecorateInfo(unittest.skip("npu test skipped!"), {where})')
+    entry = CodeTemplate("""\n'${op_name}': [${decorators}]""")
+    template = CodeTemplate.from_file(os.path.join(work, "torchnpugen", "templates", "npu_testing_utils.py"))
+    text = template.substitute(skip_detail=[entry.substitute(op_name=op, decorators=d) for op, d in skips.items()])
+    with open(os.path.join(work, "torch_npu", "testing", "_npu_testing_utils.py"), "w") as f:
+        f.write(text)
+
+
+def build_cpp_extensions(work, env, timeout):
+    cwd = os.path.join(work, "test", "cpp_extensions")
+    driver = os.path.join(work, "_vnpu_overlay", "build_each.py")
+    with open(driver, "w") as f:
+        f.write(BUILD_EACH)
+    run = subprocess.run([sys.executable, driver], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    built = {}
+    for line in run.stdout.splitlines():
+        if line.startswith("[build] "):
+            name, _, result = line[len("[build] "):].partition(": ")
+            built[name] = result
+    if not built:
+        built["<setup.py>"] = "failed: " + (run.stderr or run.stdout)[-2000:]
+    return built
+
+
+def run_file(path, env, timeout):
+    xml = path + ".vnpu-junit.xml"
+    if os.path.exists(xml):
+        os.remove(xml)
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", os.path.basename(path), f"--junitxml={xml}"]
+    try:
+        proc = subprocess.run(cmd, cwd=os.path.dirname(path), env=env, capture_output=True, text=True, timeout=timeout)
+        output = proc.stdout[-6000:] + proc.stderr[-3000:]
+        timed_out = False
+    except subprocess.TimeoutExpired as e:
+        output = (e.stdout or b"")[-6000:].decode(errors="replace") if isinstance(e.stdout, bytes) else str(e.stdout)
+        timed_out = True
+    counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0, "timed_out": timed_out}
+    cases = []
+    if os.path.exists(xml):
+        for case in ET.parse(xml).getroot().iter("testcase"):
+            outcome = "passed"
+            for child in case:
+                if child.tag in ("failure", "error", "skipped"):
+                    outcome = {"failure": "failed", "error": "errors", "skipped": "skipped"}[child.tag]
+                    message = (child.get("message") or "")[:300]
+                    break
+            else:
+                message = ""
+            counts[outcome] += 1
+            cases.append({"name": f"{case.get('classname')}.{case.get('name')}", "outcome": outcome,
+                          "message": message})
+    return counts, cases, output
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("paths", nargs="+")
+    parser.add_argument("--repo", default=DEFAULT_REPO)
+    parser.add_argument("--rev", default="HEAD")
+    parser.add_argument("--work", default="/tmp/vnpu-real-tests")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds per test file")
+    parser.add_argument("--build-cpp-extensions", action="store_true")
+    parser.add_argument("-v", "--verbose", action="store_true", help="print each failing test and its message")
+    args = parser.parse_args()
+
+    work = os.path.abspath(args.work)
+    if not os.path.exists(os.path.join(work, "test")):
+        os.makedirs(work, exist_ok=True)
+        export(args.repo, args.rev, work)
+        render_testing_utils(work)
+    overlay = os.path.join(work, "_vnpu_overlay")
+    os.makedirs(overlay, exist_ok=True)
+    with open(os.path.join(overlay, "sitecustomize.py"), "w") as f:
+        f.write(SITECUSTOMIZE.format(testing=os.path.join(work, "torch_npu", "testing")))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([overlay, os.path.join(work, "test", "cpp_extensions")])
+
+    results = {"build": {}, "files": {}}
+    if args.build_cpp_extensions:
+        results["build"] = build_cpp_extensions(work, env, timeout=1800)
+        for name, result in results["build"].items():
+            print(f"build {name}: {result[:400]}")
+
+    files = []
+    for p in args.paths:
+        full = os.path.join(work, p)
+        if os.path.isdir(full):
+            for root, _, names in os.walk(full):
+                files += [os.path.join(root, n) for n in sorted(names) if n.startswith("test") and n.endswith(".py")]
+        else:
+            files.append(full)
+    totals = {}
+    for path in sorted(files):
+        counts, cases, output = run_file(path, env, args.timeout)
+        rel = os.path.relpath(path, work)
+        results["files"][rel] = {"counts": counts, "cases": cases, "output_tail": output[-3000:]}
+        ran = counts["passed"] + counts["failed"] + counts["errors"]
+        print(f"{rel}: {counts['passed']}/{ran} passed, {counts['failed']} failed, {counts['errors']} errors, "
+              f"{counts['skipped']} skipped" + (" (TIMED OUT)" if counts["timed_out"] else ""))
+        if args.verbose:
+            for case in cases:
+                if case["outcome"] in ("failed", "errors"):
+                    print(f"    {case['outcome']}: {case['name']}: {case['message'][:200]}")
+            if not cases:
+                print(textwrap.indent(output[-1500:], "    "))
+        directory = os.path.dirname(rel)
+        t = totals.setdefault(directory, {"passed": 0, "ran": 0, "skipped": 0})
+        t["passed"] += counts["passed"]
+        t["ran"] += ran
+        t["skipped"] += counts["skipped"]
+    for directory, t in sorted(totals.items()):
+        rate = 100.0 * t["passed"] / t["ran"] if t["ran"] else 0.0
+        print(f"== {directory}: {t['passed']}/{t['ran']} passed ({rate:.1f}%), {t['skipped']} skipped")
+    with open(os.path.join(work, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
