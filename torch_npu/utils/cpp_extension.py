@@ -65,18 +65,19 @@ def _rewrite_ascendc(sources, build_dir):
         if not os.path.isfile(path) or not (path.endswith(".asc") or (path.endswith((".cpp", ".cc", ".cxx")) and _launches_kernels(path))):
             out.append(source)
             continue
-        from torch_npu.utils._ascendc_source import is_ascendc_source, rewrite_launches
+        from torch_npu.utils._ascendc_source import rewrite_launches
 
         with open(path, encoding="utf-8") as f:
             text = f.read()
-        if path.endswith(".asc") and not is_ascendc_source(text):
+        rewritten_text = rewrite_launches(text)
+        if not path.endswith(".asc") and rewritten_text == text:  # "<<<" only in a comment or string
             out.append(source)
             continue
         os.makedirs(build_dir, exist_ok=True)
         stem = os.path.splitext(os.path.basename(path))[0]
         target = os.path.join(build_dir, f"{stem}.asc.cpp")
         # Errors point at the original's lines.
-        rewritten = f'#line 1 "{path}"\n' + rewrite_launches(text)
+        rewritten = f'#line 1 "{path}"\n' + rewritten_text
         if not os.path.exists(target) or open(target, encoding="utf-8").read() != rewritten:
             with open(target, "w", encoding="utf-8") as f:
                 f.write(rewritten)

@@ -68,6 +68,12 @@ struct CoreMemories {
 constexpr uint32_t kBiasTableBytes = 1024;
 constexpr uint32_t kFixbufBytes = 4096;
 
+// An allocation one of a launch's pointer arguments lies in: [base, base + size).
+struct GmLaunchRegion {
+  const uint8_t* base;
+  size_t size;
+};
+
 struct BlockContext {
   const char* kernel_name = "";
   const VnpuKernelEnv* env = nullptr;
@@ -87,6 +93,12 @@ struct BlockContext {
 
   // SetFlag/WaitFlag balance per event kind and id.
   int32_t events[kHardEventCount][kEventIdsPerKind] = {};
+
+  // The device allocations the launch's pointer arguments lay in, looked up when
+  // the kernel was launched (launch.h): the kernel runs later, in stream order,
+  // when the caller may have freed them (legal: the allocator is stream-ordered).
+  const GmLaunchRegion* launch_regions = nullptr;
+  size_t launch_region_count = 0;
 
   void* tpipe = nullptr;              // the live TPipe of this block (one at a time)
   uint8_t* sys_workspace = nullptr;   // SetSysWorkspace / GetSysWorkSpacePtr

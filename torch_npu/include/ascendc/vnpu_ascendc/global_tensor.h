@@ -37,6 +37,17 @@ inline GmRegion LookUpGmRegion(const void* p) {
   BlockContext* ctx = tls_block;
   if (ctx == nullptr || !ctx->env->bounds_check) return r;
   r.checked = true;
+  // First the allocations the launch's arguments lay in when it was launched.
+  const uint8_t* q = static_cast<const uint8_t*>(p);
+  for (size_t i = 0; q != nullptr && i < ctx->launch_region_count; ++i) {
+    const GmLaunchRegion& region = ctx->launch_regions[i];
+    if (q >= region.base && q < region.base + region.size) {
+      r.known = true;
+      r.base = region.base;
+      r.size = region.size;
+      return r;
+    }
+  }
   const void* base = nullptr;
   size_t size = 0;
   if (p != nullptr && vnpuGmRegionOf(p, &base, &size) == 0) {

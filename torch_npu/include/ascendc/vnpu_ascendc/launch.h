@@ -40,6 +40,7 @@
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <vector>
 #include <type_traits>
 #include <utility>
 
@@ -63,6 +64,23 @@ class LaunchTaskBase {
 
   const std::string& name() const { return name_; }
   const VnpuKernelEnv& env() const { return env_; }
+  const std::vector<GmLaunchRegion>& regions() const { return regions_; }
+
+ protected:
+  // Records the allocation a pointer argument lies in (bounds checking on):
+  // looked up now, while the caller still owns what it passes.
+  template <typename T>
+  void NoteArgument(const T& arg) {
+    if constexpr (std::is_pointer_v<T>) {
+      const void* p = static_cast<const void*>(arg);
+      if (!env_.bounds_check || p == nullptr) return;
+      const void* base = nullptr;
+      size_t size = 0;
+      if (vnpuGmRegionOf(p, &base, &size) == 0) regions_.push_back({static_cast<const uint8_t*>(base), size});
+    }
+  }
+
+ public:
   uint32_t block_dim() const { return block_dim_; }
   KernelKind kind() const { return kind_; }
 
@@ -88,6 +106,7 @@ class LaunchTaskBase {
   VnpuKernelEnv env_;
   uint32_t block_dim_;
   KernelKind kind_;
+  std::vector<GmLaunchRegion> regions_;
   std::mutex mu_;
   bool failed_ = false;
   uint32_t failed_block_ = 0;
@@ -100,7 +119,9 @@ class LaunchTask final : public LaunchTaskBase {
   template <typename... A>
   LaunchTask(void (*kernel)(P...), const char* name, const VnpuKernelEnv& env, uint32_t block_dim, KernelKind kind,
              A&&... args)
-      : LaunchTaskBase(name, env, block_dim, kind), kernel_(kernel), args_(std::forward<A>(args)...) {}
+      : LaunchTaskBase(name, env, block_dim, kind), kernel_(kernel), args_(std::forward<A>(args)...) {
+    std::apply([this](const auto&... a) { (NoteArgument(a), ...); }, args_);
+  }
   void Invoke() override { std::apply(kernel_, args_); }
 
  private:
@@ -170,6 +191,8 @@ inline void RunBlock(void* user_data, uint32_t block) {
     ctx.launch_kind = task->kind();
     ctx.core = task->kind() == KernelKind::kCube ? CoreType::kAic : CoreType::kAiv;
     ctx.mem = arena.memories();
+    ctx.launch_regions = task->regions().data();
+    ctx.launch_region_count = task->regions().size();
     BlockScope scope(&ctx);
     if (task->kind() == KernelKind::kMix) {
       Fail("mixed AIC+AIV kernels are not modelled by vNPU; split the Cube and Vector parts into two kernels");
