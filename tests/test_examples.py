@@ -30,3 +30,18 @@ def test_example_runs(name):
                        capture_output=True, text=True, timeout=120, cwd=EXAMPLES_DIR)
     assert r.returncode == 0, f"rc={r.returncode}\nstdout:\n{r.stdout[-3000:]}\nstderr:\n{r.stderr[-3000:]}"
     assert "OK" in r.stdout
+
+
+def test_custom_op_example_builds_and_runs(tmp_path):
+    """examples/custom_op, as docs/custom_ops.md walks through it: build the Ascend C
+    operator with NpuExtension, then run.py (forward, backward, torch.compile vs cpu)."""
+    import shutil
+    work = tmp_path / "custom_op"
+    shutil.copytree(os.path.join(EXAMPLES_DIR, "custom_op"), work)
+    build = subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace"], cwd=work, env=clean_env(MAX_JOBS=2),
+                           capture_output=True, text=True, timeout=600)
+    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+    r = subprocess.run([sys.executable, "run.py"], cwd=work, env=clean_env(), capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "matches cpu (forward, backward, torch.compile)" in r.stdout
