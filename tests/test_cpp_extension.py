@@ -148,6 +148,17 @@ def test_allocator_stats_events_graphs_and_generators_match_python(ext):
     del keep
 
 
+def test_an_extension_built_against_another_torch_is_named_at_load(ext, capfd):
+    # The check every extension runs when loaded (NPUMacros.h), with another version.
+    assert ext.check_torch_version(torch.__version__.split("+")[0])
+    assert not ext.check_torch_version("2.99.0")
+    err = capfd.readouterr().err
+    assert "built against torch 2.99.0, but this process runs torch 2.13.0" in err
+    assert "rebuild the extension" in err
+    assert not ext.check_torch_version("2.99.0")  # reported once
+    assert "2.99.0" not in capfd.readouterr().err
+
+
 def test_op_hooks_count_begin_inputs_outputs_end_only_while_enabled(ext):
     ext.register_op_hooks()
     ext.reset_hook_calls()

@@ -1,5 +1,10 @@
 #include "csrc/api/acl_status.h"
 
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <set>
+
 #include "csrc/core/npu_error.h"
 #include "torch_npu/csrc/core/npu/NPUException.h"
 
@@ -45,6 +50,25 @@ aclError status_of(const vnpu::Error& error) {
 extern "C" ACL_FUNC_VISIBILITY const char* aclGetRecentErrMsg(void) { return torch_npu::acl::recent_message(); }
 
 namespace c10_npu {
+namespace detail {
+
+bool check_extension_torch_version(const char* built_with) noexcept {
+  if (built_with != nullptr && std::strcmp(built_with, TORCH_VERSION) == 0) return true;
+  static std::mutex mutex;
+  static std::set<std::string> reported;
+  std::lock_guard<std::mutex> lock(mutex);
+  const std::string other = built_with == nullptr ? "(unknown)" : built_with;
+  if (reported.insert(other).second) {
+    std::fprintf(stderr,
+                 "[torch_npu] a C++ extension was built against torch %s, but this process runs torch %s (the torch "
+                 "torch_npu was built with). Its calls into torch may fail or crash: rebuild the extension against "
+                 "the installed torch (python setup.py build_ext --inplace, or clear the JIT build directory).\n",
+                 other.c_str(), TORCH_VERSION);
+  }
+  return false;
+}
+
+}  // namespace detail
 
 std::string formatErrorCode(SubModule submodule, ErrCode error_code) {
   return torch_npu::error_suffix(static_cast<torch_npu::SubModule>(submodule),

@@ -206,6 +206,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("register_op_hooks", &register_op_hooks);
   m.def("hook_calls", [] { return g_hook_calls; });
   m.def("reset_hook_calls", [] { g_hook_calls = 0; });
+  m.def("check_torch_version",
+        [](const std::string& v) { return c10_npu::detail::check_extension_torch_version(v.c_str()); });
   m.def("soc_name", [] { return std::string(aclrtGetSocName()); });
   m.def("default_generator_seed", [] { return at_npu::detail::getDefaultNPUGenerator(0).current_seed(); });
 }
