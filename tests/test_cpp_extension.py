@@ -159,6 +159,13 @@ def test_an_extension_built_against_another_torch_is_named_at_load(ext, capfd):
     assert "2.99.0" not in capfd.readouterr().err
 
 
+def test_the_aoti_c_shim_for_npu_runs_ops_on_npu(ext):
+    x = torch.randn(5, 7)
+    out = ext.shim_cumsum(x.npu(), 1)
+    assert out.device.type == "npu"
+    torch.testing.assert_close(out.cpu(), torch.cumsum(x, 1))
+
+
 def test_op_hooks_count_begin_inputs_outputs_end_only_while_enabled(ext):
     ext.register_op_hooks()
     ext.reset_hook_calls()

@@ -48,7 +48,8 @@ def test_a_wheel_installs_into_another_environment_and_runs(tmp_path):
         root = os.path.dirname(torch_npu.__file__)
         print(all(os.path.isfile(os.path.join(root, p)) for p in (
             "include/torch_npu/csrc/core/npu/NPUStream.h", "include/third_party/acl/inc/acl/acl_rt.h",
-            "include/ascendc/kernel_operator.h", "lib/libtorch_npu.so")))
+            "include/ascendc/kernel_operator.h", "lib/libtorch_npu.so",
+            "include/torch_npu/csrc/inductor/aoti_torch/generated/c_shim_npu.h")))
         """)], capture_output=True, text=True, timeout=300, cwd=str(tmp_path), env=clean_env())
     assert check.returncode == 0, check.stderr[-3000:]
     where, values, data, headers = check.stdout.strip().splitlines()[-4:]

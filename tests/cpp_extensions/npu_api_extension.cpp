@@ -21,6 +21,8 @@
 #include "torch_npu/csrc/core/npu/NPUStream.h"
 #include "torch_npu/csrc/framework/OpCommand.h"
 #include "torch_npu/csrc/framework/OpHook.h"
+#include "torch_npu/csrc/inductor/aoti_torch/generated/c_shim_npu.h"
+#include <torch/csrc/inductor/aoti_torch/utils.h>
 
 namespace {
 
@@ -173,6 +175,18 @@ at::Tensor graph_double(at::Tensor x) {
   return y;
 }
 
+// An op through the AOTI C shim for npu (as AOTInductor code and stable-ABI
+// extensions call it).
+at::Tensor shim_cumsum(const at::Tensor& x, int64_t dim) {
+  AtenTensorHandle out = nullptr;
+  const AOTITorchError rc = aoti_torch_npu_cumsum(
+      torch::aot_inductor::tensor_pointer_to_tensor_handle(const_cast<at::Tensor*>(&x)), dim, nullptr, &out);
+  TORCH_CHECK(rc == AOTI_TORCH_SUCCESS, "aoti_torch_npu_cumsum failed");
+  at::Tensor result = *torch::aot_inductor::tensor_handle_to_tensor_pointer(out);
+  aoti_torch_delete_tensor_object(out);
+  return result;
+}
+
 int g_hook_calls = 0;
 
 void register_op_hooks() {
@@ -208,6 +222,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("reset_hook_calls", [] { g_hook_calls = 0; });
   m.def("check_torch_version",
         [](const std::string& v) { return c10_npu::detail::check_extension_torch_version(v.c_str()); });
+  m.def("shim_cumsum", &shim_cumsum);
   m.def("soc_name", [] { return std::string(aclrtGetSocName()); });
   m.def("default_generator_seed", [] { return at_npu::detail::getDefaultNPUGenerator(0).current_seed(); });
 }
