@@ -511,3 +511,16 @@ def test_index_put_with_cpu_indices():
     cpu[idx] = 3.0
     n[idx] = 3.0
     assert_close(n.cpu(), cpu)
+
+
+def test_mm_with_out_dtype_matches_cpu_in_fp32():
+    # aten::mm.dtype(_out) has no CPU kernel in ATen (CUDA only); npu composes it.
+    a, b = torch.randn(5, 7), torch.randn(7, 3)
+    out = torch.empty(5, 3, device="npu")
+    torch.mm(a.npu(), b.npu(), out_dtype=torch.float32, out=out)
+    torch.testing.assert_close(out.cpu(), a @ b)
+    widened = torch.mm(a.half().npu(), b.half().npu(), out_dtype=torch.float32)
+    assert widened.dtype == torch.float32
+    torch.testing.assert_close(widened.cpu(), a.half().float() @ b.half().float(), rtol=1e-3, atol=1e-3)
+    with pytest.raises(RuntimeError, match="out_dtype must be the same as input dtype or fp32"):
+        torch.mm(a.npu(), b.npu(), out_dtype=torch.float16)
