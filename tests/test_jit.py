@@ -26,7 +26,9 @@ def test_script_and_trace_match_eager():
     eager = model(x)
     scripted = torch.jit.script(model)
     traced = torch.jit.trace(model, x)
-    with torch.npu.stream(torch.npu.Stream()):
+    side = torch.npu.Stream()
+    side.wait_stream(torch.npu.current_stream())  # x and the weights were copied on the default stream
+    with torch.npu.stream(side):
         out_s, out_t = scripted(x), traced(x)
     torch.npu.synchronize()
     torch.testing.assert_close(out_s.cpu(), eager.cpu())

@@ -225,6 +225,7 @@ def test_set_deterministic_level_switches_torch_and_warns_on_change():
 def test_erase_stream_checks_arguments_and_keeps_memory_safe():
     s = torch.npu.Stream()
     x = torch.ones(1 << 16, device="npu")
+    s.wait_stream(torch.npu.current_stream())  # x is filled on the default stream first
     with torch.npu.stream(s):
         y = x * 2
     x.record_stream(s)
