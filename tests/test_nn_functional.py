@@ -88,3 +88,55 @@ def test_forward_backward_matches_cpu(name):
     for a, b in zip(cpu_mod.buffers(), npu_mod.buffers()):  # batch norm running stats
         torch.testing.assert_close(b.cpu(), a, atol=1e-5, rtol=1e-5)
     assert _C._fallback_counts() == {}
+
+
+def test_pooling_backward_takes_int32_indices_like_ascend():
+    # An Ascend chip's max-pool indices are int32; torch_npu's backward
+    # kernels take any integer indices. Results equal cpu's with int64 ones.
+    torch.manual_seed(0)
+    x2, x3 = torch.randn(2, 3, 8, 8), torch.randn(1, 2, 6, 6, 6)
+    cases = [
+        (F.max_pool2d(x2, 2, 2, return_indices=True), x2,
+         lambda g, x, i: torch.ops.aten.max_pool2d_with_indices_backward(g, x, [2, 2], [2, 2], [0, 0], [1, 1],
+                                                                          False, i)),
+        (F.max_pool3d(x3, 3, 3, return_indices=True), x3,
+         lambda g, x, i: torch.ops.aten.max_pool3d_with_indices_backward(g, x, [3] * 3, [3] * 3, [0] * 3, [1] * 3,
+                                                                          False, i)),
+        (F.adaptive_max_pool2d(x2, 3, return_indices=True), x2, torch.ops.aten.adaptive_max_pool2d_backward),
+        (F.adaptive_max_pool3d(x3, 3, return_indices=True), x3, torch.ops.aten.adaptive_max_pool3d_backward),
+    ]
+    for (y, indices), x, backward in cases:
+        g = torch.randn_like(y)
+        expected = backward(g, x, indices)
+        for dtype in (torch.int32, torch.int8 if indices.max() < 128 else torch.int16):
+            got = backward(g.npu(), x.npu(), indices.to(dtype).npu())
+            assert torch.equal(got.cpu(), expected), (backward, dtype)
+    out = torch.empty(0, device="npu")
+    (y, indices), x = F.adaptive_max_pool2d(x2, 3, return_indices=True), x2
+    g = torch.randn_like(y)
+    torch.ops.aten.adaptive_max_pool2d_backward.grad_input(g.npu(), x.npu(), indices.int().npu(), grad_input=out)
+    assert torch.equal(out.cpu(), torch.ops.aten.adaptive_max_pool2d_backward(g, x, indices))
+    # Indices that are not integers get ATen's own error, as on cpu.
+    with pytest.raises(RuntimeError, match="expected scalar type Long but found Float"):
+        torch.ops.aten.adaptive_max_pool2d_backward(g.npu(), x.npu(), indices.float().npu())
+
+
+@pytest.mark.parametrize("dims", [2, 3])
+def test_max_unpool_with_repeated_indices_is_deterministic(dims):
+    # Every input names output element 0: ATen's CPU kernel scatters in
+    # parallel chunks, so on cpu the winner varies; on npu the last input
+    # wins, every time (real torch_npu's tests compare two such calls).
+    torch.manual_seed(0)
+    x = torch.randn((1, 1) + (32,) * dims if dims == 3 else (1, 1, 256, 256))
+    indices = torch.zeros_like(x, dtype=torch.long)
+    unpool = torch.ops.aten.max_unpool3d if dims == 3 else torch.ops.aten.max_unpool2d
+    extra = ([1] * 3, [0] * 3) if dims == 3 else ()
+    size = [x.shape[-1] + 1] * dims
+    last = x.flatten()[-1]
+    threads = torch.get_num_threads()
+    for _ in range(10):
+        out = unpool(x.npu(), indices.npu(), size, *extra).cpu()
+        assert out.flatten()[0] == last and out.flatten()[1:].eq(0).all()
+    assert torch.get_num_threads() == threads  # the caller's intra-op threads are restored
+    with pytest.raises(RuntimeError, match="Found an invalid max index"):
+        unpool(x.npu(), torch.full_like(indices, 10**9).npu(), size, *extra)

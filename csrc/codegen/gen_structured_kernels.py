@@ -51,6 +51,13 @@ KNOWN_FAILURES: dict[str, str] = {
     "smooth_l1_loss": "meta shape differs from the final (reduced) shape",
 }
 
+# Ops whose `indices` argument real torch_npu accepts in any integer dtype
+# (an Ascend chip's max-pool indices are int32): stage 1 widens it to the
+# int64 ATen's CPU kernels read (indices_as_int64, structured.h).
+INT64_INDICES: set[str] = {
+    "adaptive_max_pool2d_backward", "adaptive_max_pool3d_backward", "max_pool2d_with_indices_backward",
+}
+
 TORCH_DIR = os.path.dirname(torchgen.__file__)
 YAML_DIR = os.path.join(TORCH_DIR, "packaged", "ATen", "native")
 # Installed ATen headers, to check that the headers we include exist.
@@ -170,6 +177,11 @@ def gen_variant(g: NativeFunctionsGroup, f: NativeFunction) -> str:
     from torchgen.model import DeviceCheckType
     check = "common_device_allowing_cpu" if f.device_check == DeviceCheckType.NoCheck else "common_device"
     lines.append(f"  const c10::DeviceIndex device = {check}(\"{op}\", {', '.join(tensors)});")
+    # An argument replaced by a converted value, for meta and stage 2.
+    replaced: dict[str, str] = {}
+    if str(g.functional.func.name.name) in INT64_INDICES:
+        lines.append("  const at::Tensor indices_int64 = indices_as_int64(indices);")
+        replaced["indices"] = "indices_int64"
 
     if k is SchemaKind.functional:
         lines.append(f"  StructuredFunctional<{meta_class}, {n_out}> op(device);")
@@ -185,7 +197,7 @@ def gen_variant(g: NativeFunctionsGroup, f: NativeFunction) -> str:
     # RegisterDispatchKey.py does. Precomputed values returned by the meta of
     # some ops are not needed: the at::cpu call below recomputes them.
     meta_exprs = ", ".join(
-        e.expr for e in translate(args, structured.meta_arguments(g), method=False))
+        replaced.get(e.expr, e.expr) for e in translate(args, structured.meta_arguments(g), method=False))
     discard = "(void)" if g.out.precomputed else ""
     lines.append(f"  {discard}op.meta({meta_exprs});")
 
@@ -201,7 +213,7 @@ def gen_variant(g: NativeFunctionsGroup, f: NativeFunction) -> str:
         cpu_sig = CppSignatureGroup.from_native_function(
             g.out, method=False, fallback_binding=False).most_faithful_signature()
         for a in args:
-            lam.capture(a.name, a.type)
+            lam.capture(a.name, a.type, replaced.get(a.name))
         if k is SchemaKind.functional:  # the outputs meta just allocated
             for i in range(n_out):
                 lam.capture(f"out{i}", "at::Tensor &", f"op.outputs_[{i}]")

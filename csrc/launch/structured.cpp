@@ -3,6 +3,12 @@
 namespace torch_npu {
 
 // Mirrors the checks ATen's generated CPU wrappers make for in-place ops.
+at::Tensor indices_as_int64(const at::Tensor& indices) {
+  const auto dtype = indices.scalar_type();
+  if (dtype == at::kLong || !at::isIntegralType(dtype, /*includeBool=*/false)) return indices;
+  return indices.to(at::kLong);
+}
+
 void check_inplace_output(const at::Tensor& self, c10::IntArrayRef sizes,
                           const c10::TensorOptions& options) {
   TORCH_CHECK(options.dtype() == self.dtype(), "Bad in-place call: input tensor dtype ",

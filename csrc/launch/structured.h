@@ -30,6 +30,13 @@ void check_inplace_output(const at::Tensor& self, c10::IntArrayRef sizes,
 void resize_out_tensor(const at::Tensor& out, c10::IntArrayRef sizes, c10::IntArrayRef strides,
                        const c10::TensorOptions& options);
 
+// The pooling backward ops take the indices their forward returned. On an
+// Ascend chip those are int32, and torch_npu's kernels accept any integer
+// indices; ATen's CPU kernels read int64 only. Integer indices of another
+// dtype are widened (an npu copy on the current stream); anything else is
+// passed on, for the CPU kernel's own dtype error.
+at::Tensor indices_as_int64(const at::Tensor& indices);
+
 // TensorIterator-based meta classes must also see the output through their
 // own set_output (it registers the tensor with the iterator); other meta
 // classes assert in the base implementation, so only forward for those.
