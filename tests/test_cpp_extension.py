@@ -182,6 +182,34 @@ def test_op_hooks_count_begin_inputs_outputs_end_only_while_enabled(ext):
     assert ext.hook_calls() == 5
 
 
+def test_op_hooks_around_collectives_begin_at_issue_and_end_at_wait(ext):
+    # As ProcessGroupHCCL: begin(torch_npu's name) and pre(t) per tensor when
+    # a collective is issued, end() when its work is waited for; the
+    # operator-level hook does not count collectives a second time.
+    import torch.distributed as dist
+
+    pg = torch_npu._C._distributed_c10d.ProcessGroupHCCL(dist.HashStore(), 0, 1)
+    x = torch.ones(4, device="npu")
+    ext.register_op_hooks()
+    ext.reset_hook_calls()
+    torch.npu.set_option({"OP_HOOK_ENABLE": "enable"})
+    try:
+        work = pg.allreduce([x])
+        assert ext.hook_log() == ["begin:allreduce", "pre"]
+        work.wait()
+        assert ext.hook_log() == ["begin:allreduce", "pre", "end"]
+        ext.reset_hook_calls()
+        out = torch.empty(4, device="npu")
+        pg._allgather_base(out, x).wait()
+        assert ext.hook_log() == ["begin:_allgather_base", "pre", "pre", "end"]
+    finally:
+        torch.npu.set_option({"OP_HOOK_ENABLE": "disable"})
+    ext.reset_hook_calls()
+    pg.allreduce([x]).wait()
+    assert ext.hook_log() == []
+    torch.testing.assert_close(out.cpu(), torch.ones(4))
+
+
 def test_jit_load_of_a_one_op_extension(tmp_path):
     """torch.utils.cpp_extension.load with torch_npu's include and library paths,
     as documented in docs/custom_ops.md."""

@@ -7,15 +7,11 @@
 
 #include <ATen/record_function.h>
 
+#include "csrc/core/npu_op_hooks.h"
 #include "torch_npu/csrc/framework/OpHook.h"
 
 namespace torch_npu {
 namespace {
-
-std::atomic<at_npu::native::BeginFn> g_begin{nullptr};
-std::atomic<at_npu::native::EndFn> g_end{nullptr};
-std::atomic<at_npu::native::PreFn> g_pre{nullptr};
-std::atomic<at_npu::native::PostFn> g_post{nullptr};
 
 std::mutex g_mutex;
 std::optional<at::CallbackHandle> g_handle;  // guarded by g_mutex
@@ -43,32 +39,30 @@ void each_tensor(c10::ArrayRef<c10::IValue> values, Fn fn) {
 std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
   if (t_depth++ > 0) return nullptr;
   t_hooked = false;
+  // Collectives are hooked by the hccl process group (issue, then wait).
+  if (std::string_view(fn.name()).rfind("c10d::", 0) == 0) return nullptr;
   const auto inputs = fn.inputs();
   bool any_npu = false;
   for (const c10::IValue& value : inputs) any_npu = any_npu || is_npu_tensor(value);
   if (!any_npu) return nullptr;
   t_hooked = true;
-  if (auto begin = g_begin.load()) begin(fn.name());
-  if (auto pre = g_pre.load()) each_tensor(inputs, [&](const at::Tensor& t) { pre(t); });
+  op_hook_begin(fn.name());
+  each_tensor(inputs, [](const at::Tensor& t) { op_hook_pre(t); });
   return nullptr;
 }
 
 void on_exit(const at::RecordFunction& fn, at::ObserverContext*) {
   if (--t_depth > 0 || !t_hooked) return;
   t_hooked = false;
-  // Collectives work in place and hand back no output tensor (torch_npu's
-  // hccl hooks report their inputs only).
-  const bool collective = std::string_view(fn.name()).rfind("c10d::", 0) == 0;
-  if (auto post = g_post.load(); post != nullptr && !collective) {
-    each_tensor(fn.outputs(), [&](const at::Tensor& t) { post(t); });
-  }
-  if (auto end = g_end.load()) end();
+  each_tensor(fn.outputs(), [](const at::Tensor& t) { op_hook_post(t); });
+  op_hook_end();
 }
 
 }  // namespace
 
 void set_op_hooks_enabled(bool enabled) {
   std::lock_guard<std::mutex> lock(g_mutex);
+  set_op_hooks_flag(enabled);
   if (enabled && !g_handle) {
     g_handle = at::addGlobalCallback(at::RecordFunctionCallback(on_enter, on_exit)
                                          .needsInputs(true)
@@ -85,10 +79,10 @@ void set_op_hooks_enabled(bool enabled) {
 namespace at_npu {
 namespace native {
 
-void RegisterOpHookBeginFn(BeginFn fn) { torch_npu::g_begin.store(fn); }
-void RegisterOpHookEndFn(EndFn fn) { torch_npu::g_end.store(fn); }
-void RegisterOpHookPreFn(PreFn fn) { torch_npu::g_pre.store(fn); }
-void RegisterOpHookPostFn(PostFn fn) { torch_npu::g_post.store(fn); }
+void RegisterOpHookBeginFn(BeginFn fn) { torch_npu::set_op_hook_begin(fn); }
+void RegisterOpHookEndFn(EndFn fn) { torch_npu::set_op_hook_end(fn); }
+void RegisterOpHookPreFn(PreFn fn) { torch_npu::set_op_hook_pre(fn); }
+void RegisterOpHookPostFn(PostFn fn) { torch_npu::set_op_hook_post(fn); }
 
 }  // namespace native
 }  // namespace at_npu

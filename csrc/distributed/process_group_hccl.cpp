@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 
 #include "csrc/core/npu_caching_allocator.h"
+#include "csrc/core/npu_op_hooks.h"
 #include "csrc/core/npu_stream.h"
 #include "csrc/distributed/watchdog.h"
 #include "csrc/launch/launch.h"
@@ -13,6 +14,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
+#include <string_view>
 
 namespace torch_npu {
 namespace {
@@ -141,29 +144,67 @@ class WorkHCCL : public c10d::Work {
   // not, unless TORCH_HCCL_BLOCKING_WAIT=1 (then errors raise here).
   bool wait(std::chrono::milliseconds /*timeout*/) override {
     if (vnpu::environment().hccl_blocking_wait) {
-      done_.synchronize();
+      synchronize();
       return true;
     }
     for (const auto& t : outputs_) {
       if (t.defined()) {
         done_.block(current_stream(t.device().index()));
+        hook_end();
         return true;
       }
     }
-    done_.synchronize();
+    synchronize();
     return true;
   }
-  void synchronize() override { done_.synchronize(); }
+  void synchronize() override {
+    done_.synchronize();
+    hook_end();
+  }
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
   uint64_t getSequencenumber() const override { return seq_; }
 
  private:
+  // As ProcessGroupHCCL's PostHook: the operator hooks' end() when the work
+  // is waited for, if they are on at that moment.
+  static void hook_end() {
+    if (C10_UNLIKELY(op_hooks_enabled())) op_hook_end();
+  }
+
   std::vector<at::Tensor> outputs_;
   c10::Event done_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   uint64_t seq_;
 };
+
+// The operator hooks' begin(name) and pre(t) for a collective being issued
+// (ProcessGroupHCCL's PreHook), under torch_npu's name for it.
+void hook_issue(const char* name, const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs) {
+  if (C10_LIKELY(!op_hooks_enabled())) return;
+  static const std::map<std::string_view, const char*> kHookNames = {
+      {"hccl:broadcast", "broadcast"},
+      {"hccl:all_reduce", "allreduce"},
+      {"hccl:all_reduce_coalesced", "allreduce_coalesced"},
+      {"hccl:reduce", "reduce"},
+      {"hccl:all_gather", "allgather"},
+      {"hccl:all_gather_into_tensor", "_allgather_base"},
+      {"hccl:all_gather_into_tensor_coalesced", "allgather_into_tensor_coalesced"},
+      {"hccl:gather", "gather"},
+      {"hccl:scatter", "scatter"},
+      {"hccl:reduce_scatter", "reduce_scatter"},
+      {"hccl:reduce_scatter_tensor", "_reduce_scatter_base"},
+      {"hccl:reduce_scatter_tensor_coalesced", "reduce_scatter_tensor_coalesced"},
+      {"hccl:all_to_all_single", "alltoall_base"},
+      {"hccl:all_to_all", "alltoall"},
+      {"hccl:send", "send"},
+      {"hccl:recv", "recv"},
+  };
+  const auto it = kHookNames.find(name);
+  op_hook_begin(it != kHookNames.end() ? it->second : name);
+  for (const auto& t : outputs) op_hook_pre(t);
+  for (const auto& t : inputs) op_hook_pre(t);
+}
 
 int64_t numel_of(const std::vector<at::Tensor>& tensors) {
   int64_t n = 0;
@@ -310,6 +351,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue(const char* name, c10d:
                                                          std::vector<at::Tensor> outputs, Body&& body) {
   const std::vector<at::Tensor> all = concat(inputs, outputs);
   const c10::DeviceIndex device = device_or_current(name, all);
+  hook_issue(name, inputs, outputs);
   const c10::Stream comm = comm_stream(device);
   // Held while a collective is issued, so that the streams' idleness seen
   // below cannot change before an on-caller collective has finished.
@@ -356,6 +398,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue_p2p(const char* name, c
   const c10::DeviceIndex device = device_or_current(name, all);
   const c10::Stream comm = comm_stream(device);
   const c10::Stream wait = p2p_wait_stream(device);
+  hook_issue(name, inputs, outputs);
   std::lock_guard<std::mutex> issuing(issue_mutex_);  // see enqueue()
   watchdog_->check_not_aborted();
   order_after(current_stream(device), comm);

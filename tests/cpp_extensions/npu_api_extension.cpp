@@ -188,12 +188,25 @@ at::Tensor shim_cumsum(const at::Tensor& x, int64_t dim) {
 }
 
 int g_hook_calls = 0;
+std::vector<std::string> g_hook_log;  // "begin:<name>", "pre", "post", "end"
 
 void register_op_hooks() {
-  at_npu::native::RegisterOpHookBeginFn([](const std::string&) { ++g_hook_calls; });
-  at_npu::native::RegisterOpHookPreFn([](const at::Tensor& t) { if (t.defined()) ++g_hook_calls; });
-  at_npu::native::RegisterOpHookPostFn([](const at::Tensor& t) { if (t.defined()) ++g_hook_calls; });
-  at_npu::native::RegisterOpHookEndFn([]() { ++g_hook_calls; });
+  at_npu::native::RegisterOpHookBeginFn([](const std::string& name) {
+    ++g_hook_calls;
+    g_hook_log.push_back("begin:" + name);
+  });
+  at_npu::native::RegisterOpHookPreFn([](const at::Tensor& t) {
+    if (t.defined()) ++g_hook_calls;
+    g_hook_log.push_back("pre");
+  });
+  at_npu::native::RegisterOpHookPostFn([](const at::Tensor& t) {
+    if (t.defined()) ++g_hook_calls;
+    g_hook_log.push_back("post");
+  });
+  at_npu::native::RegisterOpHookEndFn([]() {
+    ++g_hook_calls;
+    g_hook_log.push_back("end");
+  });
 }
 
 }  // namespace
@@ -219,7 +232,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("graph_double", &graph_double);
   m.def("register_op_hooks", &register_op_hooks);
   m.def("hook_calls", [] { return g_hook_calls; });
-  m.def("reset_hook_calls", [] { g_hook_calls = 0; });
+  m.def("reset_hook_calls", [] {
+    g_hook_calls = 0;
+    g_hook_log.clear();
+  });
+  m.def("hook_log", [] { return g_hook_log; });
   m.def("check_torch_version",
         [](const std::string& v) { return c10_npu::detail::check_extension_torch_version(v.c_str()); });
   m.def("shim_cumsum", &shim_cumsum);
