@@ -32,4 +32,4 @@ class BinaryDistribution(Distribution):
 setup(cmdclass={"build_py": BuildWithCMake}, distclass=BinaryDistribution,
       package_data={"torch_npu": ["_C*.so", "_cann/*", "tools/data/*.txt",
                                   # the C++ API extensions build against (docs/custom_ops.md)
-                                  "lib/libtorch_npu.so", "include/**/*.h", "include/**/*.hpp"]})
+                                  "lib/libtorch_npu.so", "lib/libascendcl.so", "include/**/*.h", "include/**/*.hpp"]})

@@ -96,11 +96,23 @@ for name, result in results.items():
 def export(repo, rev, work):
     """Exports test/, torch_npu/testing, torchnpugen and the sources the tests' builds name."""
     git_dir = repo if os.path.isdir(os.path.join(repo, "objects")) else os.path.join(repo, ".git")
-    paths = ["test", "torch_npu/testing", "torchnpugen", "torch_npu/csrc/inductor/aoti_torch"]
+    paths = ["test", "torch_npu/testing", "torchnpugen", "torch_npu/csrc/inductor/aoti_torch", "third_party/acl"]
     data = subprocess.run(["git", "--git-dir", git_dir, "archive", rev, *paths], check=True,
                           capture_output=True).stdout
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         tar.extractall(work)
+
+
+def provide_cann_libraries(work):
+    """Puts vNPU's ACL runtime where the tests link CANN's: test/allocator links
+    -lascendcl from third_party/acl/libs, which on a machine with CANN holds
+    the stub build_stub.sh compiles against CANN's ACL headers (a submodule
+    missing from the snapshot, so that compile fails and leaves this file)."""
+    import torch_npu
+    libs = os.path.join(work, "third_party", "acl", "libs")
+    os.makedirs(libs, exist_ok=True)
+    with open(os.path.join(libs, "libascendcl.so"), "w") as f:
+        f.write(f"INPUT({os.path.join(os.path.dirname(torch_npu.__file__), '_C.so')})\n")
 
 
 def render_testing_utils(work):
@@ -196,6 +208,7 @@ def main():
         os.makedirs(work, exist_ok=True)
         export(args.repo, args.rev, work)
         render_testing_utils(work)
+    provide_cann_libraries(work)
     overlay = os.path.join(work, "_vnpu_overlay")
     os.makedirs(overlay, exist_ok=True)
     with open(os.path.join(overlay, "sitecustomize.py"), "w") as f:

@@ -159,8 +159,6 @@ def test_fixed_answers():
     lambda: torch.npu.host_memory_stats_as_nested_dict(),
     lambda: torch.npu.reset_accumulated_host_memory_stats(),
     lambda: torch.npu.reset_peak_host_memory_stats(),
-    lambda: torch.npu.NPUPluggableAllocator("lib.so", "alloc", "free"),
-    lambda: torch.npu.change_current_allocator(None),
     lambda: torch.npu.SyncLaunchStream(),
     lambda: torch.npu.ExternalEvent(),
     lambda: torch.npu.graph_task_group_begin(torch.npu.current_stream()),

@@ -12,6 +12,7 @@
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_error.h"
 #include "csrc/core/npu_mem_pool.h"
+#include "csrc/core/npu_pluggable_allocator.h"
 #include "csrc/core/npu_stream.h"
 #include <vnpu/device_allocator.h>
 #include <vnpu/runtime.h>
@@ -60,7 +61,10 @@ void report_to_profiler(vnpu::CachingAllocator& allocator, void* address, int64_
 // The deleter of every DataPtr this allocator makes. Its context is the data
 // address (Note [Blocks by address] in runtime/src/caching_allocator.cpp),
 // the form copy-on-write sharing and Allocator::raw_allocate require.
-void delete_npu_memory(void* ptr) { free_if_npu_block(ptr); }
+void delete_npu_memory(void* ptr) {
+  if (free_if_npu_block(ptr)) return;
+  if (PluggableAllocator* pluggable = current_pluggable_allocator()) pluggable->free(ptr);
+}
 
 c10::DataPtr npu_data_ptr(vnpu::Block* block, c10::Device device) {
   void* ptr = vnpu::CachingAllocator::address(block);
@@ -79,6 +83,44 @@ c10::CachingAllocator::Stat to_c10(const vnpu::Stat& s) {
 c10::CachingAllocator::StatArray to_c10(const vnpu::StatArray& array) {
   c10::CachingAllocator::StatArray out;
   for (size_t i = 0; i < array.size(); ++i) out[i] = to_c10(array[i]);
+  return out;
+}
+
+vnpu::Stat from_c10(const c10::CachingAllocator::Stat& s) {
+  vnpu::Stat out;
+  out.current = s.current;
+  out.peak = s.peak;
+  out.allocated = s.allocated;
+  out.freed = s.freed;
+  return out;
+}
+
+vnpu::StatArray from_c10(const c10::CachingAllocator::StatArray& array) {
+  vnpu::StatArray out;
+  for (size_t i = 0; i < out.size(); ++i) out[i] = from_c10(array[i]);
+  return out;
+}
+
+// A pluggable allocator's get_device_stats result, as vNPU's statistics.
+MemoryStats from_c10(const c10::CachingDeviceAllocator::DeviceStats& s) {
+  MemoryStats out;
+  out.allocation = from_c10(s.allocation);
+  out.segment = from_c10(s.segment);
+  out.active = from_c10(s.active);
+  out.inactive_split = from_c10(s.inactive_split);
+  out.allocated_bytes = from_c10(s.allocated_bytes);
+  out.reserved_bytes = from_c10(s.reserved_bytes);
+  out.active_bytes = from_c10(s.active_bytes);
+  out.inactive_split_bytes = from_c10(s.inactive_split_bytes);
+  out.requested_bytes = from_c10(s.requested_bytes);
+  out.num_alloc_retries = s.num_alloc_retries;
+  out.num_ooms = s.num_ooms;
+  out.num_sync_all_streams = s.num_sync_all_streams;
+  out.num_device_alloc = s.num_device_alloc;
+  out.num_device_free = s.num_device_free;
+  out.oversize_allocations = from_c10(s.oversize_allocations);
+  out.oversize_segments = from_c10(s.oversize_segments);
+  out.max_split_size = s.max_split_size;
   return out;
 }
 
@@ -151,6 +193,10 @@ c10::DataPtr allocate_on(c10::DeviceIndex device, size_t bytes) {
   if (bytes == 0) return c10::DataPtr(nullptr, nullptr, &delete_npu_memory, npu_device(device));
   vnpu::Stream& stream = current_runtime_stream(device);
   vnpu::CachingAllocator* pool = routed_pool(device, stream);  // NPU graphs, MemPool
+  if (PluggableAllocator* pluggable = current_pluggable_allocator(); pluggable != nullptr && pool == nullptr) {
+    void* ptr = pluggable->malloc(bytes, device, current_stream(device));
+    return c10::DataPtr(ptr, ptr, &delete_npu_memory, npu_device(device));
+  }
   vnpu::CachingAllocator& allocator = pool != nullptr ? *pool : ordinary_allocator(device);
   // kOutOfMemory becomes torch.OutOfMemoryError.
   vnpu::Block* block = with_torch_errors([&] { return allocator.allocate(bytes, stream); });
@@ -188,14 +234,38 @@ vnpu::CachingAllocator& ordinary_allocator(c10::DeviceIndex device) {
 }
 
 
-MemoryStats memory_stats(c10::DeviceIndex device) { return allocators_of(device).stats(); }
+MemoryStats memory_stats(c10::DeviceIndex device) {
+  if (PluggableAllocator* pluggable = current_pluggable_allocator()) {
+    check_device_index(device);
+    if (auto stats = pluggable->device_stats(device)) return from_c10(*stats);
+    TORCH_WARN("get_device_stats_fn_ is not define, please set by set_get_device_stats_fn");
+  }
+  return allocators_of(device).stats();
+}
 
-void reset_peak_memory_stats(c10::DeviceIndex device) { allocators_of(device).reset_peak_stats(); }
+void reset_peak_memory_stats(c10::DeviceIndex device) {
+  if (PluggableAllocator* pluggable = current_pluggable_allocator()) {
+    check_device_index(device);
+    if (!pluggable->reset_peak_stats(device)) {
+      TORCH_WARN("reset_peak_status_fn_ is not define, please set by set_reset_peak_status_fn");
+    }
+    return;
+  }
+  allocators_of(device).reset_peak_stats();
+}
 
-void reset_accumulated_memory_stats(c10::DeviceIndex device) { allocators_of(device).reset_accumulated_stats(); }
+void reset_accumulated_memory_stats(c10::DeviceIndex device) {
+  if (current_pluggable_allocator() != nullptr) {
+    TORCH_WARN("NPUPluggableAllocator does not yet support resetAccumulatedStats. "
+               "If you need it, please file an issue describing your use case.");
+    return;
+  }
+  allocators_of(device).reset_accumulated_stats();
+}
 
 void empty_cache() {
   check_not_forked();
+  if (PluggableAllocator* pluggable = current_pluggable_allocator()) pluggable->empty_cache();
   if (!is_initialized()) return;
   for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
     vnpu::DeviceAllocator& allocators = allocators_of(d);
@@ -220,6 +290,10 @@ void set_memory_fraction(double fraction, c10::DeviceIndex device) {
   check_device_index(device);
   NPU_CHECK_WITH(ValueError, ErrCode::kValue, fraction >= 0.0 && fraction <= 1.0,
                  "Invalid fraction value: ", fraction, ". Allowed range: 0~1");
+  if (PluggableAllocator* pluggable = current_pluggable_allocator()) {
+    pluggable->set_memory_fraction(fraction, device);  // as torch_npu: its hook, if set, decides
+    return;
+  }
   ordinary_allocator(device).set_memory_fraction(fraction);
 }
 
@@ -233,7 +307,11 @@ bool is_npu_block(const c10::DataPtr& data_ptr) {
 
 void record_stream(const c10::DataPtr& data_ptr, const c10::Stream& stream) {
   vnpu::Block* block = vnpu::CachingAllocator::live_block(data_ptr.get());
-  if (block == nullptr) return;
+  if (block == nullptr) {
+    PluggableAllocator* pluggable = current_pluggable_allocator();
+    if (pluggable != nullptr && pluggable->owns(data_ptr.get())) pluggable->record_stream(data_ptr.get(), stream);
+    return;
+  }
   vnpu::CachingAllocator::owner(block).record_stream(block, runtime_stream(stream));
 }
 
@@ -253,9 +331,14 @@ void* raw_alloc(size_t bytes, const c10::Stream& stream) {
   if (bytes == 0) return nullptr;
   const c10::DeviceIndex device = stream.device_index();
   check_device_index(device);
-  vnpu::CachingAllocator& allocator = ordinary_allocator(device);
-  vnpu::Block* block = with_torch_errors([&] { return allocator.allocate(bytes, runtime_stream(stream)); });
-  void* ptr = vnpu::CachingAllocator::address(block);
+  void* ptr = nullptr;
+  if (PluggableAllocator* pluggable = current_pluggable_allocator()) {
+    ptr = pluggable->malloc(bytes, device, stream);
+  } else {
+    vnpu::CachingAllocator& allocator = ordinary_allocator(device);
+    vnpu::Block* block = with_torch_errors([&] { return allocator.allocate(bytes, runtime_stream(stream)); });
+    ptr = vnpu::CachingAllocator::address(block);
+  }
   std::lock_guard<std::mutex> lock(g_raw_mutex);
   g_raw_blocks.insert(ptr);
   return ptr;
@@ -269,7 +352,12 @@ void raw_delete(void* ptr) {
     ours = g_raw_blocks.erase(ptr) > 0;
   }
   // A tensor's memory is not the caller's to free: it stays with its tensor.
-  NPU_CHECK_WITH(ValueError, ErrCode::kPtr, ours && free_if_npu_block(ptr),
+  auto free_it = [ptr] {
+    if (free_if_npu_block(ptr)) return true;
+    PluggableAllocator* pluggable = current_pluggable_allocator();
+    return pluggable != nullptr && pluggable->free(ptr);
+  };
+  NPU_CHECK_WITH(ValueError, ErrCode::kPtr, ours && free_it(),
                  "caching_allocator_delete: pointer was not allocated by caching_allocator_alloc");
 }
 

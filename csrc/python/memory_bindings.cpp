@@ -1,7 +1,10 @@
 // torch_npu._C bindings of the memory API (torch.npu.memory_*).
+#include <torch/csrc/Exceptions.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include "csrc/api/pluggable_allocator_hooks.h"
 #include "csrc/core/npu_caching_allocator.h"
+#include "csrc/core/npu_pluggable_allocator.h"
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_error.h"
 
@@ -81,12 +84,69 @@ py::list snapshot_list(int64_t device) {
 
 }  // namespace
 
+uint64_t checked_address(uint64_t address) {
+  TORCH_CHECK_VALUE(address != 0, "NPUPluggableAllocator: the function pointer is NULL");
+  return address;
+}
+
+// The address of a user's C function (ctypes), as a function pointer.
+template <typename Fn>
+Fn* function_at(uint64_t address) {
+  return reinterpret_cast<Fn*>(static_cast<uintptr_t>(checked_address(address)));
+}
+
+[[noreturn]] void pool_hooks_not_supported(const char* what) {
+  TORCH_CHECK(false, "NPUPluggableAllocator.", what, " is not supported on vNPU: NPU graph captures and "
+              "MemPools allocate from vNPU's own private pools, also while a pluggable allocator is current.");
+}
+
+void bind_pluggable_allocator(py::module& m) {
+  using Allocator = PluggableAllocator;
+  py::class_<Allocator, std::shared_ptr<Allocator>>(m, "_NPUPluggableAllocator")
+      .def("set_init_fn", [](Allocator& self, uint64_t f) { self.set_init_fn(function_at<void(int)>(f)); })
+      .def("set_reset_fn", [](Allocator& self, uint64_t f) { self.set_reset_fn(function_at<void(bool)>(f)); })
+      .def("set_memory_fraction_fn",
+           [](Allocator& self, uint64_t f) { self.set_memory_fraction_fn(function_at<void(double, int)>(f)); })
+      .def("set_record_stream_fn",
+           [](Allocator& self, uint64_t f) { self.set_record_stream_fn(npu_stream_hook(checked_address(f))); })
+      .def("set_erase_stream_fn",
+           [](Allocator& self, uint64_t f) { self.set_erase_stream_fn(npu_stream_hook(checked_address(f))); })
+      .def("set_get_device_stats_fn",
+           [](Allocator& self, uint64_t f) {
+             self.set_get_device_stats_fn(
+                 function_at<c10::CachingDeviceAllocator::DeviceStats(c10::DeviceIndex)>(f));
+           })
+      .def("set_reset_peak_status_fn",
+           [](Allocator& self, uint64_t f) { self.set_reset_peak_status_fn(function_at<void(c10::DeviceIndex)>(f)); })
+      .def("set_base_alloc_fn", [](Allocator&, uint64_t) {
+        TORCH_CHECK(false, "NPUPluggableAllocator.set_base_alloc_fn is not supported on vNPU: npu memory is never "
+                    "shared between processes (no IPC handles), so no caller asks for base allocations.");
+      })
+      .def("set_begin_allocate_to_pool", [](Allocator&, uint64_t) { pool_hooks_not_supported("set_begin_allocate_to_pool"); })
+      .def("set_end_allocate_to_pool_fn", [](Allocator&, uint64_t) { pool_hooks_not_supported("set_end_allocate_to_pool_fn"); })
+      .def("set_release_pool", [](Allocator&, uint64_t) { pool_hooks_not_supported("set_release_pool"); });
+  m.def("_npu_customAllocator", [](uint64_t alloc, uint64_t free) {
+    return std::make_shared<Allocator>(function_at<void*(ssize_t, int, void*)>(alloc),
+                                       function_at<void(void*, ssize_t, int, void*)>(free));
+  });
+  m.def("_npu_changeCurrentAllocator", [](std::shared_ptr<Allocator> allocator) {
+    change_current_allocator(std::move(allocator));
+  });
+  m.def("_npu_getAllocator", [] { return current_pluggable_allocator_shared(); });
+  m.def("_npu_getAllocatorBackend", [] { return std::string(allocator_backend()); });
+}
+
 void bind_memory(py::module& m) {
-  m.def("_memory_stats", &stats_dict);
+  bind_pluggable_allocator(m);
+  // Wrapped: a pluggable allocator without its statistics hooks warns
+  // (TORCH_WARN), and the warning must reach Python's warnings.
+  m.def("_memory_stats", torch::wrap_pybind_function(&stats_dict));
   m.def("_npu_set_allocator_settings", &set_allocator_settings);
   m.def("_memory_snapshot", &snapshot_list);
-  m.def("_reset_peak_memory_stats", [](int64_t d) { reset_peak_memory_stats(resolve_device_index(d)); });
-  m.def("_reset_accumulated_memory_stats", [](int64_t d) { reset_accumulated_memory_stats(resolve_device_index(d)); });
+  m.def("_reset_peak_memory_stats",
+        torch::wrap_pybind_function([](int64_t d) { reset_peak_memory_stats(resolve_device_index(d)); }));
+  m.def("_reset_accumulated_memory_stats",
+        torch::wrap_pybind_function([](int64_t d) { reset_accumulated_memory_stats(resolve_device_index(d)); }));
   m.def("_empty_cache", [] {
     // Waits for queued work: let other Python threads run meanwhile.
     py::gil_scoped_release no_gil;

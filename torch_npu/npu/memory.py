@@ -114,9 +114,9 @@ def memory_stats_as_nested_dict(device=None) -> dict:
 
 
 def get_allocator_backend() -> str:
-    """The allocator behind npu tensors: vNPU's caching allocator ("native");
-    there are no pluggable allocators."""
-    return "native"
+    """The allocator behind npu tensors: vNPU's caching allocator ("native"),
+    or "pluggable" after change_current_allocator."""
+    return _C._npu_getAllocatorBackend()
 
 
 def set_per_process_memory_fraction(fraction, device=None) -> None:
@@ -271,8 +271,9 @@ class MemPool:
     # one device, chosen when it is created (default: the current device).
     def __init__(self, allocator=None, use_on_oom=False, no_split=False, *, device=None):
         if allocator is not None:
-            raise NotImplementedError("torch.npu.MemPool(allocator=...): pluggable allocators are not supported "
-                                      "on the virtual NPU; pools use the NPU caching allocator")
+            raise NotImplementedError("torch.npu.MemPool(allocator=...): pools of a pluggable allocator are not "
+                                      "supported on the virtual NPU; pools use the NPU caching allocator (make a "
+                                      "pluggable allocator serve all npu memory with change_current_allocator)")
         if use_on_oom:
             raise NotImplementedError("torch.npu.MemPool(use_on_oom=True) is not supported on the virtual NPU")
         if no_split:
@@ -315,3 +316,9 @@ class use_mem_pool:
 
     def __exit__(self, *exc):
         _C._npu_end_allocate_to_pool(self._device, self._pool.id)
+
+
+# torch_npu.npu.memory.NPUPluggableAllocator and friends live in their own module.
+from torch_npu.npu.pluggable_allocator import (  # noqa: E402,F401
+    NPUPluggableAllocator, _get_current_allocator, change_current_allocator,
+)

@@ -1,25 +1,56 @@
-"""torch.npu.NPUPluggableAllocator / change_current_allocator.
+"""torch.npu.memory.NPUPluggableAllocator / change_current_allocator.
 
-Real torch_npu can swap its caching allocator for one loaded from a shared
-library (alloc / free functions taking a size, device and aclrtStream). The
-virtual NPU's device memory comes from its C++ caching allocator
-(csrc/core), which no Python API replaces; a library written against
-aclrtStream could not run here either. Both raise a RuntimeError that says
-so; MemPool(allocator=None) and use_mem_pool work (memory.py).
+As in torch_npu (and torch.cuda.memory.CUDAPluggableAllocator): npu tensor
+memory from two C functions of a shared library,
+
+    void* alloc(ssize_t size, int device, aclrtStream stream);
+    void  free(void* ptr, ssize_t size, int device, aclrtStream stream);
+
+which get device memory from the ACL runtime (aclrtMalloc / aclrtFree, vNPU's
+own; build the library with torch_npu.utils.cpp_extension). Swap it in with
+change_current_allocator before the first npu allocation. The C++ side is
+csrc/core/npu_pluggable_allocator.h, which also says what stays on vNPU's
+allocator (graph capture pools, kernel scratch memory).
 """
+import ctypes
 
-_WHY = ("vNPU's device memory comes from its built-in C++ caching allocator (csrc/core), which cannot be "
-        "replaced at run time, and a pluggable allocator library is written against the Ascend runtime "
-        "(aclrtStream), which the virtual NPU does not have. Tune the built-in allocator with "
-        "PYTORCH_NPU_ALLOC_CONF instead.")
+from torch_npu import _C
 
 
-class NPUPluggableAllocator:
-    """Not supported on vNPU (see the module docstring)."""
+class _NPUAllocator:
+    """Wraps the C++ allocator object (torch_npu's _NPUAllocator)."""
 
-    def __init__(self, path_to_so_file, alloc_fn_name, free_fn_name):
-        raise RuntimeError("torch.npu.NPUPluggableAllocator is not supported on vNPU: " + _WHY)
+    def __init__(self, allocator):
+        self._allocator = allocator
+
+    def allocator(self):
+        return self._allocator
 
 
-def change_current_allocator(allocator):
-    raise RuntimeError("torch.npu.change_current_allocator is not supported on vNPU: " + _WHY)
+class NPUPluggableAllocator(_NPUAllocator):
+    """An allocator loaded from ``path_to_so_file``'s ``alloc_fn_name`` and
+    ``free_fn_name`` functions."""
+
+    def __init__(self, path_to_so_file: str, alloc_fn_name: str, free_fn_name: str):
+        library = ctypes.CDLL(path_to_so_file)
+        alloc_fn = ctypes.cast(getattr(library, alloc_fn_name), ctypes.c_void_p).value
+        free_fn = ctypes.cast(getattr(library, free_fn_name), ctypes.c_void_p).value
+        if alloc_fn is None or free_fn is None:
+            raise RuntimeError(f"NPUPluggableAllocator: {path_to_so_file} has no {alloc_fn_name} or {free_fn_name}")
+        self._library = library  # the functions live as long as the allocator
+        super().__init__(_C._npu_customAllocator(alloc_fn, free_fn))
+
+
+def change_current_allocator(allocator: _NPUAllocator) -> None:
+    """Makes ``allocator`` serve npu memory. Raises RuntimeError ("Can't swap
+    an already initialized allocator") once npu memory was allocated."""
+    if not isinstance(allocator, _NPUAllocator):
+        raise TypeError(f"change_current_allocator expects an NPUPluggableAllocator, got {type(allocator).__name__}")
+    _C._npu_changeCurrentAllocator(allocator.allocator())
+
+
+def _get_current_allocator():
+    """The current allocator: an _NPUAllocator around the pluggable one, or
+    None while vNPU's caching allocator serves npu memory."""
+    current = _C._npu_getAllocator()
+    return None if current is None else _NPUAllocator(current)
