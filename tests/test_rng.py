@@ -75,6 +75,18 @@ def test_get_set_rng_state_roundtrip():
     _assert_same(a, b)
 
 
+def test_rng_state_takes_any_devices_index_as_torch_npu_does():
+    # Megatron's torch.cuda.random.get_rng_state(device="cuda") reaches here
+    # under transfer_to_npu: only the index counts (torch_npu and torch.cuda alike).
+    torch.npu.manual_seed(9)
+    assert torch.equal(torch.npu.get_rng_state("cuda"), torch.npu.get_rng_state())
+    assert torch.equal(torch.npu.get_rng_state(torch.device("cuda", 1)), torch.npu.get_rng_state(1))
+    state = torch.npu.get_rng_state("cuda:0")
+    a = _draw()
+    torch.npu.set_rng_state(state, device="cuda")
+    _assert_same(a, _draw())
+
+
 def test_rng_state_all_roundtrip():
     states = torch.npu.get_rng_state_all()
     assert len(states) == torch.npu.device_count()

@@ -4,6 +4,7 @@ what vNPU puts in the three it had lacked: asd (matmul_checksum),
 multiprocessing (npu tensors on torch.multiprocessing queues) and atb."""
 
 import pickle
+import warnings
 from multiprocessing.reduction import ForkingPickler
 
 import pytest
@@ -39,6 +40,15 @@ def test_subpackages_bound_at_import():
     result = run_python(code)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
+
+
+def test_unsupported_dtype_lists_the_quantized_dtypes_npu_storages_refuse():
+    assert torch_npu.unsupported_dtype == [torch.quint8, torch.quint4x2, torch.quint2x4, torch.qint32, torch.qint8]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        storage = torch.quantize_per_tensor(torch.ones(4), 0.1, 0, torch.quint8).storage()
+        with pytest.raises(RuntimeError, match="Cannot create npu storage as torch.quint8 dtype is not supported"):
+            storage.npu()
 
 
 def test_profiler_usable_without_importing_it():

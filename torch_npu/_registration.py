@@ -31,8 +31,13 @@ def register():
 
     import torch_npu.npu as npu_module
     torch._register_device_module("npu", npu_module)
+    # Quantized storages cannot move to npu, as in torch_npu, which publishes
+    # the list as torch_npu.unsupported_dtype (MindSpeed reads it).
+    unsupported_dtype = [torch.quint8, torch.quint4x2, torch.quint2x4, torch.qint32, torch.qint8]
+    import torch_npu
+    torch_npu.unsupported_dtype = unsupported_dtype
     torch.utils.generate_methods_for_privateuse1_backend(
-        for_tensor=True, for_module=True, for_storage=True)
+        for_tensor=True, for_module=True, for_storage=True, unsupported_dtype=unsupported_dtype)
     # Lazy modules' uninitialized parameters allow a list of methods (.cuda,
     # .to, ...) before materialising; .npu() is one of them, as .cuda() is.
     torch.nn.parameter.UninitializedTensorMixin._allowed_methods.append(torch.Tensor.npu)

@@ -43,12 +43,23 @@ def initial_seed() -> int:
     return _generator().initial_seed()
 
 
+def _state_generator(device) -> torch.Generator:
+    # As torch_npu (and torch.cuda): only the device's index counts, whatever
+    # its type. Megatron calls torch.cuda.random.get_rng_state(device="cuda"),
+    # which transfer_to_npu turns into this function with a "cuda" device.
+    if isinstance(device, str):
+        device = torch.device(device)
+    if isinstance(device, torch.device):
+        device = -1 if device.index is None else device.index
+    return _generator(device)
+
+
 def get_rng_state(device="npu") -> torch.Tensor:
-    return _generator(device).get_state()
+    return _state_generator(device).get_state()
 
 
 def set_rng_state(new_state, device="npu") -> None:
-    _generator(device).set_state(new_state)
+    _state_generator(device).set_state(new_state)
 
 
 def get_rng_state_all():
