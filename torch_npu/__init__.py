@@ -24,6 +24,8 @@ _registration.register()
 
 import torch_npu.npu  # noqa: E402
 from torch_npu import _shutdown  # noqa: E402,F401
+from torch_npu.npu import _smi_status  # noqa: E402  (what npu-smi shows of this process)
+_smi_status.start()
 from torch_npu.npu import (  # noqa: E402,F401
     get_soc_version,
 )

@@ -130,6 +130,8 @@ int device_utilization(c10::DeviceIndex index) {
   return static_cast<int>(std::clamp<int64_t>((100 * busy_in_window + window / 2) / window, 0, 100));
 }
 
+int64_t device_busy_ns(c10::DeviceIndex index) { return runtime_device(index).busy_clock().busy_ns(); }
+
 bool device_was_used(c10::DeviceIndex index) {
   check_device_index(index);
   return is_initialized() && !vnpu::Runtime::instance().device(index).created_streams().empty();

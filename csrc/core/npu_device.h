@@ -76,6 +76,9 @@ int device_utilization(c10::DeviceIndex index);
 
 // True once a stream of the device was created (work was launched on it).
 bool device_was_used(c10::DeviceIndex index);
+// Nanoseconds the device had any stream busy since it was created (the
+// cumulative clock behind device_utilization, which this does not reset).
+int64_t device_busy_ns(c10::DeviceIndex index);
 
 inline c10::Device npu_device(c10::DeviceIndex index) {
   return c10::Device(c10::DeviceType::PrivateUse1, index);
