@@ -71,8 +71,12 @@ c10::DataPtr npu_data_ptr(vnpu::Block* block, c10::Device device) {
   return c10::DataPtr(ptr, ptr, &delete_npu_memory, device);
 }
 
-c10::CachingAllocator::Stat to_c10(const vnpu::Stat& s) {
-  c10::CachingAllocator::Stat out;
+// vNPU's statistics and c10's (torch.accelerator's DeviceStats, and what a
+// pluggable allocator's get_device_stats returns) have the same fields: one
+// copy serves both directions.
+template <typename Out, typename In>
+Out convert_stat(const In& s) {
+  Out out;
   out.current = s.current;
   out.peak = s.peak;
   out.allocated = s.allocated;
@@ -80,46 +84,34 @@ c10::CachingAllocator::Stat to_c10(const vnpu::Stat& s) {
   return out;
 }
 
-c10::CachingAllocator::StatArray to_c10(const vnpu::StatArray& array) {
-  c10::CachingAllocator::StatArray out;
-  for (size_t i = 0; i < array.size(); ++i) out[i] = to_c10(array[i]);
+template <typename Out, typename In>
+Out convert_stat_array(const In& array) {
+  Out out;
+  for (size_t i = 0; i < out.size(); ++i) out[i] = convert_stat<typename Out::value_type>(array[i]);
   return out;
 }
 
-vnpu::Stat from_c10(const c10::CachingAllocator::Stat& s) {
-  vnpu::Stat out;
-  out.current = s.current;
-  out.peak = s.peak;
-  out.allocated = s.allocated;
-  out.freed = s.freed;
-  return out;
-}
-
-vnpu::StatArray from_c10(const c10::CachingAllocator::StatArray& array) {
-  vnpu::StatArray out;
-  for (size_t i = 0; i < out.size(); ++i) out[i] = from_c10(array[i]);
-  return out;
-}
-
-// A pluggable allocator's get_device_stats result, as vNPU's statistics.
-MemoryStats from_c10(const c10::CachingDeviceAllocator::DeviceStats& s) {
-  MemoryStats out;
-  out.allocation = from_c10(s.allocation);
-  out.segment = from_c10(s.segment);
-  out.active = from_c10(s.active);
-  out.inactive_split = from_c10(s.inactive_split);
-  out.allocated_bytes = from_c10(s.allocated_bytes);
-  out.reserved_bytes = from_c10(s.reserved_bytes);
-  out.active_bytes = from_c10(s.active_bytes);
-  out.inactive_split_bytes = from_c10(s.inactive_split_bytes);
-  out.requested_bytes = from_c10(s.requested_bytes);
+template <typename Out, typename In>
+Out convert_stats(const In& s) {
+  using Array = decltype(Out::allocation);
+  using One = decltype(Out::oversize_allocations);
+  Out out;
+  out.allocation = convert_stat_array<Array>(s.allocation);
+  out.segment = convert_stat_array<Array>(s.segment);
+  out.active = convert_stat_array<Array>(s.active);
+  out.inactive_split = convert_stat_array<Array>(s.inactive_split);
+  out.allocated_bytes = convert_stat_array<Array>(s.allocated_bytes);
+  out.reserved_bytes = convert_stat_array<Array>(s.reserved_bytes);
+  out.active_bytes = convert_stat_array<Array>(s.active_bytes);
+  out.inactive_split_bytes = convert_stat_array<Array>(s.inactive_split_bytes);
+  out.requested_bytes = convert_stat_array<Array>(s.requested_bytes);
   out.num_alloc_retries = s.num_alloc_retries;
   out.num_ooms = s.num_ooms;
   out.num_sync_all_streams = s.num_sync_all_streams;
   out.num_device_alloc = s.num_device_alloc;
   out.num_device_free = s.num_device_free;
-  out.oversize_allocations = from_c10(s.oversize_allocations);
-  out.oversize_segments = from_c10(s.oversize_segments);
+  out.oversize_allocations = convert_stat<One>(s.oversize_allocations);
+  out.oversize_segments = convert_stat<One>(s.oversize_segments);
   out.max_split_size = s.max_split_size;
   return out;
 }
@@ -145,26 +137,7 @@ class NpuCachingAllocator final : public c10::DeviceAllocator {
   void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override { record_stream(ptr, stream); }
 
   c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
-    const MemoryStats s = memory_stats(device);
-    c10::CachingDeviceAllocator::DeviceStats out;
-    out.allocation = to_c10(s.allocation);
-    out.segment = to_c10(s.segment);
-    out.active = to_c10(s.active);
-    out.inactive_split = to_c10(s.inactive_split);
-    out.allocated_bytes = to_c10(s.allocated_bytes);
-    out.reserved_bytes = to_c10(s.reserved_bytes);
-    out.active_bytes = to_c10(s.active_bytes);
-    out.inactive_split_bytes = to_c10(s.inactive_split_bytes);
-    out.requested_bytes = to_c10(s.requested_bytes);
-    out.num_alloc_retries = s.num_alloc_retries;
-    out.num_ooms = s.num_ooms;
-    out.oversize_allocations = to_c10(s.oversize_allocations);
-    out.oversize_segments = to_c10(s.oversize_segments);
-    out.num_sync_all_streams = s.num_sync_all_streams;
-    out.num_device_alloc = s.num_device_alloc;
-    out.num_device_free = s.num_device_free;
-    out.max_split_size = s.max_split_size;
-    return out;
+    return convert_stats<c10::CachingDeviceAllocator::DeviceStats>(memory_stats(device));
   }
 
   void resetAccumulatedStats(c10::DeviceIndex device) override { reset_accumulated_memory_stats(device); }
@@ -237,7 +210,7 @@ vnpu::CachingAllocator& ordinary_allocator(c10::DeviceIndex device) {
 MemoryStats memory_stats(c10::DeviceIndex device) {
   if (PluggableAllocator* pluggable = current_pluggable_allocator()) {
     check_device_index(device);
-    if (auto stats = pluggable->device_stats(device)) return from_c10(*stats);
+    if (auto stats = pluggable->device_stats(device)) return convert_stats<MemoryStats>(*stats);
     TORCH_WARN("get_device_stats_fn_ is not define, please set by set_get_device_stats_fn");
   }
   return allocators_of(device).stats();

@@ -234,6 +234,8 @@ ProcessGroupHCCL::ProcessGroupHCCL(const c10::intrusive_ptr<c10d::Store>& store,
   transport_ = connect_transport(*store, rank, size, config, make_sockets);
 }
 
+bool ProcessGroupHCCL::aborted() const { return watchdog_->aborted(); }
+
 std::chrono::milliseconds ProcessGroupHCCL::collective_timeout(const Options& options) {
   const auto& exec = vnpu::environment().hccl_exec_timeout_s;
   if (exec.has_value() && *exec > 0) {

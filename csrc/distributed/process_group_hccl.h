@@ -73,6 +73,8 @@ class ProcessGroupHCCL : public c10d::Backend {
   bool uses_shared_memory() const { return transport_->uses_shared_memory(); }
   // "shared memory" (one host), "hierarchical" (hosts of several ranks) or "sockets".
   std::string transport_name() const { return transport_->name(); }
+  // True once the watchdog aborted the group (TORCH_HCCL_ASYNC_ERROR_HANDLING=2).
+  bool aborted() const;
   // Shared memory that reads the peers' device buffers directly (VNPU_SHARED_DEVICE_MEMORY).
   bool uses_zero_copy() const { return transport_->uses_zero_copy(); }
   bool supportsCoalescing() const override { return false; }

@@ -58,6 +58,7 @@ class Watchdog {
 
   // Raises at the call when the group was aborted (handling mode 2).
   void check_not_aborted() const;
+  bool aborted() const { return aborted_.load(); }
 
   // Around one collective's stage 2 (the heartbeat).
   void started();

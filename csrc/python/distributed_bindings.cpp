@@ -113,6 +113,7 @@ void bind_distributed(py::module& m) {
       .def_property_readonly("_uses_shared_memory", &ProcessGroupHCCL::uses_shared_memory)
       .def_property_readonly("_uses_zero_copy", &ProcessGroupHCCL::uses_zero_copy)
       .def_property_readonly("_transport", &ProcessGroupHCCL::transport_name)
+      .def_property_readonly("_aborted", &ProcessGroupHCCL::aborted)
       .def("get_hccl_comm_name",
            [](ProcessGroupHCCL& pg, int64_t rank) {
              const auto& options = pg.options();

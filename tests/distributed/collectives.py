@@ -214,6 +214,28 @@ check("big reduce_scatter in place", full[rank * BIG:(rank + 1) * BIG],
 out = torch.empty(BIG, device=dev)
 dist.reduce_scatter_tensor(out, torch.ones(world * BIG, device=dev) * (rank + 1))
 check("big reduce_scatter", out, torch.full((BIG,), world * (world + 1) / 2))
+# torch_npu.distributed's uneven collectives (MindSpeed): rank r owns r + 1 rows.
+sizes = [r + 1 for r in range(world)]
+rows = torch.arange(sum(sizes) * 3, dtype=torch.float32).reshape(-1, 3)
+mine = torch.empty(sizes[rank], 3, device=dev)
+torch_npu.distributed.reduce_scatter_tensor_uneven(mine, (rows * (rank + 1)).to(dev), sizes)
+start = sum(sizes[:rank])
+check("reduce_scatter_tensor_uneven", mine, rows[start:start + sizes[rank]] * (world * (world + 1) / 2))
+gathered = torch.empty(sum(sizes), 3, device=dev)
+work = torch_npu.distributed.all_gather_into_tensor_uneven(gathered, (rows[start:start + sizes[rank]] * 2).to(dev),
+                                                           sizes, async_op=True)
+work.wait()
+check("all_gather_into_tensor_uneven", gathered, rows * 2)
+even = torch.empty(2, 3, device=dev)
+torch_npu.distributed.reduce_scatter_tensor_uneven(even, torch.ones(2 * world, 3, device=dev))
+check("reduce_scatter_tensor_uneven, even splits", even, torch.full((2, 3), float(world)))
+try:
+    torch_npu.distributed.all_gather_into_tensor_uneven(gathered, mine, [1] * world)
+    raise AssertionError("bad split sizes accepted")
+except ValueError as e:
+    assert "add up to" in str(e) or "input should have shape" in str(e), e
+assert torch_npu.distributed.reinit_process_group() is dist.group.WORLD
+assert dist.reinit_process_group(rebuild_link=False) is None
 dist.barrier()
 torch.npu.synchronize()
 print(f"RANK {rank} OK", flush=True)

@@ -46,8 +46,17 @@ def _host_identity(pattern, rank):
     return identity
 
 
-def is_hccl_available():
-    return True
+from torch_npu.distributed.distributed_c10d import (  # noqa: E402
+    _all_gather_into_tensor_uneven as all_gather_into_tensor_uneven,
+    _reduce_scatter_tensor_uneven as reduce_scatter_tensor_uneven,
+    is_hccl_available,
+    reinit_process_group,
+)
+
+
+def is_available():
+    """torch.distributed works with npu tensors (the hccl backend)."""
+    return dist.is_available()
 
 
 def register():
@@ -56,3 +65,4 @@ def register():
         return
     dist.Backend.register_backend("hccl", _create_hccl, extended_api=True, devices=["npu"])
     dist.is_hccl_available = is_hccl_available
+    dist.reinit_process_group = reinit_process_group  # as torch_npu's distributed patches
