@@ -249,6 +249,13 @@ def _unpack_int4(packed):
     return signed.reshape(*packed.shape[:-1], packed.shape[-1] * 8)
 
 
+def _pack_int4(values):
+    """int8 (..., 8 n) in [-8, 7] -> int32 (..., n), eight int4 each, low nibble first."""
+    nibbles = (values.to(torch.int32) & 0xF).reshape(*values.shape[:-1], values.shape[-1] // 8, 8)
+    shifts = torch.arange(0, 32, 4, device=values.device, dtype=torch.int32)
+    return (nibbles << shifts).sum(-1, dtype=torch.int32)
+
+
 def npu_anti_quant(x, scale, *, offset=None, dst_dtype=None, src_dtype=None):
     """(x + offset) * scale in dst_dtype (float16 by default): int8 x, or int32
     x packing eight int4 values each; scale and offset broadcast to x."""

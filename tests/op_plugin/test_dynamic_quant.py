@@ -1,0 +1,117 @@
+"""npu_dynamic_quant / npu_dynamic_quant_asymmetric against their formulas,
+written here on cpu in float64 (see torch_npu/op_plugin/dynamic_quant.py)."""
+import pytest
+import torch
+
+import torch_npu
+from torch_npu.op_plugin.tensor_ops import _unpack_int4
+
+
+def _rows(x, smooth=None, group_index=None):
+    x = x.double()
+    if smooth is None:
+        return x
+    if group_index is None:
+        return x * smooth.double()
+    out, start = x.clone().reshape(-1, x.shape[-1]), 0
+    for g, end in enumerate(group_index.tolist()):
+        out[start:end] *= smooth[g].double()
+        start = end
+    out[start:] *= smooth[-1].double()
+    return out.reshape(x.shape)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("quant_mode", ["pertoken", "pertensor"])
+def test_symmetric_int8_equals_the_formula(dtype, quant_mode):
+    torch.manual_seed(0)
+    x = (torch.randn(3, 5, 32) * 4).to(dtype)
+    smooth = (torch.rand(32) + 0.5).to(dtype)
+    y, scale = torch_npu.npu_dynamic_quant(x.npu(), smooth_scales=smooth.npu(), quant_mode=quant_mode)
+    xs = _rows(x, smooth)
+    amax = xs.abs().amax(-1) if quant_mode == "pertoken" else xs.abs().amax().reshape(1)
+    want_scale = amax / 127
+    per = want_scale[..., None] if quant_mode == "pertoken" else want_scale
+    assert y.dtype == torch.int8 and scale.dtype == torch.float32
+    assert scale.shape == ((3, 5) if quant_mode == "pertoken" else (1,))
+    torch.testing.assert_close(scale.cpu().double(), want_scale, rtol=1e-6, atol=0)
+    want = torch.round(xs / per).clamp(-128, 127)
+    # float32 on npu vs float64 here: values at exactly .5 may round apart.
+    assert (y.cpu().double() - want).abs().max() <= 1
+    assert (y.cpu().double() - want).abs().gt(0).float().mean() < 0.01
+
+
+def test_group_index_picks_each_groups_smooth_scales():
+    torch.manual_seed(1)
+    x = torch.randn(7, 16, dtype=torch.float16)
+    smooth = (torch.rand(3, 16) + 0.5).half()
+    group_index = torch.tensor([2, 5, 7], dtype=torch.int32)
+    y, scale = torch_npu.npu_dynamic_quant(x.npu(), smooth_scales=smooth.npu(), group_index=group_index.npu())
+    xs = _rows(x, smooth, group_index)
+    torch.testing.assert_close(scale.cpu().double(), xs.abs().amax(-1) / 127, rtol=1e-6, atol=0)
+
+
+def test_int4_output_is_packed_eight_per_int32():
+    torch.manual_seed(2)
+    x = torch.randn(4, 64, dtype=torch.bfloat16)
+    y, scale = torch_npu.npu_dynamic_quant(x.npu(), dst_type=torch.quint4x2)
+    assert y.dtype == torch.int32 and y.shape == (4, 8)
+    xs = x.double()
+    want = torch.round(xs / (xs.abs().amax(-1, keepdim=True) / 7)).clamp(-8, 7)
+    assert (_unpack_int4(y.cpu()).double() - want).abs().max() <= 1
+    with pytest.raises(RuntimeError, match="multiple of 8"):
+        torch_npu.npu_dynamic_quant(torch.randn(2, 12, dtype=torch.float16).npu(), dst_type=torch.quint4x2)
+
+
+def test_float8_output_and_dst_type_max():
+    x = torch.tensor([[1.0, -2.0, 4.0, 0.5]], dtype=torch.bfloat16)
+    y, scale = torch_npu.npu_dynamic_quant(x.npu(), dst_type=torch.float8_e4m3fn)
+    assert y.dtype == torch.float8_e4m3fn and scale.item() == pytest.approx(4.0 / 448)
+    assert y.float().cpu().tolist() == [[112.0, -224.0, 448.0, 56.0]]
+    _, scale = torch_npu.npu_dynamic_quant(x.npu(), dst_type=torch.float8_e4m3fn, dst_type_max=224.0)
+    assert scale.item() == pytest.approx(4.0 / 224)
+
+
+def test_asymmetric_int8_equals_the_formula_and_round_trips():
+    torch.manual_seed(3)
+    x = (torch.randn(6, 32) + 2).half()
+    y, scale, offset = torch_npu.npu_dynamic_quant_asymmetric(x.npu())
+    xs = x.double()
+    hi, lo = xs.amax(-1), xs.amin(-1)
+    want_scale = (hi - lo) / 255
+    torch.testing.assert_close(scale.cpu().double(), want_scale, rtol=1e-6, atol=0)
+    torch.testing.assert_close(offset.cpu().double(), 127 - hi / want_scale, rtol=1e-5, atol=1e-4)
+    assert y.cpu().max().item() == 127 and y.cpu().min().item() == -128
+    back = (y.cpu().double() - offset.cpu().double()[:, None]) * want_scale[:, None]
+    assert (back - xs).abs().max() <= want_scale.max() * 0.51
+
+
+def test_a_zero_row_quantises_to_zero():
+    x = torch.zeros(2, 8, dtype=torch.float16)
+    x[1] = 1
+    y, scale = torch_npu.npu_dynamic_quant(x.npu())
+    assert scale.cpu().tolist() == [0.0, pytest.approx(1 / 127)]
+    assert y.cpu()[0].eq(0).all() and y.cpu()[1].eq(127).all()
+
+
+def test_under_torch_compile_like_eager():
+    x = torch.randn(4, 16, dtype=torch.float16).npu()
+    f = torch.compile(lambda t: torch_npu.npu_dynamic_quant(t), backend="aot_eager")
+    for a, b in zip(f(x), torch_npu.npu_dynamic_quant(x)):
+        assert torch.equal(a.cpu(), b.cpu())
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda x: torch_npu.npu_dynamic_quant(x.float()), "float16 or bfloat16"),
+    (lambda x: torch_npu.npu_dynamic_quant(x, dst_type=torch.int32), "dst_type 3 is not supported"),
+    (lambda x: torch_npu.npu_dynamic_quant(x, quant_mode="perchannel"), "quant_mode"),
+    (lambda x: torch_npu.npu_dynamic_quant(x, smooth_scales=torch.ones(16).npu()), "input's dtype"),
+    (lambda x: torch_npu.npu_dynamic_quant(x, smooth_scales=torch.ones(2, 16).half().npu(),
+                                           group_index=torch.tensor([1, 4]).npu()), "int32"),
+    (lambda x: torch_npu.npu_dynamic_quant_asymmetric(x, dst_type=torch.float8_e5m2), "asymmetric"),
+    (lambda x: torch_npu.npu_dynamic_quant(x, group_index=torch.tensor([4], dtype=torch.int32).npu()),
+     "group_index needs smooth_scales"),
+])
+def test_bad_arguments_name_the_argument(call, message):
+    with pytest.raises(RuntimeError, match=message):
+        call(torch.randn(4, 16, dtype=torch.float16).npu())

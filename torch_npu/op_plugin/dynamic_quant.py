@@ -1,0 +1,134 @@
+"""Dynamic quantisation: npu_dynamic_quant and npu_dynamic_quant_asymmetric
+(op-plugin's DynamicQuant / DynamicQuantV2), the activation quantisers of
+w8a8 / w4a8 inference (vllm-ascend) and of MindSpeed's quantised MoE.
+
+In float32, after the optional smoothing ``x = input * smooth_scales``
+(per row group with ``group_index``: the cumulative row counts of the groups,
+one smooth_scales row each, as MoE experts' tokens):
+
+    symmetric:   scale = max|x| / qmax             y = round(x / scale)
+    asymmetric:  scale = (max x - min x) / (qmax - qmin)
+                 offset = qmax - max x / scale      y = round(x / scale + offset)
+
+over each row (quant_mode "pertoken": scale of shape input.shape[:-1]) or the
+whole tensor ("pertensor": shape (1,)). Rounding is half to even (``rint``),
+saturated to the target. A constant (e.g. all-zero) range has scale 0 and
+quantises to 0 (symmetric) or qmax (asymmetric: its offset).
+Targets (``dst_type``: a dtype, which the dispatcher passes as its
+ScalarType number): int8 (the default; qmax 127), quint4x2 (int4: qmax 7,
+eight values per int32 along the last dimension, low nibble first, as
+npu_quantize packs them), float8_e4m3fn / float8_e5m2 (symmetric only; qmax
+448 / 57344, or ``dst_type_max``; the scaled value is cast to the float8
+type, rounding to nearest even).
+"""
+
+import torch
+
+from torch_npu.op_plugin._library import check, define
+from torch_npu.op_plugin.tensor_ops import _pack_int4
+
+# c10::ScalarType numbers of the supported targets -> (dtype, qmin, qmax).
+_TARGETS = {
+    1: (torch.int8, -128.0, 127.0),
+    16: (torch.quint4x2, -8.0, 7.0),
+    24: (torch.float8_e4m3fn, -448.0, 448.0),
+    23: (torch.float8_e5m2, -57344.0, 57344.0),
+}
+
+
+def _target(fn, dst_type, dst_type_max, asymmetric):
+    check(dst_type is None or dst_type in _TARGETS,
+          f"{fn}: dst_type {dst_type} is not supported; expected torch.int8, torch.quint4x2 (int4), "
+          f"torch.float8_e4m3fn or torch.float8_e5m2.")
+    dtype, qmin, qmax = _TARGETS[1 if dst_type is None else dst_type]
+    floating = dtype.is_floating_point
+    check(not (asymmetric and floating), f"{fn}: dst_type {dtype} is not supported for asymmetric quantisation; "
+                                         f"expected torch.int8 or torch.quint4x2.")
+    if floating and dst_type_max:
+        check(0 < dst_type_max <= qmax, f"{fn}: dst_type_max should be in (0, {qmax}] for {dtype}, got "
+                                        f"{dst_type_max}.")
+        qmin, qmax = -dst_type_max, dst_type_max
+    return dtype, qmin, qmax
+
+
+def _smoothed(fn, x, smooth_scales, group_index):
+    check(x.dtype in (torch.float16, torch.bfloat16),
+          f"{fn}: input should be float16 or bfloat16, got {x.dtype}.")
+    check(x.dim() >= 2, f"{fn}: input should have at least 2 dimensions, got {x.dim()}.")
+    h = x.shape[-1]
+    x32 = x.float()
+    if smooth_scales is None:
+        check(group_index is None, f"{fn}: group_index needs smooth_scales (one row per group).")
+        return x32
+    check(smooth_scales.dtype == x.dtype, f"{fn}: smooth_scales should have input's dtype {x.dtype}, got "
+                                          f"{smooth_scales.dtype}.")
+    if group_index is None:
+        check(tuple(smooth_scales.shape) == (h,), f"{fn}: smooth_scales should have shape [{h}] (the last "
+                                                  f"dimension of input), got {list(smooth_scales.shape)}.")
+        return x32 * smooth_scales.float()
+    check(group_index.dtype == torch.int32 and group_index.dim() == 1,
+          f"{fn}: group_index should be a 1-D int32 tensor, got {group_index.dtype} of shape "
+          f"{list(group_index.shape)}.")
+    groups = group_index.shape[0]
+    check(tuple(smooth_scales.shape) == (groups, h),
+          f"{fn}: with group_index of {groups} groups, smooth_scales should have shape [{groups}, {h}], got "
+          f"{list(smooth_scales.shape)}.")
+    rows = x32.reshape(-1, h)
+    # Row r belongs to the first group whose cumulative count exceeds r; rows
+    # beyond the last count keep the last group's scales.
+    group_of_row = torch.searchsorted(group_index.to(torch.int64), torch.arange(rows.shape[0], device=x.device),
+                                      right=True).clamp(max=groups - 1)
+    return (rows * smooth_scales.float()[group_of_row]).reshape(x32.shape)
+
+
+def _reduce(x32, quant_mode, fn, reduce):
+    check(quant_mode in ("pertoken", "pertensor"),
+          f"{fn}: quant_mode should be 'pertoken' or 'pertensor', got {quant_mode!r}.")
+    if quant_mode == "pertoken":
+        return reduce(x32, -1, True)
+    return reduce(x32.reshape(1, -1), -1, True).reshape((1,) * x32.dim())
+
+
+def _finish(fn, q, dtype, qmin, qmax):
+    if dtype.is_floating_point:
+        return q.clamp(qmin, qmax).to(dtype)
+    q = torch.round(q).clamp(qmin, qmax).to(torch.int8)
+    if dtype is torch.quint4x2:
+        check(q.shape[-1] % 8 == 0, f"{fn}: for int4 output the last dimension of input should be a multiple "
+                                    f"of 8, got {q.shape[-1]}.")
+        return _pack_int4(q)
+    return q
+
+
+def npu_dynamic_quant(input, *, smooth_scales=None, group_index=None, dst_type=None, quant_mode="pertoken",
+                      dst_type_max=0.0):
+    fn = "npu_dynamic_quant"
+    dtype, qmin, qmax = _target(fn, dst_type, dst_type_max, asymmetric=False)
+    x = _smoothed(fn, input, smooth_scales, group_index)
+    amax = _reduce(x.abs(), quant_mode, fn, lambda t, d, k: t.amax(d, keepdim=k))
+    scale = amax / qmax
+    q = torch.where(scale > 0, x / torch.where(scale > 0, scale, 1.0), 0.0)
+    scale_shape = input.shape[:-1] if quant_mode == "pertoken" else (1,)
+    return _finish(fn, q, dtype, qmin, qmax), scale.reshape(scale_shape)
+
+
+def npu_dynamic_quant_asymmetric(input, *, smooth_scales=None, group_index=None, dst_type=None,
+                                 quant_mode="pertoken", dst_type_max=0.0):
+    fn = "npu_dynamic_quant_asymmetric"
+    dtype, qmin, qmax = _target(fn, dst_type, dst_type_max, asymmetric=True)
+    x = _smoothed(fn, input, smooth_scales, group_index)
+    high = _reduce(x, quant_mode, fn, lambda t, d, k: t.amax(d, keepdim=k))
+    low = _reduce(x, quant_mode, fn, lambda t, d, k: t.amin(d, keepdim=k))
+    scale = (high - low) / (qmax - qmin)
+    safe = torch.where(scale > 0, scale, 1.0)
+    offset = torch.where(scale > 0, qmax - high / safe, qmax)
+    q = torch.where(scale > 0, x / safe, 0.0) + offset
+    scale_shape = input.shape[:-1] if quant_mode == "pertoken" else (1,)
+    return _finish(fn, q, dtype, qmin, qmax), scale.reshape(scale_shape), offset.reshape(scale_shape)
+
+
+define("npu_dynamic_quant(Tensor input, *, Tensor? smooth_scales=None, Tensor? group_index=None, int? dst_type=None, "
+       "str quant_mode=\"pertoken\", float dst_type_max=0.0) -> (Tensor, Tensor)", npu_dynamic_quant)
+define("npu_dynamic_quant_asymmetric(Tensor input, *, Tensor? smooth_scales=None, Tensor? group_index=None, "
+       "int? dst_type=None, str quant_mode=\"pertoken\", float dst_type_max=0.0) -> (Tensor, Tensor, Tensor)",
+       npu_dynamic_quant_asymmetric)
