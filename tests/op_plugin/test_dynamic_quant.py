@@ -17,8 +17,7 @@ def _rows(x, smooth=None, group_index=None):
     for g, end in enumerate(group_index.tolist()):
         out[start:end] *= smooth[g].double()
         start = end
-    out[start:] *= smooth[-1].double()
-    return out.reshape(x.shape)
+    return out.reshape(x.shape)  # rows after the last count are not smoothed
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -45,10 +44,22 @@ def test_group_index_picks_each_groups_smooth_scales():
     torch.manual_seed(1)
     x = torch.randn(7, 16, dtype=torch.float16)
     smooth = (torch.rand(3, 16) + 0.5).half()
-    group_index = torch.tensor([2, 5, 7], dtype=torch.int32)
+    group_index = torch.tensor([2, 5, 6], dtype=torch.int32)  # row 6 is in no group
     y, scale = torch_npu.npu_dynamic_quant(x.npu(), smooth_scales=smooth.npu(), group_index=group_index.npu())
     xs = _rows(x, smooth, group_index)
     torch.testing.assert_close(scale.cpu().double(), xs.abs().amax(-1) / 127, rtol=1e-6, atol=0)
+
+
+def test_perchannel_reduces_over_dim_minus_2():
+    torch.manual_seed(4)
+    x = torch.randn(2, 8, 32, dtype=torch.bfloat16)
+    smooth = (torch.rand(8) + 0.5).bfloat16()
+    y, scale = torch_npu.npu_dynamic_quant(x.npu(), smooth_scales=smooth.npu(), quant_mode="perchannel")
+    xs = x.double() * smooth.double()[:, None]
+    want_scale = xs.abs().amax(-2) / 127
+    assert scale.shape == (2, 32)
+    torch.testing.assert_close(scale.cpu().double(), want_scale, rtol=1e-6, atol=0)
+    assert (y.cpu().double() - torch.round(xs / want_scale[:, None, :])).abs().max() <= 1
 
 
 def test_int4_output_is_packed_eight_per_int32():
@@ -104,7 +115,7 @@ def test_under_torch_compile_like_eager():
 @pytest.mark.parametrize("call, message", [
     (lambda x: torch_npu.npu_dynamic_quant(x.float()), "float16 or bfloat16"),
     (lambda x: torch_npu.npu_dynamic_quant(x, dst_type=torch.int32), "dst_type 3 is not supported"),
-    (lambda x: torch_npu.npu_dynamic_quant(x, quant_mode="perchannel"), "quant_mode"),
+    (lambda x: torch_npu.npu_dynamic_quant(x, quant_mode="perblock"), "quant_mode"),
     (lambda x: torch_npu.npu_dynamic_quant(x, smooth_scales=torch.ones(16).npu()), "input's dtype"),
     (lambda x: torch_npu.npu_dynamic_quant(x, smooth_scales=torch.ones(2, 16).half().npu(),
                                            group_index=torch.tensor([1, 4]).npu()), "int32"),

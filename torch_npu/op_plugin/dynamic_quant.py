@@ -4,14 +4,17 @@ w8a8 / w4a8 inference (vllm-ascend) and of MindSpeed's quantised MoE.
 
 In float32, after the optional smoothing ``x = input * smooth_scales``
 (per row group with ``group_index``: the cumulative row counts of the groups,
-one smooth_scales row each, as MoE experts' tokens):
+one smooth_scales row each, as MoE experts' tokens; rows after the last
+count are not smoothed, as in op-plugin's reference):
 
     symmetric:   scale = max|x| / qmax             y = round(x / scale)
     asymmetric:  scale = (max x - min x) / (qmax - qmin)
                  offset = qmax - max x / scale      y = round(x / scale + offset)
 
-over each row (quant_mode "pertoken": scale of shape input.shape[:-1]) or the
-whole tensor ("pertensor": shape (1,)). Rounding is half to even (``rint``),
+over each row (quant_mode "pertoken": scale of shape input.shape[:-1]), each
+column ("perchannel": reduced over dim -2, smooth_scales one per row of that
+dimension; scale of shape input.shape[:-2] + input.shape[-1:]) or the whole
+tensor ("pertensor": shape (1,)). Rounding is half to even (``rint``),
 saturated to the target. A constant (e.g. all-zero) range has scale 0 and
 quantises to 0 (symmetric) or qmax (asymmetric: its offset).
 Targets (``dst_type``: a dtype, which the dispatcher passes as its
@@ -51,10 +54,12 @@ def _target(fn, dst_type, dst_type_max, asymmetric):
     return dtype, qmin, qmax
 
 
-def _smoothed(fn, x, smooth_scales, group_index):
+def _smoothed(fn, x, smooth_scales, group_index, quant_mode):
     check(x.dtype in (torch.float16, torch.bfloat16),
           f"{fn}: input should be float16 or bfloat16, got {x.dtype}.")
     check(x.dim() >= 2, f"{fn}: input should have at least 2 dimensions, got {x.dim()}.")
+    check(quant_mode in ("pertoken", "pertensor", "perchannel"),
+          f"{fn}: quant_mode should be 'pertoken', 'pertensor' or 'perchannel', got {quant_mode!r}.")
     h = x.shape[-1]
     x32 = x.float()
     if smooth_scales is None:
@@ -62,6 +67,12 @@ def _smoothed(fn, x, smooth_scales, group_index):
         return x32
     check(smooth_scales.dtype == x.dtype, f"{fn}: smooth_scales should have input's dtype {x.dtype}, got "
                                           f"{smooth_scales.dtype}.")
+    if quant_mode == "perchannel":
+        check(group_index is None, f"{fn}: group_index is not supported with quant_mode='perchannel'.")
+        check(tuple(smooth_scales.shape) == (x.shape[-2],),
+              f"{fn}: with quant_mode='perchannel', smooth_scales should have shape [{x.shape[-2]}] (dim -2 of "
+              f"input), got {list(smooth_scales.shape)}.")
+        return x32 * smooth_scales.float()[:, None]
     if group_index is None:
         check(tuple(smooth_scales.shape) == (h,), f"{fn}: smooth_scales should have shape [{h}] (the last "
                                                   f"dimension of input), got {list(smooth_scales.shape)}.")
@@ -75,18 +86,27 @@ def _smoothed(fn, x, smooth_scales, group_index):
           f"{list(smooth_scales.shape)}.")
     rows = x32.reshape(-1, h)
     # Row r belongs to the first group whose cumulative count exceeds r; rows
-    # beyond the last count keep the last group's scales.
+    # beyond the last count get a row of ones.
     group_of_row = torch.searchsorted(group_index.to(torch.int64), torch.arange(rows.shape[0], device=x.device),
-                                      right=True).clamp(max=groups - 1)
-    return (rows * smooth_scales.float()[group_of_row]).reshape(x32.shape)
+                                      right=True)
+    scales = torch.cat([smooth_scales.float(), torch.ones(1, h, device=x.device)])
+    return (rows * scales[group_of_row]).reshape(x32.shape)
 
 
-def _reduce(x32, quant_mode, fn, reduce):
-    check(quant_mode in ("pertoken", "pertensor"),
-          f"{fn}: quant_mode should be 'pertoken' or 'pertensor', got {quant_mode!r}.")
+def _reduce(x32, quant_mode, reduce):
     if quant_mode == "pertoken":
         return reduce(x32, -1, True)
+    if quant_mode == "perchannel":
+        return reduce(x32, -2, True)
     return reduce(x32.reshape(1, -1), -1, True).reshape((1,) * x32.dim())
+
+
+def _scale_shape(input, quant_mode):
+    if quant_mode == "pertoken":
+        return input.shape[:-1]
+    if quant_mode == "perchannel":
+        return input.shape[:-2] + input.shape[-1:]
+    return (1,)
 
 
 def _finish(fn, q, dtype, qmin, qmax):
@@ -104,27 +124,26 @@ def npu_dynamic_quant(input, *, smooth_scales=None, group_index=None, dst_type=N
                       dst_type_max=0.0):
     fn = "npu_dynamic_quant"
     dtype, qmin, qmax = _target(fn, dst_type, dst_type_max, asymmetric=False)
-    x = _smoothed(fn, input, smooth_scales, group_index)
-    amax = _reduce(x.abs(), quant_mode, fn, lambda t, d, k: t.amax(d, keepdim=k))
+    x = _smoothed(fn, input, smooth_scales, group_index, quant_mode)
+    amax = _reduce(x.abs(), quant_mode, lambda t, d, k: t.amax(d, keepdim=k))
     scale = amax / qmax
     q = torch.where(scale > 0, x / torch.where(scale > 0, scale, 1.0), 0.0)
-    scale_shape = input.shape[:-1] if quant_mode == "pertoken" else (1,)
-    return _finish(fn, q, dtype, qmin, qmax), scale.reshape(scale_shape)
+    return _finish(fn, q, dtype, qmin, qmax), scale.reshape(_scale_shape(input, quant_mode))
 
 
 def npu_dynamic_quant_asymmetric(input, *, smooth_scales=None, group_index=None, dst_type=None,
                                  quant_mode="pertoken", dst_type_max=0.0):
     fn = "npu_dynamic_quant_asymmetric"
     dtype, qmin, qmax = _target(fn, dst_type, dst_type_max, asymmetric=True)
-    x = _smoothed(fn, input, smooth_scales, group_index)
-    high = _reduce(x, quant_mode, fn, lambda t, d, k: t.amax(d, keepdim=k))
-    low = _reduce(x, quant_mode, fn, lambda t, d, k: t.amin(d, keepdim=k))
+    x = _smoothed(fn, input, smooth_scales, group_index, quant_mode)
+    high = _reduce(x, quant_mode, lambda t, d, k: t.amax(d, keepdim=k))
+    low = _reduce(x, quant_mode, lambda t, d, k: t.amin(d, keepdim=k))
     scale = (high - low) / (qmax - qmin)
     safe = torch.where(scale > 0, scale, 1.0)
     offset = torch.where(scale > 0, qmax - high / safe, qmax)
     q = torch.where(scale > 0, x / safe, 0.0) + offset
-    scale_shape = input.shape[:-1] if quant_mode == "pertoken" else (1,)
-    return _finish(fn, q, dtype, qmin, qmax), scale.reshape(scale_shape), offset.reshape(scale_shape)
+    shape = _scale_shape(input, quant_mode)
+    return _finish(fn, q, dtype, qmin, qmax), scale.reshape(shape), offset.reshape(shape)
 
 
 define("npu_dynamic_quant(Tensor input, *, Tensor? smooth_scales=None, Tensor? group_index=None, int? dst_type=None, "
