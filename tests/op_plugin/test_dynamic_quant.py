@@ -126,3 +126,41 @@ def test_under_torch_compile_like_eager():
 def test_bad_arguments_name_the_argument(call, message):
     with pytest.raises(RuntimeError, match=message):
         call(torch.randn(4, 16, dtype=torch.float16).npu())
+
+
+@pytest.mark.parametrize("qtype, storage, lo, hi", [(torch.qint8, torch.int8, -128, 127),
+                                                    (torch.quint8, torch.uint8, 0, 255),
+                                                    (torch.int32, torch.int32, -2 ** 31, 2 ** 31 - 1)])
+def test_npu_quantize_divides_by_the_scales_along_axis(qtype, storage, lo, hi):
+    torch.manual_seed(5)
+    x = torch.randn(3, 6, 4) * 100
+    scales = torch.rand(6) + 0.1
+    zero = torch.randint(-3, 4, (6,), dtype=torch.int32)
+    y = torch_npu.npu_quantize(x.npu(), scales.npu(), zero.npu(), qtype, 1)
+    want = torch.round(x.double() / scales.double()[:, None] + zero.double()[:, None]).clamp(lo, hi)
+    assert y.dtype == storage and y.shape == x.shape
+    assert (y.cpu().double() - want).abs().max() <= 1
+
+
+def test_npu_quantize_multiplies_without_div_mode_and_packs_int4():
+    torch.manual_seed(6)
+    x = torch.randn(4, 16) * 3
+    scales = torch.rand(16) + 0.5
+    y = torch_npu.npu_quantize(x.npu(), scales.npu(), None, torch.quint4x2, -1, False)
+    assert y.dtype == torch.int32 and y.shape == (4, 2)
+    want = torch.round(x.double() * scales.double()).clamp(-8, 7)
+    assert (_unpack_int4(y.cpu()).double() - want).abs().max() <= 1
+    # axis -2: the scales run along the second-to-last dimension.
+    y8 = torch_npu.npu_quantize(x.npu(), scales[:4].npu(), None, torch.qint8, -2, False)
+    assert torch.equal(y8.cpu(), torch.round(x * scales[:4, None]).clamp(-128, 127).to(torch.int8))
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda x: torch_npu.npu_quantize(x, torch.ones(5).npu(), None, torch.qint8, 1), "1-D with 16"),
+    (lambda x: torch_npu.npu_quantize(x, torch.ones(16).npu(), None, torch.quint4x2, 1), "div_mode=True"),
+    (lambda x: torch_npu.npu_quantize(x, torch.ones(16).npu(), None, torch.qint8, 5), "axis 5 is out of range"),
+    (lambda x: torch_npu.npu_quantize(x.int(), torch.ones(16).npu(), None, torch.qint8, 1), "float32"),
+])
+def test_npu_quantize_bad_arguments(call, message):
+    with pytest.raises(RuntimeError, match=message):
+        call(torch.randn(4, 16).npu())

@@ -171,3 +171,33 @@ def test_ifmr_matches_search(with_offset):
                                            with_offset)
     assert_close(scale.cpu().item(), ref_scale, rtol=1e-5, atol=1e-7)
     assert offset.cpu().item() == ref_offset
+
+
+def test_trans_quant_param_packs_fp19_scale_and_offset_bits():
+    scale = torch.tensor([1.0, 0.123456789, -2.5])
+    out = torch_npu.npu_trans_quant_param(scale.npu()).cpu()
+    bits = scale.view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    assert out.dtype == torch.int64
+    assert torch.equal(out, (bits & 0xFFFFE000) | (1 << 46))
+    rounded = torch_npu.npu_trans_quant_param(scale.npu(), round_mode=1).cpu()
+    low = rounded & 0xFFFFFFFF
+    as_float = torch.where(low >= 2 ** 31, low - 2 ** 32, low).to(torch.int32).view(torch.float32)
+    assert (as_float - scale).abs().max() <= scale.abs().max() * 2 ** -11  # 10 mantissa bits kept, rounded
+    with_offset = torch_npu.npu_trans_quant_param(scale.npu(), torch.tensor([3.4, -300.0, 7.6]).npu()).cpu()
+    assert ((with_offset >> 37) & 0x1FF).tolist() == [3, (-256) & 0x1FF, 8]
+    # npu_quant_matmul reads the packed scale.
+    x1, x2 = randint8(4, 32, seed=1), randint8(32, 8, seed=2)
+    y = torch_npu.npu_quant_matmul(x1.npu(), x2.npu(), out[:1].npu(), output_dtype=torch.float16)
+    want = (x1.int() @ x2.int()).float() * 1.0
+    assert_close(y.float().cpu(), want.half().float())
+    with pytest.raises(RuntimeError, match="scale should be float32"):
+        torch_npu.npu_trans_quant_param(scale.double().npu())
+
+
+def test_convert_weight_to_int4pack_packs_eight_per_int32():
+    w = torch.randint(-8, 8, (16, 32), generator=gen(3), dtype=torch.int32)
+    packed = torch_npu.npu_convert_weight_to_int4pack(w.npu()).cpu()
+    assert packed.dtype == torch.int32 and packed.shape == (16, 4)
+    assert torch.equal(packed, pack_int4(w.to(torch.int8)))
+    with pytest.raises(RuntimeError, match="int4"):
+        torch_npu.npu_convert_weight_to_int4pack((w * 4).npu())

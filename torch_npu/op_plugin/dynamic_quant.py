@@ -1,6 +1,16 @@
-"""Dynamic quantisation: npu_dynamic_quant and npu_dynamic_quant_asymmetric
-(op-plugin's DynamicQuant / DynamicQuantV2), the activation quantisers of
-w8a8 / w4a8 inference (vllm-ascend) and of MindSpeed's quantised MoE.
+"""Quantisers: npu_quantize (static scales) and npu_dynamic_quant /
+npu_dynamic_quant_asymmetric (op-plugin's DynamicQuant / DynamicQuantV2), the
+activation quantisers of w8a8 / w4a8 inference (vllm-ascend) and of
+MindSpeed's quantised MoE.
+
+npu_quantize(input, scales, zero_points, dtype, axis=1, div_mode=True):
+``round(input / scales + zero_points)`` (div_mode) or
+``round(input * scales + zero_points)``, in float32, half to even, saturated
+to ``dtype``: torch.qint8 (int8 out), torch.quint8 (uint8), torch.int32, or
+(div_mode=False only) torch.quint4x2 (int4, packed as below). ``scales`` and
+``zero_points`` run along ``axis`` (size input.shape[axis], or 1); with
+div_mode=False the axis is the last one unless ``axis`` is -2, as in the
+op-plugin documentation, and they may also be given at input's rank.
 
 In float32, after the optional smoothing ``x = input * smooth_scales``
 (per row group with ``group_index``: the cumulative row counts of the groups,
@@ -146,6 +156,63 @@ def npu_dynamic_quant_asymmetric(input, *, smooth_scales=None, group_index=None,
     return _finish(fn, q, dtype, qmin, qmax), scale.reshape(shape), offset.reshape(shape)
 
 
+# c10::ScalarType numbers npu_quantize takes -> (storage dtype, qmin, qmax).
+_QUANTIZE_TARGETS = {
+    12: (torch.int8, -128.0, 127.0),         # torch.qint8
+    13: (torch.uint8, 0.0, 255.0),           # torch.quint8
+    3: (torch.int32, -2.0 ** 31, 2.0 ** 31 - 1),
+    16: (torch.quint4x2, -8.0, 7.0),
+}
+
+
+def _along(fn, name, t, x, axis):
+    """``t`` shaped to broadcast along ``axis`` of x."""
+    if t.dim() == x.dim():
+        check(all(a in (1, b) for a, b in zip(t.shape, x.shape)),
+              f"{fn}: {name} of shape {list(t.shape)} does not broadcast to input's {list(x.shape)}.")
+        return t.float()
+    check(t.dim() == 1 and t.shape[0] in (1, x.shape[axis]),
+          f"{fn}: {name} should be 1-D with {x.shape[axis]} (input.shape[{axis}]) or 1 elements, got shape "
+          f"{list(t.shape)}.")
+    shape = [1] * x.dim()
+    shape[axis] = t.shape[0]
+    return t.float().reshape(shape)
+
+
+def npu_quantize(input, scales, zero_points, dtype, axis=1, div_mode=True):
+    fn = "npu_quantize"
+    allowed = (12, 13, 3) if div_mode else (12, 16)
+    names = "torch.qint8, torch.quint8 or torch.int32" if div_mode else "torch.qint8 or torch.quint4x2"
+    check(dtype in allowed, f"{fn}: dtype {dtype} is not supported with div_mode={div_mode}; expected {names}.")
+    check(input.dtype in (torch.float32, torch.float16, torch.bfloat16),
+          f"{fn}: input should be float32, float16 or bfloat16, got {input.dtype}.")
+    check(input.dim() >= 1, f"{fn}: input should have at least one dimension.")
+    if div_mode:
+        check(-input.dim() <= axis < input.dim(), f"{fn}: axis {axis} is out of range for input of rank "
+                                                  f"{input.dim()}.")
+        axis %= input.dim()
+    else:
+        check(axis >= -2, f"{fn}: axis should be -2 or more with div_mode=False, got {axis}.")
+        axis = input.dim() - 2 if axis == -2 else input.dim() - 1
+        check(axis >= 0, f"{fn}: axis -2 needs input of rank 2 or more.")
+    y = input.float()
+    s = _along(fn, "scales", scales, input, axis)
+    y = y / s if div_mode else y * s
+    if zero_points is not None:
+        y = y + _along(fn, "zero_points", zero_points, input, axis)
+    target, qmin, qmax = _QUANTIZE_TARGETS[dtype]
+    q = torch.round(y).clamp(qmin, qmax)
+    if target is torch.quint4x2:
+        check(q.shape[-1] % 8 == 0, f"{fn}: for torch.quint4x2 the last dimension of input should be a multiple "
+                                    f"of 8, got {q.shape[-1]}.")
+        return _pack_int4(q.to(torch.int8))
+    if target is torch.int32:
+        return q.double().clamp(qmin, qmax).to(torch.int32)
+    return q.to(target)
+
+
+define("npu_quantize(Tensor self, Tensor scales, Tensor? zero_points, int dtype, int axis=1, bool div_mode=True) "
+       "-> Tensor", npu_quantize)
 define("npu_dynamic_quant(Tensor input, *, Tensor? smooth_scales=None, Tensor? group_index=None, int? dst_type=None, "
        "str quant_mode=\"pertoken\", float dst_type_max=0.0) -> (Tensor, Tensor)", npu_dynamic_quant)
 define("npu_dynamic_quant_asymmetric(Tensor input, *, Tensor? smooth_scales=None, Tensor? group_index=None, "

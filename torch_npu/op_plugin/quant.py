@@ -43,7 +43,7 @@ error wins (the first one on ties).
 import torch
 
 from torch_npu.op_plugin._library import check, define
-from torch_npu.op_plugin.tensor_ops import _unpack_int4
+from torch_npu.op_plugin.tensor_ops import _pack_int4, _unpack_int4
 
 _QMM_OUTPUT_DTYPES = (None, torch.int8, torch.float16, torch.bfloat16)
 
@@ -188,6 +188,46 @@ def npu_ifmr(data, data_min, data_max, cumsum, min_percentile, max_percentile, s
     return scale[best].reshape(1), offset[best].reshape(1)
 
 
+def npu_trans_quant_param(scale, offset=None, round_mode=0):
+    """float32 scale (and offset) packed into int64 as the quantised matmuls
+    read it: the scale's top 19 bits (FP19; round_mode 1 rounds to nearest
+    even first, 0 truncates) in bits 0-31, bit 46 set, and the offset rounded
+    and saturated to [-256, 255] in bits 37-45 (9 bits)."""
+    fn = "npu_trans_quant_param"
+    check(scale.dtype == torch.float32, f"{fn}: scale should be float32, got {scale.dtype}.")
+    check(scale.dim() in (1, 2) and scale.numel() > 0, f"{fn}: scale should be a non-empty 1-D or 2-D tensor, "
+                                                        f"got shape {list(scale.shape)}.")
+    check(round_mode in (None, 0, 1), f"{fn}: round_mode should be 0 (truncate) or 1 (round), got {round_mode}.")
+    bits = scale.contiguous().view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    if round_mode == 1:
+        bits = bits + 0xFFF + ((bits >> 13) & 1)  # to nearest FP19, ties to even
+    out = (bits & 0xFFFFE000) | (1 << 46)
+    if offset is not None:
+        check(offset.dtype == torch.float32, f"{fn}: offset should be float32, got {offset.dtype}.")
+        check(offset.dim() in (1, 2), f"{fn}: offset should be 1-D or 2-D, got shape {list(offset.shape)}.")
+        off = torch.round(offset).clamp(-256, 255).to(torch.int64) & 0x1FF
+        if scale.dim() == 1:
+            out, off = torch.broadcast_tensors(out.reshape(-1), off.reshape(-1))
+        out = (out & 0x4000FFFFFFFF) | (off << 37)
+    return out
+
+
+def npu_convert_weight_to_int4pack(weight, inner_k_tiles=0):
+    """int32 weight of int4 values (k, n) -> int32 (k, n // 8), eight per
+    int32 along n, low nibble first (what npu_weight_quant_batchmatmul and
+    npu_quant_matmul read)."""
+    fn = "npu_convert_weight_to_int4pack"
+    check(weight.dtype == torch.int32, f"{fn}: weight should be int32 (holding int4 values), got {weight.dtype}.")
+    check(weight.dim() == 2 and weight.shape[-1] % 8 == 0,
+          f"{fn}: weight should be 2-D with a last dimension that is a multiple of 8, got {list(weight.shape)}.")
+    check(bool(((weight >= -8) & (weight <= 7)).all()), f"{fn}: weight values should be int4, in [-8, 7].")
+    return _pack_int4(weight.to(torch.int8))
+
+
+define("npu_trans_quant_param(Tensor scale, Tensor? offset=None, int? round_mode=0) -> Tensor",
+       npu_trans_quant_param)
+define("npu_convert_weight_to_int4pack(Tensor weight, int inner_k_tiles=0) -> Tensor",
+       npu_convert_weight_to_int4pack)
 define("npu_quant_matmul(Tensor x1, Tensor x2, Tensor scale, *, Tensor? offset=None, Tensor? pertoken_scale=None, "
        "Tensor? bias=None, ScalarType? output_dtype=None, SymInt[]? group_sizes=None) -> Tensor", npu_quant_matmul)
 define("npu_weight_quant_batchmatmul(Tensor x, Tensor weight, Tensor antiquant_scale, Tensor? antiquant_offset=None, "
