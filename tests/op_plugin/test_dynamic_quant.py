@@ -164,3 +164,39 @@ def test_npu_quantize_multiplies_without_div_mode_and_packs_int4():
 def test_npu_quantize_bad_arguments(call, message):
     with pytest.raises(RuntimeError, match=message):
         call(torch.randn(4, 16).npu())
+
+
+def _block_reference(x, rb, cb, qmax=127.0, min_scale=0.0):
+    rows, cols = x.shape[-2:]
+    out_scale = torch.zeros(*x.shape[:-2], -(-rows // rb), -(-cols // cb), dtype=torch.float64)
+    y = torch.zeros(x.shape, dtype=torch.float64)
+    xd = x.double()
+    for i in range(out_scale.shape[-2]):
+        for j in range(out_scale.shape[-1]):
+            block = xd[..., i * rb:(i + 1) * rb, j * cb:(j + 1) * cb]
+            s = (block.abs().amax(dim=(-2, -1)) / qmax).clamp(min=min_scale)
+            out_scale[..., i, j] = s
+            y[..., i * rb:(i + 1) * rb, j * cb:(j + 1) * cb] = torch.round(block / s[..., None, None]).clamp(-qmax,
+                                                                                                            qmax)
+    return y, out_scale
+
+
+@pytest.mark.parametrize("shape, rb, cb", [((4, 300), 1, 128), ((2, 5, 64), 2, 32), ((3, 128), 1, 128)])
+def test_dynamic_block_quant_equals_the_block_formula(shape, rb, cb):
+    torch.manual_seed(7)
+    x = (torch.randn(shape) * 3).half()
+    y, scale = torch_npu.npu_dynamic_block_quant(x.npu(), row_block_size=rb, col_block_size=cb)
+    want_y, want_scale = _block_reference(x, rb, cb)
+    assert y.dtype == torch.int8 and scale.shape == want_scale.shape
+    torch.testing.assert_close(scale.cpu().double(), want_scale, rtol=1e-6, atol=0)
+    assert (y.cpu().double() - want_y).abs().max() <= 1 and y.cpu().abs().max() <= 127
+
+
+def test_dynamic_block_quant_min_scale_and_float8():
+    x = torch.full((1, 128), 0.01, dtype=torch.bfloat16)
+    _, scale = torch_npu.npu_dynamic_block_quant(x.npu(), min_scale=0.001)
+    assert scale.item() == pytest.approx(0.001)
+    y, scale = torch_npu.npu_dynamic_block_quant((x * 100).npu(), dst_type=torch.float8_e4m3fn)
+    assert y.dtype == torch.float8_e4m3fn and y.float().abs().max().item() == 448
+    with pytest.raises(RuntimeError, match="dst_type 5 is not supported"):
+        torch_npu.npu_dynamic_block_quant(x.npu(), dst_type=torch.float16)

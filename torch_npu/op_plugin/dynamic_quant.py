@@ -211,6 +211,47 @@ def npu_quantize(input, scales, zero_points, dtype, axis=1, div_mode=True):
     return q.to(target)
 
 
+def npu_dynamic_block_quant(x, *, min_scale=0.0, round_mode="rint", dst_type=1, row_block_size=1,
+                            col_block_size=128, dst_type_max=0.0):
+    """Quantises each block of row_block_size x col_block_size elements of
+    the last two dimensions (a partial block at the edges counts its own
+    elements): scale = max(max|block| / qmax, min_scale), y = x / scale
+    rounded half to even (int8: saturated to [-127, 127], as op-plugin's
+    reference) or cast (float8). scale has shape
+    x.shape[:-2] + (ceil(rows / row_block_size), ceil(cols / col_block_size))."""
+    fn = "npu_dynamic_block_quant"
+    check(x.dtype in (torch.float16, torch.bfloat16), f"{fn}: x should be float16 or bfloat16, got {x.dtype}.")
+    check(x.dim() in (2, 3), f"{fn}: x should be 2-D or 3-D, got {x.dim()}-D.")
+    check(round_mode == "rint", f"{fn}: round_mode should be 'rint', got {round_mode!r}.")
+    check(min_scale >= 0, f"{fn}: min_scale should be >= 0, got {min_scale}.")
+    check(row_block_size >= 1 and col_block_size >= 1,
+          f"{fn}: row_block_size and col_block_size should be positive, got {row_block_size} and {col_block_size}.")
+    check(dst_type in (1, 23, 24), f"{fn}: dst_type {dst_type} is not supported; expected torch.int8 (1), "
+                                   f"torch.float8_e5m2 (23) or torch.float8_e4m3fn (24).")
+    dtype, _, qmax = _TARGETS[dst_type]
+    if dtype is torch.int8:
+        qmax = 127.0
+    elif dst_type_max:
+        check(0 < dst_type_max <= qmax, f"{fn}: dst_type_max should be in (0, {qmax}], got {dst_type_max}.")
+        qmax = dst_type_max
+    rows, cols = x.shape[-2], x.shape[-1]
+    nr, nc = -(-rows // row_block_size), -(-cols // col_block_size)
+    padded = torch.nn.functional.pad(x.float(), (0, nc * col_block_size - cols, 0, nr * row_block_size - rows))
+    blocks = padded.reshape(*x.shape[:-2], nr, row_block_size, nc, col_block_size)
+    amax = blocks.abs().amax(dim=(-3, -1))
+    scale = torch.maximum(amax / qmax, torch.tensor(float(min_scale), device=x.device))
+    per = scale.repeat_interleave(row_block_size, -2).repeat_interleave(col_block_size, -1)[..., :rows, :cols]
+    q = torch.where(per > 0, x.float() / torch.where(per > 0, per, 1.0), 0.0)
+    if dtype is torch.int8:
+        y = torch.round(q).clamp(-qmax, qmax).to(torch.int8)
+    else:
+        y = q.clamp(-qmax, qmax).to(dtype)
+    return y, scale
+
+
+define("npu_dynamic_block_quant(Tensor x, *, float min_scale=0.0, str round_mode=\"rint\", int dst_type=1, "
+       "int row_block_size=1, int col_block_size=128, float dst_type_max=0.0) -> (Tensor y, Tensor scale)",
+       npu_dynamic_block_quant)
 define("npu_quantize(Tensor self, Tensor scales, Tensor? zero_points, int dtype, int axis=1, bool div_mode=True) "
        "-> Tensor", npu_quantize)
 define("npu_dynamic_quant(Tensor input, *, Tensor? smooth_scales=None, Tensor? group_index=None, int? dst_type=None, "
