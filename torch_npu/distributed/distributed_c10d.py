@@ -33,7 +33,10 @@ def _split_sizes(name, sizes, total, world):
     return sizes
 
 
-def _npu_group(name, output, input, group):
+def _uneven_layout(name, output, input, split_sizes, group, part_name):
+    """(group, rank's rows, all ranks' rows) of an uneven collective, whose
+    ``part_name`` tensor (output or input) holds this rank's rows of the
+    other; None when it does nothing here (rank not in the group, not npu)."""
     if _rank_not_in_group(group):
         _warn_not_in_group(name)
         return None
@@ -42,7 +45,14 @@ def _npu_group(name, output, input, group):
         return None
     if output.dtype != input.dtype:
         raise TypeError(f"{name}: output and input must have the same dtype, got {output.dtype} and {input.dtype}")
-    return _get_default_group() if group is None or group is GroupMember.WORLD else group
+    group = _get_default_group() if group is None or group is GroupMember.WORLD else group
+    whole, part = (input, output) if part_name == "output" else (output, input)
+    rank = group.rank()
+    sizes = _split_sizes(name, split_sizes, whole.shape[0], group.size())
+    want = [sizes[rank]] + list(whole.shape[1:])
+    if list(part.shape) != want:
+        raise ValueError(f"{name}: {part_name} should have shape {want} on rank {rank}, got {list(part.shape)}")
+    return group, sizes[rank], sizes
 
 
 def _padded(tensor, rows):
@@ -57,39 +67,28 @@ def _reduce_scatter_tensor_uneven(output, input, input_split_sizes=None, op=dist
                                   async_op=False):
     """Reduces ``input`` across the group and gives rank r the rows
     ``input_split_sizes[r]`` of it (equal splits when None)."""
-    name = "reduce_scatter_tensor_uneven"
-    group = _npu_group(name, output, input, group)
-    if group is None:
+    layout = _uneven_layout("reduce_scatter_tensor_uneven", output, input, input_split_sizes, group, "output")
+    if layout is None:
         return None
-    world, rank = group.size(), group.rank()
-    sizes = _split_sizes(name, input_split_sizes, input.shape[0], world)
-    if tuple(output.shape) != (sizes[rank],) + tuple(input.shape[1:]):
-        raise ValueError(f"{name}: output should have shape {[sizes[rank]] + list(input.shape[1:])} on rank {rank}, "
-                         f"got {list(output.shape)}")
+    group, mine, sizes = layout
     rows = max(sizes)
-    chunks = torch.split(input, sizes)
-    stacked = torch.cat([_padded(c, rows) for c in chunks]) if world > 0 else input
+    stacked = torch.cat([_padded(chunk, rows) for chunk in torch.split(input, sizes)])
     result = output.new_empty((rows,) + tuple(input.shape[1:]))
     work = dist.reduce_scatter_tensor(result, stacked, op=op, group=group, async_op=True)
     work.wait()
-    output.copy_(result[:sizes[rank]])
+    output.copy_(result[:mine])
     return work if async_op else None
 
 
 def _all_gather_into_tensor_uneven(output, input, output_split_sizes=None, group=None, async_op=False):
     """Gathers each rank's ``input`` (``output_split_sizes[r]`` rows on rank
     r; equal when None) into ``output``, in rank order."""
-    name = "all_gather_into_tensor_uneven"
-    group = _npu_group(name, output, input, group)
-    if group is None:
+    layout = _uneven_layout("all_gather_into_tensor_uneven", output, input, output_split_sizes, group, "input")
+    if layout is None:
         return None
-    world, rank = group.size(), group.rank()
-    sizes = _split_sizes(name, output_split_sizes, output.shape[0], world)
-    if tuple(input.shape) != (sizes[rank],) + tuple(output.shape[1:]):
-        raise ValueError(f"{name}: input should have shape {[sizes[rank]] + list(output.shape[1:])} on rank {rank}, "
-                         f"got {list(input.shape)}")
+    group, _, sizes = layout
     rows = max(sizes)
-    gathered = output.new_empty((world * rows,) + tuple(output.shape[1:]))
+    gathered = output.new_empty((len(sizes) * rows,) + tuple(output.shape[1:]))
     work = dist.all_gather_into_tensor(gathered, _padded(input, rows), group=group, async_op=True)
     work.wait()
     offset = 0
