@@ -229,3 +229,24 @@ def test_paged_incremental_attention_equals_contiguous_cache():
                                                 input_layout="BSH", block_table=table.int().npu(), block_size=4)
     flat = torch_npu.npu_incre_flash_attention(q.npu(), k.npu(), v.npu(), num_heads=2, input_layout="BSH")
     assert_close(paged.cpu(), flat.cpu())
+
+
+def test_fused_infer_attention_score_out_and_workspace_query():
+    # vllm-ascend's graph path: ask for the workspace, then call .out into
+    # preallocated tensors; the results equal the functional overload's.
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, s, 64).half().npu() for s in (4, 6, 6))
+    kwargs = dict(num_heads=4, scale=0.25, softmax_lse_flag=True)
+    out, lse = torch_npu.npu_fused_infer_attention_score(q, k, v, **kwargs)
+    workspace = torch_npu._npu_fused_infer_attention_score_get_max_workspace(q, k, v, **kwargs)
+    assert workspace.device == q.device and workspace.dtype == torch.uint8
+    attention_out, softmax_lse = torch.empty_like(out), torch.empty(0, device="npu")
+    got = torch_npu.npu_fused_infer_attention_score.out(q, k, v, workspace=workspace, attention_out=attention_out,
+                                                       softmax_lse=softmax_lse, **kwargs)
+    assert got[0] is attention_out and got[1] is softmax_lse
+    assert torch.equal(attention_out.cpu(), out.cpu()) and torch.equal(softmax_lse.cpu(), lse.cpu())
+    with pytest.raises(RuntimeError, match="attention_out should have dtype torch.float16"):
+        torch_npu.npu_fused_infer_attention_score.out(q, k, v, attention_out=torch.empty(0, device="npu"),
+                                                      softmax_lse=softmax_lse, **kwargs)
+    with pytest.raises(RuntimeError, match="query_rope / key_rope"):
+        torch_npu.npu_fused_infer_attention_score(q, k, v, query_rope=q, key_rope=k, **kwargs)

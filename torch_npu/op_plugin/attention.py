@@ -410,17 +410,26 @@ def npu_incre_flash_attention(query, key, value, padding_mask=None, pse_shift=No
 def npu_fused_infer_attention_score(query, key, value, pse_shift=None, atten_mask=None, actual_seq_lengths=None,
                                     actual_seq_lengths_kv=None, dequant_scale1=None, quant_scale1=None,
                                     dequant_scale2=None, quant_scale2=None, quant_offset2=None,
-                                    antiquant_scale=None, antiquant_offset=None, block_table=None,
-                                    query_padding_size=None, kv_padding_size=None, num_heads=1, scale=1.0,
-                                    pre_tokens=2147483647, next_tokens=2147483647, input_layout="BSH",
+                                    antiquant_scale=None, antiquant_offset=None, key_antiquant_scale=None,
+                                    key_antiquant_offset=None, value_antiquant_scale=None, value_antiquant_offset=None,
+                                    block_table=None, query_padding_size=None, kv_padding_size=None,
+                                    key_shared_prefix=None, value_shared_prefix=None, actual_shared_prefix_len=None,
+                                    query_rope=None, key_rope=None, key_rope_antiquant_scale=None, num_heads=1,
+                                    scale=1.0, pre_tokens=2147483647, next_tokens=2147483647, input_layout="BSH",
                                     num_key_value_heads=0, sparse_mode=0, inner_precise=0, block_size=0,
-                                    antiquant_mode=0, softmax_lse_flag=False):
+                                    antiquant_mode=0, key_antiquant_mode=0, value_antiquant_mode=0,
+                                    softmax_lse_flag=False):
     fn = "npu_fused_infer_attention_score"
     check(all(t is None for t in (dequant_scale1, quant_scale1, dequant_scale2, quant_scale2, quant_offset2,
-                                  antiquant_scale, antiquant_offset)),
+                                  antiquant_scale, antiquant_offset, key_antiquant_scale, key_antiquant_offset,
+                                  value_antiquant_scale, value_antiquant_offset, key_rope_antiquant_scale)),
           f"{fn}: quantised attention is not supported by vNPU.")
     check(pse_shift is None and query_padding_size is None and kv_padding_size is None,
           f"{fn}: pse_shift and padding sizes are not supported by vNPU.")
+    check(key_shared_prefix is None and value_shared_prefix is None and actual_shared_prefix_len is None,
+          f"{fn}: shared prefixes (key_shared_prefix, value_shared_prefix) are not supported by vNPU.")
+    check(query_rope is None and key_rope is None,
+          f"{fn}: query_rope / key_rope (MLA's rope parts) are not supported by vNPU.")
     if block_table is not None:
         check(input_layout == "BSH", f"{fn}: block_table needs input_layout 'BSH', got '{input_layout}'.")
         key, value = _paged(key, value, block_table, block_size, query.shape[0], fn)
@@ -429,6 +438,45 @@ def npu_fused_infer_attention_score(query, key, value, pse_shift=None, atten_mas
                                 actual_seq_lengths_kv)
     lse = lse.float().unsqueeze(-1) if softmax_lse_flag else query.new_empty((1,), dtype=torch.float32)
     return out, lse
+
+
+def npu_fused_infer_attention_score_out(query, key, value, *args, workspace=None, attention_out, softmax_lse,
+                                        **kwargs):
+    """The .out overload: ``workspace`` (from the _get_max_workspace query)
+    is accepted and unused (vNPU's kernels need none); the results are
+    written into ``attention_out`` and ``softmax_lse``, resized as out=
+    tensors are."""
+    out, lse = npu_fused_infer_attention_score(query, key, value, *args, **kwargs)
+    for target, value_, name in ((attention_out, out, "attention_out"), (softmax_lse, lse, "softmax_lse")):
+        check(target.dtype == value_.dtype, f"npu_fused_infer_attention_score.out: {name} should have dtype "
+                                            f"{value_.dtype}, got {target.dtype}.")
+        check(target.device == value_.device, f"npu_fused_infer_attention_score.out: {name} should be on "
+                                              f"{value_.device}, got {target.device}.")
+        if target.shape != value_.shape:
+            target.resize_(value_.shape)
+        target.copy_(value_)
+    return attention_out, softmax_lse
+
+
+def _npu_fused_infer_attention_score_get_max_workspace(query, key, value, *args, **kwargs):
+    """The workspace the .out overload wants: vNPU's kernels need none, so an
+    empty uint8 tensor on query's device."""
+    return query.new_empty((0,), dtype=torch.uint8)
+
+
+_FIA_ARGS = ("Tensor query, Tensor key, Tensor value, *, Tensor? pse_shift=None, Tensor? atten_mask=None, "
+             "SymInt[]? actual_seq_lengths=None, SymInt[]? actual_seq_lengths_kv=None, Tensor? dequant_scale1=None, "
+             "Tensor? quant_scale1=None, Tensor? dequant_scale2=None, Tensor? quant_scale2=None, "
+             "Tensor? quant_offset2=None, Tensor? antiquant_scale=None, Tensor? antiquant_offset=None, "
+             "Tensor? key_antiquant_scale=None, Tensor? key_antiquant_offset=None, "
+             "Tensor? value_antiquant_scale=None, Tensor? value_antiquant_offset=None, Tensor? block_table=None, "
+             "Tensor? query_padding_size=None, Tensor? kv_padding_size=None, Tensor? key_shared_prefix=None, "
+             "Tensor? value_shared_prefix=None, SymInt[]? actual_shared_prefix_len=None, Tensor? query_rope=None, "
+             "Tensor? key_rope=None, Tensor? key_rope_antiquant_scale=None, int num_heads=1, float scale=1.0, "
+             "int pre_tokens=2147483647, int next_tokens=2147483647, str input_layout=\"BSH\", "
+             "int num_key_value_heads=0, int sparse_mode=0, int inner_precise=0, int block_size=0, "
+             "int antiquant_mode=0, int key_antiquant_mode=0, int value_antiquant_mode=0, "
+             "bool softmax_lse_flag=False")
 
 
 define("npu_prompt_flash_attention(Tensor query, Tensor key, Tensor value, *, Tensor? padding_mask=None, "
@@ -444,15 +492,11 @@ define("npu_incre_flash_attention(Tensor query, Tensor key, Tensor value, *, Ten
        "Tensor? quant_scale2=None, Tensor? quant_offset2=None, Tensor? kv_padding_size=None, int num_heads=1, "
        "float scale_value=1., str input_layout=\"BSH\", int num_key_value_heads=0, int block_size=0, "
        "int inner_precise=1) -> Tensor", npu_incre_flash_attention)
-define("npu_fused_infer_attention_score(Tensor query, Tensor key, Tensor value, *, Tensor? pse_shift=None, "
-       "Tensor? atten_mask=None, int[]? actual_seq_lengths=None, int[]? actual_seq_lengths_kv=None, "
-       "Tensor? dequant_scale1=None, Tensor? quant_scale1=None, Tensor? dequant_scale2=None, "
-       "Tensor? quant_scale2=None, Tensor? quant_offset2=None, Tensor? antiquant_scale=None, "
-       "Tensor? antiquant_offset=None, Tensor? block_table=None, Tensor? query_padding_size=None, "
-       "Tensor? kv_padding_size=None, int num_heads=1, float scale=1., int pre_tokens=2147483647, "
-       "int next_tokens=2147483647, str input_layout=\"BSH\", int num_key_value_heads=0, int sparse_mode=0, "
-       "int inner_precise=0, int block_size=0, int antiquant_mode=0, bool softmax_lse_flag=False) "
-       "-> (Tensor, Tensor)", npu_fused_infer_attention_score)
+define(f"npu_fused_infer_attention_score({_FIA_ARGS}) -> (Tensor, Tensor)", npu_fused_infer_attention_score)
+define(f"npu_fused_infer_attention_score.out({_FIA_ARGS}, Tensor? workspace=None, Tensor(a!) attention_out, "
+       "Tensor(b!) softmax_lse) -> (Tensor(a!), Tensor(b!))", npu_fused_infer_attention_score_out)
+define(f"_npu_fused_infer_attention_score_get_max_workspace({_FIA_ARGS}) -> Tensor",
+       _npu_fused_infer_attention_score_get_max_workspace)
 
 
 # --- masked softmax ------------------------------------------------------------
