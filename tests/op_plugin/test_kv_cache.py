@@ -61,3 +61,45 @@ def test_bad_arguments_are_named():
                                           seq_lens=torch.tensor([2]).npu())
     with pytest.raises(RuntimeError, match="one entry per token"):
         torch_npu.npu_scatter_pa_kv_cache(key, key, cache, cache, torch.tensor([0]).npu(), cache_mode="Norm")
+
+
+def _gather_reference(cache, tables, lens, out, offsets, nz):
+    out = out.clone()
+    block_size = cache.shape[2] if nz else cache.shape[1]
+    row = 0
+    for i, length in enumerate(lens):
+        start = 0 if offsets is None else offsets[i] // block_size
+        for j in range(length):
+            if row >= out.shape[0]:
+                return out
+            index = start + j // block_size
+            block = tables[i][index] if index < len(tables[i]) else -1
+            if 0 <= block < cache.shape[0]:
+                token = cache[block, :, j % block_size, :].reshape(out[row].shape) if nz else cache[block, j % block_size]
+            else:
+                token = torch.zeros_like(out[row])
+            out[row] = token
+            row += 1
+    return out
+
+
+@pytest.mark.parametrize("nz", [False, True])
+@pytest.mark.parametrize("cumsum, offsets", [(False, None), (True, [0, 8, 0])])
+def test_gather_reads_sequences_back_from_their_blocks(nz, cumsum, offsets):
+    torch.manual_seed(1)
+    blocks, block_size, heads, dim, last = 6, 8, 2, 16, 16
+    shape = (blocks, heads * dim // last, block_size, last) if nz else (blocks, block_size, heads, dim)
+    key_cache, value_cache = torch.randn(shape).half(), torch.randn(shape).half()
+    tables = [[2, 5, 9], [1, 0, 3], [4, -1, 0]]  # 9 is beyond the cache, -1 is no block
+    lens = [13, 7, 10]
+    seq_lens = torch.tensor([0, 13, 20, 30] if cumsum else lens, dtype=torch.int32)
+    key, value = torch.full((28, heads, dim), 7.0).half(), torch.full((28, heads, dim), 7.0).half()
+    kc, vc = key_cache.npu(), value_cache.npu()
+    if nz:
+        kc, vc = torch_npu.npu_format_cast(kc, 29), torch_npu.npu_format_cast(vc, 29)
+    k, v = key.npu(), value.npu()
+    torch_npu.npu_gather_pa_kv_cache(kc, vc, torch.tensor(tables, dtype=torch.int32).npu(), seq_lens.npu(), k, v,
+                                     seq_offset=None if offsets is None else torch.tensor(offsets).npu(),
+                                     is_seq_lens_cumsum=cumsum)
+    assert torch.equal(k.cpu(), _gather_reference(key_cache, tables, lens, key, offsets, nz))
+    assert torch.equal(v.cpu(), _gather_reference(value_cache, tables, lens, value, offsets, nz))

@@ -1,5 +1,6 @@
 """The paged KV cache of inference engines: npu_scatter_pa_kv_cache (write
-tokens' keys and values into their cache slots) and its functional form.
+tokens' keys and values into their cache slots), npu_gather_pa_kv_cache
+(read sequences back out of it), and their functional forms.
 
 Slot s of a cache with block size bs is offset s % bs of block s // bs; a
 negative slot (a padding token) writes nothing. Two cache layouts, as in
@@ -12,7 +13,16 @@ op-plugin's reference:
   block_size, last), each token's heads * head_dim values written in
   ``last``-wide rows, ``key_cache[b, k, o, :] = key[i].flatten()[k*last:(k+1)*last]``.
 
-Finding the valid slots reads slot_mapping on the host (a synchronisation).
+npu_gather_pa_kv_cache: sequence i (``seq_lens[i]`` tokens, or the
+differences of a cumulative ``seq_lens`` with is_seq_lens_cumsum) reads
+token j from block ``block_tables[i][seq_offset[i] // block_size +
+j // block_size]`` at offset j % block_size; the tokens of all sequences
+fill ``key`` / ``value`` from row 0, up to their length; a block index
+beyond the table or the cache gives zeros. The cache is PA_NZ when it
+carries the NZ format (npu_format_cast(..., 29)), ND otherwise.
+
+Finding the valid slots (and the sequence lengths) reads them on the host
+(a synchronisation).
 The compressed modes (compress_lens, compress_seq_offsets, seq_lens) raise
 "not supported by vNPU". The in-place form has a Functionalize kernel (its
 functional form, then copy_ into the caches), as scatter.py's do.
@@ -100,3 +110,80 @@ def _functionalized(key, value, key_cache, value_cache, slot_mapping, **kwargs):
 
 
 _LIB.impl("npu_scatter_pa_kv_cache", _functionalized, "Functionalize")
+
+
+def _gather_rows(fn, name, cache, out, nz, block_ids, offsets, valid):
+    check(cache.dtype == out.dtype, f"{fn}: {name} should have {name}_cache's dtype {cache.dtype}, got {out.dtype}.")
+    n = block_ids.shape[0]
+    safe_ids = torch.where(valid, block_ids, 0)
+    if nz:
+        rows = cache[safe_ids, :, offsets, :].reshape(n, -1)
+        check(rows.shape[1] == out[0].numel(), f"{fn}: {name}_cache (PA_NZ) holds {rows.shape[1]} values per "
+                                               f"token, {name} {out[0].numel()}.")
+        rows = rows.reshape((n,) + tuple(out.shape[1:]))
+    else:
+        check(tuple(cache.shape[2:]) == tuple(out.shape[1:]),
+              f"{fn}: {name}_cache should have shape [blocks, block_size] + {list(out.shape[1:])}, got "
+              f"{list(cache.shape)}.")
+        rows = cache[safe_ids, offsets]
+    rows = torch.where(valid.reshape((n,) + (1,) * (rows.dim() - 1)), rows, 0)
+    out[:n].copy_(rows)
+
+
+def npu_gather_pa_kv_cache(key_cache, value_cache, block_tables, seq_lens, key, value, *, seq_offset=None,
+                           is_seq_lens_cumsum=False):
+    fn = "npu_gather_pa_kv_cache"
+    check(block_tables.dim() == 2 and not block_tables.is_floating_point(),
+          f"{fn}: block_tables should be a 2-D integer tensor, got {block_tables.dtype} of shape "
+          f"{list(block_tables.shape)}.")
+    lens = [int(x) for x in seq_lens.tolist()]
+    if is_seq_lens_cumsum:
+        lens = [b - a for a, b in zip(lens, lens[1:])]
+    check(len(lens) == block_tables.shape[0] and all(x >= 0 for x in lens),
+          f"{fn}: seq_lens should give one non-negative length per row of block_tables ({block_tables.shape[0]}), "
+          f"got {lens}.")
+    check(key_cache.dim() == 4 and value_cache.dim() == 4, f"{fn}: key_cache and value_cache should be 4-D.")
+    nz = int(torch.ops.npu.get_npu_format(key_cache)) == 29
+    block_size = key_cache.shape[2] if nz else key_cache.shape[1]
+    starts = [0] * len(lens) if seq_offset is None else [int(x) // block_size for x in seq_offset.tolist()]
+    device = key.device
+    lengths = torch.tensor(lens, dtype=torch.int64)
+    batch = torch.repeat_interleave(torch.arange(len(lens)), lengths)
+    first = torch.cumsum(lengths, 0) - lengths
+    j = torch.arange(batch.shape[0]) - first[batch]
+    n = min(batch.shape[0], key.shape[0], value.shape[0])
+    batch, j = batch[:n], j[:n]
+    table_index = torch.tensor(starts, dtype=torch.int64)[batch] + j // block_size
+    in_table = table_index < block_tables.shape[1]
+    batch, table_index, in_table = batch.to(device), table_index.to(device), in_table.to(device)
+    block_ids = block_tables.long()[batch, table_index.clamp(max=max(block_tables.shape[1] - 1, 0))]
+    valid = in_table & (block_ids >= 0) & (block_ids < key_cache.shape[0])
+    offsets = (j % block_size).to(device)
+    _gather_rows(fn, "key", key_cache, key, nz, block_ids, offsets, valid)
+    _gather_rows(fn, "value", value_cache, value, nz, block_ids, offsets, valid)
+
+
+def npu_gather_pa_kv_cache_functional(key_cache, value_cache, block_tables, seq_lens, key, value, *,
+                                      seq_offset=None, is_seq_lens_cumsum=False):
+    key, value = key.clone(), value.clone()
+    npu_gather_pa_kv_cache(key_cache, value_cache, block_tables, seq_lens, key, value, seq_offset=seq_offset,
+                           is_seq_lens_cumsum=is_seq_lens_cumsum)
+    return key, value
+
+
+define("npu_gather_pa_kv_cache_functional(Tensor key_cache, Tensor value_cache, Tensor block_tables, "
+       "Tensor seq_lens, Tensor key, Tensor value, *, Tensor? seq_offset=None, bool is_seq_lens_cumsum=False) "
+       "-> (Tensor, Tensor)", npu_gather_pa_kv_cache_functional)
+define("npu_gather_pa_kv_cache(Tensor key_cache, Tensor value_cache, Tensor block_tables, Tensor seq_lens, "
+       "Tensor(a!) key, Tensor(b!) value, *, Tensor? seq_offset=None, bool is_seq_lens_cumsum=False) -> ()",
+       npu_gather_pa_kv_cache)
+
+
+def _functionalized_gather(key_cache, value_cache, block_tables, seq_lens, key, value, **kwargs):
+    new_key, new_value = torch.ops.npu.npu_gather_pa_kv_cache_functional(
+        key_cache, value_cache, block_tables, seq_lens, key, value, **kwargs)
+    key.copy_(new_key)
+    value.copy_(new_value)
+
+
+_LIB.impl("npu_gather_pa_kv_cache", _functionalized_gather, "Functionalize")
