@@ -56,10 +56,12 @@ def test_npu_config_is_a_module():
         config.allow_internal_format = old
 
 
-def test_dtype_names():
-    assert torch_npu.float8_e8m0fnu is torch.float8_e8m0fnu
-    assert torch_npu.float4_e2m1fn_x2 is torch.float4_e2m1fn_x2
-    assert torch_npu.float8_e4m3fn is torch.float8_e4m3fn
+def test_dtype_names_are_torch_npus_integer_constants():
+    # As real torch_npu (torch_npu._C._cd.DType copied onto torch_npu): the ACL
+    # data type number + 256, what the npu operators' int dst_type arguments take.
+    assert (torch_npu.float32, torch_npu.bfloat16, torch_npu.hifloat8) == (256, 283, 290)
+    assert (torch_npu.float8_e5m2, torch_npu.float8_e4m3fn, torch_npu.float8_e8m0fnu) == (291, 292, 293)
+    assert torch_npu.float4_e2m1fn_x2 == torch_npu._C._cd.DType.float4_e2m1fn_x2 == 296
 
 
 def test_flops_counter_records_and_traverses():

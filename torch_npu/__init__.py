@@ -25,6 +25,9 @@ _registration.register()
 import torch_npu.npu  # noqa: E402
 from torch_npu import _shutdown  # noqa: E402,F401
 from torch_npu.npu import _smi_status  # noqa: E402  (what npu-smi shows of this process)
+from torch_npu import _dtypes  # noqa: E402  (torch_npu.hifloat8 and the other dtype constants)
+import sys as _sys  # noqa: E402
+_dtypes.install(_sys.modules[__name__], _C)
 _smi_status.start()
 from torch_npu.npu import (  # noqa: E402,F401
     get_soc_version,
@@ -91,12 +94,6 @@ if _os.environ.get("TORCH_NPU_SANITIZER", "0") not in ("", "0"):  # stream race 
     from torch_npu.npu import _sanitizer as _npu_sanitizer  # imported only then: it imports torch.cuda._sanitizer
 
     _npu_sanitizer.enable_npu_sanitizer()
-
-# torch_npu's dtype names, where torch has the dtype (hifloat8 has no torch counterpart).
-float8_e5m2 = torch.float8_e5m2
-float8_e4m3fn = torch.float8_e4m3fn
-float8_e8m0fnu = torch.float8_e8m0fnu
-float4_e2m1fn_x2 = torch.float4_e2m1fn_x2
 
 __all__ = ["npu", "get_soc_version", "npu_format_cast", "npu_format_cast_", "get_npu_format", "erase_stream",
            "matmul_checksum", *_fused_ops]

@@ -74,6 +74,17 @@ def test_int4_output_is_packed_eight_per_int32():
         torch_npu.npu_dynamic_quant(torch.randn(2, 12, dtype=torch.float16).npu(), dst_type=torch.quint4x2)
 
 
+def test_torch_npu_dtype_constants_select_the_same_targets():
+    assert (torch_npu.int8, torch_npu.int4, torch_npu.hifloat8, torch_npu.float4_e2m1fn_x2) == (258, 285, 290, 296)
+    assert torch_npu._C._cd.DType.float8_e5m2 == torch_npu.float8_e5m2 == 291
+    x = torch.randn(4, 16, dtype=torch.float16).npu()
+    for npu_type, torch_type in ((torch_npu.int8, torch.int8), (torch_npu.int4, torch.quint4x2),
+                                 (torch_npu.float8_e4m3fn, torch.float8_e4m3fn)):
+        a, b = torch_npu.npu_dynamic_quant(x, dst_type=npu_type), torch_npu.npu_dynamic_quant(x, dst_type=torch_type)
+        assert torch.equal(a[0].cpu().view(torch.uint8) if a[0].dtype.is_floating_point else a[0].cpu(),
+                           b[0].cpu().view(torch.uint8) if b[0].dtype.is_floating_point else b[0].cpu())
+
+
 def test_float8_output_and_dst_type_max():
     x = torch.tensor([[1.0, -2.0, 4.0, 0.5]], dtype=torch.bfloat16)
     y, scale = torch_npu.npu_dynamic_quant(x.npu(), dst_type=torch.float8_e4m3fn)
@@ -115,6 +126,8 @@ def test_under_torch_compile_like_eager():
 @pytest.mark.parametrize("call, message", [
     (lambda x: torch_npu.npu_dynamic_quant(x.float()), "float16 or bfloat16"),
     (lambda x: torch_npu.npu_dynamic_quant(x, dst_type=torch.int32), "dst_type 3 is not supported"),
+    (lambda x: torch_npu.npu_dynamic_quant(x, dst_type=torch_npu.hifloat8),
+     "dst_type torch_npu.hifloat8 is not supported on vNPU"),
     (lambda x: torch_npu.npu_dynamic_quant(x, quant_mode="perblock"), "quant_mode"),
     (lambda x: torch_npu.npu_dynamic_quant(x, smooth_scales=torch.ones(16).npu()), "input's dtype"),
     (lambda x: torch_npu.npu_dynamic_quant(x, smooth_scales=torch.ones(2, 16).half().npu(),
@@ -198,5 +211,5 @@ def test_dynamic_block_quant_min_scale_and_float8():
     assert scale.item() == pytest.approx(0.001)
     y, scale = torch_npu.npu_dynamic_block_quant((x * 100).npu(), dst_type=torch.float8_e4m3fn)
     assert y.dtype == torch.float8_e4m3fn and y.float().abs().max().item() == 448
-    with pytest.raises(RuntimeError, match="dst_type 5 is not supported"):
+    with pytest.raises(RuntimeError, match="dst_type 5 is not supported on vNPU"):
         torch_npu.npu_dynamic_block_quant(x.npu(), dst_type=torch.float16)

@@ -37,22 +37,25 @@ type, rounding to nearest even).
 
 import torch
 
+from torch_npu import _dtypes
 from torch_npu.op_plugin._library import check, define
 from torch_npu.op_plugin.tensor_ops import _pack_int4
 
-# c10::ScalarType numbers of the supported targets -> (dtype, qmin, qmax).
+# dst_type numbers of the supported targets -> (dtype, qmin, qmax): torch's
+# ScalarType numbers (a torch.dtype passed as an int) and torch_npu's own
+# constants (torch_npu.int8, torch_npu.int4, torch_npu.float8_*; torch_npu/_dtypes.py).
 _TARGETS = {
-    1: (torch.int8, -128.0, 127.0),
-    16: (torch.quint4x2, -8.0, 7.0),
-    24: (torch.float8_e4m3fn, -448.0, 448.0),
-    23: (torch.float8_e5m2, -57344.0, 57344.0),
+    1: (torch.int8, -128.0, 127.0), _dtypes.DType.int8: (torch.int8, -128.0, 127.0),
+    16: (torch.quint4x2, -8.0, 7.0), _dtypes.DType.int4: (torch.quint4x2, -8.0, 7.0),
+    24: (torch.float8_e4m3fn, -448.0, 448.0), _dtypes.DType.float8_e4m3fn: (torch.float8_e4m3fn, -448.0, 448.0),
+    23: (torch.float8_e5m2, -57344.0, 57344.0), _dtypes.DType.float8_e5m2: (torch.float8_e5m2, -57344.0, 57344.0),
 }
 
 
 def _target(fn, dst_type, dst_type_max, asymmetric):
     check(dst_type is None or dst_type in _TARGETS,
-          f"{fn}: dst_type {dst_type} is not supported; expected torch.int8, torch.quint4x2 (int4), "
-          f"torch.float8_e4m3fn or torch.float8_e5m2.")
+          f"{fn}: dst_type {_dtypes.NAMES.get(dst_type, dst_type)} is not supported on vNPU; expected torch.int8, "
+          f"torch.quint4x2 (or torch_npu.int4), torch.float8_e4m3fn or torch.float8_e5m2.")
     dtype, qmin, qmax = _TARGETS[1 if dst_type is None else dst_type]
     floating = dtype.is_floating_point
     check(not (asymmetric and floating), f"{fn}: dst_type {dtype} is not supported for asymmetric quantisation; "
@@ -226,8 +229,9 @@ def npu_dynamic_block_quant(x, *, min_scale=0.0, round_mode="rint", dst_type=1, 
     check(min_scale >= 0, f"{fn}: min_scale should be >= 0, got {min_scale}.")
     check(row_block_size >= 1 and col_block_size >= 1,
           f"{fn}: row_block_size and col_block_size should be positive, got {row_block_size} and {col_block_size}.")
-    check(dst_type in (1, 23, 24), f"{fn}: dst_type {dst_type} is not supported; expected torch.int8 (1), "
-                                   f"torch.float8_e5m2 (23) or torch.float8_e4m3fn (24).")
+    check(dst_type in _TARGETS and _TARGETS[dst_type][0] is not torch.quint4x2,
+          f"{fn}: dst_type {_dtypes.NAMES.get(dst_type, dst_type)} is not supported on vNPU; expected torch.int8, "
+          f"torch.float8_e5m2 or torch.float8_e4m3fn.")
     dtype, _, qmax = _TARGETS[dst_type]
     if dtype is torch.int8:
         qmax = 127.0
