@@ -12,7 +12,7 @@ import torch
 from torch_npu.op_plugin import activation, attention, moe, norm, optimizer, rotary  # noqa: F401
 from torch_npu.op_plugin import boxes, dense, tensor_ops  # noqa: F401
 from torch_npu.op_plugin import float_status, multi_head_attention, nms, quant, rnn, rotated_boxes  # noqa: F401
-from torch_npu.op_plugin import bert_attention, dynamic_quant, kv_cache, scatter  # noqa: F401
+from torch_npu.op_plugin import bert_attention, dynamic_quant, kv_cache, sampling, scatter  # noqa: F401
 from torch_npu.op_plugin.atb import _atb_ops  # noqa: F401
 from torch_npu.op_plugin._library import EXPORTED
 
