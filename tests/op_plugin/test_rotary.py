@@ -38,3 +38,22 @@ def test_apply_rotary_pos_emb_in_place():
     assert rq is q and rk is k
     assert_close(q.cpu(), want_q.cpu())
     assert_close(k.cpu(), want_k.cpu())
+
+
+def test_interleave_rope_deinterleaves_then_rotates_half():
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 5, 64).bfloat16()
+    angle = torch.randn(2, 1, 5, 32)
+    cos = torch.cat([angle.cos()] * 2, -1).bfloat16()
+    sin = torch.cat([angle.sin()] * 2, -1).bfloat16()
+    got = torch_npu.npu_interleave_rope(x.npu(), cos.npu(), sin.npu()).cpu()
+    # Pair (x[2i], x[2i+1]) is rotated by angle i: it lands at (i, i + 32).
+    even, odd = x.float()[..., 0::2], x.float()[..., 1::2]
+    c, s = angle.cos(), angle.sin()
+    want = torch.cat([even * c - odd * s, odd * c + even * s], -1)
+    torch.testing.assert_close(got.float(), want, rtol=2e-2, atol=2e-2)
+    assert got.dtype == torch.bfloat16
+    one = torch_npu.npu_interleave_rope(x.npu(), cos[:, :, :1].npu(), sin[:, :, :1].npu()).cpu()
+    assert one.shape == x.shape
+    with pytest.raises(RuntimeError, match="last dimension \\(D\\) of x, cos and sin should be 64"):
+        torch_npu.npu_interleave_rope(x[..., :32].npu(), cos[..., :32].npu(), sin[..., :32].npu())

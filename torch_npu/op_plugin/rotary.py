@@ -1,5 +1,5 @@
-"""Rotary position embedding: npu_rotary_mul (+ backward) and the in-place
-npu_apply_rotary_pos_emb.
+"""Rotary position embedding: npu_rotary_mul (+ backward), the in-place
+npu_apply_rotary_pos_emb, and npu_interleave_rope (its own docstring).
 
 ``out = x * r1 + rotate(x) * r2``, where rotate is 'half' (the two halves of
 the last dimension: ``cat(-x2, x1)``) or 'interleave' (each even/odd pair:
@@ -64,6 +64,31 @@ def npu_apply_rotary_pos_emb(query, key, cos, sin, layout="BSND", rotary_mode="h
     return query, key
 
 
+def npu_interleave_rope(x, cos, sin):
+    """RoPE of interleaved pairs (DeepSeek MLA's rope part): x's last
+    dimension (x0, x1, x2, x3, ...) is first de-interleaved to
+    (x0, x2, ..., x1, x3, ...), then q * cos + rotate_half(q) * sin, in float32,
+    in x's dtype. As on Ascend: x (B, N, S, 64), cos / sin (B, 1, S or 1, 64)."""
+    fn = "npu_interleave_rope"
+    check(x.dim() == 4 and cos.dim() == 4 and sin.dim() == 4,
+          f"{fn}: x, cos and sin should be 4-D (B, N, S, D), got {x.dim()}-D, {cos.dim()}-D and {sin.dim()}-D.")
+    check(x.dtype in (torch.float16, torch.bfloat16) and cos.dtype == x.dtype and sin.dtype == x.dtype,
+          f"{fn}: x should be float16 or bfloat16 and cos / sin of the same dtype, got {x.dtype}, {cos.dtype} "
+          f"and {sin.dtype}.")
+    check(x.shape[-1] == 64 and cos.shape[-1] == 64 and sin.shape[-1] == 64,
+          f"{fn}: the last dimension (D) of x, cos and sin should be 64, got {x.shape[-1]}, {cos.shape[-1]} and "
+          f"{sin.shape[-1]}.")
+    check(cos.shape == sin.shape and cos.shape[0] == x.shape[0] and cos.shape[1] == 1
+          and cos.shape[2] in (1, x.shape[2]),
+          f"{fn}: cos and sin should have shape [{x.shape[0]}, 1, 1 or {x.shape[2]}, 64], got {list(cos.shape)} and "
+          f"{list(sin.shape)}.")
+    b, n, s, d = x.shape
+    q = x.float().reshape(b, n, s, d // 2, 2).transpose(-1, -2).reshape(b, n, s, d)
+    rotated = torch.cat((-q[..., d // 2:], q[..., :d // 2]), dim=-1)
+    return (q * cos.float() + rotated * sin.float()).to(x.dtype)
+
+
+define("npu_interleave_rope(Tensor x, Tensor cos, Tensor sin) -> Tensor", npu_interleave_rope)
 define("npu_rotary_mul(Tensor self, Tensor r1, Tensor r2, str rotary_mode=\"half\") -> Tensor", npu_rotary_mul)
 define("npu_rotary_mul_backward(Tensor grad, Tensor self, Tensor r1, Tensor r2, str rotary_mode=\"half\") "
        "-> (Tensor, Tensor, Tensor)", npu_rotary_mul_backward)
