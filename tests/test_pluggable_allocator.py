@@ -115,8 +115,12 @@ def test_statistics_and_hooks_come_from_the_allocators_functions(library):
         assert torch.npu.memory_allocated() == 4096
         torch.npu.reset_peak_memory_stats()
         assert lib.test_peak_resets() == 1
-        x.record_stream(torch.npu.Stream())
+        side = torch.npu.Stream()
+        x.record_stream(side)
         assert lib.test_record_streams() == 1
+        alloc.allocator().set_erase_stream_fn(fn("test_erase_stream"))
+        torch_npu.erase_stream(x, side)
+        assert lib.test_record_streams() == 0
         raises("not supported on vNPU", alloc.allocator().set_base_alloc_fn, fn("test_free"))
         raises("not supported on vNPU", alloc.allocator().set_begin_allocate_to_pool, fn("test_free"))
         # caching_allocator_alloc / _delete go through it too.

@@ -288,6 +288,11 @@ void record_stream(const c10::DataPtr& data_ptr, const c10::Stream& stream) {
   vnpu::CachingAllocator::owner(block).record_stream(block, runtime_stream(stream));
 }
 
+void erase_stream(void* ptr, const c10::Stream& stream) {
+  PluggableAllocator* pluggable = current_pluggable_allocator();
+  if (pluggable != nullptr && pluggable->owns(ptr)) pluggable->erase_stream(ptr, stream);
+}
+
 c10::DataPtr allocate_for_cpu_kernel(c10::DeviceIndex device, size_t bytes) {
   check_device_index(device);
   if (bytes == 0) return c10::DataPtr(nullptr, nullptr, &delete_npu_memory, c10::Device(c10::kCPU));

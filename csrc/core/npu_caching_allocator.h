@@ -71,6 +71,9 @@ std::vector<vnpu::SegmentInfo> memory_snapshot(c10::DeviceIndex device);
 
 // Marks the block behind `data_ptr` as used by `stream` (record_stream).
 void record_stream(const c10::DataPtr& data_ptr, const c10::Stream& stream);
+// torch_npu.erase_stream: a pluggable allocator's erase_stream hook for its
+// memory; vNPU's own allocator keeps the recorded use (docs: memory.py).
+void erase_stream(void* ptr, const c10::Stream& stream);
 
 // Device memory for a CPU kernel inside a DeviceMemoryScope, labelled CPU,
 // whose context is its address (Allocator::raw_allocate requires that). On

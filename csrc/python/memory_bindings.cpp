@@ -159,6 +159,10 @@ void bind_memory(py::module& m) {
     return reinterpret_cast<uintptr_t>(
         raw_alloc(size, c10::Stream(c10::Stream::UNSAFE, npu_device(index), stream_id)));
   });
+  m.def("_npu_erase_stream", [](uintptr_t ptr, int64_t d, int64_t stream_id) {
+    erase_stream(reinterpret_cast<void*>(ptr),
+                 c10::Stream(c10::Stream::UNSAFE, npu_device(resolve_device_index(d)), stream_id));
+  });
   m.def("_caching_allocator_delete", [](uintptr_t ptr) { raw_delete(reinterpret_cast<void*>(ptr)); });
   m.def("_format_size", &format_size);
 }

@@ -53,6 +53,10 @@ void test_record_stream(void* ptr, c10_npu::NPUStream stream) {
   if (ptr != nullptr && stream.stream() != nullptr) ++g_record_streams;
 }
 
+void test_erase_stream(void* ptr, c10_npu::NPUStream stream) {
+  if (ptr != nullptr && stream.stream() != nullptr) --g_record_streams;
+}
+
 int test_allocs() { return g_allocs; }
 int test_frees() { return g_frees; }
 int test_stream_checks() { return g_stream_checks; }

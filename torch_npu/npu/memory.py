@@ -182,8 +182,9 @@ def _erase_stream(tensor, stream) -> None:
     chip's allocator can reuse the block when the tensor dies instead of
     when ``stream`` reaches it.
 
-    The arguments are checked as real torch_npu checks them; vNPU's caching
-    allocator (C++) has no call to drop a recorded stream, so the block is
+    The arguments are checked as real torch_npu checks them. Memory of a
+    pluggable allocator goes to its erase_stream hook, if set. vNPU's caching
+    allocator (C++) has no call to drop a recorded stream, so its block is
     reused when ``stream`` has passed it, as if erase_stream had not been
     called. Results are the same (the promise is only an opportunity);
     the peak of reserved memory may be higher than on a chip.
@@ -192,6 +193,8 @@ def _erase_stream(tensor, stream) -> None:
         raise TypeError(f"tensor should be torch.Tensor, could not be {type(tensor)}")
     if not isinstance(stream, torch.npu.Stream):
         raise TypeError(f"stream should be torch_npu.npu.Stream, could not be {type(stream)}")
+    if tensor.device.type == "npu" and tensor.untyped_storage().data_ptr():
+        _C._npu_erase_stream(tensor.untyped_storage().data_ptr(), stream.device_index, stream.stream_id)
 
 
 def _format_bytes(value: int, reference: int) -> str:
