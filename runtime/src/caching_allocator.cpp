@@ -551,6 +551,30 @@ void CachingAllocator::empty_cache() {
   release_idle_segments();
 }
 
+void CachingAllocator::retire_stream(Stream& dead, Stream& heir) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (Block* head : segments_) {
+    for (Block* block = head; block != nullptr; block = block->next) {
+      if (block->stream == &dead) {
+        // The pools are ordered by stream first: take a free block out
+        // before its key changes. `dead` has run everything, so nothing
+        // queued still reads it (free_seq 0 has passed on any stream).
+        Pool& pool = block->small ? small_pool_ : large_pool_;
+        const bool pooled = pool.blocks.erase(block) > 0;
+        block->stream = &heir;
+        block->free_seq = 0;
+        if (pooled) pool.blocks.insert(block);
+      }
+      auto& uses = block->stream_uses;
+      uses.erase(std::remove(uses.begin(), uses.end(), &dead), uses.end());
+      for (StreamMark& mark : block->pending) {
+        if (mark.stream == &dead) mark = {&heir, 0};
+      }
+    }
+  }
+  process_deferred();
+}
+
 void CachingAllocator::set_memory_fraction(double fraction) {
   std::lock_guard<std::mutex> lock(mutex_);
   fraction_ = fraction;

@@ -173,6 +173,10 @@ void DeviceAllocator::empty_cache() {
   for (CachingAllocator* allocator : emptied) allocator->empty_cache();  // may wait: no lock held
 }
 
+void DeviceAllocator::retire_stream(Stream& dead, Stream& heir) {
+  for (CachingAllocator* allocator : all_allocators()) allocator->retire_stream(dead, heir);
+}
+
 void DeviceAllocator::set_memory_fraction(double fraction) { ordinary().set_memory_fraction(fraction); }
 
 double DeviceAllocator::memory_fraction() const {

@@ -132,13 +132,27 @@ std::shared_ptr<Stream> Device::create_external_stream(int priority) {
 }
 
 void Device::forget_external_stream(const Stream* stream) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (auto it = external_streams_.begin(); it != external_streams_.end(); ++it) {
-    if (it->get() == stream) {
-      external_streams_.erase(it);
-      return;
+  std::shared_ptr<Stream> forgotten;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = external_streams_.begin(); it != external_streams_.end(); ++it) {
+      if (it->get() == stream) {
+        forgotten = std::move(*it);
+        external_streams_.erase(it);
+        break;
+      }
     }
   }
+  if (!forgotten) return;
+  // The caching allocators keep the stream of each segment and of each
+  // record_stream use; once the stream has run its work, hand those to the
+  // default stream, so that no block outlives the stream it points to.
+  try {
+    forgotten->wait_completed(forgotten->last_enqueued());
+  } catch (const Error&) {
+    // Aborted, or made before fork(): no queued work of it will run.
+  }
+  allocator_->retire_stream(*forgotten, this->stream(0));
 }
 
 void Device::synchronize(bool skip_capturing) {

@@ -5,6 +5,8 @@
 #include <thread>
 
 #include "test_helpers.h"
+#include "vnpu/caching_allocator.h"
+#include "vnpu/device_allocator.h"
 #include "vnpu/error.h"
 #include "vnpu/runtime.h"
 
@@ -137,6 +139,37 @@ TEST(Runtime, ExternalStreamsAreOutsideThePoolAndSynchronizedWithTheDevice) {
   d.forget_external_stream(a.get());
   d.forget_external_stream(a.get());  // twice: nothing happens
   EXPECT_EQ(a.use_count(), 1);        // the caller's pointer alone keeps it
+}
+
+// Regression: a tensor allocated on an ACL stream that the user destroyed
+// before freeing the tensor left its block pointing at the freed stream
+// (empty_cache then read freed memory; seen under load in CI).
+TEST(Runtime, ForgettingAnExternalStreamMovesItsBlocksToTheDefaultStream) {
+  Runtime rt(parse({{"VNPU_DEVICE_COUNT", "1"}}));
+  vnpu::Device& d = rt.device(0);
+  vnpu::CachingAllocator& allocator = d.allocator().ordinary();
+  std::shared_ptr<vnpu::Stream> ext = d.create_external_stream(0);
+  vnpu::Block* live = allocator.allocate(1 << 20, *ext);    // freed after the stream goes
+  vnpu::Block* cached = allocator.allocate(4 << 20, *ext);  // freed before: in the pool
+  vnpu::Block* used = allocator.allocate(1 << 20, d.stream(0));
+  allocator.record_stream(used, *ext);  // a record_stream use of it
+  std::atomic<bool> ran{false};
+  ext->enqueue("slow", [&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ran = true;
+  });
+  allocator.free(cached);
+  d.forget_external_stream(ext.get());
+  EXPECT_TRUE(ran.load());  // its work ran before its blocks moved
+  ext.reset();              // the stream is gone
+  allocator.free(live);
+  allocator.free(used);
+  // The blocks serve the default stream now, and nothing waits on the old one.
+  vnpu::Block* again = allocator.allocate(4 << 20, d.stream(0));
+  EXPECT_EQ(vnpu::CachingAllocator::address(again), vnpu::CachingAllocator::address(cached));
+  allocator.free(again);
+  allocator.empty_cache();
+  EXPECT_EQ(allocator.stats().reserved_bytes[vnpu::kAggregateStat].current, 0);
 }
 
 TEST(Runtime, SynchronousLaunchFromEnvironment) {

@@ -123,6 +123,12 @@ class CachingAllocator {
   // fully free segment to device memory.
   void empty_cache();
 
+  // `dead` is about to be destroyed (aclrtDestroyStream) and its queued
+  // work has run: every block of a segment made for it now belongs to
+  // `heir`, and record_stream uses of it are dropped, so that no block keeps
+  // a pointer to the destroyed stream. Never waits.
+  void retire_stream(Stream& dead, Stream& heir);
+
   // Limits reservations to fraction * capacity (0 <= fraction <= 1; the
   // caller validates). Also makes out-of-memory messages show the limit.
   void set_memory_fraction(double fraction);

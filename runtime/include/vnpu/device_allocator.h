@@ -85,6 +85,9 @@ class DeviceAllocator {
   // still reads them.
   void empty_cache();
 
+  // CachingAllocator::retire_stream on every allocator of the device.
+  void retire_stream(Stream& dead, Stream& heir);
+
   // The ordinary allocator's limit (it is created to set it), and what it is
   // or will start with.
   void set_memory_fraction(double fraction);

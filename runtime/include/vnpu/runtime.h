@@ -74,7 +74,10 @@ class Device {
   // A stream outside the pool and the dedicated streams, for the ACL runtime
   // API (aclrtCreateStream): its index is above kMaxStreamIndex and unique on
   // the device. The device synchronizes it with its own streams until
-  // forget_external_stream(); the caller's pointer keeps it alive after that.
+  // forget_external_stream(), which waits for its queued work and moves the
+  // allocators' blocks that refer to it to the default stream (see
+  // CachingAllocator::retire_stream); the caller's pointer keeps it alive
+  // after that, and must not queue work on it any more.
   std::shared_ptr<Stream> create_external_stream(int priority);
   void forget_external_stream(const Stream* stream);
 
