@@ -6,6 +6,7 @@
 #include "csrc/core/npu_caching_allocator.h"
 #include "csrc/core/npu_op_hooks.h"
 #include "csrc/core/npu_stream.h"
+#include "csrc/distributed/flight_recorder.h"
 #include "csrc/distributed/watchdog.h"
 #include "csrc/launch/launch.h"
 #include <vnpu/environment.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <string_view>
 
@@ -219,6 +221,11 @@ LaunchSnapshot launch_snapshot(const std::vector<at::Tensor>& tensors) {
   return snap;
 }
 
+uint64_t next_trace_pg_id() {
+  static std::atomic<uint64_t> next{0};
+  return next++;
+}
+
 }  // namespace
 
 ProcessGroupHCCL::Options::Options(bool high_priority)
@@ -229,7 +236,10 @@ ProcessGroupHCCL::Options::Options(bool high_priority)
 
 ProcessGroupHCCL::ProcessGroupHCCL(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                    c10::intrusive_ptr<Options> options, const SocketGroupFactory& make_sockets)
-    : Backend(rank, size), options_(std::move(options)), watchdog_(std::make_shared<Watchdog>(rank)) {
+    : Backend(rank, size),
+      options_(std::move(options)),
+      watchdog_(std::make_shared<Watchdog>(rank)),
+      trace_pg_id_(next_trace_pg_id()) {
   const TransportConfig config{options_->host_id, shm_slot_bytes(*options_), options_->timeout};
   transport_ = connect_transport(*store, rank, size, config, make_sockets);
 }
@@ -362,6 +372,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue(const char* name, c10d:
   const uint64_t seq = ++seq_;
   const CollectiveInfo info{getRank(), seq, type, numel_of(inputs.empty() ? outputs : inputs), numel_of(outputs),
                             collective_timeout(*options_).count()};
+  std::shared_ptr<InFlight> flight = watchdog_->issued(
+      info, FlightRecorder::instance().record(trace_pg_id_, getGroupUid(), getGroupDesc(), seq, 0, name,
+                                              inputs.empty() ? outputs : inputs,  // in place: both
+                                              outputs, info.timeout_ms, /*is_p2p=*/false));
   c10::Event done(c10::DeviceType::PrivateUse1);
   auto future = stream_ordered_future(device);
   const bool on_caller = runs_on_caller(all, current_stream(device), comm);
@@ -369,7 +383,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue(const char* name, c10d:
     // Note [Small collectives on idle streams run on the caller].
     vnpu::HostWaitScope waiting_for_peers;  // no GIL held while the peers arrive
     launch_on_caller(name, KernelOutputs(outputs), launch_snapshot(all),
-                     watched(std::forward<Body>(body), info, watchdog_));
+                     watched(std::forward<Body>(body), flight, watchdog_));
   } else {
     order_after(current_stream(device), comm);  // after the caller's queued kernels, like a kernel
     record_on(all, comm);
@@ -380,7 +394,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue(const char* name, c10d:
     // collective waiting for its peers must not block the caller.
     if (!on_caller) {
       launch_queued(device, name, KernelOutputs(outputs), launch_snapshot(all),
-                    watched(std::forward<Body>(body), info, watchdog_));
+                    watched(std::forward<Body>(body), flight, watchdog_));
     }
     done.record(comm);  // on the caller: the communication stream is idle, complete already
     // Completed in stream order: users of the future wait on the
@@ -417,8 +431,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue_p2p(const char* name, c
   {
     CurrentStreamScope on_wait(wait);
     const CollectiveInfo info{getRank(), seq, type, numel_of(inputs), numel_of(outputs), collective_timeout(*options_).count()};
+    std::shared_ptr<InFlight> flight = watchdog_->issued(
+        info, FlightRecorder::instance().record(trace_pg_id_, getGroupUid(), getGroupDesc(), 0, seq, name, inputs,
+                                                outputs, info.timeout_ms, /*is_p2p=*/true));
     launch_queued(device, name, KernelOutputs(outputs), launch_snapshot(all),
-                  watched(std::forward<Finish>(finish), info, watchdog_));
+                  watched(std::forward<Finish>(finish), flight, watchdog_));
     done.record(wait);
     future->markCompleted(at::IValue(outputs));
   }

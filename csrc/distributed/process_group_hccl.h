@@ -147,6 +147,7 @@ class ProcessGroupHCCL : public c10d::Backend {
 
   c10::intrusive_ptr<Options> options_;
   std::shared_ptr<Watchdog> watchdog_;    // shared with the queued collectives
+  const uint64_t trace_pg_id_;            // the group's number in the flight recorder (0, 1, ... per process)
   std::shared_ptr<Transport> transport_;  // shared with the queued collectives; never null
   std::map<c10::DeviceIndex, c10::Stream> comm_streams_;
   std::map<c10::DeviceIndex, c10::Stream> p2p_wait_streams_;

@@ -2,8 +2,12 @@
 
 #include <c10/util/Exception.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 
 #include <vnpu/environment.h>
 
@@ -15,6 +19,25 @@ int64_t now_ns() {
       .count();
 }
 
+std::atomic<int64_t> g_dispatch_ms_for_testing{0};
+std::atomic<int64_t> g_exec_ms_for_testing{0};
+
+// torch_npu's log line (npu_logging::Logger): level letter, date, time, pid,
+// source, rank, message; on stderr.
+void log_warning(const std::string& message) {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
+  const long micros = static_cast<long>(
+      std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() % 1000000);
+  std::tm tm{};
+  localtime_r(&seconds, &tm);
+  const char* rank = std::getenv("RANK");
+  std::fprintf(stderr, "W%02d%02d %02d:%02d:%02d.%06ld %d ProcessGroupHCCL.cpp] %s%s\n", tm.tm_mon + 1, tm.tm_mday,
+               tm.tm_hour, tm.tm_min, tm.tm_sec, micros, static_cast<int>(getpid()),
+               rank != nullptr ? ("[rank:" + std::string(rank) + "] ").c_str() : "", message.c_str());
+  std::fflush(stderr);
+}
+
 bool tears_down() {
   const vnpu::Environment& env = vnpu::environment();
   return !env.hccl_blocking_wait && (env.hccl_async_error_handling == 1 || env.hccl_async_error_handling == 3);
@@ -22,7 +45,29 @@ bool tears_down() {
 
 }  // namespace
 
-Watchdog::Watchdog(int rank) : rank_(rank) {
+std::chrono::milliseconds dispatch_timeout() {
+  if (const int64_t ms = g_dispatch_ms_for_testing.load()) return std::chrono::milliseconds(ms);
+  // torch_npu: HCCL_EXEC_TIMEOUT - 30 s when that lies in (120, 600) s, else 600 s.
+  std::uint64_t seconds = 600;
+  const std::uint64_t exec = vnpu::environment().hccl_exec_timeout_s.value_or(0);
+  if (exec > 0 && exec < 600 + 30 && exec > 120 + 30) seconds = exec - 30;
+  return std::chrono::seconds(seconds);
+}
+
+std::chrono::milliseconds exec_dump_timeout() {
+  if (const int64_t ms = g_exec_ms_for_testing.load()) return std::chrono::milliseconds(ms);
+  std::int64_t exec = static_cast<std::int64_t>(vnpu::environment().hccl_exec_timeout_s.value_or(0));
+  if (exec <= 0) exec = 1836;  // torch_npu's default
+  return std::chrono::seconds(std::max<std::int64_t>(60, exec - 60));
+}
+
+void set_watchdog_limits_for_testing(int64_t dispatch_ms, int64_t exec_ms) {
+  g_dispatch_ms_for_testing.store(std::max<int64_t>(0, dispatch_ms));
+  g_exec_ms_for_testing.store(std::max<int64_t>(0, exec_ms));
+}
+
+Watchdog::Watchdog(int rank)
+    : rank_(rank), dispatch_timeout_(dispatch_timeout()), exec_timeout_(exec_dump_timeout()) {
   if (vnpu::environment().hccl_async_error_handling_old_name) {
     TORCH_WARN_ONCE("Environment variable HCCL_ASYNC_ERROR_HANDLING is deprecated; use "
                     "TORCH_HCCL_ASYNC_ERROR_HANDLING instead");
@@ -37,6 +82,64 @@ Watchdog::~Watchdog() {
   }
   wake_.notify_all();
   if (monitor_.joinable()) monitor_.join();
+  if (poller_.joinable()) poller_.join();
+}
+
+std::shared_ptr<InFlight> Watchdog::issued(const CollectiveInfo& info, std::optional<uint64_t> trace_id) {
+  auto flight = std::make_shared<InFlight>();
+  flight->info = info;
+  flight->trace_id = trace_id;
+  flight->issued = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lock(mutex_);
+  in_flight_.push_back(flight);
+  if (!poller_.joinable()) poller_ = std::thread([this] { poll_loop(); });
+  return flight;
+}
+
+void Watchdog::poll_loop() {
+  // Often enough for the limits (tests shorten them), at most once a second.
+  const auto period = std::clamp<std::chrono::milliseconds>(std::min(dispatch_timeout_, exec_timeout_) / 4,
+                                                            std::chrono::milliseconds(10), std::chrono::seconds(1));
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!wake_.wait_for(lock, period, [&] { return stopping_; })) {
+    lock.unlock();
+    poll_once();
+    lock.lock();
+  }
+}
+
+void Watchdog::poll_once() {
+  std::vector<std::shared_ptr<InFlight>> flights;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    flights = in_flight_;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  bool dump = false;
+  for (const auto& flight : flights) {
+    const int state = flight->state.load(std::memory_order_acquire);
+    const auto age = now - flight->issued;
+    const std::string work = "Process group work " + c10d::opTypeToString(flight->info.type) + ", seq_num " +
+                             std::to_string(flight->info.seq);
+    if (state == 0 && !flight->dispatch_reported && age > dispatch_timeout_) {
+      log_warning(work + " dispatch timeout. ");
+      flight->dispatch_reported = true;
+    } else if (state > 0 && flight->dispatch_reported) {
+      log_warning(work + " dispatch success. This warning log can be ignored.");
+      flight->dispatch_reported = false;
+    }
+    if (state < 2 && !flight->exec_checked && age > exec_timeout_) {
+      flight->exec_checked = true;
+      dump = true;
+    }
+  }
+  if (dump && vnpu::environment().hccl_dump_on_timeout) dump_debug_info(rank_, std::chrono::seconds(3));
+  std::lock_guard<std::mutex> lock(mutex_);
+  in_flight_.erase(std::remove_if(in_flight_.begin(), in_flight_.end(),
+                                  [](const std::shared_ptr<InFlight>& f) {
+                                    return f->state.load(std::memory_order_acquire) == 2 && !f->dispatch_reported;
+                                  }),
+                   in_flight_.end());
 }
 
 void Watchdog::check_not_aborted() const {
@@ -51,7 +154,8 @@ void Watchdog::started() { running_since_ns_.store(now_ns(), std::memory_order_r
 
 void Watchdog::finished() { running_since_ns_.store(0, std::memory_order_release); }
 
-void Watchdog::failed(const std::string& message) {
+void Watchdog::failed(const std::string& message, bool timed_out) {
+  if (timed_out && vnpu::environment().hccl_dump_on_timeout) dump_debug_info(rank_, std::chrono::seconds(10));
   if (tears_down()) take_process_down(message);
   if (vnpu::environment().hccl_async_error_handling == 2) {
     std::lock_guard<std::mutex> lock(mutex_);

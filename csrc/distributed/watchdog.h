@@ -21,6 +21,19 @@
 // ends the process when one collective has been running for longer than
 // TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC, whatever its own deadline.
 //
+// The poller (a thread started with the group's first collective) watches
+// the collectives issued and not finished, as real torch_npu's watchdog
+// loop does (checkDispatch / checkExec):
+//   - one whose task has not begun (queued behind other work) for the
+//     dispatch timeout (HCCL_EXEC_TIMEOUT - 30 s when that lies in
+//     150-630 s, else 600 s) gets torch_npu's "dispatch timeout" warning,
+//     and "dispatch success" once it begins;
+//   - one unfinished after max(60, HCCL_EXEC_TIMEOUT - 60) s (default
+//     HCCL_EXEC_TIMEOUT 1836) makes, with TORCH_HCCL_DUMP_ON_TIMEOUT=1, the
+//     flight recorder's dump (flight_recorder.h), once per collective. A
+//     collective that fails at its deadline dumps too, before the handling
+//     mode may end the process.
+//
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
@@ -33,9 +46,13 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
+
+#include "csrc/distributed/flight_recorder.h"
 
 namespace torch_npu {
 
@@ -48,6 +65,34 @@ struct CollectiveInfo {
   int64_t numel_out;
   int64_t timeout_ms;
 };
+
+// One issued collective, shared by its task and the poller.
+struct InFlight {
+  CollectiveInfo info;
+  std::optional<uint64_t> trace_id;  // its flight-recorder entry
+  std::chrono::steady_clock::time_point issued;
+  std::atomic<int> state{0};  // 0 queued, 1 running, 2 finished
+  bool dispatch_reported = false;  // the poller's own
+  bool exec_checked = false;       // the poller's own
+
+  void begin() {
+    state.store(1, std::memory_order_release);
+    FlightRecorder::instance().started(trace_id);
+  }
+  // A failed collective stays "started" in the recorder, as a timed-out one
+  // does in torch's.
+  void end(bool succeeded) {
+    if (succeeded) FlightRecorder::instance().completed(trace_id);
+    state.store(2, std::memory_order_release);
+  }
+};
+
+// The poller's limits from HCCL_EXEC_TIMEOUT, as real torch_npu computes them.
+std::chrono::milliseconds dispatch_timeout();
+std::chrono::milliseconds exec_dump_timeout();
+// Tests only (torch_npu._C._distributed_c10d._set_watchdog_limits_for_testing):
+// replaces both for groups created afterwards; 0 restores the defaults.
+void set_watchdog_limits_for_testing(int64_t dispatch_ms, int64_t exec_ms);
 
 class Watchdog {
  public:
@@ -66,11 +111,16 @@ class Watchdog {
 
   // A failed collective, `message` in its final words: applies the
   // handling mode (may end the process); returns when the error should
-  // propagate as usual.
-  void failed(const std::string& message);
+  // propagate as usual. `timed_out`: dump first (TORCH_HCCL_DUMP_ON_TIMEOUT).
+  void failed(const std::string& message, bool timed_out = false);
+
+  // A collective was issued: the poller watches it until it ends.
+  std::shared_ptr<InFlight> issued(const CollectiveInfo& info, std::optional<uint64_t> trace_id);
 
  private:
   void monitor_loop();
+  void poll_loop();
+  void poll_once();
   [[noreturn]] void take_process_down(const std::string& message) const;
 
   const int rank_;
@@ -81,6 +131,10 @@ class Watchdog {
   bool stopping_ = false;     // guarded by mutex_
   std::condition_variable wake_;
   std::thread monitor_;
+  const std::chrono::milliseconds dispatch_timeout_;
+  const std::chrono::milliseconds exec_timeout_;
+  std::vector<std::shared_ptr<InFlight>> in_flight_;  // guarded by mutex_
+  std::thread poller_;                                // started by the first issued()
 };
 
 // The watchdog's words for a transport that gave up at the deadline.
@@ -88,21 +142,25 @@ std::string timeout_message(const CollectiveInfo& info, std::chrono::millisecond
 
 // Wraps a collective's stage 2: heartbeat, timeout text, handling mode.
 template <typename Body>
-auto watched(Body&& body, CollectiveInfo info, std::shared_ptr<Watchdog> watchdog) {
-  return [body = std::forward<Body>(body), info, watchdog = std::move(watchdog)]() mutable {
+auto watched(Body&& body, std::shared_ptr<InFlight> flight, std::shared_ptr<Watchdog> watchdog) {
+  return [body = std::forward<Body>(body), flight = std::move(flight), watchdog = std::move(watchdog)]() mutable {
+    const CollectiveInfo& info = flight->info;
     const auto start = std::chrono::steady_clock::now();
     watchdog->started();
+    flight->begin();
     try {
       body();
+      flight->end(true);
       watchdog->finished();
     } catch (const std::exception& e) {
+      flight->end(false);
       watchdog->finished();
       std::string what = e.what();
       if (what.find("Timed out") != std::string::npos || what.find("timed out") != std::string::npos) {
         what = timeout_message(
             info, std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start),
             what.substr(0, what.find('\n')));
-        watchdog->failed(what);
+        watchdog->failed(what, /*timed_out=*/true);
         TORCH_CHECK(false, what);
       }
       watchdog->failed("[Rank " + std::to_string(info.rank) + "] " + what.substr(0, what.find('\n')));

@@ -7,7 +7,9 @@
 #include <pybind11/chrono.h>
 #include <pybind11/stl.h>
 
+#include "csrc/distributed/flight_recorder.h"
 #include "csrc/distributed/process_group_hccl.h"
+#include "csrc/distributed/watchdog.h"
 
 namespace torch_npu {
 
@@ -55,6 +57,18 @@ void check_hccl_config(const py::dict& config) {
       if (name == "qos_service_level") TORCH_CHECK_VALUE(v >= 0 && v <= 7, "qos_service_level should be in [0, 7].");
       if (name == "qos_traffic_class") TORCH_CHECK_VALUE(v >= 0 && v <= 255, "qos_traffic_class should be in [0, 255].");
     }
+  }
+}
+
+// The Python half of a timeout dump (flight_recorder.h): every thread's
+// stack, written by torch_npu/distributed/_py_traceback.py.
+void dump_python_stacks(const std::string& path) {
+  if (!Py_IsInitialized() || _Py_IsFinalizing()) return;
+  py::gil_scoped_acquire gil;
+  try {
+    py::module::import("torch_npu.distributed._py_traceback").attr("write_python_stacks")(path);
+  } catch (py::error_already_set& e) {
+    std::fprintf(stderr, "Could not write the Python stacks to %s: %s\n", path.c_str(), e.what());
   }
 }
 
@@ -121,6 +135,32 @@ void bind_distributed(py::module& m) {
                     std::to_string(rank);
            },
            py::arg("rank"));
+
+  set_python_stack_dumper(&dump_python_stacks);
+  // As real torch_npu: the flight recorder's trace (torch's pickle format), or JSON.
+  dist.def(
+      "_dump_hccl_trace",
+      [](std::optional<bool> include_collectives, std::optional<bool> include_stack_traces,
+         std::optional<bool> only_active) {
+        std::string trace;
+        {
+          py::gil_scoped_release no_gil;  // symbolizing takes it when it needs it
+          trace = FlightRecorder::instance().dump_pickle(include_collectives.value_or(true),
+                                                         include_stack_traces.value_or(true),
+                                                         only_active.value_or(false));
+        }
+        return py::bytes(trace);
+      },
+      py::arg("includeCollectives") = std::nullopt, py::arg("includeStackTraces") = std::nullopt,
+      py::arg("onlyActive") = std::nullopt);
+  dist.def(
+      "_dump_hccl_trace_json",
+      [](std::optional<bool> include_collectives, std::optional<bool> only_active) {
+        return FlightRecorder::instance().dump_json(include_collectives.value_or(true), only_active.value_or(false));
+      },
+      py::arg("includeCollectives") = std::nullopt, py::arg("onlyActive") = std::nullopt);
+  dist.def("_set_watchdog_limits_for_testing", &set_watchdog_limits_for_testing, py::arg("dispatch_ms"),
+           py::arg("exec_ms"));
 }
 
 }  // namespace torch_npu

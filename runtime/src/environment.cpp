@@ -123,6 +123,14 @@ const std::vector<EnvironmentVariable>& environment_variables() {
       {"TORCH_HCCL_ENABLE_MONITORING", "0",
        "1: a monitor thread ends the process when a collective is stuck past `TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC`"},
       {"TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC", "600", "seconds the monitor allows one collective (with monitoring on)"},
+      {"TORCH_HCCL_TRACE_BUFFER_SIZE", "0",
+       "collectives the flight recorder keeps (all process groups together); 0: off. "
+       "`torch_npu._C._distributed_c10d._dump_hccl_trace()` returns them in torch's flight-recorder pickle"},
+      {"TORCH_HCCL_DUMP_ON_TIMEOUT", "0",
+       "1: when a collective times out, or has run `max(60, HCCL_EXEC_TIMEOUT - 60)` s, write the flight "
+       "recorder's trace to `TORCH_HCCL_DEBUG_INFO_TEMP_FILE<rank>` and every thread's Python stack to "
+       "`...<rank>_py_traceback`"},
+      {"TORCH_HCCL_DEBUG_INFO_TEMP_FILE", "/tmp/hccl_trace_rank_", "path prefix of the dumps above"},
       {"HCCL_BUFFSIZE", "200",
        "MB of staging buffer per rank for the shared-memory transport (a positive integer; `hccl_config`'s "
        "`hccl_buffer_size` overrides it)"},
@@ -259,6 +267,17 @@ Environment parse_environment(const char* (*raw_lookup)(const char* name)) {
       env.errors.push_back("TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC must be a positive number of seconds, got " + quoted(v));
     }
   }
+  if (const char* v = lookup_nonempty(lookup, "TORCH_HCCL_TRACE_BUFFER_SIZE")) {
+    std::uint64_t entries = 0;
+    if (parse_unsigned(v, &entries) && entries <= (1u << 24)) {
+      env.hccl_trace_buffer_size = entries;
+    } else {
+      env.errors.push_back("TORCH_HCCL_TRACE_BUFFER_SIZE must be a number of entries between 0 and 16777216, got " +
+                           quoted(v));
+    }
+  }
+  env.hccl_dump_on_timeout = is_one(lookup("TORCH_HCCL_DUMP_ON_TIMEOUT"));
+  if (const char* v = lookup_nonempty(lookup, "TORCH_HCCL_DEBUG_INFO_TEMP_FILE")) env.hccl_debug_info_temp_file = v;
   if (const char* v = lookup_nonempty(lookup, "HCCL_BUFFSIZE")) {
     std::uint64_t mb = 0;
     if (parse_unsigned(v, &mb) && mb > 0 && mb <= (1u << 20)) {

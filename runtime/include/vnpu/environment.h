@@ -60,6 +60,13 @@ struct Environment {
   // collective stays stuck TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC (600) past its start.
   bool hccl_enable_monitoring = false;
   std::uint64_t hccl_heartbeat_timeout_s = 600;
+  // The flight recorder (csrc/distributed/flight_recorder.h):
+  // TORCH_HCCL_TRACE_BUFFER_SIZE collectives kept (0: off);
+  // TORCH_HCCL_DUMP_ON_TIMEOUT=1 writes them and the Python stacks to
+  // TORCH_HCCL_DEBUG_INFO_TEMP_FILE<rank> when a collective times out.
+  std::uint64_t hccl_trace_buffer_size = 0;
+  bool hccl_dump_on_timeout = false;
+  std::string hccl_debug_info_temp_file = "/tmp/hccl_trace_rank_";
   // HCCL_BUFFSIZE (MB, default 200): each rank's staging buffer for the
   // shared-memory transport (hccl_config's hccl_buffer_size overrides).
   std::uint64_t hccl_buffsize_mb = 200;

@@ -1,0 +1,315 @@
+#include "csrc/distributed/flight_recorder.h"
+
+#include <ATen/core/Dict.h>
+#include <ATen/core/List.h>
+#include <ATen/core/ivalue.h>
+#include <c10/util/Exception.h>
+#include <torch/csrc/jit/serialization/pickler.h>
+#include <torch/csrc/profiler/combined_traceback.h>
+
+#include <pthread.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <future>
+#include <sstream>
+#include <thread>
+
+#include <vnpu/environment.h>
+
+namespace torch_npu {
+namespace {
+
+// The format version of torch's flight recorder that these dumps follow.
+constexpr const char* kVersion = "2.10";
+
+int64_t wall_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string this_thread_name() {
+  char name[32] = {0};
+  pthread_getname_np(pthread_self(), name, sizeof(name));
+  return name;
+}
+
+std::atomic<PythonStackDumper> g_python_stack_dumper{nullptr};
+
+c10::Dict<c10::IValue, c10::IValue> new_dict() {
+  return c10::Dict<c10::IValue, c10::IValue>(c10::AnyType::get(), c10::AnyType::get());
+}
+
+c10::List<c10::IValue> new_list() { return c10::List<c10::IValue>(c10::AnyType::get()); }
+
+c10::List<c10::IValue> sizes_list(const std::vector<std::vector<int64_t>>& all) {
+  auto out = new_list();
+  for (const auto& sizes : all) out.push_back(c10::List<int64_t>(sizes));
+  return out;
+}
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+template <typename T, typename F>
+std::string json_list(const std::vector<T>& items, F&& each) {
+  std::string out = "[";
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + each(items[i]);
+  return out + "]";
+}
+
+std::string json_sizes(const std::vector<std::vector<int64_t>>& all) {
+  return json_list(all, [](const std::vector<int64_t>& sizes) {
+    return json_list(sizes, [](int64_t v) { return std::to_string(v); });
+  });
+}
+
+std::string json_strings(const std::vector<std::string>& all) {
+  return json_list(all, [](const std::string& s) { return "\"" + json_escape(s) + "\""; });
+}
+
+const char* state_of(const FlightRecorder::Entry& e) {
+  return e.completed_ns ? "completed" : e.started_ns ? "started" : "scheduled";
+}
+
+}  // namespace
+
+FlightRecorder& FlightRecorder::instance() {
+  static FlightRecorder* recorder = new FlightRecorder();  // leaked: stream workers may record at exit
+  return *recorder;
+}
+
+FlightRecorder::FlightRecorder() : capacity_(vnpu::environment().hccl_trace_buffer_size) {}
+
+std::optional<uint64_t> FlightRecorder::record(uint64_t pg_id, const std::string& pg_name,
+                                               const std::string& pg_desc, uint64_t collective_seq,
+                                               uint64_t p2p_seq, std::string profiling_name,
+                                               const std::vector<at::Tensor>& inputs,
+                                               const std::vector<at::Tensor>& outputs, int64_t timeout_ms,
+                                               bool is_p2p) {
+  if (!enabled()) return std::nullopt;
+  Entry e;
+  e.pg_id = pg_id;
+  e.pg_name = pg_name;
+  e.pg_desc = pg_desc;
+  e.collective_seq = collective_seq;
+  e.p2p_seq = p2p_seq;
+  e.profiling_name = std::move(profiling_name);
+  // As ProcessGroupNCCL does: Python and TorchScript frames, no C++ ones.
+  e.traceback = torch::CapturedTraceback::gather(/*python=*/true, /*script=*/true, /*cpp=*/false);
+  e.time_created_ns = wall_ns();
+  e.timeout_ms = timeout_ms;
+  e.is_p2p = is_p2p;
+  for (const at::Tensor& t : inputs) {
+    e.input_sizes.push_back(t.sizes().vec());
+    e.input_dtypes.emplace_back(c10::toString(t.scalar_type()));
+  }
+  for (const at::Tensor& t : outputs) {
+    e.output_sizes.push_back(t.sizes().vec());
+    e.output_dtypes.emplace_back(c10::toString(t.scalar_type()));
+  }
+  std::ostringstream tid;
+  tid << std::this_thread::get_id();
+  e.thread_id = tid.str();
+  e.thread_name = this_thread_name();
+
+  std::lock_guard<std::mutex> lock(mutex_);
+  e.id = next_id_++;
+  const uint64_t id = e.id;
+  if (entries_.size() < capacity_) {
+    entries_.push_back(std::move(e));
+  } else {
+    entries_[next_] = std::move(e);
+    next_ = (next_ + 1) % capacity_;
+  }
+  return id;
+}
+
+FlightRecorder::Entry* FlightRecorder::find(uint64_t id) {
+  if (entries_.empty()) return nullptr;
+  // Ids are consecutive; the oldest kept is next_id_ - size.
+  const uint64_t oldest = next_id_ - entries_.size();
+  if (id < oldest || id >= next_id_) return nullptr;
+  const size_t slot = entries_.size() < capacity_ ? id : (next_ + (id - oldest)) % capacity_;
+  return &entries_[slot];
+}
+
+void FlightRecorder::started(std::optional<uint64_t> id) {
+  if (!id) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (Entry* e = find(*id)) e->started_ns = wall_ns();
+}
+
+void FlightRecorder::completed(std::optional<uint64_t> id) {
+  if (!id) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (Entry* e = find(*id)) {
+    e->completed_ns = wall_ns();
+    if (!e->started_ns) e->started_ns = e->completed_ns;
+  }
+}
+
+std::vector<FlightRecorder::Entry> FlightRecorder::snapshot(bool only_active) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<Entry> out;
+  out.reserve(entries_.size());
+  // Oldest first: from next_ to the end, then from the start.
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const Entry& e = entries_[(next_ + i) % entries_.size()];
+    if (only_active && e.completed_ns) continue;
+    out.push_back(e);
+  }
+  return out;
+}
+
+std::string FlightRecorder::dump_pickle(bool include_collectives, bool include_stack_traces, bool only_active) {
+  auto result = new_dict();
+  result.insert("version", kVersion);
+  result.insert("comm_lib_version", "vNPU hccl");
+  result.insert("pg_config", new_dict());
+  result.insert("pg_status", new_dict());
+  if (include_collectives) {
+    std::vector<Entry> entries = snapshot(only_active);
+    torch::SymbolizedTracebacks symbolized;
+    if (include_stack_traces) {
+      std::vector<torch::CapturedTraceback*> tracebacks;
+      for (Entry& e : entries) tracebacks.push_back(e.traceback.get());
+      symbolized = torch::symbolize(tracebacks);
+    }
+    auto list = new_list();
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const Entry& e = entries[i];
+      auto d = new_dict();
+      if (include_stack_traces) {
+        auto frames = new_list();
+        for (uint64_t f : symbolized.tracebacks.at(i)) {
+          const auto& frame = symbolized.all_frames.at(f);
+          auto fd = new_dict();
+          fd.insert("name", frame.funcname);
+          fd.insert("filename", frame.filename);
+          fd.insert("line", static_cast<int64_t>(frame.lineno));
+          frames.push_back(fd);
+        }
+        d.insert("frames", frames);
+      }
+      d.insert("record_id", static_cast<int64_t>(e.id));
+      d.insert("pg_id", static_cast<int64_t>(e.pg_id));
+      d.insert("process_group", std::make_tuple(e.pg_name, e.pg_desc));
+      d.insert("thread_name", e.thread_name);
+      d.insert("thread_id", e.thread_id);
+      d.insert("collective_seq_id", static_cast<int64_t>(e.collective_seq));
+      d.insert("p2p_seq_id", static_cast<int64_t>(e.p2p_seq));
+      d.insert("op_id", static_cast<int64_t>(e.is_p2p ? e.p2p_seq : e.collective_seq));
+      d.insert("profiling_name", e.profiling_name);
+      d.insert("time_created_ns", e.time_created_ns);
+      if (e.started_ns && e.completed_ns) d.insert("duration_ms", static_cast<double>(*e.completed_ns - *e.started_ns) / 1e6);
+      d.insert("input_sizes", sizes_list(e.input_sizes));
+      d.insert("input_dtypes", c10::List<std::string>(e.input_dtypes));
+      d.insert("output_sizes", sizes_list(e.output_sizes));
+      d.insert("output_dtypes", c10::List<std::string>(e.output_dtypes));
+      d.insert("state", state_of(e));
+      d.insert("time_discovered_started_ns", e.started_ns ? c10::IValue(*e.started_ns) : c10::IValue());
+      d.insert("time_discovered_completed_ns", e.completed_ns ? c10::IValue(*e.completed_ns) : c10::IValue());
+      d.insert("retired", e.completed_ns.has_value());
+      d.insert("timeout_ms", e.timeout_ms);
+      d.insert("is_p2p", e.is_p2p);
+      list.push_back(d);
+    }
+    result.insert("entries", list);
+  }
+  // A plain pickle (no tensors, no persistent ids), as torch's recorder
+  // writes it: pickle.loads reads it without torch.
+  std::string bytes;
+  torch::jit::Pickler pickler([&](const char* data, size_t size) { bytes.append(data, size); }, nullptr, nullptr,
+                              nullptr, nullptr, false);
+  pickler.protocol();
+  pickler.pushIValue(result);
+  pickler.stop();
+  return bytes;
+}
+
+std::string FlightRecorder::dump_json(bool include_collectives, bool only_active) {
+  std::string out = "{\"version\": \"" + std::string(kVersion) + "\", \"comm_lib_version\": \"vNPU hccl\"";
+  out += ", \"pg_config\": {}, \"pg_status\": {}";
+  if (include_collectives) {
+    out += ", \"entries\": [";
+    const std::vector<Entry> entries = snapshot(only_active);
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const Entry& e = entries[i];
+      out += i ? ", {" : "{";
+      out += "\"record_id\": " + std::to_string(e.id) + ", \"pg_id\": " + std::to_string(e.pg_id) +
+             ", \"process_group\": [\"" + json_escape(e.pg_name) + "\", \"" + json_escape(e.pg_desc) + "\"]" +
+             ", \"collective_seq_id\": " + std::to_string(e.collective_seq) +
+             ", \"p2p_seq_id\": " + std::to_string(e.p2p_seq) +
+             ", \"op_id\": " + std::to_string(e.is_p2p ? e.p2p_seq : e.collective_seq) +
+             ", \"profiling_name\": \"" + json_escape(e.profiling_name) + "\"" +
+             ", \"time_created_ns\": " + std::to_string(e.time_created_ns) +
+             ", \"input_sizes\": " + json_sizes(e.input_sizes) + ", \"input_dtypes\": " + json_strings(e.input_dtypes) +
+             ", \"output_sizes\": " + json_sizes(e.output_sizes) +
+             ", \"output_dtypes\": " + json_strings(e.output_dtypes) + ", \"state\": \"" + state_of(e) + "\"" +
+             ", \"time_discovered_started_ns\": " + (e.started_ns ? std::to_string(*e.started_ns) : "null") +
+             ", \"time_discovered_completed_ns\": " + (e.completed_ns ? std::to_string(*e.completed_ns) : "null") +
+             ", \"retired\": " + (e.completed_ns ? "true" : "false") +
+             ", \"timeout_ms\": " + std::to_string(e.timeout_ms) + ", \"is_p2p\": " + (e.is_p2p ? "true" : "false") +
+             "}";
+    }
+    out += "]";
+  }
+  return out + "}";
+}
+
+void set_python_stack_dumper(PythonStackDumper dumper) { g_python_stack_dumper.store(dumper); }
+
+bool dump_debug_info(int rank, std::chrono::milliseconds wait) {
+  // On a thread of its own that touches only process-wide state: writing the
+  // Python stacks and symbolizing the recorded ones take the GIL, which the
+  // thread that asked may need to give up first (a process group destroyed
+  // from Python holds it while its watchdog stops).
+  auto done = std::make_shared<std::promise<bool>>();
+  std::future<bool> result = done->get_future();
+  std::thread([rank, done] {
+    // One dump at a time: a later one overwrites the files of an earlier one.
+    static std::mutex dumping;
+    std::lock_guard<std::mutex> lock(dumping);
+    bool written = false;
+    try {
+      const std::string prefix = vnpu::environment().hccl_debug_info_temp_file + std::to_string(rank);
+      if (PythonStackDumper dumper = g_python_stack_dumper.load()) dumper(prefix + "_py_traceback");
+      FlightRecorder& recorder = FlightRecorder::instance();
+      if (recorder.enabled()) {
+        const std::string trace = recorder.dump_pickle(true, true, false);
+        std::ofstream file(prefix, std::ios::binary | std::ios::trunc);
+        file.write(trace.data(), static_cast<std::streamsize>(trace.size()));
+        written = static_cast<bool>(file);
+        std::fprintf(stderr, "[Rank %d] ProcessGroupHCCL dumped the hccl trace to %s\n", rank, prefix.c_str());
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "[Rank %d] ProcessGroupHCCL could not dump debug info: %s\n", rank, e.what());
+    }
+    done->set_value(written);
+  }).detach();
+  if (result.wait_for(wait) != std::future_status::ready) {
+    std::fprintf(stderr, "[Rank %d] ProcessGroupHCCL: the debug info dump did not finish within %lld ms "
+                 "(the GIL may be held); it goes on in the background\n", rank, static_cast<long long>(wait.count()));
+    return false;
+  }
+  return result.get();
+}
+
+}  // namespace torch_npu
