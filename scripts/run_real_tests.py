@@ -214,7 +214,9 @@ def main():
     with open(os.path.join(overlay, "sitecustomize.py"), "w") as f:
         f.write(SITECUSTOMIZE.format(testing=os.path.join(work, "torch_npu", "testing")))
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([overlay, os.path.join(work, "test", "cpp_extensions")])
+    # A PYTHONPATH given (a vNPU checkout that is not the installed one) comes after the overlay.
+    env["PYTHONPATH"] = os.pathsep.join([overlay, os.path.join(work, "test", "cpp_extensions")] +
+                                        ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
 
     results = {"build": {}, "files": {}}
     if args.build_cpp_extensions:
