@@ -97,12 +97,18 @@ FlightRecorder& FlightRecorder::instance() {
 
 FlightRecorder::FlightRecorder() : capacity_(vnpu::environment().hccl_trace_buffer_size) {}
 
+std::shared_ptr<torch::CapturedTraceback> FlightRecorder::gather_stack() const {
+  if (!enabled()) return nullptr;
+  // As ProcessGroupNCCL does: Python and TorchScript frames, no C++ ones.
+  return torch::CapturedTraceback::gather(/*python=*/true, /*script=*/true, /*cpp=*/false);
+}
+
 std::optional<uint64_t> FlightRecorder::record(uint64_t pg_id, const std::string& pg_name,
                                                const std::string& pg_desc, uint64_t collective_seq,
                                                uint64_t p2p_seq, std::string profiling_name,
                                                const std::vector<at::Tensor>& inputs,
                                                const std::vector<at::Tensor>& outputs, int64_t timeout_ms,
-                                               bool is_p2p) {
+                                               bool is_p2p, std::shared_ptr<torch::CapturedTraceback> stack) {
   if (!enabled()) return std::nullopt;
   Entry e;
   e.pg_id = pg_id;
@@ -111,8 +117,7 @@ std::optional<uint64_t> FlightRecorder::record(uint64_t pg_id, const std::string
   e.collective_seq = collective_seq;
   e.p2p_seq = p2p_seq;
   e.profiling_name = std::move(profiling_name);
-  // As ProcessGroupNCCL does: Python and TorchScript frames, no C++ ones.
-  e.traceback = torch::CapturedTraceback::gather(/*python=*/true, /*script=*/true, /*cpp=*/false);
+  e.traceback = std::move(stack);
   e.time_created_ns = wall_ns();
   e.timeout_ms = timeout_ms;
   e.is_p2p = is_p2p;
@@ -187,9 +192,14 @@ std::string FlightRecorder::dump_pickle(bool include_collectives, bool include_s
   if (include_collectives) {
     std::vector<Entry> entries = snapshot(only_active);
     torch::SymbolizedTracebacks symbolized;
+    std::vector<int64_t> traceback_of(entries.size(), -1);  // index into symbolized.tracebacks
     if (include_stack_traces) {
       std::vector<torch::CapturedTraceback*> tracebacks;
-      for (Entry& e : entries) tracebacks.push_back(e.traceback.get());
+      for (size_t i = 0; i < entries.size(); ++i) {
+        if (!entries[i].traceback) continue;
+        traceback_of[i] = static_cast<int64_t>(tracebacks.size());
+        tracebacks.push_back(entries[i].traceback.get());
+      }
       symbolized = torch::symbolize(tracebacks);
     }
     auto list = new_list();
@@ -198,13 +208,15 @@ std::string FlightRecorder::dump_pickle(bool include_collectives, bool include_s
       auto d = new_dict();
       if (include_stack_traces) {
         auto frames = new_list();
-        for (uint64_t f : symbolized.tracebacks.at(i)) {
-          const auto& frame = symbolized.all_frames.at(f);
-          auto fd = new_dict();
-          fd.insert("name", frame.funcname);
-          fd.insert("filename", frame.filename);
-          fd.insert("line", static_cast<int64_t>(frame.lineno));
-          frames.push_back(fd);
+        if (traceback_of[i] >= 0) {
+          for (uint64_t f : symbolized.tracebacks.at(traceback_of[i])) {
+            const auto& frame = symbolized.all_frames.at(f);
+            auto fd = new_dict();
+            fd.insert("name", frame.funcname);
+            fd.insert("filename", frame.filename);
+            fd.insert("line", static_cast<int64_t>(frame.lineno));
+            frames.push_back(fd);
+          }
         }
         d.insert("frames", frames);
       }

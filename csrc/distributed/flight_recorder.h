@@ -37,13 +37,16 @@ class FlightRecorder {
 
   bool enabled() const { return capacity_ > 0; }
 
+  // The caller's Python stack for record() (cheap: symbolized only at a
+  // dump), nullptr when the recorder is off. It may take the GIL: call it
+  // before taking any lock another thread could wait for holding the GIL.
+  std::shared_ptr<torch::CapturedTraceback> gather_stack() const;
   // Records one collective as issued; returns its id, or nullopt when the
-  // recorder is off. Gathers the caller's Python stack (cheap: symbolized
-  // only at a dump).
+  // recorder is off.
   std::optional<uint64_t> record(uint64_t pg_id, const std::string& pg_name, const std::string& pg_desc,
                                  uint64_t collective_seq, uint64_t p2p_seq, std::string profiling_name,
                                  const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs,
-                                 int64_t timeout_ms, bool is_p2p);
+                                 int64_t timeout_ms, bool is_p2p, std::shared_ptr<torch::CapturedTraceback> stack);
   // The collective's task began / ended (no-op for an id that was
   // overwritten since, or nullopt).
   void started(std::optional<uint64_t> id);

@@ -365,6 +365,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue(const char* name, c10d:
   const c10::DeviceIndex device = device_or_current(name, all);
   hook_issue(name, inputs, outputs);
   const c10::Stream comm = comm_stream(device);
+  auto stack = FlightRecorder::instance().gather_stack();  // may take the GIL: before the lock
   // Held while a collective is issued, so that the streams' idleness seen
   // below cannot change before an on-caller collective has finished.
   std::lock_guard<std::mutex> issuing(issue_mutex_);
@@ -375,7 +376,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue(const char* name, c10d:
   std::shared_ptr<InFlight> flight = watchdog_->issued(
       info, FlightRecorder::instance().record(trace_pg_id_, getGroupUid(), getGroupDesc(), seq, 0, name,
                                               inputs.empty() ? outputs : inputs,  // in place: both
-                                              outputs, info.timeout_ms, /*is_p2p=*/false));
+                                              outputs, info.timeout_ms, /*is_p2p=*/false, std::move(stack)));
   c10::Event done(c10::DeviceType::PrivateUse1);
   auto future = stream_ordered_future(device);
   const bool on_caller = runs_on_caller(all, current_stream(device), comm);
@@ -415,6 +416,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue_p2p(const char* name, c
   const c10::Stream comm = comm_stream(device);
   const c10::Stream wait = p2p_wait_stream(device);
   hook_issue(name, inputs, outputs);
+  auto stack = FlightRecorder::instance().gather_stack();  // may take the GIL: before the lock
   std::lock_guard<std::mutex> issuing(issue_mutex_);  // see enqueue()
   watchdog_->check_not_aborted();
   order_after(current_stream(device), comm);
@@ -433,7 +435,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue_p2p(const char* name, c
     const CollectiveInfo info{getRank(), seq, type, numel_of(inputs), numel_of(outputs), collective_timeout(*options_).count()};
     std::shared_ptr<InFlight> flight = watchdog_->issued(
         info, FlightRecorder::instance().record(trace_pg_id_, getGroupUid(), getGroupDesc(), 0, seq, name, inputs,
-                                                outputs, info.timeout_ms, /*is_p2p=*/true));
+                                                outputs, info.timeout_ms, /*is_p2p=*/true, std::move(stack)));
     launch_queued(device, name, KernelOutputs(outputs), launch_snapshot(all),
                   watched(std::forward<Finish>(finish), flight, watchdog_));
     done.record(wait);
