@@ -104,15 +104,21 @@ def export(repo, rev, work):
 
 
 def provide_cann_libraries(work):
-    """Puts vNPU's ACL runtime where the tests link CANN's: test/allocator links
-    -lascendcl from third_party/acl/libs, which on a machine with CANN holds
-    the stub build_stub.sh compiles against CANN's ACL headers (a submodule
-    missing from the snapshot, so that compile fails and leaves this file)."""
+    """Puts vNPU's ACL runtime where the tests link CANN's: test/allocator and
+    test/npu link -lascendcl from third_party/acl/libs, which on a machine
+    with CANN holds the stubs build_stub.sh compiles against CANN's ACL
+    headers (a submodule the snapshot lacks). Here vNPU is the CANN runtime:
+    libascendcl.so is a linker script naming torch_npu/_C.so, and
+    build_stub.sh, which the tests run first, only writes it again."""
     import torch_npu
     libs = os.path.join(work, "third_party", "acl", "libs")
     os.makedirs(libs, exist_ok=True)
+    script = f"INPUT({os.path.join(os.path.dirname(torch_npu.__file__), '_C.so')})"
     with open(os.path.join(libs, "libascendcl.so"), "w") as f:
-        f.write(f"INPUT({os.path.join(os.path.dirname(torch_npu.__file__), '_C.so')})\n")
+        f.write(script + "\n")
+    with open(os.path.join(libs, "build_stub.sh"), "w") as f:
+        f.write("#!/bin/sh\n# vNPU's run_real_tests.py: vNPU provides libascendcl (no CANN stubs to build).\n"
+                f"echo '{script}' > \"$(dirname \"$0\")/libascendcl.so\"\n")
 
 
 def render_testing_utils(work):

@@ -210,6 +210,39 @@ def test_op_hooks_around_collectives_begin_at_issue_and_end_at_wait(ext):
     torch.testing.assert_close(out.cpu(), torch.ones(4))
 
 
+def test_an_attached_trace_tracker_sees_segments_and_allocations(ext):
+    # In a fresh process: a tracker stays attached for the process's life.
+    code = f"""
+import gc, sys
+sys.path.insert(0, {os.path.dirname(ext.__file__)!r})
+import torch, torch_npu, npu_api_ext as ext
+MB = 1 << 20
+torch.empty(1, device="npu")
+ext.attach_trace_tracker(24 * MB)
+
+def make():
+    return torch.empty(24 * MB, dtype=torch.uint8, device="npu")
+
+x = make()  # a large block: a segment of its own
+del x
+torch.npu.empty_cache()
+print("PLAIN", ext.trace_tracker_counts())
+torch.npu.memory._record_memory_history("all", context="alloc", stacks="python", max_entries=64)
+x = make()
+del x
+torch.npu.empty_cache()
+print("HISTORY", ext.trace_tracker_counts())
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    plain = eval(proc.stdout.split("PLAIN ")[1].splitlines()[0])
+    history = eval(proc.stdout.split("HISTORY ")[1].splitlines()[0])
+    # segment allocs, segment frees, tracked allocs, ... with a stack, tracked frees, history on
+    assert plain[0] >= 1 and plain[1] >= 1 and plain[2:] == [1, 0, 1, 0], plain
+    assert history[0] > plain[0] and history[1] > plain[1], history
+    assert history[2:] == [2, 1, 2, 1], history  # the stack came with the second allocation only
+
+
 def test_jit_load_of_a_one_op_extension(tmp_path):
     """torch.utils.cpp_extension.load with torch_npu's include and library paths,
     as documented in docs/custom_ops.md."""

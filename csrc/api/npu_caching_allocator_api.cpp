@@ -2,6 +2,8 @@
 // caching allocator (csrc/core/npu_caching_allocator.h).
 #include "csrc/core/npu_caching_allocator.h"
 #include "csrc/core/npu_device.h"
+#include "csrc/core/npu_memory_history.h"
+#include <torch/csrc/profiler/combined_traceback.h>  // the stack is a c10::GatheredContext
 #include "csrc/core/npu_stream.h"
 #include "torch_npu/csrc/core/npu/NPUCachingAllocator.h"
 
@@ -75,6 +77,18 @@ void setMemoryFraction(double fraction, int device) {
 }
 
 double getMemoryFraction(int device) { return torch_npu::get_memory_fraction(static_cast<c10::DeviceIndex>(device)); }
+
+void attachAllocatorTraceTracker(AllocatorTraceTracker tracker) {
+  TORCH_CHECK(tracker, "attachAllocatorTraceTracker: the tracker is empty");
+  torch_npu::add_memory_event_listener([tracker = std::move(tracker)](const torch_npu::MemoryEvent& e) {
+    // MemoryAction lists TraceEntry's first five actions in its order.
+    tracker(TraceEntry(static_cast<TraceEntry::Action>(static_cast<int>(e.action)), e.device,
+                       static_cast<int64_t>(e.address), e.size, static_cast<aclrtStream>(e.stream), {0, 0},
+                       e.context));
+  });
+}
+
+bool isHistoryEnabled() { return torch_npu::memory_history_enabled(); }
 
 }  // namespace NPUCachingAllocator
 }  // namespace c10_npu

@@ -1,4 +1,5 @@
 #include "csrc/core/npu_caching_allocator.h"
+#include "csrc/core/npu_memory_history.h"
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/CachingDeviceAllocator.h>
@@ -171,6 +172,7 @@ c10::DataPtr allocate_on(c10::DeviceIndex device, size_t bytes) {
     return c10::DataPtr(ptr, ptr, &delete_npu_memory, npu_device(device));
   }
   vnpu::CachingAllocator& allocator = pool != nullptr ? *pool : ordinary_allocator(device);
+  ContextScope stack(RecordContext::kState);  // the memory history's, gathered outside the allocator's lock
   // kOutOfMemory becomes torch.OutOfMemoryError.
   vnpu::Block* block = with_torch_errors([&] { return allocator.allocate(bytes, stream); });
   if (c10::memoryProfilingEnabled()) {
@@ -184,6 +186,7 @@ bool free_if_npu_block(void* ptr) {
   vnpu::Block* block = vnpu::CachingAllocator::live_block(ptr);
   if (block == nullptr) return false;
   vnpu::CachingAllocator& owner = vnpu::CachingAllocator::owner(block);
+  ContextScope stack(RecordContext::kAll);
   if (!c10::memoryProfilingEnabled()) {
     owner.free(block);
     return true;

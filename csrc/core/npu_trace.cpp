@@ -8,6 +8,8 @@
 #include <vnpu/caching_allocator.h>
 #include <vnpu/stream.h>
 
+#include "csrc/core/npu_memory_history.h"
+
 namespace torch_npu {
 namespace detail {
 std::atomic<bool> g_tracing{false};
@@ -18,16 +20,20 @@ namespace {
 std::mutex g_buffer_mutex;
 std::vector<TraceRecord> g_buffer;  // guarded by g_buffer_mutex
 
+}  // namespace
+
 // Called under an allocator's mutex: only the buffer's mutex is taken here,
 // which is never held while calling into an allocator (no lock cycle).
-void on_block(vnpu::BlockTraceEvent event, const void* address, std::size_t bytes, const vnpu::Stream& stream) {
+void sanitizer_block_event(vnpu::BlockTraceEvent event, const void* address, std::size_t bytes,
+                           const vnpu::Stream& stream) {
+  // The sanitizer follows blocks from hand-out to return; segments and free
+  // requests are the memory history's (npu_memory_history.h).
+  if (event != vnpu::BlockTraceEvent::kHandedOut && event != vnpu::BlockTraceEvent::kReturned) return;
   const TraceKind kind = event == vnpu::BlockTraceEvent::kHandedOut ? TraceKind::kMemoryAllocation
                                                                     : TraceKind::kMemoryDeallocation;
   trace(kind, static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(address)), stream.device_index(),
         stream.stream_index(), static_cast<std::int64_t>(bytes));
 }
-
-}  // namespace
 
 void detail::append_trace(const TraceRecord& record) {
   std::lock_guard<std::mutex> lock(g_buffer_mutex);
@@ -47,7 +53,7 @@ void trace_event_on_stream(TraceKind kind, const void* event, const c10::Stream&
 void set_tracing(bool on) {
   std::lock_guard<std::mutex> lock(g_buffer_mutex);
   detail::g_tracing.store(on, std::memory_order_relaxed);
-  vnpu::set_block_trace_hook(on ? &on_block : nullptr);
+  refresh_block_hook();
   if (!on) g_buffer.clear();
 }
 

@@ -15,11 +15,17 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
 namespace c10 {
 class Stream;
+}
+
+namespace vnpu {
+class Stream;
+enum class BlockTraceEvent : std::uint8_t;  // vnpu/caching_allocator.h
 }
 
 namespace torch_npu {
@@ -65,9 +71,13 @@ inline void trace_event(TraceKind kind, const void* event) { trace(kind, trace_h
 void trace_stream(TraceKind kind, const c10::Stream& stream);
 void trace_event_on_stream(TraceKind kind, const void* event, const c10::Stream& stream);
 
-// Turns tracing on or off (also the caching allocators' block hook). Turning
-// it off drops what was not drained.
+// Turns tracing on or off (the caching allocators' block events reach it
+// through npu_memory_history.h's hook). Turning it off drops what was not
+// drained.
 void set_tracing(bool on);
+// A block handed out or returned, while tracing (called by that hook).
+void sanitizer_block_event(vnpu::BlockTraceEvent event, const void* address, std::size_t bytes,
+                           const vnpu::Stream& stream);
 // The records since the last drain, oldest first; the buffer is left empty.
 std::vector<TraceRecord> drain_trace();
 

@@ -1,5 +1,6 @@
 // torch_npu._C bindings of the memory API (torch.npu.memory_*).
 #include <torch/csrc/Exceptions.h>
+#include <torch/csrc/profiler/combined_traceback.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include "csrc/api/pluggable_allocator_hooks.h"
@@ -7,6 +8,7 @@
 #include "csrc/core/npu_pluggable_allocator.h"
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_error.h"
+#include "csrc/core/npu_memory_history.h"
 
 namespace torch_npu {
 namespace {
@@ -50,18 +52,85 @@ py::dict stats_dict(int64_t device) {
 }
 
 // torch.cuda.memory_snapshot()'s segment dictionaries.
+// Symbolized stacks as the memory visualiser reads them: lists of
+// {"name", "filename", "line"}, one per context (an empty list for null).
+std::vector<py::list> frames_of(const std::vector<std::shared_ptr<torch::CapturedTraceback>>& contexts) {
+  std::vector<torch::CapturedTraceback*> present;
+  for (const auto& c : contexts) {
+    if (c) present.push_back(c.get());
+  }
+  torch::SymbolizedTracebacks symbolized = torch::symbolize(present);  // GIL held: Python frames need it
+  std::vector<py::dict> all;
+  for (const auto& frame : symbolized.all_frames) {
+    py::dict d;
+    d["name"] = frame.funcname;
+    d["filename"] = frame.filename;
+    d["line"] = frame.lineno;
+    all.push_back(d);
+  }
+  std::vector<py::list> out;
+  size_t next = 0;
+  for (const auto& c : contexts) {
+    py::list frames;
+    if (c) {
+      for (uint64_t index : symbolized.tracebacks.at(next)) frames.append(all.at(index));
+      ++next;
+    }
+    out.push_back(frames);
+  }
+  return out;
+}
+
+const char* action_name(MemoryAction action) {
+  switch (action) {
+    case MemoryAction::kAlloc: return "alloc";
+    case MemoryAction::kFreeRequested: return "free_requested";
+    case MemoryAction::kFreeCompleted: return "free_completed";
+    case MemoryAction::kSegmentAlloc: return "segment_alloc";
+    case MemoryAction::kSegmentFree: return "segment_free";
+  }
+  return "alloc";
+}
+
+// torch.cuda.memory._snapshot()'s device_traces entry for one device.
+py::list trace_list(int64_t device) {
+  const std::vector<MemoryEvent> events = memory_trace(resolve_device_index(device));
+  std::vector<std::shared_ptr<torch::CapturedTraceback>> contexts;
+  for (const MemoryEvent& e : events) contexts.push_back(e.context);
+  const std::vector<py::list> frames = frames_of(contexts);
+  py::list out;
+  for (size_t i = 0; i < events.size(); ++i) {
+    const MemoryEvent& e = events[i];
+    py::dict d;
+    d["action"] = action_name(e.action);
+    d["addr"] = e.address;
+    d["size"] = e.size;
+    d["stream"] = e.stream_index;
+    d["time_us"] = e.time_us;
+    d["frames"] = frames[i];
+    out.append(d);
+  }
+  return out;
+}
+
 py::list snapshot_list(int64_t device) {
   const c10::DeviceIndex index = resolve_device_index(device);
   py::list segments;
   for (const vnpu::SegmentInfo& info : memory_snapshot(index)) {
     py::list blocks;
+    std::vector<std::shared_ptr<torch::CapturedTraceback>> contexts;
     for (const vnpu::BlockInfo& block : info.blocks) {
+      contexts.push_back(block.allocated ? allocation_context(block.address) : nullptr);
+    }
+    const std::vector<py::list> frames = frames_of(contexts);
+    for (size_t i = 0; i < info.blocks.size(); ++i) {
+      const vnpu::BlockInfo& block = info.blocks[i];
       py::dict b;
       b["address"] = block.address;
       b["size"] = block.size;
       b["requested_size"] = block.requested_size;
       b["state"] = block.allocated ? "active_allocated" : block.active ? "active_pending_free" : "inactive";
-      b["frames"] = py::list();
+      b["frames"] = frames[i];
       blocks.append(b);
     }
     py::dict segment;
@@ -143,6 +212,13 @@ void bind_memory(py::module& m) {
   m.def("_memory_stats", torch::wrap_pybind_function(&stats_dict));
   m.def("_npu_set_allocator_settings", &set_allocator_settings);
   m.def("_memory_snapshot", &snapshot_list);
+  m.def("_npu_memory_trace", &trace_list);
+  m.def("_npu_isHistoryEnabled", &memory_history_enabled);
+  // torch.npu.memory._record_memory_history checks and maps its arguments.
+  m.def("_npu_record_memory_history", [](bool enabled, bool trace, int context, bool cpp_stacks, size_t max_entries,
+                                         bool clear) {
+    record_memory_history(enabled, trace, static_cast<RecordContext>(context), cpp_stacks, max_entries, clear);
+  });
   m.def("_reset_peak_memory_stats",
         torch::wrap_pybind_function([](int64_t d) { reset_peak_memory_stats(resolve_device_index(d)); }));
   m.def("_reset_accumulated_memory_stats",

@@ -324,6 +324,7 @@ Block* CachingAllocator::reserve_segment(Pool& pool, Stream& stream, std::size_t
   block->small = pool.is_small;
   block->size = segment_bytes;
   segments_.insert(block.get());
+  trace_block(BlockTraceEvent::kSegmentReserved, block.get());
   update(stats_.segment, pool.is_small, 1);
   update(stats_.reserved_bytes, pool.is_small, static_cast<std::int64_t>(segment_bytes));
   if (segment_bytes >= config_.max_split_size_bytes) stats_.oversize_segments.increase(1);
@@ -388,6 +389,7 @@ void CachingAllocator::free(Block* block) {
   // and hand it out to two owners.
   VNPU_ASSERT(block->allocated, "CachingAllocator::free of a block that is not allocated (double free?)");
   VNPU_ASSERT(block->owner == this, "CachingAllocator::free of a block owned by another allocator");
+  trace_block(BlockTraceEvent::kFreeRequested, block);
   const bool small = block->small;
   update(stats_.allocation, small, -1);
   update(stats_.allocated_bytes, small, -static_cast<std::int64_t>(block->size));
@@ -458,6 +460,7 @@ Block* CachingAllocator::merge(Block* block, Block* neighbour, Pool& pool) {
 }
 
 void CachingAllocator::release_segment(Block* head) {
+  trace_block(BlockTraceEvent::kSegmentReleased, head);
   segments_.erase(head);
   memory_.release(head->ptr);
   update(stats_.segment, head->small, -1);

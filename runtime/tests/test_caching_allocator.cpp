@@ -666,24 +666,38 @@ TEST(CachingAllocator, BlockTraceReportsHandOutAndReturnAfterRecordStreamUsersPa
   f.allocator.free(a);
   f.allocator.free(plain);  // no record_stream user: back at once
   std::vector<TracedBlock> seen = take_traced();
-  ASSERT_EQ(seen.size(), 3u);
-  EXPECT_EQ(seen[0].event, BlockTraceEvent::kHandedOut);
-  EXPECT_EQ(seen[0].address, addr(a));
-  EXPECT_EQ(seen[0].bytes, 4 * kMiB);
-  EXPECT_EQ(seen[0].stream_index, 0);
-  EXPECT_EQ(seen[2].event, BlockTraceEvent::kReturned);
-  EXPECT_EQ(seen[2].address, seen[1].address) << "the plain block comes back at its free";
+  std::vector<BlockTraceEvent> events;
+  for (const TracedBlock& t : seen) events.push_back(t.event);
+  ASSERT_EQ(events, (std::vector<BlockTraceEvent>{
+                        BlockTraceEvent::kSegmentReserved, BlockTraceEvent::kHandedOut,  // a, in a new segment
+                        BlockTraceEvent::kSegmentReserved, BlockTraceEvent::kHandedOut,  // plain, in a small one
+                        BlockTraceEvent::kFreeRequested,                                 // a: s1 still runs
+                        BlockTraceEvent::kFreeRequested, BlockTraceEvent::kReturned}));  // plain
+  EXPECT_EQ(seen[0].address, addr(a)) << "the segment starts with the block";
+  EXPECT_GE(seen[0].bytes, 4 * kMiB);
+  EXPECT_EQ(seen[1].address, addr(a));
+  EXPECT_EQ(seen[1].bytes, 4 * kMiB);
+  EXPECT_EQ(seen[1].stream_index, 0);
+  EXPECT_EQ(seen[4].address, addr(a));
+  EXPECT_EQ(seen[6].address, seen[3].address) << "the plain block comes back at its free";
 
   blocker->open();  // s1 passes the free: the next allocation takes `a` back
   Block* b = f.allocator.allocate(4 * kMiB, f.s0);
   seen = take_traced();
-  vnpu::set_block_trace_hook(nullptr);
   ASSERT_EQ(seen.size(), 2u);
   EXPECT_EQ(seen[0].event, BlockTraceEvent::kReturned);
   EXPECT_EQ(seen[0].address, seen[1].address);
   EXPECT_EQ(seen[1].event, BlockTraceEvent::kHandedOut);
   EXPECT_EQ(seen[1].address, addr(b));
   f.allocator.free(b);
+  f.allocator.empty_cache();  // both segments go back to device memory
+  seen = take_traced();
+  vnpu::set_block_trace_hook(nullptr);
+  int released = 0;
+  for (const TracedBlock& t : seen) released += t.event == BlockTraceEvent::kSegmentReleased;
+  EXPECT_EQ(released, 2);
+  Block* c = f.allocator.allocate(4 * kKiB, f.s0);
+  f.allocator.free(c);
   EXPECT_TRUE(take_traced().empty()) << "no hook, no calls";
 }
 

@@ -217,6 +217,33 @@ TORCH_LIBRARY_IMPL(vnpu_ext, PrivateUse1, m) { m.impl("scaled_add", TORCH_FN(sca
 
 TORCH_LIBRARY_IMPL(vnpu_ext, Meta, m) { m.impl("scaled_add", TORCH_FN(scaled_add_meta)); }
 
+// NPUCachingAllocator::attachAllocatorTraceTracker: counts the segment
+// events and the allocations of `tracked_bytes` (with their stacks, when
+// the memory history keeps them).
+std::atomic<int64_t> g_segment_allocs{0}, g_segment_frees{0}, g_tracked_allocs{0}, g_tracked_with_stack{0},
+    g_tracked_frees{0};
+std::atomic<int64_t> g_tracked_bytes{-1};
+
+void attach_trace_tracker(int64_t tracked_bytes) {
+  g_tracked_bytes = tracked_bytes;
+  c10_npu::NPUCachingAllocator::attachAllocatorTraceTracker([](const c10_npu::NPUCachingAllocator::TraceEntry& e) {
+    using Entry = c10_npu::NPUCachingAllocator::TraceEntry;
+    if (e.action_ == Entry::SEGMENT_ALLOC) ++g_segment_allocs;
+    if (e.action_ == Entry::SEGMENT_FREE) ++g_segment_frees;
+    if (e.size_ != g_tracked_bytes.load() || e.stream_ == nullptr || e.device_ != 0) return;
+    if (e.action_ == Entry::ALLOC) {
+      ++g_tracked_allocs;
+      if (e.context_) ++g_tracked_with_stack;
+    }
+    if (e.action_ == Entry::FREE_COMPLETED) ++g_tracked_frees;
+  });
+}
+
+std::vector<int64_t> trace_tracker_counts() {
+  return {g_segment_allocs.load(), g_segment_frees.load(), g_tracked_allocs.load(), g_tracked_with_stack.load(),
+          g_tracked_frees.load(), c10_npu::NPUCachingAllocator::isHistoryEnabled() ? 1 : 0};
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("scaled_add", &scaled_add);
   m.def("failing_op", &failing_op);
@@ -241,5 +268,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         [](const std::string& v) { return c10_npu::detail::check_extension_torch_version(v.c_str()); });
   m.def("shim_cumsum", &shim_cumsum);
   m.def("soc_name", [] { return std::string(aclrtGetSocName()); });
+  m.def("attach_trace_tracker", &attach_trace_tracker);
+  m.def("trace_tracker_counts", &trace_tracker_counts);
   m.def("default_generator_seed", [] { return at_npu::detail::getDefaultNPUGenerator(0).current_seed(); });
 }

@@ -5,6 +5,8 @@ torch.accelerator.memory_* reach the same allocator through c10's
 DeviceAllocator interface, so both report the same figures."""
 
 import collections
+import pickle
+import sys
 
 import torch
 
@@ -150,9 +152,51 @@ def memory_snapshot(mempool_id=None) -> list:
     return [segment for d in range(device_count()) for segment in _C._memory_snapshot(d)]
 
 
+_HISTORY_ENABLED = (None, "state", "all")
+_HISTORY_CONTEXT = {None: 0, "state": 1, "alloc": 2, "all": 3}
+
+
+def _record_memory_history(enabled="all", context="all", stacks="all", max_entries=sys.maxsize, device=None,
+                           clear_history=False):
+    """Records where memory is allocated, for :func:`_snapshot` and the
+    memory visualiser (torch.cuda.memory._record_memory_history's arguments).
+
+    enabled: None stops recording (and drops what was kept); "state" keeps
+    the stack of each live allocation; "all" also keeps a trace of every
+    allocation, free and segment event, ``max_entries`` per device.
+    context: the stacks kept: None, "state" (live allocations), "alloc" (also
+    the trace's allocations), "all" (also its frees). stacks: "python"
+    (Python and TorchScript frames) or "all" (also C++ frames). Recording
+    covers every device (``device`` is accepted for CUDA's signature)."""
+    if enabled is True:  # torch's older boolean form
+        enabled = "all"
+    elif enabled is False:
+        enabled = None
+    if enabled not in _HISTORY_ENABLED:
+        raise ValueError(f"_record_memory_history: enabled should be None, 'state' or 'all', got {enabled!r}")
+    if context not in _HISTORY_CONTEXT:
+        raise ValueError(f"_record_memory_history: context should be None, 'state', 'alloc' or 'all', got {context!r}")
+    if stacks not in ("python", "all"):
+        raise ValueError(f"_record_memory_history: stacks should be 'python' or 'all', got {stacks!r}")
+    if not isinstance(max_entries, int) or isinstance(max_entries, bool) or max_entries < 0:
+        raise ValueError(f"_record_memory_history: max_entries should be a non-negative integer, got {max_entries!r}")
+    _lazy_init()
+    _C._npu_record_memory_history(enabled is not None, enabled == "all", _HISTORY_CONTEXT[context],
+                                  stacks == "all", min(max_entries, sys.maxsize), bool(clear_history))
+
+
 def _snapshot(device=None) -> dict:
-    """torch.cuda.memory._snapshot()'s shape; no allocation history is kept."""
-    return {"segments": memory_snapshot(), "device_traces": [[] for _ in range(device_count())]}
+    """torch.cuda.memory._snapshot(): every segment of every device (each
+    block with the stack that allocated it, when recorded) and each device's
+    trace of allocator events (see _record_memory_history)."""
+    traces = [_C._npu_memory_trace(d) for d in range(device_count())] if is_initialized() else []
+    return {"segments": memory_snapshot(), "device_traces": traces}
+
+
+def _dump_snapshot(filename="dump_snapshot.pickle"):
+    """Pickles :func:`_snapshot` to ``filename``, for pytorch.org/memory_viz."""
+    with open(filename, "wb") as f:
+        pickle.dump(_snapshot(), f)
 
 
 def caching_allocator_alloc(size, device=None, stream=None) -> int:

@@ -226,18 +226,22 @@ class CachingAllocator {
   std::uint64_t clock_ = 0;  // counts allocations; ages cached blocks for GC
 };
 
-// Block lifetime tracing: the hook a race detector plugs into
-// (torch_npu.npu._sanitizer, docs/sanitizer.md). With a hook installed, every
-// allocator calls it when it hands a block out (allocate and
-// allocate_for_running_task) and when a freed block is back under its
-// control (returned to its pool, or released when caching is off): for a
-// block freed while record_stream users still ran, that is when they have
-// passed, not at free(). `stream` is the block's stream.
+// Block lifetime tracing: the hook a race detector (torch_npu.npu._sanitizer,
+// docs/sanitizer.md) and the memory history (torch.npu.memory.
+// _record_memory_history) plug into. With a hook installed, every allocator
+// calls it when it hands a block out (kHandedOut: allocate and
+// allocate_for_running_task), when its owner frees it (kFreeRequested), and
+// when a freed block is back under its control (kReturned: returned to its
+// pool, or released when caching is off): for a block freed while
+// record_stream users still ran, that is when they have passed, not at
+// free(). kSegmentReserved / kSegmentReleased: a segment taken from or given
+// back to device memory (address and bytes are the segment's). `stream` is
+// the block's (segment's) stream.
 // Thread-safety: set_block_trace_hook() may be called at any time from any
 // thread. The hook runs on whichever thread allocates or frees (stream
 // workers included), with the allocator's mutex held: it must be cheap and
 // thread-safe, and must not allocate from, free to, or wait for anything.
-enum class BlockTraceEvent : std::uint8_t { kHandedOut, kReturned };
+enum class BlockTraceEvent : std::uint8_t { kHandedOut, kReturned, kFreeRequested, kSegmentReserved, kSegmentReleased };
 using BlockTraceHook = void (*)(BlockTraceEvent event, const void* address, std::size_t bytes,
                                 const Stream& stream);
 // nullptr turns it off (one relaxed atomic load per allocation and free).

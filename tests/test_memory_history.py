@@ -1,0 +1,92 @@
+"""torch.npu.memory._record_memory_history / _snapshot / _dump_snapshot: the
+allocator's event trace and the stacks of live allocations, as
+torch.cuda.memory keeps them for the memory visualiser
+(csrc/core/npu_memory_history.h)."""
+
+import pickle
+
+import pytest
+import torch
+
+import torch_npu
+
+MB = 1 << 20
+
+
+@pytest.fixture
+def history():
+    torch.npu.synchronize()
+    torch.npu.empty_cache()
+    yield torch.npu.memory._record_memory_history
+    torch.npu.memory._record_memory_history(None)
+
+
+def allocate_the_buffer(mb=24):
+    return torch.empty(mb * MB, dtype=torch.uint8, device="npu")
+
+
+def names(frames):
+    return [frame["name"] for frame in frames]
+
+
+def test_the_trace_follows_a_block_from_its_segment_to_empty_cache_with_its_stacks(history):
+    history("all", context="all", stacks="python", max_entries=1000)
+    assert torch_npu._C._npu_isHistoryEnabled()
+    x = allocate_the_buffer()
+    address = x.data_ptr()
+    blocks = [b for s in torch.npu.memory._snapshot()["segments"] for b in s["blocks"] if b["address"] == address]
+    assert [b["state"] for b in blocks] == ["active_allocated"]
+    assert "allocate_the_buffer" in names(blocks[0]["frames"])
+    del x
+    torch.npu.synchronize()
+    torch.npu.empty_cache()
+    trace = torch.npu.memory._snapshot()["device_traces"][0]
+    mine = [e for e in trace if e["addr"] == address]
+    # A 24 MiB block takes a segment of its own.
+    assert [(e["action"], e["size"]) for e in mine] == [
+        ("segment_alloc", 24 * MB), ("alloc", 24 * MB), ("free_requested", 24 * MB), ("free_completed", 24 * MB),
+        ("segment_free", 24 * MB)]
+    assert "allocate_the_buffer" in names(mine[1]["frames"])
+    assert "test_the_trace_follows_a_block_from_its_segment_to_empty_cache_with_its_stacks" in names(mine[2]["frames"])
+    assert all(e["stream"] == 0 for e in mine)
+    times = [e["time_us"] for e in mine]
+    assert times == sorted(times)
+
+
+def test_state_keeps_only_the_stacks_of_live_allocations(history):
+    history("state", context="state", stacks="python")
+    x = allocate_the_buffer(8)
+    snapshot = torch.npu.memory._snapshot()
+    assert snapshot["device_traces"][0] == []
+    block = [b for s in snapshot["segments"] for b in s["blocks"] if b["address"] == x.data_ptr()][0]
+    assert "allocate_the_buffer" in names(block["frames"])
+    history(None)
+    assert not torch_npu._C._npu_isHistoryEnabled()
+    block = [b for s in torch.npu.memory._snapshot()["segments"] for b in s["blocks"] if b["address"] == x.data_ptr()][0]
+    assert block["frames"] == []  # stopping drops what was kept
+
+
+def test_max_entries_keeps_the_newest_events_and_dump_snapshot_pickles_the_snapshot(history, tmp_path):
+    history("all", context=None, max_entries=3)
+    kept = [allocate_the_buffer(1) for _ in range(4)]
+    trace = torch.npu.memory._snapshot()["device_traces"][0]
+    assert len(trace) == 3 and trace[-1]["addr"] == kept[-1].data_ptr() and trace[-1]["action"] == "alloc"
+    assert all(e["frames"] == [] for e in trace)  # context None: no stacks
+    path = tmp_path / "snapshot.pickle"
+    torch.npu.memory._dump_snapshot(str(path))
+    with open(path, "rb") as f:
+        dumped = pickle.load(f)
+    assert set(dumped) == {"segments", "device_traces"}
+    assert [e["addr"] for e in dumped["device_traces"][0]] == [e["addr"] for e in trace]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"enabled": "some"}, "enabled should be None, 'state' or 'all'"),
+    ({"context": "stack"}, "context should be None, 'state', 'alloc' or 'all'"),
+    ({"stacks": "cpp"}, "stacks should be 'python' or 'all'"),
+    ({"max_entries": -1}, "max_entries should be a non-negative integer"),
+])
+def test_bad_arguments_are_named_and_change_nothing(history, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        history(**kwargs)
+    assert not torch_npu._C._npu_isHistoryEnabled()
