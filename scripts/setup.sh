@@ -2,7 +2,7 @@
 # Installs whatever is missing to build and run vNPU, then builds it.
 # Safe to re-run: each step is skipped when already done.
 #   - Python packages: torch==2.13.0 (CPU build), numpy, and cmake and ninja
-#     when the system has none; with --for-tests also pytest and expecttest
+#     when the system has none; with --for-tests also pytest, expecttest and pytest-xdist
 #   - Debian packages (when root): g++; with --for-tests also GoogleTest and
 #     ccache (the runtime's tests build three variants)
 #   - torch_npu._C (CMake + ninja, incremental) and an editable install of
@@ -26,7 +26,8 @@ need_pip=()
   need_pip+=(torch==2.13.0)
 # yaml: the kernel generator reads ATen's native_functions.yaml with torchgen.
 modules=(numpy yaml:pyyaml)
-[ $for_tests = 1 ] && modules+=(pytest expecttest)
+# pytest-xdist: scripts/test.sh runs the suite on two workers.
+[ $for_tests = 1 ] && modules+=(pytest expecttest "xdist:pytest-xdist==3.8.0")
 for entry in "${modules[@]}"; do
   module=${entry%%:*} package=${entry#*:}
   "$PYTHON" -c "import $module" 2>/dev/null || need_pip+=("$package")

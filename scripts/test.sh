@@ -22,4 +22,7 @@ fi
 echo "== runtime C++ tests (ctest: ${variants}) =="
 ./runtime/run_tests.sh "${variants}"
 echo "== Python tests (pytest) =="
-exec "${PYTHON:-python3}" -m pytest tests -q -p no:cacheprovider "${pytest_args[@]}" "$@"
+# Two workers (pytest-xdist), one test file at a time each: most tests wait
+# for subprocesses (torchrun jobs, builds) or the device's threads, so two
+# overlap well on two cores; whole files keep module fixtures built once.
+exec "${PYTHON:-python3}" -m pytest tests -q -p no:cacheprovider -n 2 --dist loadfile "${pytest_args[@]}" "$@"

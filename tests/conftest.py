@@ -22,6 +22,21 @@ import torch_npu._environment
 _VNPU_ENV = tuple(torch_npu._environment.runtime_variable_names())
 
 
+# The files that take longest (minutes: the OpInfo coverage sweep, torchrun
+# jobs, extension builds) go first, so that scripts/test.sh's two workers
+# (pytest-xdist, a file at a time) end together instead of one running the
+# last long file alone. Order within a file is kept.
+_LONG_FILES = ("test_op_coverage.py", "test_distributed_training.py", "test_distributed_faults.py",
+               "test_distributed.py", "test_cpp_extension.py", "test_ascendc_npu.py", "test_memory_allocator.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    def rank(item):
+        name = os.path.basename(str(item.fspath))
+        return _LONG_FILES.index(name) if name in _LONG_FILES else len(_LONG_FILES)
+    items.sort(key=rank)  # stable
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _opinfo_samples_without_source_reads():
     """OpInfo.sample_inputs finds the running test without reading source

@@ -1,17 +1,9 @@
-"""The hccl backend under torchrun (tests/distributed/*.py), 2 and 3 ranks on
-npu, each job bounded by a timeout so that a hang fails the test. Plus the
-single-process API: Options, registration, and the errors."""
+"""The hccl backend: every collective under torchrun (2-4 ranks, across
+hosts), and the single-process API: Options, registration, and the errors."""
 
 import datetime
-import json
-import os
-import pickle
-import re
-import socket
 import subprocess
 import sys
-import pathlib
-import time
 
 import pytest
 import torch
@@ -19,25 +11,7 @@ import torch.distributed as dist
 
 import torch_npu
 from conftest import clean_env
-
-SCRIPTS = pathlib.Path(__file__).parent / "distributed"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def torchrun(script, nproc, timeout=240, **env):
-    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}",
-           f"--master_port={free_port()}", str(SCRIPTS / script)]
-    proc = subprocess.run(cmd, env=clean_env(OMP_NUM_THREADS=1, **env), capture_output=True, text=True,
-                          timeout=timeout)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
-    for rank in range(nproc):
-        assert f"RANK {rank} OK" in proc.stdout, proc.stdout[-3000:]
-    return proc
+from torchrun_jobs import free_port, torchrun
 
 
 @pytest.mark.parametrize("nproc", [2, 3])
@@ -69,164 +43,6 @@ def test_host_identity_patterns():
         _host_identity("h{local_rank}", 0)
     with pytest.raises(ValueError):
         _host_identity("h{rank//0}", 0)
-
-
-def test_ddp_trains_like_one_process():
-    torchrun("ddp_train.py", 2)
-
-
-def test_fsdp2_trains_like_one_process_and_checkpoints(tmp_path):
-    torchrun("fsdp_train.py", 2, CKPT_DIR=tmp_path / "ckpt")
-
-
-def test_fsdp1_trains_like_one_process():
-    torchrun("fsdp_train.py", 2, FSDP_VERSION=1)
-
-
-@pytest.mark.parametrize("stage", [1, 2, 3])
-def test_deepspeed_zero_trains_like_deepspeed_on_cpu(stage):
-    pytest.importorskip("deepspeed", reason="deepspeed missing: run scripts/setup_clients.sh")
-
-    def losses(proc):
-        return json.loads(re.search(r"RANK 0 OK losses=(\[[^\]]*\])", proc.stdout).group(1))
-
-    npu = losses(torchrun("deepspeed_train.py", 2, ZERO_STAGE=stage))
-    cpu = losses(torchrun("deepspeed_train.py", 2, ZERO_STAGE=stage, DS_ACCELERATOR="cpu", DS_BACKEND="gloo",
-                          TORCH_DEVICE_BACKEND_AUTOLOAD=0))
-    assert npu[-1] < npu[0]
-    assert npu == pytest.approx(cpu, rel=1e-5, abs=1e-6)
-
-
-def test_accelerate_launch_two_processes_like_cpu():
-    pytest.importorskip("accelerate", reason="accelerate missing: run scripts/setup_clients.sh")
-
-    def run(**env):
-        cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2", "--main_process_port",
-               str(free_port()), str(SCRIPTS / "accelerate_train.py")]
-        proc = subprocess.run(cmd, env=clean_env(OMP_NUM_THREADS=1, **env), capture_output=True, text=True,
-                              timeout=240)
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
-        return json.loads(re.search(r"RANK 0 OK losses=(\[[^\]]*\])", proc.stdout).group(1))
-
-    npu = run()
-    cpu = run(ACCELERATE_USE_CPU=1)
-    assert npu == pytest.approx(cpu, rel=1e-5, abs=1e-6)
-
-
-def torchrun_failing(script, nproc, timeout=120, **env):
-    """A job that must fail: returns its output (stdout + stderr) and how long it took."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}",
-           f"--master_port={free_port()}", str(SCRIPTS / script)]
-    start = time.monotonic()
-    proc = subprocess.run(cmd, env=clean_env(OMP_NUM_THREADS=1, **env), capture_output=True, text=True,
-                          timeout=timeout)
-    assert proc.returncode != 0, proc.stdout[-3000:]
-    return proc.stdout + proc.stderr, time.monotonic() - start
-
-
-def test_a_stalled_peer_ends_in_the_watchdog_error_not_a_hang():
-    torchrun("faults.py", 2, timeout=120, FAULT="stalled_peer", TORCH_HCCL_ASYNC_ERROR_HANDLING=0)
-
-
-def test_by_default_a_failed_collective_takes_the_process_down(tmp_path):
-    # TORCH_HCCL_ASYNC_ERROR_HANDLING=1, torch_npu's default; with the flight
-    # recorder on, the timed-out rank dumps its trace before it goes down.
-    prefix = str(tmp_path / "hccl_trace_rank_")
-    out, took = torchrun_failing("faults.py", 2, FAULT="stalled_peer", TORCH_HCCL_DUMP_ON_TIMEOUT=1,
-                                 TORCH_HCCL_TRACE_BUFFER_SIZE=8, TORCH_HCCL_DEBUG_INFO_TEMP_FILE=prefix)
-    assert "Watchdog caught collective operation timeout" in out and "OpType=ALLREDUCE" in out, out[-3000:]
-    assert "[Rank 0] To avoid data inconsistency, we are taking the entire process down." in out, out[-3000:]
-    assert "RANK 0 OK" not in out
-    assert took < 60, took
-    with open(prefix + "0", "rb") as f:
-        entries = pickle.load(f)["entries"]
-    # The first all_reduce completed; the one rank 1 never joined had started.
-    assert [(e["profiling_name"], e["state"]) for e in entries][-2:] == [
-        ("hccl:all_reduce", "completed"), ("hccl:all_reduce", "started")], entries
-    assert "faults.py" in {os.path.basename(frame["filename"]) for frame in entries[-1]["frames"]}
-    assert "MainThread" in pathlib.Path(prefix + "0_py_traceback").read_text()
-
-
-FLIGHT_RECORDER = '''
-import os, pickle, sys, time
-import torch, torch.distributed as dist, torch_npu
-store = sys.argv[1]
-torch_npu._C._distributed_c10d._set_watchdog_limits_for_testing(400, 800)  # dispatch, dump (ms)
-dist.init_process_group("hccl", init_method="file://" + store, rank=0, world_size=1)
-t = torch.ones(4, device="npu")
-for _ in range(5):
-    dist.all_reduce(t)
-print("BEFORE", pickle.loads(torch_npu._C._distributed_c10d._dump_hccl_trace(onlyActive=True))["entries"], flush=True)
-torch.npu._sleep(2_000_000)  # the next collective waits behind 2 s of work
-dist.all_reduce(t)
-torch.npu.synchronize()
-time.sleep(0.6)  # the watchdog reports the dispatch
-trace = pickle.loads(torch_npu._C._distributed_c10d._dump_hccl_trace())
-print("TRACE", [(e["collective_seq_id"], e["state"], e["input_sizes"], e["input_dtypes"]) for e in trace["entries"]])
-print("VALUE", t.cpu().tolist())
-dist.destroy_process_group()
-'''
-
-
-def test_the_flight_recorder_keeps_the_last_collectives_and_dumps_a_stalled_one(tmp_path):
-    prefix = str(tmp_path / "trace_")
-    script = tmp_path / "fr.py"
-    script.write_text(FLIGHT_RECORDER)
-    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "store")], capture_output=True, text=True,
-                          timeout=120, env=clean_env(TORCH_HCCL_TRACE_BUFFER_SIZE=4, TORCH_HCCL_DUMP_ON_TIMEOUT=1,
-                                                     TORCH_HCCL_DEBUG_INFO_TEMP_FILE=prefix))
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-    assert "BEFORE []" in proc.stdout  # every recorded collective had completed
-    # A ring of 4: collectives 3-6, the last one dispatched late but done.
-    assert "TRACE " + str([(seq, "completed", [[4]], ["Float"]) for seq in range(3, 7)]) in proc.stdout, proc.stdout
-    assert "VALUE [1.0, 1.0, 1.0, 1.0]" in proc.stdout
-    err = proc.stderr
-    assert err.count("Process group work ALLREDUCE, seq_num 6 dispatch timeout.") == 1, err
-    assert err.count("Process group work ALLREDUCE, seq_num 6 dispatch success.") == 1, err
-    # Unfinished past the dump limit: the trace and the stacks, while it waited.
-    with open(prefix + "0", "rb") as f:
-        dumped = pickle.load(f)
-    assert dumped["version"] == "2.10"
-    assert [(e["collective_seq_id"], e["state"]) for e in dumped["entries"]][-1] == (6, "scheduled")
-    assert pathlib.Path(prefix + "0_py_traceback").read_text().startswith("pid: ")
-
-
-def test_async_error_handling_2_aborts_the_group():
-    torchrun("faults.py", 2, timeout=120, FAULT="stalled_peer", TORCH_HCCL_ASYNC_ERROR_HANDLING=2)
-
-
-def test_heartbeat_monitor_ends_a_stuck_collective():
-    # The group would wait 60 s; the monitor allows a collective 2 s.
-    out, took = torchrun_failing("faults.py", 2, FAULT="stalled_peer", GROUP_TIMEOUT_S=60,
-                                 TORCH_HCCL_ASYNC_ERROR_HANDLING=0, TORCH_HCCL_ENABLE_MONITORING=1,
-                                 TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC=2)
-    assert "[Rank 0] Heartbeat monitor timed out!" in out, out[-3000:]
-    assert "TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC" in out
-    assert took < 45, took
-
-
-def test_a_sticky_kernel_error_does_not_leave_the_peers_waiting():
-    torchrun("faults.py", 2, timeout=120, FAULT="sticky_error", TORCH_HCCL_ASYNC_ERROR_HANDLING=0)
-
-
-def test_desync_debug_names_mismatched_collectives():
-    # Through the old name of the handling variable, which still works and warns.
-    proc = torchrun("faults.py", 2, timeout=120, FAULT="mismatch", GROUP_TIMEOUT_S=60, TORCH_HCCL_DESYNC_DEBUG=1,
-                    HCCL_ASYNC_ERROR_HANDLING=0)
-    assert "HCCL_ASYNC_ERROR_HANDLING is deprecated; use TORCH_HCCL_ASYNC_ERROR_HANDLING instead" in proc.stderr
-
-
-def test_desync_debug_over_sockets():
-    # Every rank a host of its own: the signatures are all-gathered over gloo first.
-    torchrun("faults.py", 2, timeout=120, FAULT="mismatch", GROUP_TIMEOUT_S=60, TORCH_HCCL_DESYNC_DEBUG=1,
-             TORCH_HCCL_ASYNC_ERROR_HANDLING=0, VNPU_HCCL_HOST="host{rank}")
-
-
-def test_hccl_exec_timeout_and_blocking_wait():
-    # HCCL_EXEC_TIMEOUT (2 s) beats the group's 60 s; with blocking wait the
-    # error raises in all_reduce itself (blocking wait overrides the handling mode).
-    torchrun("faults.py", 2, timeout=120, FAULT="stalled_peer", GROUP_TIMEOUT_S=60, HCCL_EXEC_TIMEOUT=2,
-             TORCH_HCCL_BLOCKING_WAIT=1)
 
 
 def test_registered_as_npus_backend():

@@ -185,7 +185,7 @@ def test_bad_arguments_warn_and_reset_or_raise(tmp_path):
 
 
 def test_hccl_profile_writes_one_folder_per_rank_with_communication(tmp_path):
-    from test_distributed import torchrun
+    from torchrun_jobs import torchrun
     torchrun("profile_hccl.py", 2, PROFILE_DIR=str(tmp_path))
     folders = sorted(tmp_path.glob("*_ascend_pt"))
     assert [f.name.split("_")[0] for f in folders] == ["rank0", "rank1"]

@@ -1,0 +1,117 @@
+"""Failures of hccl jobs under torchrun: a stalled peer, the error handling
+modes, the heartbeat monitor, sticky kernel errors, desync debug,
+HCCL_EXEC_TIMEOUT, and the flight recorder."""
+
+import os
+import pickle
+import subprocess
+import sys
+import pathlib
+
+from conftest import clean_env
+from torchrun_jobs import torchrun, torchrun_failing
+
+
+def test_a_stalled_peer_ends_in_the_watchdog_error_not_a_hang():
+    torchrun("faults.py", 2, timeout=120, FAULT="stalled_peer", TORCH_HCCL_ASYNC_ERROR_HANDLING=0)
+
+
+def test_by_default_a_failed_collective_takes_the_process_down(tmp_path):
+    # TORCH_HCCL_ASYNC_ERROR_HANDLING=1, torch_npu's default; with the flight
+    # recorder on, the timed-out rank dumps its trace before it goes down.
+    prefix = str(tmp_path / "hccl_trace_rank_")
+    out, took = torchrun_failing("faults.py", 2, FAULT="stalled_peer", TORCH_HCCL_DUMP_ON_TIMEOUT=1,
+                                 TORCH_HCCL_TRACE_BUFFER_SIZE=8, TORCH_HCCL_DEBUG_INFO_TEMP_FILE=prefix)
+    assert "Watchdog caught collective operation timeout" in out and "OpType=ALLREDUCE" in out, out[-3000:]
+    assert "[Rank 0] To avoid data inconsistency, we are taking the entire process down." in out, out[-3000:]
+    assert "RANK 0 OK" not in out
+    assert took < 60, took
+    with open(prefix + "0", "rb") as f:
+        entries = pickle.load(f)["entries"]
+    # The first all_reduce completed; the one rank 1 never joined had started.
+    assert [(e["profiling_name"], e["state"]) for e in entries][-2:] == [
+        ("hccl:all_reduce", "completed"), ("hccl:all_reduce", "started")], entries
+    assert "faults.py" in {os.path.basename(frame["filename"]) for frame in entries[-1]["frames"]}
+    assert "MainThread" in pathlib.Path(prefix + "0_py_traceback").read_text()
+
+
+FLIGHT_RECORDER = '''
+import os, pickle, sys, time
+import torch, torch.distributed as dist, torch_npu
+store = sys.argv[1]
+torch_npu._C._distributed_c10d._set_watchdog_limits_for_testing(400, 800)  # dispatch, dump (ms)
+dist.init_process_group("hccl", init_method="file://" + store, rank=0, world_size=1)
+t = torch.ones(4, device="npu")
+for _ in range(5):
+    dist.all_reduce(t)
+print("BEFORE", pickle.loads(torch_npu._C._distributed_c10d._dump_hccl_trace(onlyActive=True))["entries"], flush=True)
+torch.npu._sleep(2_000_000)  # the next collective waits behind 2 s of work
+dist.all_reduce(t)
+torch.npu.synchronize()
+time.sleep(0.6)  # the watchdog reports the dispatch
+trace = pickle.loads(torch_npu._C._distributed_c10d._dump_hccl_trace())
+print("TRACE", [(e["collective_seq_id"], e["state"], e["input_sizes"], e["input_dtypes"]) for e in trace["entries"]])
+print("VALUE", t.cpu().tolist())
+dist.destroy_process_group()
+'''
+
+
+def test_the_flight_recorder_keeps_the_last_collectives_and_dumps_a_stalled_one(tmp_path):
+    prefix = str(tmp_path / "trace_")
+    script = tmp_path / "fr.py"
+    script.write_text(FLIGHT_RECORDER)
+    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "store")], capture_output=True, text=True,
+                          timeout=120, env=clean_env(TORCH_HCCL_TRACE_BUFFER_SIZE=4, TORCH_HCCL_DUMP_ON_TIMEOUT=1,
+                                                     TORCH_HCCL_DEBUG_INFO_TEMP_FILE=prefix))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    assert "BEFORE []" in proc.stdout  # every recorded collective had completed
+    # A ring of 4: collectives 3-6, the last one dispatched late but done.
+    assert "TRACE " + str([(seq, "completed", [[4]], ["Float"]) for seq in range(3, 7)]) in proc.stdout, proc.stdout
+    assert "VALUE [1.0, 1.0, 1.0, 1.0]" in proc.stdout
+    err = proc.stderr
+    assert err.count("Process group work ALLREDUCE, seq_num 6 dispatch timeout.") == 1, err
+    assert err.count("Process group work ALLREDUCE, seq_num 6 dispatch success.") == 1, err
+    # Unfinished past the dump limit: the trace and the stacks, while it waited.
+    with open(prefix + "0", "rb") as f:
+        dumped = pickle.load(f)
+    assert dumped["version"] == "2.10"
+    assert [(e["collective_seq_id"], e["state"]) for e in dumped["entries"]][-1] == (6, "scheduled")
+    assert pathlib.Path(prefix + "0_py_traceback").read_text().startswith("pid: ")
+
+
+def test_async_error_handling_2_aborts_the_group():
+    torchrun("faults.py", 2, timeout=120, FAULT="stalled_peer", TORCH_HCCL_ASYNC_ERROR_HANDLING=2)
+
+
+def test_heartbeat_monitor_ends_a_stuck_collective():
+    # The group would wait 60 s; the monitor allows a collective 2 s.
+    out, took = torchrun_failing("faults.py", 2, FAULT="stalled_peer", GROUP_TIMEOUT_S=60,
+                                 TORCH_HCCL_ASYNC_ERROR_HANDLING=0, TORCH_HCCL_ENABLE_MONITORING=1,
+                                 TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC=2)
+    assert "[Rank 0] Heartbeat monitor timed out!" in out, out[-3000:]
+    assert "TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC" in out
+    assert took < 45, took
+
+
+def test_a_sticky_kernel_error_does_not_leave_the_peers_waiting():
+    torchrun("faults.py", 2, timeout=120, FAULT="sticky_error", TORCH_HCCL_ASYNC_ERROR_HANDLING=0)
+
+
+def test_desync_debug_names_mismatched_collectives():
+    # Through the old name of the handling variable, which still works and warns.
+    proc = torchrun("faults.py", 2, timeout=120, FAULT="mismatch", GROUP_TIMEOUT_S=60, TORCH_HCCL_DESYNC_DEBUG=1,
+                    HCCL_ASYNC_ERROR_HANDLING=0)
+    assert "HCCL_ASYNC_ERROR_HANDLING is deprecated; use TORCH_HCCL_ASYNC_ERROR_HANDLING instead" in proc.stderr
+
+
+def test_desync_debug_over_sockets():
+    # Every rank a host of its own: the signatures are all-gathered over gloo first.
+    torchrun("faults.py", 2, timeout=120, FAULT="mismatch", GROUP_TIMEOUT_S=60, TORCH_HCCL_DESYNC_DEBUG=1,
+             TORCH_HCCL_ASYNC_ERROR_HANDLING=0, VNPU_HCCL_HOST="host{rank}")
+
+
+def test_hccl_exec_timeout_and_blocking_wait():
+    # HCCL_EXEC_TIMEOUT (2 s) beats the group's 60 s; with blocking wait the
+    # error raises in all_reduce itself (blocking wait overrides the handling mode).
+    torchrun("faults.py", 2, timeout=120, FAULT="stalled_peer", GROUP_TIMEOUT_S=60, HCCL_EXEC_TIMEOUT=2,
+             TORCH_HCCL_BLOCKING_WAIT=1)
