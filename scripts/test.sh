@@ -25,4 +25,6 @@ echo "== Python tests (pytest) =="
 # Two workers (pytest-xdist), one test file at a time each: most tests wait
 # for subprocesses (torchrun jobs, builds) or the device's threads, so two
 # overlap well on two cores; whole files keep module fixtures built once.
-exec "${PYTHON:-python3}" -m pytest tests -q -p no:cacheprovider -n 2 --dist loadfile "${pytest_args[@]}" "$@"
+# Files go out in tests/conftest.py's order (longest first), not xdist's
+# default of the most tests first.
+exec "${PYTHON:-python3}" -m pytest tests -q -p no:cacheprovider -n 2 --dist loadfile --no-loadscope-reorder "${pytest_args[@]}" "$@"
