@@ -10,6 +10,14 @@ so drawing them overlaps the forward. The protocol is kept as is: a call
 whose (shape, device, dtype) has no queued tensor only registers the
 request and returns ``x`` unchanged; once the hook has run, each call
 consumes one queued tensor.
+
+One change in order: real torch_npu registers the hook that makes the
+current stream wait for the side stream before the hook that draws, so a
+step consumes tensors drawn after that wait, and reading them races with
+the side stream's kernel (on a chip the draw usually wins; on vNPU's
+asynchronous streams a test saw all-zero masks). Here the draw comes
+first, then the wait: the same tensors, the same overlap with earlier work,
+and no race.
 """
 
 import torch
@@ -81,5 +89,5 @@ class NpuDropPath(nn.Module):
                     while len(task.rand_queue) < task.request_count:
                         task.rand_queue.append(torch.rand(shape, dtype=task.dtype, device=task.device))
 
-        model.register_forward_pre_hook(wait_for_random_tensors)
         model.register_forward_pre_hook(draw_random_tensors)
+        model.register_forward_pre_hook(wait_for_random_tensors)  # after the draw: see the module's docstring
