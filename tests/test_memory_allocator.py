@@ -12,6 +12,8 @@ import threading
 import pytest
 import torch
 
+import torch_npu
+
 from conftest import run_python
 
 KB = 1024
@@ -106,7 +108,10 @@ def test_torch_accelerator_reports_the_same_allocator():
     assert torch.accelerator.memory_reserved() == torch.npu.memory_reserved()
     assert torch.accelerator.max_memory_allocated() == torch.npu.max_memory_allocated()
     assert torch.accelerator.max_memory_reserved() == torch.npu.max_memory_reserved()
-    assert dict(torch.accelerator.memory_stats()) == dict(torch.npu.memory_stats())
+    npu_stats = dict(torch.npu.memory_stats())
+    # torch_npu's own counter (throw_on_npumalloc_oom), beside torch's keys.
+    assert npu_stats.pop("num_oom_rejections") == 0
+    assert dict(torch.accelerator.memory_stats()) == npu_stats
     assert torch.accelerator.memory_allocated(1) == torch.npu.memory_allocated(1)
     free, total = torch.accelerator.get_memory_info()
     assert (free, total) == torch.npu.mem_get_info()
@@ -669,3 +674,32 @@ def test_no_memory_caching_returns_blocks_to_the_device():
     """, PYTORCH_NO_NPU_MEMORY_CACHING="1")
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["held", "True", "after", "True", "True"]
+
+
+def test_throw_on_npumalloc_oom_refuses_past_the_fraction_at_once():
+    _settle()
+    set_settings = torch_npu.npu.memory._set_allocator_settings
+    total = torch.npu.get_device_properties(0).total_memory
+    set_settings("throw_on_npumalloc_oom:True,per_process_memory_fraction:0.01")
+    try:
+        torch.npu.empty_cache()
+        torch.npu.reset_accumulated_memory_stats()
+        small = _empty(MB)  # within the share: served
+        assert torch.npu.memory_stats()["num_oom_rejections"] == 0
+        with pytest.raises(torch.OutOfMemoryError, match="NPU out of memory"):
+            _empty(int(total * 0.02))
+        stats = torch.npu.memory_stats()
+        # Refused before the cache was released and the request retried.
+        assert (stats["num_oom_rejections"], stats["num_ooms"], stats["num_alloc_retries"]) == (1, 1, 0)
+        # Without the option the same request fails after a retry, and is no rejection.
+        set_settings("throw_on_npumalloc_oom:False")
+        with pytest.raises(torch.OutOfMemoryError, match="NPU out of memory"):
+            _empty(int(total * 0.02))
+        stats = torch.npu.memory_stats()
+        assert (stats["num_oom_rejections"], stats["num_ooms"], stats["num_alloc_retries"]) == (1, 2, 1)
+        with pytest.raises(RuntimeError, match="throw_on_npumalloc_oom"):
+            torch_npu._C._npu_npuCachingAllocator_set_allocator_settings("throw_on_npumalloc_oom:maybe")
+        del small
+    finally:
+        set_settings("throw_on_npumalloc_oom:False,per_process_memory_fraction:1.0")
+        torch.npu.empty_cache()

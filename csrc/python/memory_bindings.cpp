@@ -44,6 +44,7 @@ py::dict stats_dict(int64_t device) {
   put_stat("oversize_segments", s.oversize_segments);
   d["num_alloc_retries"] = s.num_alloc_retries;
   d["num_ooms"] = s.num_ooms;
+  d["num_oom_rejections"] = s.num_oom_rejections;  // torch_npu's, beside torch's keys
   d["num_sync_all_streams"] = s.num_sync_all_streams;
   d["num_device_alloc"] = s.num_device_alloc;
   d["num_device_free"] = s.num_device_free;
@@ -211,6 +212,7 @@ void bind_memory(py::module& m) {
   // (TORCH_WARN), and the warning must reach Python's warnings.
   m.def("_memory_stats", torch::wrap_pybind_function(&stats_dict));
   m.def("_npu_set_allocator_settings", &set_allocator_settings);
+  m.def("_npu_npuCachingAllocator_set_allocator_settings", &set_allocator_settings);  // real torch_npu's name
   m.def("_memory_snapshot", &snapshot_list);
   m.def("_npu_memory_trace", &trace_list);
   m.def("_npu_isHistoryEnabled", &memory_history_enabled);

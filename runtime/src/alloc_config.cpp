@@ -244,12 +244,14 @@ AllocConfig apply_alloc_config(AllocConfig config, const std::string& text, cons
       config.pinned_mem_register = parser.boolean(key, value);
     } else if (key == "release_lock_on_npumalloc") {
       config.release_lock_on_npumalloc = parser.boolean(key, value);
+    } else if (key == "throw_on_npumalloc_oom") {
+      config.throw_on_npumalloc_oom = parser.boolean(key, value);
     } else {
       parser.fail("Unrecognized CachingAllocator option: " + key +
                   " (supported: max_split_size_mb, garbage_collection_threshold, roundup_power2_divisions, "
                   "expandable_segments, per_process_memory_fraction, multi_stream_lazy_reclaim, "
                   "base_addr_aligned_kb, page_size, segment_size_mb, pin_memory_expandable_segments, "
-                  "pinned_mem_register, release_lock_on_npumalloc)");
+                  "pinned_mem_register, release_lock_on_npumalloc, throw_on_npumalloc_oom)");
     }
   }
   return config;

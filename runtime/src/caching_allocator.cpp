@@ -218,6 +218,14 @@ Block* CachingAllocator::allocate_block(std::size_t bytes, Stream& stream, bool 
   const std::size_t size = round_size(std::min(bytes, kMaxRequestBytes));  // reads config_
   const std::size_t segment_bytes = segment_size(size);
   Pool& pool = pool_for(size);
+  if (config_.throw_on_npumalloc_oom &&
+      static_cast<std::uint64_t>(stats_.allocated_bytes[kAggregateStat].current) + size > allowed_bytes()) {
+    // Refused before anything is released or retried: the request alone
+    // would pass the process's share.
+    stats_.num_ooms += 1;
+    stats_.num_oom_rejections += 1;
+    throw Error(ErrorCode::kOutOfMemory, out_of_memory_message(size));
+  }
   if (!deferred_.empty() || !unreleased_.empty()) process_deferred();
   ++clock_;
 
@@ -619,6 +627,7 @@ void CachingAllocator::reset_accumulated_stats() {
   for (Stat* stat : {&stats_.oversize_allocations, &stats_.oversize_segments}) stat->allocated = stat->freed = 0;
   stats_.num_alloc_retries = 0;
   stats_.num_ooms = 0;
+  stats_.num_oom_rejections = 0;
   stats_.num_sync_all_streams = 0;
   stats_.num_device_alloc = 0;
   stats_.num_device_free = 0;

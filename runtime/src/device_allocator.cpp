@@ -30,6 +30,7 @@ void add(AllocatorStats& into, const AllocatorStats& s) {
   into.num_alloc_retries += s.num_alloc_retries;
   into.num_ooms += s.num_ooms;
   into.num_sync_all_streams += s.num_sync_all_streams;
+  into.num_oom_rejections += s.num_oom_rejections;
   into.num_device_alloc += s.num_device_alloc;
   into.num_device_free += s.num_device_free;
   add(into.oversize_allocations, s.oversize_allocations);

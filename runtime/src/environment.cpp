@@ -96,7 +96,9 @@ const std::vector<EnvironmentVariable>& environment_variables() {
       {"PYTORCH_NPU_ALLOC_CONF", "unset",
        "caching allocator options `max_split_size_mb`, `garbage_collection_threshold`, "
        "`roundup_power2_divisions`, `expandable_segments` (`True` warns once and allocates ordinary segments), "
-       "`per_process_memory_fraction`, and torch_npu's Ascend tuning options (`multi_stream_lazy_reclaim`, "
+       "`per_process_memory_fraction`, `throw_on_npumalloc_oom` (`True`: a request that would take the allocated "
+       "bytes past the fraction is refused at once, counted in `memory_stats()['num_oom_rejections']`), and "
+       "torch_npu's Ascend tuning options (`multi_stream_lazy_reclaim`, "
        "`base_addr_aligned_kb`, `page_size`, `segment_size_mb`, `pin_memory_expandable_segments`, "
        "`pinned_mem_register`, `release_lock_on_npumalloc`: validated, no effect on the virtual NPU); unknown "
        "keys, bad values or both variables set raise at the first allocation. "

@@ -65,6 +65,11 @@ struct AllocConfig {
   bool pin_memory_expandable_segments = false;
   bool pinned_mem_register = false;
   bool release_lock_on_npumalloc = false;
+  // torch_npu's throw_on_npumalloc_oom: a request that would take the
+  // allocated bytes past the per-process fraction is refused at once with
+  // out-of-memory (counted as num_oom_rejections), before the cache is
+  // released and retried.
+  bool throw_on_npumalloc_oom = false;
 
   // Division count that applies to a request of `bytes`.
   std::size_t roundup_divisions(std::size_t bytes) const;

@@ -46,6 +46,7 @@ struct AllocatorStats {
   StatArray requested_bytes;       // sizes as requested, before rounding
   std::int64_t num_alloc_retries = 0;     // reservations that failed and freed the cache
   std::int64_t num_ooms = 0;              // out-of-memory errors thrown
+  std::int64_t num_oom_rejections = 0;    // of them, refused at once (throw_on_npumalloc_oom)
   std::int64_t num_sync_all_streams = 0;  // waits for streams before releasing memory
   std::int64_t num_device_alloc = 0;      // segments reserved
   std::int64_t num_device_free = 0;       // segments released
