@@ -119,13 +119,15 @@ void Watchdog::poll_once() {
   for (const auto& flight : flights) {
     const int state = flight->state.load(std::memory_order_acquire);
     const auto age = now - flight->issued;
-    const std::string work = "Process group work " + c10d::opTypeToString(flight->info.type) + ", seq_num " +
-                             std::to_string(flight->info.seq);
+    auto work = [&] {  // built only for a warning: most polls print none
+      return "Process group work " + c10d::opTypeToString(flight->info.type) + ", seq_num " +
+             std::to_string(flight->info.seq);
+    };
     if (state == 0 && !flight->dispatch_reported && age > dispatch_timeout_) {
-      log_warning(work + " dispatch timeout. ");
+      log_warning(work() + " dispatch timeout. ");
       flight->dispatch_reported = true;
     } else if (state > 0 && flight->dispatch_reported) {
-      log_warning(work + " dispatch success. This warning log can be ignored.");
+      log_warning(work() + " dispatch success. This warning log can be ignored.");
       flight->dispatch_reported = false;
     }
     if (state < 2 && !flight->exec_checked && age > exec_timeout_) {
