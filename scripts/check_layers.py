@@ -13,7 +13,9 @@
     csrc/api   torch_npu's public C++ API and the ACL runtime API for
                extensions (torch_npu/include): core, launch, graph, the
                runtime (as <vnpu/...>) and the public headers.
-    torch_npu/include  the public headers extensions compile against: torch
+    csrc/opapi CANN's aclnn operator API (aclnnXxx, aclCreateTensor ...):
+               core, the api layer's ACL status helpers, the public headers.
+    torch_npu/include, torch_npu/_cann/include  the public headers extensions compile against: torch
                and themselves only (no csrc/, no vnpu/).
     csrc/python  the bindings: everything below, but the runtime only through
                the adaptor (no vnpu::Runtime, vnpu::Device or <vnpu/runtime.h>).
@@ -48,7 +50,9 @@ RULES = {
                                      "pybind11/", "Python.h")),
     "api": (["csrc/api"], ("csrc/ops/", "csrc/amp/", "csrc/python/", "csrc/distributed/", "csrc/profiler/",
                            "runtime/include/", "pybind11/", "Python.h")),
-    "public headers": (["torch_npu/include"], ("csrc/", "vnpu/", "runtime/", "pybind11/", "Python.h")),
+    "opapi": (["csrc/opapi"], ("csrc/launch/", "csrc/ops/", "csrc/amp/", "csrc/python/", "csrc/distributed/", "csrc/graph/",
+                               "csrc/profiler/", "runtime/include/", "pybind11/", "Python.h")),
+    "public headers": (["torch_npu/include", "torch_npu/_cann/include"], ("csrc/", "vnpu/", "runtime/", "pybind11/", "Python.h")),
     "python": (["csrc/python"], ("runtime/include/", "vnpu/runtime.h", "vnpu/stream.h")),
 }
 # Names the bindings may not touch: they reach the runtime through csrc/core.

@@ -8,13 +8,22 @@ calls ``torch_npu._C._storage_Use_Count``. Real torch_npu has each because
 CANN is installed next to it; vNPU ships a folder with CANN-like version
 files only (``torch_npu/_cann``) and points the variables at it when the user
 has not set them.
+
+Code written for Ascend finds CANN's aclnn operators with
+``dlopen("libopapi.so")`` (op-plugin's EXEC_NPU_CMD, MindSpeed's ACLNN_CMD):
+vNPU loads its ``_cann/lib64/libopapi.so`` here, so that the bare name
+finds it (Note [The aclnn operator API] in csrc/CMakeLists.txt).
 """
+
+import ctypes
 
 import os
 
 import torch
 
 _CANN_FOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_cann")
+_OPAPI = os.path.join(_CANN_FOLDER, "lib64", "libopapi.so")
+_opapi_library = None  # kept loaded for the life of the process
 
 
 def _lazy_call(callable, **kwargs):
@@ -32,5 +41,8 @@ def install():
     torch.version.cann = get_cann_version()
     for name in ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME"):
         os.environ.setdefault(name, _CANN_FOLDER)
+    global _opapi_library
+    if _opapi_library is None and os.path.exists(_OPAPI):
+        _opapi_library = ctypes.CDLL(_OPAPI)
     torch.npu._lazy_call = _lazy_call
     _C._storage_Use_Count = torch._C._storage_Use_Count

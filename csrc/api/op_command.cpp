@@ -15,6 +15,10 @@ namespace at_npu {
 namespace native {
 
 void OpCommand::Run() {
+  if (custom_handler_) {
+    RunOpApi(name_.empty() ? std::string("CustomHandler") : name_, custom_handler_);
+    return;
+  }
   TORCH_CHECK(false, "OpCommand::Run(", name_.empty() ? std::string("<unnamed>") : name_,
               "): running CANN operators by name (aclopCompileAndExecute) is not supported on vNPU, which has no "
               "CANN operator library; implement the operator with ATen calls or OpCommand::RunOpApi",

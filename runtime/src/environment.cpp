@@ -136,6 +136,9 @@ const std::vector<EnvironmentVariable>& environment_variables() {
       {"HCCL_BUFFSIZE", "200",
        "MB of staging buffer per rank for the shared-memory transport (a positive integer; `hccl_config`'s "
        "`hccl_buffer_size` overrides it)"},
+      {"ASCEND_GLOBAL_LOG_LEVEL", "3",
+       "CANN's log level for `ASCEND_LOGE/W/I/D` and `aclAppLog` in extensions: 0 debug, 1 info, 2 warning, "
+       "3 error, 4 none; messages at or above it go to stderr"},
   };
   return variables;
 }
@@ -286,6 +289,14 @@ Environment parse_environment(const char* (*raw_lookup)(const char* name)) {
       env.hccl_buffsize_mb = mb;
     } else {
       env.errors.push_back("HCCL_BUFFSIZE must be a positive number of MB, got " + quoted(v));
+    }
+  }
+  if (const char* v = lookup_nonempty(lookup, "ASCEND_GLOBAL_LOG_LEVEL")) {
+    std::uint64_t level = 0;
+    if (parse_unsigned(v, &level) && level <= 4) {
+      env.acl_log_level = static_cast<int>(level);
+    } else {
+      env.errors.push_back("ASCEND_GLOBAL_LOG_LEVEL should be 0, 1, 2, 3 or 4, but got " + quoted(v));
     }
   }
   t_lookup = nullptr;

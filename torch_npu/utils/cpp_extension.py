@@ -33,17 +33,21 @@ __all__ = ["NpuExtension", "include_paths", "library_paths", "ascendc_sources"]
 
 
 def include_paths():
-    """torch_npu's public header directories (with Ascend C's), then torch's."""
+    """torch_npu's public header directories (with Ascend C's, and the CANN
+    toolkit stand-in's: acl/, aclnn/, aclnnop/), then torch's."""
     include = os.path.join(PYTORCH_NPU_INSTALL_PATH, "include")
     return [include,
             os.path.join(include, "third_party", "acl", "inc"),
             os.path.join(include, "third_party", "hccl", "inc"),
-            os.path.join(include, "ascendc")] + TorchExtension.include_paths()
+            os.path.join(include, "ascendc"),
+            os.path.join(PYTORCH_NPU_INSTALL_PATH, "_cann", "include")] + TorchExtension.include_paths()
 
 
 def library_paths():
-    """Where ``-ltorch_npu`` is found (``torch_npu/lib``), then torch's library directories."""
-    return [os.path.join(PYTORCH_NPU_INSTALL_PATH, "lib")] + TorchExtension.library_paths()
+    """Where ``-ltorch_npu`` is found (``torch_npu/lib``), where ``-lopapi
+    -lnnopbase -lascendcl`` are (``torch_npu/_cann/lib64``), then torch's."""
+    return [os.path.join(PYTORCH_NPU_INSTALL_PATH, "lib"),
+            os.path.join(PYTORCH_NPU_INSTALL_PATH, "_cann", "lib64")] + TorchExtension.library_paths()
 
 
 def ascendc_sources(sources, build_dir):

@@ -70,6 +70,9 @@ struct Environment {
   // HCCL_BUFFSIZE (MB, default 200): each rank's staging buffer for the
   // shared-memory transport (hccl_config's hccl_buffer_size overrides).
   std::uint64_t hccl_buffsize_mb = 200;
+  // --- CANN's logging (aclAppLog, ASCEND_LOG* in extensions) ------------
+  // ASCEND_GLOBAL_LOG_LEVEL: 0 debug, 1 info, 2 warning, 3 error, 4 none.
+  int acl_log_level = 3;
 
   // The raw value of every variable in environment_variables() that is set.
   std::vector<std::pair<std::string, std::string>> raw_values;

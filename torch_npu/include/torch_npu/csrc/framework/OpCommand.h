@@ -11,7 +11,9 @@
 //
 // The builder (Name/Input/Output/Attr/Run) compiles and runs CANN operators
 // by name through ACL's operator library, which vNPU does not have: Run()
-// raises "not supported on vNPU" naming the operator.
+// raises "not supported on vNPU" naming the operator. With a custom handler
+// (SetCustomHandler, how EXEC_NPU_CMD-style code queues its aclnn calls),
+// Run() queues the handler as RunOpApi(name, handler) does.
 #pragma once
 
 #include <functional>
@@ -54,7 +56,12 @@ class TORCH_NPU_API OpCommand {
   OpCommand& Attr(const std::string& name, T value, bool cond) {
     return *this;
   }
-  // Raises: CANN's operator library does not exist on vNPU.
+  OpCommand& SetCustomHandler(PROC_FUNC func) {
+    custom_handler_ = std::move(func);
+    return *this;
+  }
+  // Queues the custom handler; without one, raises: CANN's operator library
+  // does not exist on vNPU.
   void Run();
 
   static void RunOpApi(const std::string& op_name, PROC_FUNC func, bool sync = false);
@@ -64,6 +71,7 @@ class TORCH_NPU_API OpCommand {
   std::string name_;
   std::vector<at::Tensor> inputs_;
   std::vector<at::Tensor> outputs_;
+  PROC_FUNC custom_handler_;
 };
 
 }  // namespace native

@@ -89,6 +89,15 @@ typedef enum {
   ACL_FORMAT_NCL = 47
 } aclFormat;
 
+/* CANN's log levels (aclAppLog, ASCEND_LOG* of torch_npu's npu_log.h). */
+typedef enum { ACL_DEBUG = 0, ACL_INFO = 1, ACL_WARNING = 2, ACL_ERROR = 3 } aclLogLevel;
+
+/* Writes one log line, "[LEVEL] file:line func: message", to stderr when
+ * logLevel is at or above ASCEND_GLOBAL_LOG_LEVEL (default 3, errors only).
+ * CANN writes to its log folder; vNPU has none. */
+ACL_FUNC_VISIBILITY void aclAppLog(aclLogLevel logLevel, const char* func, const char* file, uint32_t line,
+                                   const char* fmt, ...) __attribute__((format(printf, 5, 6)));
+
 /* The message of the last failed ACL call on this thread ("" when none). */
 ACL_FUNC_VISIBILITY const char* aclGetRecentErrMsg(void);
 

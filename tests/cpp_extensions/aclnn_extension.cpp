@@ -1,0 +1,172 @@
+// An extension that calls CANN's aclnn operators the two ways Ascend code
+// does (tests/test_aclnn.py):
+//  - looked up at run time: dlopen("libopapi.so") + dlsym of
+//    aclnnXxxGetWorkspaceSize / aclnnXxx, both phases run inside an
+//    OpCommand custom handler on the current stream (how op-plugin's
+//    EXEC_NPU_CMD and MindSpeed's ACLNN_CMD do it);
+//  - linked: the aclnnop/ headers, -lopapi -lnnopbase -lascendcl, called
+//    from the host thread with the current stream (the CANN samples' way).
+#include <dlfcn.h>
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <torch/extension.h>
+
+#include "aclnnop/aclnn_add.h"
+#include "aclnnop/aclnn_matmul.h"
+#include "torch_npu/csrc/core/npu/NPUStream.h"
+#include "torch_npu/csrc/framework/OpCommand.h"
+#include "torch_npu/csrc/framework/utils/OpAdapter.h"
+
+namespace {
+
+void* opapi_symbol(const std::string& name) {
+  static void* library = dlopen("libopapi.so", RTLD_LAZY);
+  TORCH_CHECK(library != nullptr, "dlopen libopapi.so failed: ", dlerror());
+  return dlsym(library, name.c_str());
+}
+
+aclDataType acl_dtype(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat: return ACL_FLOAT;
+    case at::kHalf: return ACL_FLOAT16;
+    case at::kBFloat16: return ACL_BF16;
+    case at::kInt: return ACL_INT32;
+    case at::kLong: return ACL_INT64;
+    default: TORCH_CHECK(false, "no aclDataType for ", type);
+  }
+}
+
+aclTensor* describe(const at::Tensor& t) {
+  if (!t.defined()) return nullptr;
+  const int64_t storage = static_cast<int64_t>(t.storage().nbytes() / t.itemsize());
+  return aclCreateTensor(t.sizes().data(), t.dim(), acl_dtype(t.scalar_type()), t.strides().data(),
+                         t.storage_offset(), ACL_FORMAT_ND, &storage, 1, const_cast<void*>(t.storage().data()));
+}
+
+// Runs `api` with arguments already converted to the C types, as a custom
+// handler on the current stream, looking both phases up by name.
+template <typename... Args>
+void run_by_name(const std::string& api, Args... args) {
+  void* prepare = opapi_symbol(api + "GetWorkspaceSize");
+  void* run = opapi_symbol(api);
+  TORCH_CHECK(prepare != nullptr && run != nullptr, api, " is not in libopapi.so");
+  aclrtStream stream = c10_npu::getCurrentNPUStream().stream(false);
+  auto handler = [=]() -> int {
+    uint64_t workspace_size = 0;
+    aclOpExecutor* executor = nullptr;
+    auto get = reinterpret_cast<int (*)(Args..., uint64_t*, aclOpExecutor**)>(prepare);
+    int status = get(args..., &workspace_size, &executor);
+    TORCH_CHECK(status == 0, "call ", api, " failed, detail:", aclGetRecentErrMsg());
+    auto launch = reinterpret_cast<int (*)(void*, uint64_t, aclOpExecutor*, aclrtStream)>(run);
+    status = launch(nullptr, workspace_size, executor, stream);
+    TORCH_CHECK(status == 0, "call ", api, " failed, detail:", aclGetRecentErrMsg());
+    return 0;
+  };
+  at_npu::native::OpCommand cmd;
+  cmd.Name(api);
+  cmd.SetCustomHandler(handler);
+  cmd.Run();
+}
+
+at::Tensor add_by_name(const at::Tensor& a, const at::Tensor& b, double alpha) {
+  at::Tensor out = at::empty(at::infer_size(a.sizes(), b.sizes()), a.options());
+  float scale = static_cast<float>(alpha);
+  // The descriptors are made on the caller and released once the work ran.
+  aclTensor *ta = describe(a), *tb = describe(b), *tout = describe(out);
+  aclScalar* talpha = aclCreateScalar(&scale, ACL_FLOAT);
+  run_by_name("aclnnAdd", ta, tb, talpha, tout);
+  at_npu::native::OpCommand::RunOpApi("release", [=]() -> int {
+    aclDestroyTensor(ta);
+    aclDestroyTensor(tb);
+    aclDestroyTensor(tout);
+    aclDestroyScalar(talpha);
+    return 0;
+  });
+  return out;
+}
+
+at::Tensor rope_by_name(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, int64_t mode) {
+  at::Tensor y = at::empty_like(x);
+  run_by_name("aclnnRotaryPositionEmbedding", describe(x), describe(cos), describe(sin), mode, describe(y));
+  return y;
+}
+
+std::vector<at::Tensor> rope_grad_by_name(const at::Tensor& dy, const at::Tensor& cos, const at::Tensor& sin,
+                                          const at::Tensor& x, int64_t mode) {
+  at::Tensor dx = at::empty_like(dy), dcos = at::empty_like(cos), dsin = at::empty_like(sin);
+  run_by_name("aclnnRotaryPositionEmbeddingGrad", describe(dy), describe(cos), describe(sin), describe(x), mode,
+              describe(dx), describe(dcos), describe(dsin));
+  return {dx, dcos, dsin};
+}
+
+// An operator vNPU does not have: the lookup names it.
+void missing_by_name() { run_by_name("aclnnVnpuDoesNotHaveThis", describe(at::Tensor())); }
+
+// The linked way: both phases on the host thread, queued on the current stream.
+at::Tensor matmul_linked(const at::Tensor& a, const at::Tensor& b) {
+  at::Tensor out = at::empty({a.size(0), b.size(1)}, a.options());
+  aclTensor *ta = describe(a), *tb = describe(b), *tout = describe(out);
+  uint64_t workspace_size = 0;
+  aclOpExecutor* executor = nullptr;
+  int status = aclnnMatmulGetWorkspaceSize(ta, tb, tout, 0, &workspace_size, &executor);
+  aclDestroyTensor(ta);
+  aclDestroyTensor(tb);
+  aclDestroyTensor(tout);
+  TORCH_CHECK(status == ACLNN_SUCCESS, "aclnnMatmulGetWorkspaceSize returned ", status, ": ", aclGetRecentErrMsg());
+  status = aclnnMatmul(nullptr, workspace_size, executor, c10_npu::getCurrentNPUStream().stream(false));
+  TORCH_CHECK(status == ACLNN_SUCCESS, "aclnnMatmul returned ", status, ": ", aclGetRecentErrMsg());
+  return out;
+}
+
+// A bad call: the status and message GetWorkspaceSize gives.
+std::tuple<int64_t, std::string> add_status(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out) {
+  aclTensor *ta = describe(a), *tb = describe(b), *tout = describe(out);
+  float one = 1;
+  aclScalar* alpha = aclCreateScalar(&one, ACL_FLOAT);
+  uint64_t workspace_size = 0;
+  aclOpExecutor* executor = nullptr;
+  int status = aclnnAddGetWorkspaceSize(ta, tb, alpha, tout, &workspace_size, &executor);
+  std::string message = aclGetRecentErrMsg();
+  if (status == ACLNN_SUCCESS) aclDestroyAclOpExecutor(executor);
+  aclDestroyTensor(ta);
+  aclDestroyTensor(tb);
+  aclDestroyTensor(tout);
+  aclDestroyScalar(alpha);
+  return {status, message};
+}
+
+// A repeatable executor runs as often as it is launched.
+at::Tensor add_repeated(const at::Tensor& acc, const at::Tensor& step, int64_t times) {
+  aclTensor *ta = describe(acc), *tb = describe(step);
+  float one = 1;
+  aclScalar* alpha = aclCreateScalar(&one, ACL_FLOAT);
+  uint64_t workspace_size = 0;
+  aclOpExecutor* executor = nullptr;
+  TORCH_CHECK(aclnnAddGetWorkspaceSize(ta, tb, alpha, ta, &workspace_size, &executor) == ACLNN_SUCCESS,
+              aclGetRecentErrMsg());
+  aclSetAclOpExecutorRepeatable(executor);
+  aclrtStream stream = c10_npu::getCurrentNPUStream().stream(false);
+  for (int64_t i = 0; i < times; ++i) TORCH_CHECK(aclnnAdd(nullptr, 0, executor, stream) == ACLNN_SUCCESS);
+  aclDestroyAclOpExecutor(executor);  // the queued runs keep what they need
+  aclDestroyTensor(ta);
+  aclDestroyTensor(tb);
+  aclDestroyScalar(alpha);
+  return acc;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("add_by_name", &add_by_name);
+  m.def("rope_by_name", &rope_by_name);
+  m.def("rope_grad_by_name", &rope_grad_by_name);
+  m.def("missing_by_name", &missing_by_name);
+  m.def("matmul_linked", &matmul_linked);
+  m.def("add_status", &add_status);
+  m.def("add_repeated", &add_repeated);
+}

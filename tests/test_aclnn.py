@@ -1,0 +1,150 @@
+"""CANN's aclnn operator API on the virtual NPU (torch_npu/_cann, csrc/opapi).
+
+An extension (tests/cpp_extensions/aclnn_extension.cpp) calls aclnn operators
+the two ways Ascend code does: found by name in libopapi.so inside an
+OpCommand custom handler (op-plugin's EXEC_NPU_CMD, MindSpeed's ACLNN_CMD),
+and linked (-lopapi) from the host thread. Each result is compared with the
+same math on cpu.
+"""
+
+import ctypes
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import torch_npu
+from torch_npu.utils import cpp_extension as npu_cpp_extension
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.join(HERE, "cpp_extensions", "aclnn_extension.cpp")
+
+
+@pytest.fixture(scope="module")
+def ext(tmp_path_factory):
+    from torch.utils.cpp_extension import load
+    build = tmp_path_factory.mktemp("aclnn_ext")
+    return load("vnpu_aclnn_ext", [SOURCE], extra_include_paths=npu_cpp_extension.include_paths(),
+                extra_cflags=["-O1"],
+                extra_ldflags=[f"-L{p}" for p in npu_cpp_extension.library_paths()]
+                + ["-ltorch_npu", "-lopapi", "-lnnopbase", "-lascendcl"],
+                build_directory=str(build), verbose=False)
+
+
+def rotate(x, mode):
+    if mode == 0:
+        half = x.shape[-1] // 2
+        return torch.cat([-x[..., half:], x[..., :half]], -1)
+    pairs = x.unflatten(-1, (-1, 2))
+    return torch.stack([-pairs[..., 1], pairs[..., 0]], -1).flatten(-2)
+
+
+def test_import_points_ascend_home_path_at_a_cann_shaped_folder():
+    home = os.environ["ASCEND_HOME_PATH"]
+    for name in ("include/acl/acl.h", "include/aclnn/acl_meta.h", "include/aclnnop/aclnn_add.h",
+                 "lib64/libopapi.so", "lib64/libascendcl.so", "lib64/libnnopbase.so"):
+        assert os.path.exists(os.path.join(home, name)), name
+    # dlopen by the bare name finds vNPU's, and its handle reaches the operators.
+    opapi = ctypes.CDLL("libopapi.so")
+    assert opapi.aclnnRotaryPositionEmbeddingGetWorkspaceSize and opapi.aclCreateTensor
+    with pytest.raises(AttributeError, match="aclnnVnpuDoesNotHaveThis"):
+        opapi.aclnnVnpuDoesNotHaveThis
+
+
+def test_add_found_by_name_runs_in_stream_order(ext):
+    a, b = torch.randn(64, 33), torch.randn(33)
+    x = a.npu() * 2  # queued before: the operator must see it
+    out = ext.add_by_name(x, b.npu(), 0.5)
+    torch.testing.assert_close(out.cpu(), a * 2 + 0.5 * b)
+
+
+@pytest.mark.parametrize("mode", [0, 1])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_rotary_position_embedding_equals_the_formula_and_npu_rotary_mul(ext, mode, dtype):
+    x = torch.randn(2, 8, 3, 16, dtype=dtype)
+    cos, sin = torch.randn(1, 8, 1, 16, dtype=dtype), torch.randn(1, 8, 1, 16, dtype=dtype)
+    y = ext.rope_by_name(x.npu(), cos.npu(), sin.npu(), mode).cpu()
+    expected = (x.float() * cos.float() + rotate(x.float(), mode) * sin.float()).to(dtype)
+    torch.testing.assert_close(y, expected)
+    if dtype == torch.float32:
+        rotary_mode = "half" if mode == 0 else "interleave"
+        torch.testing.assert_close(y, torch_npu.npu_rotary_mul(x.npu(), cos.npu(), sin.npu(), rotary_mode).cpu())
+
+
+@pytest.mark.parametrize("mode", [0, 1])
+def test_rotary_position_embedding_grad_equals_autograd_on_cpu(ext, mode):
+    x = torch.randn(2, 6, 2, 8, requires_grad=True)
+    cos = torch.randn(1, 6, 1, 8, requires_grad=True)
+    sin = torch.randn(1, 6, 1, 8, requires_grad=True)
+    dy = torch.randn(2, 6, 2, 8)
+    (x * cos + rotate(x, mode) * sin).backward(dy)
+    dx, dcos, dsin = ext.rope_grad_by_name(dy.npu(), cos.detach().npu(), sin.detach().npu(), x.detach().npu(), mode)
+    torch.testing.assert_close(dx.cpu(), x.grad)
+    torch.testing.assert_close(dcos.cpu(), cos.grad)
+    torch.testing.assert_close(dsin.cpu(), sin.grad)
+
+
+def test_an_operator_vnpu_lacks_fails_at_the_call_naming_it(ext):
+    with pytest.raises(RuntimeError, match="aclnnVnpuDoesNotHaveThis is not in libopapi.so"):
+        ext.missing_by_name()
+    torch.npu.synchronize()
+
+
+def test_linked_matmul_from_the_host_thread_is_queued_on_the_current_stream(ext):
+    a, b = torch.randn(32, 48), torch.randn(48, 16)
+    stream = torch.npu.Stream()
+    with torch.npu.stream(stream):
+        an, bn = a.npu(), b.npu()
+        out = ext.matmul_linked(an, bn)
+    stream.synchronize()
+    torch.testing.assert_close(out.cpu(), a @ b)
+
+
+def test_bad_arguments_return_aclnn_status_and_message(ext):
+    a, b = torch.randn(4, 3).npu(), torch.randn(5, 3).npu()
+    status, message = ext.add_status(a, b, torch.empty(4, 3).npu())
+    assert status == 161002  # ACLNN_ERR_PARAM_INVALID
+    assert "aclnnAddGetWorkspaceSize failed" in message and "size of tensor a (4)" in message
+    status, message = ext.add_status(a, a, torch.empty(2, 3).npu())
+    assert status == 161002 and "out's shape [2, 3] must be the result's shape [4, 3]" in message
+    # the device and the stream stay usable
+    torch.testing.assert_close(ext.add_by_name(a, a, 1.0).cpu(), (a + a).cpu())
+
+
+def test_a_failing_queued_operator_is_reported_at_sync_and_the_stream_stays_usable(ext):
+    # a matmul whose output view reaches past its storage: caught when described
+    a, b = torch.randn(8, 8).npu(), torch.randn(8, 8).npu()
+    with pytest.raises(RuntimeError, match="aclnnMatmulGetWorkspaceSize failed: self's last dim 8 must equal"):
+        ext.matmul_linked(a, torch.randn(4, 8).npu())
+    torch.testing.assert_close(ext.matmul_linked(a, b).cpu(), a.cpu() @ b.cpu())
+
+
+def test_a_repeatable_executor_runs_each_time_it_is_launched(ext):
+    acc = torch.zeros(10).npu()
+    ext.add_repeated(acc, torch.ones(10).npu(), 5)
+    torch.testing.assert_close(acc.cpu(), torch.full((10,), 5.0))
+
+
+def test_ascend_log_macros_follow_ascend_global_log_level(tmp_path):
+    code = r"""
+import torch, torch_npu
+from torch.utils.cpp_extension import load_inline
+from torch_npu.utils import cpp_extension as e
+m = load_inline("vnpu_log_ext", cpp_sources=['''
+#include "torch_npu/csrc/core/npu/npu_log.h"
+void log_both() { ASCEND_LOGW("warned %d", 7); ASCEND_LOGE("erred %s", "x"); }
+'''], functions=["log_both"], extra_include_paths=e.include_paths(),
+   extra_ldflags=[f"-L{p}" for p in e.library_paths()] + ["-ltorch_npu"], build_directory=BUILD_DIR, verbose=False)
+m.log_both()
+"""
+    code = code.replace("BUILD_DIR", repr(str(tmp_path)))
+    for level, want, not_want in (("3", "erred x", "warned"), ("2", "warned 7", None), ("4", None, "erred")):
+        env = dict(os.environ, ASCEND_GLOBAL_LOG_LEVEL=level)
+        proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        if want:
+            assert want in proc.stderr and "[PTA]:" in proc.stderr, proc.stderr
+        if not_want:
+            assert not_want not in proc.stderr, proc.stderr
