@@ -5,10 +5,14 @@ Ascend chip. vNPU has no GE: ``get_npu_backend()`` compiles with Inductor
 for npu (torch_npu/_inductor), the same kernels-on-streams path as
 ``backend="inductor"``, and honours torchair's configuration where it has a
 meaning here (``mode``, ``debug.graph_dump``, ``debug.run_eagerly``);
-see torchair/backend.py and docs/graph_mode.md.
+see torchair/backend.py and docs/graph_mode.md. GE converters
+(``register_fx_node_ge_converter``, ``torchair.ge``) register, and building GE
+operators raises "not supported on vNPU" (torchair/ge/__init__.py).
 """
 
+from torch_npu.dynamo.torchair import ge
+from torch_npu.dynamo.torchair._ge_converters import register_fx_node_ge_converter, registered_ge_converters
 from torch_npu.dynamo.torchair.backend import get_npu_backend
 from torch_npu.dynamo.torchair.configs.compiler_config import CompilerConfig
 
-__all__ = ["CompilerConfig", "get_npu_backend"]
+__all__ = ["CompilerConfig", "get_npu_backend", "ge", "register_fx_node_ge_converter"]

@@ -1,0 +1,77 @@
+"""torchair's GE converter API (torchair.ge, register_fx_node_ge_converter).
+
+Modules written for Ascend register GE converters for their custom ops when
+they load (MindSpeed's op builders). On vNPU they must import and register
+unchanged; the torchair backend compiles with Inductor and calls the op's
+npu kernel, so the converter is kept and never run, and building GE
+operators says it is not supported.
+"""
+
+import pytest
+import torch
+
+import torch_npu  # noqa: F401
+import torchair
+from torchair import ge
+from torchair.ge import DataType, Tensor, TensorSpec
+
+
+def test_the_names_converter_modules_import_exist():
+    from torchair import register_fx_node_ge_converter  # noqa: F401
+    from torchair.ge import Cast, Const, Format, custom_op  # noqa: F401
+    assert torchair.ge is ge
+    assert "register_fx_node_ge_converter" in torchair.__all__ and "ge" in torchair.__all__
+
+
+def test_data_types_and_formats_have_ge_values():
+    assert (DataType.DT_FLOAT, DataType.DT_FLOAT16, DataType.DT_INT8, DataType.DT_INT32, DataType.DT_INT64,
+            DataType.DT_UINT64, DataType.DT_BOOL, DataType.DT_BF16, DataType.DT_FLOAT8_E4M3FN) == \
+        (0, 1, 2, 3, 9, 10, 12, 27, 36)
+    assert (ge.Format.FORMAT_ND, ge.Format.FORMAT_NCHW, ge.Format.FORMAT_FRACTAL_NZ) == (2, 0, 29)
+
+
+def test_attrs_check_their_kind_and_compare_by_value():
+    assert ge.attr.Int(3) == ge.attr.Int(3) != ge.attr.Int(4)
+    assert ge.attr.Int(3) != ge.attr.Float(3)
+    assert repr(ge.attr.ListInt([1, 2])) == "ge.attr.ListInt([1, 2])"
+    assert ge.attr.Bool(ge.attr.Bool(True)) == ge.attr.Bool(True)
+    with pytest.raises(AssertionError, match="Type mismatch"):
+        ge.attr.Int(ge.attr.Bool(True))
+    with pytest.raises(AssertionError, match="ge.attr.Int cannot hold True"):
+        ge.attr.Int(True)
+    with pytest.raises(AssertionError, match="cannot be None"):
+        ge.attr.Str(None)
+
+
+def test_a_converter_registers_and_the_op_still_compiles_through_the_npu_backend():
+    lib = torch.library.Library("vnpu_ge_test", "DEF")
+    lib.define("scale(Tensor x, float s) -> Tensor")
+    lib.impl("scale", lambda x, s: x * s, "PrivateUse1")
+    lib.impl("scale", lambda x, s: torch.empty_like(x), "Meta")
+
+    @torchair.register_fx_node_ge_converter(torch.ops.vnpu_ge_test.scale.default)
+    def convert_scale(x: Tensor, s: float, meta_outputs: TensorSpec = None):
+        return ge.custom_op("Muls", inputs={"x": x}, attrs={"value": ge.attr.Float(s)}, outputs=["y"])
+
+    assert torchair.registered_ge_converters()[torch.ops.vnpu_ge_test.scale.default] is convert_scale
+    fn = torch.compile(lambda x: torch.ops.vnpu_ge_test.scale(x + 1, 2.0), backend=torchair.get_npu_backend(),
+                       fullgraph=True)
+    x = torch.randn(8)
+    torch.testing.assert_close(fn(x.npu()).cpu(), (x + 1) * 2)
+
+
+def test_building_ge_operators_is_checked_then_not_supported():
+    with pytest.raises(AssertionError, match="Invalid input type:list vs expect one of \\[None, dict\\]"):
+        ge.custom_op("Fill", inputs=[1], outputs=["y"])
+    with pytest.raises(AssertionError, match="Invalid attr 'n' type:int"):
+        ge.custom_op("Fill", inputs={}, attrs={"n": 1}, outputs=["y"])
+    with pytest.raises(RuntimeError, match="torchair.ge.custom_op\\('Fill'\\) is not supported on vNPU"):
+        ge.custom_op("Fill", inputs={"dims": None}, attrs={"n": ge.attr.Int(1)}, outputs=["y"])
+    for build in (lambda: ge.Const(0), lambda: ge.Cast(None, dst_type=DataType.DT_FLOAT), Tensor):
+        with pytest.raises(RuntimeError, match="no graph engine"):
+            build()
+
+
+def test_registering_something_that_is_not_an_operator_is_refused():
+    with pytest.raises(TypeError, match="expects an operator such as torch.ops"):
+        torchair.register_fx_node_ge_converter("aten::add")
