@@ -62,13 +62,69 @@ def check_rope(root):
     return forward == 0 and grads < 1e-5
 
 
+def check_moe_permute(root):
+    start = time.time()
+    permute = load_builder(root, "npu_moe_token_permute_builder", "MoeTokenPermuteOpBuilder")().load(verbose=False)
+    unpermute = load_builder(root, "npu_moe_token_unpermute_builder",
+                             "MoeTokenUnpermuteOpBuilder")().load(verbose=False)
+    tokens = torch.randn(6, 8, dtype=torch.bfloat16)
+    indices = torch.randint(0, 4, (6, 2))
+    probs = torch.rand(6, 2, dtype=torch.bfloat16)
+    t = tokens.npu().requires_grad_()
+    p = probs.npu().requires_grad_()
+    permuted, sorted_indices = permute.npu_moe_token_permute(t, indices.npu(), 0, False)
+    out = unpermute.npu_moe_token_unpermute(permuted, sorted_indices, p, False, None)
+    torch.npu.synchronize()
+    elapsed = time.time() - start
+    ref_permuted, ref_sorted = torch_npu.npu_moe_token_permute(tokens.npu(), indices.npu())
+    # the combine in float32, rounded once to bfloat16 (as the fused kernel does)
+    ref_out = torch_npu.npu_moe_token_unpermute(ref_permuted.float(), ref_sorted, probs.npu().float())
+    forward = max((permuted - ref_permuted).abs().max().item(),
+                  (out - ref_out.to(torch.bfloat16)).abs().max().item(),
+                  (sorted_indices.long() - ref_sorted.long()).abs().max().item())
+    grad = torch.randn(6, 8, dtype=torch.bfloat16)
+    out.backward(grad.npu())
+    tc, pc = tokens.clone().requires_grad_(), probs.clone().requires_grad_()
+    order = torch.argsort(indices.reshape(-1), stable=True)
+    rows = tc.index_select(0, order // 2)
+    combined = torch.zeros(12, 8, dtype=torch.bfloat16).index_copy(0, order, rows).view(6, 2, 8)
+    (combined * pc.unsqueeze(-1)).sum(1).backward(grad)
+    grads = max((t.grad.cpu().float() - tc.grad.float()).abs().max().item(),
+                (p.grad.cpu().float() - pc.grad.float()).abs().max().item())
+    print(f"npu_moe_token_permute/unpermute: build + first call {elapsed:.1f} s; forward vs torch_npu's (combine in "
+          f"float32) max "
+          f"|diff| {forward:g}; grads vs cpu autograd max |diff| {grads:g} (bfloat16)")
+    return forward == 0 and grads < 0.05
+
+
+def check_adamw_v2(root):
+    start = time.time()
+    ops = load_builder(root, "fused_adamw_v2_builder", "FusedAdamWV2OpBuilder")().load(verbose=False)
+    param = torch.randn(32)
+    reference = torch.nn.Parameter(param.clone())
+    optimizer = torch.optim.AdamW([reference], lr=0.01, betas=(0.9, 0.99), weight_decay=0.1, eps=1e-8)
+    p, m, v = param.npu(), torch.zeros(32).npu(), torch.zeros(32).npu()
+    for step in range(1, 4):
+        grad = torch.randn(32)
+        reference.grad = grad
+        optimizer.step()
+        ops.npu_apply_fused_adamw_v2(p, grad.npu(), m, v, torch.zeros(1).npu(), torch.tensor([step]).npu(),
+                                     0.01, 0.9, 0.99, 0.1, 1e-8, False, False)
+    torch.npu.synchronize()
+    elapsed = time.time() - start
+    diff = (p.cpu() - reference.detach()).abs().max().item()
+    print(f"npu_apply_fused_adamw_v2: build + first calls {elapsed:.1f} s; 3 steps vs torch.optim.AdamW max "
+          f"|diff| {diff:g}")
+    return diff < 1e-6
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mindspeed", required=True, help="a checkout of Ascend/MindSpeed")
     root = os.path.abspath(parser.parse_args().mindspeed)
     sys.path.insert(0, root)
-    ok = check_rope(root)
-    sys.exit(0 if ok else 1)
+    results = [check(root) for check in (check_rope, check_moe_permute, check_adamw_v2)]
+    sys.exit(0 if all(results) else 1)
 
 
 if __name__ == "__main__":

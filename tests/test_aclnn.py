@@ -86,6 +86,61 @@ def test_rotary_position_embedding_grad_equals_autograd_on_cpu(ext, mode):
     torch.testing.assert_close(dsin.cpu(), sin.grad)
 
 
+def moe_reference(tokens, indices, probs, num_out):
+    """Megatron's permute and unpermute on cpu, in float32 (autograd through both)."""
+    topk = indices.shape[1]
+    order = torch.argsort(indices.reshape(-1), stable=True)
+    permuted = tokens.index_select(0, order[:num_out] // topk)
+    combined = torch.zeros(indices.numel(), tokens.shape[1]).index_copy(0, order[:num_out], permuted)
+    return permuted, order, (combined.view(-1, topk, tokens.shape[1]) * probs.unsqueeze(-1)).sum(1)
+
+
+@pytest.mark.parametrize("num_out", [12, 9])  # every routed copy, or the first 9 (the rest dropped)
+def test_moe_token_permute_and_unpermute_with_their_grads_equal_cpu(ext, num_out):
+    tokens, indices, probs = torch.randn(6, 8), torch.randint(0, 4, (6, 2)), torch.rand(6, 2)
+    permuted, sorted_indices = ext.permute_by_name(tokens.npu(), indices.npu(), num_out)
+    out = ext.unpermute_by_name(permuted, sorted_indices, probs.npu())
+    t, p = tokens.clone().requires_grad_(), probs.clone().requires_grad_()
+    ref_permuted, ref_order, ref_out = moe_reference(t, indices, p, num_out)
+    assert sorted_indices.dtype == torch.int32
+    torch.testing.assert_close(sorted_indices.cpu().long(), ref_order)
+    torch.testing.assert_close(permuted.cpu(), ref_permuted.detach())
+    torch.testing.assert_close(out.cpu(), ref_out.detach())
+    if num_out == 12:  # vNPU's own permute keeps every copy: the same rows
+        own, own_sorted = torch_npu.npu_moe_token_permute(tokens.npu(), indices.npu())
+        torch.testing.assert_close(own.cpu(), permuted.cpu())
+
+    grad_out = torch.randn(6, 8)
+    ref_out.backward(grad_out)
+    dpermuted, dprobs = ext.unpermute_grad_by_name(permuted, grad_out.npu(), sorted_indices, probs.npu())
+    torch.testing.assert_close(dprobs.cpu(), p.grad)
+    # d(permuted row r) = grad_out[token of r] * probs[its choice]
+    kept = ref_order[:num_out]
+    expected = grad_out.index_select(0, kept // 2) * probs.reshape(-1)[kept].unsqueeze(-1)
+    torch.testing.assert_close(dpermuted.cpu(), expected)
+    # permute's gradient sums each token's copies
+    dtokens = ext.permute_grad_by_name(dpermuted, sorted_indices, 2, 6)
+    torch.testing.assert_close(dtokens.cpu(), t.grad)
+
+
+@pytest.mark.parametrize("amsgrad,maximize", [(False, False), (True, True)])
+def test_apply_adam_w_v2_equals_torch_adamw(ext, amsgrad, maximize):
+    param = torch.randn(40)
+    reference = torch.nn.Parameter(param.clone())
+    optimizer = torch.optim.AdamW([reference], lr=0.01, betas=(0.8, 0.95), weight_decay=0.05, eps=1e-6,
+                                  amsgrad=amsgrad, maximize=maximize)
+    p, m, v, max_v = param.npu(), torch.zeros(40).npu(), torch.zeros(40).npu(), torch.zeros(40).npu()
+    for step in range(1, 5):
+        grad = torch.randn(40)
+        reference.grad = grad
+        optimizer.step()
+        # the operator steps at step + 1, as op-plugin and MindSpeed call it
+        ext.adamw_by_name(p, m, v, max_v, grad.npu(), torch.tensor([step - 1]).npu(), 0.01, 0.8, 0.95, 0.05, 1e-6,
+                          amsgrad, maximize)
+    torch.testing.assert_close(p.cpu(), reference.detach())
+    torch.testing.assert_close(m.cpu(), optimizer.state[reference]["exp_avg"])
+
+
 def test_an_operator_vnpu_lacks_fails_at_the_call_naming_it(ext):
     with pytest.raises(RuntimeError, match="aclnnVnpuDoesNotHaveThis is not in libopapi.so"):
         ext.missing_by_name()

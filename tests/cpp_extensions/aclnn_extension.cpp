@@ -37,6 +37,7 @@ aclDataType acl_dtype(at::ScalarType type) {
     case at::kBFloat16: return ACL_BF16;
     case at::kInt: return ACL_INT32;
     case at::kLong: return ACL_INT64;
+    case at::kDouble: return ACL_DOUBLE;
     default: TORCH_CHECK(false, "no aclDataType for ", type);
   }
 }
@@ -104,6 +105,44 @@ std::vector<at::Tensor> rope_grad_by_name(const at::Tensor& dy, const at::Tensor
   return {dx, dcos, dsin};
 }
 
+std::vector<at::Tensor> permute_by_name(const at::Tensor& tokens, const at::Tensor& indices, int64_t num_out) {
+  at::Tensor permuted = at::empty({num_out, tokens.size(1)}, tokens.options());
+  at::Tensor sorted = at::empty({indices.numel()}, indices.options().dtype(at::kInt));
+  run_by_name("aclnnMoeTokenPermute", describe(tokens), describe(indices), num_out, false, describe(permuted),
+              describe(sorted));
+  return {permuted, sorted};
+}
+
+at::Tensor permute_grad_by_name(const at::Tensor& grad, const at::Tensor& sorted, int64_t topk, int64_t tokens) {
+  at::Tensor out = at::empty({tokens, grad.size(1)}, grad.options());
+  run_by_name("aclnnMoeTokenPermuteGrad", describe(grad), describe(sorted), topk, false, describe(out));
+  return out;
+}
+
+at::Tensor unpermute_by_name(const at::Tensor& permuted, const at::Tensor& sorted, const at::Tensor& probs) {
+  const int64_t topk = probs.defined() ? probs.size(1) : 1;
+  at::Tensor out = at::empty({sorted.numel() / topk, permuted.size(1)}, permuted.options());
+  run_by_name("aclnnMoeTokenUnpermute", describe(permuted), describe(sorted), describe(probs), false,
+              static_cast<aclIntArray*>(nullptr), describe(out));
+  return out;
+}
+
+std::vector<at::Tensor> unpermute_grad_by_name(const at::Tensor& permuted, const at::Tensor& grad,
+                                               const at::Tensor& sorted, const at::Tensor& probs) {
+  at::Tensor dpermuted = at::empty_like(permuted), dprobs = at::empty_like(probs);
+  run_by_name("aclnnMoeTokenUnpermuteGrad", describe(permuted), describe(grad), describe(sorted), describe(probs),
+              false, static_cast<aclIntArray*>(nullptr), describe(dpermuted), describe(dprobs));
+  return {dpermuted, dprobs};
+}
+
+void adamw_by_name(const at::Tensor& param, const at::Tensor& m, const at::Tensor& v, const at::Tensor& max_v,
+                   const at::Tensor& grad, const at::Tensor& step, double lr, double beta1, double beta2,
+                   double weight_decay, double eps, bool amsgrad, bool maximize) {
+  run_by_name("aclnnApplyAdamWV2", describe(param), describe(m), describe(v), describe(max_v), describe(grad),
+              describe(step), static_cast<float>(lr), static_cast<float>(beta1), static_cast<float>(beta2),
+              static_cast<float>(weight_decay), static_cast<float>(eps), amsgrad, maximize);
+}
+
 // An operator vNPU does not have: the lookup names it.
 void missing_by_name() { run_by_name("aclnnVnpuDoesNotHaveThis", describe(at::Tensor())); }
 
@@ -166,6 +205,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("rope_by_name", &rope_by_name);
   m.def("rope_grad_by_name", &rope_grad_by_name);
   m.def("missing_by_name", &missing_by_name);
+  m.def("permute_by_name", &permute_by_name);
+  m.def("permute_grad_by_name", &permute_grad_by_name);
+  m.def("unpermute_by_name", &unpermute_by_name, pybind11::arg("permuted"), pybind11::arg("sorted"),
+        pybind11::arg("probs") = at::Tensor());
+  m.def("unpermute_grad_by_name", &unpermute_grad_by_name);
+  m.def("adamw_by_name", &adamw_by_name);
   m.def("matmul_linked", &matmul_linked);
   m.def("add_status", &add_status);
   m.def("add_repeated", &add_repeated);
