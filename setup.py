@@ -30,6 +30,7 @@ class BinaryDistribution(Distribution):
 
 
 setup(cmdclass={"build_py": BuildWithCMake}, distclass=BinaryDistribution,
-      package_data={"torch_npu": ["_C*.so", "_cann/*", "_cann/lib64/*.so", "_cann/include/**/*.h", "tools/data/*.txt",
+      package_data={"torch_npu": ["_C*.so", "_cann/*", "_cann/lib64/*.so", "_cann/include/**/*.h", "_cann/nnal/atb/lib/*.so",
+                                  "_cann/nnal/atb/include/atb/*.h", "tools/data/*.txt",
                                   # the C++ API extensions build against (docs/custom_ops.md)
                                   "lib/libtorch_npu.so", "lib/libascendcl.so", "include/**/*.h", "include/**/*.hpp"]})

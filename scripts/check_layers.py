@@ -13,7 +13,7 @@
     csrc/api   torch_npu's public C++ API and the ACL runtime API for
                extensions (torch_npu/include): core, launch, graph, the
                runtime (as <vnpu/...>) and the public headers.
-    csrc/opapi CANN's aclnn operator API (aclnnXxx, aclCreateTensor ...):
+    csrc/opapi CANN's aclnn operator API (aclnnXxx, aclCreateTensor ...) and NNAL's ATB:
                core, the api layer's ACL status helpers, the public headers.
     torch_npu/include, torch_npu/_cann/include  the public headers extensions compile against: torch
                and themselves only (no csrc/, no vnpu/).
@@ -52,7 +52,7 @@ RULES = {
                            "runtime/include/", "pybind11/", "Python.h")),
     "opapi": (["csrc/opapi"], ("csrc/launch/", "csrc/ops/", "csrc/amp/", "csrc/python/", "csrc/distributed/", "csrc/graph/",
                                "csrc/profiler/", "runtime/include/", "pybind11/", "Python.h")),
-    "public headers": (["torch_npu/include", "torch_npu/_cann/include"], ("csrc/", "vnpu/", "runtime/", "pybind11/", "Python.h")),
+    "public headers": (["torch_npu/include", "torch_npu/_cann/include", "torch_npu/_cann/nnal/atb/include"], ("csrc/", "vnpu/", "runtime/", "pybind11/", "Python.h")),
     "python": (["csrc/python"], ("runtime/include/", "vnpu/runtime.h", "vnpu/stream.h")),
 }
 # Names the bindings may not touch: they reach the runtime through csrc/core.

@@ -128,6 +128,14 @@ def test_get_device_properties_repr():
     assert m["uuid"] == props.uuid
 
 
+def test_device_properties_have_cuda_and_rocm_fields_as_none():
+    # as torch_npu; Inductor's cache key reads gcnArchName under transfer_to_npu on a CPU build
+    props = torch.npu.get_device_properties(0)
+    for field in ("is_multi_gpu_board", "is_integrated", "max_threads_per_multi_processor", "warp_size",
+                  "regs_per_multiprocessor", "gcnArchName"):
+        assert getattr(props, field) is None, field
+
+
 def test_device_properties_distinct_uuid_per_device():
     uuids = {torch.npu.get_device_properties(i).uuid for i in range(torch.npu.device_count())}
     assert len(uuids) == torch.npu.device_count()

@@ -86,6 +86,22 @@ def test_format_tag_survives_round_trip():
     assert torch_npu.get_npu_format(loaded) == 2
 
 
+def test_format_cast_to_its_own_or_another_base_format_shares_memory():
+    # as torch_npu, which returns the tensor itself: extensions keep the data
+    # pointer of npu_format_cast(t, ND) (MindSpeed's ATB adapter does)
+    x = torch.randn(4, 6).npu()
+    same = torch_npu.npu_format_cast(x, 2)             # ND -> ND
+    assert same.data_ptr() == x.data_ptr() and torch_npu.get_npu_format(same) == 2
+    image = torch.randn(2, 3, 4, 5).npu()
+    nhwc = torch_npu.npu_format_cast(image, 1)         # NCHW -> NHWC, both base formats
+    assert nhwc.data_ptr() == image.data_ptr() and torch_npu.get_npu_format(nhwc) == 1
+    assert torch_npu.get_npu_format(image) == 0        # the input keeps its tag
+    nz = torch_npu.npu_format_cast(x, 29)              # ND -> FRACTAL_NZ moves data: a new tensor
+    assert nz.data_ptr() != x.data_ptr()
+    same.add_(1)                                       # the alias writes through
+    torch.testing.assert_close(x.cpu(), nz.cpu() + 1)
+
+
 def test_format_cast_rejects_unknown_format():
     with pytest.raises(ValueError, match="unknown acl_format"):
         torch_npu.npu_format_cast(torch.randn(2).npu(), 77)

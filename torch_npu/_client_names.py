@@ -41,6 +41,7 @@ def install():
     torch.version.cann = get_cann_version()
     for name in ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME"):
         os.environ.setdefault(name, _CANN_FOLDER)
+    os.environ.setdefault("ATB_HOME_PATH", os.path.join(_CANN_FOLDER, "nnal", "atb"))
     global _opapi_library
     if _opapi_library is None and os.path.exists(_OPAPI):
         _opapi_library = ctypes.CDLL(_OPAPI)

@@ -15,6 +15,9 @@ _OTHER_LAYERS = (
     ("ASCEND_HOME_PATH", "torch_npu/_cann",
      "CANN's install folder, read by DeepSpeed and others; if unset, torch_npu points it (and "
      "`ASCEND_TOOLKIT_HOME`) at a folder holding CANN-like version files"),
+    ("ATB_HOME_PATH", "torch_npu/_cann/nnal/atb",
+     "NNAL's ATB folder (`include/atb/`, `lib/libatb.so`), read by MindSpeed's ATB op builders; if unset, "
+     "torch_npu points it at vNPU's (docs/aclnn.md)"),
     ("VNPU_HCCL_HOST", "the host name",
      "the host identity hccl ranks compare: ranks with the same one exchange through shared memory, "
      "others over sockets (gloo), and a group over several hosts all-reduces hierarchically; `{rank}` in it stands for the "

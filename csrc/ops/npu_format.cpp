@@ -7,6 +7,7 @@
 // key of the tensor metadata).
 #include "csrc/launch/launch.h"
 
+#include <ATen/ops/alias.h>
 #include <ATen/ops/clone.h>
 #include <c10/core/TensorImpl.h>
 #include <torch/csrc/jit/serialization/pickler_helper.h>
@@ -85,10 +86,21 @@ int64_t get_npu_format(const at::Tensor& self) {
 
 namespace {
 
+// ND, NCHW, NHWC, NCDHW: formats whose layout is the tensor's own.
+bool is_base_format(int64_t format) { return format == 0 || format == 1 || format == 2 || format == 30; }
+
+// As in torch_npu, a cast to the tensor's own format, or between base
+// formats, moves no data: the result shares self's memory (an alias with
+// the new tag; torch_npu returns self itself, retagged). Extensions rely on
+// it: MindSpeed passes the data pointer of npu_format_cast(t, ND) to ATB.
+// Other casts copy.
 at::Tensor npu_format_cast(const at::Tensor& self, int64_t acl_format) {
   check_npu(self, "npu_format_cast");
   check_format(acl_format);
-  at::Tensor out = at::clone(self);
+  const int64_t current = get_npu_format(self);
+  at::Tensor out = current == acl_format || (is_base_format(current) && is_base_format(acl_format))
+                       ? at::alias(self)
+                       : at::clone(self);
   set_format(out, acl_format);
   return out;
 }

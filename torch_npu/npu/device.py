@@ -112,6 +112,16 @@ class _NPUDeviceProperties:
         self.major = props["major"]
         self.minor = props["minor"]
         self.uuid = f"vnpu-{props['physical_id']:04d}-{props['soc_version']}"
+        # CUDA's and ROCm's fields, None on npu as in torch_npu: code written
+        # for CUDA reads them (Inductor's cache key reads gcnArchName when
+        # torch.version.cuda is None, as on a CPU build under transfer_to_npu).
+        self.is_multi_gpu_board = None
+        self.is_integrated = None
+        self.multi_processor_count = None
+        self.max_threads_per_multi_processor = None
+        self.warp_size = None
+        self.regs_per_multiprocessor = None
+        self.gcnArchName = None
 
     def __repr__(self):
         return (f"_NPUDeviceProperties(name='{self.name}', total_memory={self.total_memory // (1024 * 1024)}MB, "
