@@ -27,7 +27,8 @@ _VNPU_ENV = tuple(torch_npu._environment.runtime_variable_names())
 # (pytest-xdist, a file at a time) end together instead of one running the
 # last long file alone. Order within a file is kept.
 _LONG_FILES = ("test_op_coverage.py", "test_distributed_training.py", "test_distributed_faults.py",
-               "test_distributed.py", "test_cpp_extension.py", "test_ascendc_npu.py", "test_memory_allocator.py")
+               "test_distributed.py", "test_cpp_extension.py", "test_aclnn.py", "test_ascendc_npu.py",
+               "test_memory_allocator.py")
 
 
 def pytest_collection_modifyitems(config, items):

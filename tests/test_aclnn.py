@@ -164,6 +164,14 @@ def test_atb_setup_refuses_shapes_that_do_not_multiply(ext, capfd):
     assert "op(x) [4, 3] and op(weight) [5, 4] do not multiply" in capfd.readouterr().err
 
 
+@pytest.mark.parametrize("api", ["aclnnGroupedMatmulV4", "aclnnRmsNorm", "aclnnAbs"])
+def test_cann_operators_vnpu_does_not_implement_fail_at_the_call_saying_so(ext, api):
+    # found by dlsym (so op-plugin's and MindSpeed's lookups do not stop at "not in libopapi.so")
+    status, message = ext.unimplemented_status(api)
+    assert status == 361001  # ACLNN_ERR_RUNTIME_ERROR
+    assert message.startswith(f"{api} is not supported on vNPU")
+
+
 def test_an_operator_vnpu_lacks_fails_at_the_call_naming_it(ext):
     with pytest.raises(RuntimeError, match="aclnnVnpuDoesNotHaveThis is not in libopapi.so"):
         ext.missing_by_name()

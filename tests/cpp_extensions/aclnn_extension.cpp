@@ -149,6 +149,18 @@ void adamw_by_name(const at::Tensor& param, const at::Tensor& m, const at::Tenso
 // An operator vNPU does not have: the lookup names it.
 void missing_by_name() { run_by_name("aclnnVnpuDoesNotHaveThis", describe(at::Tensor())); }
 
+// A CANN operator that exists but that vNPU does not implement: the lookup
+// succeeds and the call says so.
+std::tuple<int64_t, std::string> unimplemented_status(const std::string& api) {
+  void* prepare = opapi_symbol(api + "GetWorkspaceSize");
+  TORCH_CHECK(prepare != nullptr, api, "GetWorkspaceSize is not in libopapi.so");
+  uint64_t workspace_size = 0;
+  aclOpExecutor* executor = nullptr;
+  auto get = reinterpret_cast<int (*)(aclTensor*, aclTensor*, uint64_t*, aclOpExecutor**)>(prepare);
+  const int status = get(nullptr, nullptr, &workspace_size, &executor);
+  return {status, aclGetRecentErrMsg()};
+}
+
 // The linked way: both phases on the host thread, queued on the current stream.
 at::Tensor matmul_linked(const at::Tensor& a, const at::Tensor& b) {
   at::Tensor out = at::empty({a.size(0), b.size(1)}, a.options());
@@ -270,6 +282,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("rope_by_name", &rope_by_name);
   m.def("rope_grad_by_name", &rope_grad_by_name);
   m.def("missing_by_name", &missing_by_name);
+  m.def("unimplemented_status", &unimplemented_status);
   m.def("permute_by_name", &permute_by_name);
   m.def("permute_grad_by_name", &permute_grad_by_name);
   m.def("unpermute_by_name", &unpermute_by_name, pybind11::arg("permuted"), pybind11::arg("sorted"),
