@@ -75,3 +75,17 @@ def test_building_ge_operators_is_checked_then_not_supported():
 def test_registering_something_that_is_not_an_operator_is_refused():
     with pytest.raises(TypeError, match="expects an operator such as torch.ops"):
         torchair.register_fx_node_ge_converter("aten::add")
+
+
+def test_the_v1_paths_name_the_same_api():
+    from torchair.ge_concrete_graph import ge_apis
+    from torchair.ge_concrete_graph.fx2ge_converter import register_fx_node_ge_converter
+    from torchair.ge_concrete_graph.ge_graph import DataType as V1DataType, Tensor as V1Tensor, compat_as_bytes
+    assert register_fx_node_ge_converter is torchair.register_fx_node_ge_converter
+    assert V1DataType is DataType and V1Tensor is Tensor and ge_apis.Const is ge.Const
+    assert compat_as_bytes("x") == b"x" and compat_as_bytes(b"y") == b"y"
+    with pytest.raises(RuntimeError, match="ge_apis.Fill is not supported on vNPU"):
+        ge_apis.Fill([0], None)
+    from torchair.ge_concrete_graph.ge_graph import get_default_ge_graph
+    with pytest.raises(RuntimeError, match="not supported on vNPU"):
+        get_default_ge_graph()
