@@ -1,0 +1,2 @@
+/* vNPU: the GE header under a CANN-shaped include folder (ASCEND_HOME_PATH/include). */
+#include "../../../include/third_party/acl/inc/ge/ge_ir_build.h"
