@@ -29,8 +29,11 @@ class BinaryDistribution(Distribution):
         return True
 
 
+# npu-smi is a script, not a console entry point: an entry point would import
+# torch_npu (and torch) before running (torch_npu/tools/npu-smi).
 setup(cmdclass={"build_py": BuildWithCMake}, distclass=BinaryDistribution,
+      scripts=["torch_npu/tools/npu-smi"],
       package_data={"torch_npu": ["_C*.so", "_cann/*", "_cann/lib64/*.so", "_cann/include/**/*.h", "_cann/nnal/atb/lib/*.so",
                                   "_cann/nnal/atb/include/atb/*.h", "tools/data/*.txt",
                                   # the C++ API extensions build against (docs/custom_ops.md)
-                                  "lib/libtorch_npu.so", "lib/libascendcl.so", "include/**/*.h", "include/**/*.hpp"]})
+                                  "lib/libtorch_npu.so", "lib/libascendcl.so", "lib/libvnpu_smi.so", "include/**/*.h", "include/**/*.hpp"]})

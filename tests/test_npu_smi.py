@@ -12,8 +12,8 @@ import pytest
 
 
 def _smi(*args, env):
-    return subprocess.run([sys.executable, "-m", "torch_npu.tools.npu_smi", *args], capture_output=True, text=True,
-                          env=env, timeout=120)
+    """The installed console command, as harnesses run it."""
+    return subprocess.run([shutil.which("npu-smi"), *args], capture_output=True, text=True, env=env, timeout=120)
 
 
 @pytest.fixture
@@ -24,6 +24,35 @@ def env(tmp_path):
 
 def test_the_console_command_is_installed():
     assert shutil.which("npu-smi") is not None
+
+
+def test_the_command_imports_neither_torch_nor_torch_npu(env):
+    """It answers at once, as the real npu-smi does: the cards come from the
+    torch-free lib/libvnpu_smi.so, not from importing torch_npu."""
+    probe = ("import runpy, shutil, sys; sys.argv = ['npu-smi', 'info', '-l']\n"
+             "try:\n    runpy.run_path(shutil.which('npu-smi'), run_name='__main__')\n"
+             "except SystemExit:\n    pass\n"
+             "print('IMPORTED', sorted(m for m in ('torch', 'torch_npu') if m in sys.modules))")
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "Total Count                    : 4" in run.stdout
+    assert "IMPORTED []" in run.stdout
+
+
+def test_an_unknown_chip_is_a_clear_error(env):
+    run = _smi("info", env=dict(env, VNPU_CHIP="Ascend999"))
+    assert run.returncode == 1
+    assert "VNPU_CHIP names unknown chip" in run.stderr and "Ascend910B2" in run.stderr, run.stderr
+    bad_count = _smi("info", "-l", env=dict(env, VNPU_DEVICE_COUNT="many"))
+    assert bad_count.returncode == 1 and "VNPU_DEVICE_COUNT" in bad_count.stderr, bad_count.stderr
+
+
+def test_the_chip_and_memory_follow_the_environment(env):
+    run = _smi("info", "-t", "usages", "-i", "0", env=dict(env, VNPU_CHIP="Ascend910B3", VNPU_DEVICE_MEMORY_MB="1024"))
+    assert run.returncode == 0, run.stderr
+    assert re.search(r"HBM Capacity\(MB\)\s+: 1024$", run.stdout, re.M), run.stdout
+    board = _smi("info", "-t", "board", "-i", "0", env=dict(env, VNPU_CHIP="Ascend910B3"))
+    assert "vNPU 910B3 (virtual)" in board.stdout, board.stdout
 
 
 def test_device_list_starts_with_the_total_count_deepspeed_parses(env):

@@ -11,12 +11,22 @@ Devices and their chip come from the environment torch_npu reads
 usage from the processes using them (torch_npu/npu/_smi_status.py). As on a
 machine, ASCEND_RT_VISIBLE_DEVICES does not hide cards from npu-smi. Each
 card has one chip (chip id 0).
+
+The command does not import torch or torch_npu, so it answers at once as the
+real one does (harnesses such as DeepSpeed's shell out to it): the
+`npu-smi` script runs this file by path, the cards come from
+lib/libvnpu_smi.so (the runtime's own environment parsing and chip
+profiles, torch-free: runtime/src/smi_info.cpp), and the usage from the
+status files. `python -m torch_npu.tools.npu_smi` works too, at the cost of
+importing torch_npu.
 """
 import argparse
+import ctypes
 import glob
 import json
 import os
 import sys
+import tempfile
 
 VERSION = "24.1.0"  # the npu-smi / driver version vNPU reports
 MB = 1024 * 1024
@@ -24,23 +34,29 @@ MB = 1024 * 1024
 
 def _devices():
     """[(index, chip name, memory capacity bytes, ai cores)] of every card."""
-    os.environ.pop("ASCEND_RT_VISIBLE_DEVICES", None)  # npu-smi sees every card
-    import torch_npu  # noqa: F401  (the chip profiles)
-    from torch_npu import _C
-    from torch_npu.npu import _smi_status
-    _smi_status.stop()  # npu-smi is not a user of the devices
-    result = []
-    for d in range(_C._device_count()):
-        props = _C._device_properties(d)
-        result.append((d, props["name"], props["total_memory"], props.get("cube_core_num", 0)))
-    return result
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    info = ctypes.CDLL(os.path.join(package, "lib", "libvnpu_smi.so"))
+    info.vnpu_smi_card_error.restype = info.vnpu_smi_chip_name.restype = ctypes.c_char_p
+    info.vnpu_smi_memory_bytes.restype = ctypes.c_ulonglong
+    error = info.vnpu_smi_card_error().decode()
+    if error:
+        raise SystemExit(f"Error: {error}.")
+    chip = info.vnpu_smi_chip_name().decode()
+    return [(d, chip, info.vnpu_smi_memory_bytes(), info.vnpu_smi_cube_cores())
+            for d in range(info.vnpu_smi_card_count())]
+
+
+def _status_dir():
+    # Where live processes publish their usage: the same folder as
+    # torch_npu/npu/_smi_status.py's status_dir() (tests/test_npu_smi.py
+    # finds a live process through it).
+    return os.path.join(tempfile.gettempdir(), f"vnpu-smi-{os.getuid()}")
 
 
 def _live_status():
     """{device: [(pid, name, memory bytes, aicore %)]} from live processes."""
-    from torch_npu.npu._smi_status import status_dir
     usage = {}
-    for path in sorted(glob.glob(os.path.join(status_dir(), "*.json"))):
+    for path in sorted(glob.glob(os.path.join(_status_dir(), "*.json"))):
         pid = os.path.basename(path)[:-len(".json")]
         try:
             os.kill(int(pid), 0)
