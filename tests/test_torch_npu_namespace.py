@@ -139,3 +139,22 @@ def test_atb_operators_refuse_by_name(name):
     assert fn.__name__ == name
     with pytest.raises(RuntimeError, match=rf"torch_npu.atb.{name} is not supported on vNPU"):
         fn(torch.ones(1, device="npu"))
+
+
+def test_import_leaves_the_heavy_subsystems_unimported():
+    """`import torch` with torch_npu installed (autoloaded) must stay cheap:
+    every process pays it (subprocess-isolated tests, DataLoader workers,
+    torchrun ranks). Dynamo alone costs over 2 s; it, Inductor and sympy are
+    imported when first used (torch.compile), not by torch_npu."""
+    from conftest import run_python
+    r = run_python("""
+        import sys, torch
+        import torch_npu
+        x = torch.ones(2, device="npu") + 1
+        torch.npu.synchronize()
+        # (torch.use_deterministic_algorithms, and so torch.npu's
+        # enable_deterministic_with_backward, import Inductor's config: torch's doing.)
+        print(sorted(m for m in ("torch._dynamo", "torch._inductor", "sympy") if m in sys.modules))
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "[]"

@@ -14,7 +14,15 @@ into a torch.compile graph.
 import warnings
 
 import torch
-from torch._dynamo.decorators import forbid_in_graph
+
+
+def _forbid_in_graph(fn):
+    # What torch._dynamo.decorators.forbid_in_graph does (dynamo's trace rules
+    # read this attribute), without importing torch._dynamo: that import
+    # costs over 2 s, and torch_npu is imported by every process that
+    # imports torch.
+    fn._dynamo_forbidden = True
+    return fn
 
 
 class _DeterministicBegin(torch.autograd.Function):
@@ -41,13 +49,13 @@ class _DeterministicEnd(torch.autograd.Function):
         return grad
 
 
-@forbid_in_graph
+@_forbid_in_graph
 def enable_deterministic_with_backward(tensor):
     """Turns deterministic algorithms on now, and off again when the backward pass gets back here."""
     return _DeterministicBegin.apply(tensor)
 
 
-@forbid_in_graph
+@_forbid_in_graph
 def disable_deterministic_with_backward(tensor):
     """Turns deterministic algorithms off now, and on when the backward pass reaches this point."""
     return _DeterministicEnd.apply(tensor)
