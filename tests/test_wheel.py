@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import zipfile
 
 from conftest import clean_env
 
@@ -24,6 +25,10 @@ def test_a_wheel_installs_into_another_environment_and_runs(tmp_path):
     assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
     wheels = glob.glob(str(dist / "torch_npu-*.whl"))
     assert len(wheels) == 1 and wheels[0].endswith("-linux_x86_64.whl"), wheels
+    with zipfile.ZipFile(wheels[0]) as wheel:  # npu-smi: its script and its torch-free library
+        names = wheel.namelist()
+    assert "torch_npu/lib/libvnpu_smi.so" in names
+    assert any(n.endswith(".data/scripts/npu-smi") for n in names), [n for n in names if ".data/" in n]
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
