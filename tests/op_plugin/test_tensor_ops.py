@@ -196,3 +196,24 @@ def test_anti_quant_int8_and_packed_int4():
     assert_close(got.cpu(), want)
     with pytest.raises(RuntimeError, match="should be int8 or int32"):
         torch_npu.npu_anti_quant(npu(x.float()), npu(scale))
+
+
+@pytest.mark.parametrize("size,fmt", [((2, 32, 4, 4), 3), ((2, 32, 4, 4), 0), ((5, 6), 2), ((64, 32), 29)])
+def test_empty_with_format_is_npu_format_cast_of_an_empty_tensor(size, fmt):
+    t = torch_npu.empty_with_format(size, dtype=torch.float16, acl_format=fmt)
+    reference = torch_npu.npu_format_cast(torch.empty(size, dtype=torch.float16, device="npu"), fmt)
+    assert t.device == torch.device("npu", torch.npu.current_device())
+    assert (t.shape, t.dtype, torch_npu.get_npu_format(t)) == (reference.shape, reference.dtype,
+                                                               torch_npu.get_npu_format(reference))
+    u = torch.ops.npu.unsafe_empty_with_format(size, dtype=torch.float16, acl_format=fmt, keep_format=True)
+    assert (u.shape, torch_npu.get_npu_format(u)) == (t.shape, fmt)
+
+
+def test_empty_with_format_bad_input():
+    with pytest.raises(RuntimeError, match="device should be an npu device"):
+        torch_npu.empty_with_format([2], device="cpu")
+    with pytest.raises((RuntimeError, ValueError), match="acl_format 999"):
+        torch_npu.empty_with_format([2], acl_format=999)
+    with pytest.raises(RuntimeError, match="base_addr_aligned_kb=2 is not supported on vNPU"):
+        torch_npu.empty_with_format([2], base_addr_aligned_kb=2)
+    assert torch_npu.empty_with_format([8], base_addr_aligned_kb=0).numel() == 8

@@ -2,7 +2,8 @@
 npu_broadcast, npu_transpose, npu_reshape, npu_stride_add, npu_stride_copy,
 npu_sort_v2, npu_one_hot, npu_scatter, scatter_update(_), one_, npu_pad,
 npu_sign_bits_pack/unpack, npu_max/npu_min (.dim, .names_dim),
-npu_random_choice_with_mask, empty_with_swapped_memory, npu_anti_quant.
+npu_random_choice_with_mask, empty_with_swapped_memory, empty_with_format,
+unsafe_empty_with_format, npu_anti_quant.
 
 On Ascend most of these exist because the TBE kernels wanted a fixed layout
 (5HD, fractal) or a static shape; here each is its ATen equivalent. An
@@ -285,6 +286,39 @@ def empty_with_swapped_memory(size, dtype=None, device=None):
     return torch.empty(size, dtype=dtype, device=device)
 
 
+def _empty_with_format(fn, size, dtype, layout, device, pin_memory, acl_format):
+    device = torch.device("npu", torch.npu.current_device()) if device is None else torch.device(device)
+    check(device.type == "npu", f"{fn}: device should be an npu device, got {device}.")
+    check(layout in (None, torch.strided), f"{fn}: layout should be torch.strided, got {layout}.")
+    out = torch.empty(size, dtype=dtype, device=device, pin_memory=bool(pin_memory))
+    base = 0 if len(size) == 4 else 2  # NCHW for 4-d tensors, ND otherwise: npu_format_cast's base formats
+    return out if acl_format == base else torch.ops.npu.npu_format_cast(out, acl_format)
+
+
+# vNPU's blocks start on 512-byte boundaries (runtime/src/caching_allocator.cpp).
+_BLOCK_ALIGNMENT = 512
+
+
+def empty_with_format(size, *, dtype=None, layout=None, device=None, pin_memory=None, acl_format=2,
+                      base_addr_aligned_kb=None):
+    """An uninitialised npu tensor in the given Ascend storage format
+    (torch_npu's native empty_with_format; npu_format_cast checks the format)."""
+    if base_addr_aligned_kb is not None:
+        check(base_addr_aligned_kb >= 0, f"empty_with_format: base_addr_aligned_kb should be >= 0, got "
+              f"{base_addr_aligned_kb}.")
+        check(base_addr_aligned_kb * 1024 <= _BLOCK_ALIGNMENT,
+              f"empty_with_format: base_addr_aligned_kb={base_addr_aligned_kb} is not supported on vNPU: its "
+              f"allocator aligns blocks to {_BLOCK_ALIGNMENT} bytes, not {base_addr_aligned_kb} KiB.")
+    return _empty_with_format("empty_with_format", size, dtype, layout, device, pin_memory, acl_format)
+
+
+def unsafe_empty_with_format(size, *, dtype=None, layout=None, device=None, pin_memory=None, acl_format=2,
+                             keep_format=False):
+    """empty_with_format without the base-address option; keep_format only
+    matters to CANN's format inference, which vNPU does not run."""
+    return _empty_with_format("unsafe_empty_with_format", size, dtype, layout, device, pin_memory, acl_format)
+
+
 define("npu_slice(Tensor self, int[] offsets, int[] size) -> Tensor", npu_slice)
 
 
@@ -326,6 +360,10 @@ define("npu_min.names_dim(Tensor self, str dim, bool keepdim=False) -> (Tensor v
        _extreme("npu_min", torch.min), export=False)
 define("npu_anti_quant(Tensor x, Tensor scale, *, Tensor? offset=None, ScalarType? dst_dtype=None, "
        "ScalarType? src_dtype=None) -> Tensor", npu_anti_quant)
+define("empty_with_format(int[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
+       "bool? pin_memory=None, int acl_format=2, int? base_addr_aligned_kb=None) -> Tensor", empty_with_format)
+define("unsafe_empty_with_format(int[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
+       "bool? pin_memory=None, int acl_format=2, bool keep_format=False) -> Tensor", unsafe_empty_with_format)
 define("empty_with_swapped_memory(int[] size, ScalarType? dtype=None, Device? device=None) -> Tensor",
        empty_with_swapped_memory)
 define("npu_random_choice_with_mask(Tensor x, int count=256, int seed=0, int seed2=0) -> (Tensor, Tensor)",
