@@ -15,10 +15,8 @@
 
 namespace {
 
-const vnpu::ChipProfile* chip() {
-  const vnpu::Environment& env = vnpu::environment();
-  return vnpu::find_chip_profile(env.chip_name.empty() ? vnpu::default_chip_name() : env.chip_name);
-}
+// The environment names the default chip when VNPU_CHIP is unset or unknown.
+const vnpu::ChipProfile* chip() { return vnpu::find_chip_profile(vnpu::environment().chip_name); }
 
 }  // namespace
 

@@ -12,7 +12,6 @@ import atexit
 import json
 import os
 import sys
-import tempfile
 import threading
 import time
 
@@ -22,7 +21,10 @@ INTERVAL_S = 1.0
 
 
 def status_dir() -> str:
-    return os.path.join(tempfile.gettempdir(), f"vnpu-smi-{os.getuid()}")
+    # npu-smi owns the folder it reads (its file imports only the standard
+    # library, so it runs without torch); imported here when first needed.
+    from torch_npu.tools.npu_smi import status_dir as smi_status_dir
+    return smi_status_dir()
 
 
 class _Publisher:

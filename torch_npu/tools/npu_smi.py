@@ -46,17 +46,15 @@ def _devices():
             for d in range(info.vnpu_smi_card_count())]
 
 
-def _status_dir():
-    # Where live processes publish their usage: the same folder as
-    # torch_npu/npu/_smi_status.py's status_dir() (tests/test_npu_smi.py
-    # finds a live process through it).
+def status_dir():
+    """Where live processes publish their usage (torch_npu/npu/_smi_status.py writes there)."""
     return os.path.join(tempfile.gettempdir(), f"vnpu-smi-{os.getuid()}")
 
 
 def _live_status():
     """{device: [(pid, name, memory bytes, aicore %)]} from live processes."""
     usage = {}
-    for path in sorted(glob.glob(os.path.join(_status_dir(), "*.json"))):
+    for path in sorted(glob.glob(os.path.join(status_dir(), "*.json"))):
         pid = os.path.basename(path)[:-len(".json")]
         try:
             os.kill(int(pid), 0)
