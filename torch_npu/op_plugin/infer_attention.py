@@ -131,6 +131,21 @@ def _lengths(values, batch, full, arg):
     return values
 
 
+def _per_sequence(t, spans):
+    """A (T, N, D) tensor of packed sequences split into each one's (N, S, D)."""
+    return [t[a:b].transpose(0, 1) for a, b in spans]
+
+
+def _rope_per_sequence(rope, rope_name, tnd, original, name, in_layout, spans):
+    """The rope part of query or key in TND layouts, split like it (None when absent)."""
+    if rope is None:
+        return None
+    rope_tnd = _to_tnd(rope, in_layout, rope_name)
+    check(rope_tnd.shape[:2] == tnd.shape[:2], f"{_FIA}: {rope_name} {list(rope.shape)} should match {name} "
+          f"{list(original.shape)} except in D.")
+    return _per_sequence(rope_tnd, spans)
+
+
 def _cumulative(values, total, arg):
     """Per-batch (start, end) from cumulative lengths (TND / NTD)."""
     check(values is not None, f"{_FIA}: input_layout TND / NTD needs {arg} (cumulative lengths).")
@@ -309,13 +324,8 @@ def _fia_v2(query, key, value, query_rope, key_rope, atten_mask, actual_seq_qlen
         check(qt.shape[1] == nq, f"{_FIA}: num_query_heads {nq} does not match query's head count {qt.shape[1]}.")
         spans = _cumulative(actual_seq_qlen, qt.shape[0], "actual_seq_qlen")
         batch = len(spans)
-        qs = [qt[a:b].transpose(0, 1) for a, b in spans]
-        qrs = None
-        if query_rope is not None:
-            qrt = _to_tnd(query_rope, in_layout, "query_rope")
-            check(qrt.shape[:2] == qt.shape[:2], f"{_FIA}: query_rope {list(query_rope.shape)} should match query "
-                  f"{list(query.shape)} except in D.")
-            qrs = [qrt[a:b].transpose(0, 1) for a, b in spans]
+        qs = _per_sequence(qt, spans)
+        qrs = _rope_per_sequence(query_rope, "query_rope", qt, query, "query", in_layout, spans)
         q_len = [b - a for a, b in spans]
         decode = False
     else:
@@ -387,14 +397,8 @@ def _fia_v2(query, key, value, query_rope, key_rope, atten_mask, actual_seq_qlen
         check(len(kv_spans) == batch, f"{_FIA}: actual_seq_kvlen has {len(kv_spans)} entries but actual_seq_qlen "
               f"has {batch}.")
         kv_len = [b - a for a, b in kv_spans]
-        ks = [kt[a:b].transpose(0, 1) for a, b in kv_spans]
-        vs = [vt[a:b].transpose(0, 1) for a, b in kv_spans]
-        krs = None
-        if key_rope is not None:
-            krt = _to_tnd(key_rope, in_layout, "key_rope")
-            check(krt.shape[:2] == kt.shape[:2], f"{_FIA}: key_rope {list(key_rope.shape)} should match key "
-                  f"{list(key.shape)} except in D.")
-            krs = [krt[a:b].transpose(0, 1) for a, b in kv_spans]
+        ks, vs = _per_sequence(kt, kv_spans), _per_sequence(vt, kv_spans)
+        krs = _rope_per_sequence(key_rope, "key_rope", kt, key, "key", in_layout, kv_spans)
     else:
         kb, vb = _to_bnsd(key, in_layout, kvn, "key"), _to_bnsd(value, in_layout, kvn, "value")
         check(kb.shape[:3] == vb.shape[:3] and kb.shape[0] == batch,
