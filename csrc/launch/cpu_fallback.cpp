@@ -17,8 +17,8 @@
 namespace torch_npu {
 namespace {
 
-std::mutex g_mutex;
-std::map<std::string, int64_t> g_counts;
+std::mutex g_fallback_mutex;
+std::map<std::string, int64_t> g_fallback_counts;
 std::atomic<bool> g_debug{false};
 
 // True when an argument the op writes is also passed as another argument
@@ -109,8 +109,8 @@ void npu_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, c
   }
   bool first = false;
   {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    first = (g_counts[name]++ == 0);
+    std::lock_guard<std::mutex> lock(g_fallback_mutex);
+    first = (g_fallback_counts[name]++ == 0);
   }
   if (first) {
     TORCH_WARN("CAUTION: The operator '", name,
@@ -135,13 +135,13 @@ void dense_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack)
 }  // namespace
 
 std::map<std::string, int64_t> fallback_counts() {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  return g_counts;
+  std::lock_guard<std::mutex> lock(g_fallback_mutex);
+  return g_fallback_counts;
 }
 
 void reset_fallback_counts() {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  g_counts.clear();
+  std::lock_guard<std::mutex> lock(g_fallback_mutex);
+  g_fallback_counts.clear();
 }
 
 void set_fallback_debug(bool enabled) { g_debug.store(enabled); }
