@@ -36,7 +36,7 @@ def test_by_default_a_failed_collective_takes_the_process_down(tmp_path):
 
 
 FLIGHT_RECORDER = '''
-import os, pickle, sys, time
+import json, os, pickle, sys, time
 import torch, torch.distributed as dist, torch_npu
 store = sys.argv[1]
 torch_npu._C._distributed_c10d._set_watchdog_limits_for_testing(400, 800)  # dispatch, dump (ms)
@@ -52,6 +52,10 @@ time.sleep(0.6)  # the watchdog reports the dispatch
 trace = pickle.loads(torch_npu._C._distributed_c10d._dump_hccl_trace())
 print("TRACE", [(e["collective_seq_id"], e["state"], e["input_sizes"], e["input_dtypes"]) for e in trace["entries"]])
 print("VALUE", t.cpu().tolist())
+# The JSON dump is the pickled one without stacks (tuples become lists).
+as_json = json.loads(torch_npu._C._distributed_c10d._dump_hccl_trace_json())
+without_stacks = pickle.loads(torch_npu._C._distributed_c10d._dump_hccl_trace(includeStackTraces=False))
+print("JSON SAME", as_json == json.loads(json.dumps(without_stacks)), len(as_json["entries"]))
 dist.destroy_process_group()
 '''
 
@@ -68,6 +72,7 @@ def test_the_flight_recorder_keeps_the_last_collectives_and_dumps_a_stalled_one(
     # A ring of 4: collectives 3-6, the last one dispatched late but done.
     assert "TRACE " + str([(seq, "completed", [[4]], ["Float"]) for seq in range(3, 7)]) in proc.stdout, proc.stdout
     assert "VALUE [1.0, 1.0, 1.0, 1.0]" in proc.stdout
+    assert "JSON SAME True 4" in proc.stdout, proc.stdout
     err = proc.stderr
     assert err.count("Process group work ALLREDUCE, seq_num 6 dispatch timeout.") == 1, err
     assert err.count("Process group work ALLREDUCE, seq_num 6 dispatch success.") == 1, err

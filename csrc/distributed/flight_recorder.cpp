@@ -67,21 +67,40 @@ std::string json_escape(const std::string& s) {
   return out;
 }
 
-template <typename T, typename F>
-std::string json_list(const std::vector<T>& items, F&& each) {
-  std::string out = "[";
-  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + each(items[i]);
-  return out + "]";
-}
-
-std::string json_sizes(const std::vector<std::vector<int64_t>>& all) {
-  return json_list(all, [](const std::vector<int64_t>& sizes) {
-    return json_list(sizes, [](int64_t v) { return std::to_string(v); });
-  });
-}
-
-std::string json_strings(const std::vector<std::string>& all) {
-  return json_list(all, [](const std::string& s) { return "\"" + json_escape(s) + "\""; });
+// JSON of the IValues a trace is made of (None, bool, int, double, string,
+// lists, tuples, dicts with string keys): the JSON dump writes the same
+// dict the pickled one holds, so the two cannot drift apart.
+std::string json_of(const c10::IValue& v) {
+  if (v.isNone()) return "null";
+  if (v.isBool()) return v.toBool() ? "true" : "false";
+  if (v.isInt()) return std::to_string(v.toInt());
+  if (v.isDouble()) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.17g", v.toDouble());
+    return buf;
+  }
+  if (v.isString()) return "\"" + json_escape(v.toStringRef()) + "\"";
+  auto items = [](const auto& list) {
+    std::string out = "[";
+    bool first = true;
+    for (const c10::IValue item : list) {
+      out += (first ? "" : ", ") + json_of(item);
+      first = false;
+    }
+    return out + "]";
+  };
+  if (v.isList()) return items(v.toListRef());
+  if (v.isTuple()) return items(v.toTupleRef().elements());
+  if (v.isGenericDict()) {
+    std::string out = "{";
+    bool first = true;
+    for (const auto& item : v.toGenericDict()) {
+      out += (first ? "\"" : ", \"") + json_escape(item.key().toStringRef()) + "\": " + json_of(item.value());
+      first = false;
+    }
+    return out + "}";
+  }
+  TORCH_INTERNAL_ASSERT(false, "flight recorder: no JSON for an IValue of type ", v.tagKind());
 }
 
 const char* state_of(const FlightRecorder::Entry& e) {
@@ -183,7 +202,8 @@ std::vector<FlightRecorder::Entry> FlightRecorder::snapshot(bool only_active) {
   return out;
 }
 
-std::string FlightRecorder::dump_pickle(bool include_collectives, bool include_stack_traces, bool only_active) {
+c10::Dict<c10::IValue, c10::IValue> FlightRecorder::trace(bool include_collectives, bool include_stack_traces,
+                                                          bool only_active) {
   auto result = new_dict();
   result.insert("version", kVersion);
   result.insert("comm_lib_version", "vNPU hccl");
@@ -245,6 +265,11 @@ std::string FlightRecorder::dump_pickle(bool include_collectives, bool include_s
     }
     result.insert("entries", list);
   }
+  return result;
+}
+
+std::string FlightRecorder::dump_pickle(bool include_collectives, bool include_stack_traces, bool only_active) {
+  const c10::IValue result = trace(include_collectives, include_stack_traces, only_active);
   // A plain pickle (no tensors, no persistent ids), as torch's recorder
   // writes it: pickle.loads reads it without torch.
   std::string bytes;
@@ -257,33 +282,7 @@ std::string FlightRecorder::dump_pickle(bool include_collectives, bool include_s
 }
 
 std::string FlightRecorder::dump_json(bool include_collectives, bool only_active) {
-  std::string out = "{\"version\": \"" + std::string(kVersion) + "\", \"comm_lib_version\": \"vNPU hccl\"";
-  out += ", \"pg_config\": {}, \"pg_status\": {}";
-  if (include_collectives) {
-    out += ", \"entries\": [";
-    const std::vector<Entry> entries = snapshot(only_active);
-    for (size_t i = 0; i < entries.size(); ++i) {
-      const Entry& e = entries[i];
-      out += i ? ", {" : "{";
-      out += "\"record_id\": " + std::to_string(e.id) + ", \"pg_id\": " + std::to_string(e.pg_id) +
-             ", \"process_group\": [\"" + json_escape(e.pg_name) + "\", \"" + json_escape(e.pg_desc) + "\"]" +
-             ", \"collective_seq_id\": " + std::to_string(e.collective_seq) +
-             ", \"p2p_seq_id\": " + std::to_string(e.p2p_seq) +
-             ", \"op_id\": " + std::to_string(e.is_p2p ? e.p2p_seq : e.collective_seq) +
-             ", \"profiling_name\": \"" + json_escape(e.profiling_name) + "\"" +
-             ", \"time_created_ns\": " + std::to_string(e.time_created_ns) +
-             ", \"input_sizes\": " + json_sizes(e.input_sizes) + ", \"input_dtypes\": " + json_strings(e.input_dtypes) +
-             ", \"output_sizes\": " + json_sizes(e.output_sizes) +
-             ", \"output_dtypes\": " + json_strings(e.output_dtypes) + ", \"state\": \"" + state_of(e) + "\"" +
-             ", \"time_discovered_started_ns\": " + (e.started_ns ? std::to_string(*e.started_ns) : "null") +
-             ", \"time_discovered_completed_ns\": " + (e.completed_ns ? std::to_string(*e.completed_ns) : "null") +
-             ", \"retired\": " + (e.completed_ns ? "true" : "false") +
-             ", \"timeout_ms\": " + std::to_string(e.timeout_ms) + ", \"is_p2p\": " + (e.is_p2p ? "true" : "false") +
-             "}";
-    }
-    out += "]";
-  }
-  return out + "}";
+  return json_of(trace(include_collectives, /*include_stack_traces=*/false, only_active));
 }
 
 void set_python_stack_dumper(PythonStackDumper dumper) { g_python_stack_dumper.store(dumper); }

@@ -15,7 +15,9 @@
 // updates come from stream workers.
 #pragma once
 
+#include <ATen/core/Dict.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
 
 #include <chrono>
 #include <cstdint>
@@ -63,6 +65,8 @@ class FlightRecorder {
  private:
   FlightRecorder();
   std::vector<Entry> snapshot(bool only_active);
+  // The dict both dumps write: version, pg_config, pg_status, entries.
+  c10::Dict<c10::IValue, c10::IValue> trace(bool include_collectives, bool include_stack_traces, bool only_active);
   Entry* find(uint64_t id);  // mutex_ held
 
   const size_t capacity_;

@@ -14,11 +14,6 @@
 namespace torch_npu {
 namespace {
 
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 std::atomic<int64_t> g_dispatch_ms_for_testing{0};
 std::atomic<int64_t> g_exec_ms_for_testing{0};
 
@@ -67,12 +62,16 @@ void set_watchdog_limits_for_testing(int64_t dispatch_ms, int64_t exec_ms) {
 }
 
 Watchdog::Watchdog(int rank)
-    : rank_(rank), dispatch_timeout_(dispatch_timeout()), exec_timeout_(exec_dump_timeout()) {
+    : rank_(rank),
+      dispatch_timeout_(dispatch_timeout()),
+      exec_timeout_(exec_dump_timeout()),
+      heartbeat_timeout_(vnpu::environment().hccl_enable_monitoring
+                             ? std::optional<std::chrono::seconds>(vnpu::environment().hccl_heartbeat_timeout_s)
+                             : std::nullopt) {
   if (vnpu::environment().hccl_async_error_handling_old_name) {
     TORCH_WARN_ONCE("Environment variable HCCL_ASYNC_ERROR_HANDLING is deprecated; use "
                     "TORCH_HCCL_ASYNC_ERROR_HANDLING instead");
   }
-  if (vnpu::environment().hccl_enable_monitoring) monitor_ = std::thread([this] { monitor_loop(); });
 }
 
 Watchdog::~Watchdog() {
@@ -81,7 +80,6 @@ Watchdog::~Watchdog() {
     stopping_ = true;
   }
   wake_.notify_all();
-  if (monitor_.joinable()) monitor_.join();
   if (poller_.joinable()) poller_.join();
 }
 
@@ -98,7 +96,9 @@ std::shared_ptr<InFlight> Watchdog::issued(const CollectiveInfo& info, std::opti
 
 void Watchdog::poll_loop() {
   // Often enough for the limits (tests shorten them), at most once a second.
-  const auto period = std::clamp<std::chrono::milliseconds>(std::min(dispatch_timeout_, exec_timeout_) / 4,
+  std::chrono::milliseconds shortest = std::min(dispatch_timeout_, exec_timeout_);
+  if (heartbeat_timeout_) shortest = std::min<std::chrono::milliseconds>(shortest, *heartbeat_timeout_);
+  const auto period = std::clamp<std::chrono::milliseconds>(shortest / 4,
                                                             std::chrono::milliseconds(10), std::chrono::seconds(1));
   std::unique_lock<std::mutex> lock(mutex_);
   while (!wake_.wait_for(lock, period, [&] { return stopping_; })) {
@@ -130,6 +130,12 @@ void Watchdog::poll_once() {
       log_warning(work() + " dispatch success. This warning log can be ignored.");
       flight->dispatch_reported = false;
     }
+    if (state == 1 && heartbeat_timeout_ && now - flight->began > *heartbeat_timeout_) {
+      take_process_down("[Rank " + std::to_string(rank_) + "] Heartbeat monitor timed out! Process will be "
+                        "terminated after dumping debug info. A collective has been running for more than " +
+                        std::to_string(heartbeat_timeout_->count()) + " seconds (TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC) "
+                        "without finishing: a peer that stopped calling collectives, or a hang in the transport.");
+    }
     if (state < 2 && !flight->exec_checked && age > exec_timeout_) {
       flight->exec_checked = true;
       dump = true;
@@ -152,10 +158,6 @@ void Watchdog::check_not_aborted() const {
               abort_reason_);
 }
 
-void Watchdog::started() { running_since_ns_.store(now_ns(), std::memory_order_release); }
-
-void Watchdog::finished() { running_since_ns_.store(0, std::memory_order_release); }
-
 void Watchdog::failed(const std::string& message, bool timed_out) {
   if (timed_out && vnpu::environment().hccl_dump_on_timeout) dump_debug_info(rank_, std::chrono::seconds(10));
   if (tears_down()) take_process_down(message);
@@ -171,21 +173,6 @@ void Watchdog::take_process_down(const std::string& message) const {
                message.c_str(), rank_);
   std::fflush(stderr);
   std::abort();
-}
-
-void Watchdog::monitor_loop() {
-  const auto limit = std::chrono::seconds(vnpu::environment().hccl_heartbeat_timeout_s);
-  const auto period = std::min<std::chrono::milliseconds>(std::chrono::seconds(1), limit / 4);
-  std::unique_lock<std::mutex> lock(mutex_);
-  while (!wake_.wait_for(lock, period, [&] { return stopping_; })) {
-    const int64_t since = running_since_ns_.load(std::memory_order_acquire);
-    if (since == 0 || std::chrono::nanoseconds(now_ns() - since) < limit) continue;
-    lock.unlock();
-    take_process_down("[Rank " + std::to_string(rank_) + "] Heartbeat monitor timed out! Process will be "
-                      "terminated after dumping debug info. A collective has been running for more than " +
-                      std::to_string(limit.count()) + " seconds (TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC) without "
-                      "finishing: a peer that stopped calling collectives, or a hang in the transport.");
-  }
 }
 
 std::string timeout_message(const CollectiveInfo& info, std::chrono::milliseconds ran, const std::string& cause) {

@@ -17,8 +17,8 @@
 // fast path never changes what a failure does; in modes 0 and 2 its error
 // raises at the call.
 //
-// TORCH_HCCL_ENABLE_MONITORING=1 adds the heartbeat monitor: a thread that
-// ends the process when one collective has been running for longer than
+// TORCH_HCCL_ENABLE_MONITORING=1 adds the heartbeat monitor to the poller:
+// it ends the process when one collective has been running for longer than
 // TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC, whatever its own deadline.
 //
 // The poller (a thread started with the group's first collective) watches
@@ -72,10 +72,12 @@ struct InFlight {
   std::optional<uint64_t> trace_id;  // its flight-recorder entry
   std::chrono::steady_clock::time_point issued;
   std::atomic<int> state{0};  // 0 queued, 1 running, 2 finished
+  std::chrono::steady_clock::time_point began;  // written before state becomes 1
   bool dispatch_reported = false;  // the poller's own
   bool exec_checked = false;       // the poller's own
 
   void begin() {
+    began = std::chrono::steady_clock::now();
     state.store(1, std::memory_order_release);
     FlightRecorder::instance().started(trace_id);
   }
@@ -105,10 +107,6 @@ class Watchdog {
   void check_not_aborted() const;
   bool aborted() const { return aborted_.load(); }
 
-  // Around one collective's stage 2 (the heartbeat).
-  void started();
-  void finished();
-
   // A failed collective, `message` in its final words: applies the
   // handling mode (may end the process); returns when the error should
   // propagate as usual. `timed_out`: dump first (TORCH_HCCL_DUMP_ON_TIMEOUT).
@@ -118,21 +116,19 @@ class Watchdog {
   std::shared_ptr<InFlight> issued(const CollectiveInfo& info, std::optional<uint64_t> trace_id);
 
  private:
-  void monitor_loop();
   void poll_loop();
   void poll_once();
   [[noreturn]] void take_process_down(const std::string& message) const;
 
   const int rank_;
-  std::atomic<int64_t> running_since_ns_{0};  // 0: no collective running
   std::atomic<bool> aborted_{false};
   mutable std::mutex mutex_;
   std::string abort_reason_;  // guarded by mutex_
   bool stopping_ = false;     // guarded by mutex_
   std::condition_variable wake_;
-  std::thread monitor_;
   const std::chrono::milliseconds dispatch_timeout_;
   const std::chrono::milliseconds exec_timeout_;
+  const std::optional<std::chrono::seconds> heartbeat_timeout_;  // with TORCH_HCCL_ENABLE_MONITORING=1
   std::vector<std::shared_ptr<InFlight>> in_flight_;  // guarded by mutex_
   std::thread poller_;                                // started by the first issued()
 };
@@ -146,15 +142,12 @@ auto watched(Body&& body, std::shared_ptr<InFlight> flight, std::shared_ptr<Watc
   return [body = std::forward<Body>(body), flight = std::move(flight), watchdog = std::move(watchdog)]() mutable {
     const CollectiveInfo& info = flight->info;
     const auto start = std::chrono::steady_clock::now();
-    watchdog->started();
     flight->begin();
     try {
       body();
       flight->end(true);
-      watchdog->finished();
     } catch (const std::exception& e) {
       flight->end(false);
-      watchdog->finished();
       std::string what = e.what();
       if (what.find("Timed out") != std::string::npos || what.find("timed out") != std::string::npos) {
         what = timeout_message(
