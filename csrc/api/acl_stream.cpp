@@ -199,8 +199,7 @@ aclError aclrtLaunchCallback(aclrtCallback fn, void* userData, aclrtCallbackBloc
   return acl_call("aclrtLaunchCallback", [&] {
     auto s = stream_of("aclrtLaunchCallback", stream);
     if (!s) return ACL_ERROR_INVALID_PARAM;
-    torch_npu::runtime_stream(*s).enqueue(vnpu::TaskKind::kHost, "aclrtLaunchCallback",
-                                          [fn, userData] { fn(userData); });
+    torch_npu::launch_host_task(*s, "aclrtLaunchCallback", [fn, userData] { fn(userData); });
     return ACL_SUCCESS;
   });
 }

@@ -141,6 +141,10 @@ std::optional<c10::Stream> stream_of_handle(const void* handle) {
 
 bool stream_idle(const c10::Stream& stream) { return runtime_stream(stream).query(); }
 
+void launch_host_task(const c10::Stream& stream, const char* name, std::function<void()> fn) {
+  runtime_stream(stream).enqueue(vnpu::TaskKind::kHost, name, std::move(fn));
+}
+
 vnpu::Stream& current_runtime_stream(c10::DeviceIndex device) {
   // Fast path for kernel launches: the device index came from a live tensor,
   // so it is valid and the stream usually cached.

@@ -11,6 +11,7 @@
 
 #include <c10/core/Stream.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -30,6 +31,11 @@ vnpu::Stream& runtime_stream(const c10::Stream& stream);
 // True when every task queued on `stream` has run. Unlike c10::Stream::query
 // it reports no synchronization to the NPU Sanitizer (nothing waited).
 bool stream_idle(const c10::Stream& stream);
+
+// Runs `fn` on `stream` in stream order, as a host task (aclrtLaunchCallback,
+// torch.npu._launch_host_func). An exception from `fn` becomes the stream's
+// error, as a kernel's does.
+void launch_host_task(const c10::Stream& stream, const char* name, std::function<void()> fn);
 
 // The calling thread's current stream on `device` (-1: current device).
 c10::Stream current_stream(c10::DeviceIndex device = -1);

@@ -29,6 +29,7 @@ void register_format_serialization();
 void bind_memory(pybind11::module& m);
 void bind_distributed(pybind11::module& m);
 void bind_graphs(pybind11::module& m);
+void bind_streams(pybind11::module& m);
 void bind_strict_mode(pybind11::module& m);
 void bind_sanitizer(pybind11::module& m);
 void bind_op_route(pybind11::module& m);
@@ -155,6 +156,7 @@ PYBIND11_MODULE(_C, m) {
   bind_memory(m);
   bind_distributed(m);
   bind_graphs(m);
+  bind_streams(m);
   bind_strict_mode(m);
   bind_sanitizer(m);
   bind_op_route(m);

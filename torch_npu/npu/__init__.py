@@ -69,6 +69,7 @@ from torch_npu.npu.backend_config import CubeMathType, conv, matmul  # noqa: F40
 from torch_npu.npu.legacy_types import *  # noqa: F401,F403
 from torch_npu.npu.legacy_storages import *  # noqa: F401,F403
 from torch_npu.npu.streams import ExternalStream  # noqa: F401
+from torch_npu.npu.streams import _launch_host_func, _subscribe_report, _unsubscribe_report  # noqa: F401
 from torch_npu.npu.graphs import (  # noqa: F401
     NPUGraph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables)
 from torch_npu.npu.sync_debug import get_sync_debug_mode, set_sync_debug_mode  # noqa: F401

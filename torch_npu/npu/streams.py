@@ -137,3 +137,22 @@ class ExternalStream(Stream):
     def __new__(cls, stream_ptr, device=None, **kwargs):
         raise NotImplementedError("torch.npu.ExternalStream is not supported on the virtual NPU: there is no "
                                   "external ACL runtime whose streams could be wrapped. Use torch.npu.Stream().")
+
+
+def _launch_host_func(op_stream, fn, user_data):
+    """Calls ``fn(user_data)`` on the host when ``op_stream`` reaches this point:
+    after the work queued on it before, before the work queued after (inside a
+    graph capture, at that point of every replay). An exception ``fn`` raises
+    is reported as unraisable and does not fail the stream."""
+    _C._launch_host_func(op_stream, fn, user_data)
+
+
+def _subscribe_report(op_stream):
+    """Real torch_npu needs a thread subscribed to ``op_stream`` to run its host
+    functions; vNPU runs them on the stream itself, so this only checks the stream."""
+    _C._subscribe_report(op_stream)
+
+
+def _unsubscribe_report(op_stream):
+    """Undoes _subscribe_report (nothing to undo on vNPU beyond checking the stream)."""
+    _C._unsubscribe_report(op_stream)
