@@ -34,6 +34,10 @@ TINY_GPT = ("--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-lengt
 # The same model as a tiny Llama: RMSNorm, SwiGLU, rotary embeddings, no biases.
 TINY_LLAMA = TINY_GPT + ("--normalization RMSNorm --swiglu --position-embedding-type rope "
                          "--disable-bias-linear --untie-embeddings-and-output-weights").split()
+# A 2-expert MoE MLP in each layer: top-2 routing, all-to-all token dispatch,
+# no auxiliary loss (so the loss is the language model's alone).
+TWO_EXPERT_MOE = ("--num-experts 2 --moe-router-topk 2 --moe-token-dispatcher-type alltoall "
+                  "--moe-aux-loss-coeff 0").split()
 # Every fused path MindSpeed offers for these layers.
 MINDSPEED_FUSED = ("--use-fused-rmsnorm --use-fused-swiglu --use-fused-rotary-pos-emb --use-flash-attn").split()
 # Plain Megatron without CUDA kernels.
@@ -66,7 +70,9 @@ def run(workdir, args, *, mindspeed, nproc=1, iters=20, port=29530, timeout=900)
     megatron = os.path.join(STACK, "Megatron-LM")
     env = dict(os.environ, MEGATRON_LM=megatron, CUDA_DEVICE_MAX_CONNECTIONS="1",
                VNPU_WITH_MINDSPEED="1" if mindspeed else "0",
-               PYTHONPATH=os.pathsep.join(([os.path.join(STACK, "MindSpeed")] if mindspeed else []) + [megatron]))
+               PYTHONPATH=os.pathsep.join(([os.path.join(STACK, "MindSpeed")] if mindspeed else []) + [megatron]),
+               # Megatron builds its dataset helpers with `python3 -m pybind11`: the venv's.
+               PATH=os.pathsep.join([os.path.join(STACK, "venv", "bin"), os.environ.get("PATH", "")]))
     if not mindspeed:
         env["PYTHONOPTIMIZE"] = "1"
     command = [python, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc), "--master_port", str(port),

@@ -164,7 +164,51 @@ def test_atb_setup_refuses_shapes_that_do_not_multiply(ext, capfd):
     assert "op(x) [4, 3] and op(weight) [5, 4] do not multiply" in capfd.readouterr().err
 
 
-@pytest.mark.parametrize("api", ["aclnnGroupedMatmulV4", "aclnnRmsNorm", "aclnnAbs"])
+@pytest.mark.parametrize("v2", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_grouped_matmul_equals_per_expert_matmuls_as_mindspeed_calls_it(ext, v2, dtype):
+    # MindSpeed's npu_gmm: dy = x @ w[e] per row group (type 0), dx = dy @ w[e]^T,
+    # dw[e] = x[group]^T @ dy[group] (type 2, the split contraction dimension).
+    x, w, dy = torch.randn(10, 6, dtype=dtype), torch.randn(3, 6, 4, dtype=dtype), torch.randn(10, 4, dtype=dtype)
+    sizes = [3, 0, 5]  # 2 rows past the last group: zeros
+    ends = torch.tensor(sizes).cumsum(0)
+    groups = [(int(b), int(e)) for b, e in zip(ends - torch.tensor(sizes), ends)]
+    y, = ext.gmm_by_name([x.npu()], [w.npu()], [], ends.npu(), 0, 0, 0, [10, 4], v2)
+    expected = torch.zeros(10, 4)
+    for e, (begin, end) in enumerate(groups):
+        expected[begin:end] = x[begin:end].float() @ w[e].float()
+    tol = dict(atol=1e-2, rtol=1e-2) if dtype == torch.bfloat16 else {}
+    torch.testing.assert_close(y.cpu().float(), expected, **tol)
+    if not v2:  # group sizes instead of cumulative ends, with a bias and SiLU
+        b = torch.randn(3, 4, dtype=dtype)
+        y, = ext.gmm_by_name([x.npu()], [w.npu()], [b.npu()], torch.tensor(sizes).npu(), 0, 1, 5, [10, 4], False)
+        expected = torch.zeros(10, 4)
+        for e, (begin, end) in enumerate(groups):
+            expected[begin:end] = torch.nn.functional.silu(x[begin:end].float() @ w[e].float() + b[e].float())
+        torch.testing.assert_close(y.cpu().float(), expected, **tol)
+    xt = x.npu().t()  # a transposed view, as npu_gmm_backward passes it
+    dw, = ext.gmm_by_name([xt], [dy.npu()], [], ends.npu(), 2, 0, 0, [3, 6, 4], v2)
+    expected = torch.stack([x[b:e].float().t() @ dy[b:e].float() for b, e in groups])
+    torch.testing.assert_close(dw.cpu().float(), expected, **tol)
+
+
+def test_grouped_matmul_bad_arguments_fail_naming_them(ext):
+    # Both phases run in the custom handler on the stream: the failure is
+    # the stream's, seen at the next sync, and the stream stays usable.
+    x, w = torch.randn(4, 3).npu(), torch.randn(2, 3, 5).npu()
+    for args, message in [((1, 0, 0), "groupType must be -1, 0 or 2"), ((0, 0, 9), "actType must be"),
+                          ((0, 3, 0), "groupListType must be 0")]:
+        ext.gmm_by_name([x], [w], [], torch.tensor([2, 4]).npu(), *args, [4, 5], False)
+        with pytest.raises(RuntimeError, match=message):
+            torch.npu.synchronize()
+    ext.gmm_by_name([x], [w], [], torch.tensor([2, 7]).npu(), 0, 0, 0, [4, 5], False)  # past x's 4 rows
+    with pytest.raises(RuntimeError, match="cumulative ends within 4"):
+        torch.npu.synchronize()
+    y, = ext.gmm_by_name([x], [w], [], torch.tensor([2, 4]).npu(), 0, 0, 0, [4, 5], False)
+    torch.testing.assert_close(y.cpu(), torch.cat([x.cpu()[:2] @ w.cpu()[0], x.cpu()[2:] @ w.cpu()[1]]))
+
+
+@pytest.mark.parametrize("api", ["aclnnGroupedMatmulV5", "aclnnRmsNorm", "aclnnAbs"])
 def test_cann_operators_vnpu_does_not_implement_fail_at_the_call_saying_so(ext, api):
     # found by dlsym (so op-plugin's and MindSpeed's lookups do not stop at "not in libopapi.so")
     status, message = ext.unimplemented_status(api)

@@ -277,6 +277,34 @@ at::Tensor atb_linear(const at::Tensor& x, const at::Tensor& w, const std::optio
 
 }  // namespace
 
+aclTensorList* describe_list(const std::vector<at::Tensor>& tensors) {
+  std::vector<aclTensor*> described;
+  for (const at::Tensor& t : tensors) described.push_back(describe(t));
+  return aclCreateTensorList(described.data(), described.size());
+}
+
+// Grouped matmul (MindSpeed's npu_gmm): V4 with the group list as a tensor,
+// V2 with it as an int array; splitItem 3 (one output).
+std::vector<at::Tensor> gmm_by_name(const std::vector<at::Tensor>& x, const std::vector<at::Tensor>& weight,
+                                    const std::vector<at::Tensor>& bias, const at::Tensor& group_list,
+                                    int64_t group_type, int64_t group_list_type, int64_t act_type,
+                                    const std::vector<int64_t>& out_shape, bool v2) {
+  at::Tensor out = at::empty(out_shape, x[0].options());
+  aclTensorList* empty = nullptr;
+  if (v2) {
+    at::Tensor ends = group_list.cpu().to(at::kLong).contiguous();
+    aclIntArray* list = aclCreateIntArray(ends.data_ptr<int64_t>(), ends.numel());
+    run_by_name("aclnnGroupedMatmulV2", describe_list(x), describe_list(weight), describe_list(bias), empty, empty,
+                empty, empty, static_cast<const aclIntArray*>(list), int64_t{3}, group_type,
+                describe_list({out}));
+  } else {
+    run_by_name("aclnnGroupedMatmulV4", describe_list(x), describe_list(weight), describe_list(bias), empty, empty,
+                empty, empty, empty, describe(group_list), empty, empty, empty, int64_t{3}, group_type,
+                group_list_type, act_type, describe_list({out}), empty, empty);
+  }
+  return {out};
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("add_by_name", &add_by_name);
   m.def("rope_by_name", &rope_by_name);
@@ -293,4 +321,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("matmul_linked", &matmul_linked);
   m.def("add_status", &add_status);
   m.def("add_repeated", &add_repeated);
+  m.def("gmm_by_name", &gmm_by_name);
 }
