@@ -14,8 +14,10 @@ from torch_npu.op_plugin import boxes, dense, tensor_ops  # noqa: F401
 from torch_npu.op_plugin import float_status, multi_head_attention, nms, quant, rnn, rotated_boxes  # noqa: F401
 from torch_npu.op_plugin import bert_attention, dynamic_quant, kv_cache, sampling, scatter  # noqa: F401
 from torch_npu.op_plugin import infer_attention, infer_ops, moe_routing, mx_quant  # noqa: F401
+from torch_npu.op_plugin import activation_quant, fusion_attention_v3, infer_cache, moe_permute, norm_quant  # noqa: F401
 from torch_npu.op_plugin.atb import _atb_ops  # noqa: F401
-from torch_npu.op_plugin._library import EXPORTED
+from torch_npu.op_plugin._library import EXPORTED, EXPORTED_ATB
+from torch_npu.op_plugin._out_list import with_out_list
 
 
 def npu_grouped_matmul(x, weight, *, bias=None, group_list=None, split_item=0, group_type=None, group_list_type=0,
@@ -53,7 +55,8 @@ def npu_bert_apply_adam(lr: Union[float, int], beta1: Union[float, int], beta2: 
 
 def exports():
     """{name: callable} of every fused op torch_npu re-exports."""
-    names = {name: getattr(torch.ops.npu, name) for name in EXPORTED}
+    names = {name: with_out_list(getattr(torch.ops.npu, name)) for name in EXPORTED}
+    names.update((name, with_out_list(getattr(torch.ops.atb, name))) for name in EXPORTED_ATB)
     names["npu_grouped_matmul"] = npu_grouped_matmul
     names["npu_apply_adam_w"] = npu_apply_adam_w
     names["npu_bert_apply_adam"] = npu_bert_apply_adam

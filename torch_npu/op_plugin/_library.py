@@ -18,9 +18,14 @@ from torch_npu import _C
 # torch.ops.npu is created by the C++ adaptor (npu_format_cast); add to it.
 _LIB = torch.library.Library("npu", "FRAGMENT")
 
+# NNAL's ATB operators live in torch.ops.atb (op-plugin's atb_ops.yaml).
+_ATB_LIB = torch.library.Library("atb", "DEF")
+
 # Every operator (overload packet) defined here, in definition order: torch_npu
 # re-exports them; torch.ops.npu.<packet> picks the overload from the arguments.
 EXPORTED = []
+# The same for torch.ops.atb: torch_npu re-exports these too (torch_npu._npu_paged_attention).
+EXPORTED_ATB = []
 
 
 def define(schema, fn, *, export=True):
@@ -32,6 +37,18 @@ def define(schema, fn, *, export=True):
     packet = name.split(".", 1)[0]
     if export and packet not in EXPORTED:
         EXPORTED.append(packet)
+    return fn
+
+
+def define_atb(schema, fn, *, export=True):
+    """Defines ``atb::<schema>`` with ``fn`` as its implementation on every device."""
+    name = schema.split("(", 1)[0]
+    _ATB_LIB.define(schema)
+    _ATB_LIB.impl(name, fn, "CompositeImplicitAutograd")
+    _C._note_op_route("atb::" + name, "python_composite")
+    packet = name.split(".", 1)[0]
+    if export and packet not in EXPORTED_ATB:
+        EXPORTED_ATB.append(packet)
     return fn
 
 
