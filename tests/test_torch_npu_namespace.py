@@ -131,14 +131,23 @@ def test_rebuild_functions_not_supported(name):
         fn(*args)
 
 
-# --- atb: the names exist (as with real torch_npu without NNAL), each call says why it fails -------
+# --- atb: real torch_npu's torch_npu.atb names are the torch.ops.atb operators -------
 
 @pytest.mark.parametrize("name", torch_npu.atb.__all__)
-def test_atb_operators_refuse_by_name(name):
+def test_atb_names_are_the_atb_operators(name):
     fn = getattr(torch_npu.atb, name)
     assert fn.__name__ == name
-    with pytest.raises(RuntimeError, match=rf"torch_npu.atb.{name} is not supported on vNPU"):
-        fn(torch.ones(1, device="npu"))
+    assert getattr(fn, "_packet", fn) is getattr(torch.ops.atb, name)
+
+
+def test_atb_fused_add_topk_div_runs_from_the_atb_namespace():
+    x = torch.randn(4, 8)
+    bias = torch.zeros(8)
+    kwargs = dict(activation_type="activation_sigmoid", group_num=2, group_topk=1, n=2, k=2, is_norm=True, scale=1.0)
+    on_npu = torch_npu.atb.npu_fused_add_topk_div(x.npu(), bias.npu(), **kwargs)
+    on_cpu = torch_npu.atb.npu_fused_add_topk_div(x, bias, **kwargs)
+    for a, b in zip(on_npu, on_cpu):
+        torch.testing.assert_close(a.cpu(), b)
 
 
 def test_import_leaves_the_heavy_subsystems_unimported():
