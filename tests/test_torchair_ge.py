@@ -89,3 +89,21 @@ def test_the_v1_paths_name_the_same_api():
     from torchair.ge_concrete_graph.ge_graph import get_default_ge_graph
     with pytest.raises(RuntimeError, match="not supported on vNPU"):
         get_default_ge_graph()
+
+
+def test_declare_supported_records_the_cases_of_a_registered_converter():
+    from torchair.ge_concrete_graph.fx2ge_converter import declare_supported, register_fx_node_ge_converter
+    from torch_npu.dynamo.torchair._ge_converters import declared_supported_converters
+    cases = ["Support(F32(2, 2))", "Support(F16(8))"]  # what torchair.testing.Support(...) would describe
+
+    @declare_supported(cases)
+    @register_fx_node_ge_converter(torch.ops.aten.sinc.default)
+    def convert_sinc(x, meta_outputs=None):
+        return x
+
+    assert convert_sinc.supported_cases == cases
+    assert declared_supported_converters()[torch.ops.aten.sinc.default] is convert_sinc
+    with pytest.raises(AssertionError, match="must decorate a converter registered"):
+        declare_supported(cases)(lambda x: x)
+    with pytest.raises(TypeError, match="expects a list of supported cases"):
+        declare_supported("case")

@@ -23,6 +23,36 @@ def register_fx_node_ge_converter(aten_op):
     return register
 
 
+_declared_supported = {}
+
+
+def declare_supported(supported_cases):
+    """Records the input cases (torchair's ``Support(...)`` descriptions) a GE
+    converter declares it handles, as torchair's converter tests read them;
+    applied above ``register_fx_node_ge_converter``. vNPU runs no converter, so
+    the cases are kept for inspection only."""
+    if not isinstance(supported_cases, (list, tuple)):
+        raise TypeError(f"declare_supported expects a list of supported cases, but got "
+                        f"{type(supported_cases).__name__}")
+
+    def add_cases(converter):
+        operators = [op for op, registered in _converters.items() if registered is converter]
+        if not operators:
+            raise AssertionError("declare_supported must decorate a converter registered with "
+                                 "register_fx_node_ge_converter (put it above that decorator)")
+        converter.supported_cases = list(supported_cases)
+        for op in operators:
+            _declared_supported[op] = converter
+        return converter
+
+    return add_cases
+
+
+def declared_supported_converters():
+    """{operator: converter} of the converters that declared their supported cases (vNPU only)."""
+    return dict(_declared_supported)
+
+
 def registered_ge_converters():
     """{operator: converter} of every registered GE converter (vNPU only)."""
     return dict(_converters)
