@@ -15,8 +15,9 @@ torch_npu returns (its backward operator takes the same intermediates).
 Gradients come from autograd through these ATen operators.
 
 dropout_mask: vNPU's masks are element-wise keep flags (uint8, 1 = kept,
-shape (B, N, T, S)), not the Ascend kernel's packed bit masks (which only
-_npu_dropout makes, and vNPU has no _npu_dropout). A given mask is used as
+shape (B, N, T, S)), not the packed bit masks _npu_dropout /
+npu_dropout_gen_mask make (op_plugin/backward.py); a packed mask is refused
+by its size. A given mask is used as
 it is (bool or uint8, B * N * T * S elements); without one a new one is
 drawn from torch's generator when dropout_prob > 0, and all ones otherwise.
 """
