@@ -15,7 +15,7 @@ from torch_npu.op_plugin import float_status, multi_head_attention, nms, quant, 
 from torch_npu.op_plugin import bert_attention, dynamic_quant, kv_cache, sampling, scatter  # noqa: F401
 from torch_npu.op_plugin import infer_attention, infer_ops, moe_routing, mx_quant  # noqa: F401
 from torch_npu.op_plugin import activation_quant, fusion_attention_v3, infer_cache, moe_permute, norm_quant  # noqa: F401
-from torch_npu.op_plugin import backward, quant_matmul, sparse_attention  # noqa: F401
+from torch_npu.op_plugin import backward, mc2, quant_matmul, sparse_attention  # noqa: F401
 from torch_npu.op_plugin.atb import _atb_ops  # noqa: F401
 from torch_npu.op_plugin._library import EXPORTED, EXPORTED_ATB
 from torch_npu.op_plugin._out_list import with_out_list
