@@ -931,6 +931,33 @@ def _gmm_quant(x, weights, sizes, scale, out_dtype):
     return (y * scale).to(out_dtype)
 
 
+def _quant_gmm_setup(fn, a):
+    """The argument checks and derived values the two quantised gmm / all-to-allv
+    ops share; ``a`` is the op's arguments by name. Returns (out_dtype, experts
+    per rank, send counts, receive counts, the per-tensor scale, the shared
+    expert's closure or None, the process group)."""
+    gmm_x, gmm_weight = a["gmm_x"], a["gmm_weight"]
+    out_dtype = _quant_gmm_args(
+        fn, gmm_x, gmm_weight, a["gmm_y_dtype"],
+        {k: a[k] for k in ("gmm_x_quant_mode", "gmm_weight_quant_mode", "mm_x_quant_mode", "mm_weight_quant_mode")},
+        a["group_size"],
+        {k: a[k] for k in ("gmm_x_dtype", "gmm_weight_dtype", "gmm_x_scale_dtype", "gmm_weight_scale_dtype",
+                           "mm_x_dtype", "mm_weight_dtype", "mm_x_scale_dtype", "mm_weight_scale_dtype")})
+    e, send, recv = _ep_counts(fn, gmm_weight, a["ep_world_size"], a["send_counts"], a["recv_counts"],
+                               a["send_counts_tensor"], a["recv_counts_tensor"])
+    scale = _pertensor(fn, "gmm_x_scale", a["gmm_x_scale"]) * _pertensor(fn, "gmm_weight_scale", a["gmm_weight_scale"])
+    check(sum(send) == gmm_x.shape[0], f"{fn}: send_counts add up to {sum(send)}, but gmm_x has "
+          f"{gmm_x.shape[0]} rows.")
+    check(gmm_weight.shape[1] == gmm_x.shape[1], f"{fn}: gmm_x has {gmm_x.shape[1]} columns but gmm_weight's "
+          f"experts are {list(gmm_weight.shape[1:])}.")
+    shared = _quant_shared(fn, a["mm_x"], a["mm_weight"], a["mm_x_scale"], a["mm_weight_scale"], a["mm_y_dtype"])
+    _check_comm_mode(fn, a["comm_mode"])
+    pg = _group(fn, "hcom", a["hcom"])
+    _check_world(fn, pg, "ep_world_size", a["ep_world_size"])
+    _check_device(fn, pg, "hcom", gmm_x)
+    return out_dtype, e, send, recv, scale, shared, pg
+
+
 def npu_alltoallv_quant_gmm(gmm_x, gmm_weight, gmm_x_scale, gmm_weight_scale, hcom, ep_world_size, send_counts,
                             recv_counts, gmm_y_dtype, *, send_counts_tensor=None, recv_counts_tensor=None, mm_x=None,
                             mm_weight=None, mm_x_scale=None, mm_weight_scale=None, gmm_x_quant_mode=None,
@@ -942,25 +969,7 @@ def npu_alltoallv_quant_gmm(gmm_x, gmm_weight, gmm_x_scale, gmm_weight_scale, hc
     """Per-tensor quantised npu_alltoallv_gmm: gmm_y = gmm_x_scale * gmm_weight_scale *
     (permute_out @ gmm_weight[j]) in gmm_y_dtype; mm_y likewise with the mm_* scales."""
     fn = "npu_alltoallv_quant_gmm"
-    out_dtype = _quant_gmm_args(
-        fn, gmm_x, gmm_weight, gmm_y_dtype,
-        dict(gmm_x_quant_mode=gmm_x_quant_mode, gmm_weight_quant_mode=gmm_weight_quant_mode,
-             mm_x_quant_mode=mm_x_quant_mode, mm_weight_quant_mode=mm_weight_quant_mode), group_size,
-        dict(gmm_x_dtype=gmm_x_dtype, gmm_weight_dtype=gmm_weight_dtype, gmm_x_scale_dtype=gmm_x_scale_dtype,
-             gmm_weight_scale_dtype=gmm_weight_scale_dtype, mm_x_dtype=mm_x_dtype, mm_weight_dtype=mm_weight_dtype,
-             mm_x_scale_dtype=mm_x_scale_dtype, mm_weight_scale_dtype=mm_weight_scale_dtype))
-    e, send, recv = _ep_counts(fn, gmm_weight, ep_world_size, send_counts, recv_counts, send_counts_tensor,
-                               recv_counts_tensor)
-    scale = _pertensor(fn, "gmm_x_scale", gmm_x_scale) * _pertensor(fn, "gmm_weight_scale", gmm_weight_scale)
-    check(sum(send) == gmm_x.shape[0], f"{fn}: send_counts add up to {sum(send)}, but gmm_x has "
-          f"{gmm_x.shape[0]} rows.")
-    check(gmm_weight.shape[1] == gmm_x.shape[1], f"{fn}: gmm_x has {gmm_x.shape[1]} columns but gmm_weight's "
-          f"experts are {list(gmm_weight.shape[1:])}.")
-    shared = _quant_shared(fn, mm_x, mm_weight, mm_x_scale, mm_weight_scale, mm_y_dtype)
-    _check_comm_mode(fn, comm_mode)
-    pg = _group(fn, "hcom", hcom)
-    _check_world(fn, pg, "ep_world_size", ep_world_size)
-    _check_device(fn, pg, "hcom", gmm_x)
+    out_dtype, e, send, recv, scale, shared, pg = _quant_gmm_setup(fn, locals())
     with torch.no_grad():
         in_splits = [sum(send[r * e:(r + 1) * e]) for r in range(ep_world_size)]
         out_splits = [sum(recv[r * e:(r + 1) * e]) for r in range(ep_world_size)]
@@ -985,25 +994,7 @@ def npu_quant_gmm_alltoallv(gmm_x, gmm_weight, gmm_x_scale, gmm_weight_scale, hc
     if comm_quant_scale is not None or comm_quant_mode not in (None, 0) or comm_quant_dtype is not None:
         _unsupported(fn, "low-bit communication (comm_quant_scale / comm_quant_mode / comm_quant_dtype)",
                      "the rows travel in gmm_y_dtype")
-    out_dtype = _quant_gmm_args(
-        fn, gmm_x, gmm_weight, gmm_y_dtype,
-        dict(gmm_x_quant_mode=gmm_x_quant_mode, gmm_weight_quant_mode=gmm_weight_quant_mode,
-             mm_x_quant_mode=mm_x_quant_mode, mm_weight_quant_mode=mm_weight_quant_mode), group_size,
-        dict(gmm_x_dtype=gmm_x_dtype, gmm_weight_dtype=gmm_weight_dtype, gmm_x_scale_dtype=gmm_x_scale_dtype,
-             gmm_weight_scale_dtype=gmm_weight_scale_dtype, mm_x_dtype=mm_x_dtype, mm_weight_dtype=mm_weight_dtype,
-             mm_x_scale_dtype=mm_x_scale_dtype, mm_weight_scale_dtype=mm_weight_scale_dtype))
-    e, send, recv = _ep_counts(fn, gmm_weight, ep_world_size, send_counts, recv_counts, send_counts_tensor,
-                               recv_counts_tensor)
-    scale = _pertensor(fn, "gmm_x_scale", gmm_x_scale) * _pertensor(fn, "gmm_weight_scale", gmm_weight_scale)
-    check(sum(send) == gmm_x.shape[0], f"{fn}: send_counts add up to {sum(send)}, but gmm_x has "
-          f"{gmm_x.shape[0]} rows.")
-    check(gmm_weight.shape[1] == gmm_x.shape[1], f"{fn}: gmm_x has {gmm_x.shape[1]} columns but gmm_weight's "
-          f"experts are {list(gmm_weight.shape[1:])}.")
-    shared = _quant_shared(fn, mm_x, mm_weight, mm_x_scale, mm_weight_scale, mm_y_dtype)
-    _check_comm_mode(fn, comm_mode)
-    pg = _group(fn, "hcom", hcom)
-    _check_world(fn, pg, "ep_world_size", ep_world_size)
-    _check_device(fn, pg, "hcom", gmm_x)
+    out_dtype, e, send, recv, scale, shared, pg = _quant_gmm_setup(fn, locals())
     with torch.no_grad():
         sizes = [sum(send[r * e + j] for r in range(ep_world_size)) for j in range(e)]
         gmm_y = _gmm_quant(gmm_x, _expert_weights(gmm_weight, False), sizes, scale, out_dtype)
