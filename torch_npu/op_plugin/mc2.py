@@ -820,6 +820,31 @@ def _gmm_float(x, weights, sizes):
     return torch.ops.npu.npu_grouped_matmul([x], weights, group_list=group_list, group_list_type=1, split_item=3)[0]
 
 
+def _float_gmm_setup(fn, a):
+    """The argument checks and derived values npu_alltoallv_gmm and
+    npu_gmm_alltoallv share; ``a`` is the op's arguments by name. Returns
+    (experts per rank, send counts, receive counts, the expert weights, the
+    shared expert's weight or None, the process group)."""
+    gmm_x, gmm_weight, ep_world_size = a["gmm_x"], a["gmm_weight"], a["ep_world_size"]
+    _check_2d(fn, "gmm_x", gmm_x)
+    e, send, recv = _ep_counts(fn, gmm_weight, ep_world_size, a["send_counts"], a["recv_counts"],
+                               a["send_counts_tensor"], a["recv_counts_tensor"])
+    check(gmm_x.dtype in _FLOATS and gmm_weight.dtype == gmm_x.dtype,
+          f"{fn}: gmm_x and gmm_weight should be float16 / bfloat16 of the same dtype, but got {gmm_x.dtype} and "
+          f"{gmm_weight.dtype}.")
+    check(sum(send) == gmm_x.shape[0], f"{fn}: send_counts add up to {sum(send)}, but gmm_x has "
+          f"{gmm_x.shape[0]} rows.")
+    weights = _expert_weights(gmm_weight, a["trans_gmm_weight"])
+    check(weights[0].shape[0] == gmm_x.shape[1], f"{fn}: gmm_x has {gmm_x.shape[1]} columns but gmm_weight's "
+          f"experts are {list(weights[0].shape)}{' (transposed)' if a['trans_gmm_weight'] else ''}.")
+    mm_w = _shared_mm(fn, a["mm_x"], a["mm_weight"], a["trans_mm_weight"])
+    _check_comm_mode(fn, a["comm_mode"])
+    pg = _group(fn, "hcom", a["hcom"])
+    _check_world(fn, pg, "ep_world_size", ep_world_size)
+    _check_device(fn, pg, "hcom", gmm_x)
+    return e, send, recv, weights, mm_w, pg
+
+
 def npu_alltoallv_gmm(gmm_x, gmm_weight, hcom, ep_world_size, send_counts, recv_counts, *, send_counts_tensor=None,
                       recv_counts_tensor=None, mm_x=None, mm_weight=None, trans_gmm_weight=False,
                       trans_mm_weight=False, permute_out_flag=False, comm_mode=None):
@@ -828,22 +853,7 @@ def npu_alltoallv_gmm(gmm_x, gmm_weight, hcom, ep_world_size, send_counts, recv_
     reordered expert by expert; gmm_y = npu_grouped_matmul of them with gmm_weight;
     mm_y = mm_x @ mm_weight (the shared expert)."""
     fn = "npu_alltoallv_gmm"
-    _check_2d(fn, "gmm_x", gmm_x)
-    e, send, recv = _ep_counts(fn, gmm_weight, ep_world_size, send_counts, recv_counts, send_counts_tensor,
-                               recv_counts_tensor)
-    check(gmm_x.dtype in _FLOATS and gmm_weight.dtype == gmm_x.dtype,
-          f"{fn}: gmm_x and gmm_weight should be float16 / bfloat16 of the same dtype, but got {gmm_x.dtype} and "
-          f"{gmm_weight.dtype}.")
-    check(sum(send) == gmm_x.shape[0], f"{fn}: send_counts add up to {sum(send)}, but gmm_x has "
-          f"{gmm_x.shape[0]} rows.")
-    weights = _expert_weights(gmm_weight, trans_gmm_weight)
-    check(weights[0].shape[0] == gmm_x.shape[1], f"{fn}: gmm_x has {gmm_x.shape[1]} columns but gmm_weight's "
-          f"experts are {list(weights[0].shape)}{' (transposed)' if trans_gmm_weight else ''}.")
-    mm_w = _shared_mm(fn, mm_x, mm_weight, trans_mm_weight)
-    _check_comm_mode(fn, comm_mode)
-    pg = _group(fn, "hcom", hcom)
-    _check_world(fn, pg, "ep_world_size", ep_world_size)
-    _check_device(fn, pg, "hcom", gmm_x)
+    e, send, recv, weights, mm_w, pg = _float_gmm_setup(fn, locals())
     with torch.no_grad():
         in_splits = [sum(send[r * e:(r + 1) * e]) for r in range(ep_world_size)]
         out_splits = [sum(recv[r * e:(r + 1) * e]) for r in range(ep_world_size)]
@@ -863,22 +873,7 @@ def npu_gmm_alltoallv(gmm_x, gmm_weight, hcom, ep_world_size, send_counts, recv_
     gmm_weight) reordered rank by rank (recv_counts[r*e+j]: rows from expert j of
     rank r); mm_y = mm_x @ mm_weight."""
     fn = "npu_gmm_alltoallv"
-    _check_2d(fn, "gmm_x", gmm_x)
-    e, send, recv = _ep_counts(fn, gmm_weight, ep_world_size, send_counts, recv_counts, send_counts_tensor,
-                               recv_counts_tensor)
-    check(gmm_x.dtype in _FLOATS and gmm_weight.dtype == gmm_x.dtype,
-          f"{fn}: gmm_x and gmm_weight should be float16 / bfloat16 of the same dtype, but got {gmm_x.dtype} and "
-          f"{gmm_weight.dtype}.")
-    check(sum(send) == gmm_x.shape[0], f"{fn}: send_counts add up to {sum(send)}, but gmm_x has "
-          f"{gmm_x.shape[0]} rows.")
-    weights = _expert_weights(gmm_weight, trans_gmm_weight)
-    check(weights[0].shape[0] == gmm_x.shape[1], f"{fn}: gmm_x has {gmm_x.shape[1]} columns but gmm_weight's "
-          f"experts are {list(weights[0].shape)}{' (transposed)' if trans_gmm_weight else ''}.")
-    mm_w = _shared_mm(fn, mm_x, mm_weight, trans_mm_weight)
-    _check_comm_mode(fn, comm_mode)
-    pg = _group(fn, "hcom", hcom)
-    _check_world(fn, pg, "ep_world_size", ep_world_size)
-    _check_device(fn, pg, "hcom", gmm_x)
+    e, send, recv, weights, mm_w, pg = _float_gmm_setup(fn, locals())
     with torch.no_grad():
         sizes = [sum(send[r * e + j] for r in range(ep_world_size)) for j in range(e)]
         gmm_y = _gmm_float(gmm_x, weights, sizes)
