@@ -41,9 +41,6 @@ MISSING = {
         "customises how an operator is captured into and updated in an NPU graph's task groups; vNPU's NPUGraph "
         "replays recorded kernels and has no task groups (graph_task_update_* raise), so nothing would call it",
     ("torch.npu", "register_npu_graph_handler"): "registers NpuGraphOpHandler subclasses (see there)",
-    ("torch_npu", "HiFloat8Tensor"):
-        "a tensor subclass storing Ascend's hifloat8 format (which torch has no dtype for) with its own encoding "
-        "and operators: a feature of its own, not yet in vNPU",
 }
 
 # Parameters vNPU adds after real torch_npu's, and why. Each must have a default.

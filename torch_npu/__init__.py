@@ -95,6 +95,8 @@ if _os.environ.get("TORCH_NPU_SANITIZER", "0") not in ("", "0"):  # stream race 
 
     _npu_sanitizer.enable_npu_sanitizer()
 
+from torch_npu.utils.hif8_tensor import HiFloat8Tensor  # noqa: E402
+
 __all__ = ["npu", "get_soc_version", "npu_format_cast", "npu_format_cast_", "get_npu_format", "erase_stream",
-           "matmul_checksum", *_fused_ops]
+           "matmul_checksum", "HiFloat8Tensor", *_fused_ops]
 

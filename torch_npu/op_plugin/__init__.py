@@ -14,8 +14,8 @@ from torch_npu.op_plugin import boxes, dense, tensor_ops  # noqa: F401
 from torch_npu.op_plugin import float_status, multi_head_attention, nms, quant, rnn, rotated_boxes  # noqa: F401
 from torch_npu.op_plugin import bert_attention, dynamic_quant, kv_cache, sampling, scatter  # noqa: F401
 from torch_npu.op_plugin import infer_attention, infer_ops, moe_routing, mx_quant  # noqa: F401
-from torch_npu.op_plugin import activation_quant, fusion_attention_v3, infer_cache, moe_permute, norm_quant  # noqa: F401
-from torch_npu.op_plugin import backward, mc2, quant_matmul, sparse_attention  # noqa: F401
+from torch_npu.op_plugin import activation_quant, backward, fusion_attention_v3, infer_cache, mc2  # noqa: F401
+from torch_npu.op_plugin import hans, moe_permute, norm_quant, quant_matmul, sparse_attention  # noqa: F401
 from torch_npu.op_plugin.atb import _atb_ops  # noqa: F401
 from torch_npu.op_plugin._library import EXPORTED, EXPORTED_ATB
 from torch_npu.op_plugin._out_list import with_out_list
@@ -61,4 +61,6 @@ def exports():
     names["npu_grouped_matmul"] = npu_grouped_matmul
     names["npu_apply_adam_w"] = npu_apply_adam_w
     names["npu_bert_apply_adam"] = npu_bert_apply_adam
+    names["npu_hans_encode"] = hans.npu_hans_encode
+    names["npu_hans_decode"] = hans.npu_hans_decode
     return names

@@ -53,12 +53,12 @@ Emulation choices:
 """
 
 import collections
-import functools
 import math
 
 import torch
 
 from torch_npu import _dtypes
+from torch_npu._hifloat8 import encode as _hif8_encode
 from torch_npu.op_plugin._library import check, define
 from torch_npu.op_plugin.activation import npu_gelu, npu_swiglu, npu_swiglu_backward
 from torch_npu.op_plugin.dynamic_quant import npu_quantize
@@ -139,57 +139,6 @@ def _pack_int4_in_int8(q):
     low = q[..., 0::2].to(torch.int16) & 0xF
     high = q[..., 1::2].to(torch.int16) & 0xF
     return ((high << 4) | low).to(torch.uint8).view(torch.int8)
-
-
-# ------------------------------------------------------------------ HiFloat8
-
-
-def _hif8_magnitude(code):
-    """Value of a non-negative HiFloat8 code 0x01..0x7f (not 0x6f, +inf)."""
-    if code & 0x60 == 0x60:
-        exp_bits, man_bits = 4, 1
-    elif code & 0x60 == 0x40:
-        exp_bits, man_bits = 3, 2
-    elif code & 0x60 == 0x20:
-        exp_bits, man_bits = 2, 3
-    elif code & 0x10:
-        exp_bits, man_bits = 1, 3
-    elif code & 0x08:
-        exp_bits, man_bits = 0, 3
-    else:  # dot 0000: denormal 2^(m - 23)
-        return 2.0 ** ((code & 7) - 23)
-    mantissa = code & ((1 << man_bits) - 1)
-    exponent = 0
-    if exp_bits:
-        field = (code >> man_bits) & ((1 << exp_bits) - 1)
-        magnitude = (1 << (exp_bits - 1)) | (field & ((1 << (exp_bits - 1)) - 1))
-        exponent = -magnitude if field >> (exp_bits - 1) else magnitude
-    return (1.0 + mantissa / (1 << man_bits)) * 2.0 ** exponent
-
-
-@functools.lru_cache(maxsize=None)
-def _hif8_grid():
-    """(values, codes): the non-negative finite HiFloat8 values ascending (0 first) and their codes."""
-    pairs = sorted([(0.0, 0)] + [(_hif8_magnitude(c), c) for c in range(1, 0x80) if c != 0x6F])
-    return tuple(v for v, _ in pairs), tuple(c for _, c in pairs)
-
-
-def _hif8_encode(v):
-    """float32 tensor -> HiFloat8 bytes (uint8): nearest value, ties away from zero, finite values saturated."""
-    values, codes = _hif8_grid()
-    grid = torch.tensor(values, dtype=torch.float64, device=v.device)
-    code_of = torch.tensor(codes, dtype=torch.int64, device=v.device)
-    last = len(values) - 1
-    a = torch.nan_to_num(v.double().abs(), nan=0.0, posinf=values[-1]).clamp(max=values[-1])
-    lo = (torch.searchsorted(grid, a.contiguous(), right=True) - 1).clamp(0, last)
-    hi = (lo + 1).clamp(max=last)
-    up = (a >= (grid[lo] + grid[hi]) / 2) & (lo < last)
-    code = code_of[lo + up.to(torch.int64)]
-    sign = torch.signbit(v) & (code != 0)
-    code = torch.where(torch.isinf(v), torch.full_like(code, 0x6F), code)
-    code = code | torch.where(sign, 0x80, 0)
-    code = torch.where(torch.isnan(v), torch.full_like(code, 0x80), code)
-    return code.to(torch.uint8)
 
 
 # ------------------------------------------------------------------ shared pieces
