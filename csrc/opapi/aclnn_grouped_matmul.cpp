@@ -180,6 +180,22 @@ struct GroupedMatmul {
   }
 };
 
+// The operator's float arguments, read and checked (both versions).
+GroupedMatmul grouped_matmul(const aclTensorList* x, const aclTensorList* weight, const aclTensorList* bias,
+                             const char* out_name, const aclTensorList* out, int64_t split_item, int64_t group_type,
+                             int64_t act_type) {
+  GroupedMatmul op;
+  op.x = list_views("x", x);
+  op.weight = list_views("weight", weight);
+  op.bias = bias_vectors(list_views("biasOptional", bias));
+  op.out = list_views(out_name, out);
+  op.split_item = split_item;
+  op.group_type = group_type;
+  op.act_type = act_type;
+  op.check();
+  return op;
+}
+
 std::vector<int64_t> cumulative(std::vector<int64_t> values, int64_t list_type) {
   TORCH_CHECK(list_type == 0 || list_type == 1, "groupListType must be 0 (cumulative ends) or 1 (group sizes), but "
               "got ", list_type, ".");
@@ -211,14 +227,7 @@ aclnnStatus aclnnGroupedMatmulV2GetWorkspaceSize(
     check_absent("offsetOptional", offsetOptional);
     check_absent("antiquantScaleOptional", antiquantScaleOptional);
     check_absent("antiquantOffsetOptional", antiquantOffsetOptional);
-    GroupedMatmul op;
-    op.x = list_views("x", x);
-    op.weight = list_views("weight", weight);
-    op.bias = bias_vectors(list_views("biasOptional", biasOptional));
-    op.out = list_views("y", y);
-    op.split_item = splitItem;
-    op.group_type = groupType;
-    op.check();
+    GroupedMatmul op = grouped_matmul(x, weight, biasOptional, "y", y, splitItem, groupType, GMM_ACT_TYPE_NONE);
     std::vector<int64_t> ends = groupListOptional != nullptr ? groupListOptional->values : std::vector<int64_t>{};
     TORCH_CHECK(groupType == kNoSplit || !ends.empty(), "groupListOptional is required with groupType ", groupType,
                 ".");
@@ -252,15 +261,7 @@ aclnnStatus aclnnGroupedMatmulV4GetWorkspaceSize(
     check_absent("activationQuantOffsetOptional", activationQuantOffsetOptional);
     check_absent("activationFeatureOutOptional", activationFeatureOutOptional);
     check_absent("dynQuantScaleOutOptional", dynQuantScaleOutOptional);
-    GroupedMatmul op;
-    op.x = list_views("x", x);
-    op.weight = list_views("weight", weight);
-    op.bias = bias_vectors(list_views("biasOptional", biasOptional));
-    op.out = list_views("out", out);
-    op.split_item = splitItem;
-    op.group_type = groupType;
-    op.act_type = actType;
-    op.check();
+    GroupedMatmul op = grouped_matmul(x, weight, biasOptional, "out", out, splitItem, groupType, actType);
     at::Tensor group_list = optional_host_view("groupListOptional", groupListOptional);
     TORCH_CHECK(groupType == kNoSplit || group_list.defined(), "groupListOptional is required with groupType ",
                 groupType, ".");
