@@ -1,0 +1,46 @@
+"""torch_npu.distributed.run: torchrun for npu jobs.
+
+``parse_args`` is torchrun's parser plus real torch_npu's
+``--enable_tiered_parallel_tcpstore`` (env PET_ENABLE_TIERED_PARALLEL_TCPSTORE,
+default "false"). ``python -m torch_npu.distributed.run ...`` launches like
+torchrun, with the "parallel" rendezvous (torch_npu.distributed.rendezvous;
+``--standalone`` still selects torch's c10d one).
+"""
+
+import os
+
+from torch.distributed import run as _torch_run
+from torch.distributed.argparse_util import env
+from torch.distributed.elastic.multiprocessing.errors import record
+
+import torch_npu  # noqa: F401  (npu device and hccl backend in the agent too)
+from torch_npu.distributed import rendezvous as _rendezvous
+
+__all__ = ["parse_args"]
+
+
+def parse_args(args):
+    parser = _torch_run.get_args_parser()
+    parser.add_argument(
+        "--enable_tiered_parallel_tcpstore", "--enable-tiered-parallel-tcpstore",
+        action=env, type=str, default="false",
+        help="Tiered parallel TCPStore (a per-node proxy between workers and the store server). Accepted on "
+             "vNPU, where the store is torch's TCPStore without a proxy tier.")
+    return parser.parse_args(args)
+
+
+@record
+def _main(args=None):
+    args = parse_args(args)
+    _rendezvous._rendezvous_init()
+    args.rdzv_backend = "parallel"
+    if not args.rdzv_endpoint:
+        args.rdzv_endpoint = f"{args.master_addr}:{args.master_port}"
+    conf = f"rank={args.node_rank}"
+    args.rdzv_conf = f"{args.rdzv_conf},{conf}" if args.rdzv_conf else conf
+    os.environ.setdefault("ENABLE_TIERED_PARALLEL_TCPSTORE", str(args.enable_tiered_parallel_tcpstore))
+    _torch_run.run(args)
+
+
+if __name__ == "__main__":
+    _main()
