@@ -463,6 +463,12 @@ def test_legacy_tensor_types():
     assert torch.npu.HalfTensor(2).dtype == torch.float16
     assert torch.npu.BFloat16Tensor(2).dtype == torch.bfloat16
     assert torch.npu.LongTensor([1]).dtype == torch.int64
+    # size= as torch's legacy constructors take it (Megatron's tests: torch.cuda.LongTensor(size=(b, s)))
+    sized = torch.npu.LongTensor(size=(2, 3))
+    assert sized.shape == (2, 3) and sized.dtype == torch.int64 and sized.device.type == "npu"
+    assert torch.LongTensor(size=(2, 3)).shape == sized.shape
+    with pytest.raises(TypeError, match="either positionally or as size="):
+        torch.npu.LongTensor(2, size=(2, 3))
 
 
 # --- serialization -------------------------------------------------------------

@@ -21,10 +21,14 @@ class _LegacyTensorMeta(type):
 
 
 def _make(name, dtype):
-    def __new__(cls, *args, device=None):
+    def __new__(cls, *args, size=None, device=None):
         target = torch.device("npu") if device is None else torch.device(device)
         if target.type != "npu":
             raise RuntimeError(f"torch.npu.{name}: expected an npu device, got {target}")
+        if size is not None:  # torch.LongTensor(size=(2, 3)), as torch's legacy constructors take it
+            if args:
+                raise TypeError(f"torch.npu.{name}() takes sizes either positionally or as size=, not both")
+            return torch.empty(tuple(size), dtype=dtype, device=target)
         if len(args) == 1 and not isinstance(args[0], int):
             data = args[0]
             if isinstance(data, torch.Tensor):
