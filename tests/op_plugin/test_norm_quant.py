@@ -352,6 +352,28 @@ def test_rms_norm_quant(dtype):
     assert torch.equal(y1d, y[0].cpu())
 
 
+@pytest.mark.parametrize("dtype", HALVES)
+def test_rms_norm_quant_hifloat8(dtype):
+    from torch_npu import _hifloat8 as codec
+    x, gamma, beta = rnd(3, 32, seed=1).to(dtype), rnd(1, 32, seed=2).to(dtype), rnd(32, seed=3).to(dtype)
+    scale, offset = torch.tensor([0.02], dtype=dtype), torch.tensor([3], dtype=torch.int8)
+    y = NPU.npu_rms_norm_quant(*on_npu(x, gamma, beta, scale, offset), 1e-6, dst_dtype=torch_npu.hifloat8)
+    assert y.dtype == torch.uint8 and y.shape == x.shape
+    assert torch.equal(y.cpu(), NPU.npu_rms_norm_quant(x, gamma, beta, scale, offset, 1e-6,
+                                                        dst_dtype=torch_npu.hifloat8))
+    ref, _ = rms_ref(x, gamma.reshape(-1), 1e-6, beta)
+    want = ref / scale.double() + 3  # the formula before rounding; HiFloat8 rounds it once
+    got = codec.decode(y.cpu()).double()
+    # the kernel works in float32 on a half input: within one HiFloat8 step (3 mantissa bits) of the float64
+    # value, and bit-equal to its encoding nearly everywhere
+    assert ((got - want).abs() <= want.abs() / 8 + 1e-6).all()
+    assert (y.cpu() == codec.encode(want)).float().mean() >= 0.9
+    # saturation at +-32768 (codes 0x6E / 0xEE)
+    big = NPU.npu_rms_norm_quant(x, gamma, beta, torch.tensor([1e-6], dtype=dtype), offset,
+                                 dst_dtype=torch_npu.hifloat8)
+    assert set(codec.decode(big[(ref.abs() > 0.1)]).abs().tolist()) == {32768.0}
+
+
 @pytest.mark.parametrize("div_mode", [True, False])
 def test_rms_norm_quant_v2(div_mode):
     x, gamma = rnd(2, 3, 16, seed=1).to(torch.float16), rnd(16, seed=2).to(torch.float16)
@@ -547,7 +569,10 @@ def test_bad_inputs():
         (lambda: NPU.npu_add_rms_norm_quant(x, x[:1], g, s, None), "same shape"),
         (lambda: NPU.npu_add_rms_norm_quant(x, x, g[:16], s, None), "gamma of shape"),
         (lambda: NPU.npu_add_rms_norm_quant(x, x, g, s[:4], None), "scales1 of shape"),
-        (lambda: NPU.npu_add_rms_norm_quant(x, x, g, s, None, dst_type=torch_npu.hifloat8), "not supported on vNPU"),
+        (lambda: NPU.npu_add_rms_norm_quant(x, x, g, s, None, dst_type=torch_npu.hifloat8),
+         "hifloat8 is not supported on vNPU: op-plugin documents hifloat8 output for npu_rms_norm_quant only"),
+        (lambda: NPU.npu_rms_norm_quant_v2(x, g, s[:1], dst_dtype=torch_npu.hifloat8),
+         "hifloat8 is not supported on vNPU"),
         (lambda: NPU.npu_add_rms_norm_quant(x, x, g, s, None, dst_type=torch.int32), "dst_type"),
         (lambda: NPU.npu_add_rms_norm_quant(x, x, g, s, None, zero_points2=s), "zero_points2 needs scales2"),
         (lambda: NPU.npu_add_rms_norm_dynamic_quant(x, x, g, output_mask=[False, False]), "at least one"),

@@ -10,6 +10,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import torch_npu
+from torch_npu import _hifloat8 as hif8_codec
 
 from op_plugin.inputs import gen, rnd
 
@@ -162,10 +163,13 @@ def test_add_quant_matmul_errors():
     s1, s2 = scale_bytes(m, 1, 2, seed=3), scale_bytes(1, n, 2, seed=4)
     y = torch.zeros(m, n)
     e8 = dict(x1_scale_dtype=torch_npu.float8_e8m0fnu, x2_scale_dtype=torch_npu.float8_e8m0fnu)
-    with pytest.raises(RuntimeError, match="hifloat8.*not supported on vNPU"):
+    with pytest.raises(RuntimeError, match="x1_scale should be a float32 tensor of shape \\[1\\]"):
         torch_npu.npu_add_quant_matmul(y, x1.view(torch.uint8), x2.view(torch.uint8), torch.ones(1),
-                                       x1_scale=torch.ones(1), x1_dtype=torch_npu.hifloat8,
+                                       x1_scale=torch.ones(2), x1_dtype=torch_npu.hifloat8,
                                        x2_dtype=torch_npu.hifloat8)
+    with pytest.raises(RuntimeError, match="x1_dtype and x2_dtype both"):
+        torch_npu.npu_add_quant_matmul(y, x1.view(torch.uint8), x2, torch.ones(1), x1_scale=torch.ones(1),
+                                       x1_dtype=torch_npu.hifloat8)
     with pytest.raises(RuntimeError, match="x1_scale should have shape"):
         torch_npu.npu_add_quant_matmul(y, x1, x2, s2, x1_scale=s1[:, :, :1], **e8)
     with pytest.raises(RuntimeError, match="x2_scale_dtype"):
@@ -370,10 +374,13 @@ def test_transpose_quant_batchmatmul_errors():
         torch_npu.npu_transpose_quant_batchmatmul(x1, x2, torch.float16, x1_scale=s1, x2_scale=s2, perm_x1=[0, 1, 2])
     with pytest.raises(RuntimeError, match="dtype should be one of"):
         torch_npu.npu_transpose_quant_batchmatmul(x1, x2, torch.float32, x1_scale=s1, x2_scale=s2)
-    with pytest.raises(RuntimeError, match="hifloat8.*not supported on vNPU"):
+    with pytest.raises(RuntimeError, match="T-C quantisation takes x1_scale None or float32 of shape"):
         torch_npu.npu_transpose_quant_batchmatmul(x1.view(torch.uint8), x2.view(torch.uint8), torch.float16,
                                                   x1_scale=s1, x2_scale=s2, x1_dtype=torch_npu.hifloat8,
                                                   x2_dtype=torch_npu.hifloat8)
+    with pytest.raises(RuntimeError, match="x1_dtype and x2_dtype both"):
+        torch_npu.npu_transpose_quant_batchmatmul(x1.view(torch.uint8), x2, torch.float16, x2_scale=s2,
+                                                  x1_dtype=torch_npu.hifloat8)
     with pytest.raises(RuntimeError, match="batch_split_factor"):
         torch_npu.npu_transpose_quant_batchmatmul(x1, x2, torch.float16, x1_scale=s1, x2_scale=s2,
                                                   batch_split_factor=2)
@@ -537,8 +544,15 @@ def test_grouped_matmul_swiglu_quant_errors():
         torch_npu.npu_grouped_matmul_swiglu_quant_v2(x, [w, w], [ws], xs, gl)
     with pytest.raises(RuntimeError, match="quant_dtype torch.int8"):
         torch_npu.npu_grouped_matmul_swiglu_quant_v2(x, [w], [ws], xs, gl, quant_dtype=torch.float8_e4m3fn)
-    with pytest.raises(RuntimeError, match="hifloat8.*not supported on vNPU"):
+    with pytest.raises(RuntimeError, match="quant_dtype torch.int8, got hifloat8"):
         torch_npu.npu_grouped_matmul_swiglu_quant_v2(x, [w], [ws], xs, gl, quant_dtype=torch_npu.hifloat8)
+    with pytest.raises(RuntimeError, match="hifloat8 is not supported on vNPU: .*per-token quantisation only"):
+        torch_npu.npu_grouped_matmul_swiglu_quant_v2(x.view(torch.uint8), [w.view(torch.uint8)], [ws], xs, gl,
+                                                     dequant_mode=2, quant_mode=2, x_dtype=torch_npu.hifloat8,
+                                                     weight_dtype=torch_npu.hifloat8)
+    with pytest.raises(RuntimeError, match="quant_dtype all torch_npu.hifloat8"):
+        torch_npu.npu_grouped_matmul_swiglu_quant_v2(x.view(torch.uint8), [w.view(torch.uint8)], [ws], xs, gl,
+                                                     x_dtype=torch_npu.hifloat8, weight_dtype=torch_npu.hifloat8)
     with pytest.raises(RuntimeError, match="MX quantisation needs"):
         torch_npu.npu_grouped_matmul_swiglu_quant_v2(x, [w], [ws], xs, gl, dequant_mode=2)
 
@@ -847,13 +861,155 @@ def test_quant_conv2d_errors():
         torch_npu.npu_quant_conv2d(x, wt, scale)
     with pytest.raises(RuntimeError, match="should be torch.float16 when input is int8"):
         torch_npu.npu_quant_conv2d(x, wt, scale, output_dtype=torch.bfloat16)
-    with pytest.raises(RuntimeError, match="hifloat8.*not supported on vNPU"):
-        torch_npu.npu_quant_conv2d(x, wt, scale, output_dtype=torch.float16, input_dtype=torch_npu.hifloat8,
-                                   weight_dtype=torch_npu.hifloat8)
+    with pytest.raises(RuntimeError, match="only support torch_npu.hifloat8"):
+        torch_npu.npu_quant_conv2d(x, wt, scale, output_dtype=torch.float16, input_dtype=torch.float16,
+                                   weight_dtype=torch.float16)
+    with pytest.raises(RuntimeError, match="should be uint8 / int8 bytes"):
+        torch_npu.npu_quant_conv2d(x.half(), wt.half(), scale, output_dtype=torch.float16,
+                                   input_dtype=torch_npu.hifloat8, weight_dtype=torch_npu.hifloat8)
+    with pytest.raises(RuntimeError, match="'round' is for hifloat8 output only"):
+        torch_npu.npu_quant_conv2d(x, wt, scale, output_dtype=torch.float16, round_mode="round")
+    with pytest.raises(RuntimeError, match="needs hifloat8 input"):
+        torch_npu.npu_quant_conv2d(x, wt, scale, output_dtype=torch_npu.hifloat8, round_mode="round")
     with pytest.raises(RuntimeError, match="offset_x should be in"):
         torch_npu.npu_quant_conv2d(x, wt, scale, output_dtype=torch.float16, offset_x=200)
     with pytest.raises(RuntimeError, match="scale should be an int64"):
-        torch_npu.npu_quant_conv2d(x, wt, torch.ones(2), output_dtype=torch.float16)
+        torch_npu.npu_quant_conv2d(x, wt, torch.ones(2, dtype=torch.float16), output_dtype=torch.float16)
+
+
+# ------------------------------------------------------------------ hifloat8 (bytes decoded / encoded by the codec)
+
+HIF8 = torch_npu.hifloat8
+
+
+def hif8(*shape, seed):
+    """Random HiFloat8 codes (uint8) of finite values around +-1."""
+    return hif8_codec.encode(rnd(*shape, seed=seed))
+
+
+def test_add_quant_matmul_hifloat8_tt():
+    m, n, k = 3, 4, 8
+    x1, x2 = hif8(m, k, seed=1), hif8(k, n, seed=2)
+    s1, s2 = torch.tensor([0.5]), torch.tensor([0.375])
+    y = rnd(m, n, seed=3)
+    kw = dict(x1_scale=s1, x1_dtype=HIF8, x2_dtype=HIF8)
+    out = both(torch_npu.npu_add_quant_matmul, y, x1, x2, s2, **kw)
+    a, b = hif8_codec.decode(x1), hif8_codec.decode(x2)
+    expect = torch.empty(m, n)
+    for i in range(m):
+        for j in range(n):
+            acc = sum(float(a[i, t]) * float(b[t, j]) for t in range(k))
+            expect[i, j] = float(y[i, j]) + float(torch.tensor(acc, dtype=torch.float32) * (s1 * s2))
+    assert out.dtype == torch.float32 and torch.allclose(out, expect, rtol=1e-6, atol=1e-6)
+    # int8 bytes, group_sizes [0, 0, 0] and the in-place variant give the same
+    y2 = y.clone()
+    ret = torch_npu.npu_add_quant_matmul_(y2, x1.view(torch.int8), x2, s2, group_sizes=[0, 0, 0], **kw)
+    assert ret is y2 and torch.equal(y2, out)
+
+
+def test_add_quant_gmm_hifloat8_not_supported():
+    y = torch.zeros(2, 2, 3)
+    with pytest.raises(RuntimeError, match="hifloat8 is not supported on vNPU: .*not documented"):
+        torch_npu.npu_add_quant_gmm(y, hif8(2, 8, seed=1), hif8(8, 3, seed=2), torch.ones(1), torch.tensor([4, 8]),
+                                    x1_scale=torch.ones(1), x1_dtype=HIF8, x2_dtype=HIF8)
+    with pytest.raises(RuntimeError, match="T-C quantisation .* is not supported on vNPU"):
+        torch_npu.npu_add_quant_gmm(y, fp8(2, 8, seed=1), fp8(8, 3, seed=2), torch.ones(1), torch.tensor([4, 8]),
+                                    x1_scale=torch.ones(1))
+
+
+@pytest.mark.parametrize("with_x1_scale", [True, False])
+def test_transpose_quant_batchmatmul_hifloat8_tc(with_x1_scale):
+    m, b, k, n = 3, 2, 8, 4
+    x1, x2 = hif8(m, b, k, seed=1), hif8(b, k, n, seed=2)
+    s2 = rnd(n, seed=3, lo=0.5, hi=2.0)
+    s1 = torch.tensor([0.75]) if with_x1_scale else None
+    a, w = hif8_codec.decode(x1), hif8_codec.decode(x2)
+    expect = torch.empty(m, b, n)
+    for i in range(m):
+        for bb in range(b):
+            for j in range(n):
+                acc = torch.tensor(sum(float(a[i, bb, t]) * float(w[bb, t, j]) for t in range(k)),
+                                   dtype=torch.float32)
+                v = acc * s2[j]
+                expect[i, bb, j] = v * s1[0] if with_x1_scale else v
+    kw = dict(x1_scale=s1, x2_scale=s2, x1_dtype=HIF8, x2_dtype=HIF8)
+    out = both(torch_npu.npu_transpose_quant_batchmatmul, x1, x2, torch.float16, **kw)
+    assert out.dtype == torch.float16 and torch.equal(out, expect.half())
+    codes = both(torch_npu.npu_transpose_quant_batchmatmul, x1, x2, HIF8, **kw)
+    assert codes.dtype == torch.uint8 and codes.shape == (m, b, n)
+    assert torch.equal(codes, hif8_codec.encode(expect))
+    # perm_x2 [0, 2, 1]: x2 given as (b, n, k)
+    out_t = torch_npu.npu_transpose_quant_batchmatmul(x1, x2.transpose(1, 2).contiguous(), torch.float16,
+                                                      perm_x2=[0, 2, 1], **kw)
+    assert torch.equal(out_t, out)
+
+
+def test_grouped_matmul_swiglu_quant_v2_hifloat8_per_token():
+    m, k, n, groups = 5, 8, 6, 2
+    x, w = hif8(m, k, seed=1), hif8(groups, k, n, seed=2)
+    ws, xs = rnd(groups, n, seed=3, lo=0.5, hi=1.5), rnd(m, seed=4, lo=0.5, hi=1.5)
+    gl = torch.tensor([2, 4])  # cumsum: row 4 is past the last group
+    q, scale = both(torch_npu.npu_grouped_matmul_swiglu_quant_v2, x, [w], [ws], xs, gl, quant_dtype=HIF8,
+                    x_dtype=HIF8, weight_dtype=HIF8)
+    assert q.dtype == torch.uint8 and q.shape == (m, n // 2) and scale.dtype == torch.float32 and scale.shape == (m,)
+    a, wv = hif8_codec.decode(x), hif8_codec.decode(w)
+    for r in range(m):
+        g = 0 if r < 2 else 1 if r < 4 else None
+        if g is None:
+            assert int(q[r].abs().sum()) == 0 and float(scale[r]) == 0.0
+            continue
+        c = torch.tensor([sum(float(a[r, t]) * float(wv[g, t, j]) for t in range(k)) for j in range(n)],
+                         dtype=torch.float32) * xs[r] * ws[g]
+        act, gate = c[:n // 2], c[n // 2:]
+        s = act * torch.sigmoid(act) * gate
+        ref_scale = s.abs().max() / 32768.0  # max(type) of HiFloat8
+        assert torch.allclose(scale[r], ref_scale, rtol=1e-6, atol=0)
+        assert torch.equal(q[r], hif8_codec.encode(s / ref_scale))
+
+
+@pytest.mark.parametrize("out_dtype", [torch.float32, torch.bfloat16, HIF8])
+def test_quant_conv2d_hifloat8(out_dtype):
+    x, wt = hif8(1, 2, 4, 4, seed=1), hif8(2, 2, 3, 3, seed=2)
+    scale_f = rnd(2, seed=3, lo=0.5, hi=1.5)
+    bias = rnd(2, seed=4)
+    round_mode = "round" if out_dtype == HIF8 else "rint"
+    out = both(torch_npu.npu_quant_conv2d, x, wt, scale_f, pads=(1, 1), output_dtype=out_dtype, bias=bias,
+               round_mode=round_mode, input_dtype=HIF8, weight_dtype=HIF8)
+    xv, wv = hif8_codec.decode(x), hif8_codec.decode(wt)
+    expect = torch.empty(1, 2, 4, 4)
+    for co in range(2):
+        for i in range(4):
+            for j in range(4):
+                acc = 0.0
+                for c in range(2):
+                    for di in range(3):
+                        for dj in range(3):
+                            hi, wj = i + di - 1, j + dj - 1
+                            if 0 <= hi < 4 and 0 <= wj < 4:
+                                acc += float(xv[0, c, hi, wj]) * float(wv[co, c, di, dj])
+                expect[0, co, i, j] = torch.tensor(acc, dtype=torch.float32) * scale_f[co] + bias[co]
+    if out_dtype == HIF8:
+        assert out.dtype == torch.uint8 and torch.equal(out, hif8_codec.encode(expect))
+    else:
+        assert out.dtype == out_dtype and torch.equal(out, expect.to(out_dtype))
+    # an int64 (npu_trans_quant_param) scale of the same (few-bit) values gives the same output
+    short = torch.tensor([0.75, 1.25])
+    kw = dict(pads=(1, 1), output_dtype=out_dtype, bias=bias, round_mode=round_mode, input_dtype=HIF8,
+              weight_dtype=HIF8)
+    out64 = torch_npu.npu_quant_conv2d(x, wt, torch_npu.npu_trans_quant_param(short), **kw)
+    assert torch.equal(out64, torch_npu.npu_quant_conv2d(x, wt, short, **kw))
+
+
+def test_hifloat8_fake_tensor_shapes():
+    with FakeTensorMode():
+        t = torch_npu.npu_transpose_quant_batchmatmul(torch.empty(4, 2, 8, dtype=torch.uint8),
+                                                      torch.empty(2, 8, 3, dtype=torch.uint8), HIF8,
+                                                      x2_scale=torch.empty(3), x1_dtype=HIF8, x2_dtype=HIF8)
+        assert t.shape == (4, 2, 3) and t.dtype == torch.uint8
+        y = torch_npu.npu_add_quant_matmul(torch.empty(4, 3), torch.empty(4, 8, dtype=torch.uint8),
+                                           torch.empty(8, 3, dtype=torch.uint8), torch.empty(1),
+                                           x1_scale=torch.empty(1), x1_dtype=HIF8, x2_dtype=HIF8)
+        assert y.shape == (4, 3) and y.dtype == torch.float32
 
 
 # ------------------------------------------------------------------ tracing

@@ -443,6 +443,58 @@ def test_kv_quant_sparse_flash_attention_packed_cache(device):
     assert torch.equal(nope_only, out)
 
 
+def test_quant_lightning_indexer_hifloat8():
+    from torch_npu import _hifloat8 as codec
+    q, key = codec.encode(rnd(2, 1, 4, 16, seed=60)), codec.encode(rnd(4, 16, 1, 16, seed=61))
+    w = rnd(2, 1, 4, seed=62).half()
+    qs = rnd(2, 1, 4, seed=63, lo=0.5, hi=1.5)
+    ks = rnd(4, 16, 1, seed=64, lo=0.5, hi=1.5)
+    table = torch.tensor([[2, 0], [1, 3]], dtype=torch.int32)
+    lq, lk = torch.tensor([1, 1], dtype=torch.int32), torch.tensor([30, 9], dtype=torch.int32)
+    kw = dict(actual_seq_lengths_query=lq, actual_seq_lengths_key=lk, block_table=table, layout_key="PA_BSND",
+              sparse_count=12, query_dtype=torch_npu.hifloat8, key_dtype=torch_npu.hifloat8)
+    out = torch_npu.npu_quant_lightning_indexer(q, key, w, qs, ks, 0, 0, **kw)
+    out_npu = torch_npu.npu_quant_lightning_indexer(q.npu(), key.view(torch.int8).npu(), w.npu(), qs.npu(),
+                                                    ks.npu(), 0, 0, **{k: v.npu() if isinstance(v, torch.Tensor)
+                                                                       else v for k, v in kw.items()})
+    assert out.shape == (2, 1, 1, 12) and out.dtype == torch.int32 and torch.equal(out_npu.cpu(), out)
+    qv, kv = codec.decode(q), codec.decode(key)  # the indexer's formula on the decoded values
+    for b in range(2):
+        n = int(lk[b])
+        keys, kscale = paged(kv, table[b], n)[:, 0], paged(ks, table[b], n)[:, 0]
+        want, _ = ref_indexer_row(qv[b, 0], w[b, 0], keys, lambda j: True, 12, qs[b, 0], kscale)
+        assert out[b, 0, 0].tolist() == want
+
+
+@pytest.mark.parametrize("device", ["cpu", "npu"])
+def test_kv_quant_sparse_flash_attention_hifloat8(device):
+    from torch_npu import _hifloat8 as codec
+    nope = codec.encode(rnd(4, 16, 1, 256, seed=70) * 8)
+    rope = rnd(4, 16, 1, 64, seed=71).bfloat16()
+    scales = rnd(4, 16, 1, 2, seed=72, lo=0.01, hi=0.2)
+    key = torch.cat((nope, rope.view(torch.uint8), scales.view(torch.uint8)), -1)
+    q = rnd(3, 2, 320, seed=73).bfloat16()
+    table = torch.tensor([[2, 0], [1, 3]], dtype=torch.int32)
+    cq, lk = torch.tensor([2, 3], dtype=torch.int32), torch.tensor([25, 10], dtype=torch.int32)
+    idx = torch.tensor([[[3, 24, 7, -1]], [[0, 1, 2, 3]], [[9, 4, 8, -1]]], dtype=torch.int32)
+    out = torch_npu.npu_kv_quant_sparse_flash_attention(
+        *(t.to(device) for t in (q, key, key, idx)), 0.05, 2, 2, block_table=table.to(device),
+        actual_seq_lengths_query=cq.to(device), actual_seq_lengths_kv=lk.to(device), layout_query="TND",
+        layout_kv="PA_BSND", attention_mode=2, tile_size=128, rope_head_dim=64, key_dtype=torch_npu.hifloat8,
+        value_dtype=torch_npu.hifloat8).cpu()
+    assert out.shape == (3, 2, 256) and out.dtype == torch.bfloat16
+    nope_v = codec.decode(nope)  # k_nope decoded, then times its tile scales
+    for t, (b, i, qlen) in enumerate([(0, 0, 2), (0, 1, 2), (1, 0, 1)]):
+        length = int(lk[b])
+        limit = length - qlen + i
+        pos = sparse_positions(idx[t, 0], 1, length, lambda p: p <= limit)
+        deq = (paged(nope_v, table[b], length)[pos, 0].double()
+               * paged(scales, table[b], length)[pos, 0].double().repeat_interleave(128, -1)).bfloat16()
+        want, _, _ = ref_attention_row(q[t, :, :256], deq, deq, 0.05, None, q[t, :, 256:],
+                                       paged(rope, table[b], length)[pos, 0])
+        assert_close(out[t].double(), want, atol=3e-2, rtol=2e-2)
+
+
 # --- MLA prolog ---------------------------------------------------------------------------
 
 def rope_ref(x, cos, sin):
@@ -1061,7 +1113,15 @@ ERRORS = [
     ("qli-hif8", lambda: torch_npu.npu_quant_lightning_indexer(
         torch.zeros(1, 1, 4, 8, dtype=torch.int8), torch.zeros(1, 2, 1, 8, dtype=torch.int8),
         torch.zeros(1, 1, 4).half(), torch.ones(1, 1, 4).half(), torch.ones(1, 2, 1).half(), 0, 0, query_dtype=34),
-     "not supported on vNPU"),
+     "should both be torch_npu.hifloat8"),
+    ("qli-hif8-bytes", lambda: torch_npu.npu_quant_lightning_indexer(
+        torch.zeros(1, 1, 4, 8).half(), torch.zeros(1, 2, 1, 8).half(), torch.zeros(1, 1, 4).half(),
+        torch.ones(1, 1, 4).half(), torch.ones(1, 2, 1).half(), 0, 0, query_dtype=torch_npu.hifloat8,
+        key_dtype=torch_npu.hifloat8), "uint8 / int8 bytes"),
+    ("kvq-hif8-pair", lambda: torch_npu.npu_kv_quant_sparse_flash_attention(
+        torch.zeros(1, 1, 2, 320).bfloat16(), torch.zeros(1, 4, 1, 392, dtype=torch.uint8),
+        torch.zeros(1, 4, 1, 392, dtype=torch.uint8), torch.zeros(1, 1, 1, 2, dtype=torch.int32), 0.1, 2, 2,
+        key_dtype=torch_npu.hifloat8), "key_dtype and value_dtype should both"),
     ("sfa-mode", lambda: _sfa_call(sparse_mode=1), "sparse_mode should be one of"),
     ("sfa-dtype", lambda: _sfa_call(value=torch.zeros(1, 4, 1, 8).bfloat16()), "share one dtype"),
     ("sfa-rope", lambda: _sfa_call(query_rope=torch.zeros(1, 2, 2, 4).half()), "given together"),

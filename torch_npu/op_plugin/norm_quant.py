@@ -32,7 +32,7 @@ RMS norm (``rstd = rsqrt(mean(x^2) + epsilon)`` over gamma's dimensions,
   offset and beta, div_mode; also returns rstd): round(y / scale + offset)
   (the kernel divides, as aclnnRmsNormQuant documents, though op-plugin's API
   page writes ``* scale``), int8, int4 (torch.quint4x2: eight per int32, low
-  nibble first) or float8.
+  nibble first) or float8; npu_rms_norm_quant also hifloat8 (uint8 codes, below).
 - _npu_rms_norm_backward_quant: npu_rms_norm_backward's dx (float32)
   quantised statically to int8 (quant_mode "static"), dgamma in float32; rstd
   may be given with or without the normalised dimensions.
@@ -59,7 +59,14 @@ Layer / group norm (statistics in float32, float64 inputs kept in float64):
 
 Every backward operator equals autograd through the forward formula; the
 forward operators are compositions of differentiable ATen ops, so autograd
-through them needs no backward operator. hifloat8 outputs are not emulated.
+through them needs no backward operator.
+
+HiFloat8 output (dst_dtype=torch_npu.hifloat8) is emulated for npu_rms_norm_quant, the
+one op here whose documentation lists it: the float result of its formula
+(before rounding) is encoded with torch_npu._hifloat8.encode (nearest, ties away
+from zero, saturating at +-32768; HiFloat8 has no CAST_RINT) and returned as
+uint8 codes, the dtype op-plugin's meta gives. The other quantising ops raise
+"not supported on vNPU" for hifloat8: their documentation lists no hifloat8 output.
 """
 
 import math
@@ -67,7 +74,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from torch_npu import _dtypes
+from torch_npu import _dtypes, _hifloat8
 from torch_npu.op_plugin._library import check, define
 from torch_npu.op_plugin.dynamic_quant import _TARGETS, _finish
 from torch_npu.op_plugin.mx_quant import npu_dynamic_mx_quant
@@ -149,10 +156,17 @@ def _acc(t):
 # ------------------------------------------------------------------ quantisers
 
 
+# HiFloat8 target: the float result encoded by the codec (uint8 codes; it saturates at +-32768).
+_HIF8_TARGET = (torch.uint8, -_hifloat8.MAX, _hifloat8.MAX)
+
+
 def _quant_target(fn, arg, code, allowed):
     """(dtype, qmin, qmax) of a dst_type code (None: int8)."""
     code = 1 if code is None else code
-    check(code != _HIF8, f"{fn}: {arg}=torch_npu.hifloat8 is not supported on vNPU: hifloat8 is not emulated.")
+    if code == _HIF8 and _HIF8 in allowed:
+        return _HIF8_TARGET
+    check(code != _HIF8, f"{fn}: {arg}=torch_npu.hifloat8 is not supported on vNPU: op-plugin documents "
+                         f"hifloat8 output for npu_rms_norm_quant only, not for {fn}.")
     check(code in allowed, f"{fn}: {arg} {_name(code)} is not supported; expected "
                            f"{', '.join(_name(c) for c in allowed)}.")
     return _TARGETS[code]
@@ -165,6 +179,8 @@ def _static_quant(fn, y, scale, offset, div_mode, target):
     q = y / s if div_mode else y * s
     if offset is not None:
         q = q + offset.to(y.dtype)
+    if target is _HIF8_TARGET:
+        return _hifloat8.encode(q)
     if not dtype.is_floating_point:
         q = torch.where(torch.isnan(q), torch.zeros_like(q), q)
     return _finish(fn, q, dtype, qmin, qmax)
@@ -337,8 +353,8 @@ def _row_gamma(fn, x, name, t):
     return t.reshape(n)
 
 
-def _rms_norm_quant(fn, x, gamma, beta, scale, offset, epsilon, div_mode, dst_dtype, scale_sizes):
-    target = _quant_target(fn, "dst_dtype", dst_dtype, _INT8 + _INT4 + _FP8)
+def _rms_norm_quant(fn, x, gamma, beta, scale, offset, epsilon, div_mode, dst_dtype, scale_sizes, hif8=False):
+    target = _quant_target(fn, "dst_dtype", dst_dtype, _INT8 + _INT4 + _FP8 + ((_HIF8,) if hif8 else ()))
     _check_dtype(fn, "x", x, _FLOATS)
     _check_rank(fn, "x", x, 1, 8)
     gamma = _row_gamma(fn, x, "gamma", gamma)
@@ -354,7 +370,8 @@ def _rms_norm_quant(fn, x, gamma, beta, scale, offset, epsilon, div_mode, dst_dt
 
 
 def npu_rms_norm_quant(x, gamma, beta, scale, offset, epsilon=1e-6, *, dst_dtype=None):
-    y, _ = _rms_norm_quant("npu_rms_norm_quant", x, gamma, beta, scale, offset, epsilon, True, dst_dtype, (1,))
+    y, _ = _rms_norm_quant("npu_rms_norm_quant", x, gamma, beta, scale, offset, epsilon, True, dst_dtype, (1,),
+                           hif8=True)
     return y
 
 

@@ -2,19 +2,24 @@
 
 - npu_add_quant_matmul / npu_add_quant_matmul_ (QuantBatchMatmulInplaceAdd) and
   npu_add_quant_gmm / npu_add_quant_gmm_ (QuantGroupedMatmulInplaceAdd): MXFP8 weight-gradient
-  accumulation, ``self += dequant(x1) @ dequant(x2)`` in float32, grouped along K for the gmm.
+  accumulation, ``self += dequant(x1) @ dequant(x2)`` in float32, grouped along K for the gmm;
+  npu_add_quant_matmul also HiFloat8 T-T: ``self += (x1 @ x2) * (x1_scale * x2_scale)`` with
+  float32 scalar scales of shape (1,) (aclnnQuantBatchMatmulInplaceAdd's formula).
 - npu_quant_matmul_dequant, npu_quant_grouped_matmul_dequant: float16 x quantised to int8 on the
   fly (dynamic per token, or static with x_scale), int8 matmul with a transposed weight,
   dequantised back to float16.
 - npu_transpose_quant_batchmatmul: the quantised twin of infer_ops.npu_transpose_batchmatmul
-  (K-C float32 scales or MX E8M0 scales), (M, B, K) @ (B, K, N) -> (M, B, N).
+  (K-C float32 scales, MX E8M0 scales, or HiFloat8 T-C: x1_scale (1,) or None, x2_scale (N,)),
+  (M, B, K) @ (B, K, N) -> (M, B, N) float16 / bfloat16 / HiFloat8 codes.
 - npu_matmul_compress_dequant: argument checks only; the compressed weight cannot be decoded (below).
 - npu_grouped_matmul_swiglu_quant (A8W8 / A8W4) and npu_grouped_matmul_swiglu_quant_v2 (A8W8,
-  A8W4, A4W4, float8 per-token, MXFP8 / MXFP4): grouped matmul, dequant, SwiGLU, quant.
+  A8W4, A4W4, float8 / HiFloat8 per-token, MXFP8 / MXFP4): grouped matmul, dequant, SwiGLU, quant
+  (HiFloat8 per token: scale = max|S| / 32768, HiFloat8's largest finite value as max(type)).
 - npu_grouped_matmul_add / npu_grouped_matmul_add_: ``self[g] += x[k_g]^T @ weight[k_g]``.
 - npu_quant_matmul_gelu, npu_quant_matmul_reduce_sum, npu_dual_level_quant_matmul,
   npu_dequant_bias, npu_weight_quant_preprocess, npu_batch_gather_matmul(_) (AddLora),
-  npu_fused_matmul, npu_quant_conv2d.
+  npu_fused_matmul, npu_quant_conv2d (int8, float8_e4m3fn or HiFloat8 input / weight; HiFloat8
+  output too, with round_mode 'round' or 'rint').
 
 Emulation choices (see docs/fused_ops.md):
 
@@ -35,8 +40,15 @@ Emulation choices (see docs/fused_ops.md):
 - The ``_`` variants update their first argument in place and return it; the functional
   variants never write to it (real op-plugin's npu_grouped_matmul_add and
   npu_batch_gather_matmul do).
-- Not supported on vNPU (RuntimeError "... is not supported on vNPU: <reason>"): hifloat8 data
-  (vNPU has no HiF8 codec), npu_matmul_compress_dequant's weights (msModelSlim compresses them
+- HiFloat8 data are uint8 / int8 bytes with the matching ``*_dtype=torch_npu.hifloat8`` argument,
+  decoded with torch_npu._hifloat8.decode; HiFloat8 outputs (``dtype`` / ``quant_dtype`` /
+  ``output_dtype`` = torch_npu.hifloat8) are the float32 result encoded with _hifloat8.encode
+  (nearest, ties away from zero, saturating at +-32768), returned as uint8 as op-plugin's meta
+  registrations give. The HiFloat8 modes follow the formula of the float8 ones of the same op.
+- Not supported on vNPU (RuntimeError "... is not supported on vNPU: <reason>"): hifloat8 in
+  npu_add_quant_gmm (its float32-scale quantisation is not documented: no scale shapes or formula)
+  and in npu_grouped_matmul_swiglu_quant_v2's MX mode (documented for per-token only),
+  npu_matmul_compress_dequant's weights (msModelSlim compresses them
   with CANN's closed CompressFcOp into the Atlas 300I's hardware-unzip format; no public
   document describes the stream, so no input can be decoded), float4_e1m2 inputs.
 
@@ -47,7 +59,7 @@ None of these operators has a backward in op-plugin; the float compositions
 import torch
 import torch.nn.functional as F
 
-from torch_npu import _dtypes
+from torch_npu import _dtypes, _hifloat8
 from torch_npu.op_plugin._library import check, define
 from torch_npu.op_plugin.mx_quant import _E2M1, _E2M1_GRID, _E4M3, _E5M2, _along, _concrete, _finish_y, _scaler
 from torch_npu.op_plugin.quant import _saturate_int8, _scale_value
@@ -82,10 +94,21 @@ def _unsupported(fn, what, why):
     raise RuntimeError(f"{fn}: {what} is not supported on vNPU: {why}.")
 
 
-def _no_hifloat8(fn, *names_and_codes):
+def _is_hif8(code):
+    return _dtype_name(code) == "hifloat8"
+
+
+def _no_hifloat8(fn, why, *names_and_codes):
     for name, code in names_and_codes:
-        if _dtype_name(code) == "hifloat8":
-            _unsupported(fn, f"{name}=torch_npu.hifloat8", "vNPU has no HiFloat8 codec to decode or encode its bytes")
+        if _is_hif8(code):
+            _unsupported(fn, f"{name}=torch_npu.hifloat8", why)
+
+
+def _hif8_values(fn, name, t):
+    """float32 values of HiFloat8 bytes (uint8 / int8 with ``{name}_dtype=torch_npu.hifloat8``)."""
+    check(t.dtype in (torch.uint8, torch.int8), f"{fn}: {name} with {name}_dtype=torch_npu.hifloat8 should be "
+          f"uint8 / int8 bytes (HiFloat8 codes), got {t.dtype}.")
+    return _hifloat8.decode(t)
 
 
 def _e8m0(fn, name, t, declared):
@@ -110,7 +133,8 @@ def _fp4_values(packed):
 def _low_precision_values(fn, name, t, declared):
     """float32 values of a float8 tensor, or of FP4 bytes (declared float4_e2m1fn_x2)."""
     kind = _dtype_name(declared)
-    _no_hifloat8(fn, (f"{name}_dtype", declared))
+    if kind == "hifloat8":
+        return _hif8_values(fn, name, t)
     if kind == "float4_e2m1fn_x2":
         check(t.dtype in (torch.uint8, torch.int8), f"{fn}: {name} with {name}_dtype=torch_npu.float4_e2m1fn_x2 "
               f"should be uint8 / int8 bytes, got {t.dtype}.")
@@ -203,13 +227,16 @@ def _k_grouped_products(a, b, spans, gid, groups):
 # ------------------------------------------------------------------ npu_add_quant_matmul / _gmm
 
 
+_GMM_HIF8 = ("the grouped operator's hifloat8 (float32-scale) quantisation is not documented (aclnn documents "
+             "hifloat8 T-T for QuantBatchMatmulInplaceAdd only), so its scale shapes and formula are unknown")
+
+
 def _check_fp8_mx_inputs(fn, x1, x2, x1_scale, x2_scale, x1_dtype, x2_dtype, x1_scale_dtype, x2_scale_dtype):
-    _no_hifloat8(fn, ("x1_dtype", x1_dtype), ("x2_dtype", x2_dtype))
+    _no_hifloat8(fn, _GMM_HIF8, ("x1_dtype", x1_dtype), ("x2_dtype", x2_dtype))
     check(x1_scale is not None, f"{fn}: x1_scale is required (the MX scales of x1).")
     if x1_scale.dtype not in (torch.uint8, torch.int8, torch.float8_e8m0fnu) or \
             x2_scale.dtype not in (torch.uint8, torch.int8, torch.float8_e8m0fnu):
-        _unsupported(fn, "T-T / T-C quantisation (float32 scales)", "the operator documents it for hifloat8 "
-                     "x1 / x2 only, and vNPU has no HiFloat8 codec")
+        _unsupported(fn, "T-C quantisation (float32 scales)", _GMM_HIF8)
     a = _low_precision_values(fn, "x1", x1, x1_dtype)
     b = _low_precision_values(fn, "x2", x2, x2_dtype)
     check(x1.dim() == 2 and x2.dim() == 2, f"{fn}: x1 (M, K) and x2 (K, N) should be 2-D, got shapes "
@@ -229,10 +256,35 @@ def _check_mx_group_sizes(fn, group_sizes):
           f"{fn}: group_sizes should be [group_m, group_n, group_k] with MX values [1, 1, 32] (0 to infer), got {gs}.")
 
 
+def _add_quant_matmul_tt(fn, y, x1, x2, x2_scale, x1_scale, group_sizes, x1_dtype, x2_dtype, x1_scale_dtype,
+                         x2_scale_dtype):
+    """HiFloat8 T-T: ``self + (sum_k x1[m, k] * x2[k, n]) * (x1_scale * x2_scale)`` (scalar float32 scales)."""
+    check(_is_hif8(x1_dtype) and _is_hif8(x2_dtype), f"{fn}: T-T quantisation needs x1_dtype and x2_dtype both "
+          f"torch_npu.hifloat8, got {_dtype_name(x1_dtype)} and {_dtype_name(x2_dtype)}.")
+    check(x1_scale_dtype is None and x2_scale_dtype is None, f"{fn}: x1_scale_dtype / x2_scale_dtype are for E8M0 "
+          "(MX) scales; hifloat8 T-T takes float32 scales with None.")
+    check(group_sizes is None or [int(v) for v in group_sizes] == [0, 0, 0],
+          f"{fn}: group_sizes should be None or [0, 0, 0] for hifloat8 T-T quantisation, got {group_sizes}.")
+    for name, t in (("x1_scale", x1_scale), ("x2_scale", x2_scale)):
+        check(t is not None and t.dtype == torch.float32 and list(t.shape) == [1],
+              f"{fn}: {name} should be a float32 tensor of shape [1] for hifloat8 T-T quantisation, got "
+              f"{None if t is None else (t.dtype, list(t.shape))}.")
+    a = _hif8_values(fn, "x1", x1)
+    b = _hif8_values(fn, "x2", x2)
+    check(a.dim() == 2 and b.dim() == 2 and a.shape[1] == b.shape[0], f"{fn}: x1 (M, K) and x2 (K, N) should be "
+          f"2-D with the same K, got shapes {list(x1.shape)} and {list(x2.shape)}.")
+    check(list(y.shape) == [a.shape[0], b.shape[1]], f"{fn}: self should have shape [{a.shape[0]}, {b.shape[1]}] "
+          f"(M, N), got {list(y.shape)}.")
+    return y + (_mm64(a, b).float() * (x1_scale * x2_scale))
+
+
 def _add_quant_matmul(fn, y, x1, x2, x2_scale, x1_scale, group_sizes, x1_dtype, x2_dtype, x1_scale_dtype,
                       x2_scale_dtype):
     check(y.dtype == torch.float32 and y.dim() == 2, f"{fn}: self should be a 2-D float32 tensor (M, N), got "
           f"{y.dtype} of shape {list(y.shape)}.")
+    if _is_hif8(x1_dtype) or _is_hif8(x2_dtype) or x2_scale.dtype == torch.float32:
+        return _add_quant_matmul_tt(fn, y, x1, x2, x2_scale, x1_scale, group_sizes, x1_dtype, x2_dtype,
+                                    x1_scale_dtype, x2_scale_dtype)
     a, b, s1, s2 = _check_fp8_mx_inputs(fn, x1, x2, x1_scale, x2_scale, x1_dtype, x2_dtype, x1_scale_dtype,
                                         x2_scale_dtype)
     _check_mx_group_sizes(fn, group_sizes)
@@ -399,7 +451,6 @@ def npu_quant_grouped_matmul_dequant(x, quantized_weight, weight_scale, group_li
 
 
 def _out_float_dtype(fn, name, code, allowed=(torch.float16, torch.bfloat16)):
-    _no_hifloat8(fn, (name, code))
     kind = _dtype_name(code)
     dtype = _TORCH.get(kind)
     check(dtype in allowed, f"{fn}: {name} should be one of {[str(d) for d in allowed]}, got {kind}.")
@@ -410,7 +461,8 @@ def npu_transpose_quant_batchmatmul(x1, x2, dtype, bias=None, x1_scale=None, x2_
                                     perm_x1=None, perm_x2=None, perm_y=None, batch_split_factor=1, x1_dtype=None,
                                     x2_dtype=None):
     fn = "npu_transpose_quant_batchmatmul"
-    out_dtype = _out_float_dtype(fn, "dtype", dtype)
+    hif8_out = _is_hif8(dtype)
+    out_dtype = None if hif8_out else _out_float_dtype(fn, "dtype", dtype)
     perm_x1 = [1, 0, 2] if perm_x1 is None else [int(p) for p in perm_x1]
     perm_x2 = [0, 1, 2] if perm_x2 is None else [int(p) for p in perm_x2]
     perm_y = [1, 0, 2] if perm_y is None else [int(p) for p in perm_y]
@@ -420,7 +472,8 @@ def npu_transpose_quant_batchmatmul(x1, x2, dtype, bias=None, x1_scale=None, x2_
     check(perm_y == [1, 0, 2], f"{fn}: perm_y should be [1, 0, 2], got {perm_y}.")
     check(factor == 1, f"{fn}: batch_split_factor should be 1, got {factor}.")
     check(bias is None, f"{fn}: bias is not supported; pass None.")
-    check(x1_scale is not None and x2_scale is not None, f"{fn}: x1_scale and x2_scale are required.")
+    check((x1_scale is not None or _is_hif8(x1_dtype)) and x2_scale is not None,
+          f"{fn}: x1_scale and x2_scale are required (x1_scale may be None only for hifloat8 T-C quantisation).")
     a = _low_precision_values(fn, "x1", x1, x1_dtype)
     b = _low_precision_values(fn, "x2", x2, x2_dtype)
     check(a.dim() == 3 and b.dim() == 3, f"{fn}: x1 (m, b, k) and x2 should be 3-D, got shapes {list(x1.shape)} "
@@ -431,7 +484,21 @@ def npu_transpose_quant_batchmatmul(x1, x2, dtype, bias=None, x1_scale=None, x2_
     n = b.shape[2]
     check(b.shape[0] == batch and b.shape[1] == k, f"{fn}: x2 {list(x2.shape)} (perm_x2 {perm_x2}) should be "
           f"(b, k, n) with b = {batch} and k = {k} as in x1 {list(x1.shape)}.")
-    if x1_scale.dim() == 1:  # K-C: per-row x1 scale, per-channel x2 scale
+    if _is_hif8(x1_dtype) or _is_hif8(x2_dtype):  # T-C: per-tensor x1 scale (optional), per-channel x2 scale
+        check(_is_hif8(x1_dtype) and _is_hif8(x2_dtype), f"{fn}: T-C quantisation takes x1_dtype and x2_dtype both "
+              f"torch_npu.hifloat8, got {_dtype_name(x1_dtype)} and {_dtype_name(x2_dtype)}.")
+        check(x1_scale is None or (x1_scale.dtype == torch.float32 and list(x1_scale.shape) == [1]),
+              f"{fn}: T-C quantisation takes x1_scale None or float32 of shape [1], got "
+              f"{None if x1_scale is None else (x1_scale.dtype, list(x1_scale.shape))}.")
+        check(x2_scale.dtype in (torch.float32, torch.int64) and list(x2_scale.shape) == [n],
+              f"{fn}: T-C quantisation takes x2_scale float32 (or int64) of shape [{n}], got "
+              f"{x2_scale.dtype} {list(x2_scale.shape)}.")
+        check(group_sizes is None or all(int(v) == 0 for v in group_sizes),
+              f"{fn}: group_sizes should be None or [0, 0, 0] for T-C quantisation, got {group_sizes}.")
+        y = _mm64(a, b).float() * _scale_value(x2_scale)
+        if x1_scale is not None:
+            y = y * x1_scale
+    elif x1_scale.dim() == 1:  # K-C: per-row x1 scale, per-channel x2 scale
         check(x1_scale.dtype == torch.float32 and x2_scale.dtype in (torch.float32, torch.int64) and
               list(x1_scale.shape) == [m] and list(x2_scale.shape) == [n],
               f"{fn}: K-C quantisation takes float32 x1_scale of shape [{m}] and x2_scale of shape [{n}], got "
@@ -455,7 +522,8 @@ def npu_transpose_quant_batchmatmul(x1, x2, dtype, bias=None, x1_scale=None, x2_
         else:
             s2 = _expand_blocks(s2.flatten(2), k, 2).transpose(1, 2)
         y = _mm64(a * s1, b * s2).float()
-    return y.transpose(0, 1).to(out_dtype).contiguous()  # (M, B, N)
+    y = y.transpose(0, 1).contiguous()  # (M, B, N)
+    return _hifloat8.encode(y) if hif8_out else y.to(out_dtype)
 
 
 # ------------------------------------------------------------------ npu_matmul_compress_dequant
@@ -563,7 +631,12 @@ def _gmm_swiglu_quant(fn, x, weight, weight_scale, x_scale, group_list, group_li
         a = a * _expand_blocks(xs.flatten(1), k, 1)
         wv = wv * wsk
     else:
-        if x.dtype in _FP8:
+        if _is_hif8(x_dtype):  # hifloat8 per token: decoded bytes
+            a = _hif8_values(fn, "x", x).double()
+            check(_is_hif8(weight_dtype), f"{fn}: a hifloat8 x needs weight_dtype=torch_npu.hifloat8, got "
+                  f"{_dtype_name(weight_dtype)}.")
+            wv = _hif8_values(fn, "weight", weight).double()
+        elif x.dtype in _FP8:
             a = x.double()
             wv = weight.double()
             check(weight.dtype in _FP8, f"{fn}: a float8 x needs a float8 weight, got {weight.dtype}.")
@@ -612,6 +685,8 @@ def _gmm_swiglu_quant(fn, x, weight, weight_scale, x_scale, group_list, group_li
         qmax = None  # MX output: E8M0 scales per 32 elements
     elif out_kind == "int8":
         qmax = 127.0
+    elif out_kind == "hifloat8":
+        qmax = _hifloat8.MAX  # max(type): HiFloat8's largest finite value
     else:
         qmax = _FP8_ELEM[out_kind].max
 
@@ -638,6 +713,8 @@ def _gmm_swiglu_quant(fn, x, weight, weight_scale, x_scale, group_list, group_li
         return _finish_y(q.to(elem.dtype) if q.is_floating_point() else q, elem), scale
     if out_kind == "int8":
         return _saturate_int8(q), scale
+    if out_kind == "hifloat8":
+        return _hifloat8.encode(q), scale
     return q.clamp(-qmax, qmax).to(_TORCH[out_kind]), scale
 
 
@@ -676,7 +753,10 @@ def npu_grouped_matmul_swiglu_quant_v2(x, weight, weight_scale, x_scale, group_l
     deq = _dtype_name(0 if dequant_dtype is None else dequant_dtype)
     check(deq in ("uint8", "int8", "float32", "float16", "bfloat16"), f"{fn}: dequant_dtype should be 0 (float32), "
           f"torch.float32, torch.float16 or torch.bfloat16, got {deq}.")
-    _no_hifloat8(fn, ("quant_dtype", quant_dtype), ("x_dtype", x_dtype), ("weight_dtype", weight_dtype))
+    hif8 = _is_hif8(x_dtype) or _is_hif8(weight_dtype)
+    if dequant_mode == 2:
+        _no_hifloat8(fn, "the operator documents hifloat8 for per-token quantisation only, not MX",
+                     ("quant_dtype", quant_dtype), ("x_dtype", x_dtype), ("weight_dtype", weight_dtype))
     out_kind = _dtype_name(1 if quant_dtype is None else quant_dtype)
     if out_kind == "uint8":  # the A2 / A3 documentation's "0 (int8)"
         out_kind = "int8"
@@ -695,8 +775,22 @@ def npu_grouped_matmul_swiglu_quant_v2(x, weight, weight_scale, x_scale, group_l
         return _gmm_swiglu_quant(fn, x, w, ws, x_scale, group_list, group_list_type, dequant_mode=2,
                                  out_kind=out_kind, x_dtype=x_dtype, weight_dtype=weight_dtype,
                                  x_scale_dtype=x_scale_dtype, weight_scale_dtype=weight_scale_dtype)
+    if hif8:
+        check(_is_hif8(x_dtype) and _is_hif8(weight_dtype) and out_kind == "hifloat8",
+              f"{fn}: hifloat8 per-token quantisation takes x_dtype, weight_dtype and quant_dtype all "
+              f"torch_npu.hifloat8, got {_dtype_name(x_dtype)}, {_dtype_name(weight_dtype)} and {out_kind}.")
+        check(weight_scale_dtype is None and x_scale_dtype is None, f"{fn}: weight_scale_dtype / x_scale_dtype "
+              "are only for MX mode (dequant_mode=2).")
+        check(weight_scale[0].dtype in (torch.float32, torch.bfloat16), f"{fn}: hifloat8 per-token weight_scale "
+              f"should be float32 or bfloat16, got {weight_scale[0].dtype}.")
+        check(smooth_scale is None and weight_assist_matrix is None and dequant_mode == 0,
+              f"{fn}: hifloat8 per-token quantisation takes no smooth_scale / weight_assist_matrix and "
+              "dequant_mode 0.")
+        return _gmm_swiglu_quant(fn, x, w, ws, x_scale, group_list, group_list_type, out_kind=out_kind,
+                                 x_dtype=x_dtype, weight_dtype=weight_dtype)
     check(x_dtype is None and weight_dtype is None and weight_scale_dtype is None and x_scale_dtype is None,
-          f"{fn}: x_dtype / weight_dtype / weight_scale_dtype / x_scale_dtype are only for MX mode (dequant_mode=2).")
+          f"{fn}: x_dtype / weight_dtype / weight_scale_dtype / x_scale_dtype are only for MX mode (dequant_mode=2) "
+          "or hifloat8 per-token quantisation.")
     if x.dtype in _FP8:
         check(out_kind in _FP8_ELEM, f"{fn}: float8 x quantises to quant_dtype torch.float8_e4m3fn or "
               f"torch.float8_e5m2, got {out_kind}.")
@@ -929,7 +1023,6 @@ def _same_layout_copy(t):
 def npu_weight_quant_preprocess(weight, weight_scale, x_dtype, weight_dtype, weight_scale_dtype, weight_offset=None,
                                 bias=None, x_scale_dtype=None, k_group_size=0):
     fn = "npu_weight_quant_preprocess"
-    _no_hifloat8(fn, ("x_dtype", x_dtype), ("weight_dtype", weight_dtype))
     flow = (_dtype_name(x_dtype), _dtype_name(weight_dtype), _dtype_name(x_scale_dtype),
             _dtype_name(weight_scale_dtype))
     check(flow == ("float8_e4m3fn", "float4_e2m1fn_x2", "float8_e8m0fnu", "float8_e8m0fnu"),
@@ -1070,13 +1163,14 @@ def npu_quant_conv2d(input, weight, scale, strides=(1, 1), pads=(0, 0), dilation
     fn = "npu_quant_conv2d"
     check((input_dtype is None) == (weight_dtype is None), f"{fn}: input_dtype and weight_dtype are only supported "
           "both None or both not None.")
-    _no_hifloat8(fn, ("input_dtype", input_dtype), ("weight_dtype", weight_dtype), ("output_dtype", output_dtype))
-    check(input_dtype is None, f"{fn}: input_dtype / weight_dtype only support torch_npu.hifloat8, got "
-          f"{_dtype_name(input_dtype)} and {_dtype_name(weight_dtype)}.")
+    hif8_in = input_dtype is not None
+    check(not hif8_in or (_is_hif8(input_dtype) and _is_hif8(weight_dtype)), f"{fn}: input_dtype / weight_dtype "
+          f"only support torch_npu.hifloat8, got {_dtype_name(input_dtype)} and {_dtype_name(weight_dtype)}.")
     check(offset is None, f"{fn}: offset must be None.")
     check(output_dtype is not None, f"{fn}: output_dtype can not be None.")
-    check(round_mode == "rint", f"{fn}: round_mode should be 'rint' ('round' is for hifloat8 output only), got "
-          f"'{round_mode}'.")
+    hif8_out = _is_hif8(output_dtype)
+    check(round_mode == "rint" or (hif8_out and round_mode == "round"), f"{fn}: round_mode should be 'rint' "
+          f"('round' is for hifloat8 output only), got '{round_mode}'.")
     check(input.dim() == 4 and weight.dim() == 4, f"{fn}: input and weight should be 4-D (NCHW), got {input.dim()} "
           f"and {weight.dim()} dimensions.")
     strides, pads, dilations = [int(v) for v in strides], [int(v) for v in pads], [int(v) for v in dilations]
@@ -1090,11 +1184,19 @@ def npu_quant_conv2d(input, weight, scale, strides=(1, 1), pads=(0, 0), dilation
     check(input.shape[1] == weight.shape[1] * groups and cout % groups == 0,
           f"{fn}: input's channels ({input.shape[1]}) should equal weight's ({weight.shape[1]}) times groups "
           f"({groups}), and cout ({cout}) should be a multiple of groups.")
-    check(scale.dim() == 1 and scale.shape[0] == cout and scale.dtype in (torch.int64, torch.uint64),
-          f"{fn}: scale should be an int64 (npu_trans_quant_param) tensor of shape [{cout}], got {scale.dtype} of "
-          f"shape {list(scale.shape)}.")
+    check(scale.dim() == 1 and scale.shape[0] == cout and scale.dtype in (torch.int64, torch.uint64, torch.float32),
+          f"{fn}: scale should be an int64 (npu_trans_quant_param) or float32 tensor of shape [{cout}], got "
+          f"{scale.dtype} of shape {list(scale.shape)}.")
     kind = _dtype_name(output_dtype)
-    if input.dtype == torch.int8:
+    if hif8_in:
+        check(input.dtype in (torch.uint8, torch.int8) and weight.dtype in (torch.uint8, torch.int8),
+              f"{fn}: input and weight should be uint8 / int8 bytes (HiFloat8 codes) with input_dtype / weight_dtype "
+              f"torch_npu.hifloat8, got {input.dtype} and {weight.dtype}.")
+        check(kind in ("float16", "bfloat16", "float32", "hifloat8"), f"{fn}: output_dtype should be torch.float16, "
+              f"torch.bfloat16, torch.float32 or torch_npu.hifloat8, got {kind}.")
+        bias_dtype = torch.float32
+    elif input.dtype == torch.int8:
+        check(not hif8_out, f"{fn}: output_dtype torch_npu.hifloat8 needs hifloat8 input and weight.")
         check(weight.dtype == torch.int8, f"{fn}: weight should be int8 like input, got {weight.dtype}.")
         check(kind == "float16", f"{fn}: output_dtype should be torch.float16 when input is int8, got {kind}.")
         bias_dtype = torch.int32
@@ -1109,13 +1211,16 @@ def npu_quant_conv2d(input, weight, scale, strides=(1, 1), pads=(0, 0), dilation
         check(bias.dtype == bias_dtype and list(bias.shape) == [cout], f"{fn}: bias should be {bias_dtype} of shape "
               f"[{cout}], got {bias.dtype} of shape {list(bias.shape)}.")
     ph, pw = pads
-    xf = F.pad(input.double(), (pw, pw, ph, ph), value=float(offset_x))  # pads hold offset_x
-    acc = F.conv2d(xf, weight.double(), None, strides, 0, dilations, groups)
+    xv, wv = (_hifloat8.decode(input).double(), _hifloat8.decode(weight).double()) if hif8_in else \
+        (input.double(), weight.double())
+    xf = F.pad(xv, (pw, pw, ph, ph), value=float(offset_x))  # pads hold offset_x
+    acc = F.conv2d(xf, wv, None, strides, 0, dilations, groups)
     check(acc.shape[-1] > 0 and acc.shape[-2] > 0, f"{fn}: ho, wo should be positive, got {list(acc.shape[-2:])}.")
-    y = acc.float() * _scale_value(scale.view(torch.int64)).view(1, -1, 1, 1)
+    sv = scale if scale.dtype == torch.float32 else _scale_value(scale.view(torch.int64))
+    y = acc.float() * sv.view(1, -1, 1, 1)
     if bias is not None:
         y = y + bias.float().view(1, -1, 1, 1)
-    return y.to(_TORCH[kind])
+    return _hifloat8.encode(y) if hif8_out else y.to(_TORCH[kind])
 
 
 # ------------------------------------------------------------------ schemas

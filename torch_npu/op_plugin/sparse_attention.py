@@ -1,13 +1,13 @@
 """Sparse attention of DeepSeek-V3.2 (DSA), MLA's prolog and NSA:
 
 - DSA lightning indexer: npu_lightning_indexer (+ npu_lightning_indexer_grad),
-  npu_quant_lightning_indexer (int8 / fp8 index query and key with per token-head
-  dequant scales), and the indexer's training losses
+  npu_quant_lightning_indexer (int8 / fp8 / hifloat8 index query and key with per
+  token-head dequant scales), and the indexer's training losses
   npu_dense_lightning_indexer_softmax_lse, npu_dense_lightning_indexer_grad_kl_loss,
   npu_sparse_lightning_indexer_grad_kl_loss;
 - attention over the selected KV: npu_sparse_flash_attention
   (+ npu_sparse_flash_attention_grad) and npu_kv_quant_sparse_flash_attention (the packed
-  per-token-tile int8 / fp8 MLA cache);
+  per-token-tile int8 / fp8 / hifloat8 MLA cache);
 - MLA prolog (query / KV down- and up-projection, RmsNorm, interleaved RoPE, cache write):
   npu_mla_prolog, npu_mla_prolog_v2, npu_mla_prolog_v3 (in place, with a Functionalize
   kernel) and npu_mla_prolog_v3_functional;
@@ -36,6 +36,11 @@ Emulation choices (see the sparse-attention section of docs/fused_ops.md):
   place at cache_index (negative slots skipped); its PA_NZ / PA_BLK_NZ caches get the NZ
   byte arrangement of each block ([H / c, block_size, c], c = 32 bytes) inside the
   [blocks, block_size, N, D] tensor they are given.
+- HiFloat8 (query_dtype / key_dtype / value_dtype = torch_npu.hifloat8 on uint8 / int8
+  bytes) is decoded with torch_npu._hifloat8.decode and then goes through the same
+  formula as int8 / fp8 (the indexer's scores, the cache's k_nope times its tile scales).
+  MLA prolog's hif8 full-quantisation mode (weight_quant_mode=5, the *_dtype arguments of
+  v3) is not emulated and raises "not supported on vNPU".
 - The *_grad / *_backward operators implement the gradient formulas from the forward's
   saved statistics; autograd through the forward compositions gives the same gradients.
 """
@@ -45,10 +50,13 @@ import math
 import torch
 import torch.nn.functional as F
 
+from torch_npu import _dtypes, _hifloat8
 from torch_npu.op_plugin._library import _LIB, check, define
 
 _I64MAX = 9223372036854775807
 _HALF = (torch.float16, torch.bfloat16)
+_HIF8 = _dtypes.DType.hifloat8
+_BYTES = (torch.uint8, torch.int8)
 _FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
 _CHUNK = 1 << 24
 _NEG_INF = float("-inf")
@@ -292,13 +300,19 @@ def npu_quant_lightning_indexer(query, key, weights, query_dequant_scale, key_de
     """The lightning indexer on int8 / float8_e4m3fn index query and key:
     I[t, j] = sum_h w[t, h] * relu(scale_q[t, h] * scale_k[j] * (q[t, h] . k[j]))."""
     fn = "npu_quant_lightning_indexer"
-    check(query_dtype is None and key_dtype is None,
-          f"{fn}: query_dtype / key_dtype (hifloat8 inputs) are not supported on vNPU: HiFloat8 is not emulated.")
+    hif8 = query_dtype is not None or key_dtype is not None
     check(query_quant_mode == 0 and key_quant_mode == 0,
           f"{fn}: query_quant_mode and key_quant_mode support only 0 (per token-head), but got {query_quant_mode} "
           f"and {key_quant_mode}.")
-    check(query.dtype in (torch.int8, torch.float8_e4m3fn) and key.dtype == query.dtype,
-          f"{fn}: query and key should both be int8 or float8_e4m3fn, but got {query.dtype} and {key.dtype}.")
+    if hif8:  # HiFloat8 bytes: decoded to their (exact) float32 values
+        check(query_dtype == _HIF8 and key_dtype == _HIF8, f"{fn}: query_dtype and key_dtype should both be "
+              f"torch_npu.hifloat8 (or both None), but got {query_dtype} and {key_dtype}.")
+        check(query.dtype in _BYTES and key.dtype in _BYTES, f"{fn}: hifloat8 query and key should be uint8 / int8 "
+              f"bytes, but got {query.dtype} and {key.dtype}.")
+        query, key = _hifloat8.decode(query), _hifloat8.decode(key)
+    else:
+        check(query.dtype in (torch.int8, torch.float8_e4m3fn) and key.dtype == query.dtype,
+              f"{fn}: query and key should both be int8 or float8_e4m3fn, but got {query.dtype} and {key.dtype}.")
     check(weights.dtype in (torch.float16, torch.bfloat16),
           f"{fn}: weights should be float16 or bfloat16, but got {weights.dtype}.")
     for name, t in (("query_dequant_scale", query_dequant_scale), ("key_dequant_scale", key_dequant_scale)):
@@ -784,7 +798,7 @@ def npu_sparse_flash_attention(query, key, value, sparse_indices, scale_value, *
             _stat_layout(total, layout_query, rows.count, rows.batch))
 
 
-def _unpack_kv(raw, dn, rope_dim, tile, rope_dtype, scales=None):
+def _unpack_kv(raw, dn, rope_dim, tile, rope_dtype, scales=None, hif8=False):
     """A packed MLA cache row [nope (dn, int8 / fp8) | rope (rope_dim of rope_dtype, as bytes) |
     dn / tile float32 scales (as bytes)] as (nope dequantised in rope_dtype, then float32,
     rope float32, scales); with `scales` given the row holds the nope part only."""
@@ -794,7 +808,7 @@ def _unpack_kv(raw, dn, rope_dim, tile, rope_dtype, scales=None):
         rb = rope_dim * elem
         rope = raw[..., dn:dn + rb].contiguous().view(rope_dtype).float()
         scales = raw[..., dn + rb:].contiguous().view(torch.float32)
-    nope = raw[..., :dn].float() * scales.repeat_interleave(tile, -1)
+    nope = (_hifloat8.decode(raw[..., :dn]) if hif8 else raw[..., :dn].float()) * scales.repeat_interleave(tile, -1)
     return nope.to(rope_dtype).float(), rope, scales
 
 
@@ -812,8 +826,9 @@ def npu_kv_quant_sparse_flash_attention(query, key, value, sparse_indices, scale
     the output has q_nope's width."""
     fn = "npu_kv_quant_sparse_flash_attention"
     _check_tokens(fn, sparse_mode, pre_tokens, next_tokens)
-    check(key_dtype is None and value_dtype is None,
-          f"{fn}: key_dtype / value_dtype (hifloat8 caches) are not supported on vNPU: HiFloat8 is not emulated.")
+    hif8 = key_dtype is not None or value_dtype is not None
+    check(not hif8 or (key_dtype == _HIF8 and value_dtype == _HIF8), f"{fn}: key_dtype and value_dtype should both "
+          f"be torch_npu.hifloat8 (or both None), but got {key_dtype} and {value_dtype}.")
     check(key_quant_mode == 2 and value_quant_mode == 2, f"{fn}: key_quant_mode and value_quant_mode support only 2 "
           f"(per tile), but got {key_quant_mode} and {value_quant_mode}.")
     check(quant_scale_repo_mode == 1, f"{fn}: quant_scale_repo_mode supports only 1 (scales packed with the data), "
@@ -822,8 +837,12 @@ def npu_kv_quant_sparse_flash_attention(query, key, value, sparse_indices, scale
           f"{fn}: key_dequant_scale and value_dequant_scale are reserved and should be None.")
     check(attention_mode in (0, 2), f"{fn}: attention_mode should be 0 or 2 (MLA-absorb), but got {attention_mode}.")
     check(query.dtype in _HALF, f"{fn}: query should be float16 or bfloat16, but got {query.dtype}.")
-    check(key.dtype in (torch.int8, torch.float8_e4m3fn) and value.dtype == key.dtype,
-          f"{fn}: key and value should both be int8 or float8_e4m3fn, but got {key.dtype} and {value.dtype}.")
+    if hif8:
+        check(key.dtype in _BYTES and value.dtype in _BYTES, f"{fn}: hifloat8 key and value should be uint8 / int8 "
+              f"bytes, but got {key.dtype} and {value.dtype}.")
+    else:
+        check(key.dtype in (torch.int8, torch.float8_e4m3fn) and value.dtype == key.dtype,
+              f"{fn}: key and value should both be int8 or float8_e4m3fn, but got {key.dtype} and {value.dtype}.")
     check(layout_kv == "PA_BSND" or layout_kv == layout_query,
           f"{fn}: layout_kv '{layout_kv}' should equal layout_query '{layout_query}' unless it is 'PA_BSND'.")
     dq = query.shape[-1]
@@ -848,12 +867,13 @@ def npu_kv_quant_sparse_flash_attention(query, key, value, sparse_indices, scale
     k_flat, v_flat = kv.flat(key), kv.flat(value)
 
     def gather(krow):
-        knope, krope, kscales = _unpack_kv(_gather_heads(k_flat, krow), dn, rope_head_dim, tile_size, query.dtype)
+        knope, krope, kscales = _unpack_kv(_gather_heads(k_flat, krow), dn, rope_head_dim, tile_size, query.dtype,
+                                           hif8=hif8)
         vraw = _gather_heads(v_flat, krow)
         if value.shape[-1] == packed:
-            vnope = _unpack_kv(vraw, dn, rope_head_dim, tile_size, query.dtype)[0]
+            vnope = _unpack_kv(vraw, dn, rope_head_dim, tile_size, query.dtype, hif8=hif8)[0]
         else:
-            vnope = _unpack_kv(vraw, dn, rope_head_dim, tile_size, query.dtype, kscales)[0]
+            vnope = _unpack_kv(vraw, dn, rope_head_dim, tile_size, query.dtype, kscales, hif8=hif8)[0]
         return knope, krope, vnope
 
     q_nope = query[..., :dn]
@@ -1016,7 +1036,8 @@ class _MlaQuant:
         expect = {0: (bf, bf, bf), 1: (bf, bf, torch.int8), 2: (torch.int8,) * 3, 3: (torch.float8_e4m3fn,) * 3,
                   4: (torch.float8_e4m3fn,) * 3}
         if mode == 5:
-            _unsupported(fn, "weight_quant_mode=5", "HiFloat8 weights and activations are not emulated.")
+            _unsupported(fn, "weight_quant_mode=5", "vNPU does not emulate the hif8 full-quantisation mode of MLA "
+                         "prolog (yet)")
         check(mode in expect, f"{fn}: weight_quant_mode should be in [0, 5], but got {mode}.")
         tx, wdq, wuq = expect[mode]
         got = (token_x.dtype, weight_dq.dtype, weight_uq_qr.dtype, weight_dkv_kr.dtype)
@@ -1293,7 +1314,7 @@ def npu_mla_prolog_v3(token_x, weight_dq, weight_uq_qr, weight_uk, weight_dkv_kr
     check(all(t is None for t in (token_x_dtype, weight_dq_dtype, weight_uq_qr_dtype, weight_dkv_kr_dtype,
                                   kv_cache_dtype)),
           f"{fn}: token_x_dtype / weight_*_dtype / kv_cache_dtype (hifloat8 reinterpretation) are not supported on "
-          "vNPU: HiFloat8 is not emulated.")
+          "vNPU: vNPU does not emulate the hif8 full-quantisation mode of MLA prolog (yet).")
     check(cache_mode in _CACHE_MODES_V3, f"{fn}: cache_mode should be one of {list(_CACHE_MODES_V3)}, but got "
           f"'{cache_mode}'.")
     check(kv_cache_quant_mode in (0, 1, 2, 3), f"{fn}: kv_cache_quant_mode should be in [0, 3], but got "
