@@ -93,6 +93,11 @@ def test_nccl_becomes_hccl_and_jit_script_is_disabled():
         t = torch.ones(2).cuda()
         dist.all_reduce(t)
         print("backend", dist.get_backend(), t.cpu().tolist())
+        from torch.distributed import DeviceMesh
+        from torch.distributed.device_mesh import init_device_mesh
+        meshes = [DeviceMesh.from_group(dist.group.WORLD, "cuda"), init_device_mesh("cuda", (1,)),
+                  DeviceMesh("cuda", [0])]
+        print("meshes", [m.device_type for m in meshes])
         dist.destroy_process_group()
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
@@ -101,4 +106,5 @@ def test_nccl_becomes_hccl_and_jit_script_is_disabled():
         """, timeout=60)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "backend hccl [1.0, 1.0]" in proc.stdout  # "nccl" became hccl, which ran the all_reduce
+    assert "meshes ['npu', 'npu', 'npu']" in proc.stdout  # FSDP2 over a "cuda" mesh (Megatron) runs on npu
     assert proc.stdout.strip().splitlines()[-1] == "True True"

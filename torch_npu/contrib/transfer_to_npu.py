@@ -32,7 +32,7 @@ import torch_npu  # noqa: F401
 
 _NOTICE = ("torch_npu.contrib.transfer_to_npu: the script runs on npu. torch.cuda.* now refers to torch.npu.*; "
            "'cuda' device arguments (factories, Tensor.to/cuda, Module.to/cuda, torch.load map_location, "
-           "autocast, GradScaler) become 'npu'; init_process_group('nccl') uses 'hccl'; "
+           "autocast, GradScaler, device meshes) become 'npu'; init_process_group('nccl') uses 'hccl'; "
            "ProfilerActivity.CUDA is the NPU activity; torch.jit.script is disabled.")
 
 _DEVICE_KWARGS = ("device", "device_type", "map_location", "device_id")
@@ -150,6 +150,18 @@ def _patch_distributed():
             return _fn(*args, **kwargs)
         setattr(dist, name, wrapper)
     dist.is_nccl_available = lambda: "hccl" in dist.Backend.backend_list
+    # Device meshes named "cuda" (init_device_mesh("cuda", ...), DeviceMesh("cuda", ...),
+    # Megatron's DeviceMesh.from_group(group, "cuda") for FSDP2) are npu meshes.
+    from torch.distributed import device_mesh
+    mesh_init = device_mesh.init_device_mesh
+    _patch(device_mesh, "init_device_mesh", positional=(0,))
+    if getattr(dist, "init_device_mesh", None) is mesh_init:
+        dist.init_device_mesh = device_mesh.init_device_mesh
+    mesh = device_mesh.DeviceMesh
+    _patch(mesh, "__init__", positional=(1,))
+    from_group = mesh.from_group
+    if not getattr(from_group, "_transfer_to_npu", False):
+        mesh.from_group = staticmethod(_wrap_device_args(from_group, positional=(1,)))
 
 
 def _patch_profiler():
