@@ -160,4 +160,16 @@ bool device_sync_skips_captures() {
   return true;
 }
 
+namespace {
+thread_local bool t_host_constants_capturable = false;
+}  // namespace
+
+bool set_host_constants_capturable(bool on) {
+  const bool previous = t_host_constants_capturable;
+  t_host_constants_capturable = on;
+  return previous;
+}
+
+bool host_constants_capturable() { return t_host_constants_capturable; }
+
 }  // namespace torch_npu

@@ -69,4 +69,17 @@ std::shared_ptr<CaptureRng> capture_rng_of(const vnpu::Stream& stream);
 // underway.
 bool device_sync_skips_captures();
 
+// Host constants in captured fused ops. A copy from host to device is not
+// captured: a replay would copy the data of capture time, not the data the
+// host buffer holds then. The fused operators (torch.ops.npu, torch.ops.atb)
+// are the exception: on the device their host-side arguments (sequence
+// lengths, index lists) become kernel arguments at capture, and the
+// compositions vNPU builds them from turn such arguments into small device
+// tensors with host copies. While the calling thread runs one, a host copy
+// is captured with its data of capture time (staged in the task), which is
+// what the device's kernel would have been given. set_ returns the previous
+// setting.
+bool set_host_constants_capturable(bool on);
+bool host_constants_capturable();
+
 }  // namespace torch_npu

@@ -141,6 +141,14 @@ std::optional<c10::Stream> stream_of_handle(const void* handle) {
 
 bool stream_idle(const c10::Stream& stream) { return runtime_stream(stream).query(); }
 
+namespace {
+std::atomic<int> g_host_dependent_work{0};
+}  // namespace
+
+void note_host_dependent_work(int delta) { g_host_dependent_work.fetch_add(delta, std::memory_order_acq_rel); }
+
+bool host_dependent_work_pending() { return g_host_dependent_work.load(std::memory_order_acquire) > 0; }
+
 void launch_host_task(const c10::Stream& stream, const char* name, std::function<void()> fn) {
   runtime_stream(stream).enqueue(vnpu::TaskKind::kHost, name, std::move(fn));
 }

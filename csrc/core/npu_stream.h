@@ -37,6 +37,15 @@ bool stream_idle(const c10::Stream& stream);
 // error, as a kernel's does.
 void launch_host_task(const c10::Stream& stream, const char* name, std::function<void()> fn);
 
+// Queued work that waits for something only the host does later (an
+// ExternalEvent's wait before its record, directly or in a graph replay).
+// While any is pending, a launch does not run on the caller (Note [Argument
+// errors raise at the call], launch.h): the caller would first wait for the
+// stream's queued work, which may wait for the caller's own later record.
+// note_host_dependent_work(+1) when queueing such work, (-1) when it ran.
+void note_host_dependent_work(int delta);
+bool host_dependent_work_pending();
+
 // The calling thread's current stream on `device` (-1: current device).
 c10::Stream current_stream(c10::DeviceIndex device = -1);
 // Shortcut used by every kernel launch: the current runtime stream.

@@ -9,6 +9,7 @@
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_error.h"
 #include "csrc/core/npu_stream.h"
+#include "csrc/graph/npu_task_group.h"
 
 namespace torch_npu {
 
@@ -85,12 +86,25 @@ void NpuGraph::replay() {
   // Note [Random ops in NPU graphs]: the generators' states for this replay
   // are taken now, in replay order, and travel with its task.
   auto rng_state = rng_->take_replay_state();
+  // A graph that waits for an external event depends on the host while it
+  // is queued (note_host_dependent_work, npu_stream.h).
+  const bool host_dependent = graph_->waits_on_host();
+  if (host_dependent) note_host_dependent_work(+1);
   const uint64_t seq = with_torch_errors([&] {
-    return stream.enqueue(vnpu::TaskKind::kGraph, "graph_replay",
-                          [graph = graph_, state = std::move(rng_state)] {
-                            ReplayRngScope scope(&state);
-                            graph->run();
-                          });
+    try {
+      return stream.enqueue(vnpu::TaskKind::kGraph, "graph_replay",
+                            [graph = graph_, state = std::move(rng_state), host_dependent] {
+                              struct Done {
+                                bool on;
+                                ~Done() { if (on) note_host_dependent_work(-1); }
+                              } done{host_dependent};
+                              ReplayRngScope scope(&state);
+                              graph->run();
+                            });
+    } catch (...) {
+      if (host_dependent) note_host_dependent_work(-1);
+      throw;
+    }
   });
   for (auto& [s, last] : replays_) {
     if (s == &stream) {
@@ -111,6 +125,7 @@ void NpuGraph::reset() {
   // Queued replays read the pool's memory: let them finish first.
   for (const auto& [stream, seq] : replays_) with_torch_errors([&] { stream->wait_completed(seq); });
   replays_.clear();
+  if (graph_) release_task_group_pools(graph_.get());
   graph_.reset();
   rng_.reset();
   if (pool_.has_value()) release_pool(*pool_);

@@ -97,7 +97,8 @@ void submit_kernel(c10::DeviceIndex device, const LaunchSnapshot& snap, KernelTa
   with_torch_errors([&] {
     // While capturing nothing may run: a first launch is captured unchecked
     // (its errors surface at replay, as the stream's error).
-    if (t_validated.count(key) == 0 && !stream.capturing()) {
+    // Nor while queued work may wait for this thread (npu_stream.h).
+    if (t_validated.count(key) == 0 && !stream.capturing() && !host_dependent_work_pending()) {
       // Note [Argument errors raise at the call] (launch.h).
       task.mode = StageTwoMode::kOnCaller;
       stream.run_on_caller(task.op, [&] { callable.run(callable.object); });

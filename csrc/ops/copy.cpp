@@ -18,6 +18,7 @@
 #include <ATen/ExpandUtils.h>
 #include <torch/library.h>
 
+#include "csrc/core/npu_capture.h"
 #include "csrc/core/npu_error.h"
 #include "csrc/core/npu_stream.h"
 #include "csrc/core/host_allocator.h"
@@ -102,9 +103,11 @@ at::Tensor npu_copy_from(const at::Tensor& self, const at::Tensor& dst, bool non
     copy_device_to_device(self, dst);
   } else if (is_npu(dst)) {
     TORCH_CHECK(self.device().is_cpu(), "Copying from ", self.device(), " to npu is not supported");
-    // A captured copy would replay the host data of capture time.
-    check_not_capturing(dst.device().index(), "a copy from host to device");
-    copy_host_to_device(self, dst, non_blocking);
+    // A captured copy would replay the host data of capture time: refused,
+    // except for a fused op's host constants (npu_capture.h).
+    const bool constant = host_constants_capturable();
+    if (!constant) check_not_capturing(dst.device().index(), "a copy from host to device");
+    copy_host_to_device(self, dst, non_blocking && !constant);  // a constant is staged, never aliased
   } else {
     TORCH_CHECK(dst.device().is_cpu(), "Copying from npu to ", dst.device(), " is not supported");
     check_not_capturing(self.device().index(), "a copy from device to host");

@@ -13,14 +13,12 @@
 
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_stream.h"
+#include "csrc/python/stream_object.h"
 
 namespace torch_npu {
-namespace {
 
 namespace py = pybind11;
 
-// The c10::Stream of a torch.npu.Stream (or any object with stream_id and
-// device_index, as torch.Stream has).
 c10::Stream stream_of_object(const py::handle& stream, const char* fn) {
   if (!py::hasattr(stream, "stream_id") || !py::hasattr(stream, "device_index")) {
     throw py::type_error(std::string(fn) + ": expected a torch.npu.Stream, got " +
@@ -31,6 +29,8 @@ c10::Stream stream_of_object(const py::handle& stream, const char* fn) {
   check_stream_id(id, device);
   return c10::Stream(c10::Stream::UNSAFE, npu_device(device), id);
 }
+
+namespace {
 
 // A Python object a stream task holds: dropped with the GIL held, wherever
 // the last reference goes (the stream's worker, usually).

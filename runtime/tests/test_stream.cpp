@@ -235,7 +235,8 @@ TEST(Stream, NonStdExceptionAndTakeError) {
   Stream stream(0, 0, 0, false);
   stream.enqueue("weird", [] { throw 42; });
   ASSERT_TRUE(eventually([&] { return stream.has_error(); }));
-  EXPECT_TRUE(stream.query());  // the failed task completed
+  // The failed task completes (the error is recorded just before).
+  EXPECT_TRUE(eventually([&] { return stream.query(); }));
   const auto error = stream.take_error();
   ASSERT_NE(error, nullptr);
   EXPECT_NE(error->message().find("weird failed on NPU 0: unknown exception"), std::string::npos)
@@ -734,6 +735,73 @@ TEST(StreamCapture, AFailingCapturedTaskDoesNotStopTheReplay) {
   stream.enqueue_replay(graph);
   EXPECT_THROW(stream.synchronize(), vnpu::KernelError);
   EXPECT_EQ(ran, 2);
+}
+
+TEST(StreamCapture, ATaskGroupsWorkIsReplacedByItsUpdate) {
+  Stream stream(0, 0, 0, false);
+  Stream updater(0, 1, 0, false);
+  std::vector<int> order;
+  auto graph = std::make_shared<vnpu::Graph>();
+  stream.begin_capture(graph);
+  stream.enqueue("before", [&order] { order.push_back(0); });
+  graph->begin_task_group();
+  EXPECT_EQ(expect_error([&] { graph->begin_task_group(); }).code(), ErrorCode::kStreamCapture);
+  stream.enqueue("group", [&order] { order.push_back(1); });
+  stream.enqueue("group", [&order] { order.push_back(2); });
+  EXPECT_EQ(graph->end_task_group(), 0u);
+  EXPECT_EQ(expect_error([&] { graph->end_task_group(); }).code(), ErrorCode::kStreamCapture);
+  stream.enqueue("after", [&order] { order.push_back(3); });
+  stream.end_capture();
+  stream.enqueue_replay(graph);
+  stream.synchronize();
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3}));
+
+  // An update captures its work (nothing runs) and swaps it in; the group may
+  // change its number of tasks.
+  auto update = std::make_shared<vnpu::Graph>();
+  updater.begin_capture(update);
+  updater.enqueue("updated", [&order] { order.push_back(7); });
+  updater.end_capture();
+  graph->update_task_group(0, *update);
+  EXPECT_EQ(update->size(), 0u);
+  order.clear();
+  stream.enqueue_replay(graph);
+  stream.synchronize();
+  EXPECT_EQ(order, (std::vector<int>{0, 7, 3}));
+  EXPECT_EQ(expect_error([&] { graph->update_task_group(1, *update); }).code(), ErrorCode::kInvalidValue);
+  EXPECT_EQ(expect_error([&] { graph->update_task_group(0, *graph); }).code(), ErrorCode::kInvalidValue);
+}
+
+TEST(StreamCapture, AReplayRunsTheGroupVersionCurrentWhenItGotThere) {
+  // The update lands while a replay runs the group's old version: the old
+  // one finishes intact, the next replay runs the new one.
+  Stream stream(0, 0, 0, false);
+  std::atomic<int> entered{0};
+  std::atomic<bool> release{false};
+  std::vector<int> seen;
+  auto graph = std::make_shared<vnpu::Graph>();
+  stream.begin_capture(graph);
+  graph->begin_task_group();
+  stream.enqueue("old", [&] {
+    entered = 1;
+    while (!release.load()) std::this_thread::yield();
+    seen.push_back(1);
+  });
+  stream.enqueue("old", [&seen] { seen.push_back(2); });
+  graph->end_task_group();
+  stream.end_capture();
+  stream.enqueue_replay(graph);
+  while (entered.load() == 0) std::this_thread::yield();
+  Stream updater(0, 1, 0, false);
+  auto capture = std::make_shared<vnpu::Graph>();
+  updater.begin_capture(capture);
+  updater.enqueue("new", [&seen] { seen.push_back(9); });
+  updater.end_capture();
+  graph->update_task_group(0, *capture);
+  release = true;
+  stream.enqueue_replay(graph);
+  stream.synchronize();
+  EXPECT_EQ(seen, (std::vector<int>{1, 2, 9}));
 }
 
 }  // namespace

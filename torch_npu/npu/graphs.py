@@ -29,6 +29,10 @@ __all__ = [
     "graph_pool_handle",
     "is_current_stream_capturing",
     "make_graphed_callables",
+    "graph_task_group_begin",
+    "graph_task_group_end",
+    "graph_task_update_begin",
+    "graph_task_update_end",
 ]
 
 
@@ -40,6 +44,32 @@ def is_current_stream_capturing():
 def graph_pool_handle():
     """An opaque token naming a memory pool that several graphs' captures may share."""
     return _C._graph_pool_handle()
+
+
+def graph_task_group_begin(stream):
+    """Opens a task group in the graph ``stream`` is capturing: the work
+    captured until ``graph_task_group_end`` can later be re-recorded with new
+    arguments by ``graph_task_update_begin``/``graph_task_update_end``."""
+    _C._graph_task_group_begin(stream)
+
+
+def graph_task_group_end(stream):
+    """Closes the open task group of ``stream``'s capture; returns its handle
+    (a ``torch_npu._C._NPUTaskGroupHandle``)."""
+    return _C._graph_task_group_end(stream)
+
+
+def graph_task_update_begin(stream, handle):
+    """From now on, the work launched on ``stream`` (not capturing) is
+    recorded as the new work of task group ``handle`` instead of running."""
+    _C._graph_task_update_begin(stream, handle)
+
+
+def graph_task_update_end(stream):
+    """Ends ``stream``'s task update; the group's new work takes effect when
+    ``stream`` reaches this point (record an event after it for replays to
+    wait for)."""
+    _C._graph_task_update_end(stream)
 
 
 class NPUGraph(_C._NPUGraph):

@@ -84,6 +84,35 @@ class Event(torch.Event):
         return _C._event_elapsed_time(self.event_id, end_event.event_id)
 
 
+class ExternalEvent:
+    """An event a stream may wait for before it is recorded (real
+    torch_npu's ``graph_external`` event): ``wait(s)`` holds ``s``'s later
+    work until some stream's ``record`` has set it, and ``reset(s)`` clears
+    it for reuse. In a graph capture, each call is captured and acts at every
+    replay. See csrc/graph/external_event.h."""
+
+    def __init__(self):
+        _lazy_init()
+        self._event = _C._ExternalEvent()
+
+    def record(self, stream=None):
+        """Sets the event when ``stream`` (default: the current one) reaches this point."""
+        self._event.record(stream if stream is not None else current_stream())
+
+    def wait(self, stream=None):
+        """Makes ``stream``'s later work wait until the event is set."""
+        self._event.wait(stream if stream is not None else current_stream())
+
+    def reset(self, stream=None):
+        """Clears the event when ``stream`` reaches this point. Make sure the
+        waits it should release have been released first."""
+        self._event.reset(stream if stream is not None else current_stream())
+
+    def query(self):
+        """True when the event is set now."""
+        return self._event._is_set()
+
+
 def _wrap(stream_tuple):
     stream_id, device_index, device_type = stream_tuple
     return Stream(stream_id=stream_id, device_index=device_index, device_type=device_type)

@@ -9,12 +9,6 @@ _REASONS = {
     "SyncLaunchStream": "the runtime cannot make the launches of one stream synchronous; set "
                         "ASCEND_LAUNCH_BLOCKING=1 before the process starts to run every npu kernel "
                         "synchronously, or call torch.npu.synchronize() after the work in question.",
-    "ExternalEvent": "there are no external (runtime-created) events: the virtual NPU has no aclrtEvent to wrap; "
-                     "use torch.npu.Event.",
-    "graph_task_group_begin": "NPUGraph here replays recorded kernels and has no task groups to update.",
-    "graph_task_group_end": "NPUGraph here replays recorded kernels and has no task groups to update.",
-    "graph_task_update_begin": "NPUGraph here replays recorded kernels and has no task groups to update.",
-    "graph_task_update_end": "NPUGraph here replays recorded kernels and has no task groups to update.",
     "super_kernel_scope_begin": "super kernels are fused by the Ascend graph compiler, which vNPU does not have.",
     "super_kernel_scope_end": "super kernels are fused by the Ascend graph compiler, which vNPU does not have.",
     "set_aoe": "AOE (the Ascend Optimization Engine tuner) is not part of vNPU.",
@@ -37,27 +31,6 @@ def _raise(name):
 class SyncLaunchStream:
     def __init__(self, device=None, priority=0, **kwargs):
         _raise("SyncLaunchStream")
-
-
-class ExternalEvent:
-    def __init__(self):
-        _raise("ExternalEvent")
-
-
-def graph_task_group_begin(stream):
-    _raise("graph_task_group_begin")
-
-
-def graph_task_group_end(stream):
-    _raise("graph_task_group_end")
-
-
-def graph_task_update_begin(stream, handle):
-    _raise("graph_task_update_begin")
-
-
-def graph_task_update_end(stream):
-    _raise("graph_task_update_end")
 
 
 def super_kernel_scope_begin(scope_name=None):
@@ -89,8 +62,7 @@ def obfuscation_calculate(fd, x, param, *, obf_coefficient=1.0):
     _raise("obfuscation_calculate")
 
 
-for _fn in (graph_task_group_begin, graph_task_group_end, graph_task_update_begin, graph_task_update_end,
-            super_kernel_scope_begin, super_kernel_scope_end, set_aoe, set_op_timeout_ms, obfuscation_initialize,
+for _fn in (super_kernel_scope_begin, super_kernel_scope_end, set_aoe, set_op_timeout_ms, obfuscation_initialize,
             obfuscation_finalize, obfuscation_calculate):
     _fn.__doc__ = f"Not supported on vNPU: {_REASONS[_fn.__name__]}"
 del _fn

@@ -11,6 +11,8 @@ the stream, so a fused op is a short chain of queued kernels; the costly ones
 intermediates. See docs/fused_ops.md.
 """
 
+import functools
+
 import torch
 
 from torch_npu import _C
@@ -28,11 +30,28 @@ EXPORTED = []
 EXPORTED_ATB = []
 
 
+def _with_capturable_host_constants(fn):
+    """``fn`` with its host copies capturable in an NPU graph: on the device a
+    fused op's host arguments (sequence lengths, index lists) are kernel
+    arguments fixed at capture; the composition makes small device tensors
+    of them (Note in csrc/core/npu_capture.h)."""
+    set_capturable = _C._npu_set_host_constants_capturable
+
+    @functools.wraps(fn)
+    def impl(*args, **kwargs):
+        previous = set_capturable(True)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            set_capturable(previous)
+    return impl
+
+
 def define(schema, fn, *, export=True):
     """Defines ``npu::<schema>`` with ``fn`` as its implementation on every device."""
     name = schema.split("(", 1)[0]  # "name" or "name.overload"
     _LIB.define(schema)
-    _LIB.impl(name, fn, "CompositeImplicitAutograd")
+    _LIB.impl(name, _with_capturable_host_constants(fn), "CompositeImplicitAutograd")
     _C._note_op_route("npu::" + name, "python_composite")
     packet = name.split(".", 1)[0]
     if export and packet not in EXPORTED:
@@ -44,7 +63,7 @@ def define_atb(schema, fn, *, export=True):
     """Defines ``atb::<schema>`` with ``fn`` as its implementation on every device."""
     name = schema.split("(", 1)[0]
     _ATB_LIB.define(schema)
-    _ATB_LIB.impl(name, fn, "CompositeImplicitAutograd")
+    _ATB_LIB.impl(name, _with_capturable_host_constants(fn), "CompositeImplicitAutograd")
     _C._note_op_route("atb::" + name, "python_composite")
     packet = name.split(".", 1)[0]
     if export and packet not in EXPORTED_ATB:

@@ -24,12 +24,25 @@
 // they were enqueued, which respects every dependency the host expressed, and
 // a replay runs them in that order on one worker.
 //
+// Task groups (torch.npu.graph_task_group_begin/end, CANN's aclmdlRICapture-
+// TaskGrpBegin/End): a run of consecutive captured tasks marked while the
+// capture is underway, whose work can later be replaced as a whole
+// (update_task_group) without recapturing the graph, e.g. an attention
+// kernel captured with one step's sequence lengths and given the next step's.
+// Groups do not nest; every task captured between begin and end belongs to
+// the group, whichever of the capture's streams added it.
+//
 // Thread-safety: append() may be called by several capturing streams at
-// once; a finished graph is immutable and may be replayed from any thread,
-// also concurrently.
+// once. A finished graph's tasks are immutable except through
+// update_task_group, which may run while the graph replays on another
+// thread: each replay runs, per group, the version that was current when it
+// reached the group's first task, and that version stays alive until it
+// has run.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -61,9 +74,36 @@ class Graph {
   // errors.
   void run() const;
 
+  // Task groups (see above). begin_task_group throws Error(kStreamCapture)
+  // while a group is open; end_task_group, when none is; end_task_group
+  // returns the group's index in this graph.
+  void begin_task_group();
+  std::size_t end_task_group();
+  std::size_t num_task_groups() const;
+
+  // Whether a captured task waits for something the host does later (an
+  // external event's record): the adaptor then counts a replay as work that
+  // depends on the host. Set while capturing.
+  void mark_waits_on_host() { waits_on_host_.store(true, std::memory_order_release); }
+  bool waits_on_host() const { return waits_on_host_.load(std::memory_order_acquire); }
+  // Replaces group `group`'s work by every task `replacement` holds (moved
+  // out of it; `replacement` ends up empty). Throws Error(kInvalidValue) for
+  // an unknown group, or when this graph is the replacement.
+  void update_task_group(std::size_t group, Graph& replacement);
+
  private:
-  mutable std::mutex mutex_;  // guards tasks_ while streams capture into it
-  std::vector<std::unique_ptr<Task>> tasks_;
+  using TaskList = std::vector<std::unique_ptr<Task>>;
+  struct TaskGroup {
+    std::size_t begin = 0, end = 0;       // [begin, end) in tasks_, the captured work
+    std::shared_ptr<TaskList> update;     // the latest replacement, if any
+  };
+  static void run_tasks(const TaskList& tasks, std::size_t begin, std::size_t end, std::exception_ptr& first);
+
+  mutable std::mutex mutex_;  // guards tasks_ while streams capture into it, and groups_
+  TaskList tasks_;
+  std::vector<TaskGroup> groups_;
+  bool group_open_ = false;
+  std::atomic<bool> waits_on_host_{false};
 };
 
 }  // namespace vnpu
