@@ -43,3 +43,33 @@ def test_unsupported_entry_points_raise_with_a_reason():
     proc = subprocess.run([sys.executable, "-c", code], env=clean_env(), capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr[-4000:]
+
+
+def test_parallel_store_is_a_store_under_torch_npus_api():
+    # Real torch_npu's constructor (positional order included), a server and
+    # a client in one process, the Store API between them, and its names.
+    from datetime import timedelta
+
+    import pytest
+    import torch.distributed as dist
+
+    import torch_npu
+    from torch_npu.distributed import ParallelStore
+
+    assert torch_npu.ParallelStore is ParallelStore is torch_npu._C._distributed_c10d.ParallelStore
+    server = ParallelStore("127.0.0.1", 0, 2, False, -1, True, False, timedelta(seconds=30), False)
+    client = ParallelStore("127.0.0.1", server.port, 2, is_server=False, timeout=timedelta(seconds=30))
+    assert isinstance(server, dist.Store) and isinstance(client, dist.TCPStore)
+    server.set("first_key", "first_value")
+    assert client.get("first_key") == b"first_value"
+    assert client.add("n", 3) == 3 and server.add("n", 4) == 7
+    client.wait(["first_key"])
+    prefixed = dist.PrefixStore("/worker/attempt_0", client)
+    prefixed.set("k", "v")
+    assert server.get("/worker/attempt_0/k") == b"v"
+    tiered = ParallelStore("127.0.0.1", server.port, enable_tiered=True, timeout=5000)  # ms, as the C++ binding
+    assert tiered.enable_tiered and tiered.get("first_key") == b"first_value"
+    with pytest.raises(ValueError, match="port must have value from 0 to 65535"):
+        ParallelStore("127.0.0.1", 70000)
+    with pytest.raises(TypeError, match="timeout should be a datetime.timedelta"):
+        ParallelStore("127.0.0.1", server.port, timeout="soon")

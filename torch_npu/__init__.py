@@ -73,6 +73,7 @@ if _dist.is_available():
     from torch_npu import distributed as _distributed  # noqa: E402
 
     _distributed.register()
+    ParallelStore = _distributed.ParallelStore  # real torch_npu's export (torch_npu.ParallelStore)
 
 # Graph mode: `import torchair` resolves to torch_npu.dynamo.torchair; the
 # dynamo backends ("npu", ...) are entry points, Inductor's npu codegen is

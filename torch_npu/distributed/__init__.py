@@ -46,6 +46,11 @@ def _host_identity(pattern, rank):
     return identity
 
 
+from torch_npu.distributed.parallel_store import ParallelStore  # noqa: E402
+
+# Where real torch_npu binds it (its C++ store) and re-exports it.
+_C._distributed_c10d.ParallelStore = ParallelStore
+
 from torch_npu.distributed.distributed_c10d import (  # noqa: E402
     _all_gather_into_tensor_uneven as all_gather_into_tensor_uneven,
     _reduce_scatter_tensor_uneven as reduce_scatter_tensor_uneven,

@@ -1,10 +1,10 @@
 """The "parallel" rendezvous of torch_npu.distributed.
 
 Real torch_npu backs it with ParallelStore, its own multi-threaded TCP store
-(with an optional per-node proxy tier). vNPU has no ParallelStore: both
-forms below use torch's TCPStore (multi-tenant, hosted by node 0's agent or
-by rank 0), which speaks the same Store API, so jobs behave the same, only
-without the proxy tier (``--enable_tiered_parallel_tcpstore`` is accepted and
+(with an optional per-node proxy tier). vNPU's ParallelStore is torch's
+TCPStore under that API (parallel_store.py): both forms below use one
+(multi-tenant, hosted by node 0's agent or by rank 0), which speaks the same
+Store API, so jobs behave the same, only without the proxy tier (``--enable_tiered_parallel_tcpstore`` is accepted and
 recorded in ENABLE_TIERED_PARALLEL_TCPSTORE, with no effect).
 
 * ``init_process_group(init_method="parallel://host:port?rank=R&world_size=W")``
@@ -18,7 +18,7 @@ import os
 from datetime import timedelta
 from urllib.parse import urlparse
 
-from torch.distributed import PrefixStore, TCPStore
+from torch.distributed import PrefixStore
 from torch.distributed.constants import default_pg_timeout
 from torch.distributed.elastic.rendezvous.api import (
     RendezvousHandler,
@@ -29,6 +29,8 @@ from torch.distributed.elastic.rendezvous.api import (
 )
 from torch.distributed.elastic.rendezvous.utils import parse_rendezvous_endpoint
 from torch.distributed.rendezvous import register_rendezvous_handler
+
+from torch_npu.distributed.parallel_store import ParallelStore
 
 __all__ = []
 
@@ -49,9 +51,9 @@ def _worker_store(host, port, rank, world_size, timeout):
     if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True" or \
             os.environ.get("TORCH_NPU_ELASTIC_USE_AGENT_STORE") == "True":
         attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-        client = TCPStore(host, port, world_size, False, timeout, multi_tenant=True)
+        client = ParallelStore(host, port, world_size, is_server=False, timeout=timeout, multi_tenant=True)
         return PrefixStore(f"/worker/attempt_{attempt}", client)
-    return TCPStore(host, port, world_size, rank == 0, timeout, multi_tenant=True)
+    return ParallelStore(host, port, world_size, is_server=rank == 0, timeout=timeout, multi_tenant=True)
 
 
 def _parallel_rendezvous_handler(url: str, timeout: timedelta = default_pg_timeout, **kwargs):
@@ -90,9 +92,9 @@ class _ParallelTCPRendezvous(RendezvousHandler):
 
     def next_rendezvous(self) -> RendezvousInfo:
         if self._store is None:
-            log.info("Creating the parallel rendezvous store (a TCPStore on vNPU)")
-            self._store = TCPStore(self.master_addr, self.master_port, self.world_size, self.rank == 0,
-                                   self.timeout, multi_tenant=True)
+            log.info("Creating ParallelStore as the c10d::Store implementation")
+            self._store = ParallelStore(self.master_addr, self.master_port, self.world_size,
+                                        is_server=self.rank == 0, timeout=self.timeout, multi_tenant=True)
         return RendezvousInfo(PrefixStore(self.run_id, self._store), self.rank, self.world_size,
                               RendezvousStoreInfo(self.master_addr, self.master_port))
 
