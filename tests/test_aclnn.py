@@ -208,6 +208,29 @@ def test_grouped_matmul_bad_arguments_fail_naming_them(ext):
     torch.testing.assert_close(y.cpu(), torch.cat([x.cpu()[:2] @ w.cpu()[0], x.cpu()[2:] @ w.cpu()[1]]))
 
 
+@pytest.mark.parametrize("layout", ["SBH", "TND"])
+def test_ring_attention_update_equals_npu_ring_attention_update(ext, layout):
+    # MindSpeed's --use-fused-ring-attention-update: the aclnn operator and
+    # torch_npu.npu_ring_attention_update (checked against the formula in
+    # tests/op_plugin) merge the same partial results alike.
+    torch.manual_seed(0)
+    if layout == "SBH":
+        attn, stat = (5, 2, 3 * 4), (2, 3, 5, 1)
+    else:
+        attn, stat = (7, 3, 4), (7, 3, 1)
+    out1, out2 = torch.randn(attn, dtype=torch.bfloat16), torch.randn(attn, dtype=torch.bfloat16)
+    m1, l1, m2, l2 = (torch.rand(stat).repeat(*([1] * (len(stat) - 1)), 8) for _ in range(4))
+    got = ext.ring_update_by_name(*(t.npu() for t in (out1, m1, l1, out2, m2, l2)), layout)
+    want = torch_npu.npu_ring_attention_update(out1, m1, l1, out2, m2, l2, input_layout=layout,
+                                               input_softmax_layout="TND" if layout == "TND" else "",
+                                               actual_seq_qlen=torch.tensor([7]) if layout == "TND" else None)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g.cpu(), w, atol=1e-2, rtol=1e-2)
+    ext.ring_update_by_name(*(t.npu() for t in (out1, m1[..., :4], l1, out2, m2, l2)), layout)
+    with pytest.raises(RuntimeError, match="softmax statistics must have one shape"):
+        torch.npu.synchronize()
+
+
 @pytest.mark.parametrize("api", ["aclnnGroupedMatmulV5", "aclnnRmsNorm", "aclnnAbs"])
 def test_cann_operators_vnpu_does_not_implement_fail_at_the_call_saying_so(ext, api):
     # found by dlsym (so op-plugin's and MindSpeed's lookups do not stop at "not in libopapi.so")

@@ -305,7 +305,22 @@ std::vector<at::Tensor> gmm_by_name(const std::vector<at::Tensor>& x, const std:
   return {out};
 }
 
+// Ring attention update (MindSpeed's npu_ring_attention_update), as its
+// op builder calls it: outputs allocated like the previous step's.
+std::vector<at::Tensor> ring_update_by_name(const at::Tensor& out1, const at::Tensor& m1, const at::Tensor& l1,
+                                            const at::Tensor& out2, const at::Tensor& m2, const at::Tensor& l2,
+                                            const std::string& layout) {
+  at::Tensor out = at::empty_like(out1), m = at::empty_like(m1), l = at::empty_like(l1);
+  at::Tensor lens = at::empty({}, l1.options().dtype(at::kLong));
+  // The handler runs later: the layout must outlive this call (a literal).
+  char* layout_ptr = const_cast<char*>(layout == "TND" ? "TND" : "SBH");
+  run_by_name("aclnnRingAttentionUpdate", describe(out1), describe(m1), describe(l1), describe(out2), describe(m2),
+              describe(l2), describe(lens), layout_ptr, describe(out), describe(m), describe(l));
+  return {out, m, l};
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("ring_update_by_name", &ring_update_by_name);
   m.def("add_by_name", &add_by_name);
   m.def("rope_by_name", &rope_by_name);
   m.def("rope_grad_by_name", &rope_grad_by_name);
