@@ -111,6 +111,10 @@ ARG_RULES: dict[str, tuple[str, str]] = {
         "::std::optional<at::ScalarType>", "::std::optional<at::Layout>",
         "::std::optional<at::MemoryFormat>", "::std::optional<at::Device>")},
 }
+# Matrix products: the argument whose last dimension is the contraction
+# (Note [The work of a GEMM], csrc/launch/tensor_ref.h).
+GEMM_CONTRACTIONS = {"mm": "self", "bmm": "self", "addmm": "mat1", "baddbmm": "batch1", "addbmm": "batch1",
+                     "_addmm_activation": "mat1"}
 # Arguments common_device() must see (DeviceCheck::add has overloads for these).
 TENSOR_LIKE = {
     "const at::Tensor &", "at::Tensor &", "const ::std::optional<at::Tensor> &",
@@ -145,11 +149,14 @@ class Lambda:
         else:
             self.call_args.append(use.format(c=c))
 
-    def emit(self, device: str, op: str, call: str, outputs: list[str]) -> str:
-        """`outputs`: what the kernel writes (poisoned if it fails queued)."""
+    def emit(self, device: str, op: str, call: str, outputs: list[str], contraction: str | None = None) -> str:
+        """`outputs`: what the kernel writes (poisoned if it fails queued);
+        `contraction`: a matrix product's contraction length (Note [The work
+        of a GEMM], tensor_ref.h)."""
         caps = ",\n          ".join(self.captures)
         body = "".join(f"           {line}\n" for line in self.locals)
-        return (f"  LaunchSnapshot snap;\n"
+        note = f"  snap.note_contraction({contraction});\n" if contraction else ""
+        return (f"  LaunchSnapshot snap;\n{note}"
                 f"  launch({device}, \"{op}\", {{{', '.join(outputs)}}}, snap,\n"
                 f"         [{caps}]() {{\n"
                 f"{body}"
@@ -223,7 +230,9 @@ def gen_variant(g: NativeFunctionsGroup, f: NativeFunction) -> str:
         written = [f.func.arguments.self_arg.argument.name]
     else:
         written = [a.name for a in f.func.arguments.out]
-    lines.append(lam.emit("device", op, f"at::cpu::{cpu_sig.name()}", written))
+    gemm = GEMM_CONTRACTIONS.get(str(g.functional.func.name.name))
+    lines.append(lam.emit("device", op, f"at::cpu::{cpu_sig.name()}", written,
+                          f"{gemm}.size(-1)" if gemm else None))
 
     if k is SchemaKind.functional:
         moved = [f"std::move(op.outputs_[{i}])" for i in range(n_out)]

@@ -12,6 +12,7 @@
 #include "csrc/launch/strict_mode.h"
 #include <vnpu/environment.h>
 #include <vnpu/host_wait.h>
+#include <vnpu/intra_op_threads.h>
 #include <vnpu/stream.h>
 
 namespace torch_npu {
@@ -25,33 +26,9 @@ extern "C" void omp_set_num_threads(int);
 // set it (torch.set_num_threads does, on its thread).
 extern "C" __attribute__((weak)) int MKL_Set_Num_Threads_Local(int);
 
-// Below this many elements a kernel runs on the worker alone. Small kernels
-// gain little from intra-op threads, and on a machine with few cores those
-// threads compete with the host thread that keeps enqueueing work (one
-// parallel region per small op then costs tens of microseconds).
-constexpr int64_t kSerialWorkElements = 32768;  // ATen's GRAIN_SIZE
-
-// Note [Device threads beside the host]
-// A real NPU computes beside the host CPU; here both share the cores. A big
-// kernel's OpenMP team splits its work evenly, so when one of its threads
-// shares a core with a busy host thread the whole kernel waits for that
-// thread (measured: benchmarks/README.md, "Figures behind the Notes"). So a big kernel leaves
-// a core to the host (cores - 1 threads) unless a host thread is blocked
-// waiting for the device (synchronize, an event, a full launch ring).
-//
-// Then the device may have every core, but only a kernel of
-// kWholeMachineWorkElements or more takes them. With a host thread and a
-// stream worker both running OpenMP teams, libgomp has more threads than
-// cores and its idle team threads sleep at once instead of spinning, so
-// every parallel region first wakes its team from a futex, which on a small
-// op costs more than the op. Below that size, on a machine whose cores - 1
-// is 1, the team costs more than it saves; a 512x512 GEMM still gains.
-constexpr int64_t kWholeMachineWorkElements = 262144;
-
 int intra_op_threads(int64_t work, int max_threads) {
-  if (work >= 0 && work < kSerialWorkElements) return 1;
-  if (vnpu::blocked_host_threads() > 0 && work >= kWholeMachineWorkElements) return max_threads;
-  return std::max(1, max_threads - 1);
+  // The rule and its reasons: runtime/include/vnpu/intra_op_threads.h.
+  return vnpu::intra_op_threads(work, max_threads, vnpu::blocked_host_threads() > 0);
 }
 
 // Runs stage 2 of one op with the intra-op threads intra_op_threads() gives,

@@ -71,12 +71,25 @@ class LaunchSnapshot {
   // Notes a tensor the kernel reaches another way (undefined: nothing).
   void note(const at::Tensor& tensor);
 
-  int64_t work() const { return work_; }            // elements of the largest npu tensor
+  // Elements of the largest npu tensor; for a matrix product, scaled by its
+  // contraction length (note_contraction): Note [The work of a GEMM].
+  int64_t work() const { return contraction_ > kGemmMacsPerElement ? work_ / kGemmMacsPerElement * contraction_ : work_; }
+  // A matrix product over `k` (mat1's columns): its cost grows with k.
+  void note_contraction(int64_t k) { contraction_ = k; }
   uint64_t signature() const { return signature_; }  // dtype, rank and device kind of each tensor
   uint64_t npu_dtypes() const { return npu_dtypes_; }  // bit (1 << ScalarType) per npu dtype (strict chip mode)
 
  private:
+  // Note [The work of a GEMM]
+  // `work` sizes a kernel for the intra-op thread rule (launch.cpp), in
+  // elementwise elements. A GEMM's output element costs k multiply-adds,
+  // about one elementwise element per kGemmMacsPerElement of them with
+  // vectorised GEMM kernels: a 256x256x256 product then counts as 262144
+  // elements, at the bar where the whole machine pays off (measured:
+  // benchmarks/README.md), and 64x256x512 as 65536, below it.
+  static constexpr int64_t kGemmMacsPerElement = 64;
   int64_t work_ = 0;
+  int64_t contraction_ = 0;
   uint64_t signature_ = 0;
   uint64_t npu_dtypes_ = 0;
 };

@@ -8,6 +8,7 @@
 #include "vnpu/caching_allocator.h"
 #include "vnpu/device_allocator.h"
 #include "vnpu/error.h"
+#include "vnpu/intra_op_threads.h"
 #include "vnpu/runtime.h"
 
 namespace {
@@ -271,3 +272,27 @@ TEST(Runtime, DedicatedStreamsAreOutsideThePool) {
 }
 
 }  // namespace
+
+// The intra-op thread rule on the machines users have (2, 4 and 16 cores):
+// small kernels serial; big ones leave a core to a busy host and take every
+// core only while a host thread waits for the device; a 256^3 GEMM counts as
+// big, a 64x256x512 one does not (Note [The work of a GEMM]).
+TEST(IntraOpThreads, FollowKernelSizeCoresAndHostState) {
+  using vnpu::intra_op_threads;
+  const std::int64_t small = 1024, mid = 131072, big = 1 << 20;
+  const std::int64_t gemm_256 = 256 * 256 / 64 * 256, gemm_64x256x512 = 64 * 512 / 64 * 256;
+  for (int cores : {2, 4, 16}) {
+    SCOPED_TRACE(cores);
+    for (bool blocked : {false, true}) {
+      EXPECT_EQ(intra_op_threads(small, cores, blocked), 1);
+      EXPECT_EQ(intra_op_threads(mid, cores, blocked), cores - 1);
+      EXPECT_EQ(intra_op_threads(gemm_64x256x512, cores, blocked), cores - 1);
+      EXPECT_EQ(intra_op_threads(-1, cores, blocked), cores - 1);  // unknown size
+    }
+    EXPECT_EQ(intra_op_threads(big, cores, false), cores - 1);
+    EXPECT_EQ(intra_op_threads(big, cores, true), cores);
+    EXPECT_EQ(intra_op_threads(gemm_256, cores, true), cores);
+  }
+  EXPECT_EQ(intra_op_threads(big, 1, false), 1);  // one core: never zero threads
+  EXPECT_EQ(intra_op_threads(big, 1, true), 1);
+}

@@ -396,7 +396,7 @@ TEST(Stream, FullRingProducerResumesOnlyWhenARefillIsFree) {
 
 TEST(Stream, BlockedHostThreadsCountsHostsWaitingForTheDevice) {
   // The count a kernel reads to decide whether it may take every core
-  // (Note [Device threads beside the host], csrc/launch/launch.cpp).
+  // (Note [Device threads beside the host], vnpu/intra_op_threads.h).
   Stream stream(0, 0, 0, false);
   EXPECT_EQ(vnpu::blocked_host_threads(), 0);
   std::atomic<int> seen_on_worker{-1};

@@ -195,7 +195,7 @@ _SERIAL_WORK_ELEMENTS = 32768
 
 def _npu_cpp_config():
     """Inductor's C++ settings for npu graphs, as eager npu kernels run
-    (Note [Device threads beside the host] in csrc/launch/launch.cpp):
+    (Note [Device threads beside the host] in runtime/include/vnpu/intra_op_threads.h):
 
     - ``cpp.threads``: one core fewer than the intra-op threads, left to the
       host thread that issues work meanwhile. (Eager kernels take every core
