@@ -201,3 +201,36 @@ def test_a_wait_that_could_never_end_under_launch_blocking_raises(tmp_path):
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
     assert "raised: ExternalEvent.wait: the event was not recorded" in done.stdout
+
+
+def test_super_kernel_scopes_and_options_are_checked_and_change_nothing():
+    x, y = torch.randn(8, 8, device="npu"), torch.randn(8, 8, device="npu")
+    g = torch.npu.NPUGraph()
+    with torch.npu.graph(g):
+        torch_npu.npu.super_kernel_scope_begin("outer")
+        z1 = x @ y
+        torch_npu.npu.super_kernel_scope_begin()
+        z2 = z1 * 2.0
+        torch_npu.npu.super_kernel_scope_end()
+        z3 = z2 + 1.0
+        torch_npu.npu.super_kernel_scope_end("outer")
+    g.super_kernel_optimize(optimize_options={"preload_code": 1, "dcci_before_kernel_start": ["mm"],
+                                              "aggressive_opt_strategies": {"event_breaker_bypass": 1}},
+                            debug_options={"debug_sync_all": 0})
+    g.replay()
+    torch.testing.assert_close(z3.cpu(), (x.cpu() @ y.cpu()) * 2 + 1)
+    for bad in ("", "   "):
+        with pytest.raises(RuntimeError, match="scope_name should be None or a non-empty string"):
+            torch_npu.npu.super_kernel_scope_begin(bad)
+    with pytest.raises(RuntimeError, match="without a matching super_kernel_scope_begin"):
+        torch_npu.npu.super_kernel_scope_end("never_opened")
+    for kwargs, message in [(dict(optimize_options="invalid"), "must be dict or None"),
+                            (dict(debug_options={"invalid_key": 1}), "has no option 'invalid_key'"),
+                            (dict(optimize_options={"preload_code": "x"}), "should be a int"),
+                            (dict(optimize_options={"aggressive_opt_strategies": {"bad": 1}}), "has no option")]:
+        with pytest.raises(RuntimeError, match=message):
+            g.super_kernel_optimize(**{"optimize_options": None, "debug_options": None, **kwargs})
+    gen = torch.Generator(device="npu")
+    g.register_generator_state(gen)
+    with pytest.raises(ValueError, match="npu generator"):
+        g.register_generator_state(torch.Generator())

@@ -160,8 +160,6 @@ def test_fixed_answers():
     lambda: torch.npu.reset_accumulated_host_memory_stats(),
     lambda: torch.npu.reset_peak_host_memory_stats(),
     lambda: torch.npu.SyncLaunchStream(),
-    lambda: torch.npu.super_kernel_scope_begin(),
-    lambda: torch.npu.super_kernel_scope_end(),
     lambda: torch.npu.set_aoe("/tmp/aoe"),
     lambda: torch.npu.set_op_timeout_ms(1000),
     lambda: torch.npu.obfuscation_initialize(4096, 0, 1),

@@ -91,11 +91,12 @@ from torch_npu.npu.ascend_compat import (  # noqa: F401
     clear_npu_overflow_flag, current_blas_handle, empty_virt_addr_cache, get_mm_bmm_format_nd,
     get_npu_overflow_flag, ipc_collect, set_mm_bmm_format_nd)
 from torch_npu.npu.graphs import (  # noqa: F401
-    graph_task_group_begin, graph_task_group_end, graph_task_update_begin, graph_task_update_end)
+    graph_task_group_begin, graph_task_group_end, graph_task_update_begin, graph_task_update_end,
+    super_kernel_scope_begin, super_kernel_scope_end)
 from torch_npu.npu.streams import ExternalEvent  # noqa: F401
 from torch_npu.npu.unsupported import (  # noqa: F401
     SyncLaunchStream, obfuscation_calculate, obfuscation_finalize, obfuscation_initialize, set_aoe,
-    set_op_timeout_ms, super_kernel_scope_begin, super_kernel_scope_end)
+    set_op_timeout_ms)
 
 
 def _is_in_bad_fork() -> bool:

@@ -16,6 +16,7 @@ onto a stream that waits for one of its events and must join it back
 """
 
 import gc
+import threading
 import typing
 
 import torch
@@ -33,6 +34,8 @@ __all__ = [
     "graph_task_group_end",
     "graph_task_update_begin",
     "graph_task_update_end",
+    "super_kernel_scope_begin",
+    "super_kernel_scope_end",
 ]
 
 
@@ -123,6 +126,88 @@ class NPUGraph(_C._NPUGraph):
 
     def raw_npu_graph(self):
         raise NotImplementedError("NPUGraph.raw_npu_graph: the virtual NPU has no aclmdlRI handle to return")
+
+    def register_generator_state(self, generator):
+        """Registers an npu generator whose random ops this graph captures
+        (torch.cuda.CUDAGraph's API). vNPU already tracks every generator a
+        capture draws from, so registering only checks it is an npu one."""
+        if not isinstance(generator, torch.Generator):
+            raise TypeError(f"register_generator_state expects a torch.Generator, got {type(generator).__name__}")
+        if generator.device.type != "npu":
+            raise ValueError(f"register_generator_state expects an npu generator, got one on {generator.device}")
+
+    def super_kernel_optimize(self, optimize_options=None, debug_options=None):
+        """Fuses the captured kernels into super kernels on the device (CANN's
+        graph optimisation, to cut per-kernel launch cost). The options are
+        checked as real torch_npu checks them; there is nothing to fuse here:
+        a replay already runs every captured kernel in one task."""
+        _check_super_kernel_options("optimize_options", optimize_options, _SUPER_KERNEL_OPTIMIZE_OPTIONS)
+        _check_super_kernel_options("debug_options", debug_options, _SUPER_KERNEL_DEBUG_OPTIONS)
+
+
+# super_kernel_optimize's options and the type of each value.
+_SUPER_KERNEL_OPTIMIZE_OPTIONS = {
+    "preload_code": int, "split_mode": int, "stream_fusion": int, "constant_codegen": int,
+    "auto_op_parallel": int, "opt_extend": str, "dcci_before_kernel_start": list,
+    "dcci_after_kernel_end": list, "dcci_disable_on_kernel": list, "aggressive_opt_strategies": dict,
+}
+_SUPER_KERNEL_AGGRESSIVE_OPTIONS = {"event_breaker_bypass": int, "value_breaker_bypass": int,
+                                    "task_breaker_bypass": int}
+_SUPER_KERNEL_DEBUG_OPTIONS = {"debug_sync_all": int, "debug_op_exec_trace": int,
+                               "debug_cross_core_sync_check": int, "debug_extend": str}
+
+
+def _check_super_kernel_options(name, options, valid):
+    from torch_npu.utils._error_code import ErrCode, pta_error
+    if options is None:
+        return
+    if not isinstance(options, dict):
+        raise RuntimeError(f"{name} param must be dict or None." + pta_error(ErrCode.PARAM))
+    for key, value in options.items():
+        if key not in valid:
+            raise RuntimeError(f"{name} has no option {key!r}; valid options: {', '.join(valid)}."
+                               + pta_error(ErrCode.PARAM))
+        kind = valid[key]
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise RuntimeError(f"{name}[{key!r}] should be a {kind.__name__}, got {type(value).__name__}."
+                               + pta_error(ErrCode.PARAM))
+        if kind is list and not all(isinstance(v, str) for v in value):
+            raise RuntimeError(f"{name}[{key!r}] should be a list of kernel names (str)." + pta_error(ErrCode.PARAM))
+        if key == "aggressive_opt_strategies":
+            _check_super_kernel_options(f"{name}[{key!r}]", value, _SUPER_KERNEL_AGGRESSIVE_OPTIONS)
+
+
+_super_kernel_scopes = threading.local()
+
+
+def _check_scope_name(scope_name):
+    from torch_npu.utils._error_code import ErrCode, pta_error
+    if scope_name is not None and (not isinstance(scope_name, str) or not scope_name.strip()):
+        raise RuntimeError("scope_name should be None or a non-empty string." + pta_error(ErrCode.PARAM))
+
+
+def super_kernel_scope_begin(scope_name=None):
+    """Opens a super-kernel scope: on the device, the kernels captured inside
+    are fused into one. Scopes nest and must be closed in order; a replay
+    here already runs all captured kernels in one task, so the scope only
+    marks the region."""
+    _check_scope_name(scope_name)
+    stack = _super_kernel_scopes.__dict__.setdefault("stack", [])
+    stack.append(scope_name)
+
+
+def super_kernel_scope_end(scope_name=None):
+    """Closes the innermost super-kernel scope (the one ``scope_name`` opened)."""
+    from torch_npu.utils._error_code import ErrCode, pta_error
+    _check_scope_name(scope_name)
+    stack = _super_kernel_scopes.__dict__.setdefault("stack", [])
+    if not stack:
+        raise RuntimeError("super_kernel_scope_end without a matching super_kernel_scope_begin."
+                           + pta_error(ErrCode.PARAM))
+    if stack[-1] != scope_name:
+        raise RuntimeError(f"super_kernel_scope_end({scope_name!r}) does not close the innermost scope, "
+                           f"{stack[-1]!r}." + pta_error(ErrCode.PARAM))
+    stack.pop()
 
 
 class graph:

@@ -9,8 +9,6 @@ _REASONS = {
     "SyncLaunchStream": "the runtime cannot make the launches of one stream synchronous; set "
                         "ASCEND_LAUNCH_BLOCKING=1 before the process starts to run every npu kernel "
                         "synchronously, or call torch.npu.synchronize() after the work in question.",
-    "super_kernel_scope_begin": "super kernels are fused by the Ascend graph compiler, which vNPU does not have.",
-    "super_kernel_scope_end": "super kernels are fused by the Ascend graph compiler, which vNPU does not have.",
     "set_aoe": "AOE (the Ascend Optimization Engine tuner) is not part of vNPU.",
     "set_op_timeout_ms": "the virtual NPU's runtime has no operator execution timeout to set.",
     "obfuscation_initialize": "the model obfuscation operators come from CANN's obfuscation library, which vNPU "
@@ -31,14 +29,6 @@ def _raise(name):
 class SyncLaunchStream:
     def __init__(self, device=None, priority=0, **kwargs):
         _raise("SyncLaunchStream")
-
-
-def super_kernel_scope_begin(scope_name=None):
-    _raise("super_kernel_scope_begin")
-
-
-def super_kernel_scope_end(scope_name=None):
-    _raise("super_kernel_scope_end")
 
 
 def set_aoe(dump_path):
@@ -62,7 +52,7 @@ def obfuscation_calculate(fd, x, param, *, obf_coefficient=1.0):
     _raise("obfuscation_calculate")
 
 
-for _fn in (super_kernel_scope_begin, super_kernel_scope_end, set_aoe, set_op_timeout_ms, obfuscation_initialize,
+for _fn in (set_aoe, set_op_timeout_ms, obfuscation_initialize,
             obfuscation_finalize, obfuscation_calculate):
     _fn.__doc__ = f"Not supported on vNPU: {_REASONS[_fn.__name__]}"
 del _fn

@@ -57,3 +57,40 @@ def test_npu_fused_attention_shape_checks():
         cf.npu_fused_attention(torch.zeros(32, 768), torch.zeros(2, 2, 16, 16), *w, *b)
     with pytest.raises(RuntimeError, match="kernel"):
         cf.npu_fused_attention(torch.zeros(32, 768), torch.zeros(2, 1, 16, 16), torch.zeros(1024, 1024), *w[1:], *b)
+
+
+def test_check_compatibility_once_wants_the_devices_formats_and_shapes():
+    import torch_npu
+    from torch_npu.contrib.function.fused_attention import _check_compatibility_once, _is_format_matched
+
+    def t(shape, fmt):
+        return torch_npu.npu_format_cast(torch.randn(*shape).npu(), fmt)
+
+    good = [t((32, 1024), 29), t((2, 1, 16, 16), 29)] + [t((1024, 1024), 29) for _ in range(3)] + \
+        [t((1024,), 2) for _ in range(3)]
+    assert _is_format_matched(good)
+    _check_compatibility_once(*good)
+    with pytest.raises(RuntimeError, match="format not matches"):
+        _check_compatibility_once(*good[:5], t((1024,), 29), *good[6:])
+    with pytest.raises(RuntimeError, match="gamma or beta format not matches"):
+        _check_compatibility_once(*good, gamma=t((1024,), 29), beta=t((1024,), 2))
+    with pytest.raises(RuntimeError, match="shape of hidden_states not matches"):
+        _check_compatibility_once(t((30, 1024), 29), *good[1:])
+
+
+def test_error_code_suffix_is_torch_npus():
+    import re
+    import subprocess
+    import sys
+    from torch_npu.utils._error_code import ErrCode, dist_error, ops_error, pta_error
+    assert (ErrCode.PARAM.code, ErrCode.PARAM.msg) == (1, "invalid parameter")
+    def pattern(code, sub, what):
+        return (r"^\n\[ERROR\] \d{4}-\d\d-\d\d-\d\d:\d\d:\d\d \(PID:\d+, Device:-?\d+, RankID:-1\) "
+                f"ERR{code} {sub} {what}$")
+    assert re.match(pattern("00001", "PTA", "invalid parameter"), pta_error(ErrCode.PARAM))
+    assert re.match(pattern("01003", "OPS", "invalid value"), ops_error(ErrCode.VALUE))
+    assert re.match(pattern("02200", "DIST", "call hccl api failed"), dist_error(ErrCode.HCCL))
+    code = "from torch_npu.utils._error_code import ErrCode, pta_error; print(repr(pta_error(ErrCode.PARAM)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**__import__("os").environ, "TORCH_NPU_COMPACT_ERROR_OUTPUT": "1"})
+    assert out.stdout.strip() == "''", out.stderr[-2000:]

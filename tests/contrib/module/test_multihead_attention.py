@@ -3,6 +3,7 @@ multi_head_attention_forward."""
 
 import pytest
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 from torch.testing import assert_close
 
@@ -32,9 +33,41 @@ def test_multihead_attention_equals_formula():
     assert_close(out.detach().cpu(), ref.transpose(0, 1).reshape(bsz * tgt, embed).detach(), atol=1e-5, rtol=1e-4)
     out.sum().backward()
     assert dev.q_proj.weight.grad is not None
-    with pytest.raises(RuntimeError, match="not supported on vNPU"):
-        cm.MultiheadAttention(embed, heads, add_bias_kv=True)
+    biased = cm.MultiheadAttention(embed, heads, add_bias_kv=True)  # fairseq's parameters exist ...
+    assert biased.bias_k.shape == (1, 1, embed) and biased.bias_v.shape == (1, 1, embed)
+    with pytest.raises(RuntimeError, match="not supported on vNPU"):  # ... the fused kernel cannot take them
+        biased(q, k, v, bsz, tgt, src)
     with pytest.raises(RuntimeError, match="not supported on vNPU"):
         dev(q.to(NPU), k.to(NPU), v.to(NPU), bsz, tgt, src, attn_mask=mask.to(NPU))
     with pytest.raises(ValueError, match="divisible"):
         cm.MultiheadAttention(10, 3)
+
+
+def test_quant_noise_and_npu_linear():
+    from torch_npu.contrib.module.multihead_attention import _MHAConfig, _NpuLinear, _quant_noise
+    from torch_npu.contrib.module.multihead_attention import MHAConfig
+    assert _MHAConfig is MHAConfig
+    torch.manual_seed(0)
+    for module, block in [(nn.Linear(8, 4), 4), (nn.Conv2d(8, 4, 1), 2), (nn.Conv2d(3, 4, (2, 2)), 2),
+                          (nn.Embedding(5, 8), 4)]:
+        original = module.weight.detach().clone()
+        noisy = _quant_noise(module, 0.5, block)
+        noisy.train()
+        x = torch.randint(0, 5, (3,)) if isinstance(module, nn.Embedding) else \
+            torch.randn(2, *(original.shape[1:2] if original.dim() == 2 else (original.shape[1], 4, 4)))
+        noisy(x)
+        w = module.weight.detach()
+        dropped = w == 0
+        assert dropped.any() and (~dropped).any()
+        torch.testing.assert_close(w[~dropped], original[~dropped] * 2)  # 1 / (1 - p)
+    with pytest.raises(ValueError, match="multiple of block sizes"):
+        _quant_noise(nn.Linear(10, 4), 0.1, 3)
+    with pytest.raises(ValueError, match="Kernel size must be a multiple"):
+        _quant_noise(nn.Conv2d(3, 4, (3, 3)), 0.1, 5)
+    with pytest.raises(TypeError, match="Expected isinstance"):
+        _quant_noise(nn.LSTM(4, 4), 0.1, 2)
+    lin = _NpuLinear(10, 20)
+    x = torch.randn(2, 3, 10)
+    torch.testing.assert_close(lin(x), F.linear(x, lin.weight, lin.bias))
+    with pytest.raises(RuntimeError, match="2-D or 3-D"):
+        lin(torch.randn(1, 2, 3, 10))

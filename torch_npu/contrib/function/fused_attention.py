@@ -42,6 +42,37 @@ def _check_shapes(hidden_states, attention_mask, kernels):
         raise RuntimeError(f"{prefix}, shape of kernel not matches: expected (H, H), H = hidden size")
 
 
+# The storage formats the device's fused kernels take: hidden states, mask
+# and the three kernels FRACTAL_NZ (29), the three biases ND (2).
+_VALID_FORMATS = [29, 29, 29, 29, 29, 2, 2, 2]
+
+
+def _is_format_matched(tensors):
+    """Whether (hidden_states, attention_mask, q/k/v kernels, q/k/v biases) have
+    the storage formats the device's fused attention kernels take."""
+    import torch_npu
+    return [int(torch_npu.get_npu_format(t)) for t in tensors] == _VALID_FORMATS
+
+
+def _check_compatibility_once(hidden_states, attention_mask, query_kernel, key_kernel, value_kernel,
+                              query_bias, key_bias, value_bias, gamma=None, beta=None):
+    """The device's requirements for its fused attention kernels: the formats
+    above (gamma and beta ND too), then the shapes. Real torch_npu runs this
+    check on the first call only; here it checks every call it is given.
+    vNPU's npu_fused_attention itself computes any format and checks only
+    the shapes."""
+    import torch_npu
+    from torch_npu.utils._error_code import ErrCode, ops_error
+    prefix = "fused attention check compatibility failed"
+    if not _is_format_matched([hidden_states, attention_mask, query_kernel, key_kernel, value_kernel,
+                               query_bias, key_bias, value_bias]):
+        raise RuntimeError(f"{prefix}, format not matches" + ops_error(ErrCode.VALUE))
+    if gamma is not None and beta is not None and \
+            (int(torch_npu.get_npu_format(gamma)) != 2 or int(torch_npu.get_npu_format(beta)) != 2):
+        raise RuntimeError(f"{prefix}, gamma or beta format not matches" + ops_error(ErrCode.VALUE))
+    _check_shapes(hidden_states, attention_mask, (query_kernel, key_kernel, value_kernel))
+
+
 def _attention(x, attention_mask, kernels, biases, scale, keep_prob):
     batch, seq = attention_mask.shape[0], attention_mask.shape[2]
     hidden = x.shape[1]

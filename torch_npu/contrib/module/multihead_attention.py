@@ -38,28 +38,65 @@ class MHAConfig:
         cls.use_fussion_mha = True
 
 
-def quant_noise(module, p, block_size):
-    """Quant-Noise (https://arxiv.org/abs/2004.07320) on a Linear's weight: in training,
-    blocks of ``block_size`` input features are dropped with probability ``p`` and the
-    rest scaled by 1 / (1 - p). p <= 0 returns the module untouched."""
+_MHAConfig = MHAConfig  # real torch_npu's (private) name
+
+
+def _quant_noise(module, p, block_size):
+    """Quant-Noise (https://arxiv.org/abs/2004.07320): in training, blocks of a
+    Linear's / Embedding's weight (``block_size`` input features) or of a
+    Conv2d's (``block_size`` input channels of a 1x1 kernel, or whole k x k
+    kernels, whose k*k must be a multiple of ``block_size``) are dropped with
+    probability ``p`` and the rest scaled by 1 / (1 - p). p <= 0 returns the
+    module untouched."""
+    from torch_npu.utils._error_code import ErrCode, ops_error
     if p <= 0:
         return module
-    if not isinstance(module, nn.Linear):
-        raise ValueError("quant_noise: only nn.Linear is supported here")
-    if module.weight.size(1) % block_size != 0:
-        raise ValueError("Input features must be a multiple of block sizes")
+    if not isinstance(module, (nn.Linear, nn.Embedding, nn.Conv2d)):
+        raise TypeError("Expected isinstance(module, (nn.Linear, nn.Embedding, nn.Conv2d))" + ops_error(ErrCode.TYPE))
+    is_conv = module.weight.ndim == 4
+    if not is_conv:
+        if module.weight.size(1) % block_size != 0:
+            raise ValueError("Input features must be a multiple of block sizes" + ops_error(ErrCode.VALUE))
+    elif module.kernel_size == (1, 1):
+        if module.in_channels % block_size != 0:
+            raise ValueError("Input channels must be a multiple of block sizes" + ops_error(ErrCode.VALUE))
+    elif (module.kernel_size[0] * module.kernel_size[1]) % block_size != 0:
+        raise ValueError("Kernel size must be a multiple of block size" + ops_error(ErrCode.VALUE))
 
     def drop_blocks(mod, inputs):
         if not mod.training:
             return
-        out_features, in_features = mod.weight.shape
-        mask = torch.zeros(in_features // block_size * out_features, device=mod.weight.device)
-        mask.bernoulli_(p)
-        mask = mask.repeat_interleave(block_size, -1).view(-1, in_features).bool()
-        mod.weight.data = mod.weight.masked_fill(mask, 0) / (1 - p)
+        weight = mod.weight
+        if not is_conv or mod.kernel_size == (1, 1):
+            rows, features = weight.size(0), weight.size(1)
+            mask = torch.zeros(features // block_size * rows, device=weight.device)
+            mask.bernoulli_(p)
+            mask = mask.repeat_interleave(block_size, -1).view(rows, features)
+            if is_conv:
+                mask = mask.view(rows, features, 1, 1)
+        else:  # whole kernels
+            mask = torch.zeros(weight.size(0), weight.size(1), device=weight.device)
+            mask.bernoulli_(p)
+            mask = mask[:, :, None, None].expand_as(weight)
+        mod.weight.data = weight.masked_fill(mask.bool(), 0) / (1 - p)
 
     module.register_forward_pre_hook(drop_blocks)
     return module
+
+
+quant_noise = _quant_noise  # the name vNPU exported first
+
+
+class _NpuLinear(nn.Linear):
+    """A Linear over 2-D (N, in) or 3-D (B, S, in) inputs, as the fused
+    attention's projections take them; other ranks raise."""
+
+    def forward(self, input):
+        from torch_npu.utils._error_code import ErrCode, ops_error
+        if input.dim() not in (2, 3):
+            raise RuntimeError(f"_NpuLinear supports 2-D or 3-D inputs, got {input.dim()}-D"
+                               + ops_error(ErrCode.NOT_SUPPORT))
+        return F.linear(input, self.weight, self.bias)
 
 
 class MultiheadAttention(nn.Module):
@@ -77,9 +114,9 @@ class MultiheadAttention(nn.Module):
                  add_bias_kv=False, add_zero_attn=False, self_attention=False,
                  encoder_decoder_attention=False, q_noise=0.0, qn_block_size=8):
         super().__init__()
-        if add_bias_kv or add_zero_attn:
-            raise RuntimeError("MultiheadAttention: add_bias_kv / add_zero_attn are not supported on vNPU "
-                               "(the fused attention kernel has no such inputs).")
+        if add_zero_attn:
+            raise RuntimeError("MultiheadAttention: add_zero_attn is not supported on vNPU "
+                               "(the fused attention kernel has no such input).")
         self.embed_dim = embed_dim
         self.kdim = kdim if kdim is not None else embed_dim
         self.vdim = vdim if vdim is not None else embed_dim
@@ -95,11 +132,17 @@ class MultiheadAttention(nn.Module):
         self.encoder_decoder_attention = encoder_decoder_attention
         if self_attention and not self.qkv_same_dim:
             raise ValueError("Self-attention requires query, key and value to be of the same size")
-        self.k_proj = quant_noise(nn.Linear(self.kdim, embed_dim, bias=bias), q_noise, qn_block_size)
-        self.v_proj = quant_noise(nn.Linear(self.vdim, embed_dim, bias=bias), q_noise, qn_block_size)
-        self.q_proj = quant_noise(nn.Linear(embed_dim, embed_dim, bias=bias), q_noise, qn_block_size)
-        self.out_proj = quant_noise(nn.Linear(embed_dim, embed_dim, bias=bias), q_noise, qn_block_size)
-        self.bias_k = self.bias_v = None
+        self.k_proj = _quant_noise(nn.Linear(self.kdim, embed_dim, bias=bias), q_noise, qn_block_size)
+        self.v_proj = _quant_noise(nn.Linear(self.vdim, embed_dim, bias=bias), q_noise, qn_block_size)
+        self.q_proj = _quant_noise(nn.Linear(embed_dim, embed_dim, bias=bias), q_noise, qn_block_size)
+        self.out_proj = _quant_noise(nn.Linear(embed_dim, embed_dim, bias=bias), q_noise, qn_block_size)
+        # fairseq's learned key/value biases: created and initialised as there,
+        # but the fused kernel has no input for them, so forward refuses them.
+        if add_bias_kv:
+            self.bias_k = nn.Parameter(torch.empty(1, 1, embed_dim))
+            self.bias_v = nn.Parameter(torch.empty(1, 1, embed_dim))
+        else:
+            self.bias_k = self.bias_v = None
         self.add_zero_attn = add_zero_attn
         self.reset_parameters()
 
@@ -111,10 +154,16 @@ class MultiheadAttention(nn.Module):
         nn.init.xavier_uniform_(self.out_proj.weight)
         if self.out_proj.bias is not None:
             nn.init.constant_(self.out_proj.bias, 0.0)
+        if self.bias_k is not None:
+            nn.init.xavier_normal_(self.bias_k)
+            nn.init.xavier_normal_(self.bias_v)
 
     def forward(self, query, key, value, bsz, tgt_len, s_len, key_padding_mask=None,
                 incremental_state=None, need_weights=True, static_kv=False, attn_mask=None,
                 before_softmax=False, need_head_weights=False):
+        if self.bias_k is not None:
+            raise RuntimeError("MultiheadAttention(add_bias_kv=True).forward is not supported on vNPU: the fused "
+                               "attention kernel has no input for bias_k / bias_v.")
         if incremental_state is not None or attn_mask is not None or before_softmax:
             raise RuntimeError("MultiheadAttention: incremental_state / attn_mask / before_softmax are not "
                                "supported on vNPU; pass the additive mask as key_padding_mask.")
