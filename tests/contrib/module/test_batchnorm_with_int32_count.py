@@ -34,3 +34,16 @@ def test_fast_batchnorm_equals_torch_with_int32_counter(cls, ref_cls, shape):
     if cls is not cm.FastSyncBatchNorm:
         with pytest.raises(ValueError, match="expected"):
             fast(torch.zeros(2, 5, *([1] * (len(shape) - 1))).to(NPU))
+
+
+def test_private_bases_count_in_int32_and_normalise_like_torch():
+    from torch_npu.contrib.module._batchnorm_with_int32_count import _BatchNorm, _NormBase
+    base = _NormBase(3)
+    assert base.num_batches_tracked.dtype == torch.int32
+    bn = _BatchNorm(num_features=5).to("npu")
+    bn._check_input_dim = lambda x: None  # the base leaves the rank to subclasses
+    ref = torch.nn.BatchNorm1d(5)
+    x = torch.randn(4, 5)
+    torch.testing.assert_close(bn(x.to("npu")).cpu(), ref(x))
+    torch.testing.assert_close(bn.running_mean.cpu(), ref.running_mean)
+    assert bn.num_batches_tracked.dtype == torch.int32 and int(bn.num_batches_tracked) == 1
