@@ -131,7 +131,41 @@ def test_mstx_marks_and_ranges_reach_the_profiler():
         warnings.simplefilter("always")
         assert torch.npu.mstx.range_start("") == 0
         assert torch.npu.mstx.range_start("x", stream="bad") == 0
-    assert len(caught) == 2
+        assert torch.npu.mstx.range_start("x", domain=1) == 0
+        assert torch.npu.mstx.range_push("") == -1
+        assert torch.npu.mstx.range_pop(domain="") == -1
+        torch.npu.mstx.mark("x", stream=1)
+    assert len(caught) == 6
+
+
+def test_mstx_push_pop_domains_annotate_and_the_c_backend():
+    import torch_npu
+    mstx = torch.npu.mstx
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        assert mstx.range_push("outer", domain="d1") == 0
+        assert mstx.range_push("inner", torch.npu.current_stream(), domain="d1") == 1
+        assert mstx.range_push("other", domain="d2") == 0
+        assert mstx.range_pop("d1") == 1 and mstx.range_pop("d1") == 0 and mstx.range_pop("d1") == -1
+        assert mstx.range_pop("d2") == 0
+
+        with mstx.annotate("ctx-range", domain="d3"):
+            pass
+
+        @mstx.annotate()
+        def named_by_function():
+            return 3
+        assert named_by_function() == 3
+    names = {e.name for e in prof.events()}
+    assert {"outer", "inner", "other", "ctx-range", "named_by_function"} <= names
+    # The front end calls torch_npu._C._mstx at call time, as real torch_npu's does.
+    seen = []
+    saved = torch_npu._C._mstx._mark_on_host
+    torch_npu._C._mstx._mark_on_host = lambda message, domain="default": seen.append((message, domain))
+    try:
+        mstx.mark("stubbed", domain="dom")
+    finally:
+        torch_npu._C._mstx._mark_on_host = saved
+    assert seen == [("stubbed", "dom")]
 
 
 # --- fixed answers ------------------------------------------------------------------------
