@@ -234,3 +234,63 @@ def test_super_kernel_scopes_and_options_are_checked_and_change_nothing():
     g.register_generator_state(gen)
     with pytest.raises(ValueError, match="npu generator"):
         g.register_generator_state(torch.Generator())
+
+
+def test_auto_dispatch_capture_updates_attention_with_new_sequence_lengths():
+    # torch.npu.graph(g, auto_dispatch_capture=True): the functional call is
+    # captured as its .out overload in a task group; g.update re-records it.
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 4, 1, 16).half().npu() for _ in range(3))
+    k, v = torch.randn(1, 4, 32, 16).half().npu(), torch.randn(1, 4, 32, 16).half().npu()
+    kwargs = dict(num_heads=4, input_layout="BNSD", scale=0.25)
+    g = torch.npu.NPUGraph()
+    with torch.npu.graph(g, auto_dispatch_capture=True):
+        out, lse = torch_npu.npu_fused_infer_attention_score(q, k, v, actual_seq_lengths_kv=[32], **kwargs)
+    records = g.graph_dispatch_mode.graph_dispatch_records
+    assert len(records) == 1 and records[0].op_cache_entry.__name__ == "npu_fused_infer_attention_score.out"
+    for lengths in ([32], [5], [17]):
+        g.update(cpu_update_input=[{"actual_seq_lengths_kv": lengths}])
+        g.replay()
+        torch.npu.synchronize()
+        want, _ = torch_npu.npu_fused_infer_attention_score(q, k, v, actual_seq_lengths_kv=lengths, **kwargs)
+        assert torch.equal(out.cpu(), want.cpu()), lengths
+    with pytest.raises(RuntimeError, match="there are 1 operators that need to be updated"):
+        g.update(cpu_update_input=[{}, {}])
+    plain = torch.npu.NPUGraph()
+    with torch.npu.graph(plain):
+        q * 2
+    with pytest.raises(RuntimeError, match="does not support update"):
+        plain.update(cpu_update_input=[{}])
+
+
+def test_a_registered_handler_makes_an_operator_updatable():
+    # A user's handler: torch.mul into out=, its scalar factor updatable
+    # through UPDATE_SPECS (positional argument 1 <- update key "factor").
+    from torch_npu.npu._npugraph_handlers.npugraph_handler import _NPU_GRAPH_OP_HANDLERS
+    prepared = []
+
+    @torch.npu.register_npu_graph_handler("mul")
+    class _ScaleHandler(torch.npu.NpuGraphOpHandler):
+        UPDATE_SPECS = {"mul": [("arg", 1, "factor")]}
+
+        @classmethod
+        def prepare_capture(cls, func, args, kwargs):
+            prepared.append(func.__name__)
+            return func, args, kwargs
+    try:
+        assert _NPU_GRAPH_OP_HANDLERS["mul"] is _ScaleHandler
+        x, out = torch.arange(4.0, device="npu"), torch.zeros(4, device="npu")
+        g = torch.npu.NPUGraph()
+        with torch.npu.graph(g, auto_dispatch_capture=True):
+            torch.mul(x, 2.0, out=out)
+            x + 1  # no handler: captured as usual
+        assert prepared == ["mul"] and len(g.graph_dispatch_mode.graph_dispatch_records) == 1
+        g.replay()
+        torch.npu.synchronize()
+        assert out.tolist() == [0.0, 2.0, 4.0, 6.0]
+        g.update(cpu_update_input=[{"factor": 5.0}])
+        g.replay()
+        torch.npu.synchronize()
+        assert out.tolist() == [0.0, 5.0, 10.0, 15.0]
+    finally:
+        del _NPU_GRAPH_OP_HANDLERS["mul"]

@@ -37,12 +37,6 @@ MISSING = {
         "switches torch_npu's own implementations (host allocator, NPU graphs, HCCL) to CUDA-compatible variants; "
         "vNPU has one implementation of each, so a switch would change nothing and claim otherwise",
     ("torch.npu", "are_compatible_impl_enabled"): "the query of use_compatible_impl (see there)",
-    ("torch.npu", "NpuGraphOpHandler"):
-        "customises how NPUGraph's automatic per-operator capture (capture_begin(auto_dispatch_capture=True), "
-        "NPUGraph.update(cpu_update_input=...)) records and updates an operator's task group; vNPU has task groups "
-        "(graph_task_group_* / graph_task_update_*, as vllm-ascend calls them) but not that automatic framework, so "
-        "nothing would call a handler",
-    ("torch.npu", "register_npu_graph_handler"): "registers NpuGraphOpHandler subclasses (see there)",
 }
 
 # Parameters vNPU adds after real torch_npu's, and why. Each must have a default.

@@ -36,7 +36,7 @@ __all__ = [
     "ipc_collect", "obfuscation_initialize", "obfuscation_finalize", "obfuscation_calculate", "set_op_timeout_ms",
     "host_empty_cache", "host_memory_stats", "host_memory_stats_as_nested_dict",
     "reset_accumulated_host_memory_stats", "reset_peak_host_memory_stats", "set_deterministic_level",
-    "super_kernel_scope_begin", "super_kernel_scope_end", "npurt",
+    "NpuGraphOpHandler", "register_npu_graph_handler", "super_kernel_scope_begin", "super_kernel_scope_end", "npurt",
 ]
 
 from torch_npu.npu.device import (  # noqa: F401
@@ -94,6 +94,7 @@ from torch_npu.npu.graphs import (  # noqa: F401
     graph_task_group_begin, graph_task_group_end, graph_task_update_begin, graph_task_update_end,
     super_kernel_scope_begin, super_kernel_scope_end)
 from torch_npu.npu.streams import ExternalEvent  # noqa: F401
+from torch_npu.npu._npugraph_handlers import NpuGraphOpHandler, register_npu_graph_handler  # noqa: F401
 from torch_npu.npu.unsupported import (  # noqa: F401
     SyncLaunchStream, obfuscation_calculate, obfuscation_finalize, obfuscation_initialize, set_aoe,
     set_op_timeout_ms)

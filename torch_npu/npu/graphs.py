@@ -75,6 +75,110 @@ def graph_task_update_end(stream):
     _C._graph_task_update_end(stream)
 
 
+class _GraphDispatchRecord:
+    """One call captured by an automatic capture: the task group it was
+    captured in, the event its replay waits for, and its arguments (npu
+    tensors as non-owning views), for updates to re-record it."""
+
+    def __init__(self, event, handle, func, args, kwargs):
+        self.event = event
+        self.handle = handle
+        self.op_cache_entry = func
+        self.args = args
+        self.kwargs = kwargs
+
+
+class _GraphDispatchMode(torch.overrides.TorchFunctionMode):
+    """NPUGraph's automatic capture (``torch.npu.graph(g, auto_dispatch_capture=True)``).
+
+    Each call of an operator with a handler (torch_npu/npu/_npugraph_handlers)
+    is captured behind an ExternalEvent wait, in a task group of its own, and
+    recorded; ``update_capture_record`` re-records the calls with new host
+    arguments on the update stream (one per process, as real torch_npu's),
+    recording each event after its update. Real torch_npu intercepts the
+    operators with a TorchDispatchMode; vNPU's fused operators are
+    compositions whose dispatcher calls are their ATen parts, so the calls
+    are intercepted where the user makes them, with a TorchFunctionMode.
+    """
+
+    update_stream = None
+
+    def __init__(self):
+        super().__init__()
+        if _GraphDispatchMode.update_stream is None:
+            _GraphDispatchMode.update_stream = torch.npu.Stream()
+        self.update_stream = _GraphDispatchMode.update_stream
+        self.graph_dispatch_records = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        from torch_npu.npu._npugraph_handlers.npugraph_handler import _NPU_GRAPH_OP_HANDLERS
+        kwargs = kwargs or {}
+        handler = _NPU_GRAPH_OP_HANDLERS.get(getattr(func, "__name__", None))
+        if handler is None or (hasattr(handler, "should_handle") and not handler.should_handle(func, args, kwargs)):
+            return func(*args, **kwargs)
+        stream = torch.npu.current_stream()
+        event = torch.npu.ExternalEvent()
+        # Set once outside the capture, so a replay before any update runs the
+        # capture-time arguments (on the device it would wait forever).
+        event.record(torch.npu.default_stream(stream.device))
+        event.wait(stream)
+        event.reset(stream)
+        func, args, kwargs = handler.prepare_capture(func, args, kwargs)
+        graph_task_group_begin(stream)
+        result = func(*args, **kwargs)
+        handle = graph_task_group_end(stream)
+        self.graph_dispatch_records.append(self._record(event, handle, func, args, kwargs, handler))
+        return handler.postprocess_result(result, kwargs)
+
+    @staticmethod
+    def _record(event, handle, func, args, kwargs, handler):
+        import copy
+
+        def npu(value):
+            return isinstance(value, torch.Tensor) and value.device.type == "npu"
+        recorded_args = [_C._weak_ref_tensor(a) if npu(a) else copy.deepcopy(a) for a in args]
+        # The schema's tensor arguments (an overload packet's: its default
+        # overload's); without a schema, every tensor passed by keyword.
+        schema = getattr(func, "_schema", None) or getattr(getattr(func, "default", None), "_schema", None)
+        if schema is not None:
+            tensor_names = [a.name for a in schema.arguments
+                            if a.type.isSubtypeOf(torch._C.OptionalType.ofTensor())]
+        else:
+            tensor_names = [k for k, v in kwargs.items() if isinstance(v, torch.Tensor)]
+        recorded_kwargs = {k: handler.record_wrap_kwarg(k, v, tensor_names) for k, v in kwargs.items()}
+        return _GraphDispatchRecord(event, handle, func, recorded_args, recorded_kwargs)
+
+    def update_capture_record(self, cpu_update_input):
+        from torch_npu.npu._npugraph_handlers.npugraph_handler import _NPU_GRAPH_OP_HANDLERS
+        from torch_npu.utils._error_code import ErrCode, pta_error
+        records = self.graph_dispatch_records
+        if not isinstance(cpu_update_input, (list, tuple)) or not all(isinstance(u, dict) for u in cpu_update_input):
+            raise TypeError("NPUGraph.update: cpu_update_input should be a list of dicts (one per captured "
+                            "operator, or one for all)")
+        if len(cpu_update_input) == 1:
+            cpu_update_input = [dict(cpu_update_input[0]) for _ in records]
+        if len(cpu_update_input) != len(records):
+            raise RuntimeError(f"Currently, there are {len(records)} operators that need to be updated by capture, "
+                               f"and there are only {len(cpu_update_input)} elements in the incoming "
+                               f"cpu_update_input list" + pta_error(ErrCode.PARAM))
+        with torch.npu.stream(self.update_stream):
+            for record, update in zip(records, cpu_update_input):
+                handler = _NPU_GRAPH_OP_HANDLERS.get(record.op_cache_entry.__name__)
+                if handler is None:
+                    raise RuntimeError(f"No handler for recorded op: {record.op_cache_entry.__name__}: it was "
+                                       f"unregistered after the capture." + pta_error(ErrCode.PARAM))
+                graph_task_update_begin(self.update_stream, record.handle)
+                try:
+                    for key, value in update.items():
+                        if key in record.kwargs:
+                            record.kwargs[key] = value
+                    handler.update_args(record, update)
+                    record.op_cache_entry(*record.args, **record.kwargs)
+                finally:
+                    graph_task_update_end(self.update_stream)
+                record.event.record(self.update_stream)
+
+
 class NPUGraph(_C._NPUGraph):
     """An NPU graph: ``capture_begin``/``capture_end`` (or ``torch.npu.graph``)
     record, ``replay`` re-launches, ``reset`` frees the graph and its pool."""
@@ -87,6 +191,20 @@ class NPUGraph(_C._NPUGraph):
     def __init__(self, *, keep_graph=False):
         super().__init__()
         self._keep_graph = keep_graph
+        self.graph_dispatch_mode = _GraphDispatchMode()
+        self.auto_dispatch_capture = False
+
+    def update(self, cpu_update_input):
+        """Re-records the operators an automatic capture (``torch.npu.graph(g,
+        auto_dispatch_capture=True)``) captured, with the host arguments in
+        ``cpu_update_input``: one dict per captured operator (or one for all),
+        e.g. ``[{"actual_seq_lengths": [100]}]``. Queued on the update stream;
+        the next replay waits for it."""
+        from torch_npu.utils._error_code import ErrCode, pta_error
+        if not self.auto_dispatch_capture:
+            raise RuntimeError("The current graph configuration does not support update, Try to capture by setting "
+                               "auto_dispatch_capture=True during capture" + pta_error(ErrCode.PARAM))
+        self.graph_dispatch_mode.update_capture_record(cpu_update_input)
 
     def capture_begin(self, pool=None, capture_error_mode="global"):
         """Begins capturing the current stream's work (prefer ``torch.npu.graph``)."""
@@ -222,9 +340,6 @@ class graph:
 
     def __init__(self, npu_graph, pool=None, stream=None, auto_dispatch_capture=False,
                  capture_error_mode: str = "global"):
-        if auto_dispatch_capture:
-            raise NotImplementedError("torch.npu.graph(auto_dispatch_capture=True) (graph updates) is not "
-                                      "supported on the virtual NPU")
         if self.__class__.default_capture_stream is None:
             self.__class__.default_capture_stream = torch.npu.Stream()
         self.pool = () if pool is None else (pool,)
@@ -232,6 +347,8 @@ class graph:
         self.stream_ctx = torch.npu.stream(self.capture_stream)
         self.npu_graph = npu_graph
         self.capture_error_mode = capture_error_mode
+        self.auto_dispatch_capture = bool(auto_dispatch_capture)
+        npu_graph.auto_dispatch_capture = self.auto_dispatch_capture
 
     def __enter__(self):
         torch.npu.synchronize()
@@ -243,9 +360,13 @@ class graph:
         except BaseException:
             self.stream_ctx.__exit__(None, None, None)
             raise
+        if self.auto_dispatch_capture:
+            self.npu_graph.graph_dispatch_mode.__enter__()
 
     def __exit__(self, exc_type, exc_value, traceback):
         try:
+            if self.auto_dispatch_capture:
+                self.npu_graph.graph_dispatch_mode.__exit__(exc_type, exc_value, traceback)
             if exc_type is None:
                 self.npu_graph.capture_end()
             else:

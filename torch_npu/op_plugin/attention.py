@@ -436,7 +436,9 @@ def npu_fused_infer_attention_score(query, key, value, pse_shift=None, atten_mas
     out, lse = _infer_attention(fn, query, key, value, num_heads, scale, input_layout, num_key_value_heads,
                                 atten_mask, sparse_mode, pre_tokens, next_tokens, actual_seq_lengths,
                                 actual_seq_lengths_kv)
-    lse = lse.float().unsqueeze(-1) if softmax_lse_flag else query.new_empty((1,), dtype=torch.float32)
+    # Without softmax_lse_flag the device computes no lse and returns a
+    # one-element placeholder; zeros here, never uninitialised memory.
+    lse = lse.float().unsqueeze(-1) if softmax_lse_flag else query.new_zeros((1,), dtype=torch.float32)
     return out, lse
 
 
@@ -445,8 +447,14 @@ def npu_fused_infer_attention_score_out(query, key, value, *args, workspace=None
     """The .out overload: ``workspace`` (from the _get_max_workspace query)
     is accepted and unused (vNPU's kernels need none); the results are
     written into ``attention_out`` and ``softmax_lse``, resized as out=
-    tensors are."""
+    tensors are. Without softmax_lse_flag the kernel writes no lse: any
+    ``softmax_lse`` is accepted and gets the placeholder's zeros in its own
+    dtype."""
     out, lse = npu_fused_infer_attention_score(query, key, value, *args, **kwargs)
+    if not kwargs.get("softmax_lse_flag", False):
+        check(softmax_lse.device == lse.device, f"npu_fused_infer_attention_score.out: softmax_lse should be on "
+                                                f"{lse.device}, got {softmax_lse.device}.")
+        lse = lse.to(softmax_lse.dtype)
     for target, value_, name in ((attention_out, out, "attention_out"), (softmax_lse, lse, "softmax_lse")):
         check(target.dtype == value_.dtype, f"npu_fused_infer_attention_score.out: {name} should have dtype "
                                             f"{value_.dtype}, got {target.dtype}.")
@@ -462,6 +470,24 @@ def _npu_fused_infer_attention_score_get_max_workspace(query, key, value, *args,
     """The workspace the .out overload wants: vNPU's kernels need none, so an
     empty uint8 tensor on query's device."""
     return query.new_empty((0,), dtype=torch.uint8)
+
+
+def _npu_fused_infer_attention_score_infer_output(query, value, input_layout="BSH", quant_scale2=None,
+                                                  block_table=None, num_heads=1, num_key_value_heads=0,
+                                                  softmax_lse_flag=False, query_rope=None):
+    """Empty (attention_out, softmax_lse) of the shapes and dtypes
+    npu_fused_infer_attention_score returns, from query, value and the layout
+    (graph capture allocates the .out tensors with it); the v2 operator's
+    shape rule, with v1's one-element lse placeholder without softmax_lse_flag."""
+    from torch_npu.op_plugin.infer_attention import _npu_fused_infer_attention_score_v2_infer_output
+    check(quant_scale2 is None, "_npu_fused_infer_attention_score_infer_output: quantised outputs (quant_scale2) "
+                                "are not supported on vNPU.")
+    out, lse = _npu_fused_infer_attention_score_v2_infer_output(
+        query, value, input_layout=input_layout, block_table=block_table, num_query_heads=num_heads,
+        num_key_value_heads=num_key_value_heads, return_softmax_lse=softmax_lse_flag, query_rope=query_rope)
+    if not softmax_lse_flag:
+        lse = query.new_zeros((1,), dtype=torch.float32)
+    return out, lse
 
 
 _FIA_ARGS = ("Tensor query, Tensor key, Tensor value, *, Tensor? pse_shift=None, Tensor? atten_mask=None, "
@@ -497,6 +523,10 @@ define(f"npu_fused_infer_attention_score.out({_FIA_ARGS}, Tensor? workspace=None
        "Tensor(b!) softmax_lse) -> (Tensor(a!), Tensor(b!))", npu_fused_infer_attention_score_out)
 define(f"_npu_fused_infer_attention_score_get_max_workspace({_FIA_ARGS}) -> Tensor",
        _npu_fused_infer_attention_score_get_max_workspace)
+define("_npu_fused_infer_attention_score_infer_output(Tensor query, Tensor value, *, str input_layout=\"BSH\", "
+       "Tensor? quant_scale2=None, Tensor? block_table=None, int num_heads=1, int num_key_value_heads=0, "
+       "bool softmax_lse_flag=False, Tensor? query_rope=None) -> (Tensor, Tensor)",
+       _npu_fused_infer_attention_score_infer_output)
 
 
 # --- masked softmax ------------------------------------------------------------
