@@ -388,3 +388,22 @@ def test_a_start_that_fails_after_prepare_leaves_no_claim_behind(monkeypatch):
     # not leave Kineto holding its prepared session.
     assert any(e.name == "aten::mm" for e in prof.events())
     assert _npu_events(prof) > 0
+
+
+def test_legacy_profiler_on_npu_times_ops_and_names_copies_like_torch_npu(capfd):
+    # torch.autograd.profiler.profile(use_device="npu"): device events per op
+    # (torch's PrivateUse1 profiler stubs), and device copies named after the
+    # kernels real torch_npu launches (its trans-contiguous tests read them).
+    x = torch.randn(64, 64).npu()
+    with torch.autograd.profiler.profile(use_device="npu") as prof:
+        strided = x.t().contiguous()
+        plain = x.clone()
+        y = x @ x
+    assert "PrivateUse1 used in profiler but not enabled" not in capfd.readouterr().err
+    keys = {e.key for e in prof.key_averages()}
+    assert {"aclnnInplaceCopy", "d2dCopyAsync", "aten::mm"} <= keys
+    mm = next(e for e in prof.key_averages() if e.key == "aten::mm")
+    assert mm.device_time_total > 0  # measured between its two npu events
+    torch.testing.assert_close(strided.cpu(), x.cpu().t().contiguous())
+    torch.testing.assert_close(plain.cpu(), x.cpu())
+    torch.testing.assert_close(y.cpu(), x.cpu() @ x.cpu(), rtol=1e-4, atol=1e-4)
