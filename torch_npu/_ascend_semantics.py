@@ -3,7 +3,8 @@ own, reproduced on npu (on other devices ATen's kernels run unchanged).
 
 - ``one_hot``: torch_npu's kernel also takes int32 indices (ATen accepts only
   int64: "one_hot is only applicable to index tensor of type LongTensor.");
-  the result is int64 either way, with ATen's checks and messages otherwise.
+  the result has the indices' dtype (op-plugin allocates it with the input's
+  options), with ATen's checks and messages otherwise.
 """
 
 import torch
@@ -19,7 +20,7 @@ def _one_hot(self, num_classes=-1):
     if self.numel() == 0:
         if num_classes <= 0:
             raise RuntimeError("Can not infer total number of classes from empty tensor.")
-        return torch.empty((*self.shape, num_classes), dtype=torch.int64, device=self.device)
+        return torch.empty((*self.shape, num_classes), dtype=self.dtype, device=self.device)
     low, high = torch.aminmax(self)
     if int(low) < 0:
         raise RuntimeError("Class values must be non-negative.")
@@ -27,7 +28,7 @@ def _one_hot(self, num_classes=-1):
         num_classes = int(high) + 1
     elif int(high) >= num_classes:
         raise RuntimeError("Class values must be smaller than num_classes.")
-    out = torch.zeros((*self.shape, num_classes), dtype=torch.int64, device=self.device)
+    out = torch.zeros((*self.shape, num_classes), dtype=self.dtype, device=self.device)
     return out.scatter_(-1, self.long().unsqueeze(-1), 1)
 
 

@@ -64,7 +64,7 @@ from torch_npu.npu.options import fallback_counts, get_option, is_support, set_o
 from torch_npu.npu.compile_mode import is_jit_compile_false, jit_compile, set_compile_mode  # noqa: F401
 from torch_npu.npu.check_mode import check_mode_report, get_check_mode, set_check_mode  # noqa: F401
 from torch_npu.npu import amp, utils  # noqa: F401
-from torch_npu.npu import config  # noqa: F401
+from torch_npu.npu import aclnn, config  # noqa: F401
 from torch_npu.npu.backend_config import CubeMathType, conv, matmul  # noqa: F401
 from torch_npu.npu.legacy_types import *  # noqa: F401,F403
 from torch_npu.npu.legacy_storages import *  # noqa: F401,F403

@@ -369,3 +369,17 @@ class use_mem_pool:
 from torch_npu.npu.pluggable_allocator import (  # noqa: E402,F401
     NPUPluggableAllocator, _get_current_allocator, change_current_allocator,
 )
+
+
+def __getattr__(name):
+    # Real torch_npu defines these in torch_npu.npu.memory; vNPU's live in
+    # host_memory.py / ascend_compat.py (imported after this module).
+    if name in ("host_memory_stats", "host_memory_stats_as_nested_dict", "reset_accumulated_host_memory_stats",
+                "reset_peak_host_memory_stats"):
+        from torch_npu.npu import host_memory
+        return getattr(host_memory, name)
+    if name == "empty_virt_addr_cache":
+        from torch_npu.npu.ascend_compat import empty_virt_addr_cache
+        return empty_virt_addr_cache
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+

@@ -185,3 +185,11 @@ def _subscribe_report(op_stream):
 def _unsubscribe_report(op_stream):
     """Undoes _subscribe_report (nothing to undo on vNPU beyond checking the stream)."""
     _C._unsubscribe_report(op_stream)
+
+
+def __getattr__(name):
+    if name == "SyncLaunchStream":  # real torch_npu defines it here; it is not supported on vNPU
+        from torch_npu.npu.unsupported import SyncLaunchStream
+        return SyncLaunchStream
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+

@@ -93,3 +93,34 @@ def set_dump(cfg_file) -> None:
 
 def finalize_dump() -> None:
     _dump_not_supported("finalize_dump")
+
+
+# Names real torch_npu's torch_npu.npu.utils also defines (the device,
+# stream and fault functions of torch.npu), looked up in torch.npu on first
+# use: torch.npu imports this module while it is being built.
+_FROM_TORCH_NPU = ("obfuscation_initialize", "obfuscation_finalize", "obfuscation_calculate", "synchronize",
+                   "set_device", "current_device", "device", "device_of", "StreamContext", "stream", "set_stream",
+                   "current_stream", "default_stream", "set_sync_debug_mode", "get_sync_debug_mode",
+                   "get_npu_overflow_flag", "clear_npu_overflow_flag", "current_blas_handle", "check_uce_in_memory",
+                   "stress_detect", "ipc_collect", "set_op_timeout_ms")
+
+
+def npu_check_overflow(grad):
+    """True when ``grad`` (a tensor, or a float) holds an inf or a NaN: what
+    real torch_npu's overflow check on a gradient answers."""
+    import math
+
+    import torch
+    if isinstance(grad, torch.Tensor):
+        return bool(grad.numel()) and not bool(torch.isfinite(grad).all())
+    if isinstance(grad, (int, float)):
+        return not math.isfinite(grad)
+    raise TypeError(f"npu_check_overflow expects a tensor or a float, got {type(grad).__name__}")
+
+
+def __getattr__(name):
+    if name in _FROM_TORCH_NPU:
+        import torch_npu.npu
+        return getattr(torch_npu.npu, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+

@@ -1,10 +1,14 @@
 """torch_npu.profiler: torch_npu's profiler API over torch.profiler and the
 npu device activity (csrc/profiler). See docs/profiler.md."""
 
-from torch_npu.profiler.experimental_config import AiCMetrics, ExportType, ProfilerLevel, _ExperimentalConfig
+from torch_npu.profiler.experimental_config import (  # noqa: F401
+    AiCMetrics, ExportType, HostSystem, ProfilerLevel, _ExperimentalConfig, supported_ai_core_metrics,
+    supported_export_type, supported_profiler_level)
 from torch_npu.profiler.profiler import (ProfilerAction, ProfilerActivity, analyse, profile, schedule,
                                          supported_activities, tensorboard_trace_handler)
 from torch_npu.profiler import dynamic_profile  # noqa: F401
 
-__all__ = ["AiCMetrics", "ExportType", "ProfilerAction", "ProfilerActivity", "ProfilerLevel", "_ExperimentalConfig",
-           "analyse", "dynamic_profile", "profile", "schedule", "supported_activities", "tensorboard_trace_handler"]
+__all__ = ["AiCMetrics", "ExportType", "HostSystem", "ProfilerAction", "ProfilerActivity", "ProfilerLevel",
+           "_ExperimentalConfig", "analyse", "dynamic_profile", "profile", "schedule", "supported_activities",
+           "supported_ai_core_metrics", "supported_export_type", "supported_profiler_level",
+           "tensorboard_trace_handler"]

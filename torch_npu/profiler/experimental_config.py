@@ -3,7 +3,8 @@ torch_npu does it: a bad value warns and is reset to its default."""
 
 import warnings
 
-__all__ = ["AiCMetrics", "ExportType", "ProfilerLevel", "_ExperimentalConfig"]
+__all__ = ["AiCMetrics", "ExportType", "HostSystem", "ProfilerLevel", "_ExperimentalConfig", "supported_profiler_level",
+           "supported_ai_core_metrics", "supported_export_type"]
 
 
 class ProfilerLevel:
@@ -28,6 +29,31 @@ class AiCMetrics:
 class ExportType:
     Text = "text"
     Db = "db"
+
+
+class HostSystem:
+    """Host-side system data the profiler may sample (``host_sys``)."""
+    CPU = "cpu"
+    MEM = "mem"
+    DISK = "disk"
+    NETWORK = "network"
+    OSRT = "osrt"
+    NUMA = "numa"
+
+
+def supported_profiler_level():
+    """The profiler levels _ExperimentalConfig accepts."""
+    return set(_values(ProfilerLevel))
+
+
+def supported_ai_core_metrics():
+    """The AI Core metric sets _ExperimentalConfig accepts (recorded; vNPU has no AI Core counters)."""
+    return set(_values(AiCMetrics))
+
+
+def supported_export_type():
+    """The export types _ExperimentalConfig accepts."""
+    return set(_values(ExportType))
 
 
 def _values(cls):

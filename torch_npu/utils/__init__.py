@@ -16,9 +16,12 @@ from torch_npu.utils.combine_tensors import (  # noqa: F401
     get_part_combined_tensor, is_combined_tensor_valid, npu_combine_tensors)
 from torch_npu.utils._logs import print_error_log, print_info_log, print_warn_log  # noqa: F401
 from torch_npu.utils._save_async import save_async  # noqa: F401
+from torch_npu.utils.affinity import _reset_thread_affinity as reset_thread_affinity  # noqa: F401
+from torch_npu.utils.affinity import _set_thread_affinity as set_thread_affinity  # noqa: F401
 from torch_npu.npu.utils import get_cann_version  # noqa: F401  (real torch_npu re-exports it here)
 
-__all__ = ["save_async", "get_cann_version", "npu_combine_tensors", "get_part_combined_tensor", "is_combined_tensor_valid",
+__all__ = ["save_async", "set_thread_affinity", "reset_thread_affinity", "get_cann_version", "npu_combine_tensors",
+           "get_part_combined_tensor", "is_combined_tensor_valid",
            "register_asd_hook", "set_asd_loss_scale", "print_error_log", "print_warn_log", "print_info_log"]
 
 _LAZY_SUBMODULES = ("collect_env", "flops_count", "cpp_extension")
