@@ -1,30 +1,31 @@
-"""torch_npu.optim: the fused optimizers real torch_npu ships.
+"""torch_npu.optim: the fused optimizers real torch_npu ships, one module each
+(npu_fused_optim_base, npu_fused_sgd, npu_fused_adadelta, npu_fused_lamb,
+npu_fused_adam, npu_fused_adamw, npu_fused_adamp, npu_fused_bert_adam,
+npu_fused_rmsprop, npu_fused_rmsprop_tf).
 
 On Ascend these flatten all parameters of a group into one buffer and update
-it with one kernel. vNPU gives the same math as torch.optim (which is what
-they compute) through torch.optim's multi-tensor (foreach) path, so a step is
-a handful of queued kernels per group rather than a few per parameter.
-Constructor signatures and defaults follow torch_npu's.
+it with a few kernels. vNPU gives the same math without the flat buffer:
+NpuFusedSGD, NpuFusedAdam, NpuFusedAdamW, NpuFusedAdadelta and NpuFusedRMSprop
+are torch.optim's optimizers on their multi-tensor (foreach) path; NpuFusedLamb,
+NpuFusedAdamP, NpuFusedBertAdam and NpuFusedRMSpropTF (which torch.optim does
+not have) subclass NpuFusedOptimizerBase and update each (group, dtype) bucket
+with torch._foreach_* ops. Constructor signatures, defaults and argument
+checks follow torch_npu's; all have clip_grad_norm_fused_.
 """
 
-import torch
+__all__ = [
+    "NpuFusedOptimizerBase", "NpuFusedSGD", "NpuFusedAdadelta", "NpuFusedLamb",
+    "NpuFusedAdam", "NpuFusedAdamW", "NpuFusedAdamP",
+    "NpuFusedBertAdam", "NpuFusedRMSprop", "NpuFusedRMSpropTF",
+]
 
-__all__ = ["NpuFusedAdamW", "NpuFusedAdam", "NpuFusedSGD"]
-
-
-class NpuFusedAdamW(torch.optim.AdamW):
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False):
-        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
-                         foreach=True)
-
-
-class NpuFusedAdam(torch.optim.Adam):
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False):
-        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
-                         foreach=True)
-
-
-class NpuFusedSGD(torch.optim.SGD):
-    def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False):
-        super().__init__(params, lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
-                         nesterov=nesterov, foreach=True)
+from .npu_fused_optim_base import NpuFusedOptimizerBase
+from .npu_fused_sgd import NpuFusedSGD
+from .npu_fused_adadelta import NpuFusedAdadelta
+from .npu_fused_lamb import NpuFusedLamb
+from .npu_fused_adam import NpuFusedAdam
+from .npu_fused_adamw import NpuFusedAdamW
+from .npu_fused_adamp import NpuFusedAdamP
+from .npu_fused_bert_adam import NpuFusedBertAdam
+from .npu_fused_rmsprop import NpuFusedRMSprop
+from .npu_fused_rmsprop_tf import NpuFusedRMSpropTF
