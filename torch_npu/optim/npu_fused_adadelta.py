@@ -6,8 +6,7 @@ torch_npu's signature, defaults and argument checks.
 
 import torch
 
-from torch_npu.utils._error_code import ErrCode, pta_error
-from .npu_fused_optim_base import _FusedOptimizerMixin
+from .npu_fused_optim_base import _FusedOptimizerMixin, _refuse_invalid
 
 __all__ = ["NpuFusedAdadelta"]
 
@@ -17,12 +16,9 @@ class NpuFusedAdadelta(_FusedOptimizerMixin, torch.optim.Adadelta):
     ``p -= lr d``, ``u = rho u + (1-rho) d^2``, with ``g = grad + weight_decay * p``."""
 
     def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0):
-        if lr < 0.0:
-            raise ValueError("Invalid learning rate: {}".format(lr) + pta_error(ErrCode.VALUE))
-        if rho < 0.0 or rho > 1.0:
-            raise ValueError("Invalid rho value: {}".format(rho) + pta_error(ErrCode.VALUE))
-        if eps < 0.0:
-            raise ValueError("Invalid epsilon value: {}".format(eps) + pta_error(ErrCode.VALUE))
-        if weight_decay < 0.0:
-            raise ValueError("Invalid weight_decay value: {}".format(weight_decay) + pta_error(ErrCode.VALUE))
+        _refuse_invalid(
+            (lr < 0.0, "learning rate", lr),
+            (rho < 0.0 or rho > 1.0, "rho value", rho),
+            (eps < 0.0, "epsilon value", eps),
+            (weight_decay < 0.0, "weight_decay value", weight_decay))
         super().__init__(params, lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, foreach=True)

@@ -6,23 +6,18 @@ torch_npu's signature, defaults and argument checks.
 
 import torch
 
-from torch_npu.utils._error_code import ErrCode, pta_error
-from .npu_fused_optim_base import _FusedOptimizerMixin
+from .npu_fused_optim_base import _FusedOptimizerMixin, _refuse_invalid
 
 __all__ = ["NpuFusedAdam"]
 
 
 def _check_adam_args(lr, betas, eps, weight_decay):
-    if lr < 0.0:
-        raise ValueError("Invalid learning rate: {}".format(lr) + pta_error(ErrCode.VALUE))
-    if eps < 0.0:
-        raise ValueError("Invalid epsilon value: {}".format(eps) + pta_error(ErrCode.VALUE))
-    if not 0.0 <= betas[0] < 1.0:
-        raise ValueError("Invalid beta parameter at index 0: {}".format(betas[0]) + pta_error(ErrCode.VALUE))
-    if not 0.0 <= betas[1] < 1.0:
-        raise ValueError("Invalid beta parameter at index 1: {}".format(betas[1]) + pta_error(ErrCode.VALUE))
-    if weight_decay < 0.0:
-        raise ValueError("Invalid weight_decay value: {}".format(weight_decay) + pta_error(ErrCode.VALUE))
+    _refuse_invalid(
+        (lr < 0.0, "learning rate", lr),
+        (eps < 0.0, "epsilon value", eps),
+        (not 0.0 <= betas[0] < 1.0, "beta parameter at index 0", betas[0]),
+        (not 0.0 <= betas[1] < 1.0, "beta parameter at index 1", betas[1]),
+        (weight_decay < 0.0, "weight_decay value", weight_decay))
 
 
 class NpuFusedAdam(_FusedOptimizerMixin, torch.optim.Adam):

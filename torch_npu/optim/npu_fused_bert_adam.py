@@ -25,8 +25,7 @@ import math
 import torch
 from torch.optim.optimizer import required
 
-from torch_npu.utils._error_code import ErrCode, pta_error
-from .npu_fused_optim_base import NpuFusedOptimizerBase, _total_norm
+from .npu_fused_optim_base import NpuFusedOptimizerBase, _refuse_invalid, _total_norm
 
 __all__ = ["NpuFusedBertAdam"]
 
@@ -67,18 +66,13 @@ class NpuFusedBertAdam(NpuFusedOptimizerBase):
 
     def __init__(self, params, lr=required, warmup=-1, t_total=-1, schedule="warmup_linear", b1=0.9, b2=0.999,
                  e=1e-6, weight_decay=0.01, max_grad_norm=1.0):
-        if lr is not required and lr < 0.0:
-            raise ValueError("Invalid learning rate: {}".format(lr) + pta_error(ErrCode.VALUE))
-        if (warmup < 0.0 and warmup != -1) or warmup >= 1.0:
-            raise ValueError("Invalid warmup: {}".format(warmup) + pta_error(ErrCode.VALUE))
-        if schedule not in SCHEDULES:
-            raise ValueError("Invalid schedule parameter: {}".format(schedule) + pta_error(ErrCode.VALUE))
-        if not 0.0 <= b1 < 1.0:
-            raise ValueError("Invalid b1 parameter: {}".format(b1) + pta_error(ErrCode.VALUE))
-        if not 0.0 <= b2 < 1.0:
-            raise ValueError("Invalid b2 parameter: {}".format(b2) + pta_error(ErrCode.VALUE))
-        if e < 0.0:
-            raise ValueError("Invalid epsilon value: {}".format(e) + pta_error(ErrCode.VALUE))
+        _refuse_invalid(
+            (lr is not required and lr < 0.0, "learning rate", lr),
+            ((warmup < 0.0 and warmup != -1) or warmup >= 1.0, "warmup", warmup),
+            (schedule not in SCHEDULES, "schedule parameter", schedule),
+            (not 0.0 <= b1 < 1.0, "b1 parameter", b1),
+            (not 0.0 <= b2 < 1.0, "b2 parameter", b2),
+            (e < 0.0, "epsilon value", e))
         defaults = dict(lr=lr, schedule=schedule, warmup=warmup, t_total=t_total, b1=b1, b2=b2, e=e,
                         weight_decay=weight_decay, max_grad_norm=max_grad_norm)
         self.max_grad_norm = max_grad_norm

@@ -17,8 +17,7 @@ global gradient norm is the float32 L2 norm of all gradients of all groups.
 
 import torch
 
-from torch_npu.utils._error_code import ErrCode, pta_error
-from .npu_fused_optim_base import NpuFusedOptimizerBase, _total_norm
+from .npu_fused_optim_base import NpuFusedOptimizerBase, _refuse_invalid, _total_norm
 
 __all__ = ["NpuFusedLamb"]
 
@@ -31,14 +30,11 @@ class NpuFusedLamb(NpuFusedOptimizerBase):
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-6, weight_decay=0, adam=False,
                  use_global_grad_norm=False):
-        if lr < 0.0:
-            raise ValueError("Invalid learning rate: {}".format(lr) + pta_error(ErrCode.VALUE))
-        if not 0.0 <= betas[0] < 1.0:
-            raise ValueError("Invalid beta parameter at index 0: {}".format(betas[0]) + pta_error(ErrCode.VALUE))
-        if not 0.0 <= betas[1] < 1.0:
-            raise ValueError("Invalid beta parameter at index 1: {}".format(betas[1]) + pta_error(ErrCode.VALUE))
-        if eps < 0.0:
-            raise ValueError("Invalid epsilon value: {}".format(eps) + pta_error(ErrCode.VALUE))
+        _refuse_invalid(
+            (lr < 0.0, "learning rate", lr),
+            (not 0.0 <= betas[0] < 1.0, "beta parameter at index 0", betas[0]),
+            (not 0.0 <= betas[1] < 1.0, "beta parameter at index 1", betas[1]),
+            (eps < 0.0, "epsilon value", eps))
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
         self.adam = adam
         self.use_global_grad_norm = use_global_grad_norm

@@ -31,6 +31,14 @@ from torch.optim.optimizer import Optimizer
 
 from torch_npu.utils._error_code import ErrCode, pta_error
 
+
+def _refuse_invalid(*checks):
+    """Raises torch_npu's ValueError ("Invalid <what>: <value>") for the first
+    (invalid, what, value) whose condition holds: the optimizers' argument checks."""
+    for invalid, what, value in checks:
+        if invalid:
+            raise ValueError(f"Invalid {what}: {value}" + pta_error(ErrCode.VALUE))
+
 __all__ = ["NpuFusedOptimizerBase"]
 
 _BUCKET_DTYPES = (torch.float32, torch.float16)

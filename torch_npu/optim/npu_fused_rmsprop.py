@@ -7,8 +7,7 @@ torch_npu's signature, defaults and argument checks.
 
 import torch
 
-from torch_npu.utils._error_code import ErrCode, pta_error
-from .npu_fused_optim_base import _FusedOptimizerMixin
+from .npu_fused_optim_base import _FusedOptimizerMixin, _refuse_invalid
 
 __all__ = ["NpuFusedRMSprop"]
 
@@ -18,15 +17,11 @@ class NpuFusedRMSprop(_FusedOptimizerMixin, torch.optim.RMSprop):
     ``p -= lr * (buf = momentum buf + g / avg if momentum else g / avg)``."""
 
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False):
-        if lr < 0.0:
-            raise ValueError("Invalid learning rate: {}".format(lr) + pta_error(ErrCode.VALUE))
-        if eps < 0.0:
-            raise ValueError("Invalid epsilon value: {}".format(eps) + pta_error(ErrCode.VALUE))
-        if momentum < 0.0:
-            raise ValueError("Invalid momentum value: {}".format(momentum) + pta_error(ErrCode.VALUE))
-        if weight_decay < 0.0:
-            raise ValueError("Invalid weight_decay value: {}".format(weight_decay) + pta_error(ErrCode.VALUE))
-        if alpha < 0.0:
-            raise ValueError("Invalid alpha value: {}".format(alpha) + pta_error(ErrCode.VALUE))
+        _refuse_invalid(
+            (lr < 0.0, "learning rate", lr),
+            (eps < 0.0, "epsilon value", eps),
+            (momentum < 0.0, "momentum value", momentum),
+            (weight_decay < 0.0, "weight_decay value", weight_decay),
+            (alpha < 0.0, "alpha value", alpha))
         super().__init__(params, lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
                          centered=centered, foreach=True)

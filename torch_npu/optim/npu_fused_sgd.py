@@ -11,7 +11,7 @@ import torch
 from torch.optim.optimizer import required
 
 from torch_npu.utils._error_code import ErrCode, pta_error
-from .npu_fused_optim_base import _FusedOptimizerMixin
+from .npu_fused_optim_base import _FusedOptimizerMixin, _refuse_invalid
 
 __all__ = ["NpuFusedSGD"]
 
@@ -24,12 +24,10 @@ class NpuFusedSGD(_FusedOptimizerMixin, torch.optim.SGD):
     else buf)``, with ``g = grad + weight_decay * p``."""
 
     def __init__(self, params, lr=required, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False):
-        if lr is not required and lr < 0.0:
-            raise ValueError("Invalid learning rate: {}".format(lr) + pta_error(ErrCode.VALUE))
-        if momentum < 0.0:
-            raise ValueError("Invalid momentum value: {}".format(momentum) + pta_error(ErrCode.VALUE))
-        if weight_decay < 0.0:
-            raise ValueError("Invalid weight_decay value: {}".format(weight_decay) + pta_error(ErrCode.VALUE))
+        _refuse_invalid(
+            (lr is not required and lr < 0.0, "learning rate", lr),
+            (momentum < 0.0, "momentum value", momentum),
+            (weight_decay < 0.0, "weight_decay value", weight_decay))
         if nesterov and (momentum <= 0.0 or not math.isclose(dampening, 0.0, abs_tol=1e-15)):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening" + pta_error(ErrCode.VALUE))
         if lr is required:
