@@ -101,3 +101,17 @@ def test_bad_inputs_never_break_the_device():
         with pytest.raises(RuntimeError):
             call()
     assert (torch.ones(3, device="npu") * 2).sum().item() == 6.0
+
+
+def test_host_cache_calls_and_quantized_npu_tensors_never_crash():
+    # Both used to kill the process (real test_accelerator.py, test_shape_ops.py).
+    x = torch.tensor([[1.0, 2.0], [3.0, 4.0]], device="npu")
+    torch.accelerator.memory.empty_host_cache()  # torch's host allocator of the npu device
+    pinned = torch.arange(4.0).pin_memory()
+    y = pinned.to("npu", non_blocking=True)
+    torch.accelerator.memory.empty_host_cache()
+    assert pinned.is_pinned() and y.tolist() == [0.0, 1.0, 2.0, 3.0]
+    with pytest.raises(NotImplementedError, match="quantized tensors .* are not supported on npu by vNPU"):
+        torch.quantize_per_tensor(x, 0.1, 5, torch.quint8)
+    q = torch.quantize_per_tensor(x.cpu(), 0.1, 5, torch.quint8)  # on cpu it works, and stays there
+    assert q.flip(0).dequantize().tolist() == [[3.0, 4.0], [1.0, 2.0]]

@@ -1,5 +1,7 @@
 #include "csrc/core/host_allocator.h"
 
+#include <ATen/core/CachingHostAllocator.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -8,6 +10,7 @@
 #include <vector>
 
 #include "csrc/core/npu_error.h"
+#include "csrc/core/npu_stream.h"
 #include <vnpu/stream.h>
 
 namespace torch_npu {
@@ -83,7 +86,12 @@ PinnedBlock* find_block(uintptr_t p) {
   return p < it->first + it->second.bytes ? &it->second : nullptr;
 }
 
-class PinnedHostAllocator final : public c10::Allocator {
+// Also torch's host allocator of the npu device (at::getHostAllocator, which
+// torch.accelerator.memory.empty_host_cache and pinned-memory code reach):
+// it keeps no cache (a block is freed once its tensor died and the copies
+// that used it ran), so emptying the cache frees what has become free, and
+// it records no statistics (torch.npu.host_memory_stats says so).
+class PinnedHostAllocator final : public at::HostAllocator {
  public:
   c10::DataPtr allocate(size_t bytes) override {
     if (bytes == 0) return c10::DataPtr(nullptr, nullptr, &free_pinned, c10::Device(c10::kCPU));
@@ -108,9 +116,26 @@ class PinnedHostAllocator final : public c10::Allocator {
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     std::memcpy(dest, src, count);
   }
+  bool record_event(void* ptr, void* ctx, c10::Stream stream) override {
+    if (stream.device_type() != c10::DeviceType::PrivateUse1) return false;
+    record_pinned_use(ptr, runtime_stream(stream));
+    return true;
+  }
+  void empty_cache() override {
+    std::vector<void*> done;
+    {
+      std::lock_guard<std::mutex> lock(g_pinned_mutex);
+      done = collect_passed_blocks();
+    }
+    free_all(done);
+  }
+  at::HostStats get_stats() override { return {}; }
+  void reset_accumulated_stats() override {}
+  void reset_peak_stats() override {}
 };
 
 PinnedHostAllocator g_pinned;
+REGISTER_HOST_ALLOCATOR(at::kPrivateUse1, &g_pinned)
 
 }  // namespace
 

@@ -96,6 +96,9 @@ class AliasMap {
   // A kernel result as an npu tensor.
   at::Tensor to_npu(const at::Tensor& cpu) {
     if (!cpu.defined() || !cpu.device().is_cpu()) return cpu;
+    // A quantized result would lose its quantizer as an npu tensor, and CPU
+    // kernels given such a tensor later crash: refused (check_not_quantized).
+    check_not_quantized(cpu);
     if (cpu.is_sparse() || at::sparse_csr::is_sparse_compressed(cpu)) return sparse_to_npu(cpu);
     auto same = by_impl_.find(cpu.unsafeGetTensorImpl());
     if (same != by_impl_.end()) return same->second;  // in-place / out=: the caller's tensor

@@ -16,6 +16,13 @@ void snapshot_metadata(const at::Tensor& tensor, c10::SmallVector<int64_t, 8>& d
 
 }  // namespace
 
+void check_not_quantized(const at::Tensor& tensor) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!c10::isQIntType(tensor.scalar_type()), "quantized tensors (",
+                              tensor.scalar_type(), ") are not supported on npu by vNPU: it keeps no quantizer for "
+                              "device tensors. Quantize on cpu, or use torch_npu.npu_quantize, which returns "
+                              "integer tensors and their scales.");
+}
+
 void LaunchSnapshot::note(const at::Tensor& tensor) {
   if (!tensor.defined()) return;
   const bool cpu = tensor.device().is_cpu();
@@ -25,6 +32,7 @@ void LaunchSnapshot::note(const at::Tensor& tensor) {
                           (static_cast<uint64_t>(tensor.dim()) << 10);
   signature_ = mix_launch_signature(signature_, traits);
   if (cpu) return;
+  if (C10_UNLIKELY(c10::isQIntType(tensor.scalar_type()))) check_not_quantized(tensor);
   work_ = std::max(work_, tensor.numel());
   npu_dtypes_ |= uint64_t{1} << (static_cast<unsigned>(tensor.scalar_type()) & 63);
 }

@@ -94,6 +94,12 @@ class LaunchSnapshot {
   uint64_t npu_dtypes_ = 0;
 };
 
+// Quantized tensors (quint8, qint8, qint32, quint4x2, quint2x4) are not
+// supported on npu: vNPU has no quantizer for device tensors, and ATen's CPU
+// kernels read a quantized tensor's quantizer. Raises NotImplementedError
+// naming the dtype; every kernel launch checks its npu operands.
+void check_not_quantized(const at::Tensor& tensor);
+
 // Folds `value` into a launch signature.
 inline uint64_t mix_launch_signature(uint64_t signature, uint64_t value) noexcept {
   uint64_t x = signature ^ (value + 0x9e3779b97f4a7c15ULL + (signature << 6) + (signature >> 2));
