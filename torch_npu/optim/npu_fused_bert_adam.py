@@ -79,12 +79,7 @@ class NpuFusedBertAdam(NpuFusedOptimizerBase):
         super().__init__(params, defaults)
 
     def _init_param_state(self, p):
-        state = self.state[p]
-        state.setdefault("step", 0)
-        if "exp_avg" not in state:
-            state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-        if "exp_avg_sq" not in state:
-            state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        self._init_adam_moments(p)
 
     def _scheduled_lr(self, group, step):
         if group["t_total"] == -1:

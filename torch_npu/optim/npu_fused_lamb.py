@@ -45,12 +45,7 @@ class NpuFusedLamb(NpuFusedOptimizerBase):
         return "NpuFusedLamb does not support sparse gradients, please consider SparseAdam instead."
 
     def _init_param_state(self, p):
-        state = self.state[p]
-        state.setdefault("step", 0)
-        if "exp_avg" not in state:
-            state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-        if "exp_avg_sq" not in state:
-            state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        self._init_adam_moments(p)
 
     def _before_group_steps(self):
         if self.use_global_grad_norm:

@@ -156,6 +156,16 @@ class NpuFusedOptimizerBase(_FusedOptimizerMixin, Optimizer):
         ``_init_param_state`` takes group options override this."""
         self._init_param_state(p)
 
+    def _init_adam_moments(self, p):
+        """The state of Adam-style optimizers (LAMB, AdamP, BertAdam): a step
+        count and zeroed first and second moments, kept when already there."""
+        state = self.state[p]
+        state.setdefault("step", 0)
+        if "exp_avg" not in state:
+            state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        if "exp_avg_sq" not in state:
+            state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+
     def _init_param_state(self, p):
         raise NotImplementedError(pta_error(ErrCode.NOT_SUPPORT))
 
