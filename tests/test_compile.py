@@ -261,6 +261,18 @@ def test_a_kernel_error_in_compiled_code_is_reported_like_eager():
     assert torch.equal((torch.ones(2, device="npu") + 1).cpu(), torch.full((2,), 2.0))  # still usable
 
 
+def test_inductor_names_the_cpp_backend_for_npu_code():
+    # Code generation branches on get_current_backend(); npu's kernels are the
+    # C++ backend's, so no module may answer "triton" (cuda's) for npu.
+    torch.compile(lambda x: x + 1)(torch.ones(3, device="npu"))
+    from torch._inductor import config, scheduler, utils
+    from torch._inductor.codegen import common
+    from torch._inductor.kernel import mm_common
+    for module in (utils, common, scheduler, mm_common):
+        assert module.get_current_backend("npu") == config.cpu_backend
+        assert module.get_current_backend("cpu") == config.cpu_backend
+
+
 def test_tensors_of_another_device_are_refused():
     with pytest.raises(Exception, match="device"):
         torch.compile(lambda a, b: a + b)(torch.ones(4, device="npu"), torch.ones(4))

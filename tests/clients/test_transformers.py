@@ -108,3 +108,13 @@ def test_trainer_npu_fused_adamw(transformers, tmp_path):
     trainer = Trainer(model=tiny_llama(), args=args, train_dataset=data)
     trainer.train()
     assert isinstance(trainer.optimizer.optimizer, torch_npu.optim.NpuFusedAdamW)
+
+
+def test_flex_attention_is_refused_with_torchs_message(transformers):
+    # torch's FlexAttention takes only the devices it names; compiled on npu it must
+    # give that refusal, not an Inductor error from code generated for the wrong backend.
+    ids, mask = left_padded_batch()
+    npu = tiny_llama().npu()
+    npu.set_attn_implementation("flex_attention")
+    with pytest.raises(ValueError, match="FlexAttention is only supported on"):
+        npu(input_ids=ids.npu(), attention_mask=mask.npu())
