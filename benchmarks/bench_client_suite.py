@@ -32,9 +32,9 @@ import time
 import xml.etree.ElementTree as ET
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MODELS = ("llama", "mistral", "qwen2", "gpt2", "bert")
+MODELS = ("llama", "mistral", "qwen2", "gpt2", "bert", "t5")
 CLASS_OF = {"llama": "LlamaTinyTest", "mistral": "MistralTinyTest", "qwen2": "Qwen2TinyTest",
-            "gpt2": "GPT2TinyTest", "bert": "BertTinyTest"}
+            "gpt2": "GPT2TinyTest", "bert": "BertTinyTest", "t5": "T5TinyTest"}
 
 # What a launcher sets for a job of one rank. ModelTesterMixin's ZeRO-3 tests call
 # deepspeed.zero.Init, which otherwise looks for the job through mpi4py.

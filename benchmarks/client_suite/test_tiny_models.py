@@ -17,6 +17,7 @@ from transformers import (
     LlamaConfig,
     MistralConfig,
     Qwen2Config,
+    T5Config,
     is_torch_available,
 )
 from transformers.testing_utils import require_torch, torch_device
@@ -142,3 +143,35 @@ class BertTinyTest(ModelTesterMixin, GenerationTesterMixin, unittest.TestCase):
                                                              device=torch_device)
         return inputs_dict
 
+
+
+class TinySeq2SeqTester(TinyModelTester):
+    """Encoder and decoder inputs of the same length, as transformers' T5 tester builds them."""
+
+    def __init__(self, parent, config_class, config_kwargs, decoder_seq_length=7, **kwargs):
+        super().__init__(parent, config_class, config_kwargs, **kwargs)
+        self.encoder_seq_length = self.seq_length
+        self.decoder_seq_length = decoder_seq_length
+
+    def prepare_config_and_inputs_for_common(self):
+        config, inputs = super().prepare_config_and_inputs_for_common()
+        # Every example ends with </s> (id 1) and holds no other, as T5's tester makes them.
+        inputs["input_ids"] = inputs["input_ids"].clamp(2)
+        inputs["input_ids"][:, -1] = 1
+        inputs["decoder_input_ids"] = ids_tensor([self.batch_size, self.decoder_seq_length], self.vocab_size)
+        inputs["decoder_attention_mask"] = random_attention_mask([self.batch_size, self.decoder_seq_length])
+        return config, inputs
+
+
+@require_torch
+class T5TinyTest(ModelTesterMixin, GenerationTesterMixin, unittest.TestCase):
+    is_encoder_decoder = True
+    # T5EncoderModel takes no decoder inputs and T5ForQuestionAnswering its own; the common tester
+    # builds neither. T5ForSequenceClassification refuses inputs_embeds, which the common tests pass.
+    all_model_classes = _classes("T5Model", "T5ForConditionalGeneration")
+
+    def setUp(self):
+        kwargs = dict(vocab_size=99, d_model=32, d_ff=37, d_kv=8, num_layers=2, num_heads=4,
+                      relative_attention_num_buckets=8, dropout_rate=0.1, initializer_factor=0.002,
+                      eos_token_id=1, pad_token_id=0, decoder_start_token_id=0)
+        self.model_tester = TinySeq2SeqTester(self, T5Config, kwargs)
