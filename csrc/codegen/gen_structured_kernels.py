@@ -115,6 +115,22 @@ ARG_RULES: dict[str, tuple[str, str]] = {
 # (Note [The work of a GEMM], csrc/launch/tensor_ref.h).
 GEMM_CONTRACTIONS = {"mm": "self", "bmm": "self", "addmm": "mat1", "baddbmm": "batch1", "addbmm": "batch1",
                      "_addmm_activation": "mat1"}
+# Note [Operands of one dense layout]
+# The meta function of a binary TensorIterator op builds a whole iterator on
+# the caller to learn the output's shape, dtype and strides (broadcasting, type
+# promotion, memory layout), and the CPU kernel builds it again on the worker.
+# For the commonest case, two npu operands of one dtype and one shape, both
+# contiguous, the answer is known without it: a contiguous tensor of that
+# shape and dtype. These ops skip their meta function then, keeping only its
+# argument checks (listed here, ATen/native/BinaryOps.h); a 1K-element add
+# spends about a third of its caller time in the iterator otherwise. Only ops
+# whose meta is build_borrowing_binary_op qualify (the output dtype is the
+# operands' common one, no float promotion).
+SAME_LAYOUT_BINARY: dict[str, str] = {
+    "add": "at::native::alpha_check(self.scalar_type(), alpha);",
+    "sub": "at::native::sub_check(self, other); at::native::alpha_check(self.scalar_type(), alpha);",
+    "mul": "",
+}
 # Arguments common_device() must see (DeviceCheck::add has overloads for these).
 TENSOR_LIKE = {
     "const at::Tensor &", "at::Tensor &", "const ::std::optional<at::Tensor> &",
@@ -206,7 +222,19 @@ def gen_variant(g: NativeFunctionsGroup, f: NativeFunction) -> str:
     meta_exprs = ", ".join(
         replaced.get(e.expr, e.expr) for e in translate(args, structured.meta_arguments(g), method=False))
     discard = "(void)" if g.out.precomputed else ""
-    lines.append(f"  {discard}op.meta({meta_exprs});")
+    base = str(g.functional.func.name.name)
+    if k is SchemaKind.functional and base in SAME_LAYOUT_BINARY:
+        # Note [Operands of one dense layout]
+        checks = SAME_LAYOUT_BINARY[base]
+        lines.append("  if (operands_of_one_dense_layout(self, other)) {")
+        if checks:
+            lines.append(f"    {checks}")
+        lines.append("    op.outputs_[0] = empty_npu(self.sizes(), {}, self.options(), device);")
+        lines.append("  } else {")
+        lines.append(f"    {discard}op.meta({meta_exprs});")
+        lines.append("  }")
+    else:
+        lines.append(f"  {discard}op.meta({meta_exprs});")
 
     # Stage 2. Captures are initialized here, after meta (it may resize out=).
     lam = Lambda()
@@ -273,7 +301,9 @@ def gen_group(g: NativeFunctionsGroup, denied: list[tuple[str, str]]) -> GroupCo
         denied.append((base, "takes a Generator (randomness not supported yet)"))
         return None
     headers = [f"ATen/ops/{root}_meta.h", f"ATen/ops/{root}_cpu_dispatch.h"]
-    missing = [h for h in headers if not os.path.exists(os.path.join(ATEN_OPS_DIR, h[9:]))]
+    if str(g.functional.func.name.name) in SAME_LAYOUT_BINARY:
+        headers.append("ATen/native/BinaryOps.h")
+    missing = [h for h in headers[:2] if not os.path.exists(os.path.join(ATEN_OPS_DIR, h[9:]))]
     if missing:
         denied.append((base, f"missing header {missing[0]}"))
         return None

@@ -9,6 +9,12 @@ at::Tensor indices_as_int64(const at::Tensor& indices) {
   return indices.to(at::kLong);
 }
 
+bool operands_of_one_dense_layout(const at::Tensor& a, const at::Tensor& b) {
+  return a.defined() && b.defined() && a.device() == b.device() && a.is_privateuseone() &&
+         a.scalar_type() == b.scalar_type() && a.sizes() == b.sizes() && a.is_contiguous() &&
+         b.is_contiguous();
+}
+
 void check_inplace_output(const at::Tensor& self, c10::IntArrayRef sizes,
                           const c10::TensorOptions& options) {
   TORCH_CHECK(options.dtype() == self.dtype(), "Bad in-place call: input tensor dtype ",

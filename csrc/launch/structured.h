@@ -37,6 +37,11 @@ void resize_out_tensor(const at::Tensor& out, c10::IntArrayRef sizes, c10::IntAr
 // passed on, for the CPU kernel's own dtype error.
 at::Tensor indices_as_int64(const at::Tensor& indices);
 
+// Two npu tensors of one dtype and shape, both contiguous: a binary
+// TensorIterator op's output is then a contiguous tensor of that shape and
+// dtype (Note [Operands of one dense layout], gen_structured_kernels.py).
+bool operands_of_one_dense_layout(const at::Tensor& a, const at::Tensor& b);
+
 // TensorIterator-based meta classes must also see the output through their
 // own set_output (it registers the tensor with the iterator); other meta
 // classes assert in the base implementation, so only forward for those.
