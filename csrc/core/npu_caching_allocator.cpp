@@ -183,17 +183,17 @@ c10::DataPtr allocate_on(c10::DeviceIndex device, size_t bytes) {
 }
 
 bool free_if_npu_block(void* ptr) {
-  vnpu::Block* block = vnpu::CachingAllocator::live_block(ptr);
+  vnpu::Block* block = vnpu::CachingAllocator::take_live_block(ptr);
   if (block == nullptr) return false;
   vnpu::CachingAllocator& owner = vnpu::CachingAllocator::owner(block);
   ContextScope stack(RecordContext::kAll);
   if (!c10::memoryProfilingEnabled()) {
-    owner.free(block);
+    owner.free_taken(block);
     return true;
   }
   // The block may be merged away by the free: read it first.
   const auto bytes = static_cast<int64_t>(vnpu::CachingAllocator::size(block));
-  owner.free(block);
+  owner.free_taken(block);
   report_to_profiler(owner, ptr, -bytes);
   return true;
 }

@@ -65,6 +65,16 @@ class LiveBlocks {
     auto it = s.blocks.find(address);
     return it != s.blocks.end() ? it->second : nullptr;
   }
+  // find() and remove() in one step.
+  Block* take(const void* address) {
+    Shard& s = shard(address);
+    std::lock_guard<std::mutex> lock(s.mutex);
+    auto it = s.blocks.find(address);
+    if (it == s.blocks.end()) return nullptr;
+    Block* block = it->second;
+    s.blocks.erase(it);
+    return block;
+  }
 
  private:
   static constexpr std::size_t kShards = 32;
@@ -150,6 +160,7 @@ CachingAllocator::CachingAllocator(DeviceMemory& memory, const AllocConfig& conf
     : memory_(memory), config_(config), caching_(caching) {}
 
 CachingAllocator::~CachingAllocator() {
+  for (Block* block : spare_blocks_) delete block;
   for (Block* head : segments_) {
     memory_.release(head->ptr);
     for (Block* block = head; block != nullptr;) {
@@ -304,7 +315,7 @@ Block* CachingAllocator::find_free_block(Pool& pool, Stream& stream, std::size_t
   if (it == pool.blocks.end() || (*it)->stream != &stream) return nullptr;
   Block* block = *it;
   if (!fits(block, size)) return nullptr;
-  pool.blocks.erase(it);
+  pool_erase(pool, it);
   return block;
 }
 
@@ -360,7 +371,7 @@ Block* CachingAllocator::take_block(Block* block, std::size_t size, std::size_t 
   const bool split = small ? rest >= kMinBlockSize
                            : size < config_.max_split_size_bytes && rest > kSmallSize;
   if (split) {
-    auto* remaining = new Block();
+    Block* remaining = new_block();
     remaining->owner = this;
     remaining->stream = block->stream;
     remaining->small = small;
@@ -373,7 +384,7 @@ Block* CachingAllocator::take_block(Block* block, std::size_t size, std::size_t 
     if (block->next != nullptr) block->next->prev = remaining;
     block->next = remaining;
     block->size = size;
-    (small ? small_pool_ : large_pool_).blocks.insert(remaining);
+    pool_insert(small ? small_pool_ : large_pool_, remaining);
     update(stats_.inactive_split, small, 1);
     update(stats_.inactive_split_bytes, small, static_cast<std::int64_t>(rest));
   }
@@ -389,9 +400,17 @@ Block* CachingAllocator::take_block(Block* block, std::size_t size, std::size_t 
   return block;
 }
 
+Block* CachingAllocator::take_live_block(const void* address) {
+  return address != nullptr ? live_blocks().take(address) : nullptr;
+}
+
 void CachingAllocator::free(Block* block) {
   if (block == nullptr) return;
   live_blocks().remove(block);  // before the lock: the registry never waits for an allocator
+  free_taken(block);
+}
+
+void CachingAllocator::free_taken(Block* block) {
   std::lock_guard<std::mutex> lock(mutex_);
   // A second free would count the block twice (the statistics go negative)
   // and hand it out to two owners.
@@ -447,11 +466,11 @@ void CachingAllocator::return_to_pool(Block* block) {
     update(stats_.inactive_split, block->small, 1);
     update(stats_.inactive_split_bytes, block->small, static_cast<std::int64_t>(block->size));
   }
-  pool.blocks.insert(block);
+  pool_insert(pool, block);
 }
 
 Block* CachingAllocator::merge(Block* block, Block* neighbour, Pool& pool) {
-  pool.blocks.erase(neighbour);
+  pool_erase(pool, pool.blocks.find(neighbour));
   update(stats_.inactive_split, neighbour->small, -1);
   update(stats_.inactive_split_bytes, neighbour->small, -static_cast<std::int64_t>(neighbour->size));
   // The lower block survives, so a segment's first block (the one kept in
@@ -463,8 +482,54 @@ Block* CachingAllocator::merge(Block* block, Block* neighbour, Pool& pool) {
   if (upper->next != nullptr) upper->next->prev = lower;
   lower->free_seq = std::max(lower->free_seq, upper->free_seq);
   lower->last_used = std::max(lower->last_used, upper->last_used);
-  delete upper;
+  recycle_block(upper);
   return lower;
+}
+
+// Note [Recycled nodes]
+// A small op's output is carved from a 2 MiB segment and merged back when it
+// dies: each alloc/free pair erases and inserts two pool entries and creates
+// and deletes the split-off Block, four mallocs and four frees on the op's
+// critical path. The tree nodes and Blocks released by the hot path are kept
+// (a few dozen at most) and reused by the next insert and split. Only the
+// allocation of that memory changes; the pools' contents and order do not.
+namespace {
+constexpr std::size_t kMaxSpare = 64;
+}  // namespace
+
+void CachingAllocator::pool_insert(Pool& pool, Block* block) {
+  if (spare_nodes_.empty()) {
+    pool.blocks.insert(block);
+    return;
+  }
+  BlockSet::node_type node = std::move(spare_nodes_.back());
+  spare_nodes_.pop_back();
+  node.value() = block;
+  pool.blocks.insert(std::move(node));
+}
+
+void CachingAllocator::pool_erase(Pool& pool, BlockSet::iterator it) {
+  if (spare_nodes_.size() < kMaxSpare) {
+    spare_nodes_.push_back(pool.blocks.extract(it));
+  } else {
+    pool.blocks.erase(it);
+  }
+}
+
+Block* CachingAllocator::new_block() {
+  if (spare_blocks_.empty()) return new Block();
+  Block* block = spare_blocks_.back();
+  spare_blocks_.pop_back();
+  return block;
+}
+
+void CachingAllocator::recycle_block(Block* block) {
+  if (spare_blocks_.size() >= kMaxSpare) {
+    delete block;
+    return;
+  }
+  *block = Block();  // a pooled block has no stream uses or pending marks left to free
+  spare_blocks_.push_back(block);
 }
 
 void CachingAllocator::release_segment(Block* head) {

@@ -201,6 +201,29 @@ TEST(LiveBlocks, ABlockIsFoundByItsAddressFromAllocationToFree) {
   }
 }
 
+TEST(LiveBlocks, TakingABlockByAddressThenFreeingItIsAFree) {
+  Fixture f;
+  Block* a = f.device.ordinary().allocate(4096, f.stream);
+  Block* b = f.device.ordinary().allocate(4096, f.stream);
+  void* address = CachingAllocator::address(a);
+  EXPECT_EQ(CachingAllocator::take_live_block(static_cast<char*>(address) + 512), nullptr);
+  EXPECT_EQ(CachingAllocator::take_live_block(nullptr), nullptr);
+  Block* taken = CachingAllocator::take_live_block(address);
+  ASSERT_EQ(taken, a);
+  EXPECT_EQ(CachingAllocator::live_block(address), nullptr) << "taken out of the registry";
+  EXPECT_EQ(CachingAllocator::take_live_block(address), nullptr) << "only once";
+  EXPECT_EQ(f.device.stats().allocation[kAggregateStat].current, 2) << "still allocated until free_taken";
+  CachingAllocator::owner(taken).free_taken(taken);
+  EXPECT_EQ(f.device.stats().allocation[kAggregateStat].current, 1);
+  // The freed range serves the next request of its size (best fit, lowest address).
+  Block* again = f.device.ordinary().allocate(4096, f.stream);
+  EXPECT_EQ(CachingAllocator::address(again), address);
+  f.device.ordinary().free(again);
+  f.device.ordinary().free(b);
+  EXPECT_EQ(f.device.stats().allocation[kAggregateStat].current, 0);
+  EXPECT_EQ(f.device.stats().inactive_split[kAggregateStat].current, 0) << "merged back into one block";
+}
+
 TEST(LiveBlocks, ThreadsAllocatingAndFreeingByAddressAgree) {
   Fixture f;
   std::vector<std::thread> threads;
@@ -209,9 +232,15 @@ TEST(LiveBlocks, ThreadsAllocatingAndFreeingByAddressAgree) {
       for (int i = 0; i < 2000; ++i) {
         Block* block = f.device.ordinary().allocate(512 * (1 + (i + t) % 7), f.stream);
         void* address = CachingAllocator::address(block);
-        Block* found = CachingAllocator::live_block(address);
-        EXPECT_EQ(found, block);
-        CachingAllocator::owner(found).free(found);
+        if (i % 2 == 0) {
+          Block* found = CachingAllocator::live_block(address);
+          EXPECT_EQ(found, block);
+          CachingAllocator::owner(found).free(found);
+        } else {
+          Block* taken = CachingAllocator::take_live_block(address);
+          EXPECT_EQ(taken, block);
+          CachingAllocator::owner(taken).free_taken(taken);
+        }
       }
     });
   }

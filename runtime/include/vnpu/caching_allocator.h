@@ -151,6 +151,13 @@ class CachingAllocator {
   // The block some allocator handed out at `address` and nobody has freed
   // yet; nullptr otherwise (Note [Blocks by address]).
   static Block* live_block(const void* address);
+  // free() in two steps, for a caller that knows a block only by its
+  // address and must act between finding it and freeing it: the live block
+  // that starts at `address`, taken out of the registry (nullptr, and
+  // nothing done, when there is none), then free_taken() of its owner. One
+  // registry lookup instead of live_block() then free(). Never waits.
+  static Block* take_live_block(const void* address);
+  void free_taken(Block* block);
   // The allocated block that contains `address` (anywhere inside it), as
   // [*base, *base + *bytes) with the size its caller requested; false when
   // `address` is in no block this allocator has handed out. Takes the
@@ -203,6 +210,12 @@ class CachingAllocator {
   void release_outgrown_segments(Pool& pool, Stream& stream, std::size_t size);
   void garbage_collect();
   void process_deferred();
+  // Note [Recycled nodes]: the hot path's pool updates and block splits
+  // reuse tree nodes and Block objects instead of allocating new ones.
+  void pool_insert(Pool& pool, Block* block);
+  void pool_erase(Pool& pool, BlockSet::iterator it);
+  Block* new_block();
+  void recycle_block(Block* block);
   Block* retry_after_releasing_cache(std::unique_lock<std::mutex>& lock, Pool& pool, Stream& stream,
                                      std::size_t size, std::size_t segment_bytes);
   // Waits, without holding the mutex, until no queued work reads a cached
@@ -224,6 +237,8 @@ class CachingAllocator {
   double fraction_ = 1.0;
   bool fraction_set_ = false;
   std::uint64_t clock_ = 0;  // counts allocations; ages cached blocks for GC
+  std::vector<BlockSet::node_type> spare_nodes_;  // Note [Recycled nodes]
+  std::vector<Block*> spare_blocks_;
 };
 
 // Block lifetime tracing: the hook a race detector (torch_npu.npu._sanitizer,
