@@ -77,33 +77,32 @@ def _decoder_kwargs():
 
 class _DecoderFamilyTest(ModelTesterMixin, GenerationTesterMixin):
     config_class = None
-    family = None
-    test_all_params_have_gradient = True
 
     def setUp(self):
         self.model_tester = TinyModelTester(self, self.config_class, _decoder_kwargs())
 
 
+def _decoder_classes(prefix):
+    heads = ("Model", "ForCausalLM", "ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering")
+    return _classes(*(prefix + head for head in heads))
+
 
 @require_torch
 class LlamaTinyTest(_DecoderFamilyTest, unittest.TestCase):
     config_class = LlamaConfig
-    all_model_classes = _classes("LlamaModel", "LlamaForCausalLM", "LlamaForSequenceClassification",
-                                 "LlamaForTokenClassification", "LlamaForQuestionAnswering")
+    all_model_classes = _decoder_classes("Llama")
 
 
 @require_torch
 class MistralTinyTest(_DecoderFamilyTest, unittest.TestCase):
     config_class = MistralConfig
-    all_model_classes = _classes("MistralModel", "MistralForCausalLM", "MistralForSequenceClassification",
-                                 "MistralForTokenClassification", "MistralForQuestionAnswering")
+    all_model_classes = _decoder_classes("Mistral")
 
 
 @require_torch
 class Qwen2TinyTest(_DecoderFamilyTest, unittest.TestCase):
     config_class = Qwen2Config
-    all_model_classes = _classes("Qwen2Model", "Qwen2ForCausalLM", "Qwen2ForSequenceClassification",
-                                 "Qwen2ForTokenClassification", "Qwen2ForQuestionAnswering")
+    all_model_classes = _decoder_classes("Qwen2")
 
 
 @require_torch
