@@ -72,6 +72,36 @@ def test_thread_affinity_binds_and_resets_the_calling_thread():
             set_thread_affinity(bad)
 
 
+def test_thread_affinity_goes_through_the_c_bindings_real_torch_npu_has(monkeypatch):
+    # Real torch_npu's utils call torch_npu._C._npu_set_thread_affinity with the
+    # sorted core ids, or (-1, -1) for the default; its tests replace them.
+    from torch_npu.utils import reset_thread_affinity, set_thread_affinity
+    calls = []
+    monkeypatch.setattr(torch_npu._C, "_npu_set_thread_affinity", lambda *args: calls.append(args))
+    monkeypatch.setattr(torch_npu._C, "_npu_reset_thread_affinity", lambda: calls.append("reset"))
+    set_thread_affinity([[2, 4], [3, 6]])
+    set_thread_affinity(None)
+    reset_thread_affinity()
+    assert calls == [([2, 3, 4, 5, 6],), (-1, -1), "reset"]
+    monkeypatch.undo()
+    # The bindings themselves: a range, a list, the default, and cores this process lacks.
+    available = sorted(os.sched_getaffinity(0))
+    try:
+        torch_npu._C._npu_set_thread_affinity(available[0], available[0])
+        assert os.sched_getaffinity(0) == {available[0]}
+        torch_npu._C._npu_set_thread_affinity(-1, -1)
+        assert sorted(os.sched_getaffinity(0)) == available
+        torch_npu._C._npu_set_thread_affinity([available[-1]])
+        assert os.sched_getaffinity(0) == {available[-1]}
+        with pytest.raises(ValueError, match=r"cores \[100000\] are not available"):
+            torch_npu._C._npu_set_thread_affinity([100_000])
+        with pytest.raises(ValueError, match="Invalid core range values"):
+            torch_npu._C._npu_set_thread_affinity(5, 2)
+    finally:
+        torch_npu._C._npu_reset_thread_affinity()
+    assert sorted(os.sched_getaffinity(0)) == available
+
+
 def test_serialization_load_and_save_async_from_their_real_module():
     from torch_npu.utils.serialization import load, save_async
     assert save_async is torch_npu.utils.save_async

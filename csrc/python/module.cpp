@@ -33,6 +33,7 @@ void bind_streams(pybind11::module& m);
 void bind_strict_mode(pybind11::module& m);
 void bind_sanitizer(pybind11::module& m);
 void bind_op_route(pybind11::module& m);
+void bind_affinity(pybind11::module& m);
 
 namespace {
 
@@ -160,6 +161,7 @@ PYBIND11_MODULE(_C, m) {
   bind_strict_mode(m);
   bind_sanitizer(m);
   bind_op_route(m);
+  bind_affinity(m);
 
   // RNG.
   m.def("_default_generator", [](int64_t d) {

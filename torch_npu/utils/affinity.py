@@ -2,12 +2,9 @@
 / reset_thread_affinity), as real torch_npu offers to keep a training
 process's host threads off each other's cores."""
 
-import os
+import torch_npu
 
 __all__ = []
-
-# The cores this process may use when it started: what a reset restores.
-_INITIAL = frozenset(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else frozenset()
 
 
 def _cores(core_range):
@@ -22,21 +19,20 @@ def _cores(core_range):
     for start, end in ranges:
         if not (isinstance(start, int) and isinstance(end, int) and 0 <= start <= end):
             raise ValueError(f"Invalid core range values: [{start}, {end}]" + pta_error(ErrCode.VALUE))
-    cores = {core for start, end in ranges for core in range(start, end + 1)}
-    unknown = sorted(cores - set(_INITIAL))
-    if unknown:
-        raise ValueError(f"Invalid core range: cores {unknown} are not available to this process "
-                         f"(available: {sorted(_INITIAL)})" + pta_error(ErrCode.VALUE))
-    return cores
+    return sorted({core for start, end in ranges for core in range(start, end + 1)})
 
 
 def _set_thread_affinity(core_range=None):
     """Binds the calling thread to the cores of ``core_range``: [start, end]
     (inclusive), a list of such ranges, or None for every core the process
-    started with."""
-    os.sched_setaffinity(0, set(_INITIAL) if core_range is None else _cores(core_range))
+    started with. Cores this process may not use raise ValueError (from
+    ``torch_npu._C._npu_set_thread_affinity``, which does the binding)."""
+    if core_range is None:
+        torch_npu._C._npu_set_thread_affinity(-1, -1)
+        return
+    torch_npu._C._npu_set_thread_affinity(_cores(core_range))
 
 
 def _reset_thread_affinity():
     """Lets the calling thread run on every core the process started with."""
-    os.sched_setaffinity(0, set(_INITIAL))
+    torch_npu._C._npu_reset_thread_affinity()
