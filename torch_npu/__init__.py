@@ -46,6 +46,10 @@ globals().update(_fused_ops)
 # torch_npu.utils (its heavier submodules load on first use) and the storage
 # helpers torch_npu exposes at the top level for combined tensors.
 from torch_npu import utils  # noqa: E402,F401
+from torch_npu.utils import patch_getenv as _patch_getenv  # noqa: E402,F401  (TORCH_NPU_LOGS=env)
+from torch_npu._logging import _internal as _logging_internal  # noqa: E402
+
+_logging_internal._setup()  # torch_npu's log names; TORCH_NPU_LOGS
 from torch_npu.utils.combine_tensors import get_storage_size, npu_change_data_ptr  # noqa: E402,F401
 
 from torch_npu import _ascend_semantics  # noqa: E402,F401  (one_hot on int32, as on Ascend)

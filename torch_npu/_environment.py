@@ -32,6 +32,10 @@ _OTHER_LAYERS = (
      "set (to anything but 0): the NPU Sanitizer for the whole run (`torch_npu.npu._sanitizer.enable_npu_sanitizer()` "
      "at import, for the main thread): unsynchronised cross-stream accesses to a tensor, and reuse of memory freed "
      "while another stream still used it, raise `CUDASanitizerErrors` with both stack traces (docs/sanitizer.md)"),
+    ("TORCH_NPU_LOGS", "unset",
+     "torch_npu's TORCH_LOGS, read instead of it when set (same syntax); it also takes torch_npu's log names "
+     "(`env`, `memory`, `dispatch`, `acl`, `npugraph`, ...), of which only `env` logs anything on vNPU: each "
+     "environment variable read through `os.getenv`/`os.environ.get`, once"),
     ("VNPU_SKIP_BUILD", "unset",
      "build-time only: `pip install` skips the CMake build (used by `scripts/setup.sh`, which builds first)"),
 )
