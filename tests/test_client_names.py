@@ -65,7 +65,7 @@ def test_dtype_names_are_torch_npus_integer_constants():
 
 
 def test_flops_counter_records_and_traverses():
-    from torch_npu.utils.flops_count import FlopsCounter
+    from torch_npu.utils import FlopsCounter
 
     a, b = torch.randn(8, 16, device="npu"), torch.randn(16, 4, device="npu")
     counter = FlopsCounter()
@@ -74,10 +74,30 @@ def test_flops_counter_records_and_traverses():
     counter.pause()
     a @ b  # a recomputation: traversed, not recorded
     counter.resume()
-    counter.stop()
     assert counter.get_flops() == [2 * 8 * 16 * 4, 2 * 2 * 8 * 16 * 4]
-    with pytest.raises(RuntimeError, match="not running"):
-        counter.stop()
+    assert FlopsCounter().get_flops() == counter.get_flops(), "the counts are the process's, as in real torch_npu"
+    counter.start()  # already on: the counts stay
+    a @ b
+    assert counter.get_flops() == [2 * 2 * 8 * 16 * 4, 3 * 2 * 8 * 16 * 4]
+    counter.stop()  # off, and cleared
+    a @ b
+    assert counter.get_flops() == [0, 0]
+    counter.stop()  # a second stop does nothing
+    with FlopsCounter() as scoped:
+        a @ b
+        assert scoped.get_flops() == [2 * 8 * 16 * 4] * 2
+
+
+def test_flops_counter_old_path_warns_like_real_torch_npu():
+    from torch_npu.utils import FlopsCounter
+    from torch_npu.utils.flops_count import FlopsCounter as OldPath
+    with pytest.warns(FutureWarning, match="will be deprecated"):
+        counter = OldPath()
+    assert isinstance(counter, FlopsCounter)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        FlopsCounter()
 
 
 def test_collect_env_names_the_npu():

@@ -45,5 +45,5 @@ def __getattr__(name):
     if name in _LAZY_SUBMODULES:
         return importlib.import_module(f"torch_npu.utils.{name}")
     if name == "FlopsCounter":
-        return importlib.import_module("torch_npu.utils.flops_count").FlopsCounter
+        return importlib.import_module("torch_npu.utils.flops_count")._FlopsCounter
     raise AttributeError(f"module 'torch_npu.utils' has no attribute '{name}'")
