@@ -107,6 +107,32 @@ def test_collect_env_names_the_npu():
     assert "CANN version: " + torch.version.cann in text and "Ascend" in text
 
 
+def test_collect_env_report_and_path_checks(tmp_path, monkeypatch):
+    from torch_npu.utils import collect_env
+
+    info = collect_env.get_env_info()
+    assert info.torch_version == torch.__version__ and info.torch_npu_version == torch_npu.__version__
+    assert info.cann_version == torch.version.cann
+    text = collect_env.pretty_str(info._replace(pip_packages="", conda_packages=None, is_xnnpack_available=True))
+    assert f"Torch-npu version: {torch_npu.__version__}" in text and f"CANN:\n{torch.version.cann}" in text
+    assert f"[{info.pip_version}] No relevant packages" in text and "[conda] Could not collect" in text
+    assert "Is XNNPACK available: Yes" in text
+    monkeypatch.setattr(collect_env, "TORCH_NPU_AVAILABLE", False)
+    assert collect_env.get_torch_npu_version() == "N/A"
+    monkeypatch.setenv("ASCEND_HOME_PATH", str(tmp_path))
+    assert collect_env.get_cann_version() == "not known"
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "ascend_toolkit_install.info").write_text("package_name=t\nversion=9.1.RC1\n")
+    assert collect_env.get_cann_version() == "9.1.RC1"
+    (tmp_path / "link").symlink_to(tmp_path / "x")
+    with pytest.raises(RuntimeError, match="soft chain"):
+        collect_env.check_directory_path_readable(str(tmp_path / "link"))
+    with pytest.raises(RuntimeError, match="does not exist"):
+        collect_env.check_directory_path_readable(str(tmp_path / "missing"))
+    with pytest.warns(FutureWarning), pytest.raises(RuntimeError, match="does not exist"):
+        collect_env.check_path_owner_consistent(str(tmp_path / "missing"))
+
+
 def test_vllm_ascend_start_up_names():
     # What vllm-ascend's platform and worker read before any model runs.
     from torch_npu.npu.streams import Event
