@@ -273,6 +273,30 @@ def test_inductor_names_the_cpp_backend_for_npu_code():
         assert module.get_current_backend("cpu") == config.cpu_backend
 
 
+def test_the_device_interface_worker_never_touches_the_device():
+    # Inductor's compile workers ask the Worker; as for CUDA, it records and caches.
+    from torch._dynamo.device_interface import caching_worker_current_devices, get_interface_for_device
+    from torch_npu.utils._dynamo_device import NpuInterface
+    torch.compile(lambda x: x + 1)(torch.ones(3, device="npu"))  # registers the interface
+    assert get_interface_for_device("npu") is NpuInterface
+    before = torch.npu.current_device()
+    saved = caching_worker_current_devices.pop("npu", None)
+    try:
+        NpuInterface.Worker.set_device(1)
+        assert torch.npu.current_device() == before and NpuInterface.Worker.current_device() == 1
+        props = NpuInterface.Worker.get_device_properties("npu:1")
+        assert props.name == torch.npu.get_device_properties(1).name
+        assert props.multi_processor_count == (os.cpu_count() or 1)  # the host's cores run the kernels
+        assert NpuInterface.Worker.get_device_properties(None) is props
+        with pytest.raises(AssertionError, match="expected an npu device"):
+            NpuInterface.Worker.get_device_properties("cuda:0")
+    finally:
+        caching_worker_current_devices.pop("npu", None)
+        if saved is not None:
+            caching_worker_current_devices["npu"] = saved
+    assert NpuInterface.is_bf16_supported(including_emulation=True)
+
+
 def test_tensors_of_another_device_are_refused():
     with pytest.raises(Exception, match="device"):
         torch.compile(lambda a, b: a + b)(torch.ones(4, device="npu"), torch.ones(4))
