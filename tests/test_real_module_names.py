@@ -67,7 +67,7 @@ def test_thread_affinity_binds_and_resets_the_calling_thread():
     finally:
         reset_thread_affinity()
     assert sorted(os.sched_getaffinity(0)) == available
-    for bad in ([3, 1], "0-3", [[0]], [-1, 0], [0, 10_000]):
+    for bad in ([3, 1], "0-3", [[0]], [-1, 0], [0, 10_000], [0, 10**12], [[0, 0], [5, 10**15]]):
         with pytest.raises(ValueError, match="Invalid core range"):
             set_thread_affinity(bad)
 
@@ -97,6 +97,8 @@ def test_thread_affinity_goes_through_the_c_bindings_real_torch_npu_has(monkeypa
             torch_npu._C._npu_set_thread_affinity([100_000])
         with pytest.raises(ValueError, match="Invalid core range values"):
             torch_npu._C._npu_set_thread_affinity(5, 2)
+        with pytest.raises(ValueError, match="cores are numbered 0 to 1023"):
+            torch_npu._C._npu_set_thread_affinity(0, 10**12)  # refused, not enumerated
     finally:
         torch_npu._C._npu_reset_thread_affinity()
     assert sorted(os.sched_getaffinity(0)) == available

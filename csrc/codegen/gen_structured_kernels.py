@@ -301,12 +301,12 @@ def gen_group(g: NativeFunctionsGroup, denied: list[tuple[str, str]]) -> GroupCo
         denied.append((base, "takes a Generator (randomness not supported yet)"))
         return None
     headers = [f"ATen/ops/{root}_meta.h", f"ATen/ops/{root}_cpu_dispatch.h"]
-    if str(g.functional.func.name.name) in SAME_LAYOUT_BINARY:
-        headers.append("ATen/native/BinaryOps.h")
-    missing = [h for h in headers[:2] if not os.path.exists(os.path.join(ATEN_OPS_DIR, h[9:]))]
+    missing = [h for h in headers if not os.path.exists(os.path.join(ATEN_OPS_DIR, h[9:]))]
     if missing:
         denied.append((base, f"missing header {missing[0]}"))
         return None
+    if str(g.functional.func.name.name) in SAME_LAYOUT_BINARY:
+        headers.append("ATen/native/BinaryOps.h")  # the checks of Note [Operands of one dense layout]
 
     code = GroupCode(headers, [], [])
     # (No structured group has a `mutable` variant; torchgen rejects those.)

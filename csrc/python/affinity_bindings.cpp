@@ -80,8 +80,10 @@ void bind_affinity(py::module& m) {
   // (start, end): those cores, inclusive; (-1, -1): the default.
   m.def("_npu_set_thread_affinity", [](int64_t start, int64_t end) {
     if (start == -1 && end == -1) return bind_calling_thread(initial_cores());
-    if (start < 0 || end < start) {
-      throw py::value_error("Invalid core range values: [" + std::to_string(start) + ", " + std::to_string(end) + "]");
+    if (start < 0 || end < start || end >= CPU_SETSIZE) {
+      // (end beyond cpu_set_t: no thread can be bound there, and the range is not enumerated.)
+      throw py::value_error("Invalid core range values: [" + std::to_string(start) + ", " + std::to_string(end) +
+                            "] (cores are numbered 0 to " + std::to_string(CPU_SETSIZE - 1) + ")");
     }
     std::vector<int64_t> cores;
     for (int64_t core = start; core <= end; ++core) cores.push_back(core);

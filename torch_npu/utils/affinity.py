@@ -6,6 +6,10 @@ import torch_npu
 
 __all__ = []
 
+# glibc's cpu_set_t holds cores 0-1023: no thread can be bound beyond, and a
+# range reaching further is refused before it is enumerated.
+_CPU_SETSIZE = 1024
+
 
 def _cores(core_range):
     from torch_npu.utils._error_code import ErrCode, pta_error
@@ -17,7 +21,7 @@ def _cores(core_range):
     else:
         raise ValueError(f"Invalid core range: {core_range}" + pta_error(ErrCode.PARAM))
     for start, end in ranges:
-        if not (isinstance(start, int) and isinstance(end, int) and 0 <= start <= end):
+        if not (isinstance(start, int) and isinstance(end, int) and 0 <= start <= end < _CPU_SETSIZE):
             raise ValueError(f"Invalid core range values: [{start}, {end}]" + pta_error(ErrCode.VALUE))
     return sorted({core for start, end in ranges for core in range(start, end + 1)})
 

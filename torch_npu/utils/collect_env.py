@@ -68,11 +68,9 @@ def check_path_owner_consistent(path):
 
 
 def _cann_home():
-    home = os.environ.get("ASCEND_HOME_PATH", "")
-    if home:
-        return home
-    # What torch_npu points ASCEND_HOME_PATH at when it is unset (docs: ASCEND_HOME_PATH).
-    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_cann")
+    # Unset (or empty): the folder torch_npu points ASCEND_HOME_PATH at by default.
+    from torch_npu._client_names import _CANN_FOLDER
+    return os.environ.get("ASCEND_HOME_PATH", "") or _CANN_FOLDER
 
 
 def get_cann_version():
