@@ -263,6 +263,31 @@ def test_auto_dispatch_capture_updates_attention_with_new_sequence_lengths():
         plain.update(cpu_update_input=[{}])
 
 
+def test_a_replay_queued_before_a_late_update_waits_for_that_update():
+    # The capture sets each record's event once, so that a replay before any
+    # update runs the capture-time arguments. The first update must clear
+    # that setting: otherwise the replay after the second update, queued
+    # while that update still waits on its stream, passes its wait on a stale
+    # setting and runs the first update's arguments (a race CI once hit).
+    torch.manual_seed(0)
+    q = torch.randn(1, 4, 1, 16).half().npu()
+    k, v = torch.randn(1, 4, 32, 16).half().npu(), torch.randn(1, 4, 32, 16).half().npu()
+    kwargs = dict(num_heads=4, input_layout="BNSD", scale=0.25)
+    g = torch.npu.NPUGraph()
+    with torch.npu.graph(g, auto_dispatch_capture=True):
+        out, _ = torch_npu.npu_fused_infer_attention_score(q, k, v, actual_seq_lengths_kv=[32], **kwargs)
+    update_stream, opener = g.graph_dispatch_mode.update_stream, torch.npu.Stream()
+    for lengths in ([32], [5], [17]):
+        gate = torch.npu.ExternalEvent()
+        gate.wait(update_stream)  # holds the update until the replay is queued
+        g.update(cpu_update_input=[{"actual_seq_lengths_kv": lengths}])
+        g.replay()
+        gate.record(opener)
+        torch.npu.synchronize()
+        want, _ = torch_npu.npu_fused_infer_attention_score(q, k, v, actual_seq_lengths_kv=lengths, **kwargs)
+        assert torch.equal(out.cpu(), want.cpu()), lengths
+
+
 def test_a_registered_handler_makes_an_operator_updatable():
     # A user's handler: torch.mul into out=, its scalar factor updatable
     # through UPDATE_SPECS (positional argument 1 <- update key "factor").

@@ -109,6 +109,9 @@ class _GraphDispatchMode(torch.overrides.TorchFunctionMode):
             _GraphDispatchMode.update_stream = torch.npu.Stream()
         self.update_stream = _GraphDispatchMode.update_stream
         self.graph_dispatch_records = []
+        # Recorded on the update stream after the latest update; the next
+        # replay waits for it (NPUGraph.replay).
+        self.latest_update = None
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         from torch_npu.npu._npugraph_handlers.npugraph_handler import _NPU_GRAPH_OP_HANDLERS
@@ -177,6 +180,8 @@ class _GraphDispatchMode(torch.overrides.TorchFunctionMode):
                 finally:
                     graph_task_update_end(self.update_stream)
                 record.event.record(self.update_stream)
+            self.latest_update = torch.npu.Event()
+            self.latest_update.record(self.update_stream)
 
 
 class NPUGraph(_C._NPUGraph):
@@ -206,6 +211,17 @@ class NPUGraph(_C._NPUGraph):
                                "auto_dispatch_capture=True during capture" + pta_error(ErrCode.PARAM))
         self.graph_dispatch_mode.update_capture_record(cpu_update_input)
 
+    def replay(self):
+        """Launches the captured work on the current stream. After an
+        ``update``, the replay first waits for that update: the record's
+        event alone, which the capture set once so that a replay before any
+        update runs, could let a replay pass on that stale setting while the
+        update it follows is still queued."""
+        latest, self.graph_dispatch_mode.latest_update = self.graph_dispatch_mode.latest_update, None
+        if latest is not None:
+            torch.npu.current_stream().wait_event(latest)
+        super().replay()
+
     def capture_begin(self, pool=None, capture_error_mode="global"):
         """Begins capturing the current stream's work (prefer ``torch.npu.graph``)."""
         super().capture_begin(pool=pool, capture_error_mode=capture_error_mode)
@@ -219,9 +235,6 @@ class NPUGraph(_C._NPUGraph):
         if self._num_tasks() == 0 and not self._keep_graph:
             raise RuntimeError("Called NPUGraph::instantiate without a preceding successful capture.")
 
-    def replay(self):
-        """Launches the captured work on the current stream."""
-        super().replay()
 
     def reset(self):
         """Deletes the captured graph (after its queued replays) and releases its pool."""
