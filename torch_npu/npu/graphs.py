@@ -235,7 +235,6 @@ class NPUGraph(_C._NPUGraph):
         if self._num_tasks() == 0 and not self._keep_graph:
             raise RuntimeError("Called NPUGraph::instantiate without a preceding successful capture.")
 
-
     def reset(self):
         """Deletes the captured graph (after its queued replays) and releases its pool."""
         super().reset()
