@@ -189,10 +189,6 @@ def test_fixed_answers():
 # --- not supported on vNPU ----------------------------------------------------------------
 
 @pytest.mark.parametrize("call", [
-    lambda: torch.npu.host_memory_stats(),
-    lambda: torch.npu.host_memory_stats_as_nested_dict(),
-    lambda: torch.npu.reset_accumulated_host_memory_stats(),
-    lambda: torch.npu.reset_peak_host_memory_stats(),
     lambda: torch.npu.SyncLaunchStream(),
     lambda: torch.npu.set_aoe("/tmp/aoe"),
     lambda: torch.npu.set_op_timeout_ms(1000),

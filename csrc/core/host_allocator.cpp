@@ -1,169 +1,138 @@
 #include "csrc/core/host_allocator.h"
 
-#include <ATen/core/CachingHostAllocator.h>
-
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <utility>
+#include <optional>
 #include <vector>
+
+#include <vnpu/alloc_config.h>
+#include <vnpu/runtime.h>
+#include <vnpu/stream.h>
 
 #include "csrc/core/npu_error.h"
 #include "csrc/core/npu_stream.h"
-#include <vnpu/stream.h>
 
 namespace torch_npu {
 namespace {
 
 constexpr size_t kHostAlignmentBytes = 512;
 
-struct PinnedBlock {
-  size_t bytes = 0;
-  // (stream, last task that may use the block): pairs recorded by copies.
-  std::vector<std::pair<vnpu::Stream*, uint64_t>> uses;
-  bool released = false;  // its tensor died; freed once `uses` have passed
+// The event torch's allocator records when a block used by a stream is freed:
+// the stream's last enqueued task then. The block is free for reuse once the
+// stream has completed it; no runtime event object is needed for that.
+struct StreamPosition {
+  vnpu::Stream* stream;
+  uint64_t seq;
 };
 
-std::mutex g_pinned_mutex;
-std::map<uintptr_t, PinnedBlock> g_blocks;  // start -> block, guarded by g_pinned_mutex
-size_t g_deferred = 0;                       // released blocks still in use
+using Block = at::HostBlock<c10::Stream>;
 
-bool uses_passed(const PinnedBlock& block) {
-  for (const auto& [stream, seq] : block.uses) {
-    if (stream->last_completed() < seq) return false;
-  }
-  return true;
-}
-
-// Frees released blocks whose uses have all passed. Called with g_pinned_mutex
-// held; returns the pointers to free once the lock is dropped.
-std::vector<void*> collect_passed_blocks() {
-  std::vector<void*> done;
-  if (g_deferred == 0) return done;
-  for (auto it = g_blocks.begin(); it != g_blocks.end();) {
-    if (it->second.released && uses_passed(it->second)) {
-      done.push_back(reinterpret_cast<void*>(it->first));
-      it = g_blocks.erase(it);
-      --g_deferred;
-    } else {
-      ++it;
-    }
-  }
-  return done;
-}
-
-void free_all(const std::vector<void*>& pointers) {
-  for (void* p : pointers) std::free(p);
-}
-
-void free_pinned(void* ptr) {
-  if (ptr == nullptr) return;
-  std::vector<void*> done;
-  bool free_now = false;
-  {
-    std::lock_guard<std::mutex> lock(g_pinned_mutex);
-    auto it = g_blocks.find(reinterpret_cast<uintptr_t>(ptr));
-    if (it != g_blocks.end()) {
-      if (uses_passed(it->second)) {
-        g_blocks.erase(it);
-        free_now = true;
-      } else {
-        it->second.released = true;
-        ++g_deferred;
-      }
-    }
-    done = collect_passed_blocks();
-  }
-  if (free_now) std::free(ptr);
-  free_all(done);
-}
-
-PinnedBlock* find_block(uintptr_t p) {
-  auto it = g_blocks.upper_bound(p);
-  if (it == g_blocks.begin()) return nullptr;
-  --it;
-  return p < it->first + it->second.bytes ? &it->second : nullptr;
-}
-
-// Also torch's host allocator of the npu device (at::getHostAllocator, which
-// torch.accelerator.memory.empty_host_cache and pinned-memory code reach):
-// it keeps no cache (a block is freed once its tensor died and the copies
-// that used it ran), so emptying the cache frees what has become free, and
-// it records no statistics (torch.npu.host_memory_stats says so).
-class PinnedHostAllocator final : public at::HostAllocator {
+class NpuHostAllocatorImpl final : public at::CachingHostAllocatorImpl<c10::Stream, StreamPosition> {
  public:
-  c10::DataPtr allocate(size_t bytes) override {
-    if (bytes == 0) return c10::DataPtr(nullptr, nullptr, &free_pinned, c10::Device(c10::kCPU));
-    std::vector<void*> done;
+  // Start of the block (cached or in use) that contains `ptr`, or nullptr.
+  // torch's allocator maps only block starts; tensors and copies see
+  // interior pointers (views, storage offsets).
+  void* block_start(const void* ptr) const {
+    const auto p = reinterpret_cast<uintptr_t>(ptr);
+    std::lock_guard<std::mutex> lock(ranges_mutex_);
+    auto it = ranges_.upper_bound(p);
+    if (it == ranges_.begin()) return nullptr;
+    --it;
+    return p < it->first + it->second ? reinterpret_cast<void*>(it->first) : nullptr;
+  }
+
+ private:
+  void allocate_host_memory(size_t size, void** ptr) override {
+    const auto start = std::chrono::steady_clock::now();
+    const size_t rounded = (size + kHostAlignmentBytes - 1) / kHostAlignmentBytes * kHostAlignmentBytes;
+    void* memory = nullptr;
+    NPU_CHECK_WITH(OutOfMemoryError, ErrCode::kMemory, posix_memalign(&memory, kHostAlignmentBytes, rounded) == 0,
+                   "Failed to allocate ", size, " bytes of pinned host memory");
     {
-      std::lock_guard<std::mutex> lock(g_pinned_mutex);
-      done = collect_passed_blocks();
+      std::lock_guard<std::mutex> lock(ranges_mutex_);
+      ranges_[reinterpret_cast<uintptr_t>(memory)] = rounded;
     }
-    free_all(done);
-    void* ptr = nullptr;
-    const size_t rounded = (bytes + kHostAlignmentBytes - 1) / kHostAlignmentBytes * kHostAlignmentBytes;
-    NPU_CHECK_WITH(OutOfMemoryError, ErrCode::kMemory,
-                   posix_memalign(&ptr, kHostAlignmentBytes, rounded) == 0,
-                   "Failed to allocate ", bytes, " bytes of pinned host memory");
+    *ptr = memory;
+    record_time(stats_.host_alloc_time, start);
+  }
+
+  void free_block(Block* block) override {
+    const auto start = std::chrono::steady_clock::now();
     {
-      std::lock_guard<std::mutex> lock(g_pinned_mutex);
-      g_blocks[reinterpret_cast<uintptr_t>(ptr)].bytes = rounded;
+      std::lock_guard<std::mutex> lock(ranges_mutex_);
+      ranges_.erase(reinterpret_cast<uintptr_t>(block->ptr_));
     }
-    return c10::DataPtr(ptr, ptr, &free_pinned, c10::Device(c10::kCPU));
+    std::free(block->ptr_);
+    record_time(stats_.host_free_time, start);
   }
-  c10::DeleterFnPtr raw_deleter() const override { return &free_pinned; }
-  void copy_data(void* dest, const void* src, std::size_t count) const override {
-    std::memcpy(dest, src, count);
+
+  void record_stream(std::optional<std::vector<StreamPosition>>& events, c10::Stream stream) override {
+    vnpu::Stream& runtime = runtime_stream(stream);
+    events->push_back(StreamPosition{&runtime, runtime.last_enqueued()});
   }
-  bool record_event(void* ptr, void* ctx, c10::Stream stream) override {
-    if (stream.device_type() != c10::DeviceType::PrivateUse1) return false;
-    record_pinned_use(ptr, runtime_stream(stream));
-    return true;
+
+  bool query_event(StreamPosition& position) override {
+    return position.stream->last_completed() >= position.seq;
   }
-  void empty_cache() override {
-    std::vector<void*> done;
-    {
-      std::lock_guard<std::mutex> lock(g_pinned_mutex);
-      done = collect_passed_blocks();
-    }
-    free_all(done);
+
+  c10::Stream get_current_stream() const override { return current_stream(); }
+
+  bool stream_is_capturing(c10::Stream stream) const override { return runtime_stream(stream).capturing(); }
+
+  // A helper thread that polls the streams every 100 us would take a core
+  // of the two a small machine has; freed blocks are collected on the next
+  // allocation and in host_empty_cache instead.
+  bool pinned_use_background_threads() override { return false; }
+
+  // PYTORCH_NPU_ALLOC_CONF's (and _set_allocator_settings') pinned_max_*,
+  // not torch's PYTORCH_ALLOC_CONF: real torch_npu reads them there. A bad
+  // environment value fails the allocation that reads it, as the device
+  // allocator's first allocation does.
+  size_t pinned_max_round_threshold() const override { return config().pinned_max_round_threshold_bytes; }
+  size_t pinned_max_cached_size() const override { return config().pinned_max_cached_size_bytes; }
+
+  static vnpu::AllocConfig config() {
+    return with_torch_errors([] { return vnpu::Runtime::instance().alloc_settings().get(); });
   }
-  at::HostStats get_stats() override { return {}; }
-  void reset_accumulated_stats() override {}
-  void reset_peak_stats() override {}
+
+  void record_time(c10::CachingAllocator::DurationStat& stat, std::chrono::steady_clock::time_point start) {
+    const auto micros =
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count();
+    std::lock_guard<std::mutex> lock(stats_.timing_mutex_);
+    stat.increase(micros);
+  }
+
+  mutable std::mutex ranges_mutex_;
+  std::map<uintptr_t, size_t> ranges_;  // start -> bytes of every block, guarded by ranges_mutex_
 };
 
-PinnedHostAllocator g_pinned;
+void free_pinned(void* ctx);
+
+struct NpuHostAllocator final : public at::CachingHostAllocatorInterface<NpuHostAllocatorImpl, free_pinned> {
+  // Copies between pinned tensors (torch's copy_ of two cpu tensors asks).
+  void copy_data(void* dest, const void* src, std::size_t count) const override { std::memcpy(dest, src, count); }
+};
+
+NpuHostAllocator g_pinned;
+
+void free_pinned(void* ctx) { g_pinned.free(ctx); }
+
 REGISTER_HOST_ALLOCATOR(at::kPrivateUse1, &g_pinned)
 
 }  // namespace
 
 c10::Allocator* pinned_host_allocator() { return &g_pinned; }
 
-bool is_pinned_host_pointer(const void* ptr) {
-  std::lock_guard<std::mutex> lock(g_pinned_mutex);
-  const PinnedBlock* block = find_block(reinterpret_cast<uintptr_t>(ptr));
-  return block != nullptr && !block->released;
-}
+at::HostAllocator* pinned_host_caching_allocator() { return &g_pinned; }
 
-void record_pinned_use(const void* ptr, vnpu::Stream& stream) {
-  const uint64_t seq = stream.last_enqueued();
-  std::lock_guard<std::mutex> lock(g_pinned_mutex);
-  PinnedBlock* block = find_block(reinterpret_cast<uintptr_t>(ptr));
-  if (block == nullptr) return;
-  for (auto& [used_stream, used_seq] : block->uses) {
-    if (used_stream == &stream) {
-      used_seq = std::max(used_seq, seq);
-      return;
-    }
-  }
-  block->uses.emplace_back(&stream, seq);
-}
+bool is_pinned_host_pointer(const void* ptr) { return g_pinned.impl_->block_start(ptr) != nullptr; }
 
-size_t deferred_pinned_blocks() {
-  std::lock_guard<std::mutex> lock(g_pinned_mutex);
-  return g_deferred;
+void record_pinned_use(const void* ptr, const c10::Stream& stream) {
+  void* start = g_pinned.impl_->block_start(ptr);
+  if (start != nullptr) g_pinned.record_event(start, nullptr, stream);
 }
 
 }  // namespace torch_npu

@@ -45,7 +45,7 @@ void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_
     launch(device, "copy_h2d", {dst}, snap, [src_ = snap.alias_host(src), dst_ = snap.ref(dst)]() {
       dst_.view().copy_(src_.view());
     });
-    record_pinned_use(src.const_data_ptr(), current_runtime_stream(device));
+    record_pinned_use(src.const_data_ptr(), current_stream(device));
     return;
   }
   // A private clone, owned by the task alone (no Python object behind it).
@@ -62,7 +62,7 @@ void copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_
     dst_.view().copy_(src_.view());
   });
   if (non_blocking && is_pinned(dst)) {
-    record_pinned_use(dst.const_data_ptr(), current_runtime_stream(device));
+    record_pinned_use(dst.const_data_ptr(), current_stream(device));
   } else {
     sync_current_stream(device);  // the caller's `dst` is alive until then
   }

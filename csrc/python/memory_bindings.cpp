@@ -8,6 +8,7 @@
 #include "csrc/core/npu_pluggable_allocator.h"
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_error.h"
+#include "csrc/core/host_allocator.h"
 #include "csrc/core/npu_memory_history.h"
 
 namespace torch_npu {
@@ -206,11 +207,49 @@ void bind_pluggable_allocator(py::module& m) {
   m.def("_npu_getAllocatorBackend", [] { return std::string(allocator_backend()); });
 }
 
+// torch.npu.host_memory_stats_as_nested_dict(): the pinned host allocator's
+// statistics in torch.cuda's layout (each Stat as current/peak/allocated/
+// freed, each duration as total/max/min/count/avg, in microseconds).
+py::dict host_stats_dict() {
+  const at::HostStats stats = pinned_host_caching_allocator()->get_stats();
+  const auto stat = [](const c10::CachingAllocator::Stat& s) {
+    py::dict d;
+    d["current"] = s.current;
+    d["peak"] = s.peak;
+    d["allocated"] = s.allocated;
+    d["freed"] = s.freed;
+    return d;
+  };
+  const auto duration = [](const c10::CachingAllocator::DurationStat& s) {
+    py::dict d;
+    d["total"] = s.total;
+    d["max"] = s.max;
+    d["min"] = s.min;
+    d["count"] = s.count;
+    d["avg"] = s.count == 0 ? 0 : s.total / s.count;
+    return d;
+  };
+  py::dict result;
+  result["num_host_alloc"] = stats.num_host_alloc;
+  result["num_host_free"] = stats.num_host_free;
+  result["allocations"] = stat(stats.allocations);
+  result["allocated_bytes"] = stat(stats.allocated_bytes);
+  result["active_requests"] = stat(stats.active_requests);
+  result["active_bytes"] = stat(stats.active_bytes);
+  result["host_alloc_time"] = duration(stats.host_alloc_time);
+  result["host_free_time"] = duration(stats.host_free_time);
+  return result;
+}
+
 void bind_memory(py::module& m) {
   bind_pluggable_allocator(m);
   // Wrapped: a pluggable allocator without its statistics hooks warns
   // (TORCH_WARN), and the warning must reach Python's warnings.
   m.def("_memory_stats", torch::wrap_pybind_function(&stats_dict));
+  m.def("_npu_hostMemoryStats", &host_stats_dict);
+  m.def("_npu_hostEmptyCache", [] { pinned_host_caching_allocator()->empty_cache(); });
+  m.def("_npu_resetAccumulatedHostMemoryStats", [] { pinned_host_caching_allocator()->reset_accumulated_stats(); });
+  m.def("_npu_resetPeakHostMemoryStats", [] { pinned_host_caching_allocator()->reset_peak_stats(); });
   m.def("_npu_set_allocator_settings", &set_allocator_settings);
   m.def("_npu_npuCachingAllocator_set_allocator_settings", &set_allocator_settings);  // real torch_npu's name
   m.def("_memory_snapshot", &snapshot_list);

@@ -18,6 +18,8 @@ constexpr std::size_t kMiB = 1024 * 1024;
 // max_split_size_mb must exceed the large-pool segment size (20 MiB): smaller
 // limits would stop the allocator from splitting its own segments.
 constexpr std::uint64_t kMinMaxSplitSizeMiB = 20;
+// pinned_max_*_mb: up to 2^40 MiB, so that the byte count cannot overflow.
+constexpr std::uint64_t kMaxPinnedMb = std::uint64_t{1} << 40;
 
 std::string trim(const std::string& s) {
   const char* ws = " \t\r\n";
@@ -242,6 +244,10 @@ AllocConfig apply_alloc_config(AllocConfig config, const std::string& text, cons
       config.pin_memory_expandable_segments = parser.boolean(key, value);
     } else if (key == "pinned_mem_register") {
       config.pinned_mem_register = parser.boolean(key, value);
+    } else if (key == "pinned_max_round_threshold_mb") {
+      config.pinned_max_round_threshold_bytes = parser.bounded(key, value, 1, kMaxPinnedMb) * kMiB;
+    } else if (key == "pinned_max_cached_size_mb") {
+      config.pinned_max_cached_size_bytes = parser.bounded(key, value, 1, kMaxPinnedMb) * kMiB;
     } else if (key == "release_lock_on_npumalloc") {
       config.release_lock_on_npumalloc = parser.boolean(key, value);
     } else if (key == "throw_on_npumalloc_oom") {
@@ -251,7 +257,8 @@ AllocConfig apply_alloc_config(AllocConfig config, const std::string& text, cons
                   " (supported: max_split_size_mb, garbage_collection_threshold, roundup_power2_divisions, "
                   "expandable_segments, per_process_memory_fraction, multi_stream_lazy_reclaim, "
                   "base_addr_aligned_kb, page_size, segment_size_mb, pin_memory_expandable_segments, "
-                  "pinned_mem_register, release_lock_on_npumalloc, throw_on_npumalloc_oom)");
+                  "pinned_mem_register, pinned_max_round_threshold_mb, pinned_max_cached_size_mb, "
+                  "release_lock_on_npumalloc, throw_on_npumalloc_oom)");
     }
   }
   return config;

@@ -98,10 +98,22 @@ TEST(AllocConfig, RejectsMalformedValues) {
            "roundup_power2_divisions:[>:2,512:4]",    // '>' must be last
            "roundup_power2_divisions:[256]",          //
            "expandable_segments:yes",              //
+           "pinned_max_round_threshold_mb:0",      // at least 1 MiB
+           "pinned_max_cached_size_mb:x",          //
+           "pinned_max_cached_size_mb:1099511627777",  // beyond 2^40 MiB
        }) {
     const Error e = parse_error(text);
     EXPECT_EQ(e.code(), ErrorCode::kInvalidValue) << text << ": " << e.what();
   }
+}
+
+TEST(AllocConfig, PinnedLimitsAreMiBAndDefaultToNoLimit) {
+  const AllocConfig defaults = parse("");
+  EXPECT_EQ(defaults.pinned_max_round_threshold_bytes, std::numeric_limits<std::size_t>::max());
+  EXPECT_EQ(defaults.pinned_max_cached_size_bytes, std::numeric_limits<std::size_t>::max());
+  const AllocConfig config = parse("pinned_max_round_threshold_mb:64, pinned_max_cached_size_mb:1");
+  EXPECT_EQ(config.pinned_max_round_threshold_bytes, 64 * kMiB);
+  EXPECT_EQ(config.pinned_max_cached_size_bytes, 1 * kMiB);
 }
 
 TEST(AllocConfig, ExpandableSegmentsTrueIsAcceptedAsARequest) {

@@ -1,32 +1,52 @@
-"""torch.npu.host_memory_stats and its companions (pinned host memory statistics).
+"""torch.npu.host_memory_stats and its companions: the pinned host
+allocator's statistics (csrc/core/host_allocator.h, torch's caching host
+allocator), in torch.cuda.host_memory_stats' layout.
 
-Real torch_npu's caching host allocator counts its allocations, frees,
-cached and in-use bytes, like torch.cuda.host_memory_stats. vNPU's pinned
-allocator (csrc/core/host_allocator.h) keeps no cache and no statistics: a
-block returns to the system as soon as its tensor dies and the copies queued
-on it have run, and nothing counts the bytes in use. Zeros would be false
-whenever a pinned tensor is alive, so these raise a RuntimeError that says
-so (host_empty_cache, which has nothing to free, is in memory.py).
+- ``allocations`` / ``allocated_bytes``: blocks (and their rounded bytes)
+  the allocator owns, in use or cached.
+- ``active_requests`` / ``active_bytes``: blocks handed out and not yet
+  reusable (their tensor is alive, or a queued copy still uses them).
+- ``num_host_alloc`` / ``num_host_free``: blocks taken from and returned to
+  the system; ``host_alloc_time`` / ``host_free_time``: the time those took,
+  in microseconds (total, max, min, count, avg).
+
+Each Stat has ``current``, ``peak``, ``allocated`` (total increase) and
+``freed`` (total decrease). Peaks are summed over the size buckets, as
+torch's are: an estimate, not the true peak.
 """
 
+import collections
 
-def _not_supported(fn):
-    raise RuntimeError(f"torch.npu.{fn} is not supported on vNPU: the pinned host allocator "
-                       "(csrc/core/host_allocator.h) keeps no cache and records no statistics. "
-                       "Count the bytes of your pinned tensors (t.untyped_storage().nbytes()) instead.")
+from torch_npu import _C
 
 
 def host_memory_stats():
-    _not_supported("host_memory_stats")
+    """The statistics as one flat, sorted dictionary:
+    ``"allocated_bytes.current"``, ``"host_alloc_time.count"``, ..."""
+    result = []
+
+    def add(prefix, value):
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                add(f"{prefix}.{key}" if prefix else key, inner)
+        else:
+            result.append((prefix, value))
+
+    add("", host_memory_stats_as_nested_dict())
+    result.sort()
+    return collections.OrderedDict(result)
 
 
 def host_memory_stats_as_nested_dict():
-    _not_supported("host_memory_stats_as_nested_dict")
+    """host_memory_stats as nested dictionaries: ``stats["active_bytes"]["peak"]``."""
+    return _C._npu_hostMemoryStats()
 
 
 def reset_accumulated_host_memory_stats():
-    _not_supported("reset_accumulated_host_memory_stats")
+    """Resets the ``allocated`` and ``freed`` counts (and the time totals)."""
+    _C._npu_resetAccumulatedHostMemoryStats()
 
 
 def reset_peak_host_memory_stats():
-    _not_supported("reset_peak_host_memory_stats")
+    """Resets the ``peak`` values (and the time maxima and minima)."""
+    _C._npu_resetPeakHostMemoryStats()

@@ -95,11 +95,10 @@ def _set_allocator_settings(settings: str) -> None:
 
 
 def host_empty_cache() -> None:
-    """Frees the cached pinned host memory. vNPU's pinned allocator keeps no
-    cache: a block goes back to the system as soon as its tensor dies and the
-    copies queued on it have run (csrc/core/host_allocator.h), so there is
-    nothing to free and this returns at once; blocks a queued copy still uses
-    are freed when it completes, as real torch_npu's are."""
+    """Returns the pinned host allocator's cached blocks to the system. A
+    block whose tensor died while a queued copy still uses it is returned
+    only once that copy has run (csrc/core/host_allocator.h)."""
+    _C._npu_hostEmptyCache()
 
 
 def memory_stats_as_nested_dict(device=None) -> dict:

@@ -18,6 +18,11 @@
 //   mapping to grow segments in place; True is refused (kNotSupported).
 // - per_process_memory_fraction:F (0 <= F <= 1): as
 //   torch.npu.set_per_process_memory_fraction(F) on every device.
+// - pinned_max_round_threshold_mb:N, pinned_max_cached_size_mb:N (integer
+//   MiB, >= 1): the pinned host allocator's (csrc/core/host_allocator.h)
+//   requests above the first are not rounded up to a power of two, and
+//   freed blocks above the second go back to the system instead of its
+//   cache (torch's pinned options, which real torch_npu reads here).
 // - torch_npu's tuning options for Ascend memory, validated as torch_npu
 //   validates them and accepted without effect (the virtual NPU's memory has
 //   no pages, address alignment or driver lock to tune):
@@ -65,6 +70,9 @@ struct AllocConfig {
   bool pin_memory_expandable_segments = false;
   bool pinned_mem_register = false;
   bool release_lock_on_npumalloc = false;
+  // The pinned host allocator's limits, in bytes ("no limit" default).
+  std::size_t pinned_max_round_threshold_bytes = std::numeric_limits<std::size_t>::max();
+  std::size_t pinned_max_cached_size_bytes = std::numeric_limits<std::size_t>::max();
   // torch_npu's throw_on_npumalloc_oom: a request that would take the
   // allocated bytes past the per-process fraction is refused at once with
   // out-of-memory (counted as num_oom_rejections), before the cache is
