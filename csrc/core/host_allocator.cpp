@@ -116,7 +116,9 @@ struct NpuHostAllocator final : public at::CachingHostAllocatorInterface<NpuHost
   void copy_data(void* dest, const void* src, std::size_t count) const override { std::memcpy(dest, src, count); }
 };
 
-NpuHostAllocator g_pinned;
+// Leaked on purpose, as the runtime is: pinned tensors that Python frees
+// during interpreter shutdown must find it alive.
+NpuHostAllocator& g_pinned = *new NpuHostAllocator();
 
 void free_pinned(void* ctx) { g_pinned.free(ctx); }
 
