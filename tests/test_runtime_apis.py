@@ -264,14 +264,10 @@ def test_save_async_writes_the_state_of_the_call(tmp_path):
     assert_close(loaded["w"], torch.arange(6.0))
 
 
-def test_logs_and_asd(capsys):
+def test_logs(capsys):
     torch_npu.utils.print_warn_log("low on memory")
     out = capsys.readouterr().out
     assert out.startswith("[WARNING] ") and "(PID:" in out and "RankID:-1)" in out and out.endswith("low on memory\n")
-    with pytest.raises(RuntimeError, match="register_asd_hook is not supported on vNPU"):
-        torch_npu.utils.register_asd_hook(torch.ones(2), torch.ones(2))
-    with pytest.raises(RuntimeError, match="set_asd_loss_scale is not supported on vNPU"):
-        torch_npu.utils.set_asd_loss_scale(2.0)
 
 
 def test_conv_allow_hf32_flag():

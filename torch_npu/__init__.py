@@ -100,6 +100,13 @@ if _os.environ.get("TORCH_NPU_SANITIZER", "0") not in ("", "0"):  # stream race 
 
     _npu_sanitizer.enable_npu_sanitizer()
 
+# Step-time dumps and the silent-check switches (torch_npu/utils/_step.py),
+# imported only when one is set.
+if any(_os.environ.get(_name) for _name in ("PERF_DUMP_CONFIG", "NPU_ASD_CONFIG", "NPU_ASD_ENABLE")):
+    from torch_npu.utils._step import add_perf_dump_patch as _add_perf_dump_patch
+
+    _add_perf_dump_patch()
+
 from torch_npu.utils.hif8_tensor import HiFloat8Tensor  # noqa: E402
 
 __all__ = ["npu", "get_soc_version", "npu_format_cast", "npu_format_cast_", "get_npu_format", "erase_stream",

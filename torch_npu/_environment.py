@@ -36,6 +36,16 @@ _OTHER_LAYERS = (
      "torch_npu's TORCH_LOGS, read instead of it when set (same syntax); it also takes torch_npu's log names "
      "(`env`, `memory`, `dispatch`, `acl`, `npugraph`, ...), of which only `env` logs anything on vNPU: each "
      "environment variable read through `os.getenv`/`os.environ.get`, once"),
+    ("PERF_DUMP_CONFIG", "unset",
+     "`enable:true`: each outermost module call marks a training step, and step intervals are written to "
+     "`$PERF_DUMP_PATH/perf_pt_<pid>_<device>.log` as `[STEPTIME]:<start ms>,<end ms>` (torch_npu/utils/_step.py)"),
+    ("PERF_DUMP_PATH", "unset", "the existing absolute folder of PERF_DUMP_CONFIG's logs (required with it)"),
+    ("NPU_ASD_ENABLE", "0",
+     "silent check 2.0's level (0-3, anything else raises ValueError at import); 1-3 warn that vNPU does not "
+     "perform silent data corruption checks"),
+    ("NPU_ASD_CONFIG", "unset",
+     "silent check 3.0's settings (`enable:true,with_checksum:false,cooldown:5,...`), validated as real "
+     "torch_npu does; `enable:true` warns that vNPU does not perform the checks"),
     ("VNPU_SKIP_BUILD", "unset",
      "build-time only: `pip install` skips the CMake build (used by `scripts/setup.sh`, which builds first)"),
 )

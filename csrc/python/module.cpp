@@ -139,6 +139,11 @@ PYBIND11_MODULE(_C, m) {
   // Graph mode: where Inductor's npu kernel bindings find their launcher.
   m.def("_host_kernel_launcher_address", &host_kernel_launcher_address);
   m.def("_npu_device_type", [] { return static_cast<int>(c10::DeviceType::PrivateUse1); });
+  // Real torch_npu answers 2 when CANN has aclnnSilentCheck (8.0.RC3 and
+  // later, which vNPU's reported CANN 8.0.0 is): its register_asd_hook and
+  // set_asd_loss_scale, the 1.0 checks, then do nothing
+  // (torch_npu/utils/_asd_detector.py).
+  m.def("_get_silent_check_version", [] { return 2; });
   m.def("_check_stream", [](int64_t id, int64_t d) { check_stream_id(id, checked_device_index(d)); });
   // Test utility: holds the current stream at a gate until open() (or a
   // minute passes, so a failing test cannot hang the process). Lets tests

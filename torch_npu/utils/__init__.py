@@ -4,8 +4,9 @@
   is_combined_tensor_valid (combine_tensors.py);
 - save_async: torch.save whose file writing runs on a background thread;
 - print_error_log / print_warn_log / print_info_log: torch_npu's log lines;
-- register_asd_hook / set_asd_loss_scale: silent data corruption detection,
-  which needs the Ascend hardware checks: they raise "not supported on vNPU";
+- register_asd_hook / set_asd_loss_scale: silent check 1.0's hooks, which
+  real torch_npu (and vNPU, whose CANN reports silent check 2) leaves unarmed
+  (_asd_detector.py, torch_npu/asd/asd.py);
 - collect_env (environment report, get_cann_version) and flops_count
   (FlopsCounter), imported when first used: importing torch_npu stays cheap.
 """
@@ -19,26 +20,13 @@ from torch_npu.utils._save_async import save_async  # noqa: F401
 from torch_npu.utils.affinity import _reset_thread_affinity as reset_thread_affinity  # noqa: F401
 from torch_npu.utils.affinity import _set_thread_affinity as set_thread_affinity  # noqa: F401
 from torch_npu.npu.utils import get_cann_version  # noqa: F401  (real torch_npu re-exports it here)
+from torch_npu.utils._asd_detector import register_asd_hook, set_asd_loss_scale  # noqa: F401
 
 __all__ = ["save_async", "set_thread_affinity", "reset_thread_affinity", "get_cann_version", "npu_combine_tensors",
            "get_part_combined_tensor", "is_combined_tensor_valid",
            "register_asd_hook", "set_asd_loss_scale", "print_error_log", "print_warn_log", "print_info_log"]
 
 _LAZY_SUBMODULES = ("collect_env", "flops_count", "cpp_extension")
-
-
-def _asd_not_supported(fn):
-    raise RuntimeError(f"torch_npu.utils.{fn} is not supported on vNPU: silent data corruption detection relies "
-                       "on the Ascend chip's hardware checks (the _npu_silent_check kernels), which the virtual "
-                       "NPU does not have.")
-
-
-def register_asd_hook(x, weight, asd_flag=0, with_checksum=False, checksum_matmul=None):
-    _asd_not_supported("register_asd_hook")
-
-
-def set_asd_loss_scale(loss_scale=1.0):
-    _asd_not_supported("set_asd_loss_scale")
 
 
 def __getattr__(name):

@@ -1,0 +1,112 @@
+"""Step-time dumps (PERF_DUMP_CONFIG) and the silent-check switches
+(NPU_ASD_CONFIG, NPU_ASD_ENABLE, register_asd_hook): torch_npu/utils/_step.py
+and torch_npu/asd/asd.py. Each environment case runs in a fresh process,
+since they are read at import."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch_npu
+
+
+def run(body, **env):
+    full = {k: v for k, v in os.environ.items() if k not in ("PERF_DUMP_CONFIG", "PERF_DUMP_PATH",
+                                                             "NPU_ASD_CONFIG", "NPU_ASD_ENABLE")}
+    full.update(env)
+    return subprocess.run([sys.executable, "-c", "import torch, torch_npu\n" + textwrap.dedent(body)],
+                          capture_output=True, text=True, timeout=120, env=full)
+
+
+def test_perf_dump_writes_one_step_interval_per_outer_call(tmp_path):
+    (tmp_path / "perf_pt_1_0.log.1").write_text("an earlier run's log")
+    done = run("""
+        import time
+        model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()).npu()
+        loss_fn = torch.nn.MSELoss()
+        x = torch.randn(2, 4, device="npu")
+        for _ in range(3):
+            loss_fn(model(x), x).backward()   # the loss and the submodules are not steps
+            time.sleep(0.02)
+        print(torch.nn.Module.__call__.__name__)
+    """, PERF_DUMP_CONFIG="enable:true", PERF_DUMP_PATH=str(tmp_path), MASTER_ADDR="10.0.0.1", MASTER_PORT="6000")
+    assert done.returncode == 0, done.stderr
+    logs = sorted(p.name for p in tmp_path.iterdir())
+    assert len(logs) == 1 and logs[0].startswith("perf_pt_") and logs[0].endswith("_0.log"), logs
+    lines = (tmp_path / logs[0]).read_text().splitlines()
+    assert lines[0].startswith("[LOCALUUID]:") and lines[1] == "[FRAMEWORK]:PyTorch"
+    assert lines[2] == "[UUID]:10.0.0.1_6000"
+    steps = [tuple(map(int, line.split(":", 1)[1].split(","))) for line in lines[3:]]
+    assert len(steps) == 2 and all(start + 15 <= end for start, end in steps), lines
+    assert steps[0][1] == steps[1][0]
+
+
+def test_perf_dump_needs_an_existing_absolute_folder():
+    done = run("torch.nn.Linear(2, 2).npu()(torch.ones(2, device='npu'))",
+               PERF_DUMP_CONFIG="enable:true", PERF_DUMP_PATH="relative/folder")
+    assert done.returncode != 0 and "PERF_DUMP_PATH is empty or invalid" in done.stderr
+    off = run("print(torch.nn.Module.__call__.__name__)", PERF_DUMP_CONFIG="enable:false")
+    assert off.returncode == 0 and off.stdout.strip() != "_custom_call"
+
+
+@pytest.mark.parametrize("env, message", [
+    (dict(NPU_ASD_ENABLE="5"), "NPU_ASD_ENABLE should be 0, 1, 2 or 3"),
+    (dict(NPU_ASD_CONFIG="enable:yes"), "NPU_ASD_CONFIG-enable should be true or false"),
+    (dict(NPU_ASD_CONFIG="enable:true,with_checksum:1"), "NPU_ASD_CONFIG-with_checksum should be true or false"),
+])
+def test_bad_silent_check_settings_fail_the_import(env, message):
+    done = run("pass", **env)
+    assert done.returncode != 0 and message in done.stderr and "ValueError" in done.stderr
+
+
+@pytest.mark.parametrize("env", [dict(NPU_ASD_ENABLE="2"), dict(NPU_ASD_CONFIG="enable:true,cooldown:0")])
+def test_asking_for_a_silent_check_warns_that_vnpu_does_not_perform_it(env):
+    done = run("""
+        from torch_npu.asd.asd import matmul_check, silent_check
+        print(silent_check.get_check_enable(), matmul_check.get_matmul_hook_enable(), matmul_check.get_cooldown())
+    """, **env)
+    assert done.returncode == 0, done.stderr
+    assert "silent data corruption detection is not supported on vNPU" in done.stderr
+    assert done.stdout.split() == ["0", "0", "5"]
+    if "NPU_ASD_CONFIG" in env:
+        assert "NPU_ASD_CONFIG-cooldown is invalid; using the default value of 5" in done.stderr
+
+
+def test_asd_config_settings_are_applied_and_bad_numbers_keep_the_defaults():
+    from torch_npu.asd.asd import matmul_check
+    from torch_npu.utils._step import _prase_asd_config
+    saved = dict(vars(matmul_check))
+    try:
+        with pytest.warns(UserWarning, match="upper_thresh2 is invalid; using the default value of 100"):
+            _prase_asd_config({"with_checksum": "true", "cooldown": "7", "strikes_num": "4", "upper_thresh1": "3",
+                               "upper_thresh2": "2"})
+        assert matmul_check.get_with_checksum() is True and matmul_check.get_cooldown() == 7
+        assert matmul_check.get_strikes_num() == 4 and matmul_check.get_upper_thresh1() == 3
+        assert matmul_check.get_upper_thresh2() == 100 and matmul_check.get_grad_sample_interval() == 3
+    finally:
+        vars(matmul_check).update(saved)
+
+
+def test_register_asd_hook_does_nothing_at_silent_check_version_2_as_real_torch_npu():
+    assert torch_npu._C._get_silent_check_version() == 2
+    x = torch.ones(3, requires_grad=True)
+    assert torch_npu.utils.register_asd_hook(x, torch.ones(1)) is None and x._backward_hooks is None
+    assert torch_npu.utils.set_asd_loss_scale(0) is None  # 1.0 only: no check of the scale either
+    from torch_npu.utils import asd_detector
+    assert asd_detector.register_asd_hook is torch_npu.utils.register_asd_hook
+
+
+def test_a_version_1_hook_is_placed_and_refuses_to_run(monkeypatch):
+    monkeypatch.setattr(torch_npu._C, "_get_silent_check_version", lambda: 1)
+    from torch_npu.utils._asd_detector import register_asd_hook, set_asd_loss_scale
+    x = torch.ones(3, requires_grad=True)
+    y = x * 2
+    register_asd_hook(y, torch.ones(1))
+    assert y._backward_hooks is not None
+    with pytest.raises(RuntimeError, match=r"_npu_silent_check \(silent check 1.0\) is not supported on vNPU"):
+        y.sum().backward()
+    with pytest.raises(ValueError, match="loss scale cannot be 0"):
+        set_asd_loss_scale(0)
