@@ -113,6 +113,9 @@ ARG_RULES: dict[str, tuple[str, str]] = {
 }
 # Matrix products: the argument whose last dimension is the contraction
 # (Note [The work of a GEMM], csrc/launch/tensor_ref.h).
+# Kernels whose functional and out= variants run vNPU's row-split GEMM
+# (Note [GEMMs split by rows], csrc/launch/gemm_rows.h).
+ROW_SPLIT_GEMMS = {"mm": "torch_npu::gemm_rows::mm_outf", "addmm": "torch_npu::gemm_rows::addmm_outf"}
 GEMM_CONTRACTIONS = {"mm": "self", "bmm": "self", "addmm": "mat1", "baddbmm": "batch1", "addbmm": "batch1",
                      "_addmm_activation": "mat1"}
 # Note [Operands of one dense layout]
@@ -259,7 +262,10 @@ def gen_variant(g: NativeFunctionsGroup, f: NativeFunction) -> str:
     else:
         written = [a.name for a in f.func.arguments.out]
     gemm = GEMM_CONTRACTIONS.get(str(g.functional.func.name.name))
-    lines.append(lam.emit("device", op, f"at::cpu::{cpu_sig.name()}", written,
+    kernel = f"at::cpu::{cpu_sig.name()}"
+    if k is not SchemaKind.inplace:
+        kernel = ROW_SPLIT_GEMMS.get(str(g.functional.func.name.name), kernel)
+    lines.append(lam.emit("device", op, kernel, written,
                           f"{gemm}.size(-1)" if gemm else None))
 
     if k is SchemaKind.functional:
@@ -345,7 +351,7 @@ def render_shard(groups: list[GroupCode], excluded: list[tuple[str, str]] | None
     out.append("")
     # structured.h first: the per-op *_cpu_dispatch.h headers only include
     # ATen_fwd.h and need complete types (OptionalArrayRef, Tensor) before them.
-    out += ['#include "csrc/launch/structured.h"', "", "#include <c10/util/OptionalArrayRef.h>",
+    out += ['#include "csrc/launch/gemm_rows.h"', '#include "csrc/launch/structured.h"', "", "#include <c10/util/OptionalArrayRef.h>",
             "#include <torch/library.h>", ""]
     # Narrow per-op headers only: these TUs are big, <ATen/ATen.h> would double them.
     out += [f"#include <{h}>" for h in sorted({h for gc in groups for h in gc.headers})]

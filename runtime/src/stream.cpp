@@ -11,9 +11,12 @@
 
 #include "vnpu/error.h"
 #include "vnpu/host_wait.h"
+#include "spin.h"
 
 namespace vnpu {
 namespace {
+
+using detail::spin_until;
 
 thread_local Stream* t_running = nullptr;  // Stream::running_on_this_thread
 
@@ -47,28 +50,6 @@ void on_fork_in_child() { g_fork_generation.fetch_add(1, std::memory_order_relax
 // benchmarks/README.md, "Figures behind the Notes").
 constexpr std::chrono::microseconds kWorkerSpinTime{150};
 constexpr std::chrono::microseconds kHostSpinTime{30};
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#else
-  std::this_thread::yield();
-#endif
-}
-
-// Spins until `ready()` holds or `spin_time` has passed; returns ready().
-template <typename Ready>
-bool spin_until(std::chrono::microseconds spin_time, Ready ready) {
-  const auto deadline = std::chrono::steady_clock::now() + spin_time;
-  for (unsigned i = 1;; ++i) {
-    if (ready()) return true;
-    cpu_relax();
-    // Reading the clock costs more than a pause; do it now and then.
-    if (i % 64 == 0 && std::chrono::steady_clock::now() >= deadline) return ready();
-  }
-}
 
 void name_worker_thread(std::thread& thread, int device_index, int stream_index) {
 #if defined(__linux__)
