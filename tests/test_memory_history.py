@@ -90,3 +90,21 @@ def test_bad_arguments_are_named_and_change_nothing(history, kwargs, message):
     with pytest.raises(ValueError, match=message):
         history(**kwargs)
     assert not torch_npu._C._npu_isHistoryEnabled()
+
+
+def test_memory_viz_flame_graph_lines_cover_every_segment_byte():
+    from torch_npu.npu import _memory_viz
+    keep = torch.ones(1000, device="npu")
+    snapshot = torch.npu.memory._snapshot()
+    lines = _memory_viz.segments(snapshot, format_flamegraph_func=lambda text: text).splitlines()
+    by_segment = {}
+    for line in lines:
+        stack, size = line.rsplit(" ", 1)
+        stream, segment = stack.split(";")[:2]
+        assert stream.startswith("stream_") and segment.startswith("seg_")
+        by_segment[int(segment[4:])] = by_segment.get(int(segment[4:]), 0) + int(size)
+    for seg in snapshot["segments"]:
+        assert by_segment[seg["address"]] == seg["total_size"]
+    flat = _memory_viz.memory(snapshot, format_flamegraph_func=lambda text: text).splitlines()
+    assert len(flat) == len(lines) and all(";seg_" not in line for line in flat)
+    assert _memory_viz.__all__ == ["segments", "memory"] and keep.numel() == 1000
