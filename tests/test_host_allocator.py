@@ -176,3 +176,47 @@ def test_reset_peak_and_accumulated_stats():
 @pytest.mark.parametrize("fn", ["host_memory_stats", "host_empty_cache"])
 def test_real_torch_npus_module_paths(fn):
     assert getattr(torch_npu.npu, fn) is getattr(torch.npu, fn)
+
+
+def test_a_graph_captures_pinned_copies_and_keeps_their_blocks_in_its_pool():
+    settle()
+    s = torch.npu.Stream()
+    with torch.npu.stream(s):
+        torch.ones(4, device="npu").mul_(2)
+    torch.npu.synchronize()
+    g = torch.npu.NPUGraph()
+    dst = torch.zeros(64, device="npu")
+    back = torch.empty(64).pin_memory()
+    with torch.npu.graph(g, stream=s):
+        src = torch.full((64,), 7.0).pin_memory()   # from the graph's host pool
+        dst.copy_(src, non_blocking=True)           # each replay reads src anew, as in CUDA graphs
+        back.copy_(dst * 2, non_blocking=True)      # and writes the pinned `back`
+    g.replay()
+    torch.npu.synchronize()
+    assert torch.equal(dst.cpu(), torch.full((64,), 7.0)) and torch.equal(back, torch.full((64,), 14.0))
+    src.fill_(3.0)
+    g.replay()
+    torch.npu.synchronize()
+    assert torch.equal(back, torch.full((64,), 6.0))
+    captured = src.data_ptr()
+    del src
+    gc.collect()
+    before = stats()
+    torch.npu.host_empty_cache()  # drains the default pool only
+    assert stats()["allocations.current"] == before["allocations.current"]
+    assert captured not in {torch.full((64,), -1.0).pin_memory().data_ptr() for _ in range(8)}
+    g.replay()
+    torch.npu.synchronize()
+    assert torch.equal(back, torch.full((64,), 6.0))
+    with pytest.raises(RuntimeError, match="a copy from host to device"):  # pageable memory stays refused
+        with torch.npu.graph(torch.npu.NPUGraph(), stream=s):
+            dst.copy_(torch.ones(64), non_blocking=True)
+    g.reset()
+
+
+def test_pinned_expandable_segments_and_register_are_turned_off_with_real_torch_npus_warning():
+    done = run_with_conf("pin_memory_expandable_segments:True,pinned_mem_register:True",
+                         "torch.empty(1, device='npu')\nprint(torch.ones(4).pin_memory().is_pinned())\n")
+    assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr
+    assert "m_pin_memory_expandable_segments setting failure, the current cann version does not support" in done.stderr
+    assert "pinned_mem_register setting failure" in done.stderr

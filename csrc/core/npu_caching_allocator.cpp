@@ -34,7 +34,20 @@ auto with_config_errors(F&& parse) {
 
 // expandable_segments:True is accepted, as CUDA accepts it on platforms
 // that cannot map memory: one warning, then ordinary segments.
+//
+// The pinned host allocator's pin_memory_expandable_segments and
+// pinned_mem_register need CANN 8.5 (and a recent driver); vNPU reports
+// CANN 8.0.0, so, as real torch_npu does there, they are turned off with
+// its warning.
 void warn_if_expandable(const vnpu::AllocConfig& config) {
+  if (config.pin_memory_expandable_segments) {
+    TORCH_WARN_ONCE("m_pin_memory_expandable_segments setting failure, the current cann version does not support "
+                    "this feature, now change to `False`.");
+  }
+  if (config.pinned_mem_register) {
+    TORCH_WARN_ONCE("pinned_mem_register setting failure, the current cann version or driver version does not "
+                    "support this feature, now change to `False`.");
+  }
   if (!config.expandable_segments) return;
   TORCH_WARN_ONCE("expandable_segments:True is not supported by the virtual NPU (its device memory cannot be "
                   "remapped to grow a segment); the caching allocator uses ordinary segments, as with "

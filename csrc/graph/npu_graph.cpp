@@ -5,6 +5,7 @@
 #include <vnpu/graph.h>
 #include <vnpu/stream.h>
 
+#include "csrc/core/host_allocator.h"
 #include "csrc/core/npu_capture.h"
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_error.h"
@@ -12,6 +13,11 @@
 #include "csrc/graph/npu_task_group.h"
 
 namespace torch_npu {
+namespace {
+
+c10::MempoolId_t host_pool_id(const MempoolId& pool) { return {pool.first, pool.second}; }
+
+}  // namespace
 
 NpuGraph::~NpuGraph() {
   try {
@@ -49,6 +55,9 @@ void NpuGraph::capture_begin(std::optional<MempoolId> pool, const std::string& c
     pool_.reset();
     throw;
   }
+  pinned_host_caching_allocator()->begin_allocate_to_pool(
+      host_pool_id(*pool_), [capturing = &runtime](c10::Stream s) { return &runtime_stream(s) == capturing; });
+  host_pool_ = true;
   rng_ = std::make_shared<CaptureRng>();
   register_capture(runtime, graph, *pool_, rng_, mode);
   device_ = device;
@@ -71,6 +80,7 @@ void NpuGraph::capture_end() {
   }
   with_torch_errors([&] { capture_stream_->end_capture(); });
   end_capture_to_pool(*capture_stream_);
+  pinned_host_caching_allocator()->end_allocate_to_pool(host_pool_id(*pool_));
   capture_stream_ = nullptr;
   if (graph_->size() == 0) {
     TORCH_WARN("The NPU Graph is empty. This usually means that the graph was attempted to be captured on "
@@ -120,7 +130,8 @@ void NpuGraph::reset() {
     unregister_capture(*capture_stream_, /*check_joined=*/false);
     if (capture_stream_->capturing()) capture_stream_->end_capture();
     end_capture_to_pool(*capture_stream_);
-      capture_stream_ = nullptr;
+    if (host_pool_) pinned_host_caching_allocator()->end_allocate_to_pool(host_pool_id(*pool_));
+    capture_stream_ = nullptr;
   }
   // Queued replays read the pool's memory: let them finish first.
   for (const auto& [stream, seq] : replays_) with_torch_errors([&] { stream->wait_completed(seq); });
@@ -128,6 +139,8 @@ void NpuGraph::reset() {
   if (graph_) release_task_group_pools(graph_.get());
   graph_.reset();
   rng_.reset();
+  if (host_pool_) pinned_host_caching_allocator()->release_pool(host_pool_id(*pool_));
+  host_pool_ = false;
   if (pool_.has_value()) release_pool(*pool_);
   pool_.reset();
 }

@@ -117,13 +117,19 @@ at::Tensor npu_copy_from(const at::Tensor& self, const at::Tensor& dst, bool non
   } else if (is_npu(dst)) {
     TORCH_CHECK(self.device().is_cpu(), "Copying from ", self.device(), " to npu is not supported");
     // A captured copy would replay the host data of capture time: refused,
-    // except for a fused op's host constants (npu_capture.h).
+    // except for a fused op's host constants (npu_capture.h) and, as in CUDA
+    // graphs, a non_blocking copy from pinned memory, which each replay reads
+    // anew (the memory must outlive the graph: a block pinned during the
+    // capture does, in the graph's host pool).
     const bool constant = host_constants_capturable();
-    if (!constant) check_not_capturing(dst.device().index(), "a copy from host to device");
+    if (!constant && !(non_blocking && is_pinned(self))) {
+      check_not_capturing(dst.device().index(), "a copy from host to device");
+    }
     copy_host_to_device(self, dst, non_blocking && !constant);  // a constant is staged, never aliased
   } else {
     TORCH_CHECK(dst.device().is_cpu(), "Copying from npu to ", dst.device(), " is not supported");
-    check_not_capturing(self.device().index(), "a copy from device to host");
+    // Captured only into pinned memory, non_blocking (each replay writes it), as in CUDA graphs.
+    if (!(non_blocking && is_pinned(dst))) check_not_capturing(self.device().index(), "a copy from device to host");
     copy_device_to_host(self, dst, non_blocking);
   }
   return dst;
