@@ -101,8 +101,9 @@ const std::vector<EnvironmentVariable>& environment_variables() {
        "pinned host allocator's `pinned_max_round_threshold_mb` (larger requests are not rounded up to a power "
        "of two) and `pinned_max_cached_size_mb` (larger freed blocks are not cached), and "
        "torch_npu's Ascend tuning options (`multi_stream_lazy_reclaim`, "
-       "`base_addr_aligned_kb`, `page_size`, `segment_size_mb`, `pin_memory_expandable_segments`, "
-       "`pinned_mem_register`, `release_lock_on_npumalloc`: validated, no effect on the virtual NPU); unknown "
+       "`base_addr_aligned_kb`, `page_size`, `segment_size_mb`, `release_lock_on_npumalloc`: validated, no "
+       "effect on the virtual NPU; `pin_memory_expandable_segments`, `pinned_mem_register`: turned off with "
+       "real torch_npu's warning for CANN before 8.5, which vNPU reports); unknown "
        "keys, bad values or both variables set raise at the first allocation. "
        "`torch_npu.npu.memory._set_allocator_settings(...)` changes all but `max_split_size_mb` at run time"},
       {"PYTORCH_ALLOC_CONF", "unset", "PyTorch's name for `PYTORCH_NPU_ALLOC_CONF` (the same options)"},

@@ -28,7 +28,8 @@
 //   no pages, address alignment or driver lock to tune):
 //   multi_stream_lazy_reclaim, base_addr_aligned_kb (0..16), page_size (1g),
 //   segment_size_mb (20..512), pin_memory_expandable_segments,
-//   pinned_mem_register, release_lock_on_npumalloc.
+//   pinned_mem_register, release_lock_on_npumalloc (the adaptor turns the
+//   two pinned ones off with torch_npu's warning for CANN before 8.5).
 //
 // Errors surface when the allocator is created (the first allocation), as
 // in torch_npu, not when the environment is read: a bad allocator option
