@@ -328,3 +328,23 @@ _MISSING = set()
 def test_reference_api_present(name):
     assert hasattr(torch.npu, name)
     assert hasattr(torch_npu.npu, name)
+
+
+def test_get_device_index_as_torch_cuda():
+    from torch_npu.npu import _get_device_index
+    assert _get_device_index("npu:0") == 0 and _get_device_index(5) == 5
+    assert _get_device_index(None, optional=True) == torch.npu.current_device()
+    assert _get_device_index(torch.device("npu"), optional=True) == torch.npu.current_device()
+    assert _get_device_index(torch.npu.device(0)) == 0 and _get_device_index("cpu", allow_cpu=True) == -1
+    with pytest.raises(RuntimeError, match="Invalid device string"):
+        _get_device_index("npu0", optional=True)
+    with pytest.raises(ValueError, match="Expected a npu device, but got: cpu"):
+        _get_device_index(torch.device("cpu"), optional=True)
+    with pytest.raises(ValueError, match="Expected a torch.device with a specified index or an integer"):
+        _get_device_index(None)
+
+
+def test_sync_debug_mode_refuses_an_unknown_level_in_real_torch_npus_words():
+    with pytest.raises(RuntimeError, match="invalid value of debug_mode, expected one of 0,1,2"):
+        torch.npu.set_sync_debug_mode(7)
+    assert torch.npu.get_sync_debug_mode() == 0

@@ -43,7 +43,7 @@ from torch_npu.npu.device import (  # noqa: F401
     _NPUDeviceProperties, _lazy_init, current_device, device, device_count, device_of,
     get_device_capability, get_device_name, get_device_properties, get_soc_version,
     init, is_available, is_initialized, mem_get_info, set_device, synchronize,
-    utilization, can_device_access_peer,
+    utilization, can_device_access_peer, _get_device_index,
 )
 from torch_npu.npu.streams import (  # noqa: F401
     Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream,

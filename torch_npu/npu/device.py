@@ -55,6 +55,31 @@ def _index(device) -> int:
     raise TypeError(f"Invalid device, expected int, str or torch.device but got {type(device).__name__}")
 
 
+def _get_device_index(device, optional: bool = False, allow_cpu: bool = False) -> int:
+    """torch.cuda._get_device_index for npu (real torch_npu's torch_npu.npu._get_device_index):
+    an int is returned as is; an npu device (or its string) gives its index,
+    or with ``optional`` the current device when it has none (as does
+    ``None``); ``allow_cpu`` accepts a cpu device as -1."""
+    if isinstance(device, int):
+        return device
+    if isinstance(device, str):
+        device = torch.device(device)
+    if isinstance(device, torch.device):
+        if allow_cpu and device.type == "cpu":
+            return -1
+        if device.type != "npu":
+            expected = "a npu or cpu device" if allow_cpu else "a npu device"
+            raise ValueError(f"Expected {expected}, but got: {device}")
+        if device.index is not None:
+            return device.index
+        device = None
+    if isinstance(device, _DeviceContext):
+        return device.idx
+    if device is None and optional:
+        return current_device()
+    raise ValueError(f"Expected a torch.device with a specified index or an integer, but got:{device}")
+
+
 def current_device() -> int:
     _lazy_init()
     return _C._current_device()
@@ -84,6 +109,9 @@ class device:
         if self.idx >= 0 and self.prev_idx != self.idx:
             _C._set_device(self.prev_idx)
         return False
+
+
+_DeviceContext = device  # for functions whose parameter is named `device`
 
 
 class device_of(device):

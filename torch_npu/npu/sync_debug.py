@@ -17,7 +17,7 @@ def set_sync_debug_mode(debug_mode) -> None:
             raise RuntimeError('invalid value of debug_mode, expected one of "default", "warn", "error"')
         debug_mode = _NAMES[debug_mode]
     if debug_mode not in (0, 1, 2):
-        raise RuntimeError("invalid value of debug_mode, expected one of 0, 1, 2")
+        raise RuntimeError("invalid value of debug_mode, expected one of 0,1,2")
     _C._set_sync_debug_mode(int(debug_mode))
 
 
