@@ -9,6 +9,7 @@
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_error.h"
 #include "csrc/core/npu_stream.h"
+#include "csrc/launch/intra_op_thread_count.h"
 #include "csrc/launch/strict_mode.h"
 #include <vnpu/environment.h>
 #include <vnpu/host_wait.h>
@@ -17,14 +18,6 @@
 
 namespace torch_npu {
 namespace {
-
-// OpenMP's per-thread team size (the runtime is already loaded by torch).
-extern "C" int omp_get_max_threads();
-extern "C" void omp_set_num_threads(int);
-// MKL's own per-thread count (torch's x86 builds link MKL; elsewhere the
-// weak symbol is null). MKL's GEMMs follow it, not omp_set_num_threads, once anything
-// set it (torch.set_num_threads does, on its thread).
-extern "C" __attribute__((weak)) int MKL_Set_Num_Threads_Local(int);
 
 int intra_op_threads(int64_t work, int max_threads) {
   // The rule and its reasons: runtime/include/vnpu/intra_op_threads.h.
@@ -35,24 +28,11 @@ int intra_op_threads(int64_t work, int max_threads) {
 // for ATen's OpenMP loops and for MKL's GEMMs alike.
 class IntraOpThreads {
  public:
-  explicit IntraOpThreads(int64_t work) {
-    const int max_threads = omp_get_max_threads();
-    const int threads = intra_op_threads(work, max_threads);
-    if (threads != max_threads) {
-      saved_ = max_threads;
-      omp_set_num_threads(threads);
-    }
-    // 0 restores MKL's process-wide count on this thread.
-    if (MKL_Set_Num_Threads_Local != nullptr) saved_mkl_ = MKL_Set_Num_Threads_Local(threads);
-  }
-  ~IntraOpThreads() {
-    if (saved_ > 0) omp_set_num_threads(saved_);
-    if (MKL_Set_Num_Threads_Local != nullptr) MKL_Set_Num_Threads_Local(saved_mkl_);
-  }
+  explicit IntraOpThreads(int64_t work, int max_threads = omp_get_max_threads())
+      : scope_(intra_op_threads(work, max_threads), max_threads) {}
 
  private:
-  int saved_ = 0;
-  int saved_mkl_ = 0;
+  ScopedIntraOpThreads scope_;
 };
 
 uint64_t validation_key(const char* op, uint64_t signature) {

@@ -18,9 +18,9 @@
 // parallel_for by the caller's omp_get_max_threads(), a per-thread setting,
 // so the stream workers and other threads keep theirs.
 #include <ATen/Parallel.h>
-#include <omp.h>  // libgomp is torch's own OpenMP runtime (libtorch_cpu links it)
 #include <torch/library.h>
 
+#include "csrc/launch/intra_op_thread_count.h"
 #include "csrc/launch/structured.h"
 #include "csrc/launch/sync_kernel.h"
 
@@ -37,24 +37,9 @@ void widen_indices_then_run(const c10::OperatorHandle& op, c10::DispatchKeySet k
   sync_native_kernel(op, keys, stack);
 }
 
-// One intra-op thread for the calling thread while in scope.
-class SingleIntraOpThread {
- public:
-  SingleIntraOpThread() {
-    (void)at::get_num_threads();  // ATen's lazy per-thread setup first, so it cannot undo ours
-    saved_ = omp_get_max_threads();
-    omp_set_num_threads(1);
-  }
-  ~SingleIntraOpThread() { omp_set_num_threads(saved_); }
-  SingleIntraOpThread(const SingleIntraOpThread&) = delete;
-  SingleIntraOpThread& operator=(const SingleIntraOpThread&) = delete;
-
- private:
-  int saved_ = 1;
-};
-
 void run_serially(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
-  SingleIntraOpThread serial;
+  (void)at::get_num_threads();  // ATen's lazy per-thread setup first, so it cannot undo ours
+  ScopedIntraOpThreads serial(1);
   sync_native_kernel(op, keys, stack);
 }
 

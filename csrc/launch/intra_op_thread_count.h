@@ -1,0 +1,41 @@
+// The calling thread's intra-op thread count, for ATen's OpenMP loops and
+// MKL's GEMMs alike, changed while in scope.
+//
+// Both counts are per thread: OpenMP's team size (omp_set_num_threads) and
+// MKL's own (MKL_Set_Num_Threads_Local; torch's x86 builds link MKL,
+// elsewhere the weak symbol is null). MKL's GEMMs follow their own count,
+// not OpenMP's, once anything set it (torch.set_num_threads does, on its
+// thread), so both are set.
+#pragma once
+
+// OpenMP's per-thread team size (the runtime is already loaded by torch).
+extern "C" int omp_get_max_threads();
+extern "C" void omp_set_num_threads(int);
+extern "C" __attribute__((weak)) int MKL_Set_Num_Threads_Local(int);
+
+namespace torch_npu {
+
+class ScopedIntraOpThreads {
+ public:
+  // `current`: the thread's count now, when the caller has read it already.
+  explicit ScopedIntraOpThreads(int threads, int current = omp_get_max_threads()) {
+    if (threads != current) {
+      saved_ = current;
+      omp_set_num_threads(threads);
+    }
+    // 0 restores MKL's process-wide count on this thread.
+    if (MKL_Set_Num_Threads_Local != nullptr) saved_mkl_ = MKL_Set_Num_Threads_Local(threads);
+  }
+  ~ScopedIntraOpThreads() {
+    if (saved_ > 0) omp_set_num_threads(saved_);
+    if (MKL_Set_Num_Threads_Local != nullptr) MKL_Set_Num_Threads_Local(saved_mkl_);
+  }
+  ScopedIntraOpThreads(const ScopedIntraOpThreads&) = delete;
+  ScopedIntraOpThreads& operator=(const ScopedIntraOpThreads&) = delete;
+
+ private:
+  int saved_ = 0;
+  int saved_mkl_ = 0;
+};
+
+}  // namespace torch_npu
