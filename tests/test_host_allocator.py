@@ -220,3 +220,21 @@ def test_pinned_expandable_segments_and_register_are_turned_off_with_real_torch_
     assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr
     assert "m_pin_memory_expandable_segments setting failure, the current cann version does not support" in done.stderr
     assert "pinned_mem_register setting failure" in done.stderr
+
+
+def test_graphs_sharing_a_pool_handle_capture_again_after_a_reset():
+    # Each capture has a host pool of its own: torch's host allocator keeps a
+    # released pool until its blocks are freed and would refuse to reopen it.
+    s = torch.npu.Stream()
+    pool = torch.npu.graph_pool_handle()
+    x = torch.ones(4, device="npu")
+    for k in (2.0, 3.0, 4.0):
+        g = torch.npu.NPUGraph()
+        with torch.npu.graph(g, stream=s, pool=pool):
+            pinned = torch.full((4,), k).pin_memory()
+            y = x * 1
+            y.copy_(pinned, non_blocking=True)
+        g.replay()
+        torch.npu.synchronize()
+        assert torch.equal(y.cpu(), torch.full((4,), k))
+        g.reset()

@@ -2,6 +2,9 @@
 
 #include <c10/util/Exception.h>
 
+#include <atomic>
+#include <utility>
+
 #include <vnpu/graph.h>
 #include <vnpu/stream.h>
 
@@ -15,7 +18,14 @@
 namespace torch_npu {
 namespace {
 
-c10::MempoolId_t host_pool_id(const MempoolId& pool) { return {pool.first, pool.second}; }
+// A fresh id for the host allocator's pool of one capture. Not the device
+// pool's id: graphs may share that one (graph_pool_handle) and capture with
+// it again after a reset, while torch's host allocator keeps a released pool
+// until host_empty_cache() frees its blocks and refuses to reopen it.
+c10::MempoolId_t new_host_pool_id() {
+  static std::atomic<c10::CaptureId_t> next{1};
+  return {0, next.fetch_add(1, std::memory_order_relaxed)};
+}
 
 }  // namespace
 
@@ -47,17 +57,24 @@ void NpuGraph::capture_begin(std::optional<MempoolId> pool, const std::string& c
   }
   auto graph = std::make_shared<vnpu::Graph>();
   begin_capture_to_pool(runtime, *pool_);
+  at::HostAllocator* host = pinned_host_caching_allocator();
+  const c10::MempoolId_t host_pool = new_host_pool_id();
+  // Pinned memory that pin_memory() allocates on the capturing stream comes
+  // from a host pool of the graph's own, isolated until reset()
+  // (csrc/core/host_allocator.h), as CUDA graphs do.
+  host->begin_allocate_to_pool(host_pool,
+                               [capturing = &runtime](c10::Stream s) { return &runtime_stream(s) == capturing; });
   try {
     with_torch_errors([&] { runtime.begin_capture(graph); });
   } catch (...) {
+    host->end_allocate_to_pool(host_pool);
+    host->release_pool(host_pool);
     end_capture_to_pool(runtime);
     release_pool(*pool_);
     pool_.reset();
     throw;
   }
-  pinned_host_caching_allocator()->begin_allocate_to_pool(
-      host_pool_id(*pool_), [capturing = &runtime](c10::Stream s) { return &runtime_stream(s) == capturing; });
-  host_pool_ = true;
+  host_pool_ = host_pool;
   rng_ = std::make_shared<CaptureRng>();
   register_capture(runtime, graph, *pool_, rng_, mode);
   device_ = device;
@@ -80,7 +97,7 @@ void NpuGraph::capture_end() {
   }
   with_torch_errors([&] { capture_stream_->end_capture(); });
   end_capture_to_pool(*capture_stream_);
-  pinned_host_caching_allocator()->end_allocate_to_pool(host_pool_id(*pool_));
+  pinned_host_caching_allocator()->end_allocate_to_pool(host_pool_);
   capture_stream_ = nullptr;
   if (graph_->size() == 0) {
     TORCH_WARN("The NPU Graph is empty. This usually means that the graph was attempted to be captured on "
@@ -130,7 +147,7 @@ void NpuGraph::reset() {
     unregister_capture(*capture_stream_, /*check_joined=*/false);
     if (capture_stream_->capturing()) capture_stream_->end_capture();
     end_capture_to_pool(*capture_stream_);
-    if (host_pool_) pinned_host_caching_allocator()->end_allocate_to_pool(host_pool_id(*pool_));
+    pinned_host_caching_allocator()->end_allocate_to_pool(host_pool_);
     capture_stream_ = nullptr;
   }
   // Queued replays read the pool's memory: let them finish first.
@@ -139,9 +156,10 @@ void NpuGraph::reset() {
   if (graph_) release_task_group_pools(graph_.get());
   graph_.reset();
   rng_.reset();
-  if (host_pool_) pinned_host_caching_allocator()->release_pool(host_pool_id(*pool_));
-  host_pool_ = false;
-  if (pool_.has_value()) release_pool(*pool_);
+  if (pool_.has_value()) {  // the pools capture_begin took, device and host
+    pinned_host_caching_allocator()->release_pool(std::exchange(host_pool_, c10::MempoolId_t{0, 0}));
+    release_pool(*pool_);
+  }
   pool_.reset();
 }
 

@@ -59,10 +59,7 @@ class NpuGraph {
   std::shared_ptr<vnpu::Graph> graph_;  // set from capture_begin on
   std::shared_ptr<CaptureRng> rng_;     // the generators the captured random ops draw from
   std::optional<MempoolId> pool_;
-  // Pinned host memory that pin_memory() allocates on the capturing stream
-  // during the capture comes from the host allocator's pool of the same id,
-  // isolated until reset() (csrc/core/host_allocator.h), as CUDA graphs do.
-  bool host_pool_ = false;
+  c10::MempoolId_t host_pool_{0, 0};  // the host allocator's pool for pin_memory() in the capture (set with pool_)
   std::vector<std::pair<vnpu::Stream*, uint64_t>> replays_;  // the last replay per stream
 };
 
