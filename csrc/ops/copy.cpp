@@ -38,9 +38,11 @@ bool is_pinned(const at::Tensor& t) {
   return t.device().is_cpu() && t.numel() > 0 && is_pinned_host_pointer(t.const_data_ptr());
 }
 
-void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+// `from_pinned`: a non_blocking copy from pinned memory, which the task reads
+// in place (else it reads a private clone of `src`).
+void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool from_pinned) {
   const c10::DeviceIndex device = dst.device().index();
-  if (non_blocking && is_pinned(src)) {
+  if (from_pinned) {
     LaunchSnapshot snap;
     launch(device, "copy_h2d", {dst}, snap, [src_ = snap.alias_host(src), dst_ = snap.ref(dst)]() {
       dst_.view().copy_(src_.view());
@@ -55,13 +57,15 @@ void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_
   });
 }
 
-void copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+// `into_pinned`: a non_blocking copy into pinned memory, which returns at
+// once (else the caller waits for the copy).
+void copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool into_pinned) {
   const c10::DeviceIndex device = src.device().index();
   LaunchSnapshot snap;
   launch(device, "copy_d2h", {}, snap, [src_ = snap.ref(src), dst_ = snap.alias_host(dst)]() {
     dst_.view().copy_(src_.view());
   });
-  if (non_blocking && is_pinned(dst)) {
+  if (into_pinned) {
     record_pinned_use(dst.const_data_ptr(), current_stream(device));
   } else {
     sync_current_stream(device);  // the caller's `dst` is alive until then
@@ -122,15 +126,15 @@ at::Tensor npu_copy_from(const at::Tensor& self, const at::Tensor& dst, bool non
     // anew (the memory must outlive the graph: a block pinned during the
     // capture does, in the graph's host pool).
     const bool constant = host_constants_capturable();
-    if (!constant && !(non_blocking && is_pinned(self))) {
-      check_not_capturing(dst.device().index(), "a copy from host to device");
-    }
-    copy_host_to_device(self, dst, non_blocking && !constant);  // a constant is staged, never aliased
+    const bool from_pinned = non_blocking && !constant && is_pinned(self);  // a constant is staged, never aliased
+    if (!constant && !from_pinned) check_not_capturing(dst.device().index(), "a copy from host to device");
+    copy_host_to_device(self, dst, from_pinned);
   } else {
     TORCH_CHECK(dst.device().is_cpu(), "Copying from npu to ", dst.device(), " is not supported");
     // Captured only into pinned memory, non_blocking (each replay writes it), as in CUDA graphs.
-    if (!(non_blocking && is_pinned(dst))) check_not_capturing(self.device().index(), "a copy from device to host");
-    copy_device_to_host(self, dst, non_blocking);
+    const bool into_pinned = non_blocking && is_pinned(dst);
+    if (!into_pinned) check_not_capturing(self.device().index(), "a copy from device to host");
+    copy_device_to_host(self, dst, into_pinned);
   }
   return dst;
 }
