@@ -30,7 +30,7 @@ from logging.handlers import RotatingFileHandler
 import torch
 from torch.nn import Module
 
-from torch_npu.asd.asd import matmul_check, silent_check
+from torch_npu.asd.asd import matmul_check
 from torch_npu.utils._error_code import ErrCode, pta_error
 
 _original_call = Module.__call__
@@ -245,8 +245,6 @@ def add_perf_dump_patch():
                              "3 as `ASD opened, print debug logs and raise exception`" + pta_error(ErrCode.VALUE))
         if level != "0":
             _asd_not_performed(f"NPU_ASD_ENABLE={level} (silent check 2.0)")
-    silent_check.set_check_enable(0)
-    matmul_check.set_matmul_hook_enable(0)
 
     if perf_dump_enable:
         Module.__call__ = _custom_call
