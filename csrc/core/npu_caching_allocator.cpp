@@ -39,7 +39,7 @@ auto with_config_errors(F&& parse) {
 // pinned_mem_register need CANN 8.5 (and a recent driver); vNPU reports
 // CANN 8.0.0, so, as real torch_npu does there, they are turned off with
 // its warning.
-void warn_if_expandable(const vnpu::AllocConfig& config) {
+void warn_about_options_turned_off(const vnpu::AllocConfig& config) {
   if (config.pin_memory_expandable_segments) {
     TORCH_WARN_ONCE("m_pin_memory_expandable_segments setting failure, the current cann version does not support "
                     "this feature, now change to `False`.");
@@ -218,7 +218,7 @@ vnpu::CachingAllocator& ordinary_allocator(c10::DeviceIndex device) {
   vnpu::DeviceAllocator& allocators = runtime_device(device).allocator();
   if (vnpu::CachingAllocator* made = allocators.ordinary_if_created()) return *made;
   vnpu::CachingAllocator* made = with_config_errors([&] { return &allocators.ordinary(); });
-  warn_if_expandable(made->config());
+  warn_about_options_turned_off(made->config());
   return *made;
 }
 
@@ -272,7 +272,7 @@ void set_allocator_settings(const std::string& text) {
   const vnpu::AllocConfig config = with_config_errors([&] {
     return vnpu::Runtime::instance().set_alloc_config(text, "torch_npu.npu.memory._set_allocator_settings()");
   });
-  warn_if_expandable(config);
+  warn_about_options_turned_off(config);
 }
 
 void set_memory_fraction(double fraction, c10::DeviceIndex device) {
