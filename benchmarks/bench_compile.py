@@ -1,14 +1,16 @@
 """torch.compile on npu against eager npu and against Inductor on cpu, side by side.
 
-    python benchmarks/bench_compile.py [--steps N] [--dims 64,128,256]
+    python benchmarks/bench_compile.py [--steps N] [--dims 64,128,256] [--block gated|mlp]
 
-For a small-op-heavy transformer-style block (layer norm, GELU MLP,
-residuals, two layers), per width d it prints the time of one training step
+For a small-op-heavy block, per width d it prints the time of one training step
 (forward, backward, SGD) for: eager npu, compiled npu (backend "inductor"),
 compiled npu (backend "npu", torchair's API), eager cpu and compiled cpu,
 with the ratios compiled-npu/eager-npu (target <= 0.6) and
 compiled-npu/compiled-cpu (target <= 1.05); then the first-call (compile)
-time on npu and on cpu. A step is timed to the end of its device work.
+time on npu and on cpu. A step is timed to the end of its device work. The block is issue 28 item 4's by default (--block gated: four
+layers of LayerNorm, two Linears, GELU and sigmoid gating with a residual,
+on a batch of 8 x 16 tokens); --block mlp is the 2-layer LN/GELU-MLP block
+(batch --batch rows) of earlier figures.
 
 Then NPU graphs: the whole eager step (forward, backward, SGD) captured
 once in a torch.npu.NPUGraph and replayed, against eager npu: the host time
@@ -51,6 +53,31 @@ class Block(nn.Module):
         return x
 
 
+class GatedLayer(nn.Module):
+    """Issue 28 item 4's small-op layer: LayerNorm, two Linears, GELU, sigmoid gating, residual."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.up = nn.Linear(d, d)
+        self.gate = nn.Linear(d, d)
+
+    def forward(self, x):
+        h = self.norm(x)
+        return x + F.gelu(self.up(h)) * torch.sigmoid(self.gate(h))
+
+
+class GatedBlock(nn.Module):
+    """Four GatedLayers in a row: dozens of small kernels per step."""
+
+    def __init__(self, d, repeats=4):
+        super().__init__()
+        self.layers = nn.Sequential(*[GatedLayer(d) for _ in range(repeats)])
+
+    def forward(self, x):
+        return self.layers(x)
+
+
 def make_step(model, device):
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     sync = torch.npu.synchronize if device == "npu" else (lambda: None)
@@ -63,6 +90,21 @@ def make_step(model, device):
         return loss
 
     return step, sync
+
+
+def make_model(args, d):
+    return GatedBlock(d) if args.block == "gated" else Block(d)
+
+
+def make_input(args, d):
+    # The gated block takes issue 28's batch of 8 x 16 tokens; the MLP block a batch of --batch rows.
+    return torch.randn(8, 16, d) if args.block == "gated" else torch.randn(args.batch, d)
+
+
+def describe(args):
+    if args.block == "gated":
+        return "4 gated layers (LayerNorm, two Linears, GELU, sigmoid gating), batch 8x16"
+    return f"a 2-layer LN/GELU-MLP block, batch {args.batch}"
 
 
 def time_steps(step, sync, x, steps, repeats=5):
@@ -132,8 +174,8 @@ def graphs_section(args):
           f" {'step ratio':>11} {'ind npu':>9} {'ro npu':>9} {'ro/ind':>7}")
     for d in [int(v) for v in args.dims.split(",")]:
         torch.manual_seed(0)
-        base = Block(d)
-        x = torch.randn(args.batch, d).npu()
+        base = make_model(args, d)
+        x = make_input(args, d).npu()
         eager_step, sync = make_step(copy.deepcopy(base).npu(), "npu")
         time_steps(eager_step, sync, x, 3)
         graph_step = graphed_whole_step(copy.deepcopy(base).npu(), x)
@@ -160,8 +202,8 @@ def gemm_share_section(args):
     print(f"share of mm + addmm in the eager cpu training step (profiler self time, {torch.get_num_threads()} threads)")
     for d in [int(v) for v in args.dims.split(",")]:
         torch.manual_seed(0)
-        step, _ = make_step(Block(d), "cpu")
-        x = torch.randn(args.batch, d)
+        step, _ = make_step(make_model(args, d), "cpu")
+        x = make_input(args, d)
         for _ in range(10):
             step(x)
         with profile(activities=[ProfilerActivity.CPU]) as prof:
@@ -177,7 +219,9 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--dims", default="64,128,256")
-    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--batch", type=int, default=64, help="rows of the MLP block's batch")
+    parser.add_argument("--block", choices=("gated", "mlp"), default="gated",
+                        help="gated: issue 28 item 4's block (the default); mlp: the 2-layer LN/GELU-MLP block")
     parser.add_argument("--only-graphs", action="store_true", help="just the NPU graphs section")
     parser.add_argument("--gemm-share", action="store_true", help="just the GEMMs' share of the eager cpu step")
     args = parser.parse_args()
@@ -189,13 +233,13 @@ def main():
         return
     import torchair
 
-    print(f"training step of a 2-layer LN/GELU-MLP block, batch {args.batch}; ms per step (best of 5 x {args.steps})")
+    print(f"training step of {describe(args)}; ms per step (best of 5 x {args.steps})")
     print(f"{'d':>5} {'eager npu':>10} {'ind npu':>9} {'npu bknd':>9} {'eager cpu':>10} {'ind cpu':>9}"
           f" {'ind/eager npu':>14} {'ind npu/cpu':>12} {'compile npu s':>14} {'compile cpu s':>14}")
     for d in [int(v) for v in args.dims.split(",")]:
         torch.manual_seed(0)
-        base = Block(d)
-        x_cpu = torch.randn(args.batch, d)
+        base = make_model(args, d)
+        x_cpu = make_input(args, d)
         results = {}
         for name, device, backend in (("eager npu", "npu", None), ("ind npu", "npu", "inductor"),
                                       ("npu bknd", "npu", "npu"), ("eager cpu", "cpu", None),
