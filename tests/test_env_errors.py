@@ -83,6 +83,40 @@ def test_visible_devices_out_of_range():
     assert "ASCEND_RT_VISIBLE_DEVICES" in line
 
 
+def test_visible_devices_set_after_import_counts_until_first_use():
+    # Scripts set the variable after `import torch_npu`: like CUDA and real
+    # torch_npu, the count follows it until a device is used, then stays.
+    r = run_python("""
+        import os, torch, torch_npu
+        before = torch.npu.device_count()
+        os.environ["ASCEND_RT_VISIBLE_DEVICES"] = "2,5"
+        set_count = torch.npu.device_count(), torch_npu._C._npu_getDeviceCount()
+        x = torch.ones(2, device="npu:1")
+        os.environ["ASCEND_RT_VISIBLE_DEVICES"] = "0"
+        print(before, set_count, torch.npu.device_count(), torch.accelerator.device_count())
+        print(torch.npu.get_device_properties(1).uuid, x.sum().item())
+        os.environ["ASCEND_RT_VISIBLE_DEVICES"] = "9"
+    """, VNPU_DEVICE_COUNT=8)
+    assert r.returncode == 0, r.stderr
+    counts, card = r.stdout.strip().splitlines()
+    assert counts == "8 (2, 2) 2 2"
+    assert "0005" in card and card.endswith(" 2.0")
+
+
+def test_visible_devices_set_after_import_to_a_missing_card():
+    r = run_python("""
+        import os, torch, torch_npu
+        os.environ["ASCEND_RT_VISIBLE_DEVICES"] = "9"
+        print(torch.npu.device_count(), torch.npu.is_available())
+        try:
+            torch.ones(1, device="npu")
+        except RuntimeError as e:
+            print("error", "ASCEND_RT_VISIBLE_DEVICES names device 9" in str(e))
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["0", "False", "error", "True"]
+
+
 def test_visible_devices_with_device_count():
     out = _probe(VNPU_DEVICE_COUNT=4, ASCEND_RT_VISIBLE_DEVICES="1,3")
     assert "count 2 True" in out

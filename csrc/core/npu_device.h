@@ -24,7 +24,7 @@ constexpr int kMaxDevices = 64;
 c10::DeviceIndex device_count() noexcept;
 
 // Why device_count() is 0 when the environment is invalid; "" otherwise.
-const std::string& device_init_error() noexcept;
+std::string device_init_error() noexcept;
 
 // Throws torch_npu's fork error in a forked child of a process that had
 // initialised the device.

@@ -80,7 +80,8 @@ const std::vector<EnvironmentVariable>& environment_variables() {
       {"VNPU_DEVICE_COUNT", "8", "number of virtual NPUs (0-64)"},
       {"ASCEND_RT_VISIBLE_DEVICES", "all",
        "comma-separated physical ids to expose, renumbered from 0 (like `CUDA_VISIBLE_DEVICES`); "
-       "naming a missing device is an error"},
+       "naming a missing device is an error; read again until the first device use, so a script may "
+       "set it after `import torch_npu`"},
       {"VNPU_CHIP", "`Ascend910B2`",
        "chip profile: Ascend910B1-B4, Ascend910_9391/9392, Ascend910A, Ascend310P3, Ascend950"},
       {"VNPU_DEVICE_MEMORY_MB", "chip's HBM", "device capacity override"},
@@ -311,6 +312,10 @@ const Environment& environment() {
   // A function-local static is initialised exactly once, thread-safely.
   static const Environment env = parse_environment(&process_lookup);
   return env;
+}
+
+std::optional<std::string> visible_devices_now() {
+  return raw(&process_lookup, "ASCEND_RT_VISIBLE_DEVICES");
 }
 
 }  // namespace vnpu

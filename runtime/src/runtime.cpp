@@ -1,5 +1,6 @@
 #include "vnpu/runtime.h"
 
+#include <atomic>
 #include <exception>
 #include <set>
 
@@ -184,29 +185,37 @@ void Device::synchronize(bool skip_capturing) {
 
 // ---------------------------------------------------------------- Runtime
 
-Runtime::Runtime(const Environment& env) : alloc_settings_(env) {
-  if (!env.errors.empty()) {
-    for (const std::string& error : env.errors) {
-      if (!init_error_.empty()) init_error_ += "; ";
-      init_error_ += error;
-    }
-    return;
+namespace {
+
+// The chip and the physical ids of the devices `env` asks for; returns ""
+// on success, else the error that leaves the runtime without devices.
+std::string resolve_devices(const Environment& env, const ChipProfile** profile,
+                            std::vector<int>* physical_ids) {
+  std::string error;
+  for (const std::string& e : env.errors) {
+    if (!error.empty()) error += "; ";
+    error += e;
   }
+  if (!error.empty()) return error;
 
   const std::string chip = env.chip_name.empty() ? default_chip_name() : env.chip_name;
-  const ChipProfile* profile = find_chip_profile(chip);
-  if (profile == nullptr) {
-    init_error_ = "unknown chip '" + chip + "'";
-    return;
-  }
+  *profile = find_chip_profile(chip);
+  if (*profile == nullptr) return "unknown chip '" + chip + "'";
 
+  if (env.visible_devices) return parse_visible_devices(*env.visible_devices, env.device_count, physical_ids);
+  for (int i = 0; i < env.device_count; ++i) physical_ids->push_back(i);
+  return "";
+}
+
+std::atomic<bool> g_instance_made{false};
+
+}  // namespace
+
+Runtime::Runtime(const Environment& env) : alloc_settings_(env) {
+  const ChipProfile* profile = nullptr;
   std::vector<int> physical_ids;
-  if (env.visible_devices) {
-    init_error_ = parse_visible_devices(*env.visible_devices, env.device_count, &physical_ids);
-    if (!init_error_.empty()) return;
-  } else {
-    for (int i = 0; i < env.device_count; ++i) physical_ids.push_back(i);
-  }
+  init_error_ = resolve_devices(env, &profile, &physical_ids);
+  if (!init_error_.empty()) return;
 
   const std::uint64_t capacity = env.device_memory_bytes.value_or(profile->total_memory_bytes);
   const bool synchronous = env.synchronous_launch();
@@ -243,8 +252,27 @@ Runtime& Runtime::instance() {
   // Leaked on purpose: tensors owned by Python objects and by the adaptor's
   // static caches are freed during interpreter shutdown, after function-level
   // statics would already be destroyed. The OS reclaims the memory.
-  static Runtime* runtime = new Runtime(environment());
+  static Runtime* runtime = [] {
+    Runtime* made = new Runtime(environment_now());
+    g_instance_made.store(true, std::memory_order_release);
+    return made;
+  }();
   return *runtime;
+}
+
+bool Runtime::instance_made() { return g_instance_made.load(std::memory_order_acquire); }
+
+Environment Runtime::environment_now() {
+  Environment env = environment();
+  env.visible_devices = visible_devices_now();
+  return env;
+}
+
+int Runtime::planned_device_count(const Environment& env, std::string* error) {
+  const ChipProfile* profile = nullptr;
+  std::vector<int> physical_ids;
+  *error = resolve_devices(env, &profile, &physical_ids);
+  return error->empty() ? static_cast<int>(physical_ids.size()) : 0;
 }
 
 Device& Runtime::device(int index) {

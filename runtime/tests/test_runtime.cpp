@@ -74,6 +74,22 @@ TEST(Runtime, MalformedOrDuplicateVisibleDevices) {
   }
 }
 
+TEST(Runtime, PlannedDeviceCountMatchesAMadeRuntime) {
+  // The count torch.npu.device_count() reports before the first device use.
+  for (const std::map<std::string, std::string>& vars :
+       std::vector<std::map<std::string, std::string>>{
+           {}, {{"ASCEND_RT_VISIBLE_DEVICES", "3, 1"}}, {{"ASCEND_RT_VISIBLE_DEVICES", ""}},
+           {{"ASCEND_RT_VISIBLE_DEVICES", "0,9"}}, {{"VNPU_DEVICE_COUNT", "x"}},
+           {{"VNPU_DEVICE_COUNT", "2"}}}) {
+    const vnpu::Environment env = parse(vars);
+    std::string error;
+    const int planned = Runtime::planned_device_count(env, &error);
+    Runtime rt(env);
+    EXPECT_EQ(planned, rt.device_count());
+    EXPECT_EQ(error, rt.init_error());
+  }
+}
+
 TEST(Runtime, InvalidIndexNamesTheRange) {
   Runtime rt(parse({}));
   for (int bad : {8, -1, 100}) {

@@ -91,6 +91,13 @@ struct Environment {
 // The process-wide environment, parsed on first call. Thread-safe.
 const Environment& environment();
 
+// ASCEND_RT_VISIBLE_DEVICES as the process environment holds it now. Like
+// CUDA_VISIBLE_DEVICES and real torch_npu, it counts until the devices are
+// made (the first use of a device), not at import: scripts set it after
+// `import torch_npu`. So the runtime reads it again when it is made, and the
+// device count before then follows it (Runtime::planned_device_count).
+std::optional<std::string> visible_devices_now();
+
 // Parses an environment from an explicit lookup function; used by tests.
 // `lookup` returns nullptr for unset variables.
 Environment parse_environment(const char* (*lookup)(const char* name));

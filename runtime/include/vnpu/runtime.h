@@ -106,7 +106,17 @@ class Device {
 
 class Runtime {
  public:
+  // The process's runtime, made at the first call (the first use of a
+  // device) from the environment as it is then.
   static Runtime& instance();
+  // Whether instance() has been made.
+  static bool instance_made();
+  // environment(), with ASCEND_RT_VISIBLE_DEVICES as the process holds it now.
+  static Environment environment_now();
+  // The device count, and the init error ("" when none), of a runtime made
+  // from `env`, without making one: device counts asked for before the
+  // first use of a device follow ASCEND_RT_VISIBLE_DEVICES as it is then.
+  static int planned_device_count(const Environment& env, std::string* error);
 
   int device_count() const { return static_cast<int>(devices_.size()); }
   // Non-empty when the environment is invalid; device_count() is then 0.
