@@ -125,27 +125,46 @@ def test_get_device_properties_repr():
     assert int(m["cube"]) == props.cube_core_num > 0
     assert int(m["vec"]) == props.vector_core_num > 0
     assert int(m["l2"]) == props.L2_cache_size // (1024 * 1024) > 0
-    assert m["uuid"] == props.uuid
+    assert m["uuid"] == str(props.uuid)
 
 
 def test_device_properties_have_cuda_and_rocm_fields_as_none():
     # as torch_npu; Inductor's cache key reads gcnArchName under transfer_to_npu on a CPU build
     props = torch.npu.get_device_properties(0)
-    for field in ("is_multi_gpu_board", "is_integrated", "max_threads_per_multi_processor", "warp_size",
-                  "regs_per_multiprocessor", "gcnArchName"):
+    for field in ("major", "minor", "is_multi_gpu_board", "is_integrated", "max_threads_per_multi_processor",
+                  "warp_size", "regs_per_multiprocessor", "gcnArchName"):
         assert getattr(props, field) is None, field
 
 
 def test_device_properties_distinct_uuid_per_device():
-    uuids = {torch.npu.get_device_properties(i).uuid for i in range(torch.npu.device_count())}
-    assert len(uuids) == torch.npu.device_count()
+    uuids = [torch.npu.get_device_properties(i).uuid for i in range(torch.npu.device_count())]
+    assert len(set(uuids)) == torch.npu.device_count()
+    # CUDA's and torch_npu's shape: 36 characters, 16 bytes, the same on every call.
+    assert all(len(str(u)) == 36 and len(u.bytes) == 16 for u in uuids)
+    assert torch.npu.get_device_properties(3).uuid == uuids[3]
 
 
-def test_get_device_capability():
-    cap = torch.npu.get_device_capability()
-    assert isinstance(cap, tuple) and len(cap) == 2
-    assert all(isinstance(v, int) for v in cap)
-    assert torch.npu.get_device_capability(1) == cap
+def test_get_device_capability_is_what_the_user_configures(monkeypatch):
+    # As in torch_npu: an NPU has no CUDA compute capability; code that asks
+    # gets TORCH_NPU_DEVICE_CAPABILITY, else None, with a warning either way.
+    monkeypatch.delenv("TORCH_NPU_DEVICE_CAPABILITY", raising=False)
+    with pytest.warns(UserWarning, match="TORCH_NPU_DEVICE_CAPABILITY"):
+        assert torch.npu.get_device_capability() is None
+    monkeypatch.setenv("TORCH_NPU_DEVICE_CAPABILITY", "8.0")
+    with pytest.warns(UserWarning, match="only for compatibility"):
+        assert torch.npu.get_device_capability(1) == (8, 0)
+    monkeypatch.setenv("TORCH_NPU_DEVICE_CAPABILITY", "8.a")
+    with pytest.warns(UserWarning, match="can't parse"):
+        assert torch.npu.get_device_capability(torch.device("npu")) is None
+
+
+def test_can_device_access_peer():
+    assert torch.npu.can_device_access_peer(0, 1) and torch.npu.can_device_access_peer("npu:2", 0)
+    assert torch.npu.can_device_access_peer(0, 0) is False  # a device is not its own peer
+    with pytest.raises(AssertionError, match="Invalid device id"):
+        torch.npu.can_device_access_peer(-1, 0)
+    with pytest.raises(AssertionError, match="Invalid peer device id"):
+        torch.npu.can_device_access_peer(0, 99)
 
 
 def test_get_soc_version():
@@ -347,4 +366,6 @@ def test_get_device_index_as_torch_cuda():
 def test_sync_debug_mode_refuses_an_unknown_level_in_real_torch_npus_words():
     with pytest.raises(RuntimeError, match="invalid value of debug_mode, expected one of 0,1,2"):
         torch.npu.set_sync_debug_mode(7)
+    with pytest.raises(RuntimeError, match="expected one of `default`, `warn`, `error`"):
+        torch.npu.set_sync_debug_mode("loud")
     assert torch.npu.get_sync_debug_mode() == 0

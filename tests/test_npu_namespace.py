@@ -14,19 +14,43 @@ import torch_npu  # noqa: F401
 
 # --- core limits --------------------------------------------------------------------------
 
-def test_device_limit_defaults_to_chip_and_is_stored():
+@pytest.fixture
+def device_limit_settable():
+    """set_device_limit may be called once per process (torch_npu's rule): each
+    test that sets it starts with it unused and puts the chip's limits back."""
+    set_limit = torch.npu.set_device_limit
+    set_limit.called = False
+    yield set_limit
+    set_limit.called = False
+    for index in range(torch.npu.device_count()):
+        props = torch.npu.get_device_properties(index)
+        set_limit(index, props.cube_core_num, props.vector_core_num)
+        set_limit.called = False
+
+
+def test_device_limit_defaults_to_chip_and_is_stored(device_limit_settable):
     props = torch.npu.get_device_properties(1)
     chip = {"cube_core_num": props.cube_core_num, "vector_core_num": props.vector_core_num}
     assert torch.npu.get_device_limit(1) == chip
-    try:
-        torch.npu.set_device_limit(1, 8)
-        assert torch.npu.get_device_limit("npu:1") == {"cube_core_num": 8, "vector_core_num": chip["vector_core_num"]}
-        torch.npu.set_device_limit(torch.device("npu", 1), vector_num=16)
-        assert torch.npu.get_device_limit(1) == {"cube_core_num": 8, "vector_core_num": 16}
-        # Other devices keep theirs.
-        assert torch.npu.get_device_limit(2) == chip
-    finally:
-        torch.npu.set_device_limit(1, chip["cube_core_num"], chip["vector_core_num"])
+    torch.npu.set_device_limit(1, 8)
+    assert torch.npu.get_device_limit(1) == {"cube_core_num": 8, "vector_core_num": chip["vector_core_num"]}
+    # Other devices keep theirs.
+    assert torch.npu.get_device_limit(2) == chip
+    # Once per process, as in torch_npu.
+    with pytest.raises(RuntimeError, match="You can only set this interface once"):
+        torch.npu.set_device_limit(1, vector_num=16)
+    assert torch.npu.get_device_limit(1)["vector_core_num"] == chip["vector_core_num"]
+
+
+def test_device_limit_takes_an_int_device(device_limit_settable):
+    for device in ("0", "npu:1", 0.0, None, True, torch.device("npu", 1)):
+        with pytest.raises(TypeError, match="device must be an int"):
+            torch.npu.get_device_limit(device)
+        device_limit_settable.called = False
+        with pytest.raises(TypeError, match="device must be an int"):
+            torch.npu.set_device_limit(device)
+    with pytest.raises(AssertionError, match="Invalid device id 99"):
+        torch.npu.get_device_limit(99)
 
 
 def test_stream_limit_follows_device_until_set_and_reset():
@@ -53,14 +77,15 @@ def test_limit_argument_checks():
     cores = torch.npu.get_device_properties(s.device_index).cube_core_num
     with pytest.raises(RuntimeError, match=rf"cube_num should be -1 \(unchanged\) or in \[1, {cores}\]"):
         torch.npu.set_stream_limit(s, cores + 1)
+    torch.npu.set_device_limit.called = False
     with pytest.raises(RuntimeError, match="vector_num should be"):
         torch.npu.set_device_limit(0, vector_num=0)
+    torch.npu.set_device_limit.called = False
     with pytest.raises(TypeError, match="stream should be a torch.npu.Stream"):
         torch.npu.get_stream_limit("not a stream")
     with pytest.raises(TypeError, match="should be an int"):
         torch.npu.set_device_limit(0, 2.5)
-    with pytest.raises(RuntimeError, match="Invalid device ID"):
-        torch.npu.get_device_limit(99)
+    torch.npu.set_device_limit.called = False
 
 
 # --- fault handling -----------------------------------------------------------------------
@@ -203,6 +228,16 @@ def test_not_supported_names_raise_with_reason(call):
         call()
 
 
+def test_set_op_timeout_ms_checks_its_argument_before_refusing():
+    # torch_npu's binding takes an unsigned 32-bit count: its messages.
+    with pytest.raises(OverflowError, match="can't convert negative value to unsigned int"):
+        torch.npu.set_op_timeout_ms(-1)
+    with pytest.raises(OverflowError, match="Overflow when unpacking long"):
+        torch.npu.set_op_timeout_ms(2 ** 32)
+    with pytest.raises(TypeError, match="must be int"):
+        torch.npu.set_op_timeout_ms(1.5)
+
+
 def test_argument_refusals_name_what_to_do():
     with pytest.raises(NotImplementedError, match=r"memory_snapshot\(mempool_id=...\) is not supported on vNPU"):
         torch.npu.memory_snapshot(mempool_id=(0, 1))
@@ -257,3 +292,19 @@ def test_erase_stream_checks_arguments_and_keeps_memory_safe():
         torch_npu.erase_stream([1], s)
     with pytest.raises(TypeError, match="stream should be torch_npu.npu.Stream"):
         torch_npu.erase_stream(x, "npu")
+
+
+def test_use_compatible_impl_is_recorded_and_starts_from_the_environment():
+    from conftest import run_python
+    before = torch.npu.are_compatible_impl_enabled()
+    try:
+        torch.npu.use_compatible_impl(True)
+        assert torch.npu.are_compatible_impl_enabled() is True
+        torch.npu.use_compatible_impl(False)
+        assert torch.npu.are_compatible_impl_enabled() is False
+    finally:
+        torch.npu.use_compatible_impl(before)
+    r = run_python("import torch, torch_npu; print(torch.npu.are_compatible_impl_enabled())",
+                   TORCH_NPU_USE_COMPATIBLE_IMPL="1")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "True"

@@ -180,3 +180,32 @@ def test_many_python_threads_devices_and_streams():
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_stream_record_event_keeps_npu_events():
+    stream = torch.npu.Stream()
+    made = stream.record_event()
+    assert type(made) is torch.npu.Event
+    given = torch.npu.Event(enable_timing=True)
+    assert stream.record_event(given) is given
+    assert repr(torch.npu.Event()) == "<torch_npu.npu.Event uninitialized>"
+    assert repr(given).startswith("<torch_npu.npu.Event 0x") and given.npu_event == given.event_id
+    assert "torch_npu.npu.Stream" in repr(stream)
+
+
+def test_event_recorded_time_orders_markers_and_waits_for_them():
+    stream = torch.npu.current_stream()
+    first = torch.npu.Event(enable_timing=True)
+    first.record(stream)
+    torch.npu._sleep(20000)  # the second marker runs 20 ms after the first
+    second = torch.npu.Event(enable_timing=True)
+    second.record(stream)
+    later = second.recorded_time()  # waits for the marker
+    assert second.query()
+    assert isinstance(later, int) and later - first.recorded_time() >= 19_000_000
+    with pytest.raises(RuntimeError, match="must be recorded before"):
+        torch.npu.Event(enable_timing=True).recorded_time()
+    untimed = torch.npu.Event()
+    untimed.record(stream)
+    with pytest.raises(ValueError, match="enable_timing=True"):
+        untimed.recorded_time()

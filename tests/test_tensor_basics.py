@@ -469,6 +469,9 @@ def test_legacy_tensor_types():
     assert torch.LongTensor(size=(2, 3)).shape == sized.shape
     with pytest.raises(TypeError, match="either positionally or as size="):
         torch.npu.LongTensor(2, size=(2, 3))
+    # A torch.Size is sizes, not data, as for torch.FloatTensor(t.size()).
+    like = torch.npu.FloatTensor(torch.zeros(4, 2).size())
+    assert like.shape == torch.FloatTensor(torch.zeros(4, 2).size()).shape == (4, 2)
 
 
 # --- serialization -------------------------------------------------------------

@@ -51,4 +51,14 @@ double elapsed_time_between(uintptr_t start_id, uintptr_t end_id) {
       [&] { return static_cast<const vnpu::Event*>(start)->elapsed_ms(*static_cast<const vnpu::Event*>(end)); });
 }
 
+uint64_t recorded_time_of(uintptr_t event_id) {
+  NPU_CHECK_WITH(Error, ErrCode::kInternal, event_id != 0,
+                 "Event must be recorded before getting recorded timestamp.");
+  std::lock_guard<std::mutex> lock(g_events_mutex);  // the event cannot be destroyed meanwhile
+  const auto* event = reinterpret_cast<const void*>(event_id);
+  NPU_CHECK_WITH(ValueError, ErrCode::kPtr, g_live_events.count(event),
+                 "recorded_time: the event is not an npu event recorded on an npu stream");
+  return with_torch_errors([&] { return static_cast<const vnpu::Event*>(event)->recorded_time_ns(); });
+}
+
 }  // namespace torch_npu

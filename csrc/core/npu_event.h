@@ -28,4 +28,8 @@ bool is_live_event(const void* event);
 // raises a ValueError for ids that are not live npu events.
 double elapsed_time_between(uintptr_t start_id, uintptr_t end_id);
 
+// Event.recorded_time: nanoseconds of the host's monotonic clock at which the
+// event's marker ran, after waiting for it (the event needs enable_timing).
+uint64_t recorded_time_of(uintptr_t event_id);
+
 }  // namespace torch_npu

@@ -160,6 +160,7 @@ PYBIND11_MODULE(_C, m) {
   // torch.Event.elapsed_time only accepts exact torch.Event objects; the
   // torch.npu.Event subclass measures by event ids, looked up (never cast).
   m.def("_event_elapsed_time", &elapsed_time_between);
+  m.def("_event_recorded_time", &recorded_time_of, py::call_guard<py::gil_scoped_release>());
 
   bind_memory(m);
   bind_distributed(m);

@@ -225,6 +225,11 @@ Block* CachingAllocator::allocate_for_running_task(std::size_t bytes, Stream& st
 
 Block* CachingAllocator::allocate_block(std::size_t bytes, Stream& stream, bool may_wait) {
   if (bytes == 0) return nullptr;
+  constexpr std::size_t kOneExbibyte = std::size_t{1} << 60;
+  if (bytes >= kOneExbibyte) {
+    // torch_npu's own refusal, before any pool is looked at (its stats do not count it).
+    throw Error(ErrorCode::kOutOfMemory, "NPU out of memory. Tried to allocate more than 1EB memory.");
+  }
   std::unique_lock<std::mutex> lock(mutex_);
   const std::size_t size = round_size(std::min(bytes, kMaxRequestBytes));  // reads config_
   const std::size_t segment_bytes = segment_size(size);

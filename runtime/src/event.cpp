@@ -139,4 +139,21 @@ double Event::elapsed_ms(const Event& end) const {
   return elapsed.count();
 }
 
+std::uint64_t Event::recorded_time_ns() const {
+  if (captured_graph_) throw_captured("the timestamp");
+  if (!recorded()) {
+    throw Error(ErrorCode::kInvalidValue, "Event must be recorded before getting recorded timestamp.");
+  }
+  if (!enable_timing_) {
+    throw Error(ErrorCode::kInvalidValue,
+                "Event must be created with enable_timing=True to get its recorded timestamp.");
+  }
+  synchronize();
+  if (!stamp_->done.load(std::memory_order_acquire)) {
+    throw Error(ErrorCode::kInternal, "an event completed without its marker having run");
+  }
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(stamp_->time.time_since_epoch()).count());
+}
+
 }  // namespace vnpu

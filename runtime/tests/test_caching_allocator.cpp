@@ -353,6 +353,19 @@ TEST(CachingAllocator, OutOfMemoryMessageAndRecovery) {
   f.allocator.free(big);
 }
 
+TEST(CachingAllocator, RequestsOfOneExbibyteOrMoreAreRefusedUpFront) {
+  Fixture f(64 * kMiB);
+  for (std::size_t bytes : {std::size_t{1} << 60, ~std::size_t{0}}) {
+    const Error e = expect_error([&] { f.allocator.allocate(bytes, f.s0); });
+    EXPECT_EQ(e.code(), ErrorCode::kOutOfMemory);
+    EXPECT_STREQ(e.what(), "NPU out of memory. Tried to allocate more than 1EB memory.");
+  }
+  EXPECT_EQ(f.stats().num_ooms, 0);  // as in torch_npu: refused before the allocator counts anything
+  Block* ok = f.allocator.allocate(kMiB, f.s0);
+  EXPECT_NE(ok, nullptr);
+  f.allocator.free(ok);
+}
+
 TEST(CachingAllocator, MediumRequestFallsBackToAnExactSegment) {
   Fixture f(8 * kMiB);
   Block* a = f.allocator.allocate(3 * kMiB, f.s0);  // no room for 20 MiB

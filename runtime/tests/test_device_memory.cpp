@@ -43,6 +43,25 @@ TEST(DeviceMemory, AllocatesAlignedRoundedBlocks) {
   mem.release(nullptr);  // ignored
 }
 
+TEST(DeviceMemory, ReservesMoreThanTheHostHasUntilTouched) {
+  // A 910B2 has 64 GiB; hosts often have less. Reserving half of it must
+  // work as on the chip (only written pages take RAM).
+  constexpr std::size_t kGiB = std::size_t{1} << 30;
+  DeviceMemory mem(0, 128 * kGiB);
+  void* p = mem.allocate(64 * kGiB);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % DeviceMemory::kAlignmentBytes, 0u);
+  char* c = static_cast<char*>(p);
+  c[0] = 1;
+  c[64 * kGiB - 1] = 2;
+  EXPECT_EQ(c[0] + c[64 * kGiB - 1], 3);
+  mem.release(p);
+  void* small = mem.allocate(4096);  // below the threshold: malloc's, as before
+  ASSERT_NE(small, nullptr);
+  mem.release(small);
+  EXPECT_EQ(mem.reserved(), 0u);
+}
+
 TEST(DeviceMemory, CapacityIsEnforcedWithMessage) {
   DeviceMemory mem(2, 4096);
   void* a = mem.allocate(4096);

@@ -37,6 +37,7 @@ __all__ = [
     "host_empty_cache", "host_memory_stats", "host_memory_stats_as_nested_dict",
     "reset_accumulated_host_memory_stats", "reset_peak_host_memory_stats", "set_deterministic_level",
     "NpuGraphOpHandler", "register_npu_graph_handler", "super_kernel_scope_begin", "super_kernel_scope_end", "npurt",
+    "use_compatible_impl", "are_compatible_impl_enabled",
 ]
 
 from torch_npu.npu.device import (  # noqa: F401
@@ -60,7 +61,8 @@ from torch_npu.npu.random import (  # noqa: F401
     default_generators, get_rng_state, get_rng_state_all, initial_seed, manual_seed,
     manual_seed_all, seed, seed_all, set_rng_state, set_rng_state_all,
 )
-from torch_npu.npu.options import fallback_counts, get_option, is_support, set_option  # noqa: F401
+from torch_npu.npu.options import (  # noqa: F401
+    are_compatible_impl_enabled, fallback_counts, get_option, is_support, set_option, use_compatible_impl)
 from torch_npu.npu.compile_mode import is_jit_compile_false, jit_compile, set_compile_mode  # noqa: F401
 from torch_npu.npu.check_mode import check_mode_report, get_check_mode, set_check_mode  # noqa: F401
 from torch_npu.npu import amp, utils  # noqa: F401

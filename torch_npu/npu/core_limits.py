@@ -12,12 +12,13 @@ never set follows its device's limit, as on the chip.
 Thread-safety: every function may be called from any thread (one lock).
 """
 
+import functools
 import threading
 
 import torch
 
 from torch_npu import _C
-from torch_npu.npu.device import _index, _lazy_init
+from torch_npu.npu.device import _lazy_init
 
 _lock = threading.Lock()
 _device_limits = {}   # device index -> (cube, vector)
@@ -25,12 +26,14 @@ _stream_limits = {}   # (device index, stream id) -> (cube, vector)
 
 
 def _device(device, fn):
+    # An int only, as in torch_npu (a string, a float, None or a bool is refused).
+    if isinstance(device, bool) or not isinstance(device, int):
+        raise TypeError(f"device must be an int, but got {type(device).__name__}")
     _lazy_init()
-    index = _index(device)
-    if index < 0:
-        index = _C._current_device()
-    _C._check_device(index)
-    return index
+    count = _C._device_count()
+    if not 0 <= device < count:
+        raise AssertionError(f"Invalid device id {device}: torch.npu.{fn} takes 0 to {count - 1}.")
+    return device
 
 
 def _chip_cores(index):
@@ -58,9 +61,31 @@ def _device_limit(index):
     return _device_limits.get(index) or _chip_cores(index)
 
 
+class _CallOnce:
+    """torch_npu's rule for set_device_limit: a process sets the device limit
+    once; a second call raises. ``called`` is public, as in torch_npu (its
+    tests reset it)."""
+
+    def __init__(self, func):
+        functools.update_wrapper(self, func)
+        self.func = func
+        self.called = False
+        self.result = None
+
+    def __call__(self, *args, **kwargs):
+        if self.called:
+            raise RuntimeError(f"Function '{self.func.__name__}' has already been called, "
+                               "You can only set this interface once.")
+        self.called = True
+        self.result = self.func(*args, **kwargs)
+        return self.result
+
+
+@_CallOnce
 def set_device_limit(device, cube_num=-1, vector_num=-1):
     """Caps the cube / vector cores of every kernel on ``device`` (-1 leaves one as it is).
-    Recorded and reported by get_device_limit; no effect on the virtual NPU."""
+    Once per process, as in torch_npu. Recorded and reported by get_device_limit; no
+    effect on the virtual NPU."""
     index = _device(device, "set_device_limit")
     cube_num, vector_num = _validated(index, cube_num, vector_num, "set_device_limit")
     with _lock:

@@ -1,6 +1,10 @@
 """Device management: torch.npu.device_count, set_device, properties, ..."""
 
 import functools
+import os
+import re
+import uuid
+import warnings
 
 import torch
 
@@ -137,12 +141,14 @@ class _NPUDeviceProperties:
         self.cube_core_num = props["cube_core_num"]
         self.vector_core_num = props["vector_core_num"]
         self.L2_cache_size = props["L2_cache_size"]
-        self.major = props["major"]
-        self.minor = props["minor"]
-        self.uuid = f"vnpu-{props['physical_id']:04d}-{props['soc_version']}"
+        # A UUID as CUDA's and torch_npu's (36 characters, 16 bytes), stable per
+        # card: "VNPU" in hex, the SoC version, then the physical card id.
+        self.uuid = uuid.UUID(f"564e5055-{props['soc_version']:04x}-0000-0000-{props['physical_id']:012x}")
         # CUDA's and ROCm's fields, None on npu as in torch_npu: code written
         # for CUDA reads them (Inductor's cache key reads gcnArchName when
         # torch.version.cuda is None, as on a CPU build under transfer_to_npu).
+        self.major = None
+        self.minor = None
         self.is_multi_gpu_board = None
         self.is_integrated = None
         self.multi_processor_count = None
@@ -181,9 +187,27 @@ def _device_is_pre_910b() -> bool:
     return is_available() and _is_pre_910b(get_device_name())
 
 
+_CAPABILITY_NOTE = ("The return value of get_device_capability is only for compatibility with PyTorch "
+                    "and does not represent the actual capability of the NPU device.")
+
+
 def get_device_capability(device=None):
-    props = get_device_properties(device)
-    return (props.major, props.minor)
+    """(major, minor) from TORCH_NPU_DEVICE_CAPABILITY ("8.0"), else None, as in
+    real torch_npu: an NPU has no CUDA compute capability, so the value is
+    only what the user configures for code that asks (``device`` is unused)."""
+    value = os.getenv("TORCH_NPU_DEVICE_CAPABILITY")
+    if not value:
+        warnings.warn("You can set the device capability via the environment variable "
+                      f"TORCH_NPU_DEVICE_CAPABILITY. {_CAPABILITY_NOTE}")
+        return None
+    match = re.fullmatch(r"(\d+)\.(\d+)", value)
+    if match is None:
+        warnings.warn(f"torch.npu.get_device_capability can't parse TORCH_NPU_DEVICE_CAPABILITY environment "
+                      f"variable: {value}. Expected format is 'major.minor' where major and minor are non-negative "
+                      "integers (e.g., '8.0').")
+        return None
+    warnings.warn(_CAPABILITY_NOTE)
+    return int(match.group(1)), int(match.group(2))
 
 
 def get_soc_version() -> int:
@@ -209,8 +233,14 @@ def utilization(device=None) -> int:
 
 
 def can_device_access_peer(device_id, peer_device_id) -> bool:
-    """All virtual NPUs share host memory, so every pair can access each other."""
+    """Whether ``device_id`` can map ``peer_device_id``'s memory. Every pair of
+    distinct virtual NPUs can (they share host memory); a device and itself
+    is not a peer pair, and is False as in torch_npu (aclrtDeviceCanAccessPeer)."""
+    count = device_count()
+    device_id, peer_device_id = _index(device_id), _index(peer_device_id)
+    if not 0 <= device_id < count:
+        raise AssertionError(f"Invalid device id {device_id}: there are {count} NPU devices.")
+    if not 0 <= peer_device_id < count:
+        raise AssertionError(f"Invalid peer device id {peer_device_id}: there are {count} NPU devices.")
     _lazy_init()
-    _C._check_device(_index(device_id))
-    _C._check_device(_index(peer_device_id))
-    return True
+    return device_id != peer_device_id

@@ -29,6 +29,8 @@ def _make(name, dtype):
             if args:
                 raise TypeError(f"torch.npu.{name}() takes sizes either positionally or as size=, not both")
             return torch.empty(tuple(size), dtype=dtype, device=target)
+        if len(args) == 1 and isinstance(args[0], torch.Size):  # FloatTensor(t.size()): sizes, as torch's
+            return torch.empty(args[0], dtype=dtype, device=target)
         if len(args) == 1 and not isinstance(args[0], int):
             data = args[0]
             if isinstance(data, torch.Tensor):

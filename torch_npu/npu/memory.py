@@ -276,7 +276,7 @@ def memory_summary(device=None, abbreviated=False) -> str:
         double_rule,
         f"{'':18}PyTorch NPU memory summary, device ID {index}",
         rule,
-        f"{'':12}NPU OOMs: {stats['num_ooms']:<12d} | {'':7}npuMalloc retries: {stats['num_alloc_retries']}",
+        f"{'':12}NPU OOMs: {stats['num_ooms']:<13d} | {'':7}npuMalloc retries: {stats['num_alloc_retries']}",
         double_rule,
         "        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  ",
     ]

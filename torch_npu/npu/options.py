@@ -6,6 +6,8 @@ compiler or precision modes, so most values are validated and recorded
 (from the seeds) makes every CPU fallback call print a line.
 """
 
+import os
+
 import torch
 
 from torch_npu import _C
@@ -26,6 +28,10 @@ _OPTIONS = {
     "enable_debug": (True, False),
     # Operator hooks of C++ extensions (at_npu::native::RegisterOpHook*Fn).
     "OP_HOOK_ENABLE": ("enable", "disable"),
+    # torch.npu.use_compatible_impl: "1" asks torch_npu for the implementations
+    # that behave as PyTorch's CUDA ones where its own differ (host allocator,
+    # graphs, hccl). vNPU has only those, so the switch is recorded, not acted on.
+    "TORCH_NPU_USE_COMPATIBLE_IMPL": ("0", "1"),
 }
 
 _values = {}
@@ -66,6 +72,18 @@ def set_option(option, value=None):
             _C._set_op_hooks_enabled(val == "enable")
 
 
+def use_compatible_impl(is_enable):
+    """Records whether torch_npu's PyTorch-compatible implementations are asked
+    for (``TORCH_NPU_USE_COMPATIBLE_IMPL``). vNPU's implementations are the
+    compatible ones either way, so nothing else changes."""
+    set_option({"TORCH_NPU_USE_COMPATIBLE_IMPL": "1" if is_enable else "0"})
+
+
+def are_compatible_impl_enabled() -> bool:
+    """Whether use_compatible_impl(True) (or TORCH_NPU_USE_COMPATIBLE_IMPL=1) asked for them."""
+    return get_option("TORCH_NPU_USE_COMPATIBLE_IMPL") == "1"
+
+
 def _chip_precision_default():
     # torch_npu's default: must_keep_origin_dtype on 910B and later,
     # allow_fp32_to_fp16 on 910A and the 310P.
@@ -78,6 +96,8 @@ def get_option(key):
     the chip's default)."""
     if key == "ACL_PRECISION_MODE" and key not in _values:
         return _chip_precision_default()
+    if key == "TORCH_NPU_USE_COMPATIBLE_IMPL" and key not in _values:
+        return "1" if os.getenv("TORCH_NPU_USE_COMPATIBLE_IMPL") == "1" else "0"
     return _values.get(key)
 
 

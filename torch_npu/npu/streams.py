@@ -51,6 +51,15 @@ class Stream(torch.Stream):
     def __repr__(self):
         return f"<torch_npu.npu.Stream device=npu:{self.device_index} npu_stream={self.npu_stream:#x}>"
 
+    def record_event(self, event=None):
+        """Records ``event`` (a new torch.npu.Event when None) on this stream and returns it."""
+        # torch.Stream.record_event accepts only a plain torch.Event and makes
+        # plain ones: this keeps torch.npu.Event, as real torch_npu does.
+        if event is None:
+            event = Event()
+        event.record(self)
+        return event
+
     @property
     def npu_stream(self):
         """The stream's aclrtStream handle (an int), as C++ extensions and the
@@ -82,6 +91,22 @@ class Event(torch.Event):
         if not isinstance(end_event, torch.Event):
             raise TypeError(f"expected a torch.npu.Event, got {type(end_event).__name__}")
         return _C._event_elapsed_time(self.event_id, end_event.event_id)
+
+    def recorded_time(self) -> int:
+        """When the event's marker ran on its stream, in nanoseconds of the
+        host's monotonic clock; waits for it first. The event needs
+        enable_timing=True."""
+        return _C._event_recorded_time(self.event_id)
+
+    @property
+    def npu_event(self) -> int:
+        """The event's aclrtEvent handle (an int; 0 until first recorded)."""
+        return self.event_id
+
+    def __repr__(self):
+        if self.event_id:
+            return f"<torch_npu.npu.Event {self.event_id:#x}>"
+        return "<torch_npu.npu.Event uninitialized>"
 
 
 class ExternalEvent:

@@ -14,7 +14,7 @@ _NAMES = {"default": 0, "warn": 1, "error": 2}
 def set_sync_debug_mode(debug_mode) -> None:
     if isinstance(debug_mode, str):
         if debug_mode not in _NAMES:
-            raise RuntimeError('invalid value of debug_mode, expected one of "default", "warn", "error"')
+            raise RuntimeError("invalid value of debug_mode, expected one of `default`, `warn`, `error`")
         debug_mode = _NAMES[debug_mode]
     if debug_mode not in (0, 1, 2):
         raise RuntimeError("invalid value of debug_mode, expected one of 0,1,2")

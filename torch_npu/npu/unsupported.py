@@ -36,6 +36,14 @@ def set_aoe(dump_path):
 
 
 def set_op_timeout_ms(timeout):
+    # The argument is checked first, with torch_npu's messages (its binding
+    # takes an unsigned 32-bit count of milliseconds).
+    if isinstance(timeout, bool) or not isinstance(timeout, int):
+        raise TypeError(f"set_op_timeout_ms(): argument 'timeout' must be int, not {type(timeout).__name__}")
+    if timeout < 0:
+        raise OverflowError("can't convert negative value to unsigned int")
+    if timeout >= 2 ** 32:
+        raise OverflowError("Overflow when unpacking long")
     _raise("set_op_timeout_ms")
 
 

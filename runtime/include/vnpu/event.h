@@ -69,6 +69,12 @@ class Event {
 // that depends on work before the marker.
   double elapsed_ms(const Event& end) const;
 
+  // When the marker ran, in nanoseconds of the host's monotonic clock
+  // (torch_npu's Event.recorded_time, aclrtEventGetTimestamp on a chip):
+  // waits for the marker as synchronize() does. Throws Error(kInvalidValue)
+  // unless the event has timing enabled and was recorded.
+  std::uint64_t recorded_time_ns() const;
+
   bool enable_timing() const { return enable_timing_; }
   bool recorded() const { return stream_ != nullptr; }
   Stream* stream() const { return stream_; }

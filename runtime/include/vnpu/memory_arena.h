@@ -25,9 +25,18 @@ class MemoryArena {
 };
 
 // Aligned host memory (posix_memalign). The pages are touched only when
-// used, so a large reservation costs nothing until written.
+// used, so a large reservation costs nothing until written. Blocks of
+// kReserveOnlyBytes or more are anonymous mappings with MAP_NORESERVE:
+// Linux's default overcommit rule refuses a single ordinary allocation
+// larger than RAM + swap, though its pages would be made only when touched.
+// A device's capacity is the chip's HBM (64 GiB on a 910B2), often more than
+// the host has: with this, half of it can be reserved as on the chip (real
+// torch_npu's memory-fraction tests do), and only what is written takes RAM.
+// Smaller blocks stay with malloc, which reuses freed pages without faults.
 class HostArena final : public MemoryArena {
  public:
+  static constexpr std::size_t kReserveOnlyBytes = std::size_t{1} << 30;  // 1 GiB
+
   void* map(std::size_t bytes, std::size_t alignment) override;
   void unmap(void* ptr, std::size_t bytes) override;
   const char* name() const override { return "host"; }
