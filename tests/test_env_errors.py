@@ -103,6 +103,33 @@ def test_visible_devices_set_after_import_counts_until_first_use():
     assert "0005" in card and card.endswith(" 2.0")
 
 
+def test_alloc_conf_set_after_import_counts_at_first_use():
+    # As PYTORCH_CUDA_ALLOC_CONF: parsed when the allocator starts (spawned
+    # workers set it after their imports), not at import.
+    r = run_python("""
+        import os, torch, torch_npu
+        os.environ["PYTORCH_NPU_ALLOC_CONF"] = "per_process_memory_fraction:0.1"
+        total = torch.npu.get_device_properties(0).total_memory
+        try:
+            torch.empty(int(total * 0.2), dtype=torch.int8, device="npu")
+            print("allocated")
+        except torch.OutOfMemoryError as e:
+            print("refused", "out of memory" in str(e))
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["refused", "True"]
+    r = run_python("""
+        import os, torch, torch_npu
+        os.environ["PYTORCH_NPU_ALLOC_CONF"] = "per_process_memory_fraction:2.0"
+        try:
+            torch.empty(4, device="npu")
+        except RuntimeError as e:
+            print("error", "per_process_memory_fraction" in str(e))
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["error", "True"]
+
+
 def test_visible_devices_set_after_import_to_a_missing_card():
     r = run_python("""
         import os, torch, torch_npu

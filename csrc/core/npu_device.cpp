@@ -25,22 +25,22 @@ void mark_bad_fork_in_child() { g_bad_fork.store(g_initialized.load()); }
 }  // namespace
 
 // Before the first use of a device the runtime is not made yet, and the
-// count follows ASCEND_RT_VISIBLE_DEVICES as the process holds it now (real
-// torch_npu and CUDA do not cache the count before initialisation either):
-// a script may set the variable after `import torch_npu`.
+// count follows the environment as the process holds it now (real torch_npu
+// and CUDA do not cache the count before initialisation either): a script
+// may set ASCEND_RT_VISIBLE_DEVICES after `import torch_npu`.
 c10::DeviceIndex device_count() noexcept {
   if (vnpu::Runtime::instance_made()) {
     return static_cast<c10::DeviceIndex>(vnpu::Runtime::instance().device_count());
   }
   std::string error;
   return static_cast<c10::DeviceIndex>(
-      vnpu::Runtime::planned_device_count(vnpu::Runtime::environment_now(), &error));
+      vnpu::Runtime::planned_device_count(vnpu::environment_now(), &error));
 }
 
 std::string device_init_error() noexcept {
   if (vnpu::Runtime::instance_made()) return vnpu::Runtime::instance().init_error();
   std::string error;
-  vnpu::Runtime::planned_device_count(vnpu::Runtime::environment_now(), &error);
+  vnpu::Runtime::planned_device_count(vnpu::environment_now(), &error);
   return error;
 }
 

@@ -80,8 +80,8 @@ const std::vector<EnvironmentVariable>& environment_variables() {
       {"VNPU_DEVICE_COUNT", "8", "number of virtual NPUs (0-64)"},
       {"ASCEND_RT_VISIBLE_DEVICES", "all",
        "comma-separated physical ids to expose, renumbered from 0 (like `CUDA_VISIBLE_DEVICES`); "
-       "naming a missing device is an error; read again until the first device use, so a script may "
-       "set it after `import torch_npu`"},
+       "naming a missing device is an error; read at the first device use, so a script may set it after "
+       "`import torch_npu`"},
       {"VNPU_CHIP", "`Ascend910B2`",
        "chip profile: Ascend910B1-B4, Ascend910_9391/9392, Ascend910A, Ascend310P3, Ascend950"},
       {"VNPU_DEVICE_MEMORY_MB", "chip's HBM", "device capacity override"},
@@ -105,7 +105,8 @@ const std::vector<EnvironmentVariable>& environment_variables() {
        "`base_addr_aligned_kb`, `page_size`, `segment_size_mb`, `release_lock_on_npumalloc`: validated, no "
        "effect on the virtual NPU; `pin_memory_expandable_segments`, `pinned_mem_register`: turned off with "
        "real torch_npu's warning for CANN before 8.5, which vNPU reports); unknown "
-       "keys, bad values or both variables set raise at the first allocation. "
+       "keys, bad values or both variables set raise at the first allocation. Read at the first use of a "
+       "device, so it may be set after `import torch_npu`. "
        "`torch_npu.npu.memory._set_allocator_settings(...)` changes all but `max_split_size_mb` at run time"},
       {"PYTORCH_ALLOC_CONF", "unset", "PyTorch's name for `PYTORCH_NPU_ALLOC_CONF` (the same options)"},
       {"VNPU_SHARED_DEVICE_MEMORY", "auto",
@@ -314,8 +315,6 @@ const Environment& environment() {
   return env;
 }
 
-std::optional<std::string> visible_devices_now() {
-  return raw(&process_lookup, "ASCEND_RT_VISIBLE_DEVICES");
-}
+Environment environment_now() { return parse_environment(&process_lookup); }
 
 }  // namespace vnpu

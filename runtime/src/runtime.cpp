@@ -253,7 +253,7 @@ Runtime& Runtime::instance() {
   // static caches are freed during interpreter shutdown, after function-level
   // statics would already be destroyed. The OS reclaims the memory.
   static Runtime* runtime = [] {
-    Runtime* made = new Runtime(environment_now());
+    Runtime* made = new Runtime(vnpu::environment_now());
     g_instance_made.store(true, std::memory_order_release);
     return made;
   }();
@@ -261,12 +261,6 @@ Runtime& Runtime::instance() {
 }
 
 bool Runtime::instance_made() { return g_instance_made.load(std::memory_order_acquire); }
-
-Environment Runtime::environment_now() {
-  Environment env = environment();
-  env.visible_devices = visible_devices_now();
-  return env;
-}
 
 int Runtime::planned_device_count(const Environment& env, std::string* error) {
   const ChipProfile* profile = nullptr;

@@ -91,12 +91,14 @@ struct Environment {
 // The process-wide environment, parsed on first call. Thread-safe.
 const Environment& environment();
 
-// ASCEND_RT_VISIBLE_DEVICES as the process environment holds it now. Like
-// CUDA_VISIBLE_DEVICES and real torch_npu, it counts until the devices are
-// made (the first use of a device), not at import: scripts set it after
-// `import torch_npu`. So the runtime reads it again when it is made, and the
-// device count before then follows it (Runtime::planned_device_count).
-std::optional<std::string> visible_devices_now();
+// The process environment parsed as it is now (not cached). The runtime is
+// made from it at the first use of a device, not at import, as CUDA and real
+// torch_npu read CUDA_VISIBLE_DEVICES / ASCEND_RT_VISIBLE_DEVICES and the
+// allocator's PYTORCH_*_ALLOC_CONF: scripts (and spawned workers) set them
+// after `import torch_npu`. Device counts asked for before then follow it
+// too (Runtime::planned_device_count). environment() is the first parse,
+// for the switches read elsewhere (launch mode, hccl, logging).
+Environment environment_now();
 
 // Parses an environment from an explicit lookup function; used by tests.
 // `lookup` returns nullptr for unset variables.

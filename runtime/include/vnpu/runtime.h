@@ -107,12 +107,10 @@ class Device {
 class Runtime {
  public:
   // The process's runtime, made at the first call (the first use of a
-  // device) from the environment as it is then.
+  // device) from the environment as it is then (environment_now()).
   static Runtime& instance();
   // Whether instance() has been made.
   static bool instance_made();
-  // environment(), with ASCEND_RT_VISIBLE_DEVICES as the process holds it now.
-  static Environment environment_now();
   // The device count, and the init error ("" when none), of a runtime made
   // from `env`, without making one: device counts asked for before the
   // first use of a device follow ASCEND_RT_VISIBLE_DEVICES as it is then.
