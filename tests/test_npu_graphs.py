@@ -172,6 +172,78 @@ def _random_block(x, generator=None):
     return torch.stack([c, c + d])
 
 
+def _rewinding_block():
+    # get_rng_state / set_rng_state between draws, as activation
+    # checkpointing's recompute does: the second draw repeats the first.
+    first = torch.rand(8, device="npu")
+    state = torch.npu.get_rng_state()
+    second = torch.rand(8, device="npu")
+    torch.npu.set_rng_state(state)
+    third = torch.rand(8, device="npu")
+    return first, second, third
+
+
+def test_rng_state_calls_in_a_capture_replay_as_they_ran_eagerly():
+    torch.npu.manual_seed(11)
+    eager = _rewinding_block()
+    eager_next = torch.rand(4, device="npu")
+    assert torch.equal(eager[1].cpu(), eager[2].cpu())
+    g = torch.npu.NPUGraph()
+    with torch.npu.graph(g):
+        captured = _rewinding_block()
+    torch.npu.manual_seed(11)
+    g.replay()
+    # The replay advanced the generator as far as the eager block did.
+    replay_next = torch.rand(4, device="npu")
+    for e, c in zip(eager, captured):
+        assert torch.equal(e.cpu(), c.cpu())
+    assert torch.equal(eager_next.cpu(), replay_next.cpu())
+
+
+def test_checkpoint_preserving_rng_state_in_a_capture_matches_eager():
+    def fn(x):
+        return torch.nn.functional.dropout(x, 0.5) * torch.sigmoid(torch.randn(16, device="npu"))
+
+    def step():
+        x = torch.ones(16, device="npu", requires_grad=True)
+        out = torch.utils.checkpoint.checkpoint(fn, x, use_reentrant=False, preserve_rng_state=True)
+        (grad,) = torch.autograd.grad(out.sum(), x)
+        return out.detach(), grad
+
+    fn(torch.ones(16, device="npu"))  # warm-up before the capture
+    torch.npu.manual_seed(42)
+    eager_out, eager_grad = step()
+    g = torch.npu.NPUGraph()
+    with torch.npu.graph(g):
+        graph_out, graph_grad = step()
+    torch.npu.manual_seed(42)
+    g.replay()
+    assert torch.equal(eager_out.cpu(), graph_out.cpu())
+    # The recompute drew the forward's numbers again: gradients match exactly.
+    assert torch.equal(eager_grad.cpu(), graph_grad.cpu())
+
+
+def test_a_capture_cannot_reseed_the_generator():
+    torch.npu.manual_seed(0)
+    other = torch.npu.get_rng_state()
+    torch.npu.manual_seed(1)
+    message = "set_current_seed can be called during stream capture only if new seed is the same"
+    for reseed in (lambda: torch.npu.manual_seed(0), lambda: torch.npu.set_rng_state(other)):
+        g = torch.npu.NPUGraph()
+        with pytest.raises(RuntimeError, match=message):
+            with torch.npu.graph(g):
+                reseed()
+    g = torch.npu.NPUGraph()
+    with torch.npu.graph(g):
+        torch.npu.manual_seed(1)  # the same seed: allowed, nothing changes
+        y = torch.rand(2, device="npu")
+    torch.npu.manual_seed(1)
+    expected = torch.rand(2, device="npu")
+    torch.npu.manual_seed(1)
+    g.replay()
+    assert torch.equal(y.cpu(), expected.cpu())
+
+
 def test_random_ops_in_a_capture_draw_fresh_numbers_at_each_replay_as_eager_would():
     x = torch.randn(64, device="npu")
     gen = torch.Generator(device="npu")

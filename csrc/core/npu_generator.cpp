@@ -31,6 +31,21 @@ uint64_t mix(uint64_t x) {
 
 constexpr size_t kStateBytes = 2 * sizeof(uint64_t);
 
+// The capture the current stream of `device` is making into an NPUGraph, or
+// nullptr: a generator's state calls during a capture act on it (Note
+// [Random ops in NPU graphs]).
+std::shared_ptr<CaptureRng> capturing_rng(c10::DeviceIndex device) {
+  // No capture before the device is initialised; asking would initialise it
+  // (torch.manual_seed reaches here at import).
+  if (!is_initialized()) return nullptr;
+  const vnpu::Stream& stream = current_runtime_stream(device);
+  return stream.capturing() ? capture_rng_of(stream) : nullptr;
+}
+
+at::Generator handle_of(const NpuGenerator* generator) {
+  return at::Generator(c10::intrusive_ptr<c10::GeneratorImpl>::reclaim_copy(const_cast<NpuGenerator*>(generator)));
+}
+
 }  // namespace
 
 NpuGenerator::NpuGenerator(c10::DeviceIndex device, uint64_t seed)
@@ -39,6 +54,13 @@ NpuGenerator::NpuGenerator(c10::DeviceIndex device, uint64_t seed)
       seed_(seed) {}
 
 void NpuGenerator::set_current_seed(uint64_t seed) {
+  if (capturing_rng(device().index()) != nullptr) {
+    // The graph's draws follow the generator's seed at each replay; a
+    // capture cannot give it another one (CUDA's rule, in torch_npu's words).
+    TORCH_CHECK(seed == seed_, "NPUGeneratorImpl::set_current_seed can be called during stream capture only if "
+                               "new seed is the same as the original seed.");
+    return;
+  }
   seed_ = seed;
   offset_ = 0;
 }
@@ -61,13 +83,21 @@ void NpuGenerator::set_state(const c10::TensorImpl& new_state) {
               "RNG state is wrong size: expected ", kStateBytes, " bytes, got ", new_state.numel());
   uint64_t values[2];
   std::memcpy(values, new_state.data(), kStateBytes);
+  if (std::shared_ptr<CaptureRng> rng = capturing_rng(device().index())) {
+    // During a capture the offset is the capture's own draw count (what
+    // get_state returned there): checkpointing's recompute replays draws.
+    set_current_seed(values[0]);
+    rng->set_draws_of(handle_of(this), values[1]);
+    return;
+  }
   seed_ = values[0];
   offset_ = values[1];
 }
 
 c10::intrusive_ptr<c10::TensorImpl> NpuGenerator::get_state() const {
   auto state = at::empty({static_cast<int64_t>(kStateBytes)}, at::TensorOptions().dtype(at::kByte));
-  const uint64_t values[2] = {seed_, offset_};
+  const std::shared_ptr<CaptureRng> rng = capturing_rng(device().index());
+  const uint64_t values[2] = {seed_, rng ? rng->draws_of(handle_of(this)) : offset_};
   std::memcpy(state.data_ptr(), values, kStateBytes);
   return state.getIntrusivePtr();
 }
@@ -100,21 +130,41 @@ uint64_t OpSeed::value() const {
   return mix(replay_seed ^ mix(replay_offset + offset));
 }
 
+CaptureRng::Slot& CaptureRng::slot_of(const at::Generator& generator) {
+  for (Slot& slot : slots_) {
+    if (slot.generator.unsafeGetGeneratorImpl() == generator.unsafeGetGeneratorImpl()) return slot;
+  }
+  slots_.push_back(Slot{generator, 0});
+  return slots_.back();
+}
+
 OpSeed CaptureRng::draw(const at::Generator& generator) {
   std::lock_guard<std::mutex> lock(mutex_);
-  size_t slot = 0;
-  while (slot < slots_.size() && slots_[slot].generator.unsafeGetGeneratorImpl() != generator.unsafeGetGeneratorImpl()) {
-    ++slot;
-  }
-  if (slot == slots_.size()) slots_.push_back(Slot{generator, 0});
-  return OpSeed{0, slots_[slot].draws++, static_cast<int32_t>(slot)};
+  Slot& slot = slot_of(generator);
+  return OpSeed{0, slot.draws++, static_cast<int32_t>(&slot - slots_.data())};
+}
+
+uint64_t CaptureRng::draws_of(const at::Generator& generator) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return slot_of(generator).draws;
+}
+
+void CaptureRng::set_draws_of(const at::Generator& generator, uint64_t draws) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  slot_of(generator).draws = draws;
 }
 
 std::vector<std::pair<uint64_t, uint64_t>> CaptureRng::take_replay_state() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  // The slots are copied first: a generator's lock is never taken while
+  // mutex_ is held (get_state takes them in the other order).
+  std::vector<Slot> slots;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    slots = slots_;
+  }
   std::vector<std::pair<uint64_t, uint64_t>> state;
-  state.reserve(slots_.size());
-  for (Slot& slot : slots_) {
+  state.reserve(slots.size());
+  for (Slot& slot : slots) {
     std::lock_guard<std::mutex> lock(slot.generator.mutex());
     auto* gen = at::check_generator<NpuGenerator>(slot.generator);
     state.emplace_back(gen->current_seed(), gen->get_offset());

@@ -81,6 +81,12 @@ class CaptureRng {
  public:
   // The slot of `generator` in this capture, counting one more draw.
   OpSeed draw(const at::Generator& generator);
+  // get_rng_state / set_rng_state during the capture (as CUDA's intragraph
+  // offset): how many draws of `generator` the capture has made so far, and
+  // rewinding or advancing that count. A replay advances the generator by
+  // the count at the capture's end.
+  uint64_t draws_of(const at::Generator& generator);
+  void set_draws_of(const at::Generator& generator, uint64_t draws);
   // At replay (host side): each generator's (seed, offset) now, then advances
   // its offset by the capture's draws.
   std::vector<std::pair<uint64_t, uint64_t>> take_replay_state();
@@ -90,6 +96,8 @@ class CaptureRng {
     at::Generator generator;
     uint64_t draws = 0;
   };
+  Slot& slot_of(const at::Generator& generator);  // mutex_ held
+
   std::mutex mutex_;          // any thread may launch on the capturing stream
   std::vector<Slot> slots_;   // few: one per generator the captured ops used
 };
