@@ -140,3 +140,26 @@ def test_max_unpool_with_repeated_indices_is_deterministic(dims):
     assert torch.get_num_threads() == threads  # the caller's intra-op threads are restored
     with pytest.raises(RuntimeError, match="Found an invalid max index"):
         unpool(x.npu(), torch.full_like(indices, 10**9).npu(), size, *extra)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_bce_with_logits_in_half_precision_rounds_once_like_the_chip(dtype, reduction):
+    # The chip computes in float32 and rounds once: npu equals float32 cpu
+    # rounded to the dtype (ATen's half composite rounds at every step).
+    g = torch.Generator().manual_seed(0)
+    x = (torch.rand(10, 64, generator=g) * 2).to(dtype)
+    target = torch.randint(0, 2, (10, 64), generator=g).to(dtype)
+    weight = (torch.rand(10, 1, generator=g) * 2).to(dtype)
+    pos_weight = (torch.rand(64, generator=g) * 2).to(dtype)
+    expected = F.binary_cross_entropy_with_logits(x.float(), target.float(), weight=weight.float(),
+                                                  pos_weight=pos_weight.float(), reduction=reduction).to(dtype)
+    xn = x.npu().requires_grad_()
+    got = F.binary_cross_entropy_with_logits(xn, target.npu(), weight=weight.npu(), pos_weight=pos_weight.npu(),
+                                             reduction=reduction)
+    assert got.dtype == dtype and torch.equal(got.cpu(), expected)
+    got.sum().backward()  # ATen's derivative formula, in the input dtype
+    xc = x.clone().requires_grad_()
+    F.binary_cross_entropy_with_logits(xc, target, weight=weight, pos_weight=pos_weight,
+                                       reduction=reduction).sum().backward()
+    torch.testing.assert_close(xn.grad.cpu(), xc.grad)
