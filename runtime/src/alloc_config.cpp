@@ -185,6 +185,19 @@ class Parser {
     config.per_process_memory_fraction = f;
   }
 
+  void large_segment_size(const std::string& raw, AllocConfig& config) const {
+    // torch's rule: larger than the 10 MiB from which requests get a segment
+    // of their own size; capped where the byte count would overflow.
+    constexpr std::uint64_t kMinMb = 10;
+    const std::uint64_t mb = parse_unsigned("large_segment_size_mb", raw);
+    if (mb <= kMinMb) {
+      fail("CachingAllocator option large_segment_size_mb must be > " + std::to_string(kMinMb) + " MB, got " +
+           std::to_string(mb));
+    }
+    config.large_segment_size_bytes =
+        static_cast<std::size_t>(std::min<std::uint64_t>(mb, std::numeric_limits<std::size_t>::max() / kMiB)) * kMiB;
+  }
+
   void page_size(const std::string& raw, AllocConfig& config) const {
     if (trim(raw) != "1g") fail("Unsupported page_size value: " + trim(raw) + " (page_size:1g is the only one)");
     config.page_size_1g = true;
@@ -240,6 +253,8 @@ AllocConfig apply_alloc_config(AllocConfig config, const std::string& text, cons
       parser.page_size(value, config);
     } else if (key == "segment_size_mb") {
       config.segment_size_mb = parser.bounded(key, value, 20, 512);
+    } else if (key == "large_segment_size_mb") {
+      parser.large_segment_size(value, config);
     } else if (key == "pin_memory_expandable_segments") {
       config.pin_memory_expandable_segments = parser.boolean(key, value);
     } else if (key == "pinned_mem_register") {
@@ -256,10 +271,18 @@ AllocConfig apply_alloc_config(AllocConfig config, const std::string& text, cons
       parser.fail("Unrecognized CachingAllocator option: " + key +
                   " (supported: max_split_size_mb, garbage_collection_threshold, roundup_power2_divisions, "
                   "expandable_segments, per_process_memory_fraction, multi_stream_lazy_reclaim, "
-                  "base_addr_aligned_kb, page_size, segment_size_mb, pin_memory_expandable_segments, "
+                  "base_addr_aligned_kb, page_size, segment_size_mb, large_segment_size_mb, pin_memory_expandable_segments, "
                   "pinned_mem_register, pinned_max_round_threshold_mb, pinned_max_cached_size_mb, "
                   "release_lock_on_npumalloc, throw_on_npumalloc_oom)");
     }
+  }
+  // Checked once all keys are read, in either order: a mid-range segment
+  // larger than the split limit could never be split for the requests it
+  // was made for.
+  if (config.large_segment_size_bytes != 0 && config.max_split_size_bytes < config.large_segment_size_bytes) {
+    parser.fail("max_split_size_mb (" + std::to_string(config.max_split_size_bytes / kMiB) +
+                ") must be greater than or equal to large_segment_size_mb (" +
+                std::to_string(config.large_segment_size_bytes / kMiB) + ")");
   }
   return config;
 }

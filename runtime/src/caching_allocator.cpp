@@ -207,7 +207,7 @@ std::size_t CachingAllocator::round_size(std::size_t bytes) const {
 std::size_t CachingAllocator::segment_size(std::size_t size) const {
   if (!caching_) return size;
   if (size <= kSmallSize) return kSmallBuffer;
-  if (size < kMinLargeAlloc) return kLargeBuffer;
+  if (size < kMinLargeAlloc) return config_.large_segment_size_bytes ? config_.large_segment_size_bytes : kLargeBuffer;
   return round_up(size, kRoundLarge);
 }
 

@@ -97,7 +97,8 @@ const std::vector<EnvironmentVariable>& environment_variables() {
       {"PYTORCH_NPU_ALLOC_CONF", "unset",
        "caching allocator options `max_split_size_mb`, `garbage_collection_threshold`, "
        "`roundup_power2_divisions`, `expandable_segments` (`True` warns once and allocates ordinary segments), "
-       "`per_process_memory_fraction`, `throw_on_npumalloc_oom` (`True`: a request that would take the allocated "
+       "`per_process_memory_fraction`, `large_segment_size_mb` (the segment of a 1-10 MiB request, 20 MiB by "
+       "default; > 10 and at most `max_split_size_mb`), `throw_on_npumalloc_oom` (`True`: a request that would take the allocated "
        "bytes past the fraction is refused at once, counted in `memory_stats()['num_oom_rejections']`), the "
        "pinned host allocator's `pinned_max_round_threshold_mb` (larger requests are not rounded up to a power "
        "of two) and `pinned_max_cached_size_mb` (larger freed blocks are not cached), and "

@@ -187,6 +187,24 @@ TEST(AllocConfig, TorchNpuOptionsAreValidatedAsTorchNpuDoes) {
   EXPECT_EQ(c.segment_size_mb, 20u);
   EXPECT_DOUBLE_EQ(c.per_process_memory_fraction, 0.25);
   EXPECT_THROW(parse_alloc_config("segment_size_mb:19", "X"), Error);
+  EXPECT_EQ(parse_alloc_config("large_segment_size_mb:50", "X").large_segment_size_bytes, 50u << 20);
+  try {
+    parse_alloc_config("large_segment_size_mb:10", "X");
+    ADD_FAILURE() << "large_segment_size_mb:10 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("large_segment_size_mb must be > 10 MB"), std::string::npos) << e.what();
+  }
+  for (const char* text : {"large_segment_size_mb:50,max_split_size_mb:30", "max_split_size_mb:30,large_segment_size_mb:50"}) {
+    try {
+      parse_alloc_config(text, "X");
+      ADD_FAILURE() << text << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("must be greater than or equal to large_segment_size_mb (50)"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_NO_THROW(parse_alloc_config("large_segment_size_mb:50,max_split_size_mb:50", "X"));
   EXPECT_THROW(parse_alloc_config("per_process_memory_fraction:-0.1", "X"), Error);
   EXPECT_THROW(parse_alloc_config("multi_stream_lazy_reclaim:1", "X"), Error);
 }

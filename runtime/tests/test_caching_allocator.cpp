@@ -130,6 +130,18 @@ TEST(CachingAllocator, SmallRequestsArePackedIntoOneSegment) {
   EXPECT_EQ(f.allocated(), 0);
 }
 
+TEST(CachingAllocator, LargeSegmentSizeOptionSizesMidRangeSegments) {
+  AllocConfig config;
+  config.large_segment_size_bytes = 50 * kMiB;
+  Fixture f(1024 * kMiB, config);
+  Block* medium = f.allocator.allocate(5 * kMiB, f.s0);  // (1 MiB, 10 MiB): a 50 MiB segment
+  EXPECT_EQ(f.reserved(), static_cast<std::int64_t>(50 * kMiB));
+  Block* large = f.allocator.allocate(60 * kMiB, f.s0);  // 10 MiB and up: its own size, as before
+  EXPECT_EQ(f.reserved(), static_cast<std::int64_t>(110 * kMiB));
+  f.allocator.free(medium);
+  f.allocator.free(large);
+}
+
 TEST(CachingAllocator, LargeSegmentSizes) {
   Fixture f;
   Block* medium = f.allocator.allocate(3 * kMiB, f.s0);  // shares a 20 MiB segment

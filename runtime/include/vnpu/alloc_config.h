@@ -18,6 +18,8 @@
 //   mapping to grow segments in place; True is refused (kNotSupported).
 // - per_process_memory_fraction:F (0 <= F <= 1): as
 //   torch.npu.set_per_process_memory_fraction(F) on every device.
+// - large_segment_size_mb:N (integer MiB, > 10): the segment a request
+//   between 1 MiB and 10 MiB gets (20 MiB by default), torch's option.
 // - pinned_max_round_threshold_mb:N, pinned_max_cached_size_mb:N (integer
 //   MiB, >= 1): the pinned host allocator's (csrc/core/host_allocator.h)
 //   requests above the first are not rounded up to a power of two, and
@@ -68,6 +70,9 @@ struct AllocConfig {
   std::size_t base_addr_aligned_kb = 16;
   bool page_size_1g = false;
   std::size_t segment_size_mb = 0;
+  // Segment of a request of (kSmallSize, kMinLargeAlloc) bytes; 0: the
+  // allocator's default (kLargeBuffer, 20 MiB).
+  std::size_t large_segment_size_bytes = 0;
   bool pin_memory_expandable_segments = false;
   bool pinned_mem_register = false;
   bool release_lock_on_npumalloc = false;
