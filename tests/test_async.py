@@ -144,6 +144,33 @@ def test_call_time_errors_are_raised_at_call():
     torch.npu.synchronize()  # nothing pending
 
 
+def test_operator_argument_errors_carry_torch_npus_ops_suffix():
+    # As op-plugin's checks: ATen's message, then "ERR01001 OPS invalid
+    # parameter" on the suffix line; the Python type is ATen's.
+    x = torch.tensor(1).npu()
+    with pytest.raises(RuntimeError, match=r"rounding_mode to be one of None.*\n\[ERROR\] .* ERR01001 OPS invalid "
+                                           r"parameter$") as info:
+        torch.div(x, x, rounding_mode="test")
+    cpu_message = None
+    try:
+        torch.div(torch.tensor(1), torch.tensor(1), rounding_mode="test")
+    except RuntimeError as e:
+        cpu_message = str(e)
+    assert str(info.value).startswith(cpu_message + "\n[ERROR] ")
+    with pytest.raises(IndexError, match="ERR01001 OPS invalid parameter"):
+        torch.ones(2, 3, device="npu").sum(dim=5)
+    r = run_python("""
+        import torch, torch_npu
+        x = torch.tensor(1).npu()
+        try:
+            torch.div(x, x, rounding_mode="test")
+        except RuntimeError as e:
+            print(repr(str(e)))
+    """, TORCH_NPU_COMPACT_ERROR_OUTPUT="1")
+    assert r.returncode == 0, r.stderr
+    assert "[ERROR]" not in r.stdout and "rounding_mode" in r.stdout
+
+
 @pytest.mark.parametrize("op,call", [
     ("index_select", lambda: torch.randn(5, 3).npu().index_select(0, torch.tensor([7]).npu())),
     ("embedding", lambda: torch.nn.functional.embedding(torch.tensor([7]).npu(), torch.randn(5, 3).npu())),

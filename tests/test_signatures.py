@@ -32,12 +32,7 @@ with open(TABLE_PATH) as _f:
 MODULES = {"torch.npu": torch.npu, "torch.npu.amp": torch.npu.amp, "torch_npu": torch_npu}
 
 # Real torch_npu's names that vNPU does not have, and why.
-MISSING = {
-    ("torch.npu", "use_compatible_impl"):
-        "switches torch_npu's own implementations (host allocator, NPU graphs, HCCL) to CUDA-compatible variants; "
-        "vNPU has one implementation of each, so a switch would change nothing and claim otherwise",
-    ("torch.npu", "are_compatible_impl_enabled"): "the query of use_compatible_impl (see there)",
-}
+MISSING = {}
 
 # Parameters vNPU adds after real torch_npu's, and why. Each must have a default.
 EXTRA_PARAMETERS = {

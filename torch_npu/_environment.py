@@ -49,9 +49,6 @@ _OTHER_LAYERS = (
     ("TORCH_NPU_DEVICE_CAPABILITY", "unset",
      "`major.minor` (e.g. `8.0`) that `torch.npu.get_device_capability()` returns, read at each call as real "
      "torch_npu does; unset or malformed: it returns None with a warning"),
-    ("TORCH_NPU_USE_COMPATIBLE_IMPL", "0",
-     "1: `torch.npu.are_compatible_impl_enabled()` starts True (as after `torch.npu.use_compatible_impl(True)`); "
-     "vNPU's implementations are the PyTorch-compatible ones either way"),
     ("VNPU_SKIP_BUILD", "unset",
      "build-time only: `pip install` skips the CMake build (used by `scripts/setup.sh`, which builds first)"),
 )

@@ -234,10 +234,10 @@ def gen_variant(g: NativeFunctionsGroup, f: NativeFunction) -> str:
             lines.append(f"    {checks}")
         lines.append("    op.outputs_[0] = empty_npu(self.sizes(), {}, self.options(), device);")
         lines.append("  } else {")
-        lines.append(f"    {discard}op.meta({meta_exprs});")
+        lines.append(f"    with_op_parameter_errors([&] {{ {discard}op.meta({meta_exprs}); }});")
         lines.append("  }")
     else:
-        lines.append(f"  {discard}op.meta({meta_exprs});")
+        lines.append(f"  with_op_parameter_errors([&] {{ {discard}op.meta({meta_exprs}); }});")
 
     # Stage 2. Captures are initialized here, after meta (it may resize out=).
     lam = Lambda()
@@ -351,7 +351,7 @@ def render_shard(groups: list[GroupCode], excluded: list[tuple[str, str]] | None
     out.append("")
     # structured.h first: the per-op *_cpu_dispatch.h headers only include
     # ATen_fwd.h and need complete types (OptionalArrayRef, Tensor) before them.
-    out += ['#include "csrc/launch/gemm_rows.h"', '#include "csrc/launch/structured.h"', "", "#include <c10/util/OptionalArrayRef.h>",
+    out += ['#include "csrc/core/npu_error.h"', '#include "csrc/launch/gemm_rows.h"', '#include "csrc/launch/structured.h"', "", "#include <c10/util/OptionalArrayRef.h>",
             "#include <torch/library.h>", ""]
     # Narrow per-op headers only: these TUs are big, <ATen/ATen.h> would double them.
     out += [f"#include <{h}>" for h in sorted({h for gc in groups for h in gc.headers})]

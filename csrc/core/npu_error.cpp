@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <ctime>
+#include <typeinfo>
 
 #include "csrc/core/npu_device.h"
 #include <vnpu/environment.h>
@@ -60,6 +61,36 @@ std::string error_suffix(SubModule sub, ErrCode code) {
                 /*RankID: no process group yet*/ -1, static_cast<int>(sub), static_cast<int>(code),
                 submodule_name(sub), code_description(code));
   return buffer;
+}
+
+namespace {
+
+template <typename E>
+[[noreturn]] void throw_with_op_suffix(const E& e) {
+  throw E(c10::SourceLocation{__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+          e.msg() + error_suffix(SubModule::kOPS, ErrCode::kParam));
+}
+
+}  // namespace
+
+void rethrow_as_op_parameter_error() {
+  try {
+    throw;
+  } catch (const c10::OutOfMemoryError&) {
+    throw;  // not a parameter problem
+  } catch (const c10::Error& e) {
+    if (e.msg().find("\n[ERROR] ") != std::string::npos || error_suffix(SubModule::kOPS, ErrCode::kParam).empty()) {
+      throw;
+    }
+    // Most derived first: the Python exception type follows the C++ one.
+    if (const auto* index = dynamic_cast<const c10::IndexError*>(&e)) throw_with_op_suffix(*index);
+    if (const auto* value = dynamic_cast<const c10::ValueError*>(&e)) throw_with_op_suffix(*value);
+    if (const auto* type = dynamic_cast<const c10::TypeError*>(&e)) throw_with_op_suffix(*type);
+    if (const auto* not_impl = dynamic_cast<const c10::NotImplementedError*>(&e)) throw_with_op_suffix(*not_impl);
+    if (const auto* linalg = dynamic_cast<const c10::LinAlgError*>(&e)) throw_with_op_suffix(*linalg);
+    if (typeid(e) != typeid(c10::Error)) throw;  // another subclass: keep it as it is
+    throw_with_op_suffix(e);
+  }
 }
 
 void throw_runtime_error(const vnpu::Error& error) {

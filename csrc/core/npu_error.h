@@ -41,6 +41,25 @@ auto with_torch_errors(F&& fn) -> decltype(fn()) {
   }
 }
 
+// Rethrows the exception in flight (from a catch block) with torch_npu's op
+// suffix, "ERR01001 OPS invalid parameter", keeping its torch exception type.
+// Errors that already carry a suffix, and out-of-memory errors, pass
+// unchanged.
+[[noreturn]] void rethrow_as_op_parameter_error();
+
+// Runs an op's argument checks (ATen's meta functions) the way op-plugin's
+// checks report: a failing one raises with the OPS suffix real torch_npu's
+// operators add ("div expected rounding_mode ...\n[ERROR] ... ERR01001 OPS
+// invalid parameter"). Returns what `fn` returns.
+template <typename F>
+auto with_op_parameter_errors(F&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const c10::Error&) {
+    rethrow_as_op_parameter_error();
+  }
+}
+
 }  // namespace torch_npu
 
 // User errors: the condition, the torch exception type, then message parts.

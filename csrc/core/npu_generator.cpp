@@ -37,7 +37,7 @@ constexpr size_t kStateBytes = 2 * sizeof(uint64_t);
 std::shared_ptr<CaptureRng> capturing_rng(c10::DeviceIndex device) {
   // No capture before the device is initialised; asking would initialise it
   // (torch.manual_seed reaches here at import).
-  if (!is_initialized()) return nullptr;
+  if (!is_initialized() || device < 0 || device >= device_count()) return nullptr;
   const vnpu::Stream& stream = current_runtime_stream(device);
   return stream.capturing() ? capture_rng_of(stream) : nullptr;
 }

@@ -4,6 +4,7 @@
 
 #include <c10/util/Exception.h>
 #include <vnpu/hccl/shm_group.h>
+#include <vnpu/runtime.h>
 #include <vnpu/shared_arena.h>
 
 #include <algorithm>
@@ -101,7 +102,9 @@ std::shared_ptr<Transport> connect_transport(c10d::Store& store, int rank, int s
   if (shm) {
     // Zero copy when every local rank's device memory is shareable
     // (VNPU_SHARED_DEVICE_MEMORY); otherwise the ranks copy through the slots.
-    (void)device_count();  // the runtime's start-up installs the shared arena on the devices
+    // The runtime's start-up installs the shared arena on the devices: make it
+    // now (device_count() alone no longer does before the first device use).
+    (void)vnpu::Runtime::instance();
     shm->share_memory(vnpu::existing_shared_arena(), std::chrono::steady_clock::now() + config.timeout);
   }
   if (hosts.size() == 1) return std::make_shared<ShmTransport>(sockets, shm);

@@ -36,8 +36,8 @@ __all__ = [
     "ipc_collect", "obfuscation_initialize", "obfuscation_finalize", "obfuscation_calculate", "set_op_timeout_ms",
     "host_empty_cache", "host_memory_stats", "host_memory_stats_as_nested_dict",
     "reset_accumulated_host_memory_stats", "reset_peak_host_memory_stats", "set_deterministic_level",
-    "NpuGraphOpHandler", "register_npu_graph_handler", "super_kernel_scope_begin", "super_kernel_scope_end", "npurt",
-    "use_compatible_impl", "are_compatible_impl_enabled",
+    "use_compatible_impl", "are_compatible_impl_enabled", "NpuGraphOpHandler", "register_npu_graph_handler",
+    "super_kernel_scope_begin", "super_kernel_scope_end", "npurt",
 ]
 
 from torch_npu.npu.device import (  # noqa: F401
@@ -58,7 +58,7 @@ from torch_npu.npu.memory import (  # noqa: F401
     get_allocator_backend, host_empty_cache, memory_stats_as_nested_dict,
 )
 from torch_npu.npu.random import (  # noqa: F401
-    default_generators, get_rng_state, get_rng_state_all, initial_seed, manual_seed,
+    get_rng_state, get_rng_state_all, initial_seed, manual_seed,
     manual_seed_all, seed, seed_all, set_rng_state, set_rng_state_all,
 )
 from torch_npu.npu.options import (  # noqa: F401
@@ -153,6 +153,10 @@ def __getattr__(name):
     if name == "_initialized":
         from torch_npu import _C
         return _C._is_initialized()
+    # One generator per device counted now (torch_npu/npu/random.py).
+    if name == "default_generators":
+        from torch_npu.npu import random as npu_random
+        return npu_random.default_generators
     # Inductor's init_backend_registration asks the device module for its
     # codegen classes: answered (and npu registered) at the first compile.
     if name in _INDUCTOR_HOOKS:

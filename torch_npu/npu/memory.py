@@ -123,10 +123,11 @@ def get_allocator_backend() -> str:
 def set_per_process_memory_fraction(fraction, device=None) -> None:
     """Caps this process at ``fraction`` of the device's memory; allocations
     beyond it raise torch.OutOfMemoryError (after freeing the cache)."""
+    from torch_npu.utils._error_code import ErrCode, pta_error
     if not isinstance(fraction, float):
-        raise TypeError("Invalid type for fraction argument, must be `float`")
+        raise TypeError("Invalid type for fraction argument, must be `float`" + pta_error(ErrCode.TYPE))
     if fraction < 0 or fraction > 1:
-        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1" + pta_error(ErrCode.VALUE))
     _C._set_memory_fraction(fraction, _device(device))
 
 

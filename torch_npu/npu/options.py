@@ -6,7 +6,7 @@ compiler or precision modes, so most values are validated and recorded
 (from the seeds) makes every CPU fallback call print a line.
 """
 
-import os
+import warnings
 
 import torch
 
@@ -24,14 +24,13 @@ _OPTIONS = {
     "ACL_OP_DEBUG_LEVEL": ("0", "1", "2", "3", "4"),
     "ACL_DEBUG_DIR": None,
     "NPU_FUZZY_COMPILE_BLACKLIST": None,
+    # Ops to run through their aclnn kernels rather than the old ACL ones
+    # ("index,..."); every vNPU kernel is of one kind, so it is recorded.
+    "FORCE_ACLNN_OP_LIST": None,
     "MM_BMM_ND_ENABLE": ("enable", "disable"),
     "enable_debug": (True, False),
     # Operator hooks of C++ extensions (at_npu::native::RegisterOpHook*Fn).
     "OP_HOOK_ENABLE": ("enable", "disable"),
-    # torch.npu.use_compatible_impl: "1" asks torch_npu for the implementations
-    # that behave as PyTorch's CUDA ones where its own differ (host allocator,
-    # graphs, hccl). vNPU has only those, so the switch is recorded, not acted on.
-    "TORCH_NPU_USE_COMPATIBLE_IMPL": ("0", "1"),
 }
 
 _values = {}
@@ -73,15 +72,20 @@ def set_option(option, value=None):
 
 
 def use_compatible_impl(is_enable):
-    """Records whether torch_npu's PyTorch-compatible implementations are asked
-    for (``TORCH_NPU_USE_COMPATIBLE_IMPL``). vNPU's implementations are the
-    compatible ones either way, so nothing else changes."""
-    set_option({"TORCH_NPU_USE_COMPATIBLE_IMPL": "1" if is_enable else "0"})
+    """torch_npu's switch between its own implementations (host allocator,
+    NPU graphs, hccl) and variants that behave as PyTorch's CUDA ones. vNPU
+    has only the PyTorch-compatible ones: True is what it does already;
+    False cannot be honoured and warns."""
+    if not isinstance(is_enable, bool):
+        raise TypeError(f"use_compatible_impl expects a bool, but got {type(is_enable).__name__}")
+    if not is_enable:
+        warnings.warn("torch.npu.use_compatible_impl(False) has no effect on vNPU: it has only the "
+                      "PyTorch-compatible implementations, so are_compatible_impl_enabled() stays True.")
 
 
 def are_compatible_impl_enabled() -> bool:
-    """Whether use_compatible_impl(True) (or TORCH_NPU_USE_COMPATIBLE_IMPL=1) asked for them."""
-    return get_option("TORCH_NPU_USE_COMPATIBLE_IMPL") == "1"
+    """True: vNPU's implementations are always the PyTorch-compatible ones."""
+    return True
 
 
 def _chip_precision_default():
@@ -96,8 +100,6 @@ def get_option(key):
     the chip's default)."""
     if key == "ACL_PRECISION_MODE" and key not in _values:
         return _chip_precision_default()
-    if key == "TORCH_NPU_USE_COMPATIBLE_IMPL" and key not in _values:
-        return "1" if os.getenv("TORCH_NPU_USE_COMPATIBLE_IMPL") == "1" else "0"
     return _values.get(key)
 
 

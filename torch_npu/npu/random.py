@@ -11,12 +11,18 @@ def _generator(device=None) -> torch.Generator:
     return _C._default_generator(_index(device))
 
 
-# torch.npu.default_generators: one torch.Generator per visible device.
-default_generators = tuple(_C._default_generator(i) for i in range(device_count()))
-
-
 def _all_generators():
-    return default_generators
+    # One torch.Generator per visible device, counted now: until the first
+    # device use the count follows ASCEND_RT_VISIBLE_DEVICES, which a script
+    # may set after `import torch_npu`.
+    return tuple(_C._default_generator(i) for i in range(device_count()))
+
+
+def __getattr__(name):
+    # torch.npu.default_generators, as real torch_npu's (a tuple per device).
+    if name == "default_generators":
+        return _all_generators()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def manual_seed(seed) -> None:
