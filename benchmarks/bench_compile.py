@@ -169,7 +169,7 @@ def host_time(step, x, steps):
 def graphs_section(args):
     import torchair
 
-    print(f"\nNPU graphs, same step; eager vs the whole step captured and replayed; ms")
+    print("\nNPU graphs, same step; eager vs the whole step captured and replayed; ms")
     print(f"{'d':>5} {'eager host':>11} {'graph host':>11} {'host ratio':>11} {'eager step':>11} {'graph step':>11}"
           f" {'step ratio':>11} {'ind npu':>9} {'ro npu':>9} {'ro/ind':>7}")
     for d in [int(v) for v in args.dims.split(",")]:
