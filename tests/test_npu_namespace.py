@@ -304,3 +304,23 @@ def test_compatible_implementations_are_the_only_ones():
     assert torch.npu.are_compatible_impl_enabled() is True
     with pytest.raises(TypeError, match="expects a bool"):
         torch.npu.use_compatible_impl("yes")
+
+
+def test_sdp_switches_are_pytorchs_global_flags():
+    # As real torch_npu: torch.npu's switches read and set the flags
+    # torch.backends.cuda does, with a warning that no kernel choice follows.
+    before = torch.backends.cuda.flash_sdp_enabled()
+    try:
+        with pytest.warns(UserWarning, match="only sets the global variable"):
+            torch.npu.enable_flash_sdp(not before)
+        assert torch.backends.cuda.flash_sdp_enabled() is (not before)
+        with pytest.warns(UserWarning):
+            assert torch.npu.flash_sdp_enabled() is (not before)
+    finally:
+        torch.backends.cuda.enable_flash_sdp(before)
+    with pytest.warns(UserWarning):
+        with torch.npu.sdp_kernel(enable_flash=False, enable_math=True, enable_mem_efficient=False):
+            assert not torch.backends.cuda.mem_efficient_sdp_enabled() and torch.backends.cuda.math_sdp_enabled()
+    assert torch.backends.cuda.mem_efficient_sdp_enabled()  # put back
+    with pytest.warns(UserWarning, match="isn't implemented"):
+        assert torch.npu.preferred_linalg_library() == torch._C._LinalgBackend.Default

@@ -61,6 +61,9 @@ from torch_npu.npu.random import (  # noqa: F401
     get_rng_state, get_rng_state_all, initial_seed, manual_seed,
     manual_seed_all, seed, seed_all, set_rng_state, set_rng_state_all,
 )
+from torch_npu.npu._backends import (  # noqa: F401
+    enable_flash_sdp, enable_math_sdp, enable_mem_efficient_sdp, flash_sdp_enabled, math_sdp_enabled,
+    mem_efficient_sdp_enabled, preferred_linalg_library, sdp_kernel)
 from torch_npu.npu.options import (  # noqa: F401
     are_compatible_impl_enabled, fallback_counts, get_option, is_support, set_option, use_compatible_impl)
 from torch_npu.npu.compile_mode import is_jit_compile_false, jit_compile, set_compile_mode  # noqa: F401
