@@ -25,10 +25,15 @@ class Stream(torch.Stream):
         if "stream_id" in kwargs:
             # Rebuilding a stream from its parts (torch.Stream's fields): they
             # must name an npu stream that exists.
+            # RuntimeError, as torch_npu's stream unpacking raises for parts
+            # that name no stream.
             device_type = kwargs.get("device_type", _NPU_DEVICE_TYPE)
             if device_type != _NPU_DEVICE_TYPE:
-                raise ValueError(f"torch.npu.Stream needs device_type={_NPU_DEVICE_TYPE} (npu), got {device_type}")
-            _C._check_stream(kwargs["stream_id"], kwargs.get("device_index", _C._current_device()))
+                raise RuntimeError(f"torch.npu.Stream needs device_type={_NPU_DEVICE_TYPE} (npu), got {device_type}")
+            try:
+                _C._check_stream(kwargs["stream_id"], kwargs.get("device_index", _C._current_device()))
+            except ValueError as e:
+                raise RuntimeError(str(e)) from None
             stream = super().__new__(cls, **kwargs)
             stream._priority = 0
             return stream
