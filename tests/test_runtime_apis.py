@@ -116,13 +116,20 @@ def test_npurt_raw_stream_runs_work():
     slot = ctypes.c_void_p()
     assert rt.npuStreamCreate(ctypes.addressof(slot)) == 0 and slot.value
     current = torch.npu.current_stream()
-    stream = torch.npu.Stream(stream_id=slot.value, device_index=current.device_index,
-                              device_type=current.device_type)
-    assert stream != current
+    stream = torch.npu.ExternalStream(slot.value)  # the handle is an aclrtStream, as on a chip
+    assert stream != current and stream.npu_stream == slot.value
+    assert stream == torch.npu.ExternalStream(slot.value) and isinstance(stream, torch.npu.Stream)
     with torch.npu.stream(stream):
         y = torch.ones(8, device="npu") * 3
-    stream.synchronize()
+    torch.npu.synchronize()
     assert_close(y.cpu(), torch.full((8,), 3.0))
+    # As in real torch_npu, the caller owns an external stream's completion.
+    with pytest.raises(RuntimeError, match="not supported in NPUStream::synchronize"):
+        stream.synchronize()
+    with pytest.raises(RuntimeError, match="Cannot query external NPU stream status"):
+        stream.query()
+    with pytest.raises(ValueError, match="is not a stream of the virtual NPU"):
+        torch.npu.ExternalStream(12345)
     assert rt.npuStreamDestroy(slot.value) == 0
     assert rt.npuStreamDestroy(slot.value) != 0
     assert rt.npuStreamCreate(0) != 0 and rt.npuStreamDestroy(0) != 0

@@ -97,6 +97,20 @@ void bind_streams(py::module& m) {
         set_current_stream(c10::Stream(c10::Stream::UNSAFE, npu_device(device), stream_id));
       },
       py::arg("stream_id"), py::arg("device_index"), py::arg("device_type"));
+  // torch.npu.ExternalStream: the (stream_id, device_index) of an aclrtStream
+  // handle (aclrtCreateStream's, npurt's, or a torch stream's npu_stream).
+  m.def(
+      "_npu_stream_of_handle",
+      [](uintptr_t handle) {
+        const std::optional<c10::Stream> stream = stream_of_handle(reinterpret_cast<const void*>(handle));
+        if (!stream) {
+          throw py::value_error("ExternalStream: " + std::to_string(handle) +
+                                " is not a stream of the virtual NPU (create it with aclrtCreateStream or "
+                                "torch.npu.npurt().npuStreamCreate, and do not destroy it while it is wrapped)");
+        }
+        return py::make_tuple(stream->id(), static_cast<int>(stream->device_index()));
+      },
+      py::arg("handle"));
   m.def("_launch_host_func", &launch_host_func, py::arg("stream"), py::arg("fn"), py::arg("user_data"));
   // vNPU runs host functions on the stream itself, so no thread needs to
   // be subscribed to process their reports: subscribing only checks the stream.

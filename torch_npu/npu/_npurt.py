@@ -7,8 +7,8 @@ reads host memory directly, so any host range is device accessible; the
 registry here checks the arguments (null pointer, empty range, unknown flags,
 MAPPED on an address that is not 4 KiB aligned, double registration) as the
 ACL runtime does. A raw stream is a torch.npu.Stream kept alive until
-npuStreamDestroy; its handle is the Stream's stream_id, so
-``torch.npu.Stream(stream_id=handle)`` wraps it.
+npuStreamDestroy; its handle is the stream's aclrtStream (its npu_stream),
+so ``torch.npu.ExternalStream(handle)`` wraps it, as on a chip.
 
 Thread-safety: every function may be called from any thread.
 """
@@ -54,8 +54,8 @@ def npuStreamCreate(stream_out: int) -> int:  # noqa: N802
     import torch_npu.npu.streams as streams
     stream = streams.Stream()
     with _lock:
-        _streams[stream.stream_id] = stream
-    ctypes.c_void_p.from_address(stream_out).value = stream.stream_id
+        _streams[stream.npu_stream] = stream
+    ctypes.c_void_p.from_address(stream_out).value = stream.npu_stream
     return ACL_SUCCESS
 
 

@@ -190,12 +190,30 @@ def stream(stream) -> StreamContext:
 
 
 class ExternalStream(Stream):
-    """Wraps a stream created outside PyTorch (an aclrtStream). The virtual NPU
-    has no external runtime whose streams could be wrapped."""
+    """Wraps a stream created outside PyTorch: an aclrtStream handle from
+    aclrtCreateStream (C++ extensions) or ``torch.npu.npurt().npuStreamCreate``.
+    Work runs on it as on any stream; as in real torch_npu, the caller owns
+    its completion, so ``synchronize()`` and ``query()`` refuse (use
+    ``torch.npu.synchronize()``, or an event the caller records)."""
 
     def __new__(cls, stream_ptr, device=None, **kwargs):
-        raise NotImplementedError("torch.npu.ExternalStream is not supported on the virtual NPU: there is no "
-                                  "external ACL runtime whose streams could be wrapped. Use torch.npu.Stream().")
+        _lazy_init()
+        if kwargs.get("priority", 0) != 0:
+            raise RuntimeError("ExternalStream: priority must keep its default (0) when wrapping an external stream")
+        stream_id, device_index = _C._npu_stream_of_handle(int(stream_ptr))
+        if device is not None and _index(device) not in (-1, device_index):
+            raise RuntimeError(f"ExternalStream: the stream belongs to npu:{device_index}, not to {device}")
+        return super().__new__(cls, stream_id=stream_id, device_index=device_index, device_type=_NPU_DEVICE_TYPE)
+
+    def synchronize(self):
+        from torch_npu.utils._error_code import ErrCode, pta_error
+        raise RuntimeError("External NPU stream is not supported in NPUStream::synchronize. The caller is "
+                           "responsible for synchronization of external streams." + pta_error(ErrCode.NOT_SUPPORT))
+
+    def query(self):
+        from torch_npu.utils._error_code import ErrCode, pta_error
+        raise RuntimeError("Cannot query external NPU stream status. The caller must track stream completion "
+                           "externally." + pta_error(ErrCode.NOT_SUPPORT))
 
 
 def _launch_host_func(op_stream, fn, user_data):
