@@ -66,9 +66,8 @@ std::string error_suffix(SubModule sub, ErrCode code) {
 namespace {
 
 template <typename E>
-[[noreturn]] void throw_with_op_suffix(const E& e) {
-  throw E(c10::SourceLocation{__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
-          e.msg() + error_suffix(SubModule::kOPS, ErrCode::kParam));
+[[noreturn]] void throw_with_suffix(const E& e, const std::string& suffix) {
+  throw E(c10::SourceLocation{__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, e.msg() + suffix);
 }
 
 }  // namespace
@@ -79,17 +78,17 @@ void rethrow_as_op_parameter_error() {
   } catch (const c10::OutOfMemoryError&) {
     throw;  // not a parameter problem
   } catch (const c10::Error& e) {
-    if (e.msg().find("\n[ERROR] ") != std::string::npos || error_suffix(SubModule::kOPS, ErrCode::kParam).empty()) {
-      throw;
-    }
+    if (e.msg().find("\n[ERROR] ") != std::string::npos) throw;  // already carries a suffix
+    const std::string suffix = error_suffix(SubModule::kOPS, ErrCode::kParam);
+    if (suffix.empty()) throw;  // TORCH_NPU_COMPACT_ERROR_OUTPUT
     // Most derived first: the Python exception type follows the C++ one.
-    if (const auto* index = dynamic_cast<const c10::IndexError*>(&e)) throw_with_op_suffix(*index);
-    if (const auto* value = dynamic_cast<const c10::ValueError*>(&e)) throw_with_op_suffix(*value);
-    if (const auto* type = dynamic_cast<const c10::TypeError*>(&e)) throw_with_op_suffix(*type);
-    if (const auto* not_impl = dynamic_cast<const c10::NotImplementedError*>(&e)) throw_with_op_suffix(*not_impl);
-    if (const auto* linalg = dynamic_cast<const c10::LinAlgError*>(&e)) throw_with_op_suffix(*linalg);
+    if (const auto* index = dynamic_cast<const c10::IndexError*>(&e)) throw_with_suffix(*index, suffix);
+    if (const auto* value = dynamic_cast<const c10::ValueError*>(&e)) throw_with_suffix(*value, suffix);
+    if (const auto* type = dynamic_cast<const c10::TypeError*>(&e)) throw_with_suffix(*type, suffix);
+    if (const auto* not_impl = dynamic_cast<const c10::NotImplementedError*>(&e)) throw_with_suffix(*not_impl, suffix);
+    if (const auto* linalg = dynamic_cast<const c10::LinAlgError*>(&e)) throw_with_suffix(*linalg, suffix);
     if (typeid(e) != typeid(c10::Error)) throw;  // another subclass: keep it as it is
-    throw_with_op_suffix(e);
+    throw_with_suffix(e, suffix);
   }
 }
 
