@@ -192,9 +192,19 @@ def test_work_queued_after_error_before_sync():
     # that later looks valid: the error is raised at the sync point, and new
     # work after it is correct.
     _bad_gather()
-    y = torch.arange(5.0).npu() * 2
+    y = torch.arange(5.0).to("npu", non_blocking=True) * 2
     with pytest.raises(RuntimeError):
         y.cpu()
+    z = torch.arange(5.0).npu() * 2
+    assert_close(z.cpu(), torch.arange(5.0) * 2)
+
+
+def test_a_blocking_copy_to_the_device_reports_the_streams_error():
+    # It waits for the stream first, as real torch_npu's does (Note [A blocking
+    # copy to the device is done when it returns] in csrc/ops/copy.cpp).
+    _bad_gather()
+    with pytest.raises(RuntimeError, match="gather"):
+        torch.arange(5.0).npu()
     z = torch.arange(5.0).npu() * 2
     assert_close(z.cpu(), torch.arange(5.0) * 2)
 

@@ -209,3 +209,36 @@ def test_event_recorded_time_orders_markers_and_waits_for_them():
     untimed.record(stream)
     with pytest.raises(ValueError, match="enable_timing=True"):
         untimed.recorded_time()
+
+
+def test_a_blocking_copy_to_the_device_is_done_when_it_returns():
+    """As in real torch_npu and CUDA, `.npu()` waits for the stream and copies
+    before returning, so another stream may use the tensor without a wait
+    (Note [A blocking copy to the device is done when it returns])."""
+    side = torch.npu.Stream()
+    x = torch.ones(4, device="npu")
+    for s in (side, torch.npu.current_stream()):  # first launches run on the caller: not these
+        with torch.npu.stream(s):
+            (torch.npu._sleep(10), x.fill_(5.0), x * 2, torch.ones(4).npu())
+    torch.npu.synchronize()
+    torch.npu._sleep(30_000)  # 30 ms of work ahead of the copy on the current stream
+    assert not torch.npu.current_stream().query()
+    x = torch.ones(4).npu()
+    assert torch.npu.current_stream().query()  # the copy waited for it
+    with torch.npu.stream(side):
+        x.fill_(5.0)
+        y = x * 2
+    side.synchronize()
+    assert torch.equal(y.cpu(), torch.full((4,), 10.0))
+    assert torch.equal(x.cpu(), torch.full((4,), 5.0))
+
+
+def test_a_non_blocking_copy_from_pageable_memory_is_queued_from_a_private_copy():
+    torch.ones(4).to("npu", non_blocking=True)  # a first launch runs on the caller: not this one
+    torch.npu.synchronize()
+    with held(torch.npu.current_stream()):
+        src = torch.ones(4)
+        x = src.to("npu", non_blocking=True)
+        src.fill_(7.0)  # the queued copy read a copy taken at the call
+    torch.npu.synchronize()
+    assert torch.equal(x.cpu(), torch.ones(4))

@@ -23,6 +23,10 @@ void sync_current_stream(c10::DeviceIndex device) {
   } else if (mode == 2) {
     TORCH_CHECK(false, "called a synchronizing NPU operation");
   }
+  wait_for_current_stream(device);
+}
+
+void wait_for_current_stream(c10::DeviceIndex device) {
   with_torch_errors([&] { current_runtime_stream(device).synchronize(); });
   if (tracing()) trace_stream(TraceKind::kStreamSynchronization, current_stream(device));
 }

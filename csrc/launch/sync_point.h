@@ -9,6 +9,11 @@ namespace torch_npu {
 // Waits for the device's current stream and reports its pending error.
 void sync_current_stream(c10::DeviceIndex device);
 
+// Waits for the device's current stream and reports its pending error, as
+// a step of an operation that is itself synchronous (a blocking copy to the
+// device): never reported by set_sync_debug_mode.
+void wait_for_current_stream(c10::DeviceIndex device);
+
 // torch.npu.set_sync_debug_mode: 0 silent, 1 warn, 2 error at every
 // sync_current_stream (implicit synchronisation).
 void set_sync_debug_mode(int mode);

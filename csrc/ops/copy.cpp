@@ -3,8 +3,9 @@
 //
 // Every copy touching device memory is a task on a stream, so it is ordered
 // with the kernels that produce or consume the data:
-//   H2D: the host data is staged (cloned) at call time unless it is pinned
-//        and non_blocking, so the caller may reuse its buffer at once.
+//   H2D: a blocking copy waits for the stream and copies on the caller (as
+//        real torch_npu does); a non_blocking one is queued, reading pinned
+//        memory in place or a clone of pageable memory taken at call time.
 //   D2H: queued on the source's stream; the caller waits unless the copy is
 //        non_blocking into pinned memory (then it completes asynchronously).
 // A queued copy never holds the caller's host tensor: pinned memory is
@@ -39,8 +40,21 @@ bool is_pinned(const at::Tensor& t) {
 }
 
 // `from_pinned`: a non_blocking copy from pinned memory, which the task reads
-// in place (else it reads a private clone of `src`).
-void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool from_pinned) {
+// in place. `blocking`: the caller asked for a blocking copy (non_blocking
+// false) and is not capturing a fused op's host constants.
+//
+// Note [A blocking copy to the device is done when it returns]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Real torch_npu (and CUDA) finish a blocking host-to-device copy before
+// returning: the stream is synchronised, then the memory copied. Code
+// relies on it: a tensor made by `.npu()` on one stream and then written on
+// another (a side stream, a graph's capture stream) without a wait is
+// correct there. A queued copy would race with that write, so a blocking
+// copy waits for the stream and runs on the caller, reading the source in
+// place (no staging clone needed). The wait is not a reported sync point
+// (set_sync_debug_mode), as in real torch_npu. A non_blocking copy from
+// pageable memory stays queued, from a private clone.
+void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool from_pinned, bool blocking) {
   const c10::DeviceIndex device = dst.device().index();
   if (from_pinned) {
     LaunchSnapshot snap;
@@ -48,6 +62,14 @@ void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool from
       dst_.view().copy_(src_.view());
     });
     record_pinned_use(src.const_data_ptr(), current_stream(device));
+    return;
+  }
+  if (blocking) {
+    wait_for_current_stream(device);
+    LaunchSnapshot snap;
+    launch_on_caller("copy_h2d", {dst}, snap, [src_ = snap.alias_host(src), dst_ = snap.ref(dst)]() {
+      dst_.view().copy_(src_.view());
+    });
     return;
   }
   // A private clone, owned by the task alone (no Python object behind it).
@@ -128,7 +150,7 @@ at::Tensor npu_copy_from(const at::Tensor& self, const at::Tensor& dst, bool non
     const bool constant = host_constants_capturable();
     const bool from_pinned = non_blocking && !constant && is_pinned(self);  // a constant is staged, never aliased
     if (!constant && !from_pinned) check_not_capturing(dst.device().index(), "a copy from host to device");
-    copy_host_to_device(self, dst, from_pinned);
+    copy_host_to_device(self, dst, from_pinned, /*blocking=*/!non_blocking && !constant);
   } else {
     TORCH_CHECK(dst.device().is_cpu(), "Copying from npu to ", dst.device(), " is not supported");
     // Captured only into pinned memory, non_blocking (each replay writes it), as in CUDA graphs.
