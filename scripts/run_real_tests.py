@@ -197,11 +197,28 @@ def build_cpp_extensions(work, env, timeout):
     return built
 
 
-def run_file(path, env, timeout):
+# Tests not run: they write more host memory than this machine has (the
+# virtual NPU's HBM is host RAM), so the kernel's OOM killer would end the
+# whole file's process, and the other tests of the file with it. Each is
+# listed in docs/fidelity.md with this reason; they count as not run.
+HOST_MEMORY_BOUND = {
+    # Writes two 64 GiB tensors (the 910B's HBM): expects real torch_npu's out-of-memory error.
+    "test/npu/test_fault_mode.py::TestMode::test_aclrtMallocAlign32",
+    # Spawns 100 processes that each import torch and torch_npu (about 300 MiB each).
+    "test/npu/test_fault_mode.py::TestMode::test_aclrtSetDevice",
+    # Copies an 8 GiB tensor to a second device, then both to the host: 32 GiB.
+    "test/npu/test_ipc_event.py::Test_ipc_event::test_d2d_copy3",
+}
+
+
+def run_file(path, env, timeout, rel):
     xml = path + ".vnpu-junit.xml"
     if os.path.exists(xml):
         os.remove(xml)
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", os.path.basename(path), f"--junitxml={xml}"]
+    for test in sorted(HOST_MEMORY_BOUND):
+        if test.startswith(rel + "::"):
+            cmd += ["--deselect", os.path.basename(path) + test[len(rel):]]
     try:
         proc = subprocess.run(cmd, cwd=os.path.dirname(path), env=env, capture_output=True, text=True, timeout=timeout)
         output = proc.stdout[-6000:] + proc.stderr[-3000:]
@@ -269,8 +286,8 @@ def main():
             files.append(full)
     totals = {}
     for path in sorted(files):
-        counts, cases, output = run_file(path, env, args.timeout)
         rel = os.path.relpath(path, work)
+        counts, cases, output = run_file(path, env, args.timeout, rel)
         results["files"][rel] = {"counts": counts, "cases": cases, "output_tail": output[-3000:]}
         ran = counts["passed"] + counts["failed"] + counts["errors"]
         print(f"{rel}: {counts['passed']}/{ran} passed, {counts['failed']} failed, {counts['errors']} errors, "

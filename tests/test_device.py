@@ -174,6 +174,7 @@ def test_get_soc_version():
     assert 220 <= v <= 225
     assert torch.npu.get_soc_version() == v
     assert torch_npu.get_soc_version() == v
+    assert torch_npu._C._npu_get_soc_version() == v  # real torch_npu's binding (its tests read it)
 
 
 def test_mem_get_info():

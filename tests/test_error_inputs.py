@@ -115,3 +115,22 @@ def test_host_cache_calls_and_quantized_npu_tensors_never_crash():
         torch.quantize_per_tensor(x, 0.1, 5, torch.quint8)
     q = torch.quantize_per_tensor(x.cpu(), 0.1, 5, torch.quint8)  # on cpu it works, and stays there
     assert q.flip(0).dequantize().tolist() == [[3.0, 4.0], [1.0, 2.0]]
+
+
+def test_a_host_tensor_among_npu_ones_gets_torch_npus_words():
+    expected = (r"Expected all tensors to be on the same device\. Expected NPU tensor, please check whether the "
+                r"input tensor device is correct\. \(found at least two devices, npu(:0)? and cpu")
+    with pytest.raises(RuntimeError, match=expected):
+        torch.add(torch.rand(2), torch.rand(2).npu())  # ATen's TensorIterator check, reworded
+    with pytest.raises(RuntimeError, match=expected):
+        torch.mm(torch.rand(2, 2), torch.rand(2, 2).npu())  # vNPU's own device check
+
+
+@pytest.mark.parametrize("fn", ["memory_allocated", "max_memory_allocated", "memory_reserved",
+                                "reset_max_memory_allocated", "memory_stats"])
+def test_memory_statistics_of_a_device_that_does_not_exist(fn):
+    bad = torch.npu.device_count() + 1
+    with pytest.raises(RuntimeError, match=f"Invalid device argument {bad}: did you call init"):
+        getattr(torch.npu, fn)(device=f"npu:{bad}")
+    with pytest.raises(RuntimeError, match=r"Invalid device ID[\s\S]+Check whether the device ID is valid"):
+        torch.npu.set_device(bad)

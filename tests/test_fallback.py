@@ -59,15 +59,24 @@ def test_set_option_key_value_form():
 
 
 def test_set_option_not_a_dict():
-    with pytest.raises(TypeError, match=r"^npu option must be a dict\.$"):
+    with pytest.raises(TypeError, match=r"^npu option must be a dict\.\n.*ERR00001 PTA invalid parameter"):
         torch.npu.set_option("not a dict")
     with pytest.raises(TypeError, match="npu option must be a dict."):
         torch.npu.set_option(["ACL_PRECISION_MODE"])
 
 
 def test_set_option_unknown_key():
-    with pytest.raises(ValueError):
+    # torch_npu's C++ option table refuses it, so a RuntimeError.
+    with pytest.raises(RuntimeError, match="invalid npu option name:NO_SUCH_OPTION"):
         torch.npu.set_option({"NO_SUCH_OPTION": "x"})
+
+
+def test_set_option_precision_modes_are_torch_npus_two():
+    with pytest.raises(ValueError, match=r"value of ACL_PRECISION_MODE should be in \['allow_fp32_to_fp16', "
+                                         r"'must_keep_origin_dtype'\] but got force_fp32"):
+        torch.npu.set_option({"ACL_PRECISION_MODE": "force_fp32"})
+    with pytest.raises(ValueError, match="ACL_AICORE_NUM should be an integer from 1 to 32 but got 33"):
+        torch.npu.set_option({"ACL_AICORE_NUM": "33"})
 
 
 def test_set_option_bad_value():
@@ -82,7 +91,7 @@ def test_set_option_is_atomic():
     # A dict with one bad entry changes nothing.
     torch.npu.set_option({"ACL_PRECISION_MODE": "must_keep_origin_dtype"})
     with pytest.raises(ValueError):
-        torch.npu.set_option({"ACL_PRECISION_MODE": "force_fp32", "ACL_OP_SELECT_IMPL_MODE": "bad"})
+        torch.npu.set_option({"ACL_PRECISION_MODE": "allow_fp32_to_fp16", "ACL_OP_SELECT_IMPL_MODE": "bad"})
     assert torch.npu.get_option("ACL_PRECISION_MODE") == "must_keep_origin_dtype"
 
 

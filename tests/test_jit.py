@@ -169,3 +169,25 @@ def test_npu_slice_out_scripted_and_traced():
         out = torch.empty(0, device="npu")
         result = compiled(x.npu(), out)
         assert torch.equal(result.cpu(), expected) and torch.equal(out.cpu(), expected)
+
+
+def test_torch_npu_jit_optimize_rewrites_gelu_into_fast_gelu(tmp_path):
+    import torch_npu.jit
+
+    class Block(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.gelu(x * x) + torch.nn.functional.gelu(x, approximate="tanh")
+
+    x = torch.rand(4, 5).npu()
+    traced = torch.jit.trace(Block(), x, check_trace=False)
+    torch_npu.jit.optimize(traced)
+    kinds = [n.kind() for n in traced.graph.nodes()]
+    assert kinds.count("npu::fast_gelu") == 1  # the tanh gelu is another function: kept
+    assert not traced.training
+    expected = torch_npu.fast_gelu(x * x) + torch.nn.functional.gelu(x, approximate="tanh")
+    torch.testing.assert_close(traced(x), expected)
+    path = tmp_path / "optimized.pt"
+    torch.jit.save(traced, str(path))
+    torch.testing.assert_close(torch.jit.load(str(path))(x), expected)
+    with pytest.raises(TypeError, match="expects a ScriptModule or ScriptFunction"):
+        torch_npu.jit.optimize(Block())

@@ -13,6 +13,9 @@
 namespace torch_npu {
 namespace {
 
+// The advice real torch_npu gives with an invalid device ID (ACL error 107001).
+constexpr const char* kCheckDeviceId = "Check whether the device ID is valid.";
+
 thread_local c10::DeviceIndex t_current_device = -1;
 std::atomic<bool> g_initialized{false};
 std::atomic<bool> g_bad_fork{false};
@@ -62,7 +65,7 @@ void check_device_index(c10::DeviceIndex index) {
                  "No NPU device is available (VNPU_DEVICE_COUNT=0 or ASCEND_RT_VISIBLE_DEVICES is empty).");
   NPU_CHECK_WITH(Error, ErrCode::kParam, index >= 0 && index < count,
                  "Invalid device ID ", static_cast<int>(index), ": there are ", static_cast<int>(count),
-                 " NPU devices, valid device IDs are 0 to ", static_cast<int>(count - 1), ".");
+                 " NPU devices, valid device IDs are 0 to ", static_cast<int>(count - 1), ".\n", kCheckDeviceId);
 }
 
 vnpu::Device& runtime_device(c10::DeviceIndex index) {
@@ -81,7 +84,7 @@ c10::DeviceIndex checked_device_index(int64_t device) {
   const auto count = device_count();
   NPU_CHECK_WITH(Error, ErrCode::kParam, device >= 0 && device < count, "Invalid device ID ", device,
                  ": there are ", static_cast<int>(count), " NPU devices, valid device IDs are 0 to ",
-                 static_cast<int>(count) - 1, ".");
+                 static_cast<int>(count) - 1, ".\n", kCheckDeviceId);
   return static_cast<c10::DeviceIndex>(device);
 }
 

@@ -72,6 +72,15 @@ template <typename E>
 
 }  // namespace
 
+std::string npu_device_mismatch_message(const std::string& aten_message) {
+  static const std::string kSameDevice = "Expected all tensors to be on the same device";
+  if (aten_message.rfind(kSameDevice, 0) != 0 || aten_message.find("cpu") == std::string::npos) return aten_message;
+  // "..., but found at least two devices, npu:0 and cpu!" keeps its detail.
+  const std::size_t but = aten_message.find(", but ");
+  const std::string detail = but == std::string::npos ? aten_message : aten_message.substr(but + 6);
+  return kSameDevice + ". " + kExpectedNpuTensor + " (" + detail + ")";
+}
+
 void rethrow_as_op_parameter_error() {
   try {
     throw;
@@ -80,6 +89,8 @@ void rethrow_as_op_parameter_error() {
   } catch (const c10::Error& e) {
     if (e.msg().find("\n[ERROR] ") != std::string::npos) throw;  // already carries a suffix
     const std::string suffix = error_suffix(SubModule::kOPS, ErrCode::kParam);
+    const std::string mixed = npu_device_mismatch_message(e.msg());
+    if (mixed != e.msg()) throw c10::Error(c10::SourceLocation{__func__, __FILE__, __LINE__}, mixed + suffix);
     if (suffix.empty()) throw;  // TORCH_NPU_COMPACT_ERROR_OUTPUT
     // Most derived first: the Python exception type follows the C++ one.
     if (const auto* index = dynamic_cast<const c10::IndexError*>(&e)) throw_with_suffix(*index, suffix);

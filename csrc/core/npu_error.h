@@ -41,8 +41,18 @@ auto with_torch_errors(F&& fn) -> decltype(fn()) {
   }
 }
 
+// torch_npu's words for a host tensor where an npu one was expected.
+inline constexpr const char* kExpectedNpuTensor =
+    "Expected NPU tensor, please check whether the input tensor device is correct.";
+
+// ATen's "Expected all tensors to be on the same device, but found ... npu:0
+// and cpu!" in real torch_npu's wording, ATen's text kept in parentheses
+// (other messages are returned as they are).
+std::string npu_device_mismatch_message(const std::string& aten_message);
+
 // Rethrows the exception in flight (from a catch block) with torch_npu's op
-// suffix, "ERR01001 OPS invalid parameter", keeping its torch exception type.
+// suffix, "ERR01001 OPS invalid parameter", keeping its torch exception type;
+// a host/npu device mismatch is reworded (npu_device_mismatch_message).
 // Errors that already carry a suffix, and out-of-memory errors, pass
 // unchanged.
 [[noreturn]] void rethrow_as_op_parameter_error();

@@ -2,6 +2,8 @@
 
 #include <c10/util/Exception.h>
 
+#include "csrc/core/npu_error.h"
+
 namespace torch_npu {
 
 void DeviceCheck::add(const at::Tensor& t) {
@@ -18,9 +20,9 @@ void DeviceCheck::add(const at::Tensor& t) {
     }
     return;
   }
-  TORCH_CHECK(d.is_cpu() && (t.dim() == 0 || allow_cpu_),
-              "Expected all tensors to be on the same device, but found at least two devices, npu and ",
-              d.str(), "! (when checking arguments for ", op_, ")");
+  TORCH_CHECK(d.is_cpu() && (t.dim() == 0 || allow_cpu_), "Expected all tensors to be on the same device. ",
+              kExpectedNpuTensor, " (found at least two devices, npu and ", d.str(),
+              ", when checking arguments for ", op_, ")");
 }
 
 c10::DeviceIndex DeviceCheck::device() const {

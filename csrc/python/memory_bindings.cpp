@@ -16,10 +16,19 @@ namespace {
 
 namespace py = pybind11;
 
+// The device of a memory-statistics call (-1: the current one), checked with
+// real torch_npu's caching-allocator message for an index it has no
+// allocator for.
+c10::DeviceIndex allocator_device(int64_t device) {
+  if (device != -1) {
+    NPU_CHECK(device >= 0 && device < device_count(), "Invalid device argument ", device, ": did you call init?");
+  }
+  return resolve_device_index(device);
+}
 
 // torch.cuda.memory_stats()'s flat keys, e.g. "allocated_bytes.all.current".
 py::dict stats_dict(int64_t device) {
-  const MemoryStats s = memory_stats(resolve_device_index(device));
+  const MemoryStats s = memory_stats(allocator_device(device));
   py::dict d;
   auto put_stat = [&](const std::string& prefix, const vnpu::Stat& stat) {
     d[py::str(prefix + ".current")] = stat.current;
@@ -261,9 +270,9 @@ void bind_memory(py::module& m) {
     record_memory_history(enabled, trace, static_cast<RecordContext>(context), cpp_stacks, max_entries, clear);
   });
   m.def("_reset_peak_memory_stats",
-        torch::wrap_pybind_function([](int64_t d) { reset_peak_memory_stats(resolve_device_index(d)); }));
+        torch::wrap_pybind_function([](int64_t d) { reset_peak_memory_stats(allocator_device(d)); }));
   m.def("_reset_accumulated_memory_stats",
-        torch::wrap_pybind_function([](int64_t d) { reset_accumulated_memory_stats(resolve_device_index(d)); }));
+        torch::wrap_pybind_function([](int64_t d) { reset_accumulated_memory_stats(allocator_device(d)); }));
   m.def("_empty_cache", [] {
     // Waits for queued work: let other Python threads run meanwhile.
     py::gil_scoped_release no_gil;

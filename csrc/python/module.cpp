@@ -116,6 +116,8 @@ PYBIND11_MODULE(_C, m) {
     synchronize_device(d < 0 ? -1 : resolve_device_index(d));
   });
   m.def("_device_properties", &device_properties_dict);
+  // Real torch_npu's SocVersion number of the chip (tests compare it, e.g. >= 260 for Ascend950).
+  m.def("_npu_get_soc_version", [] { return device_properties(resolve_device_index(-1)).soc_version; });
   m.def("_utilization", [](int64_t d) { return device_utilization(resolve_device_index(d)); });
   m.def("_mem_get_info", [](int64_t d) {
     const auto [free, total] = device_memory_info(resolve_device_index(d));

@@ -11,11 +11,11 @@ import warnings
 import torch
 
 from torch_npu import _C
+from torch_npu.utils._error_code import ErrCode, pta_error
 
 # Allowed values per option; None means any string.
 _OPTIONS = {
-    "ACL_PRECISION_MODE": ("allow_fp32_to_fp16", "must_keep_origin_dtype", "allow_mix_precision",
-                           "force_fp16", "force_fp32"),
+    "ACL_PRECISION_MODE": ("allow_fp32_to_fp16", "must_keep_origin_dtype"),
     "ACL_OP_SELECT_IMPL_MODE": ("high_performance", "high_precision"),
     "ACL_OPTYPELIST_FOR_IMPLMODE": None,
     "ACL_AICORE_NUM": None,
@@ -23,6 +23,7 @@ _OPTIONS = {
     "ACL_OP_COMPILER_CACHE_DIR": None,
     "ACL_OP_DEBUG_LEVEL": ("0", "1", "2", "3", "4"),
     "ACL_DEBUG_DIR": None,
+    "ACL_OP_DEBUG_OPTION": None,
     "NPU_FUZZY_COMPILE_BLACKLIST": None,
     # Ops to run through their aclnn kernels rather than the old ACL ones
     # ("index,..."); every vNPU kernel is of one kind, so it is recorded.
@@ -37,21 +38,24 @@ _values = {}
 
 
 def _check(key, value):
+    # torch_npu's checks and messages (its npu_config.set_option, and the C++
+    # option table for unknown names).
     if not isinstance(key, str):
-        raise TypeError(f"npu option name must be a str, but got {type(key).__name__}")
+        raise TypeError(f"npu option name must be a str, but got {type(key).__name__}" + pta_error(ErrCode.PARAM))
     if key not in _OPTIONS:
-        raise ValueError(f"unknown npu option '{key}'; known options are: {', '.join(sorted(_OPTIONS))}")
+        raise RuntimeError(f"invalid npu option name:{key}" + pta_error(ErrCode.PARAM))
     allowed = _OPTIONS[key]
     if key == "ACL_AICORE_NUM":
-        if not (str(value).isdigit() and int(value) > 0):
-            raise ValueError(f"value of {key} should be a positive integer but got {value}")
+        if not (str(value).isdigit() and 1 <= int(value) <= 32):
+            raise ValueError(f"value of {key} should be an integer from 1 to 32 but got {value}" +
+                             pta_error(ErrCode.PARAM))
         return
     if allowed is None:
         if not isinstance(value, str):
-            raise ValueError(f"value of {key} should be a str but got {value!r}")
+            raise ValueError(f"value of {key} should be a str but got {value!r}" + pta_error(ErrCode.PARAM))
         return
     if value not in allowed:
-        raise ValueError(f"value of {key} should be in {list(allowed)} but got {value!r}")
+        raise ValueError(f"value of {key} should be in {list(allowed)} but got {value}" + pta_error(ErrCode.PARAM))
 
 
 def set_option(option, value=None):
@@ -60,7 +64,7 @@ def set_option(option, value=None):
     if isinstance(option, str) and value is not None:
         option = {option: value}
     if not isinstance(option, dict):
-        raise TypeError("npu option must be a dict.")
+        raise TypeError("npu option must be a dict." + pta_error(ErrCode.PARAM))
     for key, val in option.items():
         _check(key, val)
     for key, val in option.items():
