@@ -210,3 +210,17 @@ print("KEPT", torch.equal((a.npu() @ b.npu()).cpu(), a @ b))
     else:
         assert "SATURATED [inf, nan, 2.0]" in r.stdout
     assert "KEPT True" in r.stdout
+
+
+def test_torch_npus_operators_refuse_host_tensors_as_real_torch_npus_dispatcher_does(strict):
+    import torch_npu
+    with pytest.raises(NotImplementedError, match="Could not run 'npu::fast_gelu' with arguments from the 'CPU'"):
+        torch_npu.fast_gelu(torch.rand(4))
+    x = torch.rand(4)
+    torch.testing.assert_close(torch_npu.fast_gelu(x.npu()).cpu(), x * torch.sigmoid(1.702 * x))
+
+
+def test_outside_strict_mode_torch_npus_operators_run_on_host_tensors_too():
+    import torch_npu
+    x = torch.rand(4)
+    torch.testing.assert_close(torch_npu.fast_gelu(x), x * torch.sigmoid(1.702 * x))

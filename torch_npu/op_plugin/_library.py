@@ -12,6 +12,7 @@ intermediates. See docs/fused_ops.md.
 """
 
 import functools
+import sys
 
 import torch
 
@@ -30,7 +31,35 @@ EXPORTED = []
 EXPORTED_ATB = []
 
 
-def _with_capturable_host_constants(fn):
+def _strict_mode_on():
+    check_mode = sys.modules.get("torch_npu.npu.check_mode")  # imported after this module
+    return check_mode is not None and check_mode._enabled
+
+
+def _host_only(values):
+    """True when `values` (arguments, and lists of them) hold tensors, all on the host."""
+    seen = False
+    for v in values:
+        for t in (v if isinstance(v, (list, tuple)) else (v,)):
+            if isinstance(t, torch.Tensor):
+                if t.device.type != "cpu":
+                    return False
+                seen = True
+    return seen
+
+
+def _check_not_all_host(op_name, args, kwargs):
+    # Real torch_npu registers its operators for the NPU only, so the
+    # dispatcher refuses host tensors. vNPU's compositions run on any device
+    # (its tests use them as host references); strict mode refuses as the
+    # real one does, so a port finds such calls.
+    if _host_only(list(args) + list(kwargs.values())):
+        raise NotImplementedError(
+            f"Could not run '{op_name}' with arguments from the 'CPU' backend. torch_npu's operators run on npu "
+            "tensors only: move the inputs to the NPU first (tensor.npu()).")
+
+
+def _with_capturable_host_constants(fn, op_name):
     """``fn`` with its host copies capturable in an NPU graph: on the device a
     fused op's host arguments (sequence lengths, index lists) are kernel
     arguments fixed at capture; the composition makes small device tensors
@@ -39,6 +68,8 @@ def _with_capturable_host_constants(fn):
 
     @functools.wraps(fn)
     def impl(*args, **kwargs):
+        if _strict_mode_on():
+            _check_not_all_host(op_name, args, kwargs)
         previous = set_capturable(True)
         try:
             return fn(*args, **kwargs)
@@ -51,7 +82,7 @@ def define(schema, fn, *, export=True):
     """Defines ``npu::<schema>`` with ``fn`` as its implementation on every device."""
     name = schema.split("(", 1)[0]  # "name" or "name.overload"
     _LIB.define(schema)
-    _LIB.impl(name, _with_capturable_host_constants(fn), "CompositeImplicitAutograd")
+    _LIB.impl(name, _with_capturable_host_constants(fn, "npu::" + name), "CompositeImplicitAutograd")
     _C._note_op_route("npu::" + name, "python_composite")
     packet = name.split(".", 1)[0]
     if export and packet not in EXPORTED:
@@ -63,7 +94,7 @@ def define_atb(schema, fn, *, export=True):
     """Defines ``atb::<schema>`` with ``fn`` as its implementation on every device."""
     name = schema.split("(", 1)[0]
     _ATB_LIB.define(schema)
-    _ATB_LIB.impl(name, _with_capturable_host_constants(fn), "CompositeImplicitAutograd")
+    _ATB_LIB.impl(name, _with_capturable_host_constants(fn, "atb::" + name), "CompositeImplicitAutograd")
     _C._note_op_route("atb::" + name, "python_composite")
     packet = name.split(".", 1)[0]
     if export and packet not in EXPORTED_ATB:
