@@ -508,3 +508,30 @@ def test_streams_of_another_device_are_told_apart(sanitizer):
             z = y + 1
         torch.npu.current_stream().wait_stream(side)  # z.cpu() reads on npu:1's current stream
     assert torch.equal(z.cpu(), torch.full((N,), 2.0))
+
+
+def test_the_stream_check_is_torch_npus_module_split_with_runtime_events_as_callbacks(sanitizer, monkeypatch):
+    from torch_npu.npu import _stream_check
+    from torch_npu.utils import _npu_trace
+    assert _sanitizer.npu_sanitizer.mode == _sanitizer.SanitizerMode.STREAM
+    assert isinstance(sanitizer, _stream_check.NPURecordStreamHandler)
+    assert isinstance(_sanitizer.npu_sanitizer.dispatch, _stream_check.NPUSanitizerDispatchMode)
+    seen = []
+    _npu_trace.register_callback_for_npu_memory_allocation(lambda ptr, stream, nbytes: seen.append((ptr, nbytes)),
+                                                           "test")
+    x = torch.empty(N, device="npu")  # the dispatch mode delivers the allocation before analysing empty
+    assert (x.untyped_storage().data_ptr(), N * 4) in [(p, n) for p, n in seen]
+    _sanitizer.npu_sanitizer.disable()
+    assert _npu_trace.NPUMemoryAllocationCallbacks.callback_list == []  # a stopped tool leaves no callbacks
+
+
+def test_the_kernel_check_enables_nothing_and_says_why(monkeypatch):
+    monkeypatch.delenv("ASCEND_OPP_DEBUG_PATH", raising=False)
+    with pytest.warns(UserWarning, match="ASCEND_OPP_DEBUG_PATH is not set"):
+        assert _sanitizer.npu_sanitizer.enable_kernel_check() is False
+    monkeypatch.setenv("ASCEND_OPP_DEBUG_PATH", "/opp/debug")
+    checker = _sanitizer.NPUSanitizer()
+    with pytest.warns(UserWarning, match="the virtual NPU does not have"):
+        checker.enable()
+    assert checker.mode == _sanitizer.SanitizerMode.KERNEL and not checker.enabled
+    assert checker.dispatch is None
