@@ -97,11 +97,57 @@ def test_uce_checks_report_no_error():
         torch.npu.check_uce_in_memory(99)
 
 
-@pytest.mark.parametrize("call", [lambda: torch.npu.stop_device(0), lambda: torch.npu.restart_device(0),
-                                  lambda: torch.npu.stress_detect()])
+@pytest.mark.parametrize("call", [lambda: torch.npu.stop_device(0), lambda: torch.npu.stress_detect()])
 def test_recovery_not_supported(call):
     with pytest.raises(RuntimeError, match="not supported on vNPU"):
         call()
+
+
+def test_restart_device_marks_live_data_unsafe_until_a_copy_rewrites_it():
+    from torch_npu.npu import _recovery
+    torch.npu.restart_device(0)  # the virtual NPU never stops: nothing to do
+    a = torch.randn(64, device="npu")
+    b = torch.randn(64, device="npu")
+    b_saved = b.cpu()
+    expected = (a + b).cpu()
+    try:
+        torch.npu.restart_device(0, rebuild_all_resources=True)
+        assert _recovery.get_npu_tensor_unsafe_check_flag()
+        assert not _recovery.check_npu_tensor_is_safe(a) and not _recovery.check_npu_tensor_is_safe(b[3:])
+        with pytest.raises(RuntimeError, match="There is unsafe data in the input tensor"):
+            a + b
+        with pytest.raises(RuntimeError, match="There is unsafe data in the input tensor"):
+            a.add_(1)
+        fresh = torch.randn(64, device="npu")  # new memory is safe
+        assert _recovery.check_npu_tensor_is_safe(fresh)
+        with pytest.raises(RuntimeError, match="There is unsafe data in the input tensor"):
+            b.cpu()  # a copy from unsafe data
+        a.copy_(expected.npu() - b_saved.npu())  # a reload: safe again
+        assert _recovery.check_npu_tensor_is_safe(a)
+        b.copy_(b_saved)
+        torch.testing.assert_close((a + b).cpu(), expected)
+        address = fresh.data_ptr()
+        torch.npu.restart_device(0, rebuild_all_resources=True)
+        del fresh  # freed: the next tensor in that memory is safe
+        again = torch.empty(64, device="npu")
+        assert again.data_ptr() == address and _recovery.check_npu_tensor_is_safe(again)
+        _recovery.set_npu_tensor_unsafe_check_flag(False)  # off: unsafe data is used without a check
+        a + b
+    finally:
+        _recovery.set_npu_tensor_unsafe_check_flag(False)
+    with pytest.raises(RuntimeError, match="param type should be Tensor"):
+        _recovery.check_npu_tensor_is_safe("not a tensor")
+    with pytest.raises(RuntimeError, match="Invalid device ID"):
+        torch.npu.restart_device(99)
+
+
+def test_restart_device_drops_the_errors_its_streams_hold():
+    src = torch.randn(5, 3, device="npu")
+    src.gather(0, torch.tensor([[1, 0, 0]], device="npu"))  # a first launch runs on the caller: not the bad one
+    src.gather(0, torch.tensor([[7, 0, 0]], device="npu"))  # fails on the stream
+    torch.npu.restart_device(0, rebuild_all_resources=True, disable_tensor_unsafe_check=True)
+    assert not torch_npu.npu._recovery.get_npu_tensor_unsafe_check_flag()
+    assert torch.ones(3, device="npu").sum().item() == 3
 
 
 # --- deterministic switches ---------------------------------------------------------------

@@ -1,4 +1,5 @@
 #include "csrc/core/npu_caching_allocator.h"
+#include "csrc/core/npu_recovery.h"
 #include "csrc/core/npu_memory_history.h"
 
 #include <ATen/core/Tensor.h>
@@ -76,6 +77,7 @@ void report_to_profiler(vnpu::CachingAllocator& allocator, void* address, int64_
 // address (Note [Blocks by address] in runtime/src/caching_allocator.cpp),
 // the form copy-on-write sharing and Allocator::raw_allocate require.
 void delete_npu_memory(void* ptr) {
+  forget_device_data(ptr);  // its next tensor is safe (npu_recovery.h)
   if (free_if_npu_block(ptr)) return;
   if (PluggableAllocator* pluggable = current_pluggable_allocator()) pluggable->free(ptr);
 }

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "csrc/core/npu_recovery.h"
+
 namespace torch_npu {
 namespace {
 void snapshot_metadata(const at::Tensor& tensor, c10::SmallVector<int64_t, 8>& dims) {
@@ -33,6 +35,7 @@ void LaunchSnapshot::note(const at::Tensor& tensor) {
   signature_ = mix_launch_signature(signature_, traits);
   if (cpu) return;
   if (C10_UNLIKELY(c10::isQIntType(tensor.scalar_type()))) check_not_quantized(tensor);
+  if (C10_UNLIKELY(unsafe_data_checked())) check_npu_tensor_is_safe(tensor);
   work_ = std::max(work_, tensor.numel());
   npu_dtypes_ |= uint64_t{1} << (static_cast<unsigned>(tensor.scalar_type()) & 63);
 }

@@ -22,6 +22,7 @@
 
 #include "csrc/core/npu_capture.h"
 #include "csrc/core/npu_error.h"
+#include "csrc/core/npu_recovery.h"
 #include "csrc/core/npu_stream.h"
 #include "csrc/core/host_allocator.h"
 #include "csrc/core/npu_device.h"
@@ -138,6 +139,11 @@ at::Tensor npu_copy_from(const at::Tensor& self, const at::Tensor& dst, bool non
   TORCH_CHECK(at::is_expandable_to(self.sizes(), dst.sizes()), "output with shape ", dst.sizes(),
               " doesn't match the broadcast shape ", self.sizes());
   if (dst.numel() == 0) return dst;
+  if (C10_UNLIKELY(unsafe_data_checked())) {
+    // A copy from safe data makes its destination safe (npu_recovery.h).
+    if (is_npu(self)) check_npu_tensor_is_safe(self);
+    if (is_npu(dst) && dst.has_storage()) mark_device_data_safe(dst.storage().data());
+  }
   if (is_npu(self) && is_npu(dst)) {
     copy_device_to_device(self, dst);
   } else if (is_npu(dst)) {

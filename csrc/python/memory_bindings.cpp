@@ -10,6 +10,7 @@
 #include "csrc/core/npu_error.h"
 #include "csrc/core/host_allocator.h"
 #include "csrc/core/npu_memory_history.h"
+#include "csrc/core/npu_recovery.h"
 
 namespace torch_npu {
 namespace {
@@ -291,6 +292,15 @@ void bind_memory(py::module& m) {
   });
   m.def("_caching_allocator_delete", [](uintptr_t ptr) { raw_delete(reinterpret_cast<void*>(ptr)); });
   m.def("_format_size", &format_size);
+
+  // Unsafe data after a device fault (npu_recovery.h; torch_npu.npu._recovery
+  // checks the argument types and passes a storage's device and data pointer).
+  m.def("_set_npu_data_unsafe_flag", &set_unsafe_data_check);
+  m.def("_get_npu_data_unsafe_flag", &unsafe_data_check);
+  m.def("_mark_all_npu_data_ptr_unsafe", [](int64_t d) { mark_all_device_data_unsafe(resolve_device_index(d)); });
+  m.def("_npu_data_ptr_is_safe", [](uintptr_t ptr) { return is_device_data_safe(reinterpret_cast<void*>(ptr)); });
+  m.def("_update_npu_data_ptr_to_safe",
+        [](uintptr_t ptr) { mark_device_data_safe(reinterpret_cast<void*>(ptr)); });
 }
 
 }  // namespace torch_npu

@@ -6,10 +6,11 @@ stress_detect (an on-chip hardware self test).
 UCE (uncorrectable ECC errors in HBM) cannot happen on the virtual NPU: its
 device memory is host RAM, whose errors the host kernel handles and never
 reports to the process. So check_uce_in_memory truthfully reports 0 ("no
-UCE error") and _get_uce_addr an empty list. Stopping and restarting a
-device, and a hardware stress test, would need the runtime (csrc, runtime/)
-to abort and rebuild its streams, which it does not do: those raise a
-RuntimeError that says so.
+UCE error") and _get_uce_addr an empty list. Stopping a device, and a
+hardware stress test, would need the runtime (csrc, runtime/) to abort the
+tasks on its streams, which it does not do: those raise a RuntimeError that
+says so. restart_device marks the device's live data unsafe for recovery
+code (torch_npu/npu/_recovery.py).
 """
 
 from torch_npu import _C
@@ -49,9 +50,10 @@ def stop_device(device_id):
 
 
 def restart_device(device_id, rebuild_all_resources=False, disable_tensor_unsafe_check=False):
-    _checked(device_id)
-    _not_supported("restart_device", "the virtual NPU is never stopped (see torch.npu.stop_device), so there "
-                   "is nothing to restart.")
+    """See torch_npu.npu._recovery.restart_device: marks the device's live data
+    unsafe and drops its streams' errors (the virtual NPU never stops)."""
+    from torch_npu.npu import _recovery
+    _recovery.restart_device(device_id, rebuild_all_resources, disable_tensor_unsafe_check)
 
 
 def stress_detect(detect_type="aic"):
