@@ -370,3 +370,23 @@ def test_sdp_switches_are_pytorchs_global_flags():
     assert torch.backends.cuda.mem_efficient_sdp_enabled()  # put back
     with pytest.warns(UserWarning, match="isn't implemented"):
         assert torch.npu.preferred_linalg_library() == torch._C._LinalgBackend.Default
+
+
+def test_fft_plan_cache_settings_are_checked_as_real_torch_npu_checks_them():
+    cache = torch.npu.backends.fft_plan_cache
+    assert cache.max_size == 10
+    try:
+        cache.max_size = 20
+        assert cache.max_size == 20
+        for bad in (0, 100):
+            with pytest.raises(RuntimeError, match="invalid value of cache_size, expected 1 to 99"):
+                cache.max_size = bad
+        assert cache.max_size == 20
+    finally:
+        cache.max_size = 10
+    torch.fft.ifft(torch.randn(1, 7, dtype=torch.complex64).npu())
+    assert cache.size == 0  # ATen's FFT kernels keep no npu plans
+    cache.clear()
+    with pytest.raises(RuntimeError, match="read-only"):
+        cache.size = 1
+    assert torch.npu.backends.sdp_kernel is torch.npu.sdp_kernel

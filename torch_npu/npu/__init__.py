@@ -64,6 +64,7 @@ from torch_npu.npu.random import (  # noqa: F401
 from torch_npu.npu._backends import (  # noqa: F401
     enable_flash_sdp, enable_math_sdp, enable_mem_efficient_sdp, flash_sdp_enabled, math_sdp_enabled,
     mem_efficient_sdp_enabled, preferred_linalg_library, sdp_kernel)
+from torch_npu.npu import backends  # noqa: F401  (torch.npu.backends.fft_plan_cache)
 from torch_npu.npu.options import (  # noqa: F401
     are_compatible_impl_enabled, fallback_counts, get_option, is_support, set_option, use_compatible_impl)
 from torch_npu.npu.compile_mode import is_jit_compile_false, jit_compile, set_compile_mode  # noqa: F401
