@@ -273,3 +273,20 @@ def test_environment_binding_reports_raw_values():
     """, VNPU_DEVICE_COUNT="3", TASK_QUEUE_ENABLE="2")
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip() == "3 2 False []"
+
+
+def test_acl_init_config_path_is_checked_at_the_first_device_use(tmp_path):
+    good = tmp_path / "acl.json"
+    good.write_text('{"dump": {"dump_scene": "lite_exception"}}')
+    assert "use ok" in _probe(TORCH_ACL_INIT_CONFIG_PATH=str(good))
+    broken = tmp_path / "broken.json"
+    broken.write_text("not a json{{{")
+    for path, words in ((broken, "Failed to parse user acl json"), (tmp_path / "missing.json", "is invalid")):
+        line = next(l for l in _probe(TORCH_ACL_INIT_CONFIG_PATH=str(path)).splitlines() if l.startswith("use "))
+        assert line.startswith("use error RuntimeError") and words in line, line
+
+
+def test_acl_op_init_mode_out_of_range_warns_with_torch_npus_words():
+    r = run_python(_PROBE, ACL_OP_INIT_MODE="999")
+    assert r.returncode == 0 and "use ok" in r.stdout, r.stderr
+    assert "Get env ACL_OP_INIT_MODE not in [0, 1, 2], so reset it to the default value 0." in r.stderr

@@ -81,6 +81,9 @@ c10::DeviceIndex current_device() {
 
 c10::DeviceIndex checked_device_index(int64_t device) {
   check_not_forked();
+  const auto& init_error = device_init_error();
+  NPU_CHECK_WITH(Error, ErrCode::kUnavail, init_error.empty(),
+                 "The virtual NPU could not be initialised: ", init_error);
   const auto count = device_count();
   NPU_CHECK_WITH(Error, ErrCode::kParam, device >= 0 && device < count, "Invalid device ID ", device,
                  ": there are ", static_cast<int>(count), " NPU devices, valid device IDs are 0 to ",

@@ -1,12 +1,16 @@
 // The only translation unit that reads the process environment.
 #include "vnpu/environment.h"
 
+#include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <limits>
+#include <sstream>
 
 #include "vnpu/chip_profile.h"
 #include "vnpu/error.h"
+#include "vnpu/json_check.h"
 
 namespace vnpu {
 namespace {
@@ -142,6 +146,13 @@ const std::vector<EnvironmentVariable>& environment_variables() {
       {"HCCL_BUFFSIZE", "200",
        "MB of staging buffer per rank for the shared-memory transport (a positive integer; `hccl_config`'s "
        "`hccl_buffer_size` overrides it)"},
+      {"ACL_OP_INIT_MODE", "0",
+       "CANN's operator-library loading mode (0, 1 or 2): validated, no effect on vNPU; another value gets real "
+       "torch_npu's warning \"Get env ACL_OP_INIT_MODE not in [0, 1, 2], so reset it to the default value 0.\""},
+      {"TORCH_ACL_INIT_CONFIG_PATH", "unset",
+       "the user's acl.json for aclInit: checked at the first device use as real torch_npu checks it (the path "
+       "exists, the file opens and is JSON, and has no `defaultDevice` member, which CANN before 8.3 does not "
+       "take); its settings (dump, profiling) have no effect on vNPU"},
       {"ASCEND_GLOBAL_LOG_LEVEL", "3",
        "CANN's log level for `ASCEND_LOGE/W/I/D` and `aclAppLog` in extensions: 0 debug, 1 info, 2 warning, "
        "3 error, 4 none; messages at or above it go to stderr"},
@@ -162,6 +173,41 @@ const char* documented_lookup(const char* name) {
   if (value != nullptr) t_parsing->raw_values.emplace_back(name, value);
   return value;
 }
+}  // namespace
+
+namespace {
+
+// Real torch_npu's checks of the user's acl.json (its words, for a vNPU
+// whose CANN is before 8.3: set_device is not lazy). "" when it passes.
+std::string check_acl_init_config(const std::string& path) {
+  char resolved[PATH_MAX];
+  if (realpath(path.c_str(), resolved) == nullptr) {
+    return "TORCH_ACL_INIT_CONFIG_PATH " + path + " is invalid. Please set the environment variable "
+           "'TORCH_ACL_INIT_CONFIG_PATH' to a valid JSON config file path.";
+  }
+  std::ifstream file(resolved);
+  if (!file.is_open()) {
+    return std::string("Failed to open user acl json ") + resolved +
+           ". Please ensure the file exists and has read permission.";
+  }
+  std::stringstream text;
+  text << file.rdbuf();
+  std::vector<std::string> keys;
+  std::string error;
+  if (!check_json(text.str(), &keys, &error)) {
+    return std::string("Failed to parse user acl json ") + resolved +
+           ". Please check that the file contains valid JSON syntax. Error: " + error;
+  }
+  for (const std::string& key : keys) {
+    if (key == "defaultDevice") {
+      return std::string("User acl json ") + resolved +
+             " contains 'defaultDevice' which is not expected in non-lazy set_device mode. Please remove the "
+             "'defaultDevice' field from your JSON config.";
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 Environment parse_environment(const char* (*raw_lookup)(const char* name)) {
@@ -304,6 +350,19 @@ Environment parse_environment(const char* (*raw_lookup)(const char* name)) {
     } else {
       env.errors.push_back("ASCEND_GLOBAL_LOG_LEVEL should be 0, 1, 2, 3 or 4, but got " + quoted(v));
     }
+  }
+  if (const char* v = lookup_nonempty(lookup, "ACL_OP_INIT_MODE")) {
+    std::uint64_t mode = 0;
+    if (parse_unsigned(v, &mode) && mode <= 2) {
+      env.acl_op_init_mode = static_cast<int>(mode);
+    } else {
+      env.warnings.push_back("Get env ACL_OP_INIT_MODE not in [0, 1, 2], so reset it to the default value 0.");
+    }
+  }
+  if (const char* v = lookup_nonempty(lookup, "TORCH_ACL_INIT_CONFIG_PATH")) {
+    env.acl_init_config_path = v;
+    const std::string problem = check_acl_init_config(v);
+    if (!problem.empty()) env.errors.push_back(problem);
   }
   t_lookup = nullptr;
   t_parsing = nullptr;

@@ -1,5 +1,7 @@
 #include "vnpu/runtime.h"
 
+#include <cstdio>
+
 #include <atomic>
 #include <exception>
 #include <set>
@@ -253,7 +255,10 @@ Runtime& Runtime::instance() {
   // static caches are freed during interpreter shutdown, after function-level
   // statics would already be destroyed. The OS reclaims the memory.
   static Runtime* runtime = [] {
-    Runtime* made = new Runtime(vnpu::environment_now());
+    const Environment env = vnpu::environment_now();
+    // Values replaced by their default are told once, when the devices are made.
+    for (const std::string& warning : env.warnings) std::fprintf(stderr, "[W] Warning: %s\n", warning.c_str());
+    Runtime* made = new Runtime(env);
     g_instance_made.store(true, std::memory_order_release);
     return made;
   }();

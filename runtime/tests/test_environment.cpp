@@ -3,6 +3,11 @@
 #include "test_helpers.h"
 #include "vnpu/environment.h"
 
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
 namespace {
 
 using vnpu_test::parse;
@@ -185,6 +190,47 @@ TEST(EnvironmentVariables, UnsetVariablesAreNotRecorded) {
   ASSERT_EQ(env.raw_values.size(), 1u);
   EXPECT_EQ(env.raw_values[0].first, "VNPU_DEVICE_COUNT");
   EXPECT_EQ(env.raw_values[0].second, "3");
+}
+
+}  // namespace
+
+namespace {
+
+TEST(Environment, AclOpInitModeOutOfRangeWarnsAndKeepsTheDefault) {
+  EXPECT_EQ(vnpu_test::parse({{"ACL_OP_INIT_MODE", "2"}}).acl_op_init_mode, 2);
+  const vnpu::Environment env = vnpu_test::parse({{"ACL_OP_INIT_MODE", "999"}});
+  EXPECT_TRUE(env.errors.empty());
+  EXPECT_EQ(env.acl_op_init_mode, 0);
+  ASSERT_EQ(env.warnings.size(), 1u);
+  EXPECT_EQ(env.warnings[0], "Get env ACL_OP_INIT_MODE not in [0, 1, 2], so reset it to the default value 0.");
+}
+
+std::string write_file(const std::string& text) {
+  char path[] = "/tmp/vnpu_acl_json_XXXXXX";
+  const int fd = mkstemp(path);
+  EXPECT_GE(fd, 0);
+  EXPECT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  close(fd);
+  return path;
+}
+
+TEST(Environment, AclInitConfigPathIsCheckedAsRealTorchNpuChecksIt) {
+  const std::string good = write_file(R"({"dump": {"dump_scene": "lite_exception"}})");
+  EXPECT_TRUE(vnpu_test::parse({{"TORCH_ACL_INIT_CONFIG_PATH", good.c_str()}}).errors.empty());
+  const auto only_error = [](const std::string& path) {
+    const vnpu::Environment env = vnpu_test::parse({{"TORCH_ACL_INIT_CONFIG_PATH", path.c_str()}});
+    EXPECT_EQ(env.errors.size(), 1u) << path;
+    return env.errors.empty() ? std::string() : env.errors[0];
+  };
+  EXPECT_NE(only_error("/tmp/vnpu_no_such_acl.json").find("TORCH_ACL_INIT_CONFIG_PATH /tmp/vnpu_no_such_acl.json "
+                                                          "is invalid"), std::string::npos);
+  const std::string broken = write_file("not a json{{{");
+  EXPECT_NE(only_error(broken).find("Failed to parse user acl json"), std::string::npos);
+  const std::string empty = write_file("");
+  EXPECT_NE(only_error(empty).find("Failed to parse user acl json"), std::string::npos);
+  const std::string with_device = write_file(R"({"defaultDevice": {"default_device": "0"}})");
+  EXPECT_NE(only_error(with_device).find("contains 'defaultDevice' which is not expected"), std::string::npos);
+  for (const std::string& path : {good, broken, empty, with_device}) unlink(path.c_str());
 }
 
 }  // namespace

@@ -70,6 +70,15 @@ struct Environment {
   // HCCL_BUFFSIZE (MB, default 200): each rank's staging buffer for the
   // shared-memory transport (hccl_config's hccl_buffer_size overrides).
   std::uint64_t hccl_buffsize_mb = 200;
+  // --- aclInit ------------------------------------------------------------
+  // ACL_OP_INIT_MODE (0, 1 or 2; 0 on the chips and CANN vNPU reports): how
+  // CANN loads its operator libraries; validated, no effect on vNPU.
+  int acl_op_init_mode = 0;
+  // TORCH_ACL_INIT_CONFIG_PATH: the user's acl.json, checked as real
+  // torch_npu checks it before aclInit (it exists and is JSON, without
+  // "defaultDevice" in the non-lazy set_device mode of CANN before 8.3).
+  std::optional<std::string> acl_init_config_path;
+
   // --- CANN's logging (aclAppLog, ASCEND_LOG* in extensions) ------------
   // ASCEND_GLOBAL_LOG_LEVEL: 0 debug, 1 info, 2 warning, 3 error, 4 none.
   int acl_log_level = 3;
@@ -81,6 +90,9 @@ struct Environment {
   // They are reported when the device is first used, never at import, so
   // that is_available()/device_count() stay non-throwing.
   std::vector<std::string> errors;
+  // Values replaced by their default, with real torch_npu's warning; the
+  // runtime prints them to stderr when it is made.
+  std::vector<std::string> warnings;
 
   // True when kernels must run synchronously on the caller.
   bool synchronous_launch() const {
