@@ -242,3 +242,15 @@ def test_a_non_blocking_copy_from_pageable_memory_is_queued_from_a_private_copy(
         src.fill_(7.0)  # the queued copy read a copy taken at the call
     torch.npu.synchronize()
     assert torch.equal(x.cpu(), torch.ones(4))
+
+
+def test_the_raw_current_stream_is_the_aclrtstream_handle_everywhere():
+    from torch._dynamo.device_interface import get_interface_for_device
+    from torch_npu.utils._dynamo import _dynamo_register_interface_for_device
+    _dynamo_register_interface_for_device()
+    side = torch.npu.Stream()
+    with torch.npu.stream(side):
+        for raw in (torch_npu._C._npu_getCurrentRawStream(0), torch_npu._C._npu_getCurrentRawStreamNoWait(0),
+                    get_interface_for_device("npu").get_raw_stream(0)):
+            assert raw == side.npu_stream
+    assert torch_npu._C._npu_getCurrentRawStream(0) == torch.npu.default_stream().npu_stream

@@ -127,6 +127,14 @@ PYBIND11_MODULE(_C, m) {
   // Streams (as (stream_id, device_index, device_type) for torch.Stream).
   m.def("_current_stream", [](int64_t d) { return stream_tuple(current_stream(resolve_device_index(d))); });
   m.def("_default_stream", [](int64_t d) { return stream_tuple(default_stream(resolve_device_index(d))); });
+  // The current stream's aclrtStream handle (Stream.npu_stream), as real
+  // torch_npu's Inductor glue asks for it; NoWait: the same here (no
+  // initialisation to wait for once a device is in use).
+  const auto raw_stream = [](int64_t d) {
+    return reinterpret_cast<uintptr_t>(&runtime_stream(current_stream(resolve_device_index(d))));
+  };
+  m.def("_npu_getCurrentRawStream", raw_stream);
+  m.def("_npu_getCurrentRawStreamNoWait", raw_stream);
   // torch.npu._sleep: like torch.cuda._sleep, keeps the current stream busy
   // for a while (tests of stream ordering and concurrency).
   m.def("_set_sync_debug_mode", &set_sync_debug_mode);

@@ -101,7 +101,8 @@ class NpuInterface(DeviceInterface):
 
     @staticmethod
     def get_raw_stream(device_idx: int) -> int:
-        return torch.npu.current_stream(device_idx).stream_id
+        # The aclrtStream handle, as torch.cuda's is the cudaStream_t.
+        return torch.npu.current_stream(device_idx).npu_stream
 
     @staticmethod
     def get_compute_capability(device=None) -> str:
