@@ -98,7 +98,7 @@ ACL_HOST_REG_MAPPED, ACL_HOST_REG_PINNED = 0x2, 0x10000000
 
 def test_npurt_host_register_and_unregister():
     rt = torch.npu.npurt()
-    assert rt is torch_npu.npu.npurt()
+    assert rt is torch_npu.npu.npurt() is torch_npu._C._npurt  # real torch_npu's binding name
     page = torch.empty(4096, dtype=torch.uint8).share_memory_()
     for flag in (ACL_HOST_REG_PINNED, ACL_HOST_REG_MAPPED, ACL_HOST_REG_PINNED | ACL_HOST_REG_MAPPED):
         assert rt.npuHostRegister(page.data_ptr(), 4096, flag) == 0

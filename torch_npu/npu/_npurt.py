@@ -14,7 +14,10 @@ Thread-safety: every function may be called from any thread.
 """
 
 import ctypes
+import sys
 import threading
+
+from torch_npu import _C
 
 ACL_SUCCESS = 0
 ACL_ERROR_INVALID_PARAM = 100000
@@ -72,3 +75,8 @@ def _registered_bytes() -> int:
     """Bytes currently registered (tests)."""
     with _lock:
         return sum(size for size, _ in _registered.values())
+
+
+# Real torch_npu's binding is the submodule torch_npu._C._npurt; this module
+# is vNPU's, published under that name too.
+_C._npurt = sys.modules[__name__]
