@@ -127,3 +127,25 @@ def test_trainer_with_amp_follows_cpu_loss_curve():
     assert npu[-1] < npu[0] * 0.8
     for a, b in zip(npu, cpu):
         assert abs(a - b) < 0.05 * max(1.0, abs(b))
+
+
+def test_torch_npus_scaler_skips_every_optimizer_of_an_iteration_that_overflowed(capsys):
+    def one_iteration(scaler):
+        a = torch.nn.Linear(3, 3).npu()
+        b = torch.nn.Linear(3, 3).npu()
+        opt_a, opt_b = torch.optim.SGD(a.parameters(), lr=1.0), torch.optim.SGD(b.parameters(), lr=1.0)
+        before = [p.detach().clone() for p in (*a.parameters(), *b.parameters())]
+        x = torch.randn(2, 3, device="npu")
+        scaler.scale(a(x).sum() + b(x).sum()).backward()
+        a.weight.grad.fill_(float("inf"))  # only a's gradients overflow
+        scaler.step(opt_a)
+        scaler.step(opt_b)
+        scaler.update()
+        after = list((*a.parameters(), *b.parameters()))
+        return [torch.equal(x.cpu(), y.detach().cpu()) for x, y in zip(before, after)]
+
+    # torch_npu: the iteration's overflow skips b's step too (real torch_npu's _has_overflow).
+    assert one_iteration(torch.npu.amp.GradScaler(init_scale=4.0)) == [True, True, True, True]
+    assert "Gradient overflow. Skipping step" in capsys.readouterr().out
+    # torch.amp's scaler skips only the optimizer whose gradients overflowed.
+    assert one_iteration(torch.amp.GradScaler("npu", init_scale=4.0)) == [True, True, False, False]

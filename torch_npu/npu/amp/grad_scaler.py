@@ -1,7 +1,12 @@
 """torch.npu.amp.GradScaler: torch.amp.GradScaler("npu") with torch_npu's
-``dynamic`` switch (dynamic=False keeps the loss scale fixed)."""
+``dynamic`` switch (dynamic=False keeps the loss scale fixed) and its
+iteration-wide overflow: once any optimizer's gradients held an inf or NaN,
+every optimizer's step of that iteration is skipped (real torch_npu's
+``_has_overflow``, which mirrors the chip's device-wide overflow flag), where
+torch.amp's skips only the optimizer whose gradients overflowed."""
 
 import torch
+from torch.amp.grad_scaler import OptState
 
 
 class GradScaler(torch.amp.GradScaler):
@@ -13,6 +18,21 @@ class GradScaler(torch.amp.GradScaler):
         super().__init__("npu", init_scale=init_scale, growth_factor=growth_factor,
                          backoff_factor=backoff_factor, growth_interval=growth_interval, enabled=enabled)
         self._dynamic = dynamic
+
+    def _overflowed_this_iteration(self):
+        """True when the gradients of any optimizer unscaled since the last
+        update() held an inf or NaN."""
+        for state in self._per_optimizer_states.values():
+            if state["stage"] is not OptState.READY and any(
+                    v.item() for v in state["found_inf_per_device"].values()):
+                return True
+        return False
+
+    def _maybe_opt_step(self, optimizer, optimizer_state, *args, **kwargs):
+        if self._overflowed_this_iteration():
+            print("Gradient overflow. Skipping step")  # real torch_npu's report of a skipped step
+            return None
+        return optimizer.step(*args, **kwargs)
 
     def update(self, new_scale=None):
         """Adjusts the scale after a step; a static scaler keeps it unless
