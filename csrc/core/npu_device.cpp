@@ -55,17 +55,31 @@ void check_not_forked() {
                  "use the 'spawn' start method");
 }
 
-void check_device_index(c10::DeviceIndex index) {
+namespace {
+
+// The checks every device lookup makes first: not in a bad fork, and the
+// runtime can be made from the environment. Returns the device count.
+c10::DeviceIndex checked_device_count() {
   check_not_forked();
   const auto& init_error = device_init_error();
   NPU_CHECK_WITH(Error, ErrCode::kUnavail, init_error.empty(),
                  "The virtual NPU could not be initialised: ", init_error);
-  const auto count = device_count();
+  return device_count();
+}
+
+void check_device_in_range(int64_t device, c10::DeviceIndex count) {
+  NPU_CHECK_WITH(Error, ErrCode::kParam, device >= 0 && device < count, "Invalid device ID ", device,
+                 ": there are ", static_cast<int>(count), " NPU devices, valid device IDs are 0 to ",
+                 static_cast<int>(count) - 1, ".\n", kCheckDeviceId);
+}
+
+}  // namespace
+
+void check_device_index(c10::DeviceIndex index) {
+  const auto count = checked_device_count();
   NPU_CHECK_WITH(Error, ErrCode::kParam, count > 0,
                  "No NPU device is available (VNPU_DEVICE_COUNT=0 or ASCEND_RT_VISIBLE_DEVICES is empty).");
-  NPU_CHECK_WITH(Error, ErrCode::kParam, index >= 0 && index < count,
-                 "Invalid device ID ", static_cast<int>(index), ": there are ", static_cast<int>(count),
-                 " NPU devices, valid device IDs are 0 to ", static_cast<int>(count - 1), ".\n", kCheckDeviceId);
+  check_device_in_range(index, count);
 }
 
 vnpu::Device& runtime_device(c10::DeviceIndex index) {
@@ -80,14 +94,7 @@ c10::DeviceIndex current_device() {
 }
 
 c10::DeviceIndex checked_device_index(int64_t device) {
-  check_not_forked();
-  const auto& init_error = device_init_error();
-  NPU_CHECK_WITH(Error, ErrCode::kUnavail, init_error.empty(),
-                 "The virtual NPU could not be initialised: ", init_error);
-  const auto count = device_count();
-  NPU_CHECK_WITH(Error, ErrCode::kParam, device >= 0 && device < count, "Invalid device ID ", device,
-                 ": there are ", static_cast<int>(count), " NPU devices, valid device IDs are 0 to ",
-                 static_cast<int>(count) - 1, ".\n", kCheckDeviceId);
+  check_device_in_range(device, checked_device_count());
   return static_cast<c10::DeviceIndex>(device);
 }
 
