@@ -19,6 +19,7 @@ from conftest import run_python
 KB = 1024
 MB = 1024 * 1024
 BLOCK = 512  # kMinBlockSize: every block is a multiple of this
+PAD = 32  # torch_npu pads each request by 32 bytes before rounding (CANN before 9.1)
 SMALL_SIZE = MB  # requests up to this go to the small pool
 
 
@@ -29,7 +30,7 @@ def _settle():
 
 
 def _rounded(nbytes):
-    return max(BLOCK, (nbytes + BLOCK - 1) // BLOCK * BLOCK)
+    return max(BLOCK, (nbytes + PAD + BLOCK - 1) // BLOCK * BLOCK)
 
 
 def _empty(nbytes, device="npu"):
@@ -91,7 +92,7 @@ def test_peak_and_reset():
     t = _empty(24 * MB)
     del t
     _settle()
-    assert torch.npu.max_memory_allocated() == base + 24 * MB
+    assert torch.npu.max_memory_allocated() == base + _rounded(24 * MB)
     assert torch.npu.max_memory_reserved() >= torch.npu.max_memory_allocated()
     torch.npu.reset_max_memory_allocated()
     assert torch.npu.max_memory_allocated() == torch.npu.memory_allocated()
@@ -453,11 +454,12 @@ def test_out_of_memory_then_recovery():
     lines = r.stdout.splitlines()
     assert lines[0] == (
         "OOM NPU out of memory. Tried to allocate 100.00 MiB (NPU 0; 256.00 MiB total capacity; "
-        "200.00 MiB already allocated; 200.00 MiB current active; 56.00 MiB free; 200.00 MiB reserved "
+        "200.00 MiB already allocated; 200.00 MiB current active; 52.00 MiB free; 204.00 MiB reserved "
         "in total by PyTorch).If reserved memory is >> allocated memory try setting max_split_size_mb "
         "to avoid fragmentation.")
     assert lines[1] == "ooms 1 allocated 200"
-    assert lines[2] == "recovered True 200 True"
+    # Each padded 100 MiB request takes a 102 MiB segment (2 MiB granules), the 200 MiB one 202 MiB.
+    assert lines[2] == "recovered True 202 True"
 
 
 def test_out_of_memory_is_a_torch_out_of_memory_error():
@@ -503,7 +505,7 @@ def test_caching_allocator_alloc_on_a_stream():
     base = torch.npu.memory_allocated()
     stream = torch.npu.Stream()
     ptr = torch.npu.caching_allocator_alloc(5 * MB, 0, stream)
-    assert torch.npu.memory_allocated() == base + 5 * MB
+    assert torch.npu.memory_allocated() == base + _rounded(5 * MB)
     torch.npu.caching_allocator_delete(ptr)
     assert torch.npu.memory_allocated() == base
     with pytest.raises(ValueError, match="not allocated by caching_allocator_alloc"):
@@ -607,36 +609,44 @@ def test_alloc_conf_memory_fraction_applies():
 
 
 def test_set_allocator_settings_at_run_time():
+    # As torch_npu's: the split limits, the OOM policy, the fraction and the pinned limits change at run
+    # time; the rounding and garbage-collection policy only through PYTORCH_NPU_ALLOC_CONF.
     r = run_python("""
         import torch, torch_npu
         MB = 1024 * 1024
         set_settings = torch_npu.npu.memory._set_allocator_settings
         a = torch.empty(4 * MB + 1, dtype=torch.uint8, device="npu")
-        before = torch.npu.memory_allocated()
-        set_settings("roundup_power2_divisions:4,garbage_collection_threshold:0.6")
-        b = torch.empty(4 * MB + 1, dtype=torch.uint8, device="npu")
-        print("rounded", before, torch.npu.memory_allocated() - before)
-        for bad in ["max_split_size_mb:64", "bogus:1", "roundup_power2_divisions:3", "garbage_collection_threshold:0.5,foo:1"]:
+        set_settings("max_split_size_mb:64,max_non_split_rounding_mb:30")
+        print("split", torch.npu.memory_stats()["max_split_size"] // MB)
+        for bad in ["roundup_power2_divisions:4", "max_split_size_mb:80,garbage_collection_threshold:0.5",
+                    "bogus:1", "max_split_size_mb:80,foo:1", "max_non_split_rounding_mb:10"]:
             try:
                 set_settings(bad)
                 print("accepted", bad)
-            except RuntimeError as e:
-                print("refused", str(e).splitlines()[0])
-        c = torch.empty(4 * MB + 1, dtype=torch.uint8, device="npu")  # still 4 divisions: nothing half-applied
-        print("after", torch.npu.memory_allocated() - before)
+            except (RuntimeError, ValueError) as e:
+                print("refused", type(e).__name__, str(e).splitlines()[0])
+        b = torch.empty(4 * MB + 1, dtype=torch.uint8, device="npu")  # no rounding divisions
+        print("split", torch.npu.memory_stats()["max_split_size"] // MB, "rounded", b.untyped_storage().nbytes(),
+              torch.npu.memory_stats()["allocated_bytes.all.current"] - 2 * (4 * MB + 512))
         set_settings("per_process_memory_fraction:0.5")
         print("fraction", torch.npu.get_per_process_memory_fraction(0), torch.npu.get_per_process_memory_fraction(1))
     """)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.strip().splitlines()
-    assert lines[0] == f"rounded {4 * MB + 512} {5 * MB}"
-    assert lines[1] == ("refused torch_npu.npu.memory._set_allocator_settings() unsupported setting: max_split_size_mb "
-                        "(set it with PYTORCH_NPU_ALLOC_CONF before the first allocation)")
-    assert lines[2].startswith("refused torch_npu.npu.memory._set_allocator_settings(): Unrecognized CachingAllocator option: bogus")
-    assert lines[3].startswith("refused torch_npu.npu.memory._set_allocator_settings(): roundup_power2_divisions must be 0 or a power of two")
-    assert lines[4].startswith("refused torch_npu.npu.memory._set_allocator_settings(): Unrecognized CachingAllocator option: foo")
-    assert lines[5] == f"after {10 * MB}"
-    assert lines[6] == "fraction 0.5 0.5"
+    assert lines[0] == "split 64"
+    unsupported = "torch_npu.npu.memory._set_allocator_settings() unsupported setting: {} " \
+                  "(set it with PYTORCH_NPU_ALLOC_CONF before the first allocation)"
+    assert lines[1] == "refused ValueError " + unsupported.format("roundup_power2_divisions")
+    assert lines[2] == "refused ValueError " + unsupported.format("garbage_collection_threshold")
+    assert lines[3].startswith("refused RuntimeError torch_npu.npu.memory._set_allocator_settings(): "
+                               "Unrecognized CachingAllocator option: bogus")
+    assert lines[4].startswith("refused RuntimeError torch_npu.npu.memory._set_allocator_settings(): "
+                               "Unrecognized CachingAllocator option: foo")
+    assert lines[5].startswith("refused RuntimeError torch_npu.npu.memory._set_allocator_settings(): "
+                               "max_non_split_rounding_mb too small, must be >= 20")
+    # Nothing of a refused call was applied.
+    assert lines[6] == f"split 64 rounded {4 * MB + 1} 0"
+    assert lines[7] == "fraction 0.5 0.5"
 
 
 def test_alloc_conf_roundup_power2_divisions():
@@ -666,7 +676,7 @@ def test_no_memory_caching_returns_blocks_to_the_device():
         import torch, torch_npu
         MB = 1024 * 1024
         t = torch.empty(6 * MB, dtype=torch.uint8, device="npu")
-        print("held", torch.npu.memory_reserved() == 6 * MB)
+        print("held", torch.npu.memory_reserved() == 6 * MB + 512)  # its own segment, padded request
         del t
         torch.npu.synchronize()
         s = torch.ones(1, device="npu")  # any allocator call releases what its stream finished

@@ -27,17 +27,18 @@ def test_set_allocator_settings_applies_and_rejects():
     r = run_python("""
         import torch, torch_npu
         from torch_npu.npu.memory import _set_allocator_settings
-        _set_allocator_settings("garbage_collection_threshold:0.8")
+        _set_allocator_settings("max_split_size_mb:64")
         x = torch.ones(1024, device="npu"); del x
-        for bad in ("no_such_key:1", "garbage_collection_threshold:abc", "garbage_collection_threshold:2"):
+        for bad in ("no_such_key:1", "max_split_size_mb:abc", "max_split_size_mb:2",
+                    "garbage_collection_threshold:0.8"):  # only from PYTORCH_NPU_ALLOC_CONF, as in torch_npu
             try:
                 _set_allocator_settings(bad)
-            except RuntimeError as e:
+            except (RuntimeError, ValueError) as e:
                 print("rejected", bad)
         print(torch.ones(4, device="npu").sum().item())
     """)
     assert r.returncode == 0, r.stderr
-    for bad in ("no_such_key:1", "garbage_collection_threshold:abc", "garbage_collection_threshold:2"):
+    for bad in ("no_such_key:1", "max_split_size_mb:abc", "max_split_size_mb:2", "garbage_collection_threshold:0.8"):
         assert f"rejected {bad}" in r.stdout
     assert "4.0" in r.stdout
 

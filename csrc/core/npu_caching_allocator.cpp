@@ -265,9 +265,15 @@ void empty_cache() {
 }
 
 void set_allocator_settings(const std::string& text) {
-  // The block sizes already carved depend on max_split_size: it is fixed at start-up, as in torch_npu.
+  // torch_npu changes only these at run time; the others (the rounding and
+  // garbage-collection policy, the Ascend tuning options) are read once,
+  // from PYTORCH_NPU_ALLOC_CONF. Unknown keys are left to the parser's message.
+  static const std::unordered_set<std::string> kRunTimeKeys = {
+      "expandable_segments", "max_split_size_mb", "max_non_split_rounding_mb", "release_lock_on_npumalloc",
+      "throw_on_npumalloc_oom", "per_process_memory_fraction", "pinned_max_round_threshold_mb",
+      "pinned_max_cached_size_mb"};
   for (const std::string& key : with_config_errors([&] { return vnpu::alloc_config_keys(text); })) {
-    NPU_CHECK_WITH(Error, ErrCode::kValue, key != "max_split_size_mb",
+    NPU_CHECK_WITH(ValueError, ErrCode::kValue, !vnpu::is_alloc_config_key(key) || kRunTimeKeys.count(key) != 0,
                    "torch_npu.npu.memory._set_allocator_settings() unsupported setting: ", key,
                    " (set it with PYTORCH_NPU_ALLOC_CONF before the first allocation)");
   }

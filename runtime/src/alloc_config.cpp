@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
+#include <iterator>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -94,6 +95,19 @@ class Parser {
     config.max_split_size_bytes = mb > std::numeric_limits<std::size_t>::max() / kMiB
                                       ? std::numeric_limits<std::size_t>::max()
                                       : static_cast<std::size_t>(mb) * kMiB;
+  }
+
+  // torch's own bound: a rounding allowance below the large segment could
+  // never be met by a block cut for a large request anyway.
+  void max_non_split_rounding(const std::string& raw, AllocConfig& config) const {
+    const std::uint64_t mb = parse_unsigned("max_non_split_rounding_mb", raw);
+    if (mb < kMinMaxSplitSizeMiB) {
+      fail("max_non_split_rounding_mb too small, must be >= " + std::to_string(kMinMaxSplitSizeMiB) + ", got " +
+           std::to_string(mb));
+    }
+    config.max_non_split_rounding_bytes = mb > std::numeric_limits<std::size_t>::max() / kMiB
+                                              ? std::numeric_limits<std::size_t>::max()
+                                              : static_cast<std::size_t>(mb) * kMiB;
   }
 
   void gc_threshold(const std::string& raw, AllocConfig& config) const {
@@ -232,11 +246,29 @@ std::vector<std::pair<std::string, std::string>> entries_of(const std::string& t
 
 }  // namespace
 
+namespace {
+
+// Every option apply_alloc_config knows, in the order its messages list them.
+constexpr const char* kKeys[] = {
+    "max_split_size_mb", "max_non_split_rounding_mb", "garbage_collection_threshold", "roundup_power2_divisions",
+    "expandable_segments", "per_process_memory_fraction", "multi_stream_lazy_reclaim", "base_addr_aligned_kb",
+    "page_size", "segment_size_mb", "large_segment_size_mb", "pin_memory_expandable_segments", "pinned_mem_register",
+    "pinned_max_round_threshold_mb", "pinned_max_cached_size_mb", "release_lock_on_npumalloc",
+    "throw_on_npumalloc_oom"};
+
+}  // namespace
+
+bool is_alloc_config_key(const std::string& key) {
+  return std::any_of(std::begin(kKeys), std::end(kKeys), [&](const char* name) { return key == name; });
+}
+
 AllocConfig apply_alloc_config(AllocConfig config, const std::string& text, const std::string& variable) {
   const Parser parser(variable);
   for (const auto& [key, value] : entries_of(text, parser)) {
     if (key == "max_split_size_mb") {
       parser.max_split_size(value, config);
+    } else if (key == "max_non_split_rounding_mb") {
+      parser.max_non_split_rounding(value, config);
     } else if (key == "garbage_collection_threshold") {
       parser.gc_threshold(value, config);
     } else if (key == "roundup_power2_divisions") {
@@ -268,12 +300,9 @@ AllocConfig apply_alloc_config(AllocConfig config, const std::string& text, cons
     } else if (key == "throw_on_npumalloc_oom") {
       config.throw_on_npumalloc_oom = parser.boolean(key, value);
     } else {
-      parser.fail("Unrecognized CachingAllocator option: " + key +
-                  " (supported: max_split_size_mb, garbage_collection_threshold, roundup_power2_divisions, "
-                  "expandable_segments, per_process_memory_fraction, multi_stream_lazy_reclaim, "
-                  "base_addr_aligned_kb, page_size, segment_size_mb, large_segment_size_mb, pin_memory_expandable_segments, "
-                  "pinned_mem_register, pinned_max_round_threshold_mb, pinned_max_cached_size_mb, "
-                  "release_lock_on_npumalloc, throw_on_npumalloc_oom)");
+      std::string known;
+      for (const char* name : kKeys) known += std::string(known.empty() ? "" : ", ") + name;
+      parser.fail("Unrecognized CachingAllocator option: " + key + " (supported: " + known + ")");
     }
   }
   // Checked once all keys are read, in either order: a mid-range segment

@@ -100,7 +100,11 @@ std::atomic<BlockTraceHook> g_block_trace_hook{nullptr};
 
 void trace_block(BlockTraceEvent event, const Block* block) {
   BlockTraceHook hook = g_block_trace_hook.load(std::memory_order_relaxed);
-  if (hook != nullptr) hook(event, block->ptr, block->size, *block->stream);
+  if (hook == nullptr) return;
+  // A segment event tells the segment's bytes; a block event what its owner
+  // asked for (torch's trace entries do the same).
+  const bool segment = event == BlockTraceEvent::kSegmentReserved || event == BlockTraceEvent::kSegmentReleased;
+  hook(event, block->ptr, segment ? block->size : block->requested_size, *block->stream);
 }
 
 constexpr std::size_t round_up(std::size_t bytes, std::size_t multiple) {
@@ -156,8 +160,9 @@ bool CachingAllocator::allocation_containing(const void* address, void** base, s
   return false;
 }
 
-CachingAllocator::CachingAllocator(DeviceMemory& memory, const AllocConfig& config, bool caching)
-    : memory_(memory), config_(config), caching_(caching) {}
+CachingAllocator::CachingAllocator(DeviceMemory& memory, const AllocConfig& config, bool caching,
+                                   std::size_t request_padding)
+    : memory_(memory), config_(config), caching_(caching), request_padding_(request_padding) {}
 
 CachingAllocator::~CachingAllocator() {
   for (Block* block : spare_blocks_) delete block;
@@ -189,10 +194,33 @@ AllocConfig CachingAllocator::config() const {
 
 void CachingAllocator::set_config(const AllocConfig& config) {
   std::lock_guard<std::mutex> lock(mutex_);
+  const bool new_split_limit = config.max_split_size_bytes != config_.max_split_size_bytes;
   config_ = config;
+  if (new_split_limit) recount_oversize();
+}
+
+void CachingAllocator::recount_oversize() {
+  // The oversize counters compare sizes with max_split_size at each
+  // allocation and free: under a new limit they start again from what is
+  // held now, so a later free never takes them below zero.
+  std::int64_t segments = 0;
+  std::int64_t allocations = 0;
+  for (const Block* head : segments_) {
+    std::size_t segment_bytes = 0;
+    for (const Block* b = head; b != nullptr; b = b->next) {
+      segment_bytes += b->size;
+      if (b->allocated && b->size >= config_.max_split_size_bytes) ++allocations;
+    }
+    if (segment_bytes >= config_.max_split_size_bytes) ++segments;
+  }
+  stats_.oversize_segments.current = segments;
+  stats_.oversize_allocations.current = allocations;
+  stats_.oversize_segments.peak = std::max(stats_.oversize_segments.peak, segments);
+  stats_.oversize_allocations.peak = std::max(stats_.oversize_allocations.peak, allocations);
 }
 
 std::size_t CachingAllocator::round_size(std::size_t bytes) const {
+  bytes += request_padding_;
   if (bytes < kMinBlockSize) return kMinBlockSize;
   const std::size_t divisions = config_.roundup_divisions(bytes);
   if (divisions > 1 && bytes > kMinBlockSize * divisions) {
@@ -329,7 +357,7 @@ bool CachingAllocator::fits(const Block* block, std::size_t size) const {
   // smaller request would waste the difference for as long as it lives.
   const std::size_t max_split = config_.max_split_size_bytes;
   if (size < max_split && block->size >= max_split) return false;
-  if (size >= max_split && block->size >= size + kLargeBuffer) return false;
+  if (size >= max_split && block->size >= size + config_.max_non_split_rounding_bytes) return false;
   return true;
 }
 
@@ -428,7 +456,6 @@ void CachingAllocator::free_taken(Block* block) {
   update(stats_.requested_bytes, small, -static_cast<std::int64_t>(block->requested_size));
   if (block->size >= config_.max_split_size_bytes) stats_.oversize_allocations.decrease(1);
   block->allocated = false;
-  block->requested_size = 0;
   // Everything that used the block on its stream was queued by now.
   block->free_seq = block->stream->last_enqueued();
   if (!block->stream_uses.empty()) {
@@ -454,6 +481,7 @@ void CachingAllocator::finish_free(Block* block) {
   update(stats_.active_bytes, block->small, -static_cast<std::int64_t>(block->size));
   block->last_used = clock_;
   trace_block(BlockTraceEvent::kReturned, block);  // before a merge can change the block
+  block->requested_size = 0;
   if (caching_) {
     return_to_pool(block);
   } else if (stream_passed(block->stream, block->free_seq)) {
@@ -716,7 +744,7 @@ std::vector<SegmentInfo> CachingAllocator::snapshot() const {
       BlockInfo info;
       info.address = reinterpret_cast<std::uintptr_t>(block->ptr);
       info.size = block->size;
-      info.requested_size = block->requested_size;
+      info.requested_size = block->allocated ? block->requested_size : 0;
       info.allocated = block->allocated;
       info.active = block->allocated || !block->pending.empty();
       segment.total_size += info.size;

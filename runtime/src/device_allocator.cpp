@@ -51,7 +51,7 @@ CachingAllocator& DeviceAllocator::ordinary() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (CachingAllocator* made = ordinary_.load(std::memory_order_relaxed)) return *made;
   const AllocConfig config = settings_.get();  // throws while the settings are invalid
-  owned_.push_back(std::make_unique<CachingAllocator>(memory_, config, caching_));
+  owned_.push_back(std::make_unique<CachingAllocator>(memory_, config, caching_, kRequestPaddingBytes));
   CachingAllocator* made = owned_.back().get();
   if (config.per_process_memory_fraction >= 0.0) made->set_memory_fraction(config.per_process_memory_fraction);
   ordinary_.store(made, std::memory_order_release);
@@ -74,7 +74,7 @@ void DeviceAllocator::create_pool(PoolId id) {
     throw Error(ErrorCode::kInvalidValue, "the NPU memory pool " + pool_name(id) + " exists already");
   }
   Pool& pool = pools_[id];
-  pool.allocator = std::make_unique<CachingAllocator>(memory_, config);
+  pool.allocator = std::make_unique<CachingAllocator>(memory_, config, /*caching=*/true, kRequestPaddingBytes);
   pool.users = 1;
 }
 

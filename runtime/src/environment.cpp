@@ -99,7 +99,8 @@ const std::vector<EnvironmentVariable>& environment_variables() {
        "1: drop torch_npu's `[ERROR] ... ERR00001 PTA ...` suffix from error messages"},
       {"PYTORCH_NO_NPU_MEMORY_CACHING", "0", "1: return every block to the device at free (debugging)"},
       {"PYTORCH_NPU_ALLOC_CONF", "unset",
-       "caching allocator options `max_split_size_mb`, `garbage_collection_threshold`, "
+       "caching allocator options `max_split_size_mb`, `max_non_split_rounding_mb` (how much bigger than a request "
+       "of `max_split_size_mb` or more a cached unsplittable block may be, >= 20, default 20), `garbage_collection_threshold`, "
        "`roundup_power2_divisions`, `expandable_segments` (`True` warns once and allocates ordinary segments), "
        "`per_process_memory_fraction`, `large_segment_size_mb` (the segment of a 1-10 MiB request, 20 MiB by "
        "default; > 10 and at most `max_split_size_mb`), `throw_on_npumalloc_oom` (`True`: a request that would take the allocated "
@@ -112,7 +113,9 @@ const std::vector<EnvironmentVariable>& environment_variables() {
        "real torch_npu's warning for CANN before 8.5, which vNPU reports); unknown "
        "keys, bad values or both variables set raise at the first allocation. Read at the first use of a "
        "device, so it may be set after `import torch_npu`. "
-       "`torch_npu.npu.memory._set_allocator_settings(...)` changes all but `max_split_size_mb` at run time"},
+       "`torch_npu.npu.memory._set_allocator_settings(...)` changes, as torch_npu's, only `expandable_segments`, "
+       "`max_split_size_mb`, `max_non_split_rounding_mb`, `release_lock_on_npumalloc`, `throw_on_npumalloc_oom`, "
+       "`per_process_memory_fraction` and the two `pinned_max_*` options at run time"},
       {"PYTORCH_ALLOC_CONF", "unset", "PyTorch's name for `PYTORCH_NPU_ALLOC_CONF` (the same options)"},
       {"VNPU_SHARED_DEVICE_MEMORY", "auto",
        "1: device memory comes from one memfd that the other ranks of the host map, so hccl collectives "

@@ -107,6 +107,17 @@ TEST(AllocConfig, RejectsMalformedValues) {
   }
 }
 
+TEST(AllocConfig, MaxNonSplitRoundingIsMiBOfAtLeastTheLargeSegment) {
+  EXPECT_EQ(parse("").max_non_split_rounding_bytes, 20 * kMiB);
+  EXPECT_EQ(parse("max_non_split_rounding_mb:30").max_non_split_rounding_bytes, 30 * kMiB);
+  const Error e = parse_error("max_non_split_rounding_mb:19");
+  EXPECT_NE(std::string(e.what()).find("max_non_split_rounding_mb too small, must be >= 20"), std::string::npos)
+      << e.what();
+  EXPECT_TRUE(vnpu::is_alloc_config_key("max_non_split_rounding_mb"));
+  EXPECT_TRUE(vnpu::is_alloc_config_key("throw_on_npumalloc_oom"));
+  EXPECT_FALSE(vnpu::is_alloc_config_key("pinned_use_cuda_host_register"));
+}
+
 TEST(AllocConfig, PinnedLimitsAreMiBAndDefaultToNoLimit) {
   const AllocConfig defaults = parse("");
   EXPECT_EQ(defaults.pinned_max_round_threshold_bytes, std::numeric_limits<std::size_t>::max());

@@ -45,8 +45,9 @@ std::uintptr_t addr(const Block* block) {
 // Members are destroyed in reverse order: the allocator first, then the
 // streams (which drain their queues), then the memory.
 struct Fixture {
-  explicit Fixture(std::size_t capacity = 1024 * kMiB, AllocConfig config = {}, bool caching = true)
-      : memory(0, capacity), allocator(memory, config, caching) {}
+  explicit Fixture(std::size_t capacity = 1024 * kMiB, AllocConfig config = {}, bool caching = true,
+                   std::size_t padding = 0)
+      : memory(0, capacity), allocator(memory, config, caching, padding) {}
   DeviceMemory memory;
   Stream s0{0, 0, 0, false};
   Stream s1{0, 1, 0, false};
@@ -279,6 +280,51 @@ TEST(CachingAllocator, MaxSplitSizeKeepsOversizeBlocksWhole) {
   const auto segments = f.allocator.snapshot();
   for (const auto& segment : segments) EXPECT_EQ(segment.blocks.size(), 1u);
   for (Block* x : {small, near}) f.allocator.free(x);
+}
+
+TEST(CachingAllocator, RequestPaddingIsAddedBeforeRounding) {
+  Fixture f(1024 * kMiB, {}, true, /*padding=*/32);
+  EXPECT_EQ(f.allocator.round_size(1), 512u);
+  EXPECT_EQ(f.allocator.round_size(480), 512u);
+  EXPECT_EQ(f.allocator.round_size(481), 1024u);
+  EXPECT_EQ(f.allocator.round_size(512), 1024u);
+  EXPECT_EQ(f.allocator.round_size(160 * kMiB), 160 * kMiB + 512);
+  Block* b = f.allocator.allocate(512, f.s0);
+  EXPECT_EQ(f.allocated(), 1024);
+  EXPECT_EQ(f.stats().requested_bytes[kAggregateStat].current, 512);  // what was asked for
+  f.allocator.free(b);
+}
+
+TEST(CachingAllocator, MaxNonSplitRoundingBoundsTheWasteOfAWholeOversizeBlock) {
+  for (const std::size_t rounding_mib : {20, 30}) {
+    AllocConfig config;
+    config.max_split_size_bytes = 50 * kMiB;
+    config.max_non_split_rounding_bytes = rounding_mib * kMiB;
+    Fixture f(1024 * kMiB, config);
+    Block* big = f.allocator.allocate(100 * kMiB, f.s0);
+    const auto where = addr(big);
+    f.allocator.free(big);
+    // 25 MiB would be wasted: within a 30 MiB allowance, not within 20 MiB.
+    Block* smaller = f.allocator.allocate(75 * kMiB, f.s0);
+    EXPECT_EQ(addr(smaller) == where, rounding_mib == 30) << rounding_mib;
+    f.allocator.free(smaller);
+  }
+}
+
+TEST(CachingAllocator, ANewSplitLimitRecountsTheOversizeStatistics) {
+  AllocConfig config;
+  config.max_split_size_bytes = 40 * kMiB;
+  Fixture f(1024 * kMiB, config);
+  Block* big = f.allocator.allocate(30 * kMiB, f.s0);
+  EXPECT_EQ(f.stats().oversize_allocations.current, 0);
+  config.max_split_size_bytes = 25 * kMiB;
+  f.allocator.set_config(config);
+  EXPECT_EQ(f.stats().oversize_allocations.current, 1);  // held now, under the new limit
+  EXPECT_EQ(f.stats().oversize_segments.current, 1);
+  f.allocator.free(big);
+  EXPECT_EQ(f.stats().oversize_allocations.current, 0);  // never below zero
+  f.allocator.empty_cache();
+  EXPECT_EQ(f.stats().oversize_segments.current, 0);
 }
 
 TEST(CachingAllocator, UnlimitedSplitSizeIsReportedAsMinusOne) {

@@ -55,6 +55,10 @@ struct AllocConfig {
 
   // Blocks of at least this many bytes are never split ("no limit" default).
   std::size_t max_split_size_bytes = std::numeric_limits<std::size_t>::max();
+  // A cached unsplittable block serves a request of max_split_size or more
+  // only if it is less than this much bigger (max_non_split_rounding_mb;
+  // torch's default is the 20 MiB large segment).
+  std::size_t max_non_split_rounding_bytes = 20 * 1024 * 1024;
   // Fraction of the allowed memory above which idle segments are collected;
   // 0 disables garbage collection.
   double garbage_collection_threshold = 0.0;
@@ -101,6 +105,9 @@ AllocConfig apply_alloc_config(AllocConfig base, const std::string& text, const 
 
 // The option names `text` sets, in order (for callers that restrict them).
 std::vector<std::string> alloc_config_keys(const std::string& text);
+
+// Whether `key` is an option this parser knows.
+bool is_alloc_config_key(const std::string& key);
 
 // The options `env` asks for: PYTORCH_NPU_ALLOC_CONF or PYTORCH_ALLOC_CONF
 // (blank values count as unset). Throws as parse_alloc_config does, and

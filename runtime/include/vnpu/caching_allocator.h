@@ -4,7 +4,8 @@
 // Device memory (DeviceMemory, the stand-in for aclrtMalloc) is reserved in
 // segments; the allocator carves blocks out of them and keeps freed blocks
 // for reuse instead of returning them.
-// - Rounding: a request is rounded up to a multiple of kMinBlockSize, or,
+// - Rounding: a request, plus the allocator's request padding (see
+//   DeviceAllocator), is rounded up to a multiple of kMinBlockSize, or,
 //   with roundup_power2_divisions, to the next of N equal steps of its
 //   power-of-two interval (so varying sizes land on the same few blocks).
 // - Pools: requests up to kSmallSize go to the small pool, packed into
@@ -15,7 +16,8 @@
 // - Best fit: the smallest cached block of the same stream and pool that
 //   fits, lowest address first among equals. Blocks of max_split_size or
 //   more are never split, so they only serve requests that are themselves at
-//   least max_split_size and at most kLargeBuffer smaller.
+//   least max_split_size and at most max_non_split_rounding_mb (default
+//   kLargeBuffer) smaller.
 // - Splitting and merging: a block bigger than the request is split when the
 //   rest is worth keeping (at least kMinBlockSize in the small pool, more
 //   than kSmallSize in the large pool). A freed block merges with the free
@@ -93,7 +95,9 @@ class CachingAllocator {
 
   // `caching` false (PYTORCH_NO_NPU_MEMORY_CACHING=1): every block is its own
   // segment and goes back to device memory as soon as its stream allows.
-  CachingAllocator(DeviceMemory& memory, const AllocConfig& config, bool caching = true);
+  // `request_padding` bytes are added to every request before it is rounded.
+  CachingAllocator(DeviceMemory& memory, const AllocConfig& config, bool caching = true,
+                   std::size_t request_padding = 0);
   // Returns every segment to device memory; no block may be in use by
   // queued work any more.
   ~CachingAllocator();
@@ -222,10 +226,12 @@ class CachingAllocator {
   // block any more. False when there was nothing to wait for.
   bool wait_until_cache_is_idle(std::unique_lock<std::mutex>& lock);
   std::string out_of_memory_message(std::size_t size) const;
+  void recount_oversize();  // mutex_ held
 
   DeviceMemory& memory_;
   AllocConfig config_;  // guarded by mutex_
   const bool caching_;
+  const std::size_t request_padding_;
 
   mutable std::mutex mutex_;  // guards everything below
   Pool small_pool_{{}, true};
@@ -250,7 +256,8 @@ class CachingAllocator {
 // pool, or released when caching is off): for a block freed while
 // record_stream users still ran, that is when they have passed, not at
 // free(). kSegmentReserved / kSegmentReleased: a segment taken from or given
-// back to device memory (address and bytes are the segment's). `stream` is
+// back to device memory (address and bytes are the segment's; for the
+// other events the bytes its owner asked for). `stream` is
 // the block's (segment's) stream.
 // Thread-safety: set_block_trace_hook() may be called at any time from any
 // thread. The hook runs on whichever thread allocates or frees (stream

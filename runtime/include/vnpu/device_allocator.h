@@ -18,6 +18,15 @@
 // gives its idle segments back, and the rest at the next empty_cache().
 // Statistics and snapshots cover all of them, as CUDA's memory_stats does.
 //
+// Note [Request padding]
+// Each request is padded by kRequestPaddingBytes before it is rounded, as
+// torch_npu's allocator does for the CANN versions vNPU reports (before 9.1,
+// or any chip before Ascend950): some CANN kernels read up to 32 bytes past
+// a tensor's end. So a 512-byte tensor takes a 1024-byte block and
+// memory_allocated() grows by ceil((nbytes + 32) / 512) * 512, the figures
+// users of real torch_npu see. The workspace is not padded (no tensor
+// lives in it).
+//
 // Thread-safety: every method may be called from any thread. empty_cache()
 // and release_pool() may wait for streams: never call them from a stream
 // task.
@@ -43,6 +52,8 @@ using PoolId = std::pair<std::uint64_t, std::uint64_t>;
 
 class DeviceAllocator {
  public:
+  static constexpr std::size_t kRequestPaddingBytes = 32;
+
   // `caching` false: PYTORCH_NO_NPU_MEMORY_CACHING=1 (the ordinary allocator
   // caches nothing). `settings` must outlive this object.
   DeviceAllocator(DeviceMemory& memory, const AllocSettings& settings, bool caching);
