@@ -1,6 +1,12 @@
 """TORCH_NPU_LOGS and torch_npu's log names in torch._logging: `env` logs each
-environment variable read through os.getenv / os.environ.get once; the other
-names real torch_npu registers are accepted (and silent on vNPU)."""
+environment variable read through os.getenv / os.environ.get once; `op_plugin`
+each operator called on npu tensors under its aclnn name, through
+TORCH_NPU_LOGS_FILTER; the other names real torch_npu registers are accepted
+(and silent on vNPU)."""
+
+import re
+
+import torch_npu
 
 from conftest import run_python
 
@@ -50,3 +56,62 @@ def test_an_unknown_name_is_refused_with_torchs_message():
     result = run_python("import torch, torch_npu", TORCH_NPU_LOGS="no_such_log")
     assert result.returncode != 0
     assert "Invalid log settings: no_such_log" in result.stderr
+
+
+OPS = """
+    import torch, torch_npu
+    a = torch.randn(3, 3).npu()
+    b = torch.randn(3, 3).npu()
+    c = torch.matmul(a, b)
+    d = torch.add(a, b)
+    d.mul_(2)
+    e = d.view(9).t()  # views launch nothing
+    f = torch.randn(3) + 1  # cpu: not logged
+    torch.npu.synchronize()
+    print("done")
+"""
+
+
+def _op_lines(result):
+    assert result.returncode == 0, result.stderr
+    return [line for line in result.stderr.splitlines() if "EXEC_NPU_CMD" in line]
+
+
+def test_op_plugin_logs_each_operator_the_user_calls_under_its_aclnn_name():
+    lines = _op_lines(run_python(OPS, TORCH_NPU_LOGS="op_plugin"))
+    names = [line.split("] ", 1)[1].split(" ")[0] for line in lines]
+    # Only the outermost operator: matmul's own mm call is not a second line.
+    assert names == ["aclnnMatmul", "aclnnAdd", "aclnnInplaceMul"], lines
+    # torch_npu's layout: level, date, time, pid, then the message with the arguments.
+    assert re.match(r"I\d{4} \d{2}:\d{2}:\d{2}\.\d{6} \d+\] aclnnMatmul EXEC_NPU_CMD with task_queue = true, "
+                    r"self = Tensor\(\[3, 3\], Float, npu:0\); other = Tensor\(\[3, 3\], Float, npu:0\)$", lines[0]), lines[0]
+
+
+def test_op_plugin_filter_keeps_and_drops_by_substring():
+    kept = _op_lines(run_python(OPS, TORCH_NPU_LOGS="op_plugin", TORCH_NPU_LOGS_FILTER="+aclnnMatmul"))
+    assert [("aclnnMatmul" in line) for line in kept] == [True]
+    dropped = _op_lines(run_python(OPS, TORCH_NPU_LOGS="op_plugin", TORCH_NPU_LOGS_FILTER=" -aclnnAdd , -Mul"))
+    assert len(dropped) == 1 and "aclnnMatmul" in dropped[0]
+    # A "-" word wins over a "+" word that matches the same line.
+    both = _op_lines(run_python(OPS, TORCH_NPU_LOGS="op_plugin", TORCH_NPU_LOGS_FILTER="+aclnn,-Matmul"))
+    assert len(both) == 2 and not any("Matmul" in line for line in both)
+
+
+def test_op_plugin_debug_adds_the_aten_operator_and_set_logs_turns_it_on_and_off():
+    code = OPS.replace('print("done")', """
+    import logging, torch._logging
+    torch._logging.set_logs(modules={"torch_npu.op_plugin": logging.INFO})
+    torch.add(a, b)
+    torch._logging.set_logs()
+    torch.sub(a, b)
+    print("done")""")
+    result = run_python(code)
+    assert [line.split("] ", 1)[1].split(" ")[0] for line in _op_lines(result)] == ["aclnnAdd"]
+    debug = run_python(OPS, TORCH_NPU_LOGS="+op_plugin")
+    assert re.search(r"^V\d{4} .*\] aclnnAdd aten::add\.Tensor$", debug.stderr, re.M), debug.stderr
+    assert _op_lines(run_python(OPS)) == []
+
+
+def test_aclnn_names_follow_op_plugins_convention():
+    assert [torch_npu._C._aclnn_name_of(n) for n in ("aten::add", "aten::add_", "aten::native_layer_norm", "aten::mm")] \
+        == ["aclnnAdd", "aclnnInplaceAdd", "aclnnNativeLayerNorm", "aclnnMm"]

@@ -34,8 +34,13 @@ _OTHER_LAYERS = (
      "while another stream still used it, raise `CUDASanitizerErrors` with both stack traces (docs/sanitizer.md)"),
     ("TORCH_NPU_LOGS", "unset",
      "torch_npu's TORCH_LOGS, read instead of it when set (same syntax); it also takes torch_npu's log names "
-     "(`env`, `memory`, `dispatch`, `acl`, `npugraph`, ...), of which only `env` logs anything on vNPU: each "
-     "environment variable read through `os.getenv`/`os.environ.get`, once"),
+     "(`env`, `op_plugin`, `memory`, `dispatch`, `acl`, `npugraph`, ...), of which two log on vNPU: `env`, each "
+     "environment variable read through `os.getenv`/`os.environ.get`, once; `op_plugin`, each operator called on "
+     "npu tensors as the aclnn operator real op-plugin launches for it (`aclnnAdd EXEC_NPU_CMD with ...`, "
+     "on stderr in torch_npu's layout; `+op_plugin` adds a debug line per operator)"),
+    ("TORCH_NPU_LOGS_FILTER", "unset",
+     "filters TORCH_NPU_LOGS's lines: `-word` drops lines that hold it, then, if any `+word` is given, only "
+     "lines holding one of those are kept (`+aclnnMatmul,-aclnnAdd`; case-sensitive substrings); read at import"),
     ("PERF_DUMP_CONFIG", "unset",
      "`enable:true`: each outermost module call marks a training step, and step intervals are written to "
      "`$PERF_DUMP_PATH/perf_pt_<pid>_<device>.log` as `[STEPTIME]:<start ms>,<end ms>` (torch_npu/utils/_step.py)"),

@@ -5,6 +5,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "csrc/api/op_hook.h"
+#include "csrc/api/op_log.h"
 #include "csrc/core/npu_caching_allocator.h"
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_error.h"
@@ -191,6 +192,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("_reset_fallback_counts", &reset_fallback_counts);
   m.def("_set_fallback_debug", &set_fallback_debug);
   m.def("_set_op_hooks_enabled", &set_op_hooks_enabled);
+  // TORCH_NPU_LOGS's op_plugin log (torch_npu._logging).
+  m.def("_set_op_plugin_log", &set_op_plugin_log);
+  m.def("_aclnn_name_of", &aclnn_name_of);
   m.def("_sync_native_counts", &sync_native_counts);
   m.def("_reset_sync_native_counts", &reset_sync_native_counts);
 

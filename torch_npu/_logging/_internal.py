@@ -2,16 +2,21 @@
 them, so that ``TORCH_LOGS`` / ``TORCH_NPU_LOGS`` and ``torch._logging.set_logs``
 accept them; ``TORCH_NPU_LOGS`` takes precedence over ``TORCH_LOGS``.
 
-On vNPU only ``env`` logs anything (each environment variable read through
-``os.getenv`` / ``os.environ.get``, once: torch_npu.utils.patch_getenv); the
-other names are accepted so that settings written for real torch_npu work,
-and stay silent: their sources (ACL, the dispatch queue, silent-check,
-recovery, symmetric memory) do not exist on a virtual device, and vNPU's
-own op launches do not log under `acl` yet.
+On vNPU two names log: ``env`` (each environment variable read through
+``os.getenv`` / ``os.environ.get``, once: torch_npu.utils.patch_getenv) and
+``op_plugin`` (each operator called on npu tensors, as the aclnn operator
+real op-plugin launches for it, filtered by TORCH_NPU_LOGS_FILTER:
+csrc/api/op_log.h). The other names are accepted so that settings written
+for real torch_npu work, and stay silent: their sources (ACL, the dispatch
+queue, silent-check, recovery, symmetric memory) do not exist on a virtual
+device.
 """
 
+import functools
+import logging
 import os
 
+import torch._logging
 import torch._logging._internal as _torch_logging
 
 # name -> logger, as real torch_npu registers them.
@@ -41,11 +46,39 @@ def _update_log_state_from_env():
     if os.environ.get("TORCH_NPU_LOGS") is not None:
         _torch_logging.LOG_ENV_VAR = "TORCH_NPU_LOGS"
         _torch_logging._init_logs()
+        _apply_to_cpp()
     elif os.environ.get("TORCH_LOGS") is not None:
         # torch read TORCH_LOGS before these names existed: read it again.
         _torch_logging._init_logs()
+        _apply_to_cpp()
+
+
+def _apply_to_cpp():
+    """Hands the op_plugin level (and TORCH_NPU_LOGS_FILTER) to the C++ log."""
+    from torch_npu import _C
+
+    level = _torch_logging.log_state.log_qname_to_level.get(_LOG_NAMES["op_plugin"], logging.NOTSET)
+    if not isinstance(level, int):
+        level = logging.getLevelName(level) if isinstance(level, str) else logging.NOTSET
+    enabled = isinstance(level, int) and logging.NOTSET < level <= logging.INFO
+    _C._set_op_plugin_log(level if enabled else 0, os.environ.get("TORCH_NPU_LOGS_FILTER", ""))
+
+
+def _set_logs_also_in_cpp(set_logs):
+    """torch._logging.set_logs, then the op_plugin level to C++, as real
+    torch_npu does; TORCH_LOGS / TORCH_NPU_LOGS take precedence, as in torch."""
+    @functools.wraps(set_logs)
+    def wrapper(*args, **kwargs):
+        result = set_logs(*args, **kwargs)
+        if os.environ.get("TORCH_LOGS") is None and os.environ.get("TORCH_NPU_LOGS") is None:
+            _apply_to_cpp()
+        return result
+    wrapper._torch_npu_wrapped = True
+    return wrapper
 
 
 def _setup():
     _add_logging_module()
+    if not getattr(torch._logging.set_logs, "_torch_npu_wrapped", False):
+        torch._logging.set_logs = _set_logs_also_in_cpp(torch._logging.set_logs)
     _update_log_state_from_env()
