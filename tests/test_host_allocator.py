@@ -238,3 +238,30 @@ def test_graphs_sharing_a_pool_handle_capture_again_after_a_reset():
         torch.npu.synchronize()
         assert torch.equal(y.cpu(), torch.full((4,), k))
         g.reset()
+
+
+def test_a_reserve_segment_serves_small_requests_until_it_is_used_up():
+    done = run_with_conf("pinned_reserve_segment_size_mb:1", """
+        a = torch.empty(100, dtype=torch.uint8).pin_memory()
+        b = torch.empty(5000, dtype=torch.uint8).pin_memory()  # 8 KiB block: two 4 KiB steps
+        c = torch.empty(10, dtype=torch.uint8).pin_memory()
+        print("steps", b.data_ptr() - a.data_ptr(), c.data_ptr() - b.data_ptr())
+        big = torch.empty(2 * MiB, dtype=torch.uint8).pin_memory()  # beyond the reserve: from the system
+        print("outside", abs(big.data_ptr() - a.data_ptr()) >= MiB)
+        big.copy_(torch.ones(2 * MiB, dtype=torch.uint8))
+        x = big.to("npu", non_blocking=True)
+        a.fill_(7)
+        print("copied", int(x.sum()) == 2 * MiB, int(a.to("npu", non_blocking=True).sum()) == 700)
+        del a, b, c
+        torch.npu.synchronize()
+        torch.npu.host_empty_cache()
+        d = torch.empty(100, dtype=torch.uint8).pin_memory()  # the reserve is never reused: further on
+        print("pinned", d.is_pinned())
+    """)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    # Blocks are rounded to a power of two (128 B, 8 KiB), then carved in 4 KiB steps of the reserve.
+    assert lines[0] == "steps 4096 8192", lines
+    assert lines[1:] == ["outside True", "copied True True", "pinned True"], lines
+    bad = run_with_conf("pinned_reserve_segment_size_mb:lots", "torch.ones(4).pin_memory()\n")
+    assert bad.returncode != 0 and "pinned_reserve_segment_size_mb" in bad.stderr

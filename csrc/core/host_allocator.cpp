@@ -19,6 +19,7 @@ namespace torch_npu {
 namespace {
 
 constexpr size_t kHostAlignmentBytes = 512;
+constexpr size_t kReservePageBytes = 4096;  // torch's PinnedReserveSegment step
 
 // The event torch's allocator records when a block used by a stream is freed:
 // the stream's last enqueued task then. The block is free for reuse once the
@@ -46,27 +47,60 @@ class NpuHostAllocatorImpl final : public at::CachingHostAllocatorImpl<c10::Stre
 
  private:
   void allocate_host_memory(size_t size, void** ptr) override {
-    const auto start = std::chrono::steady_clock::now();
-    const size_t rounded = (size + kHostAlignmentBytes - 1) / kHostAlignmentBytes * kHostAlignmentBytes;
-    void* memory = nullptr;
-    NPU_CHECK_WITH(OutOfMemoryError, ErrCode::kMemory, posix_memalign(&memory, kHostAlignmentBytes, rounded) == 0,
-                   "Failed to allocate ", size, " bytes of pinned host memory");
-    {
-      std::lock_guard<std::mutex> lock(ranges_mutex_);
-      ranges_[reinterpret_cast<uintptr_t>(memory)] = rounded;
+    // pinned_reserve_segment_size_mb: carved out of the reserve while it
+    // lasts (torch's PinnedReserveSegment rounds to 4 KiB), as torch_npu's.
+    at::PinnedReserveSegment& reserve = reserve_segment();
+    if (reserve.initialized()) {
+      if (void* carved = reserve.allocate(size)) {
+        add_range(carved, (size + kReservePageBytes - 1) / kReservePageBytes * kReservePageBytes);
+        *ptr = carved;
+        return;
+      }
     }
-    *ptr = memory;
+    const auto start = std::chrono::steady_clock::now();
+    *ptr = allocate_from_system(size);
     record_time(stats_.host_alloc_time, start);
   }
 
   void free_block(Block* block) override {
-    const auto start = std::chrono::steady_clock::now();
     {
       std::lock_guard<std::mutex> lock(ranges_mutex_);
       ranges_.erase(reinterpret_cast<uintptr_t>(block->ptr_));
     }
+    // The reserve is never given back: a block carved from it is dropped
+    // with the cache, and its bytes stay reserved (as in torch's allocator).
+    if (reserve_segment().owns(block->ptr_)) return;
+    const auto start = std::chrono::steady_clock::now();
     std::free(block->ptr_);
     record_time(stats_.host_free_time, start);
+  }
+
+  void* allocate_from_system(size_t size) {
+    const size_t rounded = (size + kHostAlignmentBytes - 1) / kHostAlignmentBytes * kHostAlignmentBytes;
+    void* memory = nullptr;
+    NPU_CHECK_WITH(OutOfMemoryError, ErrCode::kMemory, posix_memalign(&memory, kHostAlignmentBytes, rounded) == 0,
+                   "Failed to allocate ", size, " bytes of pinned host memory");
+    add_range(memory, rounded);
+    return memory;
+  }
+
+  void add_range(void* start, size_t bytes) {
+    std::lock_guard<std::mutex> lock(ranges_mutex_);
+    ranges_[reinterpret_cast<uintptr_t>(start)] = bytes;
+  }
+
+  // Made at the first pinned allocation from the options then in force; an
+  // invalid environment fails that allocation and the next one tries again.
+  at::PinnedReserveSegment& reserve_segment() {
+    static at::PinnedReserveSegment* reserve = [this] {
+      const size_t bytes = config().pinned_reserve_segment_bytes;
+      if (bytes == 0) return new at::PinnedReserveSegment();
+      void* memory = nullptr;
+      NPU_CHECK_WITH(OutOfMemoryError, ErrCode::kMemory, posix_memalign(&memory, kReservePageBytes, bytes) == 0,
+                     "Failed to reserve ", bytes, " bytes of pinned host memory (pinned_reserve_segment_size_mb)");
+      return new at::PinnedReserveSegment(memory, bytes);
+    }();
+    return *reserve;
   }
 
   void record_stream(std::optional<std::vector<StreamPosition>>& events, c10::Stream stream) override {

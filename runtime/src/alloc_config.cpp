@@ -253,7 +253,8 @@ constexpr const char* kKeys[] = {
     "max_split_size_mb", "max_non_split_rounding_mb", "garbage_collection_threshold", "roundup_power2_divisions",
     "expandable_segments", "per_process_memory_fraction", "multi_stream_lazy_reclaim", "base_addr_aligned_kb",
     "page_size", "segment_size_mb", "large_segment_size_mb", "pin_memory_expandable_segments", "pinned_mem_register",
-    "pinned_max_round_threshold_mb", "pinned_max_cached_size_mb", "release_lock_on_npumalloc",
+    "pinned_max_round_threshold_mb", "pinned_max_cached_size_mb", "pinned_reserve_segment_size_mb",
+    "release_lock_on_npumalloc",
     "throw_on_npumalloc_oom"};
 
 }  // namespace
@@ -295,6 +296,8 @@ AllocConfig apply_alloc_config(AllocConfig config, const std::string& text, cons
       config.pinned_max_round_threshold_bytes = parser.bounded(key, value, 1, kMaxPinnedMb) * kMiB;
     } else if (key == "pinned_max_cached_size_mb") {
       config.pinned_max_cached_size_bytes = parser.bounded(key, value, 1, kMaxPinnedMb) * kMiB;
+    } else if (key == "pinned_reserve_segment_size_mb") {
+      config.pinned_reserve_segment_bytes = parser.bounded(key, value, 0, kMaxPinnedMb) * kMiB;
     } else if (key == "release_lock_on_npumalloc") {
       config.release_lock_on_npumalloc = parser.boolean(key, value);
     } else if (key == "throw_on_npumalloc_oom") {

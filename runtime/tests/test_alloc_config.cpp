@@ -101,6 +101,7 @@ TEST(AllocConfig, RejectsMalformedValues) {
            "pinned_max_round_threshold_mb:0",      // at least 1 MiB
            "pinned_max_cached_size_mb:x",          //
            "pinned_max_cached_size_mb:1099511627777",  // beyond 2^40 MiB
+           "pinned_reserve_segment_size_mb:-1",    //
        }) {
     const Error e = parse_error(text);
     EXPECT_EQ(e.code(), ErrorCode::kInvalidValue) << text << ": " << e.what();
@@ -116,6 +117,8 @@ TEST(AllocConfig, MaxNonSplitRoundingIsMiBOfAtLeastTheLargeSegment) {
   EXPECT_TRUE(vnpu::is_alloc_config_key("max_non_split_rounding_mb"));
   EXPECT_TRUE(vnpu::is_alloc_config_key("throw_on_npumalloc_oom"));
   EXPECT_FALSE(vnpu::is_alloc_config_key("pinned_use_cuda_host_register"));
+  EXPECT_EQ(parse("pinned_reserve_segment_size_mb:64").pinned_reserve_segment_bytes, 64 * kMiB);
+  EXPECT_EQ(parse("").pinned_reserve_segment_bytes, 0u);
 }
 
 TEST(AllocConfig, PinnedLimitsAreMiBAndDefaultToNoLimit) {

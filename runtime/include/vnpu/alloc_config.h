@@ -25,6 +25,9 @@
 //   requests above the first are not rounded up to a power of two, and
 //   freed blocks above the second go back to the system instead of its
 //   cache (torch's pinned options, which real torch_npu reads here).
+// - pinned_reserve_segment_size_mb:N (integer MiB, 0 = off): the pinned
+//   host allocator reserves N MiB at its first allocation and carves
+//   requests out of it (4 KiB steps) until it is used up, as torch_npu's.
 // - torch_npu's tuning options for Ascend memory, validated as torch_npu
 //   validates them and accepted without effect (the virtual NPU's memory has
 //   no pages, address alignment or driver lock to tune):
@@ -83,6 +86,7 @@ struct AllocConfig {
   // The pinned host allocator's limits, in bytes ("no limit" default).
   std::size_t pinned_max_round_threshold_bytes = std::numeric_limits<std::size_t>::max();
   std::size_t pinned_max_cached_size_bytes = std::numeric_limits<std::size_t>::max();
+  std::size_t pinned_reserve_segment_bytes = 0;  // 0: no reserve segment
   // torch_npu's throw_on_npumalloc_oom: a request that would take the
   // allocated bytes past the per-process fraction is refused at once with
   // out-of-memory (counted as num_oom_rejections), before the cache is
