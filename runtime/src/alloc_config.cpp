@@ -134,33 +134,36 @@ class Parser {
       return;
     }
     if (s.back() != ']') fail("roundup_power2_divisions list must end with ']', got '" + s + "'");
-    // Next interval not yet covered by an entry.
-    std::size_t next = 0;
-    bool saw_rest = false;
+    // torch's reading of the list (c10's AcceleratorAllocatorConfig, which
+    // torch_npu uses): "S:N" sets the interval [S, 2S) MiB; the first entry
+    // also sets every interval below it; ">:N" sets every interval after the
+    // previous entry's; intervals no entry names keep 0 (plain rounding).
+    table.fill(0);
+    bool first = true;
+    std::size_t last = 0;
     for (const std::string& entry : split_top_level(s.substr(1, s.size() - 2), ',')) {
       const auto colon = entry.find(':');
       if (colon == std::string::npos) {
         fail("roundup_power2_divisions entries are 'MiB:divisions' or '>:divisions', got '" +
              trim(entry) + "'");
       }
-      if (saw_rest) fail("roundup_power2_divisions: '>' must be the last entry");
       const std::string bound = trim(entry.substr(0, colon));
       const std::size_t n = divisions(entry.substr(colon + 1));
       if (bound == ">") {
-        for (std::size_t i = next; i < table.size(); ++i) table[i] = n;
-        next = table.size();
-        saw_rest = true;
+        for (std::size_t i = last + 1; i < table.size(); ++i) table[i] = n;
         continue;
       }
       const std::uint64_t mb = parse_unsigned("roundup_power2_divisions", bound);
       if (!is_power_of_two(mb)) {
         fail("roundup_power2_divisions bounds must be powers of two (MiB), got " + bound);
       }
-      // Sizes below `mb` MiB: the intervals [2^i, 2^(i+1)) MiB with i < log2(mb).
-      const std::size_t end = std::min<std::size_t>(floor_log2(mb), table.size());
-      if (end < next) fail("roundup_power2_divisions bounds must increase, got " + bound + " MiB");
-      for (std::size_t i = next; i < end; ++i) table[i] = n;
-      next = end;
+      const std::size_t index = std::min<std::size_t>(floor_log2(mb), table.size() - 1);
+      if (first) {
+        for (std::size_t i = 0; i < index; ++i) table[i] = n;
+        first = false;
+      }
+      table[index] = n;
+      last = index;
     }
   }
 

@@ -52,21 +52,26 @@ TEST(AllocConfig, ParsesEveryKeyWithBlanks) {
   EXPECT_FALSE(config.expandable_segments);
 }
 
-TEST(AllocConfig, RoundupListCoversIntervalsBelowEachBound) {
-  const AllocConfig config = parse("roundup_power2_divisions:[256:1, 512:2, 1024:4, >:8]");
+TEST(AllocConfig, RoundupListSetsTheIntervalOfEachBoundAsTorchReadsIt) {
+  // "S:N" is the interval [S, 2S) MiB; the first entry also covers what lies
+  // below; ">" what lies above the previous entry; the rest stays plain.
+  const AllocConfig config = parse("roundup_power2_divisions:[8:1,64:4,128:8,256:2,>:16]");
   EXPECT_EQ(config.roundup_divisions(1), 1u);
-  EXPECT_EQ(config.roundup_divisions(255 * kMiB), 1u);
-  EXPECT_EQ(config.roundup_divisions(256 * kMiB), 2u);
-  EXPECT_EQ(config.roundup_divisions(511 * kMiB), 2u);
-  EXPECT_EQ(config.roundup_divisions(512 * kMiB), 4u);
-  EXPECT_EQ(config.roundup_divisions(1024 * kMiB), 8u);
-  EXPECT_EQ(config.roundup_divisions(std::numeric_limits<std::size_t>::max()), 8u);
+  EXPECT_EQ(config.roundup_divisions(15 * kMiB), 1u);  // [8, 16)
+  EXPECT_EQ(config.roundup_divisions(16 * kMiB), 0u);  // [16, 32): no entry
+  EXPECT_EQ(config.roundup_divisions(33 * kMiB), 0u);
+  EXPECT_EQ(config.roundup_divisions(65 * kMiB), 4u);
+  EXPECT_EQ(config.roundup_divisions(200 * kMiB), 8u);
+  EXPECT_EQ(config.roundup_divisions(510 * kMiB), 2u);
+  EXPECT_EQ(config.roundup_divisions(513 * kMiB), 16u);
+  EXPECT_EQ(config.roundup_divisions(std::numeric_limits<std::size_t>::max()), 16u);
 }
 
 TEST(AllocConfig, RoundupListWithoutRestLeavesLargerSizesPlain) {
   const AllocConfig config = parse("roundup_power2_divisions:[64:2]");
   EXPECT_EQ(config.roundup_divisions(10 * kMiB), 2u);
-  EXPECT_EQ(config.roundup_divisions(64 * kMiB), 0u);
+  EXPECT_EQ(config.roundup_divisions(64 * kMiB), 2u);
+  EXPECT_EQ(config.roundup_divisions(128 * kMiB), 0u);
 }
 
 TEST(AllocConfig, RejectsUnknownKeysNamingThem) {
@@ -94,8 +99,6 @@ TEST(AllocConfig, RejectsMalformedValues) {
            "roundup_power2_divisions:3",           // not a power of two
            "roundup_power2_divisions:[256:1",      // unterminated list
            "roundup_power2_divisions:[100:2]",     // bound not a power of two
-           "roundup_power2_divisions:[512:2,256:4]",  // bounds must increase
-           "roundup_power2_divisions:[>:2,512:4]",    // '>' must be last
            "roundup_power2_divisions:[256]",          //
            "expandable_segments:yes",              //
            "pinned_max_round_threshold_mb:0",      // at least 1 MiB

@@ -3,6 +3,8 @@
 // address.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <cstdint>
 #include <map>
 #include <string>
@@ -61,13 +63,18 @@ TEST(AllocSettings, AnInvalidEnvironmentThrowsAtEachGetNotAtConstruction) {
   EXPECT_THROW(settings.apply("garbage_collection_threshold:0.5", "test"), Error);
 }
 
-TEST(AllocSettings, ApplyChangesOnlyTheNamedOptionsAndNothingOnError) {
-  AllocSettings settings = settings_from({{"PYTORCH_NPU_ALLOC_CONF", "max_split_size_mb:64"}});
-  const vnpu::AllocConfig changed = settings.apply("garbage_collection_threshold:0.5", "test");
-  EXPECT_EQ(changed.max_split_size_bytes, 64 * kMiB);
-  EXPECT_DOUBLE_EQ(changed.garbage_collection_threshold, 0.5);
-  EXPECT_THROW(settings.apply("garbage_collection_threshold:0.7,bogus:1", "test"), Error);
-  EXPECT_DOUBLE_EQ(settings.get().garbage_collection_threshold, 0.5);
+TEST(AllocSettings, ApplyChangesTheNamedOptionsResetsTorchsThreeAndNothingOnError) {
+  AllocSettings settings = settings_from(
+      {{"PYTORCH_NPU_ALLOC_CONF", "max_split_size_mb:64,garbage_collection_threshold:0.5,throw_on_npumalloc_oom:True"}});
+  const vnpu::AllocConfig changed = settings.apply("max_non_split_rounding_mb:30", "test");
+  EXPECT_EQ(changed.max_non_split_rounding_bytes, 30 * kMiB);
+  EXPECT_TRUE(changed.throw_on_npumalloc_oom);  // kept
+  // torch's parser puts these back to their defaults at each call that does not set them.
+  EXPECT_EQ(changed.max_split_size_bytes, std::numeric_limits<std::size_t>::max());
+  EXPECT_DOUBLE_EQ(changed.garbage_collection_threshold, 0.0);
+  EXPECT_EQ(settings.apply("max_split_size_mb:64", "test").max_split_size_bytes, 64 * kMiB);
+  EXPECT_THROW(settings.apply("max_split_size_mb:128,bogus:1", "test"), Error);
+  EXPECT_EQ(settings.get().max_split_size_bytes, 64 * kMiB);
 }
 
 TEST(DeviceAllocator, TheOrdinaryAllocatorIsMadeOnceWithTheSettings) {

@@ -12,8 +12,10 @@
 // - roundup_power2_divisions:N (0 or a power of two) or a list
 //   [S:N, ..., >:N] of MiB bounds S (powers of two): each power-of-two size
 //   interval is split into N steps and requests round up to the next step, so
-//   varying sizes (e.g. sequence lengths) reuse the same blocks. "S:N" covers
-//   sizes below S MiB not covered by an earlier entry; ">:N" the rest.
+//   varying sizes (e.g. sequence lengths) reuse the same blocks. As torch
+//   reads the list: "S:N" sets the interval [S, 2S) MiB, the first entry
+//   also every interval below it, ">:N" every interval after the previous
+//   entry's; intervals no entry names are rounded plainly.
 // - expandable_segments:True|False: the virtual NPU has no virtual memory
 //   mapping to grow segments in place; True is refused (kNotSupported).
 // - per_process_memory_fraction:F (0 <= F <= 1): as

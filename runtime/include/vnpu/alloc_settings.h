@@ -33,7 +33,9 @@ class AllocSettings {
   // (for statistics, which must not raise configuration errors).
   std::optional<AllocConfig> peek() const;
   // Changes the options `text` names ("key:value,..."; the others keep their
-  // values) and returns the result. Throws as get() does, or for a bad
+  // values, but for max_split_size_mb, roundup_power2_divisions and
+  // garbage_collection_threshold, which go back to their defaults unless
+  // `text` sets them, as torch's parser does) and returns the result. Throws as get() does, or for a bad
   // `text` (`variable` names it in messages), changing nothing.
   AllocConfig apply(const std::string& text, const std::string& variable);
 
