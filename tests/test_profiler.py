@@ -157,6 +157,25 @@ def test_analyse_offline(tmp_path):
         npu_profiler.analyse(str(tmp_path / "missing"))
 
 
+def test_schedule_keeps_its_parameters_and_follows_torchs_cycle():
+    import torch.profiler as tp
+    A = npu_profiler.ProfilerAction
+    sched = npu_profiler.schedule(wait=2, active=2, warmup=1, repeat=2, skip_first=1)
+    assert (sched.wait, sched.active, sched.warmup, sched.repeat, sched.skip_first) == (2, 2, 1, 2, 1)
+    reference = tp.schedule(wait=2, active=2, warmup=1, repeat=2, skip_first=1)
+    assert [sched(i) for i in range(14)] == [reference(i) for i in range(14)]
+    assert sched(3) == A.WARMUP and sched(5) == A.RECORD_AND_SAVE and sched(13) == A.NONE
+    # skip_first_wait: the first cycle has no wait.
+    quick = npu_profiler.schedule(skip_first=1, wait=2, warmup=1, active=2, repeat=2, skip_first_wait=1)
+    assert [quick(i) for i in range(5)] == [A.NONE, A.WARMUP, A.RECORD, A.RECORD_AND_SAVE, A.NONE]
+    with pytest.warns(UserWarning, match="Invalid parameter skip_first_wait, reset it to 0"):
+        assert npu_profiler.schedule(wait=1, active=1, skip_first_wait=0.5).skip_first_wait == 0
+    with pytest.warns(UserWarning, match="Invalid parameter active, reset it to 1"):
+        assert npu_profiler.schedule(wait=0, active=0).active == 1
+    with pytest.raises(ValueError, match="Invalid parameter step"):
+        sched(-1)
+
+
 def test_bad_arguments_warn_and_reset_or_raise(tmp_path):
     with pytest.warns(UserWarning, match="Invalid parameter profiler_level, .*reset it to Level0"):
         config = npu_profiler._ExperimentalConfig(profiler_level="Level9")

@@ -32,11 +32,11 @@ import torch.profiler as _torch_profiler
 
 from torch_npu.profiler import _session, analysis
 from torch_npu.profiler.experimental_config import _ExperimentalConfig
+from torch_npu.profiler.scheduler import ProfilerAction, Schedule as schedule  # torch_npu's names
 
 __all__ = ["ProfilerActivity", "ProfilerAction", "analyse", "profile", "schedule", "supported_activities",
            "tensorboard_trace_handler"]
 
-ProfilerAction = _torch_profiler.ProfilerAction
 
 # torch.profiler's own sessions claim too, so that mixing it with torch_npu.profiler
 # gives an error instead of a Kineto crash.
@@ -59,20 +59,6 @@ def _torch_activity(activity):
 
 def supported_activities():
     return {ProfilerActivity.CPU, ProfilerActivity.NPU}
-
-
-def schedule(wait: int, active: int, warmup: int = 0, repeat: int = 0, skip_first: int = 0):
-    """torch_npu's schedule (note the order: wait, active, warmup); a bad
-    value warns and is reset, as in torch_npu."""
-    values = {"wait": wait, "active": active, "warmup": warmup, "repeat": repeat, "skip_first": skip_first}
-    for name, value in values.items():
-        minimum = 1 if name == "active" else 0
-        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-            default = 1 if name == "active" else 0
-            warnings.warn(f"Invalid parameter {name}, reset it to {default}.")
-            values[name] = default
-    return _torch_profiler.schedule(wait=values["wait"], warmup=values["warmup"], active=values["active"],
-                                    repeat=values["repeat"], skip_first=values["skip_first"])
 
 
 def _rank():
