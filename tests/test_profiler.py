@@ -52,6 +52,34 @@ def test_device_times_are_real_and_on_their_stream(tmp_path):
     assert flows, "no flow arrows from host ops to their kernels"
 
 
+def test_each_op_starts_one_flow_from_its_launch_to_its_device_activities(tmp_path):
+    x = torch.randn(128, 128, device="npu")
+    w = torch.randn(128, 128, device="npu", requires_grad=True)
+    torch.npu.synchronize()
+    with profile(activities=ACTIVITIES) as prof:
+        for _ in range(3):
+            (x @ w).relu().sum().backward()
+        torch.npu.synchronize()
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    trace = json.loads(path.read_text())["traceEvents"]
+    kernels = [e for e in trace if e.get("cat") == "kernel"]
+    assert kernels and all({"type", "streamId"} <= set(e["args"]) for e in kernels)
+    launches = [e for e in trace if e.get("name") == "aclrtLaunchKernel"]
+    assert launches and {e["pid"] for e in launches} == {os.getpid()}
+    flows = [e for e in trace if e.get("cat") == "ac2g"]
+    starts = {e["id"]: e for e in flows if e["ph"] == "s"}
+    finishes = [e for e in flows if e["ph"] == "f"]
+    assert len(starts) == len([e for e in flows if e["ph"] == "s"]), "one flow start per op"
+    assert {e["id"] for e in finishes} == set(starts)
+    assert all(e["ts"] >= starts[e["id"]]["ts"] for e in finishes), "no arrow points back in time"
+    op_ids = {e["args"]["External id"] for e in trace if e.get("cat") == "cpu_op" and "External id" in e.get("args", {})}
+    assert set(starts) <= op_ids
+    # The NPU lane sorts below the host's.
+    sort_index = {e["pid"]: e["args"]["sort_index"] for e in trace if e.get("name") == "process_sort_index"}
+    assert min(sort_index[e["pid"]] for e in kernels) > sort_index[os.getpid()]
+
+
 def test_no_device_activity_without_the_npu_activity():
     x = torch.randn(16, device="npu")
     with profile(activities=[ProfilerActivity.CPU]) as prof:

@@ -7,8 +7,11 @@
 #include <libkineto.h>
 #include <output_base.h>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <mutex>
 #include <set>
 #include <stack>
@@ -39,6 +42,35 @@ void stop_tracing() {
 
 // Kineto's correlation ids of the host ops being run on this thread.
 thread_local std::stack<uint64_t> t_correlations;
+
+// Trace viewers sort lanes by this index; process ids stay below it.
+constexpr int64_t kDeviceSortIndex = int64_t{1} << 32;
+
+// The ACL runtime call that queues a task of `kind` on real hardware.
+const char* launch_api_name(vnpu::TaskKind kind) {
+  switch (kind) {
+    case vnpu::TaskKind::kKernel: return "aclrtLaunchKernel";
+    case vnpu::TaskKind::kCopy: return "aclrtMemcpyAsync";
+    case vnpu::TaskKind::kMarker: return "aclrtRecordEvent";
+    case vnpu::TaskKind::kWait: return "aclrtStreamWaitEvent";
+    case vnpu::TaskKind::kHost: return "aclrtLaunchCallback";
+    case vnpu::TaskKind::kGraph: return "aclmdlRIExecuteAsync";
+  }
+  return "aclrtLaunchKernel";
+}
+
+// mspti's activity kinds, as torch_npu's backend names them in "type".
+const char* task_type_name(vnpu::TaskKind kind) {
+  switch (kind) {
+    case vnpu::TaskKind::kCopy: return "Memcpy";
+    case vnpu::TaskKind::kMarker:
+    case vnpu::TaskKind::kWait: return "Marker";
+    case vnpu::TaskKind::kKernel:
+    case vnpu::TaskKind::kHost:
+    case vnpu::TaskKind::kGraph: break;
+  }
+  return "Kernel";
+}
 
 libkineto::ActivityType activity_type(vnpu::TaskKind kind) {
   switch (kind) {
@@ -83,7 +115,9 @@ class NpuActivitySession final : public libkineto::IActivityProfilerSession {
   void processTrace(libkineto::ActivityLogger& logger, libkineto::getLinkedActivityCallback linked_activity,
                     int64_t /*window_start*/, int64_t /*window_end*/) override {
     buffer_.span = libkineto::TraceSpan(start_ns_, end_ns_, "npu");
-    for (const vnpu::TaskRecord& record : take_recorded_tasks()) {
+    const std::vector<vnpu::TaskRecord> records = take_recorded_tasks();
+    log_launches(logger, linked_activity, records);
+    for (const vnpu::TaskRecord& record : records) {
       const char* name = record.info.name != nullptr ? record.info.name : vnpu::task_kind_name(record.info.kind);
       buffer_.emplace_activity(buffer_.span, activity_type(record.info.kind), std::string(name));
       libkineto::GenericTraceActivity& activity = *buffer_.activities.back();
@@ -101,6 +135,9 @@ class NpuActivitySession final : public libkineto::IActivityProfilerSession {
       }
       // addMetadata<T> formats with fmt, which libtorch does not export.
       activity.addMetadataQuoted("kind", vnpu::task_kind_name(record.info.kind));
+      // The fields torch_npu's mspti backend gives a device activity.
+      activity.addMetadataQuoted("type", task_type_name(record.info.kind));
+      activity.addMetadataQuoted("streamId", std::to_string(record.stream_index));
       activity.addMetadataQuoted("stream", std::to_string(record.stream_index));
       activity.addMetadataQuoted("device", std::to_string(record.device_index));
       if (record.failed) activity.addMetadataQuoted("failed", "true");
@@ -109,10 +146,51 @@ class NpuActivitySession final : public libkineto::IActivityProfilerSession {
   }
 
   std::unique_ptr<libkineto::DeviceInfo> getDeviceInfo() override {
-    return std::make_unique<libkineto::DeviceInfo>(libkineto::DeviceInfo{0, 0, "NPU", "npu"});
+    // Sorted after every process id, so the NPU lane lies below the host's
+    // lanes in a trace viewer, as CUDA's GPU lanes do.
+    return std::make_unique<libkineto::DeviceInfo>(libkineto::DeviceInfo{0, kDeviceSortIndex, "NPU", "npu"});
   }
 
   std::vector<libkineto::ResourceInfo> getResourceInfos() override { return {}; }
+
+ private:
+  // Note [Launch activities]
+  // For each host op whose tasks ran on a stream, one host-side activity at
+  // its first task's enqueue, on the enqueuing thread, named after the ACL
+  // call that queues such a task (aclrtLaunchKernel, aclrtMemcpyAsync, ...):
+  // the start of the op's "ac2g" flow arrows, which end on its device
+  // activities (CUDA's cudaLaunchKernel does the same). Its duration is 0:
+  // the runtime stamps the enqueue, not its end.
+  void log_launches(libkineto::ActivityLogger& logger, const libkineto::getLinkedActivityCallback& linked_activity,
+                    const std::vector<vnpu::TaskRecord>& records) {
+    std::map<int32_t, const vnpu::TaskRecord*> first_launch;
+    for (const vnpu::TaskRecord& record : records) {
+      const auto correlation = static_cast<int32_t>(record.info.correlation_id);
+      if (correlation == 0 || record.info.enqueue_ns == 0) continue;
+      const vnpu::TaskRecord*& first = first_launch[correlation];
+      if (first == nullptr || record.info.enqueue_ns < first->info.enqueue_ns) first = &record;
+    }
+    const int32_t pid = static_cast<int32_t>(getpid());
+    for (const auto& [correlation, record] : first_launch) {
+      buffer_.emplace_activity(buffer_.span, libkineto::ActivityType::PRIVATEUSE1_RUNTIME,
+                               std::string(launch_api_name(record->info.kind)));
+      libkineto::GenericTraceActivity& launch = *buffer_.activities.back();
+      launch.startTime = to_unix_ns(record->info.enqueue_ns);
+      launch.endTime = launch.startTime;
+      launch.device = pid;
+      launch.resource = record->info.enqueue_thread;
+      launch.threadId = record->info.enqueue_thread;
+      launch.id = correlation;
+      launch.linked = linked_activity(correlation);
+      launch.flow.id = static_cast<uint32_t>(correlation);
+      launch.flow.type = libkineto::kLinkAsyncCpuGpu;
+      launch.flow.start = true;
+      launch.addMetadataQuoted("correlation", std::to_string(correlation));
+      launch.log(logger);
+    }
+  }
+
+ public:
 
   std::unique_ptr<libkineto::CpuTraceBuffer> getTraceBuffer() override {
     return std::make_unique<libkineto::CpuTraceBuffer>(std::move(buffer_));

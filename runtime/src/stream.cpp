@@ -122,7 +122,10 @@ std::uint64_t Stream::enqueue_erased(TaskKind kind, const char* name, const Eras
     task.emplace(info, callable);
     return run_inline(task);
   }
-  if (trace_hook() != nullptr) info.enqueue_ns = steady_now_ns();
+  if (trace_hook() != nullptr) {
+    info.enqueue_ns = steady_now_ns();
+    info.enqueue_thread = this_thread_system_id();
+  }
   std::unique_lock<std::mutex> lock = lock_free_slot();
   const std::uint64_t seq = next_seq_;
   ring_[seq % kCapacity].emplace(info, callable);

@@ -1,5 +1,8 @@
 #include "vnpu/trace.h"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 
@@ -30,6 +33,11 @@ std::int64_t steady_now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+std::int32_t this_thread_system_id() {
+  thread_local const auto id = static_cast<std::int32_t>(syscall(SYS_gettid));
+  return id;
 }
 
 void set_correlation_id(std::uint64_t id) { t_correlation_id = id; }

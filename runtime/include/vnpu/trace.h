@@ -33,6 +33,7 @@ struct TaskInfo {
   TaskKind kind = TaskKind::kKernel;
   std::uint64_t correlation_id = 0;  // 0: none
   std::int64_t enqueue_ns = 0;       // steady clock; 0 when tracing was off
+  std::int32_t enqueue_thread = 0;   // the enqueuing thread's system id; 0 when tracing was off
 };
 
 struct TaskRecord {
@@ -53,6 +54,9 @@ TraceHook trace_hook();  // acquire load; nullptr when off
 
 // Nanoseconds on the steady clock (the clock of every TaskRecord).
 std::int64_t steady_now_ns();
+
+// The calling thread's system thread id (gettid), as profilers name threads.
+std::int32_t this_thread_system_id();
 
 // The correlation id given to tasks the calling thread enqueues (0: none).
 void set_correlation_id(std::uint64_t id);
