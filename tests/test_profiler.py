@@ -204,6 +204,14 @@ def test_schedule_keeps_its_parameters_and_follows_torchs_cycle():
         sched(-1)
 
 
+def test_real_module_paths_of_the_profiler():
+    from torch_npu.profiler.profiler_interface import supported_activities
+    from torch_npu.profiler.scheduler import ProfilerAction, Schedule
+    assert supported_activities() == npu_profiler.supported_activities() == {
+        npu_profiler.ProfilerActivity.CPU, npu_profiler.ProfilerActivity.NPU}
+    assert Schedule is npu_profiler.schedule and ProfilerAction is npu_profiler.ProfilerAction
+
+
 def test_bad_arguments_warn_and_reset_or_raise(tmp_path):
     with pytest.warns(UserWarning, match="Invalid parameter profiler_level, .*reset it to Level0"):
         config = npu_profiler._ExperimentalConfig(profiler_level="Level9")
@@ -266,6 +274,29 @@ def test_dynamic_profile_starts_when_the_config_file_says_so(tmp_path):
     (folder,) = list(out.glob("*_ascend_pt"))
     kernels = _rows(folder / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv")
     assert sum(k["Name"] == "mm" for k in kernels) == 2  # the two active steps
+
+
+def test_dynamic_profile_set_state_resumes_the_step_count(tmp_path):
+    from torch_npu.profiler import dynamic_profile as dp
+    cfg_dir, out = tmp_path / "cfg", tmp_path / "out"
+    dp.init(str(cfg_dir))
+    dp.set_state({"cur_step": 100})  # resumed from a checkpoint taken at step 100
+    for bad in ([100], {"cur_step": -1}, {"cur_step": 1.5}):
+        with pytest.warns(UserWarning, match="Dynamic profiler"):
+            dp.set_state(bad)
+    config_file = cfg_dir / "profiler_config.json"
+    config = json.loads(config_file.read_text())
+    config.update(start_step=50, active=1, prof_dir=str(out))  # in the past: at once
+    config_file.write_text(json.dumps(config))
+    os.utime(config_file, ns=(2, 2))
+    x = torch.randn(16, 16, device="npu")
+    for _ in range(3):
+        (x @ x).sum()
+        torch.npu.synchronize()
+        dp.step()
+    # Step 50 is behind the resumed count (101): profiling started at once. Without the resume
+    # the count would be 1-3 and the file's start_step would not be reached.
+    assert len(list(out.glob("*_ascend_pt"))) == 1
 
 
 # --- torch.npu.utilization, Event timing against the trace ------------------------

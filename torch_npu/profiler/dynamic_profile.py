@@ -19,7 +19,7 @@ import warnings
 
 from torch_npu.profiler.experimental_config import _ExperimentalConfig
 
-__all__ = ["init", "start", "step"]
+__all__ = ["init", "start", "step", "set_state"]
 
 CONFIG_NAME = "profiler_config.json"
 DEFAULT_CONFIG = {
@@ -110,3 +110,17 @@ def step():
         return
     if int(config["start_step"]) >= 0 and int(config["start_step"]) <= _State.step:
         _start(config)
+
+
+def set_state(state_step: dict):
+    """Sets the step counter from ``{"cur_step": N}`` (a job resumed from a
+    checkpoint at step N), so that "start_step" keeps naming training steps.
+    Anything else warns and changes nothing, as in torch_npu."""
+    if not isinstance(state_step, dict):
+        warnings.warn("Dynamic profiler state_step must be dict.")
+        return
+    cur_step = state_step.get("cur_step", 0)
+    if not isinstance(cur_step, int) or isinstance(cur_step, bool) or cur_step < 0:
+        warnings.warn("Dynamic profiler cur_step must be a non-negative integer.")
+        return
+    _State.step = cur_step
