@@ -17,6 +17,10 @@ def test_ddp_trains_like_one_process():
     torchrun("ddp_train.py", 2)
 
 
+def test_sync_batch_norm_trains_like_batch_norm_on_the_whole_batch():
+    torchrun("syncbn_train.py", 2)
+
+
 def test_fsdp2_trains_like_one_process_and_checkpoints(tmp_path):
     torchrun("fsdp_train.py", 2, CKPT_DIR=tmp_path / "ckpt")
 

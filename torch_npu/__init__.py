@@ -53,6 +53,7 @@ _logging_internal._setup()  # torch_npu's log names; TORCH_NPU_LOGS
 from torch_npu.utils.combine_tensors import get_storage_size, npu_change_data_ptr  # noqa: E402,F401
 
 from torch_npu import _ascend_semantics  # noqa: E402,F401  (one_hot on int32, as on Ascend)
+from torch_npu import _batch_norm_stats  # noqa: E402,F401  (SyncBatchNorm's CUDA-only kernels)
 from torch_npu import _deprecated_patches  # noqa: E402
 
 _deprecated_patches.install()  # torch.nn.DropoutWithByteMask, as torch_npu patches it
