@@ -90,9 +90,26 @@ def test_quant_matmul_bad_input():
         torch_npu.npu_quant_matmul(x1, x2, torch.ones(2).npu())
     with pytest.raises(RuntimeError, match="offset is only supported"):
         torch_npu.npu_quant_matmul(x1, x2, s, offset=s, output_dtype=torch.float16)
-    for dtype in (torch.float32, torch.int32):
-        with pytest.raises(RuntimeError, match="not supported on vNPU"):
-            torch_npu.npu_quant_matmul(x1, x2, s, output_dtype=dtype)
+    with pytest.raises(RuntimeError, match="not supported on vNPU"):
+        torch_npu.npu_quant_matmul(x1, x2, s, output_dtype=torch.float32)
+    with pytest.raises(RuntimeError, match="scale should be int64, float32 or bfloat16"):
+        torch_npu.npu_quant_matmul(x1, x2, s.half())
+    with pytest.raises(RuntimeError, match="int32 bias or none"):
+        torch_npu.npu_quant_matmul(x1, x2, s, bias=torch.ones(3).npu(), output_dtype=torch.int32)
+    with pytest.raises(RuntimeError, match="no offset and no pertoken_scale"):
+        torch_npu.npu_quant_matmul(x1, x2, s, pertoken_scale=torch.ones(2).npu(), output_dtype=torch.int32)
+
+
+def test_quant_matmul_int32_output_is_the_accumulator():
+    # CANN: with int8 inputs and an int32 output the scales take no part: x1 @ x2 (+ int32 bias).
+    x1, x2 = randint8(3, 40), randint8(40, 5)
+    bias = torch.randint(-1000, 1000, (5,), dtype=torch.int32)
+    want = x1.int() @ x2.int() + bias
+    scale = torch.full((5,), 0.25)
+    got = torch_npu.npu_quant_matmul(x1.npu(), x2.npu(), scale.npu(), bias=bias.npu(), output_dtype=torch.int32)
+    assert got.dtype == torch.int32 and torch.equal(got.cpu(), want)
+    got = torch_npu.npu_quant_matmul(x1.npu(), x2.npu(), scale.bfloat16().npu(), output_dtype=torch.int32)
+    assert torch.equal(got.cpu(), x1.int() @ x2.int())
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])

@@ -8,10 +8,10 @@ npu_quant_matmul (QuantBatchMatmul):
     y   = (acc + bias_int32) * scale [* pertoken_scale per row] [+ bias_float] [+ offset]
 
 then ``output_dtype``: int8 (the default; rounded half to even, saturated to
-[-128, 127]), float16 or bfloat16. output_dtype=torch.int32 raises "not
-supported on vNPU": the op-plugin documentation lists the combination
-(with a float32 / bfloat16 scale) but not what the scale does to an int32
-result, and a guess would be a stub that pretends. An int32 bias is added to the accumulator; a float bias (the
+[-128, 127]), float16 or bfloat16. output_dtype=torch.int32 (int8 inputs,
+a float32 / bfloat16 scale, an int32 bias or none) returns the accumulator
+itself, ``x1 @ x2 (+ bias)``: CANN's QuantMatmul documents that its scales
+take no part in that case (aclnnQuantMatmulV5, "各scale实际不参与计算"). An int32 bias is added to the accumulator; a float bias (the
 bfloat16 / float16 output variants) after dequantisation. ``scale`` of
 dtype int64 is what npu_trans_quant_param makes: the float32 bits sit in the
 low 32 bits. The product is summed in float64, exact for every int8 / int4
@@ -45,7 +45,7 @@ import torch
 from torch_npu.op_plugin._library import check, define
 from torch_npu.op_plugin.tensor_ops import _pack_int4, _unpack_int4
 
-_QMM_OUTPUT_DTYPES = (None, torch.int8, torch.float16, torch.bfloat16)
+_QMM_OUTPUT_DTYPES = (None, torch.int8, torch.float16, torch.bfloat16, torch.int32)
 
 
 def _scale_value(scale):
@@ -66,7 +66,15 @@ def npu_quant_matmul(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=No
     fn = "npu_quant_matmul"
     check(output_dtype in _QMM_OUTPUT_DTYPES,
           f"{fn}: output_dtype {output_dtype} is not supported on vNPU; supported: torch.int8 (or None), "
-          f"torch.float16, torch.bfloat16.")
+          f"torch.float16, torch.bfloat16, torch.int32.")
+    if output_dtype == torch.int32:
+        check(x1.dtype == torch.int8, f"{fn}: output_dtype torch.int32 needs int8 x1 and x2, got {x1.dtype}.")
+        check(scale.dtype in (torch.float32, torch.bfloat16),
+              f"{fn}: output_dtype torch.int32 needs a float32 or bfloat16 scale, got {scale.dtype}.")
+        check(bias is None or bias.dtype == torch.int32,
+              f"{fn}: output_dtype torch.int32 needs an int32 bias or none, got {bias.dtype if bias is not None else None}.")
+        check(offset is None and pertoken_scale is None,
+              f"{fn}: output_dtype torch.int32 takes no offset and no pertoken_scale.")
     check(x1.dtype in (torch.int8, torch.int32) and x1.dtype == x2.dtype,
           f"{fn}: x1 and x2 should be both int8 or both int32 (packed int4), got {x1.dtype} and {x2.dtype}.")
     check(x1.dim() >= 2 and x2.dim() >= 2,
@@ -82,6 +90,8 @@ def npu_quant_matmul(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=No
     check(x1.shape[-1] == x2.shape[-2],
           f"{fn}: the k dimension of x1 ({x1.shape[-1]}) and x2 ({x2.shape[-2]}) should be equal.")
     n = x2.shape[-1]
+    check(scale.dtype in (torch.int64, torch.float32, torch.bfloat16),
+          f"{fn}: scale should be int64, float32 or bfloat16, got {scale.dtype}.")
     check(scale.dim() == 1 and scale.shape[0] in (1, n),
           f"{fn}: scale should have shape (1,) or ({n},), got {list(scale.shape)}.")
     check(offset is None or output_dtype in (None, torch.int8),
@@ -93,6 +103,8 @@ def npu_quant_matmul(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=No
     int_bias = bias is not None and bias.dtype == torch.int32
     if int_bias:
         acc = acc + bias.double()
+    if output_dtype == torch.int32:
+        return acc.to(torch.int64).to(torch.int32)  # the scales take no part (see the module docstring)
     y = acc.float() * _scale_value(scale)
     if pertoken_scale is not None:
         y = y * pertoken_scale.float().unsqueeze(-1)

@@ -49,6 +49,30 @@ def test_linear_quant_int4_packed_and_errors():
     with pytest.raises(ValueError, match="both torch.int32 or both torch.int8"):
         model(x4.to(NPU))
     with pytest.raises(RuntimeError, match="not supported on vNPU"):
-        bad = cm.LinearQuant(16, 3, bias=False, output_dtype=torch.int32)
+        bad = cm.LinearQuant(16, 3, bias=False, output_dtype=torch.float32)
         bad.weight.data, bad.scale.data = w4, torch.ones(1)
         bad(x4)
+
+
+def test_int32_output_is_the_accumulator_in_linear_quant_only():
+    x, w = rand_int((3, 16), -8, 8, 1), rand_int((5, 16), -8, 8, 2)
+    bias = rand_int((5,), -20, 20, 5, torch.int32)
+    model = cm.LinearQuant(16, 5, bias=True, output_dtype=torch.int32).to(NPU)
+    model.weight.data, model.scale.data, model.bias.data = w.to(NPU), torch.full((5,), 0.5).to(NPU), bias.to(NPU)
+    out = model(x.to(NPU))
+    assert out.dtype == torch.int32 and torch.equal(out.cpu(), x.int() @ w.int().t() + bias)
+    with pytest.warns(FutureWarning, match="LinearA8W8Quant is deprecated"):
+        old = cm.LinearA8W8Quant(16, 5, bias=False, pertoken_scale=True, output_dtype=torch.int32).to(NPU)
+    old.weight.data, old.scale.data = w.to(NPU), torch.full((5,), 0.5).to(NPU)
+    with pytest.raises(ValueError, match="output_dtype should be torch.int8, torch.float16 or torch.bfloat16"):
+        old(x.to(NPU))
+
+
+def test_a8w8_pertoken_scale_scales_each_row():
+    x, w = rand_int((3, 16), -8, 8, 1), rand_int((5, 16), -8, 8, 2)
+    pertoken = rnd(3, seed=6, low=0.5, high=1.5)
+    model = cm.LinearA8W8Quant(16, 5, bias=False, pertoken_scale=True, output_dtype=torch.bfloat16).to(NPU)
+    model.weight.data, model.scale.data = w.to(NPU), torch.full((5,), 0.25).to(NPU)
+    model.pertoken_scale.data = pertoken.to(NPU)
+    want = ((x.long() @ w.long().t()).float() * 0.25 * pertoken.unsqueeze(-1)).bfloat16()
+    assert_close(model(x.to(NPU)).cpu(), want)

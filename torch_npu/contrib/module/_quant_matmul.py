@@ -7,7 +7,8 @@ dequantises on the way out:
     y = (x1 @ x2 + bias) * scale [* pertoken_scale per row] [+ offset]
 
 then casts to ``output_dtype``: float16 / bfloat16, or int8 (the default,
-rounded half to even and saturated to [-128, 127]). The modules check their
+rounded half to even and saturated to [-128, 127]); int32 (LinearQuant
+only) is the accumulator itself, ``x1 @ x2 + bias``, whose scales take no part. The modules check their
 arguments here (with real torch_npu's ValueError messages) and compute
 through vNPU's torch_npu.npu_quant_matmul (torch_npu/op_plugin/quant.py).
 
@@ -19,7 +20,7 @@ import torch
 
 __all__ = ["quant_matmul", "unpack_int4", "dequant_scale"]
 
-_OUTPUT_DTYPES = (None, torch.int8, torch.float16, torch.bfloat16)
+_OUTPUT_DTYPES = (None, torch.int8, torch.float16, torch.bfloat16, torch.int32)
 
 
 def unpack_int4(packed):
@@ -45,7 +46,7 @@ def quant_matmul(x1, x2, scale, offset=None, pertoken_scale=None, bias=None, out
     """(x1 @ x2 + bias) * scale ... as described in the module docstring; x2 is (k, n) (int4: unpacked)."""
     if output_dtype not in _OUTPUT_DTYPES:
         raise RuntimeError(f"{fn}: output_dtype {output_dtype} is not supported on vNPU; "
-                           f"supported: torch.int8 (or None), torch.float16, torch.bfloat16.")
+                           f"supported: torch.int8 (or None), torch.float16, torch.bfloat16, torch.int32.")
     if x1.dtype not in (torch.int8, torch.int32) or x1.dtype != x2.dtype:
         raise ValueError(f"{fn}: input and weight should be both torch.int32 or both torch.int8 "
                          f"datatype, but now input is {x1.dtype}, weight is {x2.dtype}.")

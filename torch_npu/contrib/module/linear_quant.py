@@ -22,7 +22,7 @@ class LinearQuant(nn.Module):
     Set ``weight`` (int8, or int32 holding eight int4 each), ``scale``
     (out_features or 1) and the optional ``offset`` / ``pertoken_scale`` /
     ``bias`` (int32) before calling. Output dtype: ``output_dtype`` (int8 when
-    None, float16, bfloat16).
+    None, float16, bfloat16, or int32: the accumulator, scales unused).
     """
 
     def __init__(self, in_features, out_features, *, bias=True, offset=False, pertoken_scale=False,
