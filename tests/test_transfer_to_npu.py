@@ -108,3 +108,51 @@ def test_nccl_becomes_hccl_and_jit_script_is_disabled():
     assert "backend hccl [1.0, 1.0]" in proc.stdout  # "nccl" became hccl, which ran the all_reduce
     assert "meshes ['npu', 'npu', 'npu']" in proc.stdout  # FSDP2 over a "cuda" mesh (Megatron) runs on npu
     assert proc.stdout.strip().splitlines()[-1] == "True True"
+
+
+def test_cuda_devices_reach_torch_cuda_functions_contexts_and_the_generator_and_event_types():
+    result = run_python("""
+        import warnings
+        warnings.simplefilter("ignore")
+        import torch, torch_npu
+        from torch_npu.contrib import transfer_to_npu  # noqa: F401
+        from torch.utils.data import RandomSampler
+        g0, g1 = torch.Generator(), torch.Generator(device=torch.device("cuda"))
+        print("generator", isinstance(g0, torch.Generator), isinstance(g1, torch.Generator), g1.device.type)
+        e = torch.Event("cuda:0", enable_timing=True)
+        print("event", isinstance(e, torch.Event), e.device.type)
+        with torch.device("cuda"):
+            inside = torch.zeros(2)
+        print("context", inside.device.type, torch.zeros(1).device.type)
+        cuda0 = torch.device("cuda:0")
+        torch.cuda.set_device(cuda0)
+        print("functions", torch.cuda.current_stream(cuda0) == torch.npu.current_stream(0),
+              torch.cuda.memory_allocated(cuda0) == torch.npu.memory_allocated(0),
+              torch.get_device_module("cuda:0") is torch.get_device_module("npu:0"),
+              torch.fft.fftfreq(4, device=cuda0).device.type,
+              torch.autograd.profiler_util.Kernel("k", "cuda", 1).device)
+        torch.randn(1).cuda()
+        print("generators", torch.cuda.default_generators == torch.npu.default_generators,
+              len(torch.cuda.default_generators))
+        print("sampler", len(list(RandomSampler(range(5), generator=g0))))
+    """)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "generator True True npu"
+    assert lines[1] == "event True npu"
+    assert lines[2] == "context npu cpu"
+    assert lines[3] == "functions True True True npu npu"
+    assert lines[4] == "generators True 8"
+    assert lines[5] == "sampler 5"
+
+
+def test_the_environment_variable_applies_it_at_import():
+    code = """
+        import torch
+        print(torch.randn(2, device="cuda").device, torch.cuda.current_device())
+    """
+    result = run_python(code, TORCH_TRANSFER_TO_NPU="1")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["npu:0", "0"]
+    bad = run_python("import torch, torch_npu", TORCH_TRANSFER_TO_NPU="yes")
+    assert bad.returncode != 0 and "Invalid value for TORCH_TRANSFER_TO_NPU: yes" in bad.stderr

@@ -110,6 +110,14 @@ if any(_os.environ.get(_name) for _name in ("PERF_DUMP_CONFIG", "NPU_ASD_CONFIG"
 
 from torch_npu.utils.hif8_tensor import HiFloat8Tensor  # noqa: E402
 
+# TORCH_TRANSFER_TO_NPU=1: `import torch_npu` (or torch's autoload of it) also
+# applies torch_npu.contrib.transfer_to_npu, as real torch_npu does.
+_transfer = _os.environ.get("TORCH_TRANSFER_TO_NPU", "0")
+if _transfer == "1":
+    from torch_npu.contrib import transfer_to_npu as _transfer_to_npu  # noqa: F401
+elif _transfer != "0":
+    raise ValueError(f"Invalid value for TORCH_TRANSFER_TO_NPU: {_transfer}. Only '0' or '1' is supported.")
+
 __all__ = ["npu", "get_soc_version", "npu_format_cast", "npu_format_cast_", "get_npu_format", "erase_stream",
            "matmul_checksum", "HiFloat8Tensor", *_fused_ops]
 

@@ -54,6 +54,9 @@ _OTHER_LAYERS = (
     ("TORCH_NPU_DEVICE_CAPABILITY", "unset",
      "`major.minor` (e.g. `8.0`) that `torch.npu.get_device_capability()` returns, read at each call as real "
      "torch_npu does; unset or malformed: it returns None with a warning"),
+    ("TORCH_TRANSFER_TO_NPU", "0",
+     "1: `import torch_npu` (or torch's autoload of it) applies `torch_npu.contrib.transfer_to_npu`, so an "
+     "unchanged CUDA script runs on npu; anything but 0 or 1 raises ValueError at import"),
     ("VNPU_SKIP_BUILD", "unset",
      "build-time only: `pip install` skips the CMake build (used by `scripts/setup.sh`, which builds first)"),
 )

@@ -8,7 +8,10 @@ On import, as real torch_npu's module does:
   ``"npu"`` in the ``device=`` / ``device_type=`` / ``map_location=`` /
   ``device_id=`` arguments of the factory functions, ``torch.load``,
   ``torch.autocast`` / ``torch.amp.GradScaler``, ``Tensor.to/new_*/pin_memory``,
-  ``Module.to/to_empty``, ``torch.Generator``, ``set_default_device``;
+  ``Module.to/to_empty``, ``torch.Generator`` (``isinstance`` still true for
+  every generator), ``set_default_device``, ``with torch.device("cuda"):``,
+  and the device arguments of ``torch.cuda.*`` (``set_device``,
+  ``current_stream``, memory statistics, ...);
 - ``Tensor.cuda`` / ``Module.cuda`` are ``.npu``, ``Tensor.is_cuda`` is ``is_npu``;
 - ``init_process_group("nccl")`` (and ``new_group``) use ``"hccl"``,
   ``is_nccl_available`` answers for hccl; DDP ``device_ids`` need no change;
@@ -22,6 +25,7 @@ once, as a warning, on rank 0.
 """
 
 import functools
+import importlib
 import os
 import warnings
 
@@ -41,7 +45,8 @@ _FACTORIES = ("tensor", "as_tensor", "zeros", "ones", "empty", "full", "rand", "
               "arange", "range", "linspace", "logspace", "eye", "empty_strided", "zeros_like", "ones_like",
               "empty_like", "full_like", "rand_like", "randn_like", "randint_like", "tril_indices", "triu_indices",
               "normal", "bartlett_window", "blackman_window", "hamming_window", "hann_window", "kaiser_window",
-              "sparse_coo_tensor", "from_file", "scalar_tensor")
+              "sparse_coo_tensor", "sparse_compressed_tensor", "sparse_csr_tensor", "sparse_csc_tensor",
+              "sparse_bsr_tensor", "sparse_bsc_tensor", "from_file", "scalar_tensor")
 
 _TENSOR_METHODS = ("to", "new_empty", "new_zeros", "new_ones", "new_full", "new_tensor", "pin_memory")
 
@@ -91,6 +96,19 @@ def _patch_torch_cuda():
         except (AttributeError, TypeError):
             pass
     torch.cuda.amp = torch.npu.amp
+    # torch.npu's, looked up at each use: it fills in at the first device use.
+    if "default_generators" in vars(torch.cuda):
+        del torch.cuda.default_generators
+    cuda_getattr = getattr(torch.cuda, "__getattr__", None)
+
+    def cuda_module_getattr(name):
+        if name == "default_generators":
+            return torch.npu.default_generators
+        if cuda_getattr is not None:
+            return cuda_getattr(name)
+        raise AttributeError(f"module 'torch.cuda' has no attribute '{name}'")
+
+    torch.cuda.__getattr__ = cuda_module_getattr
 
 
 def _patch_tensor_and_module():
@@ -106,8 +124,14 @@ def _patch_tensor_and_module():
 
 
 def _patch_factories():
+    from torch.utils import _device
+    constructors = set(_device._device_constructors())  # torch's own functions, before they are wrapped
     for name in _FACTORIES:
         _patch(torch, name)
+    # `with torch.device(...)` injects its device into the calls it knows: the
+    # wrappers too, so that the device reaches them (and is rewritten there).
+    constructors |= {getattr(torch, name) for name in _FACTORIES if hasattr(torch, name)}
+    _device._device_constructors = functools.cache(lambda: constructors)
     _patch(torch, "load", positional=(1,))
     _patch(torch, "set_default_device", positional=(0,))
     autocast, grad_scaler, generator = torch.autocast, torch.amp.GradScaler, torch.Generator
@@ -124,11 +148,53 @@ def _patch_factories():
     torch.autocast = torch.amp.autocast = Autocast
     torch.amp.GradScaler = GradScaler
 
-    class Generator(generator):  # torch.Generator("cuda")
+    class _GeneratorType(type(generator)):
+        # The generators it makes are torch's own: isinstance(g, torch.Generator)
+        # must keep answering for them (samplers and RNG helpers ask).
+        def __instancecheck__(cls, instance):
+            return isinstance(instance, generator)
+
+        def __subclasscheck__(cls, subclass):
+            return issubclass(subclass, generator)
+
+    class Generator(generator, metaclass=_GeneratorType):  # torch.Generator("cuda")
         def __new__(cls, device="cpu"):
             return generator(_to_npu(device))
 
     torch.Generator = Generator
+
+    event = torch.Event
+
+    class _EventType(type(event)):
+        def __instancecheck__(cls, instance):
+            return isinstance(instance, event)
+
+        def __subclasscheck__(cls, subclass):
+            return issubclass(subclass, event)
+
+    class Event(event, metaclass=_EventType):  # torch.Event("cuda:0", enable_timing=True)
+        def __new__(cls, device=None, *args, **kwargs):
+            return event(_to_npu(device), *args, **kwargs)
+
+    torch.Event = Event
+    _patch(torch, "get_device_module", positional=(0,))
+    for name in ("fftfreq", "rfftfreq"):
+        _patch(torch.fft, name)
+    # Profiler kernels recorded as 'cuda' (torch.autograd.profiler_util.Kernel, a NamedTuple).
+    kernel = torch.autograd.profiler_util.Kernel
+    kernel_new = kernel.__new__
+    if not getattr(kernel_new, "_transfer_to_npu", False):
+        def new_kernel(cls, name, device, duration, _new=kernel_new):
+            return _new(cls, name, _to_npu(device), duration)
+        new_kernel._transfer_to_npu = True
+        kernel.__new__ = new_kernel
+    # `with torch.device("cuda"):` makes factories default to npu.
+    context_init = _device.DeviceContext.__init__
+    if not getattr(context_init, "_transfer_to_npu", False):
+        def device_context_init(self, device, _init=context_init):
+            _init(self, _to_npu(device))
+        device_context_init._transfer_to_npu = True
+        _device.DeviceContext.__init__ = device_context_init
 
 
 def _patch_distributed():
@@ -136,7 +202,15 @@ def _patch_distributed():
         return
 
     def backend(value):
-        return "hccl" if isinstance(value, str) and value.lower() == "nccl" else value
+        """"nccl" -> "hccl"; in device:backend lists ("cpu:gloo,cuda:nccl") cuda too."""
+        if not isinstance(value, str):
+            return value
+        parts = []
+        for part in value.split(","):
+            device, sep, name = part.rpartition(":")
+            name = "hccl" if name.strip().lower() == "nccl" else name
+            parts.append(f"{_to_npu(device.strip())}{sep}{name}" if sep else name)
+        return ",".join(parts)
 
     for name in ("init_process_group", "new_group"):
         fn = getattr(dist, name)
@@ -147,6 +221,8 @@ def _patch_distributed():
                 args = (backend(args[0]),) + args[1:]
             if "backend" in kwargs:
                 kwargs["backend"] = backend(kwargs["backend"])
+            if "device_id" in kwargs:
+                kwargs["device_id"] = _to_npu(kwargs["device_id"])
             return _fn(*args, **kwargs)
         setattr(dist, name, wrapper)
     dist.is_nccl_available = lambda: "hccl" in dist.Backend.backend_list
@@ -197,6 +273,8 @@ def apply():
     global _done
     if _done:
         return
+    # The module, not torch.npu.device (the context manager class of the same name).
+    importlib.import_module("torch_npu.npu.device")._cuda_is_npu = True  # torch.cuda.set_device("cuda:0"), ...
     _patch_torch_cuda()
     _patch_tensor_and_module()
     _patch_factories()

@@ -40,6 +40,15 @@ def init():
     _lazy_init()
 
 
+# Set by torch_npu.contrib.transfer_to_npu: torch.cuda.* is torch.npu.* then,
+# and the "cuda" devices an unchanged CUDA script passes name npus.
+_cuda_is_npu = False
+
+
+def _is_npu_type(device_type: str) -> bool:
+    return device_type == "npu" or (_cuda_is_npu and device_type == "cuda")
+
+
 def _index(device) -> int:
     """Device index from an int, str, torch.device or None (current)."""
     if device is None:
@@ -53,7 +62,7 @@ def _index(device) -> int:
     if isinstance(device, str):
         device = torch.device(device)
     if isinstance(device, torch.device):
-        if device.type != "npu":
+        if not _is_npu_type(device.type):
             raise ValueError(f"Expected a npu device, but got: {device}")
         return -1 if device.index is None else device.index
     raise TypeError(f"Invalid device, expected int, str or torch.device but got {type(device).__name__}")
@@ -71,7 +80,7 @@ def _get_device_index(device, optional: bool = False, allow_cpu: bool = False) -
     if isinstance(device, torch.device):
         if allow_cpu and device.type == "cpu":
             return -1
-        if device.type != "npu":
+        if not _is_npu_type(device.type):
             expected = "a npu or cpu device" if allow_cpu else "a npu device"
             raise ValueError(f"Expected {expected}, but got: {device}")
         if device.index is not None:

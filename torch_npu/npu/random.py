@@ -11,11 +11,21 @@ def _generator(device=None) -> torch.Generator:
     return _C._default_generator(_index(device))
 
 
+_generators_once_initialized = None  # the tuple, kept once the device count is fixed
+
+
 def _all_generators():
     # One torch.Generator per visible device, counted now: until the first
     # device use the count follows ASCEND_RT_VISIBLE_DEVICES, which a script
-    # may set after `import torch_npu`.
-    return tuple(_C._default_generator(i) for i in range(device_count()))
+    # may set after `import torch_npu`. From then on the same tuple of the
+    # same objects, as torch.cuda.default_generators is.
+    global _generators_once_initialized
+    if _generators_once_initialized is not None:
+        return _generators_once_initialized
+    generators = tuple(_C._default_generator(i) for i in range(device_count()))
+    if _C._is_initialized():
+        _generators_once_initialized = generators
+    return generators
 
 
 def __getattr__(name):
