@@ -131,7 +131,7 @@ define("npu_geglu_grad(Tensor grad_output, Tensor self, Tensor gelu, int dim=-1,
 define("npu_masked_softmax_with_rel_pos_bias(Tensor x, Tensor? atten_mask, Tensor relative_pos_bias, "
        "float scale_value=1.0, int inner_precision_mode=0) -> Tensor", npu_masked_softmax_with_rel_pos_bias)
 define("npu_fast_gelu(Tensor self) -> Tensor", npu_fast_gelu)
-define("fast_gelu(Tensor self) -> Tensor", npu_fast_gelu)
+define("fast_gelu(Tensor input) -> Tensor", npu_fast_gelu)  # torch_npu.fast_gelu(input=x)
 define("npu_fast_gelu_backward(Tensor grad, Tensor self) -> Tensor", npu_fast_gelu_backward)
 define("npu_mish(Tensor self) -> Tensor", npu_mish)
 define("npu_mish_backward(Tensor grad, Tensor input) -> Tensor", npu_mish_backward)
