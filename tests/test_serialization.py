@@ -102,6 +102,20 @@ def test_format_cast_to_its_own_or_another_base_format_shares_memory():
     torch.testing.assert_close(x.cpu(), nz.cpu() + 1)
 
 
+def test_format_cast_takes_op_plugins_overloads_and_keywords():
+    x = torch.randn(8, 16).half().npu()
+    nz = torch_npu.npu_format_cast(x, 29, customize_dtype=1, input_dtype=1)  # layout hints: values unchanged
+    assert torch_npu.get_npu_format(nz) == 29 and torch.equal(nz.cpu(), x.cpu())
+    like = torch_npu.npu_format_cast(torch.ones(8, 16).half().npu(), nz)  # the Tensor overload: dst's format
+    assert torch_npu.get_npu_format(like) == 29 and bool((like.cpu() == 1).all())
+    y = torch.randn(3, 4).npu()
+    assert torch_npu.npu_format_cast_(y, nz) is y and torch_npu.get_npu_format(y) == 29  # src's format, in place
+    torch_npu.npu_format_cast_(y, 2)  # the .acl_format overload
+    assert torch_npu.get_npu_format(y) == 2
+    with pytest.raises(RuntimeError):
+        torch_npu.npu_format_cast(x, 29, 1)  # the dtypes are keyword-only, as in op-plugin
+
+
 def test_format_cast_rejects_unknown_format():
     with pytest.raises(ValueError, match="unknown acl_format"):
         torch_npu.npu_format_cast(torch.randn(2).npu(), 77)

@@ -32,8 +32,8 @@ int64_t get_npu_format(const at::Tensor& self) {
 at::Tensor npu_format_cast(const at::Tensor& self, int64_t acl_format) {
   static auto op = c10::Dispatcher::singleton()
                        .findSchemaOrThrow("npu::npu_format_cast", "")
-                       .typed<at::Tensor(const at::Tensor&, int64_t)>();
-  return op.call(self, acl_format);
+                       .typed<at::Tensor(const at::Tensor&, int64_t, std::optional<int64_t>, std::optional<int64_t>)>();
+  return op.call(self, acl_format, std::nullopt, std::nullopt);
 }
 
 std::vector<int64_t> get_npu_storage_sizes(const at::Tensor& self) {

@@ -94,7 +94,11 @@ bool is_base_format(int64_t format) { return format == 0 || format == 1 || forma
 // the new tag; torch_npu returns self itself, retagged). Extensions rely on
 // it: MindSpeed passes the data pointer of npu_format_cast(t, ND) to ATB.
 // Other casts copy.
-at::Tensor npu_format_cast(const at::Tensor& self, int64_t acl_format) {
+// customize_dtype / input_dtype choose the cube layout's C0 on the chip (how a
+// private format pads its storage); vNPU keeps every tensor's storage in its
+// own layout, so they are accepted and change nothing.
+at::Tensor npu_format_cast(const at::Tensor& self, int64_t acl_format, std::optional<int64_t> /*customize_dtype*/,
+                           std::optional<int64_t> /*input_dtype*/) {
   check_npu(self, "npu_format_cast");
   check_format(acl_format);
   const int64_t current = get_npu_format(self);
@@ -105,11 +109,23 @@ at::Tensor npu_format_cast(const at::Tensor& self, int64_t acl_format) {
   return out;
 }
 
-at::Tensor& npu_format_cast_(at::Tensor& self, int64_t acl_format) {
+// The Tensor overloads take the format of `dst` / `src`.
+at::Tensor npu_format_cast_like(const at::Tensor& self, const at::Tensor& dst, std::optional<int64_t> customize_dtype,
+                                std::optional<int64_t> input_dtype) {
+  return npu_format_cast(self, get_npu_format(dst), customize_dtype, input_dtype);
+}
+
+at::Tensor& npu_format_cast_(at::Tensor& self, int64_t acl_format, std::optional<int64_t> /*customize_dtype*/,
+                             std::optional<int64_t> /*input_dtype*/) {
   check_npu(self, "npu_format_cast_");
   check_format(acl_format);
   set_format(self, acl_format);
   return self;
+}
+
+at::Tensor& npu_format_cast_like_(at::Tensor& self, const at::Tensor& src, std::optional<int64_t> customize_dtype,
+                                  std::optional<int64_t> input_dtype) {
+  return npu_format_cast_(self, get_npu_format(src), customize_dtype, input_dtype);
 }
 
 void serialize_format(const at::Tensor& t, std::unordered_map<std::string, bool>& metadata) {
@@ -133,22 +149,32 @@ void register_format_serialization() {
   torch::jit::TensorBackendMetaRegistry(c10::DeviceType::PrivateUse1, &serialize_format, &deserialize_format);
 }
 
+// op-plugin's schemas: the in-place base overload takes a source tensor, the
+// int format is its .acl_format overload.
 TORCH_LIBRARY(npu, m) {
-  m.def("npu_format_cast(Tensor self, int acl_format) -> Tensor");
-  m.def("npu_format_cast_(Tensor(a!) self, int acl_format) -> Tensor(a!)");
+  m.def("npu_format_cast(Tensor self, int acl_format, *, int? customize_dtype=None, int? input_dtype=None) -> Tensor");
+  m.def("npu_format_cast.Tensor(Tensor self, Tensor dst, *, int? customize_dtype=None, int? input_dtype=None) -> Tensor");
+  m.def("npu_format_cast_.acl_format(Tensor(a!) self, int acl_format, *, int? customize_dtype=None, "
+        "int? input_dtype=None) -> Tensor(a!)");
+  m.def("npu_format_cast_(Tensor(a!) self, Tensor src, *, int? customize_dtype=None, int? input_dtype=None) "
+        "-> Tensor(a!)");
   m.def("get_npu_format(Tensor self) -> int");
 }
 
 TORCH_LIBRARY_IMPL(npu, PrivateUse1, m) {
   m.impl("npu_format_cast", TORCH_FN(npu_format_cast));
-  m.impl("npu_format_cast_", TORCH_FN(npu_format_cast_));
+  m.impl("npu_format_cast.Tensor", TORCH_FN(npu_format_cast_like));
+  m.impl("npu_format_cast_.acl_format", TORCH_FN(npu_format_cast_));
+  m.impl("npu_format_cast_", TORCH_FN(npu_format_cast_like_));
   m.impl("get_npu_format", TORCH_FN(get_npu_format));
 }
 
 // On CPU tensors: the same functions, which say that an npu tensor is needed.
 TORCH_LIBRARY_IMPL(npu, CPU, m) {
   m.impl("npu_format_cast", TORCH_FN(npu_format_cast));
-  m.impl("npu_format_cast_", TORCH_FN(npu_format_cast_));
+  m.impl("npu_format_cast.Tensor", TORCH_FN(npu_format_cast_like));
+  m.impl("npu_format_cast_.acl_format", TORCH_FN(npu_format_cast_));
+  m.impl("npu_format_cast_", TORCH_FN(npu_format_cast_like_));
   m.impl("get_npu_format", TORCH_FN(get_npu_format));
 }
 
