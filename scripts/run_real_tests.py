@@ -21,6 +21,11 @@ How the real files are run:
   extension at a time (so one that cannot build is reported and the others
   still build), in place, as the real suite's run_cpp_test does.
 
+Some real test files import test-only packages of their own (expecttest,
+ml_dtypes for the int4 quantisation tests): install them first
+(``pip install expecttest ml_dtypes``), or those files count as collection
+errors.
+
 Prints per file: passed, failed, errors, skipped (from pytest's JUnit XML),
 then totals per directory, and writes everything to WORK/results.json.
 """
