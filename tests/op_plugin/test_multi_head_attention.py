@@ -65,6 +65,13 @@ def test_multi_head_attention_dropout_mask_and_gradients():
     y_cpu.backward(g)
     for name in ("query", "key", "value", "query_weight", "attn_mask", "out_proj_bias"):
         assert_close(npu_in[name].grad.cpu(), cpu_in[name].grad, atol=1e-5, rtol=1e-4)
+    # The same mask packed one bit per score, as _npu_dropout returns them, gives the same result.
+    bits = keep.reshape(-1, 8) * torch.tensor([1, 2, 4, 8, 16, 32, 64, 128], dtype=torch.uint8)
+    packed = bits.sum(1, dtype=torch.uint8)
+    y_packed, mask_back, *_ = call_mha({k: v.detach() for k, v in npu_in.items()}, dims, "npu", dropout_mask=packed,
+                                       p=0.3)
+    assert_close(y_packed.cpu(), y_cpu.detach(), atol=1e-5, rtol=1e-4)
+    assert torch.equal(mask_back.cpu(), keep)
     # A drawn mask: the kept fraction is near 1 - p and probs follow it.
     _, drawn, *_, scores, probs, _ = call_mha(ins, dims, "npu", p=0.5)
     assert 0.3 < drawn.float().mean().item() < 0.7

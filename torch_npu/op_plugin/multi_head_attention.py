@@ -14,18 +14,19 @@ Returns (y, dropout_mask, q, k, v, scores, probs, context), the tuple real
 torch_npu returns (its backward operator takes the same intermediates).
 Gradients come from autograd through these ATen operators.
 
-dropout_mask: vNPU's masks are element-wise keep flags (uint8, 1 = kept,
-shape (B, N, T, S)), not the packed bit masks _npu_dropout /
-npu_dropout_gen_mask make (op_plugin/backward.py); a packed mask is refused
-by its size. A given mask is used as
-it is (bool or uint8, B * N * T * S elements); without one a new one is
-drawn from torch's generator when dropout_prob > 0, and all ones otherwise.
+dropout_mask: the mask it returns holds element-wise keep flags (uint8,
+1 = kept, shape (B, N, T, S)). A given mask is either such flags (bool or
+uint8, B * N * T * S elements) or a packed bit mask as _npu_dropout /
+npu_dropout_gen_mask make (uint8, one bit per score: op_plugin/backward.py),
+told apart by its size; without one a new one is drawn from torch's
+generator when dropout_prob > 0, and all ones otherwise.
 """
 
 import torch
 import torch.nn.functional as F
 
 from torch_npu.op_plugin._library import check, define
+from torch_npu.op_plugin.backward import _mask_bytes, _unpack_keep
 
 
 def npu_multi_head_attention(query, key, value, query_weight, key_weight, value_weight, attn_mask,
@@ -59,11 +60,16 @@ def npu_multi_head_attention(query, key, value, query_weight, key_weight, value_
     scores = torch.matmul(q, k.transpose(-2, -1)) + attn_mask.to(dtype)
     scores = F.softmax(scores, dim=-1, dtype=torch.float32 if softmax_use_float else dtype)
     shape = (batch, heads, tgt_len, src_len)
-    if dropout_mask is not None:
-        check(dropout_mask.numel() == batch * heads * tgt_len * src_len,
-              f"{fn}: dropout_mask should hold one keep flag per score, {batch * heads * tgt_len * src_len} "
-              f"elements, got {dropout_mask.numel()} (vNPU does not take packed bit masks).")
+    scores_count = batch * heads * tgt_len * src_len
+    if dropout_mask is not None and dropout_mask.numel() == scores_count:
         keep = dropout_mask.reshape(shape).to(torch.uint8)
+    elif dropout_mask is not None:
+        check(dropout_mask.dtype == torch.uint8 and dropout_mask.numel() in (-(-scores_count // 8),
+                                                                            _mask_bytes(scores_count)),
+              f"{fn}: dropout_mask should hold one keep flag per score ({scores_count} elements) or one bit per "
+              f"score (a packed uint8 mask of {_mask_bytes(scores_count)} bytes), got {dropout_mask.numel()} "
+              f"{dropout_mask.dtype} elements.")
+        keep = _unpack_keep(fn, dropout_mask, shape, torch.uint8)
     elif dropout_prob > 0:
         keep = (torch.rand(shape, device=query.device) >= dropout_prob).to(torch.uint8)
     else:
