@@ -116,6 +116,16 @@ def test_format_cast_takes_op_plugins_overloads_and_keywords():
         torch_npu.npu_format_cast(x, 29, 1)  # the dtypes are keyword-only, as in op-plugin
 
 
+def test_a_deepcopy_keeps_the_format_and_owns_its_memory():
+    import copy
+    x = torch_npu.npu_format_cast(torch.rand(3, 3).npu(), 29)
+    y = copy.deepcopy(x)
+    assert torch_npu.get_npu_format(y) == 29 and torch.equal(x.cpu(), y.cpu())
+    assert y.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
+    plain = copy.deepcopy(torch.rand(2, 3, 4, 5).npu())
+    assert torch_npu.get_npu_format(plain) == 0  # untagged tensors keep their base format
+
+
 def test_format_cast_rejects_unknown_format():
     with pytest.raises(ValueError, match="unknown acl_format"):
         torch_npu.npu_format_cast(torch.randn(2).npu(), 77)

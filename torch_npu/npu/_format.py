@@ -46,3 +46,27 @@ def get_npu_format(tensor):
         return Format(value)
     except ValueError:  # a format the enum does not name: the number itself
         return value
+
+
+_tensor_deepcopy = torch.Tensor.__deepcopy__
+
+
+def _deepcopy_keeping_the_format(self, memo):
+    """torch.Tensor.__deepcopy__, then the copy gets the original's format
+    label. On real torch_npu the format lives in the storage, which the copy
+    duplicates; vNPU labels tensors, which torch's deepcopy (a new tensor
+    set_ to the copied storage) does not carry over."""
+    copied = _tensor_deepcopy(self, memo)
+    if self.device.type == "npu" and isinstance(copied, torch.Tensor) and copied.device.type == "npu":
+        label = torch.ops.npu.get_npu_format(self)
+        if label != torch.ops.npu.get_npu_format(copied):
+            torch.ops.npu.npu_format_cast_.acl_format(copied, label)
+    return copied
+
+
+def _keep_the_format_in_deepcopies():
+    if torch.Tensor.__deepcopy__ is _tensor_deepcopy:
+        torch.Tensor.__deepcopy__ = _deepcopy_keeping_the_format
+
+
+_keep_the_format_in_deepcopies()
