@@ -135,6 +135,12 @@ def test_cuda_devices_reach_torch_cuda_functions_contexts_and_the_generator_and_
         print("generators", torch.cuda.default_generators == torch.npu.default_generators,
               len(torch.cuda.default_generators))
         print("sampler", len(list(RandomSampler(range(5), generator=g0))))
+        from torch.distributed import ProcessGroupNCCL
+        print("extras", ProcessGroupNCCL is torch_npu._C._distributed_c10d.ProcessGroupHCCL,
+              ProcessGroupNCCL.Options() is not None,
+              torch.utils.cpp_extension.include_paths(device_type="cuda")
+              == torch.utils.cpp_extension.include_paths(device_type="npu"),
+              torch._C._host_emptyCache is torch_npu._C._npu_hostEmptyCache)
     """)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
@@ -144,6 +150,7 @@ def test_cuda_devices_reach_torch_cuda_functions_contexts_and_the_generator_and_
     assert lines[3] == "functions True True True npu npu"
     assert lines[4] == "generators True 8"
     assert lines[5] == "sampler 5"
+    assert lines[6] == "extras True True True True"
 
 
 def test_the_environment_variable_applies_it_at_import():

@@ -14,7 +14,10 @@ On import, as real torch_npu's module does:
   ``current_stream``, memory statistics, ...);
 - ``Tensor.cuda`` / ``Module.cuda`` are ``.npu``, ``Tensor.is_cuda`` is ``is_npu``;
 - ``init_process_group("nccl")`` (and ``new_group``) use ``"hccl"``,
-  ``is_nccl_available`` answers for hccl; DDP ``device_ids`` need no change;
+  ``is_nccl_available`` answers for hccl, ``ProcessGroupNCCL`` is the hccl
+  process group class; DDP ``device_ids`` need no change;
+- ``torch.utils.cpp_extension.include_paths(device_type="cuda")`` gives the
+  npu's paths, ``torch._C._host_emptyCache`` empties the pinned host cache;
 - ``ProfilerActivity.CUDA`` in ``torch.profiler.profile(activities=...)`` is
   the npu activity;
 - ``torch.jit.script`` returns its argument with a RuntimeWarning (scripted
@@ -226,6 +229,10 @@ def _patch_distributed():
             return _fn(*args, **kwargs)
         setattr(dist, name, wrapper)
     dist.is_nccl_available = lambda: "hccl" in dist.Backend.backend_list
+    # Code that builds NCCL's options or checks for its class gets hccl's.
+    from torch_npu._C._distributed_c10d import ProcessGroupHCCL
+    from torch.distributed import distributed_c10d
+    dist.ProcessGroupNCCL = distributed_c10d.ProcessGroupNCCL = ProcessGroupHCCL
     # Device meshes named "cuda" (init_device_mesh("cuda", ...), DeviceMesh("cuda", ...),
     # Megatron's DeviceMesh.from_group(group, "cuda") for FSDP2) are npu meshes.
     from torch.distributed import device_mesh
@@ -238,6 +245,20 @@ def _patch_distributed():
     from_group = mesh.from_group
     if not getattr(from_group, "_transfer_to_npu", False):
         mesh.from_group = staticmethod(_wrap_device_args(from_group, positional=(1,)))
+
+
+def _patch_extensions_and_host_memory():
+    # torch.utils.cpp_extension.include_paths(device_type="cuda"): the npu's (torch's base paths; the
+    # CUDA ones need CUDA_HOME, which a machine without CUDA lacks).
+    from torch.utils import cpp_extension
+    include_paths = cpp_extension.include_paths
+    if not getattr(include_paths, "_transfer_to_npu", False):
+        def npu_include_paths(device_type="cpu", *args, _paths=include_paths, **kwargs):
+            return _paths(_to_npu(device_type), *args, **kwargs)
+        npu_include_paths._transfer_to_npu = True
+        cpp_extension.include_paths = npu_include_paths
+    # torch.cuda.host_memory's empty cache reaches torch._C._host_emptyCache.
+    torch._C._host_emptyCache = torch_npu._C._npu_hostEmptyCache
 
 
 def _patch_profiler():
@@ -279,6 +300,7 @@ def apply():
     _patch_tensor_and_module()
     _patch_factories()
     _patch_distributed()
+    _patch_extensions_and_host_memory()
     _patch_profiler()
     _patch_jit()
     _done = True
