@@ -151,53 +151,34 @@ def _patch_factories():
     torch.autocast = torch.amp.autocast = Autocast
     torch.amp.GradScaler = GradScaler
 
-    class _GeneratorType(type(generator)):
-        # The generators it makes are torch's own: isinstance(g, torch.Generator)
-        # must keep answering for them (samplers and RNG helpers ask).
-        def __instancecheck__(cls, instance):
-            return isinstance(instance, generator)
-
-        def __subclasscheck__(cls, subclass):
-            return issubclass(subclass, generator)
-
-    class Generator(generator, metaclass=_GeneratorType):  # torch.Generator("cuda")
-        def __new__(cls, device="cpu"):
-            return generator(_to_npu(device))
-
-    torch.Generator = Generator
-
-    event = torch.Event
-
-    class _EventType(type(event)):
-        def __instancecheck__(cls, instance):
-            return isinstance(instance, event)
-
-        def __subclasscheck__(cls, subclass):
-            return issubclass(subclass, event)
-
-    class Event(event, metaclass=_EventType):  # torch.Event("cuda:0", enable_timing=True)
-        def __new__(cls, device=None, *args, **kwargs):
-            return event(_to_npu(device), *args, **kwargs)
-
-    torch.Event = Event
+    torch.Generator = _device_taking_type(generator, "cpu")  # torch.Generator("cuda")
+    torch.Event = _device_taking_type(torch.Event, None)  # torch.Event("cuda:0", enable_timing=True)
     _patch(torch, "get_device_module", positional=(0,))
     for name in ("fftfreq", "rfftfreq"):
         _patch(torch.fft, name)
-    # Profiler kernels recorded as 'cuda' (torch.autograd.profiler_util.Kernel, a NamedTuple).
-    kernel = torch.autograd.profiler_util.Kernel
-    kernel_new = kernel.__new__
-    if not getattr(kernel_new, "_transfer_to_npu", False):
-        def new_kernel(cls, name, device, duration, _new=kernel_new):
-            return _new(cls, name, _to_npu(device), duration)
-        new_kernel._transfer_to_npu = True
-        kernel.__new__ = new_kernel
+    # Profiler kernels recorded as 'cuda' (torch.autograd.profiler_util.Kernel(name, device, duration)).
+    _patch(torch.autograd.profiler_util.Kernel, "__new__", positional=(2,))
     # `with torch.device("cuda"):` makes factories default to npu.
-    context_init = _device.DeviceContext.__init__
-    if not getattr(context_init, "_transfer_to_npu", False):
-        def device_context_init(self, device, _init=context_init):
-            _init(self, _to_npu(device))
-        device_context_init._transfer_to_npu = True
-        _device.DeviceContext.__init__ = device_context_init
+    _patch(_device.DeviceContext, "__init__", positional=(1,))
+
+
+def _device_taking_type(base, default_device):
+    """A stand-in for the torch type `base` whose constructor takes "cuda" for
+    "npu". It makes `base`'s own objects, so isinstance / issubclass with the
+    stand-in answer for every `base` object (samplers and RNG helpers ask)."""
+    class StandInType(type(base)):
+        def __instancecheck__(cls, instance):
+            return isinstance(instance, base)
+
+        def __subclasscheck__(cls, subclass):
+            return issubclass(subclass, base)
+
+    class StandIn(base, metaclass=StandInType):
+        def __new__(cls, device=default_device, *args, **kwargs):
+            return base(_to_npu(device), *args, **kwargs)
+
+    StandIn.__name__ = StandIn.__qualname__ = base.__name__
+    return StandIn
 
 
 def _patch_distributed():
@@ -251,12 +232,7 @@ def _patch_extensions_and_host_memory():
     # torch.utils.cpp_extension.include_paths(device_type="cuda"): the npu's (torch's base paths; the
     # CUDA ones need CUDA_HOME, which a machine without CUDA lacks).
     from torch.utils import cpp_extension
-    include_paths = cpp_extension.include_paths
-    if not getattr(include_paths, "_transfer_to_npu", False):
-        def npu_include_paths(device_type="cpu", *args, _paths=include_paths, **kwargs):
-            return _paths(_to_npu(device_type), *args, **kwargs)
-        npu_include_paths._transfer_to_npu = True
-        cpp_extension.include_paths = npu_include_paths
+    _patch(cpp_extension, "include_paths", positional=(0,))
     # torch.cuda.host_memory's empty cache reaches torch._C._host_emptyCache.
     torch._C._host_emptyCache = torch_npu._C._npu_hostEmptyCache
 
