@@ -1,4 +1,5 @@
 #include "csrc/api/op_hook.h"
+#include "csrc/api/record_function_inputs.h"
 
 #include <atomic>
 #include <mutex>
@@ -21,10 +22,6 @@ std::optional<at::CallbackHandle> g_handle;  // guarded by g_mutex
 thread_local int t_depth = 0;
 thread_local bool t_hooked = false;  // the outermost operator had npu tensors
 
-bool is_npu_tensor(const c10::IValue& value) {
-  return value.isTensor() && value.toTensor().defined() && value.toTensor().device().type() == c10::DeviceType::PrivateUse1;
-}
-
 template <typename Fn>
 void each_tensor(c10::ArrayRef<c10::IValue> values, Fn fn) {
   for (const c10::IValue& value : values) {
@@ -42,9 +39,7 @@ std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
   // Collectives are hooked by the hccl process group (issue, then wait).
   if (std::string_view(fn.name()).rfind("c10d::", 0) == 0) return nullptr;
   const auto inputs = fn.inputs();
-  bool any_npu = false;
-  for (const c10::IValue& value : inputs) any_npu = any_npu || is_npu_tensor(value);
-  if (!any_npu) return nullptr;
+  if (!has_npu_tensor_input(inputs)) return nullptr;
   t_hooked = true;
   op_hook_begin(fn.name());
   each_tensor(inputs, [](const at::Tensor& t) { op_hook_pre(t); });

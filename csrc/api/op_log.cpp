@@ -1,4 +1,5 @@
 #include "csrc/api/op_log.h"
+#include "csrc/api/record_function_inputs.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
@@ -72,10 +73,6 @@ std::shared_ptr<const LogState> current_state() {
   return g_state;
 }
 
-bool is_npu_tensor(const c10::IValue& value) {
-  return value.isTensor() && value.toTensor().defined() && value.toTensor().is_privateuseone();
-}
-
 // Views and metadata changes launch no kernel on the device.
 bool launches_a_kernel(const c10::FunctionSchema& schema) {
   for (const c10::Argument& ret : schema.returns()) {
@@ -129,9 +126,7 @@ std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
   const std::string_view name(fn.name());
   if (name.rfind("aten::", 0) != 0) return nullptr;
   const auto inputs = fn.inputs();
-  bool any_npu = false;
-  for (const c10::IValue& value : inputs) any_npu = any_npu || is_npu_tensor(value);
-  if (!any_npu) return nullptr;
+  if (!has_npu_tensor_input(inputs)) return nullptr;
   const std::optional<c10::OperatorName> op_name = fn.operator_name();
   if (!op_name) return nullptr;
   const auto handle = c10::Dispatcher::singleton().findOp(*op_name);
