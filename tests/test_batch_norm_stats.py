@@ -67,3 +67,10 @@ def test_backward_reduce_and_elemt_give_batch_norms_gradients():
     # Outputs nobody asked for are empty.
     outs = torch.batch_norm_backward_reduce(dy.npu(), x.detach().npu(), mean, invstd, None, False, False, False)
     assert [o.numel() for o in outs] == [0, 0, 0, 0]
+
+
+def test_inputs_without_a_channel_dimension_are_refused_with_the_operator_named():
+    with pytest.raises(RuntimeError, match=r"batch_norm_stats: expected an input of at least 2 dimensions"):
+        torch.batch_norm_stats(torch.randn(5).npu(), 1e-5)
+    with pytest.raises(RuntimeError, match=r"batch_norm_elemt: expected an input of at least 2 dimensions"):
+        torch.batch_norm_elemt(torch.randn(5).npu(), None, None, torch.zeros(1).npu(), torch.ones(1).npu(), 1e-5)
