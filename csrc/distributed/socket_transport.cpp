@@ -2,10 +2,56 @@
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
+#include <c10/util/strides.h>
 #include <c10/util/Exception.h>
 #include <vnpu/environment.h>
 
 namespace torch_npu {
+
+namespace {
+
+// Gloo handles the dtypes it can reduce (float, double, half, bfloat16, int8,
+// uint8, bool, int32, int64) and refuses the rest ("Invalid scalar type").
+// HCCL moves every dtype, uint16/32/64 and int16 included, so the collectives
+// that only move bytes send those as uint8 views of the same memory.
+bool gloo_moves(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kFloat: case at::kDouble: case at::kHalf: case at::kBFloat16:
+    case at::kChar: case at::kByte: case at::kBool: case at::kInt: case at::kLong:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// `t` (contiguous, as the group stages it) as Gloo can move it: itself, or its
+// bytes with the same leading dimension (the last one grows by the element
+// size; a 0-d tensor becomes one row of bytes). A contiguous tensor may still
+// carry any stride on a dimension of size 1, which a dtype view refuses, so
+// the bytes are taken over the sizes' own row-major strides.
+at::Tensor movable(const at::Tensor& t) {
+  if (gloo_moves(t.scalar_type())) return t;
+  TORCH_INTERNAL_ASSERT(t.is_contiguous(), "the transport moves contiguous tensors");
+  const at::Tensor rows = t.dim() == 0 ? t.reshape({1}) : t;
+  return rows.as_strided(rows.sizes(), c10::contiguous_strides(rows.sizes())).view(at::kByte);
+}
+
+std::vector<at::Tensor> movable(const std::vector<at::Tensor>& ts) {
+  std::vector<at::Tensor> out;
+  out.reserve(ts.size());
+  for (const auto& t : ts) out.push_back(movable(t));
+  return out;
+}
+
+// alltoall_base splits a 1-d tensor by elements; as bytes, by element bytes.
+std::vector<int64_t> movable_splits(const at::Tensor& t, const std::vector<int64_t>& splits) {
+  if (gloo_moves(t.scalar_type()) || t.dim() > 1) return splits;
+  std::vector<int64_t> out = splits;
+  for (auto& s : out) s *= static_cast<int64_t>(t.element_size());
+  return out;
+}
+
+}  // namespace
 
 SocketTransport::SocketTransport(c10::intrusive_ptr<c10d::Backend> group) : group_(std::move(group)) {
   TORCH_INTERNAL_ASSERT(group_, "SocketTransport needs the group's ProcessGroupGloo");
@@ -33,7 +79,7 @@ void SocketTransport::allreduce_over(c10d::Backend& group, const at::Tensor& ten
 
 void SocketTransport::broadcast(const at::Tensor& tensor, const c10d::BroadcastOptions& opts, Timeout /*timeout*/) {
   check_in_sync(c10d::OpType::BROADCAST, tensor);
-  std::vector<at::Tensor> tensors{tensor};
+  std::vector<at::Tensor> tensors{movable(tensor)};
   c10d::BroadcastOptions o = opts;
   o.rootTensor = 0;
   group_->broadcast(tensors, o)->wait();
@@ -46,7 +92,7 @@ void SocketTransport::allreduce(const at::Tensor& tensor, const c10d::ReduceOp& 
 
 void SocketTransport::allgather_into_tensor(const at::Tensor& output, const at::Tensor& input, Timeout /*timeout*/) {
   check_in_sync(c10d::OpType::_ALLGATHER_BASE, input);
-  at::Tensor out = output, in = input;
+  at::Tensor out = movable(output), in = movable(input);
   group_->_allgather_base(out, in)->wait();
 }
 
@@ -64,7 +110,7 @@ void SocketTransport::allreduce_coalesced(const at::Tensor& tensor, const c10d::
 }
 
 void SocketTransport::allgather_into_tensor_coalesced(const at::Tensor& output, const at::Tensor& input) {
-  at::Tensor out = output, in = input;
+  at::Tensor out = movable(output), in = movable(input);
   group_->_allgather_base(out, in)->wait();
 }
 
@@ -85,16 +131,16 @@ void SocketTransport::reduce(const at::Tensor& tensor, const c10d::ReduceOp& op,
 }
 
 void SocketTransport::allgather(const std::vector<at::Tensor>& outputs, const at::Tensor& input) {
-  std::vector<std::vector<at::Tensor>> out{outputs};
-  std::vector<at::Tensor> in{input};
+  std::vector<std::vector<at::Tensor>> out{movable(outputs)};
+  std::vector<at::Tensor> in{movable(input)};
   group_->allgather(out, in)->wait();
 }
 
 void SocketTransport::scatter(const at::Tensor& output, const std::vector<at::Tensor>& inputs,
                               const c10d::ScatterOptions& opts) {
-  std::vector<at::Tensor> out{output};
+  std::vector<at::Tensor> out{movable(output)};
   std::vector<std::vector<at::Tensor>> in;
-  if (!inputs.empty()) in.push_back(inputs);
+  if (!inputs.empty()) in.push_back(movable(inputs));
   group_->scatter(out, in, opts)->wait();
 }
 
@@ -110,24 +156,25 @@ void SocketTransport::reduce_scatter(const at::Tensor& output, const std::vector
 void SocketTransport::alltoall_base(const at::Tensor& output, const at::Tensor& input,
                                     const std::vector<int64_t>& output_splits,
                                     const std::vector<int64_t>& input_splits, const c10d::AllToAllOptions& opts) {
-  at::Tensor out = output, in = input;
-  std::vector<int64_t> out_splits = output_splits, in_splits = input_splits;
+  at::Tensor out = movable(output), in = movable(input);
+  std::vector<int64_t> out_splits = movable_splits(output, output_splits);
+  std::vector<int64_t> in_splits = movable_splits(input, input_splits);
   group_->alltoall_base(out, in, out_splits, in_splits, opts)->wait();
 }
 
 void SocketTransport::alltoall(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
                                const c10d::AllToAllOptions& opts) {
-  std::vector<at::Tensor> out = outputs, in = inputs;
+  std::vector<at::Tensor> out = movable(outputs), in = movable(inputs);
   group_->alltoall(out, in, opts)->wait();
 }
 
 c10::intrusive_ptr<c10d::Work> SocketTransport::send(const at::Tensor& tensor, int dst_rank, int tag) {
-  std::vector<at::Tensor> tensors{tensor};
+  std::vector<at::Tensor> tensors{movable(tensor)};
   return group_->send(tensors, dst_rank, tag);
 }
 
 c10::intrusive_ptr<c10d::Work> SocketTransport::recv(const at::Tensor& tensor, int src_rank, int tag) {
-  std::vector<at::Tensor> tensors{tensor};
+  std::vector<at::Tensor> tensors{movable(tensor)};
   return group_->recv(tensors, src_rank, tag);
 }
 

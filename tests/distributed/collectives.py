@@ -125,6 +125,40 @@ check("all_to_all_single uneven", out, ranks.repeat_interleave(rank + 1))
 outs = [torch.empty(1, device=dev) for _ in range(world)]
 dist.all_to_all(outs, [torch.full((1,), float(10 * rank + r), device=dev) for r in range(world)])
 check("all_to_all", torch.cat(outs), torch.tensor([float(10 * r + rank) for r in range(world)]))
+# collectives that only move data take every dtype HCCL has, also those gloo
+# (the sockets under the transports) cannot reduce
+def same_bits(name, got, want):
+    got = got.cpu()
+    assert got.dtype == want.dtype and got.shape == want.shape, (name, got, want)
+    assert torch.equal(got.reshape(-1).view(torch.uint8), want.reshape(-1).view(torch.uint8)), (name, got, want)
+
+
+for dtype in (torch.uint16, torch.uint32, torch.uint64, torch.int16, torch.complex64, torch.float8_e4m3fn):
+    def filled(value, shape):
+        return torch.full(shape, value, dtype=torch.float32).to(dtype).to(dev)
+    x = filled(rank + 1, (2, 2))
+    dist.broadcast(x, src=world - 1)
+    same_bits(f"broadcast {dtype}", x.cpu(), filled(world, (2, 2)).cpu())
+    outs = [torch.empty(3, dtype=dtype, device=dev) for _ in range(world)]
+    dist.all_gather(outs, filled(rank + 1, (3,)))
+    same_bits(f"all_gather {dtype}", torch.stack(outs).cpu(),
+          torch.stack([filled(r + 1, (3,)).cpu() for r in range(world)]))
+    flat = torch.empty(world, dtype=dtype, device=dev)
+    dist.all_gather_into_tensor(flat, filled(rank + 1, ()).reshape(1))
+    same_bits(f"all_gather_into_tensor {dtype}", flat.cpu(), torch.arange(1, world + 1).to(dtype))
+    inp = torch.cat([filled(rank + 1, (r + 1,)) for r in range(world)])  # r+1 elements to rank r
+    out = torch.empty(world * (rank + 1), dtype=dtype, device=dev)
+    dist.all_to_all_single(out, inp, output_split_sizes=[rank + 1] * world,
+                           input_split_sizes=[r + 1 for r in range(world)])
+    same_bits(f"all_to_all_single uneven {dtype}", out.cpu(),
+          torch.arange(1, world + 1).repeat_interleave(rank + 1).to(dtype))
+    if world >= 2:
+        if rank == 0:
+            dist.send(filled(7, ()), dst=1)
+        elif rank == 1:
+            r0 = torch.empty((), dtype=dtype, device=dev)
+            dist.recv(r0, src=0)
+            same_bits(f"send/recv 0-d {dtype}", r0.cpu(), filled(7, ()).cpu())
 try:
     dist.all_to_all_single(torch.empty(world * 2 + 1, device=dev), torch.empty(world * 2 + 1, device=dev))
     raise AssertionError("uneven dim 0 accepted")
