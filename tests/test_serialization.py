@@ -126,6 +126,14 @@ def test_a_deepcopy_keeps_the_format_and_owns_its_memory():
     assert torch_npu.get_npu_format(plain) == 0  # untagged tensors keep their base format
 
 
+def test_a_view_has_the_format_of_the_tensor_it_views():
+    # on the chip the format belongs to the storage, which views share
+    nz = torch_npu.npu_format_cast(torch.rand(4, 2).npu(), 29)
+    assert [torch_npu.get_npu_format(v) for v in (nz[2:], nz.view(-1), nz.t(), nz[1:][1:])] == [29] * 4
+    plain = torch.rand(2, 3, 4, 5).npu()
+    assert torch_npu.get_npu_format(plain) == 0 and torch_npu.get_npu_format(plain[0]) == 2  # untagged: by dim
+
+
 def test_format_cast_rejects_unknown_format():
     with pytest.raises(ValueError, match="unknown acl_format"):
         torch_npu.npu_format_cast(torch.randn(2).npu(), 77)

@@ -1,5 +1,6 @@
 #include "csrc/distributed/process_group_hccl.h"
 
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
 #include <c10/util/Exception.h>
 
@@ -97,12 +98,27 @@ void finish_reduction(const at::Tensor& result, const at::Tensor& target, const 
   if (!in_place) target.copy_(result.reshape(target.sizes()));
 }
 
+// torch_npu refuses a tensor in a private storage format (FRACTAL_NZ, ...)
+// that does not start at its storage's beginning: HCCL would send the
+// format's padded storage from there. The format is torch_npu's
+// get_npu_format (the ops library's, reached through the dispatcher: this
+// library sits beside it).
+void check_format_offset(const at::Tensor& t) {
+  if (t.storage_offset() == 0) return;
+  static const auto get_npu_format =
+      c10::Dispatcher::singleton().findSchemaOrThrow("npu::get_npu_format", "").typed<int64_t(const at::Tensor&)>();
+  const int64_t format = get_npu_format.call(t);
+  const bool base = format == 0 || format == 1 || format == 2 || format == 30;  // NCHW, NHWC, ND, NCDHW
+  TORCH_CHECK(base, "For a tensor of internal format, it's storage_offset must be 0");
+}
+
 c10::DeviceIndex device_of(const char* collective, const std::vector<at::Tensor>& tensors) {
   c10::DeviceIndex device = -1;
   for (const auto& t : tensors) {
     TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, "ProcessGroupHCCL ", collective,
                 ": Tensors must be NPU and dense, got a tensor on ", t.device());
     TORCH_CHECK(t.layout() == c10::kStrided, "ProcessGroupHCCL ", collective, ": Tensors must be NPU and dense");
+    check_format_offset(t);
     TORCH_CHECK(device < 0 || t.device().index() == device, "ProcessGroupHCCL ", collective,
                 ": Expected all tensors on the same npu device, got npu:", static_cast<int>(device), " and ",
                 t.device());

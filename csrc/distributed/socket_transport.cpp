@@ -1,10 +1,13 @@
 #include "csrc/distributed/socket_transport.h"
 
+#include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
 #include <c10/util/strides.h>
 #include <c10/util/Exception.h>
 #include <vnpu/environment.h>
+
+#include <numeric>
 
 namespace torch_npu {
 
@@ -164,8 +167,30 @@ void SocketTransport::alltoall_base(const at::Tensor& output, const at::Tensor& 
 
 void SocketTransport::alltoall(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
                                const c10d::AllToAllOptions& opts) {
-  std::vector<at::Tensor> out = movable(outputs), in = movable(inputs);
-  group_->alltoall(out, in, opts)->wait();
+  // HCCL's list form takes tensors of any sizes (alltoallv); Gloo's wants them
+  // all alike. So they travel end to end, flat, as one alltoall_base whose
+  // splits are the tensors' sizes.
+  auto flat = [](const std::vector<at::Tensor>& ts, std::vector<int64_t>& splits) {
+    std::vector<at::Tensor> rows;
+    for (const auto& t : ts) {
+      rows.push_back(movable(t.reshape({-1})).reshape({-1}));
+      splits.push_back(rows.back().numel());
+    }
+    return rows;
+  };
+  std::vector<int64_t> in_splits, out_splits;
+  at::Tensor in = at::cat(flat(inputs, in_splits));
+  const std::vector<at::Tensor> out_rows = flat(outputs, out_splits);
+  at::Tensor out = at::empty({std::accumulate(out_splits.begin(), out_splits.end(), int64_t{0})},
+                             out_rows.empty() ? in.options() : out_rows[0].options());
+  // Gloo takes the splits over (moves them into its work): it gets copies.
+  std::vector<int64_t> gloo_out_splits = out_splits, gloo_in_splits = in_splits;
+  group_->alltoall_base(out, in, gloo_out_splits, gloo_in_splits, opts)->wait();
+  int64_t offset = 0;
+  for (size_t i = 0; i < out_rows.size(); ++i) {
+    out_rows[i].copy_(out.narrow(0, offset, out_splits[i]));
+    offset += out_splits[i];
+  }
 }
 
 c10::intrusive_ptr<c10d::Work> SocketTransport::send(const at::Tensor& tensor, int dst_rank, int tag) {

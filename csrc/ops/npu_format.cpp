@@ -76,10 +76,16 @@ void set_format(const at::Tensor& t, int64_t format) {
 
 }  // namespace
 
-// Untagged tensors report their base format: NCHW for 4-d, ND otherwise.
+// A view reports the format of the tensor it views: on the chip the format
+// belongs to the storage, which views share (a slice of a FRACTAL_NZ tensor
+// is FRACTAL_NZ). Untagged tensors report their base format: NCHW for 4-d,
+// ND otherwise.
 int64_t get_npu_format(const at::Tensor& self) {
   check_npu(self, "get_npu_format");
   auto* meta = dynamic_cast<NpuFormatMeta*>(self.unsafeGetTensorImpl()->get_backend_meta());
+  if (meta == nullptr && self.is_view()) {
+    meta = dynamic_cast<NpuFormatMeta*>(self._base().unsafeGetTensorImpl()->get_backend_meta());
+  }
   if (meta != nullptr) return meta->format;
   return self.dim() == 4 ? 0 : 2;
 }

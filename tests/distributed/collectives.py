@@ -7,7 +7,7 @@ import warnings
 import torch
 import torch.distributed as dist
 
-import torch_npu  # noqa: F401
+import torch_npu
 
 dist.init_process_group("hccl")
 rank, world = dist.get_rank(), dist.get_world_size()
@@ -159,6 +159,22 @@ for dtype in (torch.uint16, torch.uint32, torch.uint64, torch.int16, torch.compl
             r0 = torch.empty((), dtype=dtype, device=dev)
             dist.recv(r0, src=0)
             same_bits(f"send/recv 0-d {dtype}", r0.cpu(), filled(7, ()).cpu())
+# all_to_all of lists whose tensors differ in size (HCCL's alltoallv): rank r
+# sends (r+1, 2) to every rank and receives (j+1, 2) from rank j
+outs = [torch.empty(j + 1, 2, device=dev) for j in range(world)]
+dist.all_to_all(outs, [torch.full((rank + 1, 2), float(10 * rank + j), device=dev) for j in range(world)])
+for j in range(world):
+    check(f"all_to_all uneven from {j}", outs[j], torch.full((j + 1, 2), float(10 * j + rank)))
+# a tensor in a private format that does not start its storage is refused, as by torch_npu
+offset_nz = torch_npu.npu_format_cast(torch.zeros(4, 2, device=dev), 29)[2:]
+for collective in (lambda: dist.all_reduce(offset_nz), lambda: dist.broadcast(offset_nz, src=0),
+                   lambda: dist.all_gather([torch.empty(2, 2, device=dev)] * world, offset_nz)):
+    try:
+        collective()
+        raise AssertionError("an offset FRACTAL_NZ tensor was accepted")
+    except RuntimeError as e:
+        assert "For a tensor of internal format, it's storage_offset must be 0" in str(e), e
+dist.all_reduce(torch_npu.npu_format_cast(torch.zeros(4, 2, device=dev), 29))  # at offset 0: accepted
 try:
     dist.all_to_all_single(torch.empty(world * 2 + 1, device=dev), torch.empty(world * 2 + 1, device=dev))
     raise AssertionError("uneven dim 0 accepted")
