@@ -11,7 +11,12 @@ to the work directory; nothing of it is copied into this repository.
 
 How the real files are run:
 - each test file in its own process (`python -m pytest FILE`, cwd its directory),
-  bounded by --timeout seconds per file;
+  bounded by --timeout seconds per file and, with --test-timeout, by that many
+  seconds per test (pytest-timeout, ``pip install pytest-timeout``): a test that
+  hangs then fails alone instead of voiding its file's counts. After each test
+  the multiprocessing children it left running are killed, since the
+  distributed tests spawn ranks that wait forever for a peer that failed and
+  keep the fixed MASTER_PORT every test of the file rendezvous on;
 - `torch_npu.testing` is the snapshot's package, not vNPU's: a meta path finder
   (installed by a sitecustomize on PYTHONPATH) serves `torch_npu.testing.*` from
   the export, while the rest of `torch_npu` is vNPU. Its one generated module,
@@ -97,6 +102,18 @@ class _RunTestsDefaults(importlib.abc.MetaPathFinder):
 
 
 sys.meta_path.insert(0, _RunTestsDefaults())
+'''
+
+# A pytest plugin (-p vnpu_reap_children): after each test, the processes it
+# spawned and left running are killed.
+REAP_CHILDREN = '''
+import multiprocessing
+
+
+def pytest_runtest_teardown(item, nextitem):
+    for child in multiprocessing.active_children():
+        child.kill()
+        child.join(10)
 '''
 
 BUILD_EACH = '''
@@ -216,11 +233,14 @@ HOST_MEMORY_BOUND = {
 }
 
 
-def run_file(path, env, timeout, rel):
+def run_file(path, env, timeout, rel, test_timeout=None):
     xml = path + ".vnpu-junit.xml"
     if os.path.exists(xml):
         os.remove(xml)
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", os.path.basename(path), f"--junitxml={xml}"]
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "vnpu_reap_children",
+           os.path.basename(path), f"--junitxml={xml}"]
+    if test_timeout:
+        cmd += [f"--timeout={test_timeout:g}", "--timeout-method=signal"]
     for test in sorted(HOST_MEMORY_BOUND):
         if test.startswith(rel + "::"):
             cmd += ["--deselect", os.path.basename(path) + test[len(rel):]]
@@ -256,6 +276,8 @@ def main():
     parser.add_argument("--rev", default="HEAD")
     parser.add_argument("--work", default="/tmp/vnpu-real-tests")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per test file")
+    parser.add_argument("--test-timeout", type=float, default=None,
+                        help="seconds per test (needs pytest-timeout); a test past it fails")
     parser.add_argument("--build-cpp-extensions", action="store_true")
     parser.add_argument("-v", "--verbose", action="store_true", help="print each failing test and its message")
     args = parser.parse_args()
@@ -270,6 +292,12 @@ def main():
     os.makedirs(overlay, exist_ok=True)
     with open(os.path.join(overlay, "sitecustomize.py"), "w") as f:
         f.write(SITECUSTOMIZE.format(testing=os.path.join(work, "torch_npu", "testing")))
+    with open(os.path.join(overlay, "vnpu_reap_children.py"), "w") as f:
+        f.write(REAP_CHILDREN)
+    if args.test_timeout:
+        import importlib.util
+        if importlib.util.find_spec("pytest_timeout") is None:
+            parser.error("--test-timeout needs pytest-timeout: pip install pytest-timeout")
     env = dict(os.environ)
     # A PYTHONPATH given (a vNPU checkout that is not the installed one) comes after the overlay.
     env["PYTHONPATH"] = os.pathsep.join([overlay, os.path.join(work, "test", "cpp_extensions")] +
@@ -292,7 +320,7 @@ def main():
     totals = {}
     for path in sorted(files):
         rel = os.path.relpath(path, work)
-        counts, cases, output = run_file(path, env, args.timeout, rel)
+        counts, cases, output = run_file(path, env, args.timeout, rel, args.test_timeout)
         results["files"][rel] = {"counts": counts, "cases": cases, "output_tail": output[-3000:]}
         ran = counts["passed"] + counts["failed"] + counts["errors"]
         print(f"{rel}: {counts['passed']}/{ran} passed, {counts['failed']} failed, {counts['errors']} errors, "

@@ -87,6 +87,29 @@ def test_single_process_group_and_errors():
     assert pg.get_hccl_comm_name(0).startswith("hccl_comm_")
 
 
+def test_communicator_names_are_set_once():
+    def group():
+        return torch_npu._C._distributed_c10d.ProcessGroupHCCL(dist.HashStore(), 0, 1, datetime.timedelta(seconds=30))
+    assert torch_npu.distributed._is_support_hccl_comm_name()
+    named = group()
+    named._set_hccl_comm_name("tp")
+    named._set_hccl_comm_name("tp")  # the same name again: accepted
+    assert named.get_hccl_comm_name(0) == named.get_hccl_comm_name(3, init_comm=False) == "tp"
+    with pytest.raises(RuntimeError, match="already set the name and cannot be duplicated, Invalid hcclCommName:dp"):
+        named._set_hccl_comm_name("dp")
+    for bad in ("", "x" * 128):
+        with pytest.raises(RuntimeError, match="The length of the name must be between 1 and 127"):
+            group()._set_hccl_comm_name(bad)
+    group()._set_hccl_comm_name("x" * 127)
+    asked = group()
+    generated = asked.get_hccl_comm_name(0)  # the first ask fixes the generated name
+    assert generated.startswith("hccl_comm_")
+    with pytest.raises(RuntimeError, match="current hcclCommName:" + generated):
+        asked._set_hccl_comm_name("late")
+    with pytest.raises(RuntimeError, match="Invalid rank -1"):
+        asked.get_hccl_comm_name(-1)
+
+
 def _run_rank(code, rank, world, port, timeout=60):
     return subprocess.Popen([sys.executable, "-c", code, str(rank), str(world), str(port)],
                             env=clean_env(OMP_NUM_THREADS=1), stdout=subprocess.PIPE, stderr=subprocess.PIPE,

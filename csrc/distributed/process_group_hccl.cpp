@@ -461,6 +461,37 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue_p2p(const char* name, c
                                        seq);
 }
 
+namespace {
+
+std::string generated_comm_name(const ProcessGroupHCCL::Options& options, int64_t rank) {
+  return "hccl_comm_" + (options.group_id.empty() ? std::string("default") : options.group_id) + "_" +
+         std::to_string(rank);
+}
+
+}  // namespace
+
+std::string ProcessGroupHCCL::hccl_comm_name(int64_t rank) {
+  TORCH_CHECK(rank >= 0, "Invalid rank ", rank);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (comm_name_.empty()) comm_name_ = generated_comm_name(*options_, getRank());  // the first ask fixes it
+  // A generated name tells the rank asked about (mc2 callers pass group or
+  // global ranks); a name the user set is the communicator's, on every rank.
+  return user_named_ ? comm_name_ : generated_comm_name(*options_, rank);
+}
+
+void ProcessGroupHCCL::set_hccl_comm_name(const std::string& name) {
+  constexpr size_t kMaxLength = 127;  // HCCL's COMM_NAME_MAX_LENGTH (128) with its terminator
+  TORCH_CHECK(!name.empty() && name.size() <= kMaxLength, "The length of the name must be between 1 and ",
+              kMaxLength, ", Invalid hcclCommName:", name);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (comm_name_.empty()) {
+    comm_name_ = name;
+    user_named_ = true;
+  }
+  TORCH_CHECK(comm_name_ == name, "The current ProcessGroup has already set the name and cannot be duplicated, "
+              "Invalid hcclCommName:", name, ", current hcclCommName:", comm_name_);
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::broadcast(std::vector<at::Tensor>& tensors,
                                                            const c10d::BroadcastOptions& opts) {
   check_single("broadcast", tensors);

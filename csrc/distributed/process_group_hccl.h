@@ -77,6 +77,12 @@ class ProcessGroupHCCL : public c10d::Backend {
   bool aborted() const;
   // Shared memory that reads the peers' device buffers directly (VNPU_SHARED_DEVICE_MEMORY).
   bool uses_zero_copy() const { return transport_->uses_zero_copy(); }
+  // torch_npu's communicator name (get_hccl_comm_name / _set_hccl_comm_name,
+  // which mc2 operators take to find their group). A group has one name: the
+  // one set before it was first asked for, else "hccl_comm_<group id>_<rank>",
+  // which the first ask fixes. Setting another name after that raises.
+  std::string hccl_comm_name(int64_t rank);
+  void set_hccl_comm_name(const std::string& name);
   bool supportsCoalescing() const override { return false; }
   void setSequenceNumberForGroup() override {}
   uint64_t getSequenceNumberForGroup() override { return seq_; }
@@ -152,7 +158,9 @@ class ProcessGroupHCCL : public c10d::Backend {
   std::map<c10::DeviceIndex, c10::Stream> comm_streams_;
   std::map<c10::DeviceIndex, c10::Stream> p2p_wait_streams_;
   uint64_t seq_ = 0;            // guarded by issue_mutex_
-  mutable std::mutex mutex_;    // the stream maps
+  std::string comm_name_;       // set or fixed name; guarded by mutex_ (empty: neither yet)
+  bool user_named_ = false;     // comm_name_ came from set_hccl_comm_name; guarded by mutex_
+  mutable std::mutex mutex_;    // the stream maps, comm_name_
   std::mutex issue_mutex_;      // one collective issued at a time (enqueue)
 };
 

@@ -128,13 +128,12 @@ void bind_distributed(py::module& m) {
       .def_property_readonly("_uses_zero_copy", &ProcessGroupHCCL::uses_zero_copy)
       .def_property_readonly("_transport", &ProcessGroupHCCL::transport_name)
       .def_property_readonly("_aborted", &ProcessGroupHCCL::aborted)
+      // init_comm=False asks real torch_npu not to create a communicator that
+      // does not exist yet; vNPU's exists from the group's construction.
       .def("get_hccl_comm_name",
-           [](ProcessGroupHCCL& pg, int64_t rank) {
-             const auto& options = pg.options();
-             return "hccl_comm_" + (options->group_id.empty() ? std::string("default") : options->group_id) + "_" +
-                    std::to_string(rank);
-           },
-           py::arg("rank"));
+           [](ProcessGroupHCCL& pg, int64_t rankid, bool /*init_comm*/) { return pg.hccl_comm_name(rankid); },
+           py::arg("rankid"), py::kw_only(), py::arg("init_comm") = true)
+      .def("_set_hccl_comm_name", &ProcessGroupHCCL::set_hccl_comm_name, py::arg("hccl_comm_name"));
 
   set_python_stack_dumper(&dump_python_stacks);
   // As real torch_npu: the flight recorder's trace (torch's pickle format), or JSON.

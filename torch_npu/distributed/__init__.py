@@ -17,6 +17,16 @@ from torch_npu import _C
 
 ProcessGroupHCCL = _C._distributed_c10d.ProcessGroupHCCL
 
+# torch_npu's name for the PREMUL_SUM reduction (a sum of each rank's tensor
+# times a factor), which HCCL runs as torch.distributed builds it for NCCL.
+_make_hccl_premul_sum = dist._make_nccl_premul_sum
+
+
+def _is_support_hccl_comm_name():
+    """Whether process groups can be given communicator names
+    (``_set_hccl_comm_name``): always, on vNPU (real torch_npu asks its CANN)."""
+    return True
+
 
 def _create_hccl(backend_options, pg_options):
     """The creator torch.distributed calls (extended API) for each hccl group."""
