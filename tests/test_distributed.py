@@ -87,6 +87,26 @@ def test_single_process_group_and_errors():
     assert pg.get_hccl_comm_name(0).startswith("hccl_comm_")
 
 
+def test_a_rank_sends_to_itself():
+    pg = torch_npu._C._distributed_c10d.ProcessGroupHCCL(dist.HashStore(), 0, 1, datetime.timedelta(seconds=30))
+    got = torch.zeros(2, 3, device="npu")
+    recv = pg.recv([got], 0, 7)  # posted first: it waits for the send
+    pg.send([torch.arange(6.0, device="npu").view(2, 3)], 0, 7).wait()
+    recv.wait()
+    assert torch.equal(got.cpu(), torch.arange(6.0).view(2, 3))
+    # sizes that disagree fail the pair, and a failed P2P takes the process down, as any collective's error
+    code = ("import datetime, torch, torch_npu, torch.distributed as dist\n"
+            "pg = torch_npu._C._distributed_c10d.ProcessGroupHCCL(dist.HashStore(), 0, 1, "
+            "datetime.timedelta(seconds=30))\n"
+            "small = pg.recv([torch.zeros(2, device='npu')], 0, 8)\n"
+            "pg.send([torch.ones(3, device='npu')], 0, 8)\n"
+            "small.wait()\n"
+            "torch.npu.synchronize()\n")
+    run = subprocess.run([sys.executable, "-c", code], env=clean_env(), capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0, run.stdout
+    assert "a send of 12 bytes from this rank to itself met a recv of 8 bytes (tag 8)" in run.stderr, run.stderr[-2000:]
+
+
 def test_communicator_names_are_set_once():
     def group():
         return torch_npu._C._distributed_c10d.ProcessGroupHCCL(dist.HashStore(), 0, 1, datetime.timedelta(seconds=30))

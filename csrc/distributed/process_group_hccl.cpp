@@ -777,6 +777,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::send(std::vector<at::Tensor>& t
         pending->work = transport->send(pending->staged, dst_rank, tag);
       },
       [pending]() {
+        TORCH_CHECK(pending->work, "ProcessGroupHCCL send: the send failed to start (the error before says why)");
         pending->work->wait();
         *pending = PendingP2P();
       });
@@ -793,6 +794,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::recv(std::vector<at::Tensor>& t
         pending->work = transport->recv(pending->staged, src_rank, tag);
       },
       [pending]() {
+        TORCH_CHECK(pending->work, "ProcessGroupHCCL recv: the recv failed to start (the error before says why)");
         pending->work->wait();
         if (!pending->staged.is_same(pending->target)) pending->target.copy_(pending->staged);
         *pending = PendingP2P();

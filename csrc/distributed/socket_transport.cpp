@@ -194,11 +194,13 @@ void SocketTransport::alltoall(const std::vector<at::Tensor>& outputs, const std
 }
 
 c10::intrusive_ptr<c10d::Work> SocketTransport::send(const at::Tensor& tensor, int dst_rank, int tag) {
+  if (dst_rank == group_->getRank()) return self_.send(tensor, tag);
   std::vector<at::Tensor> tensors{movable(tensor)};
   return group_->send(tensors, dst_rank, tag);
 }
 
 c10::intrusive_ptr<c10d::Work> SocketTransport::recv(const at::Tensor& tensor, int src_rank, int tag) {
+  if (src_rank == group_->getRank()) return self_.recv(tensor, tag);
   std::vector<at::Tensor> tensors{movable(tensor)};
   return group_->recv(tensors, src_rank, tag);
 }

@@ -4,6 +4,7 @@
 // what they do not do themselves.
 #pragma once
 
+#include "csrc/distributed/self_exchange.h"
 #include "csrc/distributed/transport.h"
 
 namespace torch_npu {
@@ -48,6 +49,7 @@ class SocketTransport : public Transport {
   static void allreduce_over(c10d::Backend& group, const at::Tensor& tensor, const c10d::ReduceOp& op);
 
   c10::intrusive_ptr<c10d::Backend> group_;
+  SelfExchange self_;  // sends and recvs of this rank with itself
 };
 
 }  // namespace torch_npu

@@ -197,6 +197,16 @@ if world >= 2:
     for w in dist.batch_isend_irecv(ops):
         w.wait()
     check("batch_isend_irecv", recv, torch.full((2,), float((rank - 1) % world)))
+# batch_isend_irecv where every rank also exchanges with itself (an all-to-all as P2P ops), sizes by sender
+recvs = [torch.full((src + 1, 2), -1.0, device=dev) for src in range(world)]
+ops = []
+for peer in range(world):
+    ops.append(dist.P2POp(dist.irecv, recvs[peer], peer))
+    ops.append(dist.P2POp(dist.isend, torch.full((rank + 1, 2), float(10 * rank + peer), device=dev), peer))
+for w in dist.batch_isend_irecv(ops):
+    w.wait()
+for src in range(world):
+    check(f"batch_isend_irecv with itself, from {src}", recvs[src], torch.full((src + 1, 2), float(10 * src + rank)))
 # gather (allgather with torch_npu's warning on dst), scatter, objects
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
