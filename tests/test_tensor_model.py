@@ -157,6 +157,22 @@ def test_scatter_gather_broadcast():
     assert torch.equal(out[0].cpu(), x.cpu())
 
 
+def test_gather_to_the_host_waits_for_the_devices():
+    # DataParallel's gather to the CPU (output_device=-1): the copies must have
+    # landed before the host concatenates them, also from a busy device
+    with torch.npu.device(1):
+        torch.npu._sleep(50000)  # 50 ms of queued work before the fill
+        late = torch.full((3,), 7.0, device="npu:1")
+    g = torch._C._gather([torch.zeros(3, device="npu:0"), late], 0, -1)
+    assert torch.equal(g, torch.tensor([0.0, 0, 0, 7, 7, 7]))
+    out = torch.empty(6)
+    with torch.npu.device(1):
+        torch.npu._sleep(50000)
+        late = torch.full((3,), 5.0, device="npu:1")
+    torch._C._gather_out([torch.ones(3, device="npu:0"), late], out, 0)
+    assert torch.equal(out, torch.tensor([1.0, 1, 1, 5, 5, 5]))
+
+
 def test_collectives_bad_input():
     x = torch.ones(4, 2, device="npu")
     with pytest.raises(RuntimeError, match="Expected at least one device to scatter to"):

@@ -125,13 +125,20 @@ def gather(tensors, dim=0, destination=None):
     dim = dim % max(tensors[0].dim(), 1)
     target = torch.device("cpu") if destination == -1 else _npu(
         torch.npu.current_device() if destination is None else destination)
-    return torch.cat([t.to(target, non_blocking=True) for t in tensors], dim)
+    return torch.cat([_moved(t, target) for t in tensors], dim)
 
 
 def gather_out(tensors, out, dim=0):
     _check_gather(tensors, dim)
-    torch.cat([t.to(out.device, non_blocking=True) for t in tensors], dim, out=out)
+    torch.cat([_moved(t, out.device) for t in tensors], dim, out=out)
     return out
+
+
+def _moved(t, target):
+    """`t` on `target`. Copies to the host are blocking, as CUDA's gather makes
+    them: a non_blocking one lands in pinned memory that the host-side cat
+    would read before the copy ran."""
+    return t.to(target, non_blocking=target.type != "cpu")
 
 
 def install():
