@@ -289,3 +289,24 @@ def test_conv_allow_hf32_flag():
             torch.npu.conv.allow_tf32 = True
     finally:
         torch.npu.conv.allow_hf32 = True
+
+
+def test_real_torch_npus_c_names_for_devices_and_streams():
+    _C = torch_npu._C
+    with torch.npu.device(1):
+        assert _C._npu_getDevice() == _C._npu_getLocalDevice() == 1
+        side = torch.npu.Stream()
+        with torch.npu.stream(side):
+            assert _C._npu_getCurrentStream(1) == (side.stream_id, 1, side.device_type)
+        assert _C._npu_getDefaultStream(1) == (torch.npu.default_stream(1).stream_id, 1, side.device_type)
+    _C._npu_setDevice(0)
+    assert torch.npu.current_device() == 0
+    with torch.npu.device(1):
+        torch.npu._sleep(20000)
+        late = torch.ones(3, device="npu:1") * 2
+        _C._npu_synchronize()  # the current device's streams
+        assert torch.npu.current_stream(1).query()
+    assert _C._npu_canDeviceAccessPeer(0, 1) is True
+    with pytest.raises((RuntimeError, ValueError)):
+        _C._npu_canDeviceAccessPeer(0, 99)
+    assert torch.equal(late.cpu(), torch.full((3,), 2.0))

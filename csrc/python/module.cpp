@@ -128,6 +128,22 @@ PYBIND11_MODULE(_C, m) {
   // Streams (as (stream_id, device_index, device_type) for torch.Stream).
   m.def("_current_stream", [](int64_t d) { return stream_tuple(current_stream(resolve_device_index(d))); });
   m.def("_default_stream", [](int64_t d) { return stream_tuple(default_stream(resolve_device_index(d))); });
+  // Real torch_npu's _C names for the same (its own Python and tests call them).
+  m.def("_npu_getCurrentStream", [](int64_t d) { return stream_tuple(current_stream(resolve_device_index(d))); });
+  m.def("_npu_getDefaultStream", [](int64_t d) { return stream_tuple(default_stream(resolve_device_index(d))); });
+  m.def("_npu_getDevice", [] { return static_cast<int>(current_device()); });
+  m.def("_npu_getLocalDevice", [] { return static_cast<int>(current_device()); });
+  m.def("_npu_setDevice", [](int64_t d) { set_current_device(checked_device_index(d)); });
+  m.def("_npu_synchronize", [] {
+    py::gil_scoped_release no_gil;
+    synchronize_device(current_device());
+  });
+  // Every virtual NPU of the process reads every other's memory (one host).
+  m.def("_npu_canDeviceAccessPeer", [](int64_t d, int64_t peer) {
+    checked_device_index(d);
+    checked_device_index(peer);
+    return true;
+  });
   // The current stream's aclrtStream handle (Stream.npu_stream), as real
   // torch_npu's Inductor glue asks for it; NoWait: the same here (no
   // initialisation to wait for once a device is in use).
