@@ -127,9 +127,17 @@ c10::DeviceIndex device_of(const char* collective, const std::vector<at::Tensor>
   return device;
 }
 
+// As torch_npu (and ProcessGroupNCCL): the tensor a collective reads or
+// writes whole must be contiguous in its memory format. (The output lists of
+// all_gather, whose tensors are only written, need not be.)
+void check_contiguous(const at::Tensor& t) {
+  TORCH_CHECK(t.is_contiguous(t.suggest_memory_format()), "Tensors must be contiguous");
+}
+
 void check_single(const char* collective, const std::vector<at::Tensor>& tensors) {
   TORCH_CHECK(tensors.size() == 1, "ProcessGroupHCCL ", collective,
               ": expected one tensor per process (one device per rank), got ", tensors.size());
+  check_contiguous(tensors[0]);
 }
 
 // Makes `stream` the current one of its device until destroyed.
@@ -576,6 +584,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather(std::vector<std::vect
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                                  const c10d::AllgatherOptions& opts) {
+  check_contiguous(input);
+  check_contiguous(output);
   TORCH_CHECK(output.numel() == input.numel() * getSize(), "ProcessGroupHCCL all_gather_into_tensor: output "
               "tensor size must be equal to world_size times input tensor size (", getSize(), " x ",
               input.numel(), "), got ", output.numel());
@@ -675,6 +685,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter(std::vector<at::
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                       const c10d::ReduceScatterOptions& opts) {
+  check_contiguous(input);
+  check_contiguous(output);
   TORCH_CHECK(input.numel() == output.numel() * getSize(), "ProcessGroupHCCL reduce_scatter_tensor: input tensor "
               "must be the same size as output size times world size (", getSize(), " x ", output.numel(),
               "), got ", input.numel());
@@ -716,6 +728,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall_base(at::Tensor& outpu
                                                                std::vector<int64_t>& output_split_sizes,
                                                                std::vector<int64_t>& input_split_sizes,
                                                                const c10d::AllToAllOptions& opts) {
+  check_contiguous(input);
+  check_contiguous(output);
   TORCH_CHECK(output.scalar_type() == input.scalar_type(),
               "ProcessGroupHCCL all_to_all_single: output and input must have the same dtype");
   if (input_split_sizes.empty()) {

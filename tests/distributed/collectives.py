@@ -70,11 +70,18 @@ check("hccl premul_sum", t, torch.full((3,), world * (world + 1) / 4))
 b = torch.tensor([rank == 0, False, True], device=dev)
 dist.all_reduce(b)
 check("bool sum is or", b, torch.tensor([True, False, True]))
-# non-contiguous, zero elements, async, stream order
-nc = torch.arange(12.0).view(3, 4).t().contiguous().t().to(dev).t()  # a transposed view
-nc_before = nc.cpu().clone()
-dist.all_reduce(nc)
-check("non-contiguous", nc, nc_before * world)
+# non-contiguous tensors are refused, as by torch_npu and ProcessGroupNCCL; zero elements, async, stream order
+nc = torch.arange(12.0).view(3, 4).to(dev).t()  # a transposed view
+for collective in (lambda: dist.all_reduce(nc), lambda: dist.broadcast(nc, src=0),
+                   lambda: dist.all_gather_into_tensor(torch.empty(world * 12, device=dev), nc)):
+    try:
+        collective()
+        raise AssertionError("a non-contiguous tensor was accepted")
+    except (RuntimeError, ValueError) as e:
+        assert "Tensors must be contiguous" in str(e), e
+outs = [torch.empty(4, world, device=dev)[:, r] for r in range(world)]  # all_gather's outputs may be strided
+dist.all_gather(outs, torch.full((4,), float(rank), device=dev))
+check("all_gather into strided outputs", torch.stack(outs), ranks.repeat_interleave(4).view(world, 4))
 empty = torch.empty(0, device=dev)
 dist.all_reduce(empty)
 t = torch.ones(1000, device=dev)
@@ -259,9 +266,9 @@ for dtype in (torch.float32, torch.bfloat16, torch.int64):
 t = torch.full((BIG,), float(rank + 1), device=dev)
 dist.all_reduce(t, op=dist.ReduceOp.AVG)
 check("big avg", t, torch.full((BIG,), (world + 1) / 2))
-big_nc = torch.ones(BIG, 2, device=dev)[:, 0]  # not contiguous: staged through a copy
-dist.all_reduce(big_nc)
-check("big non-contiguous", big_nc, torch.full((BIG,), float(world)))
+big_outs = [torch.empty(BIG, 2, device=dev)[:, 0] for _ in range(world)]  # strided outputs: staged through copies
+dist.all_gather(big_outs, torch.full((BIG,), float(rank), device=dev))
+check("big all_gather into strided outputs", torch.stack(big_outs), ranks.repeat_interleave(BIG).view(world, BIG))
 b = torch.arange(BIG, dtype=torch.float32, device=dev) * (rank == world - 1)
 dist.broadcast(b, src=world - 1)
 check("big broadcast", b, torch.arange(BIG, dtype=torch.float32))
