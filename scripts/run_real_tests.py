@@ -233,7 +233,27 @@ HOST_MEMORY_BOUND = {
 }
 
 
+# Files that real torch_npu's test/run_test.py runs with an environment of
+# their own (its run_distributed_test): torch's distributed test suite reads
+# BACKEND, TEMP_DIR (with barrier/ and test_dir/ in it), INIT_METHOD and
+# WORLD_SIZE (the largest power of two up to the device count).
+DISTRIBUTED_SUITE = {"test/distributed/test_distributed.py"}
+
+
+def distributed_suite_env(env, temp_dir):
+    import math
+    count = subprocess.run([sys.executable, "-c", "import torch, torch_npu; print(torch.npu.device_count())"],
+                           env=env, capture_output=True, text=True, timeout=300).stdout.strip().splitlines()[-1]
+    for sub in ("barrier", "test_dir"):
+        os.makedirs(os.path.join(temp_dir, sub), exist_ok=True)
+    return dict(env, BACKEND="hccl", TEMP_DIR=temp_dir, INIT_METHOD="env://",
+                WORLD_SIZE=str(2 ** math.floor(math.log2(max(int(count), 1)))))
+
+
 def run_file(path, env, timeout, rel, test_timeout=None):
+    if rel in DISTRIBUTED_SUITE:
+        import tempfile
+        env = distributed_suite_env(env, tempfile.mkdtemp(prefix="vnpu-dist-suite-"))
     xml = path + ".vnpu-junit.xml"
     if os.path.exists(xml):
         os.remove(xml)
