@@ -87,6 +87,28 @@ def test_single_process_group_and_errors():
     assert pg.get_hccl_comm_name(0).startswith("hccl_comm_")
 
 
+def test_communication_stream_ids_name_real_streams():
+    pg = torch_npu._C._distributed_c10d.ProcessGroupHCCL(dist.HashStore(), 0, 1, datetime.timedelta(seconds=30))
+    coll = pg.get_coll_stream_id(torch.device("npu:1"))
+    assert coll == pg.get_coll_stream_id(torch.device("npu:1"))
+    assert pg.get_p2p_stream_id(torch.device("npu:1"), 0) == -1  # no send or recv with rank 0 yet
+    with torch.npu.device(1):
+        got = torch.zeros(2, device="npu:1")
+        recv = pg.recv([got], 0, 0)
+        pg.send([torch.ones(2, device="npu:1")], 0, 0).wait()
+        recv.wait()
+    assert pg.get_p2p_stream_id(torch.device("npu:1"), 0, 1) == coll  # P2P starts on the same stream
+    with torch.npu.device(1):
+        assert pg._get_stream_id(False) == pg._get_stream_id(True, 0) == coll
+    stream = torch.npu.Stream(stream_id=coll, device_index=1, device_type=torch.npu.current_stream().device_type)
+    assert stream.npu_stream  # a stream of the device, usable as any other
+    t = torch.ones(2, device="npu:1")
+    pg.allreduce([t]).wait()
+    stream.synchronize()
+    with pytest.raises(RuntimeError, match="expected an npu device"):
+        pg.get_coll_stream_id(torch.device("cpu"))
+
+
 def test_a_rank_sends_to_itself():
     pg = torch_npu._C._distributed_c10d.ProcessGroupHCCL(dist.HashStore(), 0, 1, datetime.timedelta(seconds=30))
     got = torch.zeros(2, 3, device="npu")

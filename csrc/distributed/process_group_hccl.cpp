@@ -781,8 +781,17 @@ struct PendingP2P {
 
 }  // namespace
 
+bool ProcessGroupHCCL::exchanged_with(int peer) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return p2p_peers_.count(peer) > 0;
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) {
   check_single("send", tensors);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    p2p_peers_.insert(dst_rank);
+  }
   auto pending = std::make_shared<PendingP2P>();
   return enqueue_p2p(
       "hccl:send", c10d::OpType::SEND, tensors, {},
@@ -799,6 +808,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::send(std::vector<at::Tensor>& t
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) {
   check_single("recv", tensors);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    p2p_peers_.insert(src_rank);
+  }
   auto pending = std::make_shared<PendingP2P>();
   return enqueue_p2p(
       "hccl:recv", c10d::OpType::RECV, {}, tensors,

@@ -28,6 +28,7 @@
 #include "csrc/distributed/transport.h"
 
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <variant>
@@ -131,6 +132,9 @@ class ProcessGroupHCCL : public c10d::Backend {
   // posting of the sends and recvs queued after it).
   c10::Stream comm_stream(c10::DeviceIndex device);
   c10::Stream p2p_wait_stream(c10::DeviceIndex device);
+  // Whether this rank sent to or received from `peer` (torch_npu reports no
+  // point-to-point stream for a peer before that: get_p2p_stream_id is -1).
+  bool exchanged_with(int peer) const;
 
  private:
   // Queues `body` on the communication stream of the tensors' device after
@@ -160,6 +164,7 @@ class ProcessGroupHCCL : public c10d::Backend {
   uint64_t seq_ = 0;            // guarded by issue_mutex_
   std::string comm_name_;       // set or fixed name; guarded by mutex_ (empty: neither yet)
   bool user_named_ = false;     // comm_name_ came from set_hccl_comm_name; guarded by mutex_
+  std::set<int> p2p_peers_;     // ranks sent to or received from; guarded by mutex_
   mutable std::mutex mutex_;    // the stream maps, comm_name_
   std::mutex issue_mutex_;      // one collective issued at a time (enqueue)
 };

@@ -7,11 +7,21 @@
 #include <pybind11/chrono.h>
 #include <pybind11/stl.h>
 
+#include "csrc/core/npu_stream.h"
 #include "csrc/distributed/flight_recorder.h"
 #include "csrc/distributed/process_group_hccl.h"
 #include "csrc/distributed/watchdog.h"
 
 namespace torch_npu {
+
+namespace {
+
+int64_t comm_stream_id(ProcessGroupHCCL& pg, const c10::Device& device) {
+  TORCH_CHECK(device.type() == c10::DeviceType::PrivateUse1, "expected an npu device, got ", device);
+  return pg.comm_stream(device.has_index() ? device.index() : current_stream(-1).device_index()).id();
+}
+
+}  // namespace
 
 namespace py = pybind11;
 
@@ -133,7 +143,26 @@ void bind_distributed(py::module& m) {
       .def("get_hccl_comm_name",
            [](ProcessGroupHCCL& pg, int64_t rankid, bool /*init_comm*/) { return pg.hccl_comm_name(rankid); },
            py::arg("rankid"), py::kw_only(), py::arg("init_comm") = true)
-      .def("_set_hccl_comm_name", &ProcessGroupHCCL::set_hccl_comm_name, py::arg("hccl_comm_name"));
+      .def("_set_hccl_comm_name", &ProcessGroupHCCL::set_hccl_comm_name, py::arg("hccl_comm_name"))
+      // The stream id (torch.npu.Stream(stream_id=...)) of the group's
+      // communication stream on a device, made on first use. Point-to-point
+      // operations start on that stream too, so the p2p id is the same.
+      .def("get_coll_stream_id",
+           [](ProcessGroupHCCL& pg, const c10::Device& device) { return comm_stream_id(pg, device); },
+           py::arg("device"))
+      // -1 before any send or recv with `peer`, as in torch_npu; batched or
+      // not, the operations start on the communication stream.
+      .def("get_p2p_stream_id",
+           [](ProcessGroupHCCL& pg, const c10::Device& device, int64_t peer, int64_t /*is_batched*/) -> int64_t {
+             if (!pg.exchanged_with(static_cast<int>(peer))) return -1;
+             return comm_stream_id(pg, device);
+           },
+           py::arg("device"), py::arg("peer"), py::arg("is_batched") = 0)
+      .def("_get_stream_id",
+           [](ProcessGroupHCCL& pg, bool /*p2p*/, int64_t /*peer*/) {
+             return pg.comm_stream(current_stream(-1).device_index()).id();
+           },
+           py::arg("p2p") = false, py::arg("peer") = -1);
 
   set_python_stack_dumper(&dump_python_stacks);
   // As real torch_npu: the flight recorder's trace (torch's pickle format), or JSON.
