@@ -129,6 +129,14 @@ def test_a_rank_sends_to_itself():
     assert "a send of 12 bytes from this rank to itself met a recv of 8 bytes (tag 8)" in run.stderr, run.stderr[-2000:]
 
 
+def test_a_group_keeps_the_options_it_was_made_with():
+    options = torch_npu._C._distributed_c10d.ProcessGroupHCCL.Options()
+    options.hccl_config = {"hccl_buffer_size": 300, "group_name": "custom"}
+    pg = torch_npu._C._distributed_c10d.ProcessGroupHCCL(dist.HashStore(), 0, 1, options)
+    options.hccl_config = {"hccl_buffer_size": 200}  # reused for another group: this one is unchanged
+    assert pg.options.hccl_config == {"hccl_buffer_size": 300, "group_name": "custom"}
+
+
 def test_communicator_names_are_set_once():
     def group():
         return torch_npu._C._distributed_c10d.ProcessGroupHCCL(dist.HashStore(), 0, 1, datetime.timedelta(seconds=30))

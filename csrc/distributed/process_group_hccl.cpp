@@ -261,7 +261,9 @@ ProcessGroupHCCL::Options::Options(bool high_priority)
 ProcessGroupHCCL::ProcessGroupHCCL(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                    c10::intrusive_ptr<Options> options, const SocketGroupFactory& make_sockets)
     : Backend(rank, size),
-      options_(std::move(options)),
+      // A copy: as in torch_npu, later changes to the caller's Options
+      // (reused for another group) do not change this group's.
+      options_(c10::make_intrusive<Options>(*options)),
       watchdog_(std::make_shared<Watchdog>(rank)),
       trace_pg_id_(next_trace_pg_id()) {
   const TransportConfig config{options_->host_id, shm_slot_bytes(*options_), options_->timeout};
