@@ -310,3 +310,18 @@ def test_real_torch_npus_c_names_for_devices_and_streams():
     with pytest.raises((RuntimeError, ValueError)):
         _C._npu_canDeviceAccessPeer(0, 99)
     assert torch.equal(late.cpu(), torch.full((3,), 2.0))
+
+
+def test_a_device_has_a_primary_context_once_used():
+    # a fresh process: only the device a tensor was made on gets a context
+    run = run_python("""
+        import torch, torch_npu
+        has = torch_npu._C._npu_hasPrimaryContext
+        assert not any(has(d) for d in range(torch.npu.device_count()))
+        x = torch.randn(1, device="npu:1")
+        str(x)
+        torch.randn(1).copy_(x)
+        assert (has(0), has(1)) == (False, True), (has(0), has(1))
+        print("ok")
+    """)
+    assert run.returncode == 0 and "ok" in run.stdout, run.stderr[-2000:]

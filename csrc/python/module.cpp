@@ -106,6 +106,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_check_device", [](int64_t d) { checked_device_index(d); });
   m.def("_is_initialized", [] { return is_initialized(); });
   m.def("_device_was_used", [](int64_t d) { return device_was_used(checked_device_index(d)); });
+  // Real torch_npu's name: whether the device's context exists (first used).
+  m.def("_npu_hasPrimaryContext", [](int64_t d) { return device_was_used(checked_device_index(d)); });
   m.def("_device_busy_ns", [](int64_t d) { return device_busy_ns(checked_device_index(d)); });
   m.def("_is_in_bad_fork", [] { return is_in_bad_fork(); });
   m.def("_lazy_init", [] {
