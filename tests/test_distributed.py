@@ -78,8 +78,8 @@ def test_single_process_group_and_errors():
     opts.reduceOp = dist.ReduceOp.BXOR
     with pytest.raises(RuntimeError, match="Cannot use ReduceOp.BXOR with HCCL"):
         pg.allreduce([torch.ones(1, dtype=torch.int32, device="npu")], opts)
-    with pytest.raises(RuntimeError, match="Unsupported data type at::kByte"):
-        pg.allreduce([torch.ones(1, dtype=torch.uint8, device="npu")])
+    with pytest.raises(RuntimeError, match="Unsupported data type at::kUInt16"):
+        pg.allreduce([torch.ones(1, dtype=torch.uint16, device="npu")])
     with pytest.raises(RuntimeError, match="Tensors must be NPU"):
         pg.allreduce([torch.ones(1)])
     with pytest.raises(RuntimeError, match="does not support recv"):

@@ -49,9 +49,10 @@ void check_reduction(const char* collective, const ReduceOp& op, const at::Tenso
   // float64 too: DeepSpeed ZeRO-3 reduces gradient norms in float64 (which
   // HCCL maps to HCCL_DATA_TYPE_FP64). Which chips reject it is strict
   // mode's business, not the default's.
+  // uint8 too: torch_npu reduces uint8 (and bool) tensors as int32 copies.
   const bool supported = dtype == at::kChar || dtype == at::kShort || dtype == at::kInt || dtype == at::kLong ||
                          dtype == at::kHalf || dtype == at::kFloat || dtype == at::kBFloat16 ||
-                         dtype == at::kDouble || dtype == at::kBool;
+                         dtype == at::kDouble || dtype == at::kBool || dtype == at::kByte;
   TORCH_CHECK(supported, "HCCL ", collective, ": Unsupported data type at::k", c10::toString(dtype));
   TORCH_CHECK(type != ReduceOp::PREMUL_SUM || at::isFloatingType(dtype),
               "HCCL ", collective, ": PREMUL_SUM needs a floating-point tensor, got ", c10::toString(dtype));
@@ -74,9 +75,10 @@ double premul_factor(const ReduceOp& op) {
 // Stage 2: what the transport reduces for `view` -- the view itself (the
 // transports only read their inputs), or a
 // contiguous copy when HCCL's rules change the data first (PREMUL_SUM scales
-// it; int16, which the transport lacks, travels as int32).
+// it; int16, which the transport lacks, and uint8, which torch_npu reduces
+// as int32 (sums wrap when copied back, AVG truncates), travel as int32).
 at::Tensor staged_input(const at::Tensor& view, const ReduceOp& op, bool copy_always) {
-  const bool widen = view.scalar_type() == at::kShort;
+  const bool widen = view.scalar_type() == at::kShort || view.scalar_type() == at::kByte;
   if (!copy_always && !widen && op.op_ != ReduceOp::PREMUL_SUM && view.is_contiguous()) return view;
   at::Tensor staged = widen ? view.to(at::kInt) : view.clone(at::MemoryFormat::Contiguous);
   if (op.op_ == ReduceOp::PREMUL_SUM) staged.mul_(premul_factor(op));

@@ -49,7 +49,8 @@ def same_as_gloo(name, fn, *tensors):
 
 ranks = torch.arange(world, dtype=torch.float32)
 # all_reduce: every op and dtype, against the formula and against gloo
-for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.int64, torch.int8, torch.int16):
+for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.int64, torch.int8, torch.int16,
+              torch.uint8):
     base = torch.arange(1, 6).to(dtype) + rank
     for op in (dist.ReduceOp.SUM, dist.ReduceOp.MIN, dist.ReduceOp.MAX, dist.ReduceOp.PRODUCT):
         t = base.to(dev)
@@ -58,6 +59,9 @@ for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.i
         want = {dist.ReduceOp.SUM: stack.sum(0), dist.ReduceOp.MIN: stack.min(0).values,
                 dist.ReduceOp.MAX: stack.max(0).values, dist.ReduceOp.PRODUCT: stack.prod(0)}[op].to(dtype)
         check(f"all_reduce {op} {dtype}", t, want)
+t = torch.full((3,), rank + 1, dtype=torch.uint8, device=dev)
+dist.all_reduce(t, op=dist.ReduceOp.AVG)  # uint8 reduces as int32, as in torch_npu: the mean truncates
+check("uint8 avg", t, torch.full((3,), (world + 1) // 2, dtype=torch.uint8))
 t = torch.full((3,), float(rank + 1), device=dev)
 dist.all_reduce(t, op=dist.ReduceOp.AVG)
 check("avg", t, torch.full((3,), (world + 1) / 2))
@@ -250,10 +254,10 @@ for op, name in ((dist.ReduceOp.BAND, "BAND"), (dist.ReduceOp.BOR, "BOR"), (dist
     except (RuntimeError, ValueError) as e:
         assert f"Cannot use ReduceOp.{name} with HCCL" in str(e), e
 try:
-    dist.all_reduce(torch.ones(1, dtype=torch.uint8, device=dev))
-    raise AssertionError("uint8 accepted")
+    dist.all_reduce(torch.ones(1, dtype=torch.uint16, device=dev))
+    raise AssertionError("uint16 accepted")
 except (RuntimeError, TypeError) as e:
-    assert "HCCL allreduce: Unsupported data type at::kByte" in str(e), e
+    assert "HCCL allreduce: Unsupported data type at::kUInt16" in str(e), e
 same_as_gloo("all_reduce vs gloo", lambda t, group: dist.all_reduce(t, group=group),
              torch.randn(257, generator=torch.Generator().manual_seed(rank)))
 # Large enough for zero copy (>= 64 KB): peers' device buffers read directly.
