@@ -790,12 +790,14 @@ bool ProcessGroupHCCL::exchanged_with(int peer) const {
   return p2p_peers_.count(peer) > 0;
 }
 
+void ProcessGroupHCCL::note_p2p_peer(int peer) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  p2p_peers_.insert(peer);
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) {
   check_single("send", tensors);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    p2p_peers_.insert(dst_rank);
-  }
+  note_p2p_peer(dst_rank);
   auto pending = std::make_shared<PendingP2P>();
   return enqueue_p2p(
       "hccl:send", c10d::OpType::SEND, tensors, {},
@@ -812,10 +814,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::send(std::vector<at::Tensor>& t
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) {
   check_single("recv", tensors);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    p2p_peers_.insert(src_rank);
-  }
+  note_p2p_peer(src_rank);
   auto pending = std::make_shared<PendingP2P>();
   return enqueue_p2p(
       "hccl:recv", c10d::OpType::RECV, {}, tensors,

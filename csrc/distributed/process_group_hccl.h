@@ -154,6 +154,7 @@ class ProcessGroupHCCL : public c10d::Backend {
   bool runs_on_caller(const std::vector<at::Tensor>& tensors, const c10::Stream& current,
                       const c10::Stream& comm) const;
   bool p2p_idle() const;
+  void note_p2p_peer(int peer);  // for exchanged_with
 
   c10::intrusive_ptr<Options> options_;
   std::shared_ptr<Watchdog> watchdog_;    // shared with the queued collectives

@@ -14,18 +14,15 @@
 
 namespace torch_npu {
 
+namespace py = pybind11;
+
 namespace {
 
+// The id of the group's communication stream on `device` (no index: the current device).
 int64_t comm_stream_id(ProcessGroupHCCL& pg, const c10::Device& device) {
   TORCH_CHECK(device.type() == c10::DeviceType::PrivateUse1, "expected an npu device, got ", device);
   return pg.comm_stream(device.has_index() ? device.index() : current_stream(-1).device_index()).id();
 }
-
-}  // namespace
-
-namespace py = pybind11;
-
-namespace {
 
 using Options = ProcessGroupHCCL::Options;
 
@@ -160,7 +157,7 @@ void bind_distributed(py::module& m) {
            py::arg("device"), py::arg("peer"), py::arg("is_batched") = 0)
       .def("_get_stream_id",
            [](ProcessGroupHCCL& pg, bool /*p2p*/, int64_t /*peer*/) {
-             return pg.comm_stream(current_stream(-1).device_index()).id();
+             return comm_stream_id(pg, c10::Device(c10::DeviceType::PrivateUse1));
            },
            py::arg("p2p") = false, py::arg("peer") = -1);
 

@@ -101,13 +101,20 @@ PYBIND11_MODULE(_C, m) {
   // Real torch_npu's name for the same count (its tests compare it with torch.npu.device_count()).
   m.def("_npu_getDeviceCount", [] { return static_cast<int>(device_count()); });
   m.def("_init_error", [] { return device_init_error(); });
-  m.def("_current_device", [] { return static_cast<int>(current_device()); });
-  m.def("_set_device", [](int64_t d) { set_current_device(checked_device_index(d)); });
+  // Each under vNPU's name and real torch_npu's (its own Python and tests call the latter).
+  const auto get_device = [] { return static_cast<int>(current_device()); };
+  const auto set_device = [](int64_t d) { set_current_device(checked_device_index(d)); };
+  m.def("_current_device", get_device);
+  m.def("_npu_getDevice", get_device);
+  m.def("_npu_getLocalDevice", get_device);
+  m.def("_set_device", set_device);
+  m.def("_npu_setDevice", set_device);
   m.def("_check_device", [](int64_t d) { checked_device_index(d); });
   m.def("_is_initialized", [] { return is_initialized(); });
-  m.def("_device_was_used", [](int64_t d) { return device_was_used(checked_device_index(d)); });
-  // Real torch_npu's name: whether the device's context exists (first used).
-  m.def("_npu_hasPrimaryContext", [](int64_t d) { return device_was_used(checked_device_index(d)); });
+  // Whether the device's context exists (first used); real torch_npu's name is the second.
+  const auto was_used = [](int64_t d) { return device_was_used(checked_device_index(d)); };
+  m.def("_device_was_used", was_used);
+  m.def("_npu_hasPrimaryContext", was_used);
   m.def("_device_busy_ns", [](int64_t d) { return device_busy_ns(checked_device_index(d)); });
   m.def("_is_in_bad_fork", [] { return is_in_bad_fork(); });
   m.def("_lazy_init", [] {
@@ -128,14 +135,13 @@ PYBIND11_MODULE(_C, m) {
   });
 
   // Streams (as (stream_id, device_index, device_type) for torch.Stream).
-  m.def("_current_stream", [](int64_t d) { return stream_tuple(current_stream(resolve_device_index(d))); });
-  m.def("_default_stream", [](int64_t d) { return stream_tuple(default_stream(resolve_device_index(d))); });
-  // Real torch_npu's _C names for the same (its own Python and tests call them).
-  m.def("_npu_getCurrentStream", [](int64_t d) { return stream_tuple(current_stream(resolve_device_index(d))); });
-  m.def("_npu_getDefaultStream", [](int64_t d) { return stream_tuple(default_stream(resolve_device_index(d))); });
-  m.def("_npu_getDevice", [] { return static_cast<int>(current_device()); });
-  m.def("_npu_getLocalDevice", [] { return static_cast<int>(current_device()); });
-  m.def("_npu_setDevice", [](int64_t d) { set_current_device(checked_device_index(d)); });
+  // Also under real torch_npu's names (_npu_get*Stream).
+  const auto current = [](int64_t d) { return stream_tuple(current_stream(resolve_device_index(d))); };
+  const auto default_ = [](int64_t d) { return stream_tuple(default_stream(resolve_device_index(d))); };
+  m.def("_current_stream", current);
+  m.def("_npu_getCurrentStream", current);
+  m.def("_default_stream", default_);
+  m.def("_npu_getDefaultStream", default_);
   m.def("_npu_synchronize", [] {
     py::gil_scoped_release no_gil;
     synchronize_device(current_device());
