@@ -121,6 +121,26 @@ def test_pooling_backward_takes_int32_indices_like_ascend():
         torch.ops.aten.adaptive_max_pool2d_backward(g.npu(), x.npu(), indices.float().npu())
 
 
+def test_multilabel_margin_loss_takes_int32_targets_like_ascend():
+    # torch_npu's kernel takes int32 targets; ATen's takes int64 only (cpu refuses).
+    torch.manual_seed(0)
+    x = torch.randn(3, 5)
+    target = torch.tensor([[3, 0, -1, 1, 2], [1, -1, 0, 0, 0], [4, 2, 1, 0, -1]])
+    for reduction in ("mean", "sum", "none"):
+        leaf = x.clone().requires_grad_()
+        expected = F.multilabel_margin_loss(leaf, target, reduction=reduction)
+        expected.sum().backward()
+        npu_leaf = x.npu().requires_grad_()
+        got = F.multilabel_margin_loss(npu_leaf, target.int().npu(), reduction=reduction)
+        got.sum().backward()
+        torch.testing.assert_close(got.detach().cpu(), expected.detach())
+        torch.testing.assert_close(npu_leaf.grad.cpu(), leaf.grad)
+    with pytest.raises(RuntimeError, match="expected scalar type Long but found Int"):
+        F.multilabel_margin_loss(x, target.int())
+    with pytest.raises(RuntimeError, match="expected scalar type Long but found Float"):
+        F.multilabel_margin_loss(x.npu(), target.float().npu())
+
+
 @pytest.mark.parametrize("dims", [2, 3])
 def test_max_unpool_with_repeated_indices_is_deterministic(dims):
     # Every input names output element 0: ATen's CPU kernel scatters in

@@ -25,6 +25,8 @@ def _dispatch_entry(op, key):
 
 def _route_by_registration_site(op):
     """The route the dispatcher's record of the PrivateUse1 kernel implies, or None if it cannot tell."""
+    if "torch_npu/_ascend_semantics.py" in _dispatch_entry(op, "AutogradPrivateUse1"):
+        return "ascend_semantics"  # a composite op given an npu kernel above autograd
     entry = _dispatch_entry(op, "PrivateUse1")
     if "structured_kernels_" in entry:
         return "structured"

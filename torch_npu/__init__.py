@@ -54,6 +54,9 @@ from torch_npu.utils.combine_tensors import get_storage_size, npu_change_data_pt
 
 from torch_npu import _ascend_semantics  # noqa: E402,F401  (one_hot on int32, as on Ascend)
 from torch_npu import _batch_norm_stats  # noqa: E402,F401  (SyncBatchNorm's CUDA-only kernels)
+from torch_npu import _flex_attention  # noqa: E402
+
+_flex_attention.install()  # FlexAttention accepts npu tensors
 from torch_npu import _deprecated_patches  # noqa: E402
 
 _deprecated_patches.install()  # torch.nn.DropoutWithByteMask, as torch_npu patches it

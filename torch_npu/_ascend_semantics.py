@@ -5,6 +5,10 @@ own, reproduced on npu (on other devices ATen's kernels run unchanged).
   int64: "one_hot is only applicable to index tensor of type LongTensor.");
   the result has the indices' dtype (op-plugin allocates it with the input's
   options), with ATen's checks and messages otherwise.
+- ``multilabel_margin_loss``: torch_npu's kernel (aclnnMultilabelMarginLoss)
+  also takes int32 targets (ATen: "expected scalar type Long but found Int");
+  they are widened to int64 before ATen's kernels, so autograd's backward
+  sees the same target.
 """
 
 import torch
@@ -34,3 +38,16 @@ def _one_hot(self, num_classes=-1):
 
 _LIB.impl("one_hot", _one_hot, "PrivateUse1")
 _C._note_op_route("aten::one_hot", "ascend_semantics")
+
+
+def _multilabel_margin_loss(self, target, reduction=1):
+    if target.dtype == torch.int32:
+        target = target.long()
+    return torch.ops.aten.multilabel_margin_loss_forward(self, target, reduction)[0]
+
+
+# An Autograd-key kernel: the op is a CompositeImplicitAutograd one, and the
+# forward it calls records autograd as usual (a PrivateUse1 kernel would hide
+# the op's CompositeImplicitAutograd kernel from autograd on npu).
+_LIB.impl("multilabel_margin_loss", _multilabel_margin_loss, "AutogradPrivateUse1")
+_C._note_op_route("aten::multilabel_margin_loss", "ascend_semantics")

@@ -29,9 +29,6 @@ cache keys the npu graph itself, which always takes the same path.
 
 import contextlib
 import functools
-import importlib.abc
-import importlib.machinery
-import sys
 import threading
 
 import torch
@@ -268,34 +265,11 @@ def _wrap_compile_fx(module):
     module.compile_fx = compile_fx
 
 
-class _AfterCompileFxImport(importlib.abc.MetaPathFinder):
-    """Wraps compile_fx as soon as torch._inductor.compile_fx is imported."""
-
-    NAME = "torch._inductor.compile_fx"
-
-    def find_spec(self, name, path=None, target=None):
-        if name != self.NAME:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is None or spec.loader is None:
-            return spec
-        loader = spec.loader
-        exec_module = loader.exec_module
-
-        def exec_then_wrap(module):
-            exec_module(module)
-            _wrap_compile_fx(module)
-
-        loader.exec_module = exec_then_wrap
-        return spec
-
-
 def install():
     """At torch_npu import: nothing is imported, compile_fx is wrapped when it is."""
-    if "torch._inductor.compile_fx" in sys.modules:
-        _wrap_compile_fx(sys.modules["torch._inductor.compile_fx"])
-    elif not any(isinstance(f, _AfterCompileFxImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, _AfterCompileFxImport())
+    from torch_npu._after_import import call_after_import
+
+    call_after_import("torch._inductor.compile_fx", _wrap_compile_fx)
 
 
 def retargeted_device(index):

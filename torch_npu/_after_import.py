@@ -1,0 +1,42 @@
+"""Run a function on a module of torch's as soon as it is imported.
+
+torch_npu adapts a few of torch's lazily imported modules (Inductor's
+compile_fx, FlexAttention's front end). Importing them at ``import torch_npu``
+would cost start-up time for programs that never use them (issue 28's import
+budget), so the adaptation waits for the program's own import: a meta path
+finder runs it right after the module's code, before the importer sees it.
+"""
+
+import importlib.abc
+import importlib.machinery
+import sys
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    def __init__(self, name, fn):
+        self.name = name
+        self.fn = fn
+
+    def find_spec(self, name, path=None, target=None):
+        if name != self.name:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module = spec.loader.exec_module
+        fn = self.fn
+
+        def exec_then_adapt(module):
+            exec_module(module)
+            fn(module)
+
+        spec.loader.exec_module = exec_then_adapt
+        return spec
+
+
+def call_after_import(name, fn):
+    """Calls ``fn(module)`` for module ``name``: now if it is imported, else right after its import."""
+    if name in sys.modules:
+        fn(sys.modules[name])
+    elif not any(isinstance(f, _AfterImport) and f.name == name for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterImport(name, fn))
