@@ -183,3 +183,20 @@ def test_bce_with_logits_in_half_precision_rounds_once_like_the_chip(dtype, redu
     F.binary_cross_entropy_with_logits(xc, target, weight=weight, pos_weight=pos_weight,
                                        reduction=reduction).sum().backward()
     torch.testing.assert_close(xn.grad.cpu(), xc.grad)
+
+
+def test_dropout_and_relu_results_keep_a_permuted_inputs_order_like_cpu():
+    # CPU's element-wise results are dense in the input's dimension order
+    # (TensorIterator); real torch_npu's dropout keeps it too.
+    import itertools
+    base = torch.ones(2, 3, 4, 5)
+    for perm in itertools.permutations(range(4)):
+        inverse = [perm.index(i) for i in range(4)]
+        for shift in ((0, 0), (1, 0), (0, 1)):
+            x = base.permute(perm).contiguous().permute(inverse)[shift[0]:, shift[1]:]
+            for fn in (torch.nn.Dropout(0.3), torch.relu):
+                got = fn(x.npu())
+                assert got.permute(perm).is_contiguous(), (perm, shift, fn)
+                assert got.stride() == fn(x).stride(), (perm, shift, fn)
+            grad = torch.ops.aten.native_dropout_backward(x.npu(), x.npu().bool(), 2.0)
+            assert grad.stride() == (x * x.bool() * 2.0).stride()

@@ -1,6 +1,7 @@
 // Activation and dropout kernels that ATen implements without a structured
 // meta function: their outputs have the input's shape, so stage 1 simply
 // allocates empty_like and stage 2 runs the CPU kernel.
+#include <ATen/ExpandUtils.h>
 #include <ATen/ops/clamp_min_cpu_dispatch.h>
 #include <ATen/ops/mul_cpu_dispatch.h>
 #include <ATen/ops/relu_cpu_dispatch.h>
@@ -12,9 +13,13 @@
 namespace torch_npu {
 namespace {
 
+// The layout CPU's TensorIterator gives an element-wise result of `t`: dense,
+// with t's dimension order (t's own strides when t is dense), as
+// empty_like(preserve_format) does. Dropout's result keeps a permuted input's
+// order, as real torch_npu's and CPU's do (real test_dropout's stride checks).
 at::Tensor empty_like_npu(const at::Tensor& t, c10::DeviceIndex device, std::optional<at::ScalarType> dtype = {}) {
-  return empty_npu(t.sizes(), {}, t.options().dtype(dtype.value_or(t.scalar_type()))
-                                     .memory_format(t.suggest_memory_format()), device);
+  const auto strides = at::infer_dense_strides(t.sizes(), t.strides());
+  return empty_npu(t.sizes(), strides, t.options().dtype(dtype.value_or(t.scalar_type())), device);
 }
 
 at::Tensor npu_relu(const at::Tensor& self) {
