@@ -550,3 +550,59 @@ def test_capture_error_modes_decide_who_may_synchronize_the_device(mode):
     g.replay()
     torch.testing.assert_close(z.cpu(), x.cpu() * 2 + 1)
     torch.testing.assert_close(late.cpu(), x.cpu() + 5)
+
+
+# --- torch.accelerator.Graph (csrc/graph/accelerator_graph.cpp) ---------------
+
+def test_accelerator_graph_captures_and_replays_on_npu():
+    x = torch.ones(4, device="npu")
+    y = torch.empty_like(x)
+    g = torch.accelerator.Graph()
+    with torch.Stream(), g:
+        y.copy_(x * 3 + 1)
+    y.zero_()
+    x.fill_(2)  # a replay reads the captured input's current contents
+    g.replay()
+    torch.accelerator.synchronize()
+    assert torch.equal(y.cpu(), torch.full((4,), 7.0))
+    g.reset()
+
+
+def test_accelerator_graph_random_ops_draw_fresh_numbers_per_replay():
+    out = torch.empty(64, device="npu")
+    g = torch.accelerator.Graph()
+    with torch.Stream(), g:
+        out.copy_(torch.rand(64, device="npu"))
+    g.replay()
+    first = out.cpu()
+    g.replay()
+    assert not torch.equal(first, out.cpu())
+    assert ((0 <= first) & (first < 1)).all()
+
+
+def test_accelerator_graph_keep_graph_instantiates_and_shares_a_pool():
+    x = torch.ones(8, device="npu")
+    g1 = torch.accelerator.Graph(keep_graph=True)
+    with torch.Stream(), g1:
+        a = x + 1
+    g1.instantiate()
+    g2 = torch.accelerator.Graph(pool=g1.pool())
+    with torch.Stream(), g2:
+        b = a * 2
+    g1.replay()
+    g2.replay()
+    assert torch.equal(b.cpu(), torch.full((8,), 4.0))
+
+
+def test_npugraph_getter_names_the_graph_capturing_or_refuses_clearly():
+    x = torch.ones(2, device="npu")
+    g = torch.npu.NPUGraph()
+    with torch.npu.graph(g):
+        x.add_(1)
+        assert torch.npu.NPUGraph.get_currently_capturing_graph() is g
+    with pytest.raises(RuntimeError, match="not currently capturing"):
+        torch.npu.NPUGraph.get_currently_capturing_graph()
+    with torch.Stream(), torch.accelerator.Graph():
+        x.add_(1)
+        with pytest.raises(RuntimeError, match="not supported during torch.accelerator.Graph capture"):
+            torch.npu.NPUGraph.get_currently_capturing_graph()

@@ -28,6 +28,7 @@ def register():
     _registered = True
     torch.utils.rename_privateuse1_backend("npu")
     sync_native_ops = frozenset(_C._init(_NOT_NATIVE))
+    _C._register_accelerator_graph()  # torch.accelerator.Graph on npu (keyed by the backend's name)
 
     import torch_npu.npu as npu_module
     torch._register_device_module("npu", npu_module)

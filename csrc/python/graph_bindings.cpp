@@ -6,6 +6,7 @@
 #include "csrc/core/npu_capture.h"
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_mem_pool.h"
+#include "csrc/graph/accelerator_graph.h"
 #include "csrc/graph/external_event.h"
 #include "csrc/graph/npu_graph.h"
 #include "csrc/graph/npu_task_group.h"
@@ -28,6 +29,7 @@ void bind_graphs(py::module& m) {
       .def("pool", &NpuGraph::pool)
       .def("_num_tasks", &NpuGraph::num_tasks)
       .def("_task_names", &NpuGraph::task_names);
+  m.def("_register_accelerator_graph", &register_accelerator_graph);  // torch.accelerator.Graph
   m.def("_npu_isCurrentStreamCapturing", &is_current_stream_capturing);
   m.def("_graph_pool_handle", &graph_pool_handle);
   m.def("_npu_mempool_create", [](int64_t device) {

@@ -184,6 +184,14 @@ class _GraphDispatchMode(torch.overrides.TorchFunctionMode):
             self.latest_update.record(self.update_stream)
 
 
+# The NPUGraph capturing each stream, by (device, stream id).
+_CAPTURING = {}
+
+
+def _stream_key(stream):
+    return stream.device_index, stream.stream_id
+
+
 class NPUGraph(_C._NPUGraph):
     """An NPU graph: ``capture_begin``/``capture_end`` (or ``torch.npu.graph``)
     record, ``replay`` re-launches, ``reset`` frees the graph and its pool."""
@@ -225,10 +233,30 @@ class NPUGraph(_C._NPUGraph):
     def capture_begin(self, pool=None, capture_error_mode="global"):
         """Begins capturing the current stream's work (prefer ``torch.npu.graph``)."""
         super().capture_begin(pool=pool, capture_error_mode=capture_error_mode)
+        self._capture_stream = _stream_key(torch.npu.current_stream())
+        _CAPTURING[self._capture_stream] = self
 
     def capture_end(self):
         """Ends the capture begun by ``capture_begin``."""
+        _CAPTURING.pop(getattr(self, "_capture_stream", None), None)
         super().capture_end()
+
+    @staticmethod
+    def get_currently_capturing_graph():
+        """The NPUGraph capturing the current stream (torch_npu's API; its
+        conditional nodes use it)."""
+        from torch_npu.utils._error_code import ErrCode, pta_error
+        if not torch.npu.is_current_stream_capturing():
+            raise RuntimeError("The current NPU stream is not currently capturing." + pta_error(ErrCode.PARAM))
+        graph = _CAPTURING.get(_stream_key(torch.npu.current_stream()))
+        if graph is not None:
+            return graph
+        if not _CAPTURING:  # the capture is torch.accelerator.Graph's, which has no NPUGraph object
+            raise RuntimeError("torch.npu.NPUGraph.get_currently_capturing_graph() is not supported during "
+                               "torch.accelerator.Graph capture." + pta_error(ErrCode.NOT_SUPPORT))
+        raise RuntimeError("get_currently_capturing_graph() can be used only between capture_begin() and "
+                           "capture_end(). Did you use a stream without making it depend upon the original stream "
+                           "used for capture?" + pta_error(ErrCode.PARAM))
 
     def instantiate(self):
         """Makes a ``keep_graph=True`` capture replayable; captures are always ready here."""
@@ -237,6 +265,8 @@ class NPUGraph(_C._NPUGraph):
 
     def reset(self):
         """Deletes the captured graph (after its queued replays) and releases its pool."""
+        if _CAPTURING.get(getattr(self, "_capture_stream", None)) is self:  # abandoned mid-capture
+            del _CAPTURING[self._capture_stream]
         super().reset()
 
     def pool(self):
