@@ -54,9 +54,20 @@ def test_unsupported_autocast_dtype_warns_and_disables():
 
 
 def test_amp_supported_dtypes_and_bf16():
-    assert torch.float16 in torch.npu.get_amp_supported_dtype()
+    assert torch.npu.get_amp_supported_dtype() == [torch.float16, torch.bfloat16, torch.float32]  # torch_npu's
     assert torch.npu.is_bf16_supported()
     assert torch_npu.npu.utils.is_bf16_supported()
+
+
+def test_float32_autocast_runs_lower_precision_ops_in_float32():
+    # torch_npu accepts float32 as an autocast dtype: half inputs of the
+    # lower-precision ops (mm, linear) are cast up, float32 ones stay.
+    for dtype in (torch.float16, torch.bfloat16):
+        a = torch.rand(8, 8, dtype=dtype).npu()
+        with torch.autocast(device_type="npu", dtype=torch.float32):
+            got = torch.mm(a, a)
+        assert got.dtype == torch.float32
+        torch.testing.assert_close(got.cpu(), torch.mm(a.cpu().float(), a.cpu().float()))
 
 
 def test_grad_scaler_skips_inf_steps_and_backs_off():

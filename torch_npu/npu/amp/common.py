@@ -6,8 +6,8 @@ from torch_npu import _C
 
 
 def get_amp_supported_dtype():
-    """float16 everywhere; bfloat16 too except on 310P chips."""
-    dtypes = [torch.float16]
+    """float16 and float32 everywhere (float32 autocasts the lower-precision
+    ops up), bfloat16 too except on 310P chips; in torch_npu's order."""
     if _C._device_count() > 0 and _C._device_properties(-1)["supports_bf16"]:
-        dtypes.append(torch.bfloat16)
-    return dtypes
+        return [torch.float16, torch.bfloat16, torch.float32]
+    return [torch.float16, torch.float32]
