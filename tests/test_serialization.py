@@ -134,6 +134,24 @@ def test_a_view_has_the_format_of_the_tensor_it_views():
     assert torch_npu.get_npu_format(plain) == 0 and torch_npu.get_npu_format(plain[0]) == 2  # untagged: by dim
 
 
+def test_a_tensor_born_with_fewer_than_two_dims_stays_nd_when_cast_to_nz():
+    # torch_npu keeps scalar and rank-1 storages ND; a flattened view of a
+    # matrix still becomes FRACTAL_NZ (the storage was made 2-d).
+    for t in (torch.rand(12).npu(), torch.tensor(3.0).npu()):
+        out = torch_npu.npu_format_cast(t, 29)
+        assert torch_npu.get_npu_format(out) == 2 and out.shape == t.shape
+    flat = torch.rand(4, 8).npu().reshape(-1)
+    assert torch_npu.get_npu_format(torch_npu.npu_format_cast(flat, 29)) == 29
+    assert torch_npu.get_npu_format(torch_npu.npu_format_cast(torch.rand(4, 8).npu(), 29)) == 29
+
+
+def test_a_weak_reference_keeps_the_format():
+    nz = torch_npu.npu_format_cast(torch.rand(4, 8).npu(), 29)
+    weak = torch_npu._C._weak_ref_tensor(nz)
+    assert torch_npu.get_npu_format(weak) == 29 and weak.data_ptr() == nz.data_ptr()
+    assert torch_npu.get_npu_format(torch_npu._C._weak_ref_tensor(torch.rand(4, 8).npu())) == 2
+
+
 def test_format_cast_rejects_unknown_format():
     with pytest.raises(ValueError, match="unknown acl_format"):
         torch_npu.npu_format_cast(torch.randn(2).npu(), 77)

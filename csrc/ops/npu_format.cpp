@@ -92,6 +92,9 @@ int64_t get_npu_format(const at::Tensor& self) {
 
 namespace {
 
+constexpr int64_t kNd = 2;
+constexpr int64_t kFractalNz = 29;
+
 // ND, NCHW, NHWC, NCDHW: formats whose layout is the tensor's own.
 bool is_base_format(int64_t format) { return format == 0 || format == 1 || format == 2 || format == 30; }
 
@@ -108,6 +111,12 @@ at::Tensor npu_format_cast(const at::Tensor& self, int64_t acl_format, std::opti
   check_npu(self, "npu_format_cast");
   check_format(acl_format);
   const int64_t current = get_npu_format(self);
+  // A tensor whose storage was made with fewer than 2 dimensions has no NZ
+  // form: torch_npu keeps it ND. It reads the rank from the storage's
+  // descriptor (the sizes the storage was created with); here that is the
+  // viewed tensor's rank, so a flattened view of a matrix still becomes NZ.
+  const int64_t storage_rank = self.is_view() ? self._base().dim() : self.dim();
+  if (acl_format == kFractalNz && current == kNd && storage_rank < 2) acl_format = kNd;
   at::Tensor out = current == acl_format || (is_base_format(current) && is_base_format(acl_format))
                        ? at::alias(self)
                        : at::clone(self);

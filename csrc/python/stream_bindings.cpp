@@ -73,12 +73,20 @@ void launch_host_func(const py::object& stream, const py::object& fn, const py::
 // whose storage does not own it: `t`'s storage must outlive it.
 at::Tensor weak_ref_tensor(const at::Tensor& t) {
   void* base = t.storage().mutable_data();
-  return at::for_blob(base, t.sizes())
-      .strides(t.strides())
-      .storage_offset(t.storage_offset())
-      .options(t.options())
-      .target_device(t.device())
-      .make_tensor();
+  at::Tensor weak = at::for_blob(base, t.sizes())
+                        .strides(t.strides())
+                        .storage_offset(t.storage_offset())
+                        .options(t.options())
+                        .target_device(t.device())
+                        .make_tensor();
+  // The same memory in the same layout: it keeps t's npu format (FRACTAL_NZ
+  // ...), which the backend meta holds, as torch_npu's weak ref keeps its
+  // storage descriptor.
+  auto* impl = t.unsafeGetTensorImpl();
+  if (impl->get_backend_meta() != nullptr) {
+    weak.unsafeGetTensorImpl()->set_backend_meta(impl->get_backend_meta_intrusive_ptr());
+  }
+  return weak;
 }
 
 }  // namespace
