@@ -135,6 +135,30 @@ def test_one_and_pad():
         torch_npu.npu_pad(npu(y), [1, 2, 3])
 
 
+def test_pad_has_no_backward_as_in_torch_npu():
+    # Autograd's fallback decides, as for any kernel without a derivative:
+    # "warn" (torch's default) warns at backward and gives no gradient,
+    # "nothing" leaves the output not requiring grad.
+    import warnings
+    x = npu(rnd(2, 3)).requires_grad_()
+    previous = torch._C._get_autograd_fallback_mode()
+    try:
+        torch._C._set_autograd_fallback_mode("nothing")
+        with pytest.raises(RuntimeError, match="does not require grad"):
+            torch_npu.npu_pad(x, [1, 1, 1, 1]).sum().backward()
+        torch._C._set_autograd_fallback_mode("warn")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch_npu.npu_pad(x, [1, 1, 1, 1]).sum().backward()
+        assert any("autograd kernel was not registered" in str(w.message) for w in caught)
+        assert x.grad is None
+    finally:
+        torch._C._set_autograd_fallback_mode(previous)
+    # Compiled, it is one node whose meta comes from the composition.
+    compiled = torch.compile(lambda t: torch_npu.npu_pad(t, [1, 1, 0, 0]) * 2)
+    assert_close(compiled(npu(torch.ones(2, 2))).cpu(), F.pad(torch.ones(2, 2), (0, 0, 1, 1)) * 2)
+
+
 def test_sign_bits_pack_unpack_round_trip():
     a = torch.tensor([5, 4, 3, 2, 0, -1, -2, 4, 3, 2, 1, 0, -1, -2], dtype=torch.float32)
     packed = torch_npu.npu_sign_bits_pack(npu(a), 2)

@@ -78,11 +78,32 @@ def _with_capturable_host_constants(fn, op_name):
     return impl
 
 
-def define(schema, fn, *, export=True):
-    """Defines ``npu::<schema>`` with ``fn`` as its implementation on every device."""
+def _without_autograd(fn):
+    # Autograd's fallback calls a kernel without autograd by redispatching,
+    # which leaves grad mode on: the ATen operators of a composition would
+    # still record a graph. A kernel on the chip records none.
+    @functools.wraps(fn)
+    def impl(*args, **kwargs):
+        with torch.no_grad():
+            return fn(*args, **kwargs)
+    return impl
+
+
+def define(schema, fn, *, export=True, differentiable=True):
+    """Defines ``npu::<schema>`` with ``fn`` as its implementation on every device.
+
+    ``differentiable=False`` is for the operators real torch_npu gives no
+    backward: ``fn`` then runs below autograd (CompositeExplicitAutograd), so
+    autograd treats the operator as torch treats any kernel without an autograd
+    formula (``torch._C._set_autograd_fallback_mode``: by default its outputs
+    require grad and backward through them warns; in "nothing" mode they do not
+    require grad), instead of differentiating through the composition."""
     name = schema.split("(", 1)[0]  # "name" or "name.overload"
     _LIB.define(schema)
-    _LIB.impl(name, _with_capturable_host_constants(fn, "npu::" + name), "CompositeImplicitAutograd")
+    impl = _with_capturable_host_constants(fn, "npu::" + name)
+    if not differentiable:
+        impl = _without_autograd(impl)
+    _LIB.impl(name, impl, "CompositeImplicitAutograd" if differentiable else "CompositeExplicitAutograd")
     _C._note_op_route("npu::" + name, "python_composite")
     packet = name.split(".", 1)[0]
     if export and packet not in EXPORTED:

@@ -347,7 +347,7 @@ define("npu_scatter(Tensor self, Tensor indices, Tensor updates, int dim) -> Ten
 define("scatter_update(Tensor self, Tensor indices, Tensor updates, int axis) -> Tensor", scatter_update)
 define("scatter_update_(Tensor(a!) self, Tensor indices, Tensor updates, int axis) -> Tensor(a!)", scatter_update_)
 define("one_(Tensor(a!) self) -> Tensor(a!)", one_)
-define("npu_pad(Tensor input, int[] paddings) -> Tensor", npu_pad)
+define("npu_pad(Tensor input, int[] paddings) -> Tensor", npu_pad, differentiable=False)  # no backward in torch_npu
 define("npu_sign_bits_pack(Tensor self, int size) -> Tensor", npu_sign_bits_pack)
 define("npu_sign_bits_unpack(Tensor input, int size, ScalarType dtype) -> Tensor", npu_sign_bits_unpack)
 define("npu_max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
