@@ -126,6 +126,24 @@ def test_a_host_tensor_among_npu_ones_gets_torch_npus_words():
         torch.mm(torch.rand(2, 2), torch.rand(2, 2).npu())  # vNPU's own device check
 
 
+def test_a_host_out_tensor_gets_torch_npus_words_on_every_route():
+    # OpPreparation::check_tensor's words, whichever route the op takes; the
+    # host tensor is left untouched.
+    x = torch.randn(4, 16).npu()
+    out = torch.full((4,), -7.0)
+    calls = [
+        lambda: torch.sum(x, dim=1, out=out),  # structured
+        lambda: torch.add(x, x, out=torch.empty(4, 16)),  # structured, binary
+        lambda: torch.logical_and(x, x, out=torch.empty(4, 16, dtype=torch.bool)),  # policy table
+        lambda: torch.nonzero(x, out=torch.empty(0, dtype=torch.long)),  # synchronous
+        lambda: torch.cat([x, x], out=torch.empty(8, 16)),
+    ]
+    for call in calls:
+        with pytest.raises(RuntimeError, match="output with device cpu doesn't match the desired device NPU"):
+            call()
+    assert bool((out == -7.0).all())
+
+
 @pytest.mark.parametrize("fn", ["memory_allocated", "max_memory_allocated", "memory_reserved",
                                 "reset_max_memory_allocated", "memory_stats"])
 def test_memory_statistics_of_a_device_that_does_not_exist(fn):

@@ -202,6 +202,8 @@ def gen_variant(g: NativeFunctionsGroup, f: NativeFunction) -> str:
     # accept CPU tensors next to npu ones, as on CUDA.
     from torchgen.model import DeviceCheckType
     check = "common_device_allowing_cpu" if f.device_check == DeviceCheckType.NoCheck else "common_device"
+    if k is SchemaKind.out:  # torch_npu's words for an `out=` tensor off the npu
+        lines.extend(f"  check_output_on_npu({a.name});" for a in f.func.arguments.out)
     lines.append(f"  const c10::DeviceIndex device = {check}(\"{op}\", {', '.join(tensors)});")
     # An argument replaced by a converted value, for meta and stage 2.
     replaced: dict[str, str] = {}

@@ -36,8 +36,11 @@ c10::DeviceIndex op_device(const c10::OperatorHandle& op, c10::ArrayRef<c10::IVa
       check.add(t);  // raises for CPU tensors other than 0-dim scalars
     }
   };
-  for (const auto& arg : args) {
+  const auto& params = op.schema().arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::IValue& arg = args[i];
     if (arg.isTensor()) {
+      if (i < params.size() && params[i].is_out()) check_output_on_npu(arg.toTensor());
       add(arg.toTensor());
     } else if (arg.isTensorList()) {
       for (const at::Tensor& t : arg.toTensorList()) add(t);

@@ -25,6 +25,11 @@ void DeviceCheck::add(const at::Tensor& t) {
               ", when checking arguments for ", op_, ")");
 }
 
+void check_output_on_npu(const at::Tensor& out) {
+  TORCH_CHECK(!out.defined() || out.device().type() == c10::DeviceType::PrivateUse1, "output with device ",
+              out.device(), " doesn't match the desired device NPU", error_suffix(SubModule::kOPS, ErrCode::kParam));
+}
+
 c10::DeviceIndex DeviceCheck::device() const {
   TORCH_CHECK(device_ >= 0, op_, ": expected at least one npu tensor argument");
   return device_;

@@ -31,6 +31,10 @@ class DeviceCheck {
   c10::DeviceIndex device_ = -1;
 };
 
+// An `out=` argument must be an npu tensor: torch_npu's check
+// (OpPreparation::check_tensor), with its words, before any other device check.
+void check_output_on_npu(const at::Tensor& out);
+
 template <typename... Args>
 c10::DeviceIndex common_device(const char* op, const Args&... args) {
   DeviceCheck check(op);

@@ -1,5 +1,7 @@
 #include "csrc/launch/structured.h"
 
+#include "csrc/launch/device_check.h"
+
 namespace torch_npu {
 
 // Mirrors the checks ATen's generated CPU wrappers make for in-place ops.
@@ -29,8 +31,7 @@ void resize_out_tensor(const at::Tensor& out, c10::IntArrayRef sizes, c10::IntAr
                        const c10::TensorOptions& options) {
   TORCH_CHECK(options.dtype() == out.dtype(), "Expected out tensor to have dtype ",
               options.dtype(), ", but got ", out.dtype(), " instead");
-  TORCH_CHECK(out.device().type() == c10::DeviceType::PrivateUse1,
-              "Expected out tensor to be on npu, but got ", out.device());
+  check_output_on_npu(out);
   if (at::native::resize_output(out, sizes)) {
     if (!strides.empty()) {
       out.as_strided_(sizes, strides);
