@@ -539,3 +539,41 @@ def test_while_loop_and_npu_tensor_constants():
     x = torch.randn(3, 4, device="npu")
     with torch.no_grad():
         assert close(torch.compile(f, fullgraph=True)(x), f(x), 1e-5)
+
+
+# --- npu streams and events in traced code (torch_npu/utils/_dynamo.py) -------
+
+def _stream_region(a):
+    side = torch.npu.Stream()
+    ready = torch.npu.Event()
+    r = torch.add(a, 2)
+    ready.record()
+    with torch.npu.stream(side):
+        ready.wait()
+        r = torch.mul(r, 3)
+        r.record_stream(side)
+    torch.npu.current_stream().wait_stream(side)
+    return torch.add(r, 1)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor", "npu"])
+def test_streams_and_events_trace_into_one_graph(backend):
+    # Dynamo puts npu streams in the graph as it does CUDA's (torch.ops.streams
+    # ops), with no graph break; Inductor runs the region on the user's stream.
+    torch._dynamo.reset()
+    graphs = []
+
+    def counting(gm, example_inputs):
+        graphs.append(gm)
+        return gm
+
+    x = torch.randn(64, 64).npu()
+    traced = torch.compile(_stream_region, backend=counting, fullgraph=True)
+    torch.testing.assert_close(traced(x).cpu(), (x.cpu() + 2) * 3 + 1)
+    ops = " ".join(str(n.target) for g in graphs for n in g.graph.nodes)
+    assert len(graphs) == 1 and all(f"streams.{op}" in ops for op in ("record_event", "wait_event", "record_stream"))
+    torch._dynamo.reset()
+    compiled = torch.compile(_stream_region, backend=backend, fullgraph=True)
+    for _ in range(3):
+        x = torch.randn(64, 64).npu()
+        torch.testing.assert_close(compiled(x).cpu(), (x.cpu() + 2) * 3 + 1)

@@ -89,6 +89,11 @@ if _dist.is_available():
 from torch_npu import dynamo as _dynamo  # noqa: E402
 
 _dynamo.install_torchair_alias()
+from torch_npu._after_import import call_after_import as _call_after_import  # noqa: E402
+from torch_npu.utils._dynamo import _register_dynamo_interface, _teach_dynamo_npu_streams  # noqa: E402
+
+_call_after_import("torch._dynamo.device_interface", _register_dynamo_interface)  # npu streams in traced code
+_call_after_import("torch._dynamo", _teach_dynamo_npu_streams)
 from torch_npu._inductor import retarget as _retarget  # noqa: E402
 
 _retarget.install()

@@ -142,12 +142,33 @@ def _wrapper_classes():
                 device = torch.device("npu", self.npu_index)
             return super().make_allocation(name, device, dtype, shape, stride, allocation_shape, False)
 
+    class _RetargetedStreams:
+        """User streams in an npu graph compiled as a CPU graph. Inductor names
+        a graph's streams (``default_stream``, ``stream1`` ...) where it enters
+        a device guard, which it writes for GPU devices only, yet it writes the
+        ``with stream1:`` regions for any device. Each region here names its
+        stream first: the caller's current stream for the default one (regions
+        do not nest, so between them the current stream is the caller's), the
+        user's stream object for the others. The kernels inside are queued on
+        the stream current at their launch, so they run on the user's stream."""
+
+        def codegen_cuda_stream_enter(self, stream_idx):
+            from torch._inductor.virtualized import V
+
+            if stream_idx == 0:
+                self.writeline(f"default_stream = torch.npu.current_stream({self.npu_index})")
+            else:
+                index = V.graph.scheduler.stream_idx_to_user_obj_idx[stream_idx]
+                self.imports.writeline("from torch._dynamo.graph_bytecode_inputs import get_external_object_by_index")
+                self.writeline(f"stream{stream_idx} = get_external_object_by_index({index})")
+            return super().codegen_cuda_stream_enter(stream_idx)
+
     class NpuRetargetSubgraphWrapperCodegen(_RetargetedAllocations, NpuSubgraphWrapperCodegen):
         def __init__(self, *args, **kwargs):
             self.npu_index = compiling_device_index()
             super().__init__(*args, **kwargs)
 
-    class NpuRetargetWrapperCodegen(_RetargetedAllocations, NpuPythonWrapperCodegen):
+    class NpuRetargetWrapperCodegen(_RetargetedStreams, _RetargetedAllocations, NpuPythonWrapperCodegen):
         """The wrapper of an npu graph compiled as a CPU graph: its "cpu"
         buffers, and the tensors it makes on "cpu", live on the graph's npu."""
 
@@ -165,7 +186,7 @@ def _wrapper_classes():
             self.header.writeline(f"empty_strided_cpu = lambda size, stride, dtype: "
                                   f"empty_strided_npu(size, stride, dtype, {index})")
 
-    classes = {"_RetargetedAllocations": _RetargetedAllocations,
+    classes = {"_RetargetedAllocations": _RetargetedAllocations, "_RetargetedStreams": _RetargetedStreams,
                "NpuRetargetSubgraphWrapperCodegen": NpuRetargetSubgraphWrapperCodegen,
                "NpuRetargetWrapperCodegen": NpuRetargetWrapperCodegen}
     for name, cls in classes.items():

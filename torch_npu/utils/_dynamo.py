@@ -1,9 +1,53 @@
 """Real torch_npu's module for Dynamo's device glue: registers npu's
-DeviceInterface (torch_npu/utils/_dynamo_device.py) with Dynamo, as the
-first torch.compile does (torch_npu/_inductor/__init__.py registers it with
-Inductor's npu backend)."""
+DeviceInterface (torch_npu/utils/_dynamo_device.py) with Dynamo as soon as
+Dynamo loads (and with Inductor's npu backend at the first compile,
+torch_npu/_inductor/__init__.py), and teaches Dynamo npu's stream and event
+classes, which its tables name for CUDA and XPU only."""
 
 __all__ = []
+
+
+def _register_dynamo_interface(device_interface_module):
+    """Dynamo's device interface for npu, registered as soon as Dynamo loads
+    it (torch_npu/__init__.py): Dynamo traces streams and events
+    (``torch.npu.Stream()``, ``torch.npu.current_stream()``, ``with
+    torch.npu.stream(s)``) through it with any backend, "aot_eager" as well
+    as Inductor."""
+    import torch
+    from torch_npu.utils._dynamo_device import NpuInterface
+
+    device_interface_module.register_interface_for_device("npu", NpuInterface)
+    for index in range(torch.npu.device_count()):
+        device_interface_module.register_interface_for_device(f"npu:{index}", NpuInterface)
+
+
+def _teach_dynamo_npu_streams(dynamo):
+    """After ``torch._dynamo`` loads: Dynamo puts stream and event objects in
+    the graph for the classes its ``_in_graph_classes`` lists and the
+    current-stream functions its handler table names. Both list CUDA's and
+    XPU's by name; npu's are added, so ``torch.npu.Stream()``,
+    ``torch.npu.Event()`` and ``torch.npu.current_stream()`` trace as
+    ``torch.cuda``'s do, instead of Dynamo stepping into their Python code
+    (which calls into torch_npu._C and graph-breaks). ``with
+    torch.npu.stream(s)`` is handled through the device interface above."""
+    import torch
+    from torch._dynamo.trace_rules import get_torch_obj_rule_map
+    from torch._dynamo.variables.torch import TorchInGraphFunctionVariable
+    from torch._dynamo.variables.user_defined import UserDefinedClassVariable
+
+    # Both are cached functions returning the table they build once: adding
+    # to the table is what every later lookup sees.
+    UserDefinedClassVariable._in_graph_classes().update({torch.npu.Stream, torch.npu.Event})
+    handlers = TorchInGraphFunctionVariable._get_handlers()
+    generic = handlers.get(torch.accelerator.current_stream)
+    if generic is not None:  # device-agnostic: the stream state of the device it is asked for
+        handlers.setdefault(torch.npu.current_stream, generic)
+    # The calls are put in the graph rather than stepped into (``torch.npu.stream``
+    # has the device interface's handler, a stream context in the graph).
+    rules = get_torch_obj_rule_map()
+    for fn in (torch.npu.current_stream, torch.npu.stream):
+        if fn in handlers:
+            rules.setdefault(fn, TorchInGraphFunctionVariable)
 
 
 def _dynamo_register_interface_for_device():
