@@ -577,3 +577,15 @@ def test_streams_and_events_trace_into_one_graph(backend):
     for _ in range(3):
         x = torch.randn(64, 64).npu()
         torch.testing.assert_close(compiled(x).cpu(), (x.cpu() + 2) * 3 + 1)
+
+
+def test_npugraph_ex_takes_its_options_and_refuses_unknown_ones():
+    torch._dynamo.reset()
+    add = torch.compile(lambda x, y: x + y, backend="npugraph_ex", options={"clone_input": False},
+                        fullgraph=True, dynamic=False)
+    x = torch.ones(1, dtype=torch.int32, device="npu")
+    assert add(x, x).item() == 2
+    for options, error in (({"bogus": 1}, "unknown option 'bogus'"), ({"clone_input": "no"}, "should be a bool")):
+        torch._dynamo.reset()
+        with pytest.raises(Exception, match=error):
+            torch.compile(lambda x, y: x * y, backend="npugraph_ex", options=options)(x, x)

@@ -45,8 +45,21 @@ def npu(gm, example_inputs, **kwargs):
     return get_npu_backend()(gm, example_inputs, **kwargs)
 
 
-def npugraph_ex(gm, example_inputs, **kwargs):
+# npugraph_ex's options vNPU knows (torch.compile(..., backend="npugraph_ex",
+# options={...})). clone_input: copy the inputs before each replay; an NPU graph
+# here always replays from its own copies of the inputs, so either value holds.
+_NPUGRAPH_EX_OPTIONS = {"clone_input": bool}
+
+
+def npugraph_ex(gm, example_inputs, options=None, **kwargs):
     from torch_npu.dynamo.torchair import CompilerConfig, get_npu_backend
+    for name, value in (options or {}).items():
+        if name not in _NPUGRAPH_EX_OPTIONS:
+            raise ValueError(f"npugraph_ex: unknown option {name!r}; vNPU supports "
+                             f"{sorted(_NPUGRAPH_EX_OPTIONS)}")
+        if not isinstance(value, _NPUGRAPH_EX_OPTIONS[name]):
+            raise TypeError(f"npugraph_ex: option {name!r} should be a {_NPUGRAPH_EX_OPTIONS[name].__name__}, "
+                            f"got {value!r}")
     config = CompilerConfig()
     config.mode = "npugraph_ex"
     return get_npu_backend(compiler_config=config)(gm, example_inputs, **kwargs)
