@@ -152,3 +152,22 @@ def test_memory_statistics_of_a_device_that_does_not_exist(fn):
         getattr(torch.npu, fn)(device=f"npu:{bad}")
     with pytest.raises(RuntimeError, match=r"Invalid device ID[\s\S]+Check whether the device ID is valid"):
         torch.npu.set_device(bad)
+
+
+def test_index_put_takes_uint8_masks_and_refuses_host_values():
+    import warnings
+    mask = torch.tensor([0, 1, 0, 1], dtype=torch.uint8)
+    for accumulate in (True, False):
+        expected = torch.ones(4, 3)
+        got = torch.ones(4, 3).npu()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # uint8 masks are deprecated, on cpu as here
+            expected.index_put_((mask,), torch.full((2, 3), 5.0), accumulate=accumulate)
+            got.index_put_((mask.npu(),), torch.full((2, 3), 5.0).npu(), accumulate=accumulate)
+        assert torch.equal(got.cpu(), expected)
+    b = torch.zeros(5).npu()
+    idx = torch.tensor([0, 1])  # host indices are fine
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        torch.index_put_(b, (idx,), torch.tensor([1.0, 2.0]))
+    torch.index_put_(b, (idx,), torch.tensor(3.0))  # a host scalar is fine
+    assert b.cpu().tolist() == [3.0, 3.0, 0.0, 0.0, 0.0]

@@ -14,6 +14,7 @@
 
 #include <vector>
 
+#include "csrc/core/npu_error.h"
 #include "csrc/launch/boxed_call.h"
 #include "csrc/launch/cpu_allocation_scope.h"
 #include "csrc/launch/launch.h"
@@ -39,14 +40,22 @@ void check_broadcasts_to_self(c10::ArrayRef<c10::IValue> args, int checked) {
 // index_put_ checks that the values broadcast to the indexing result inside
 // its CPU kernel. With integer indices the result's shape follows from the
 // shapes alone: work it out on meta tensors, and check with ATen's message.
-// (Boolean masks make the shape data-dependent: left to the kernel.)
+// (Masks, bool or the deprecated uint8, make the shape data-dependent: left
+// to the kernel.)
 void check_index_put_values(c10::ArrayRef<c10::IValue> args) {
   const at::Tensor& self = args[0].toTensor();
   const at::Tensor& values = args[2].toTensor();
+  // Indices may stay on the host (the op is declared device_check: NoCheck);
+  // values may not, unless a 0-dim scalar, as on CUDA.
+  TORCH_CHECK(values.device() == self.device() || (values.is_cpu() && values.dim() == 0),
+              "Expected all tensors to be on the same device. ", kExpectedNpuTensor,
+              " (found at least two devices, ", self.device(), " and ", values.device(),
+              ", when checking the values of index_put_)");
   c10::List<std::optional<at::Tensor>> meta_indices;
   for (const std::optional<at::Tensor>& index : args[1].toOptionalTensorList()) {
     if (index.has_value() && index->defined()) {
-      if (!c10::isIntegralType(index->scalar_type(), /*includeBool=*/false)) return;
+      const auto dtype = index->scalar_type();
+      if (!c10::isIntegralType(dtype, /*includeBool=*/false) || dtype == at::kByte) return;
       meta_indices.push_back(at::empty(index->sizes(), index->options().device(c10::kMeta)));
     } else {
       meta_indices.push_back(std::nullopt);
