@@ -171,3 +171,9 @@ def test_index_put_takes_uint8_masks_and_refuses_host_values():
         torch.index_put_(b, (idx,), torch.tensor([1.0, 2.0]))
     torch.index_put_(b, (idx,), torch.tensor(3.0))  # a host scalar is fine
     assert b.cpu().tolist() == [3.0, 3.0, 0.0, 0.0, 0.0]
+    # Index lists that do not broadcast: ATen's IndexError, reading and writing.
+    a = torch.zeros(5, 5).npu()
+    with pytest.raises(IndexError, match="shape mismatch"):
+        a[[0, 1], [0, 1, 2]]
+    with pytest.raises(IndexError, match="shape mismatch"):
+        a[[0, 1], [0, 1, 2]] = 0

@@ -65,8 +65,11 @@ void check_index_put_values(c10::ArrayRef<c10::IValue> args) {
   at::Tensor result;
   try {
     result = at::index(meta_self, meta_indices);
-  } catch (const c10::Error&) {
-    return;  // the kernel reports bad indices itself, with the real tensors
+  } catch (const std::exception&) {
+    // The kernel reports bad indices itself, with the real tensors and
+    // ATen's exception type (IndexError). (at::index on meta tensors runs
+    // torch's Python meta function, whose errors are not c10::Errors.)
+    return;
   }
   TORCH_CHECK(at::is_expandable_to(values.sizes(), result.sizes()), "shape mismatch: value tensor of shape ",
               values.sizes(), " cannot be broadcast to indexing result of shape ", result.sizes());
