@@ -8,6 +8,8 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.testing import assert_close
 
+import torch_npu
+
 B, N, S, D = 2, 4, 16, 8
 
 
@@ -93,3 +95,24 @@ def test_sdpa_argument_errors_are_atens():
     with pytest.raises(RuntimeError) as npu_err:
         F.scaled_dot_product_attention(q.npu(), k.npu(), k.npu())
     assert str(npu_err.value).splitlines()[0] == str(cpu_err.value).splitlines()[0]
+
+
+def test_flop_counter_counts_npu_attention_as_cuda_flash_and_math_only_takes_the_math_path():
+    from torch.utils.flop_counter import FlopCounterMode
+
+    q = torch.randn(2, 4, 64, 32, dtype=torch.float16).npu().requires_grad_()
+
+    def flops(with_backward, **switches):
+        mode = FlopCounterMode(display=False)
+        with torch_npu.npu.sdp_kernel(**switches), mode:
+            out = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+            if with_backward:
+                out.sum().backward()
+        return mode.get_total_flops()
+
+    math_only = dict(enable_flash=False, enable_math=True, enable_mem_efficient=False)
+    flash = dict(enable_flash=True, enable_math=False, enable_mem_efficient=False)
+    forward = 2 * 2 * (2 * 4 * 64 * 64 * 32)  # QK^T and PV, causal not discounted (torch's formula)
+    assert flops(False, **math_only) == flops(False, **flash) == forward
+    assert flops(True, **math_only) == 3 * forward  # bmm backward: two matmuls per forward one
+    assert flops(True, **flash) == 7 * forward // 2  # torch's flash backward formula

@@ -57,6 +57,9 @@ from torch_npu import _batch_norm_stats  # noqa: E402,F401  (SyncBatchNorm's CUD
 from torch_npu import _flex_attention  # noqa: E402
 
 _flex_attention.install()  # FlexAttention accepts npu tensors
+from torch_npu import _flop_counter  # noqa: E402
+
+_flop_counter.install()  # FlopCounterMode counts npu's attention kernel
 from torch_npu import _deprecated_patches  # noqa: E402
 
 _deprecated_patches.install()  # torch.nn.DropoutWithByteMask, as torch_npu patches it
