@@ -73,3 +73,16 @@ def test_parallel_store_is_a_store_under_torch_npus_api():
         ParallelStore("127.0.0.1", 70000)
     with pytest.raises(TypeError, match="timeout should be a datetime.timedelta"):
         ParallelStore("127.0.0.1", server.port, timeout="soon")
+    # A worker's rank 0 hosting the store (not an agent's) returns before the
+    # other users connect, wait_workers or not, as real ParallelStore does.
+    import os
+    import time
+
+    from torch_npu.distributed.rendezvous import _create_c10d_store, _torchelastic_use_agent_store
+    started = time.monotonic()
+    alone = ParallelStore("127.0.0.1", 0, 4, is_server=True, timeout=timedelta(seconds=60), wait_workers=True)
+    assert time.monotonic() - started < 30 and alone.add("x", 1) == 1
+    assert not _torchelastic_use_agent_store() or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    assert isinstance(_create_c10d_store("127.0.0.1", 0, 0, 2, timedelta(seconds=60)), ParallelStore)
+    with pytest.raises(ValueError, match="port must have value from 0 to 65535"):
+        _create_c10d_store("127.0.0.1", 70000, 0, 2, timedelta(seconds=60))

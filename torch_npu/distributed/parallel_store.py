@@ -9,9 +9,11 @@ user sees is the store API, which torch's TCPStore (libuv server) provides
 with the same semantics at the scale one host runs. So vNPU's ParallelStore
 is a TCPStore that takes ParallelStore's arguments:
 
-- ``is_server`` / ``world_size`` / ``wait_workers`` / ``timeout`` /
-  ``multi_tenant`` mean what TCPStore's ``is_master`` / ``world_size`` /
-  ``wait_for_workers`` / ``timeout`` / ``multi_tenant`` mean;
+- ``is_server`` / ``world_size`` / ``timeout`` / ``multi_tenant`` mean what
+  TCPStore's ``is_master`` / ``world_size`` / ``timeout`` / ``multi_tenant``
+  mean; ``wait_workers`` makes the server wait for the other users only in an
+  agent's store (``agent_run``), as real ParallelStore does, so a worker's
+  rank 0 hosting the store returns at once;
 - ``agent_run``, ``agent_pid`` and ``enable_tiered`` choose the proxy tier:
   accepted and recorded (``store.enable_tiered``), without a proxy (every
   client talks TCP to the server, as with ``enable_tiered=False``).
@@ -45,7 +47,7 @@ class ParallelStore(TCPStore):
             raise ValueError(f"ParallelStore: world_size should be -1 (not fixed) or the number of store users, got "
                              f"{world_size}")
         super().__init__(host, port, None if world_size < 0 else world_size, bool(is_server), _as_timedelta(timeout),
-                         bool(wait_workers), bool(multi_tenant))
+                         bool(wait_workers) and bool(agent_run), bool(multi_tenant))
         self.agent_run = bool(agent_run)
         self.agent_pid = int(agent_pid)
         self.enable_tiered = bool(enable_tiered)

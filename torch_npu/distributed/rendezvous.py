@@ -39,17 +39,23 @@ log = logging.getLogger(__name__)
 _DEFAULT_TIMEOUT_S = 600
 
 
-def _error(msg):
+def _rendezvous_error(msg):
     return ValueError("Error initializing torch_npu.distributed using parallel:// rendezvous: " + msg)
 
 
-def _worker_store(host, port, rank, world_size, timeout):
+def _torchelastic_use_agent_store():
+    """Whether workers reuse their torchelastic agent's store (torch's
+    TORCHELASTIC_USE_AGENT_STORE, or torch_npu's TORCH_NPU_ELASTIC_USE_AGENT_STORE)."""
+    return os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True" or \
+        os.environ.get("TORCH_NPU_ELASTIC_USE_AGENT_STORE") == "True"
+
+
+def _create_c10d_store(host, port, rank, world_size, timeout):
     """The store of a worker: a client of its agent's store under torchelastic
     (one prefix per restart attempt), else hosted by rank 0."""
     if not 0 <= port < 2 ** 16:
         raise ValueError(f"port must have value from 0 to 65535 but was {port}.")
-    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True" or \
-            os.environ.get("TORCH_NPU_ELASTIC_USE_AGENT_STORE") == "True":
+    if _torchelastic_use_agent_store():
         attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
         client = ParallelStore(host, port, world_size, is_server=False, timeout=timeout, multi_tenant=True)
         return PrefixStore(f"/worker/attempt_{attempt}", client)
@@ -59,14 +65,14 @@ def _worker_store(host, port, rank, world_size, timeout):
 def _parallel_rendezvous_handler(url: str, timeout: timedelta = default_pg_timeout, **kwargs):
     result = urlparse(url)
     if not result.port:
-        raise _error("port number missing")
+        raise _rendezvous_error("port number missing")
     query = dict(pair.split("=", 1) for pair in filter(None, result.query.split("&")))
     if "rank" not in query:
-        raise _error("rank parameter missing")
+        raise _rendezvous_error("rank parameter missing")
     if "world_size" not in query:
-        raise _error("world size parameter missing")
+        raise _rendezvous_error("world size parameter missing")
     rank, world_size = int(query["rank"]), int(query["world_size"])
-    store = _worker_store(result.hostname, result.port, rank, world_size, timeout)
+    store = _create_c10d_store(result.hostname, result.port, rank, world_size, timeout)
     yield (store, rank, world_size)
     raise RuntimeError("Unable to perform re-rendezvous using parallel:// method")
 
