@@ -110,11 +110,14 @@ def test_trainer_npu_fused_adamw(transformers, tmp_path):
     assert isinstance(trainer.optimizer.optimizer, torch_npu.optim.NpuFusedAdamW)
 
 
-def test_flex_attention_is_refused_with_torchs_message(transformers):
-    # torch's FlexAttention takes only the devices it names; compiled on npu it must
-    # give that refusal, not an Inductor error from code generated for the wrong backend.
+def test_flex_attention_on_npu_is_refused_clearly_when_transformers_asks_for_the_logsumexp(transformers):
+    # torch_npu lets FlexAttention take npu tensors (torch_npu/_flex_attention.py),
+    # and transformers compiles it. On devices other than cpu transformers asks
+    # for the logsumexp, which Inductor's C++ template (npu graphs are compiled
+    # as CPU graphs) does not compute: a clear refusal, not a wrong result.
+    # (Left to do: run such calls on the eager FlexAttention path.)
     ids, mask = left_padded_batch()
     npu = tiny_llama().npu()
     npu.set_attn_implementation("flex_attention")
-    with pytest.raises(ValueError, match="FlexAttention is only supported on"):
+    with torch.no_grad(), pytest.raises(Exception, match="only supports inference and `return_lse` is not supported"):
         npu(input_ids=ids.npu(), attention_mask=mask.npu())

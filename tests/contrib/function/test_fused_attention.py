@@ -64,7 +64,8 @@ def test_check_compatibility_once_wants_the_devices_formats_and_shapes():
     from torch_npu.contrib.function.fused_attention import _check_compatibility_once, _is_format_matched
 
     def t(shape, fmt):
-        return torch_npu.npu_format_cast(torch.randn(*shape).npu(), fmt)
+        # Tagged in place: a cast would keep the 1-d tensors ND (torch_npu does).
+        return torch_npu.npu_format_cast_(torch.randn(*shape).npu(), fmt)
 
     good = [t((32, 1024), 29), t((2, 1, 16, 16), 29)] + [t((1024, 1024), 29) for _ in range(3)] + \
         [t((1024,), 2) for _ in range(3)]
