@@ -16,11 +16,11 @@ def _register(flop_counter):
     import torch
 
     aten = torch.ops.aten
+    registry = flop_counter.flop_registry  # FlopCounterMode copies it when created
     for op, flash in ((aten._scaled_dot_product_fused_attention_overrideable,
                        aten._scaled_dot_product_flash_attention),
                       (aten._scaled_dot_product_fused_attention_overrideable_backward,
                        aten._scaled_dot_product_flash_attention_backward)):
-        registry = flop_counter.flop_registry  # FlopCounterMode copies it when created
         if op not in registry and flash in registry:
             registry[op] = registry[flash]
 

@@ -37,16 +37,13 @@ def codegen_classes():
 
 
 def _register(classes):
-    import torch
-    from torch._dynamo.device_interface import register_interface_for_device
+    import torch._dynamo.device_interface
     from torch._inductor.codegen.common import register_backend_for_device, register_device_op_overrides
 
-    from torch_npu._inductor.device_interface import NpuInterface
     from torch_npu._inductor.wrapper import NpuDeviceOpOverrides
+    from torch_npu.utils._dynamo import _register_dynamo_interface
 
-    register_interface_for_device("npu", NpuInterface)
-    for index in range(torch.npu.device_count()):
-        register_interface_for_device(f"npu:{index}", NpuInterface)
+    _register_dynamo_interface(torch._dynamo.device_interface)  # normally done when Dynamo loaded
     register_device_op_overrides("npu", NpuDeviceOpOverrides())
     register_backend_for_device("npu", classes["Scheduling"], classes["PythonWrapperCodegen"],
                                 classes["CppWrapperCodegen"])
