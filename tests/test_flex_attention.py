@@ -1,5 +1,6 @@
 """FlexAttention on npu (torch_npu/_flex_attention.py): eager against cpu and
-SDPA, autocast, compiled inference, and the clear refusal of compiled training."""
+SDPA, autocast, compiled inference, and compiled calls Inductor's C++ template
+cannot lower (training, the logsumexp), which take the eager path."""
 
 import pytest
 import torch
@@ -75,12 +76,39 @@ def test_compiled_inference_equals_eager():
     torch.testing.assert_close(actual.cpu(), expected.cpu(), rtol=1e-4, atol=1e-5)
 
 
-def test_compiled_training_is_refused_clearly():
+def test_compiled_training_takes_the_eager_path_with_every_gradient():
+    # Inductor's C++ template computes inference only; on npu such a call runs
+    # eagerly between compiled graphs (Note [Eager FlexAttention in an npu
+    # graph]), and a tensor the score_mod captures still gets its gradient.
+    def run(compiled):
+        torch._dynamo.reset()
+        q, k, v = (t.npu().requires_grad_() for t in _qkv(5, (1, 2, 32, 16)))
+        bias = torch.linspace(-1, 1, 32).npu().requires_grad_()
+        fn = torch.compile(flex_attention) if compiled else flex_attention
+        out = fn(q, k, v, score_mod=lambda score, b, h, q_idx, kv_idx: score + bias[kv_idx])
+        out.square().sum().backward()
+        return [t.cpu() for t in (out, q.grad, k.grad, v.grad, bias.grad)]
+
+    for got, want in zip(run(compiled=True), run(compiled=False)):
+        torch.testing.assert_close(got, want)
+
+
+def test_compiled_call_asking_for_the_logsumexp_takes_the_eager_path():
     torch._dynamo.reset()
-    q, k, v = (t.npu() for t in _qkv(5, (1, 2, 32, 16)))
-    compiled = torch.compile(flex_attention)
-    with pytest.raises(Exception, match="only supports inference"):
-        compiled(q.requires_grad_(), k, v)
+    q, k, v = (t.npu() for t in _qkv(6, (1, 2, 32, 16)))
+    npu_mask = create_block_mask(_causal, 1, 1, 32, 32, device="npu")
+    out, lse = torch.compile(flex_attention)(q, k, v, block_mask=npu_mask, return_lse=True)
+    want_out, want_lse = flex_attention(q.cpu(), k.cpu(), v.cpu(), return_lse=True,
+                                        block_mask=create_block_mask(_causal, 1, 1, 32, 32, device="cpu"))
+    torch.testing.assert_close(out.cpu(), want_out)
+    torch.testing.assert_close(lse.cpu(), want_lse)
+
+
+def test_compiled_logsumexp_on_cpu_keeps_torchs_refusal():
+    torch._dynamo.reset()
+    q, k, v = _qkv(7, (1, 1, 16, 16))
+    with pytest.raises(Exception, match="only supports inference and `return_lse` is not supported"):
+        torch.compile(flex_attention)(q, k, v, return_lse=True)
 
 
 def test_import_torch_npu_leaves_the_front_end_unimported():

@@ -12,7 +12,14 @@ need to be let through and given an autocast rule:
 - the ``flex_attention`` and ``flex_attention_backward`` operators get
   AutocastPrivateUse1 kernels: under ``torch.autocast("npu")`` the forward casts
   query, key and value to the autocast dtype, as torch does on CUDA; the
-  backward runs as recorded (autograd runs it outside autocast).
+  backward runs as recorded (autograd runs it outside autocast);
+- compiled, an npu graph is lowered by Inductor's C++ FlexAttention template,
+  which (as on CPU) computes inference without the logsumexp only. A compiled
+  call that needs more (``return_lse``, which transformers passes on every
+  device but cpu, or inputs that need gradients) takes the eager path instead
+  of failing: Dynamo graph-breaks at the operator, so the call runs eagerly
+  between the compiled graphs before and after it (Note [Eager FlexAttention
+  in an npu graph]).
 """
 
 import torch
@@ -52,6 +59,90 @@ def _allow_npu(front_end):
     front_end._apply_kernel_options = apply_kernel_options
 
 
+# Note [Eager FlexAttention in an npu graph]
+# Dynamo records a FlexAttention call as the ``flex_attention`` operator with
+# its score_mod and mask_mod traced as subgraphs; Inductor then needs a template
+# for it. On npu that is the C++ template, which refuses the logsumexp output
+# (and so training, whose forward keeps it). Rather than let Inductor fail the
+# whole graph, the operator's Dynamo tracer raises a graph break for such calls
+# on npu: the operator then runs eagerly, as the front end's eager path runs it
+# (``_run_operator_as_the_front_end_does``), and the code around it stays
+# compiled. The FlexAttention front end's own
+# eager compile (``setup_compilation_env``, backend "eager") and export trace
+# the operator as usual: they never reach Inductor.
+
+
+def _needs_eager_path(query, kernel_options):
+    from torch._higher_order_ops.utils import _hop_compile_tls
+
+    if getattr(_hop_compile_tls, "in_hop_compile", False):
+        return False
+    example = query.as_proxy().node.meta.get("example_value") if hasattr(query, "as_proxy") else None
+    if example is None or example.device.type != "npu":
+        return False
+    options = kernel_options.as_python_constant() if kernel_options.is_python_constant() else {}
+    return bool(options.get("OUTPUT_LOGSUMEXP", True)) or (torch.is_grad_enabled() and example.requires_grad)
+
+
+def _break_graph_where_inductor_cannot(variables):
+    variable_class = variables.FlexAttentionHigherOrderVariable
+    trace = variable_class._call_function
+    if getattr(trace, "_npu_eager_path", False):
+        return
+
+    def call_function(self, tx, args, kwargs):
+        normalized = self.normalize_to_args(list(args), kwargs)
+        if _needs_eager_path(normalized[0], normalized[6]):
+            from torch._dynamo.exc import unimplemented
+
+            _run_operator_as_the_front_end_does()
+            unimplemented(
+                gb_type="FlexAttention on npu needs the eager path",
+                context=str(self.value),
+                explanation="Inductor's C++ FlexAttention template, which npu graphs use, computes "
+                            "inference without the logsumexp only; this call asks for the logsumexp "
+                            "or gradients, so it runs eagerly between compiled graphs.",
+                hints=["Call it under torch.no_grad() without return_lse to compile it."],
+            )
+        return trace(self, tx, args, kwargs)
+
+    call_function._npu_eager_path = True
+    variable_class._call_function = call_function
+
+
+def _run_operator_as_the_front_end_does():
+    # After the graph break the operator is called eagerly, with the user's
+    # score_mod and mask_mod as plain Python functions, while Dynamo's frame hook
+    # is still set. Run it as the front end's eager path does: traced by
+    # Dynamo's "eager" backend, so tensors the functions capture are lifted as
+    # inputs and get their gradients (called directly, they would not), and
+    # with Dynamo kept out of the operator's own Python (its dense reference).
+    from torch._higher_order_ops.flex_attention import FlexAttentionHOP
+
+    if getattr(FlexAttentionHOP.__call__, "_npu_eager_path", False):
+        return
+    call_operator = FlexAttentionHOP.__call__
+
+    def call(self, query, key, value, score_mod, block_mask, *args):
+        from torch._higher_order_ops.utils import _hop_compile_tls, setup_compilation_env
+        from torch.nn.attention import flex_attention as front_end
+
+        traced = isinstance(score_mod, torch.fx.GraphModule) or getattr(_hop_compile_tls, "in_hop_compile", False)
+        if query.device.type != "npu" or traced or front_end._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG:
+            return call_operator(self, query, key, value, score_mod, block_mask, *args)
+
+        def operator(*operands):
+            return self(*operands)
+
+        with setup_compilation_env() as backend:
+            return torch.compile(operator, backend=backend, fullgraph=True)(
+                query, key, value, score_mod, block_mask, *args)
+
+    call = torch._dynamo.disable(call, recursive=True)
+    call._npu_eager_path = True
+    FlexAttentionHOP.__call__ = call
+
+
 def _forward_under_autocast(query, key, value, score_mod, block_mask, scale, kernel_options,
                             score_mod_other_buffers=(), mask_mod_other_buffers=()):
     from torch._higher_order_ops.flex_attention import flex_attention
@@ -81,3 +172,4 @@ def _register_autocast(module):
 def install():
     call_after_import("torch.nn.attention.flex_attention", _allow_npu)
     call_after_import("torch._higher_order_ops.flex_attention", _register_autocast)
+    call_after_import("torch._dynamo.variables.higher_order_ops", _break_graph_where_inductor_cannot)

@@ -110,14 +110,24 @@ def test_trainer_npu_fused_adamw(transformers, tmp_path):
     assert isinstance(trainer.optimizer.optimizer, torch_npu.optim.NpuFusedAdamW)
 
 
-def test_flex_attention_on_npu_is_refused_clearly_when_transformers_asks_for_the_logsumexp(transformers):
-    # torch_npu lets FlexAttention take npu tensors (torch_npu/_flex_attention.py),
-    # and transformers compiles it. On devices other than cpu transformers asks
-    # for the logsumexp, which Inductor's C++ template (npu graphs are compiled
-    # as CPU graphs) does not compute: a clear refusal, not a wrong result.
-    # (Left to do: run such calls on the eager FlexAttention path.)
+def test_flex_attention_on_npu_trains_like_cpu_sdpa(transformers):
+    # transformers compiles FlexAttention and, off cpu, asks for its logsumexp,
+    # which Inductor's C++ template (npu graphs are compiled as CPU graphs)
+    # does not compute: the call takes the eager FlexAttention path
+    # (torch_npu/_flex_attention.py). CPU's FlexAttention has no backward:
+    # SDPA is the reference.
+    torch._dynamo.reset()
     ids, mask = left_padded_batch()
-    npu = tiny_llama().npu()
+    cpu = tiny_llama()
+    cpu.set_attn_implementation("sdpa")
+    npu = copy.deepcopy(cpu).npu()
     npu.set_attn_implementation("flex_attention")
-    with torch.no_grad(), pytest.raises(Exception, match="only supports inference and `return_lse` is not supported"):
-        npu(input_ids=ids.npu(), attention_mask=mask.npu())
+    labels = ids.masked_fill(mask == 0, -100)
+    labels[0, 4] = -100
+    out_c = cpu(input_ids=ids, attention_mask=mask, labels=labels)
+    out_n = npu(input_ids=ids.npu(), attention_mask=mask.npu(), labels=labels.npu())
+    assert_close(_valid(out_n.logits, mask.npu()).cpu(), _valid(out_c.logits, mask), atol=2e-5, rtol=1e-4)
+    out_c.loss.backward()
+    out_n.loss.backward()
+    for (name, pc), pn in zip(cpu.named_parameters(), npu.parameters()):
+        assert_close(pn.grad.cpu(), pc.grad, atol=1e-5, rtol=1e-4, msg=name)
