@@ -154,10 +154,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_native_batch_norm(
   launch(device, "native_batch_norm", {out, save_mean, save_invstd}, snap,
          [in_ = snap.ref(input), w_ = snap.ref(weight), b_ = snap.ref(bias), rm_ = snap.ref(running_mean),
           rv_ = snap.ref(running_var), training, momentum, eps, out_ = snap.ref(out),
-          mean_ = snap.ref(save_mean), invstd_ = snap.ref(save_invstd)]() {
+          mean_ = snap.ref(save_mean), invstd_ = snap.ref(save_invstd), device]() {
            at::Tensor out = out_.view(), mean = mean_.view(), invstd = invstd_.view();
+           at::Tensor in = in_.view();
+           // ATen's CPU native_batch_norm.out computes wrong statistics in
+           // training for an input dense in neither the contiguous nor the
+           // channels-last order (a transposed or strided view; its functional
+           // form and eval mode are right): give it a dense copy, in scratch.
+           DeviceMemoryScope scratch(device);
+           if (training && !in.is_contiguous() && !in.is_contiguous(at::MemoryFormat::ChannelsLast) &&
+               !in.is_contiguous(at::MemoryFormat::ChannelsLast3d)) {
+             in = in.contiguous();
+           }
            // running_mean/var are updated in place through their views.
-           at::cpu::native_batch_norm_out(out, mean, invstd, in_.view(), w_.optional_view(), b_.optional_view(),
+           at::cpu::native_batch_norm_out(out, mean, invstd, in, w_.optional_view(), b_.optional_view(),
                                           rm_.optional_view(), rv_.optional_view(), training, momentum, eps);
          });
   return {out, save_mean, save_invstd};
