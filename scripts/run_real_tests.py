@@ -22,6 +22,11 @@ How the real files are run:
   the export, while the rest of `torch_npu` is vNPU. Its one generated module,
   `_npu_testing_utils`, is rendered from `torchnpugen/templates` with the skip
   list of `test/unsupported_ops_info.yaml`, as torch_npu's build does;
+- --with-disabled-list runs as the snapshot's test/README.md tells its own
+  CI to: DISABLED_TESTS_FILE names `test/unsupported_test_cases/
+  .pytorch-disabled-tests.json`, the tests (most of them PyTorch's own, in
+  test_modules, test_ops, test_torch, ...) real torch_npu skips because they
+  fail on its hardware. Without it those run too; report which figure you give;
 - --build-cpp-extensions builds `test/cpp_extensions/setup.py` first, one
   extension at a time (so one that cannot build is reported and the others
   still build), in place, as the real suite's run_cpp_test does.
@@ -299,6 +304,8 @@ def main():
     parser.add_argument("--test-timeout", type=float, default=None,
                         help="seconds per test (needs pytest-timeout); a test past it fails")
     parser.add_argument("--build-cpp-extensions", action="store_true")
+    parser.add_argument("--with-disabled-list", action="store_true",
+                        help="skip the tests real torch_npu's own CI disables (its DISABLED_TESTS_FILE)")
     parser.add_argument("-v", "--verbose", action="store_true", help="print each failing test and its message")
     args = parser.parse_args()
 
@@ -322,6 +329,10 @@ def main():
     # A PYTHONPATH given (a vNPU checkout that is not the installed one) comes after the overlay.
     env["PYTHONPATH"] = os.pathsep.join([overlay, os.path.join(work, "test", "cpp_extensions")] +
                                         ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
+
+    if args.with_disabled_list:
+        env["DISABLED_TESTS_FILE"] = os.path.join(work, "test", "unsupported_test_cases",
+                                                  ".pytorch-disabled-tests.json")
 
     results = {"build": {}, "files": {}}
     if args.build_cpp_extensions:

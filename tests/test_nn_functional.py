@@ -222,3 +222,33 @@ def test_batch_norm_training_on_a_strided_input_matches_cpus_contiguous_result(s
     want.backward(grad)
     got.backward(grad.npu())
     torch.testing.assert_close(strided.grad.cpu(), leaf.grad)
+
+
+@pytest.mark.parametrize("module", [nn.ReplicationPad2d((1, 2, 3, 0)), nn.ReplicationPad3d((1, 2, 1, 0, 1, 1)),
+                                    nn.ReflectionPad3d(1), nn.ReflectionPad2d(1)], ids=lambda m: type(m).__name__)
+def test_padding_a_channels_last_input_matches_cpu_in_value_and_layout(module):
+    # ATen's CPU kernels of these pads restride their output to the input's
+    # layout themselves; the npu output must be given that layout up front
+    # (Note [Outputs laid out like the input]), or it reads back scrambled.
+    g = torch.Generator().manual_seed(0)
+    dims = 5 if "3d" in type(module).__name__ else 4
+    fmt = torch.channels_last_3d if dims == 5 else torch.channels_last
+    x = torch.randn((2, 3, 4, 5, 6)[:dims], generator=g).contiguous(memory_format=fmt)
+    cpu_in, npu_in = x.clone().requires_grad_(), x.npu().requires_grad_()
+    want, got = module(cpu_in), module(npu_in)
+    assert got.stride() == want.stride()
+    torch.testing.assert_close(got.cpu(), want)
+    grad = torch.randn(want.shape, generator=g)
+    want.backward(grad)
+    got.backward(grad.npu())
+    assert npu_in.grad.stride() == cpu_in.grad.stride()
+    torch.testing.assert_close(npu_in.grad.cpu(), cpu_in.grad)
+
+
+def test_padding_into_an_out_tensor_takes_the_inputs_layout_as_on_cpu():
+    x = torch.randn(2, 3, 4, 5).contiguous(memory_format=torch.channels_last)
+    want, got = torch.empty(2, 3, 7, 8), torch.empty(2, 3, 7, 8, device="npu")
+    torch._C._nn.replication_pad2d(x, [1, 2, 3, 0], out=want)
+    torch._C._nn.replication_pad2d(x.npu(), [1, 2, 3, 0], out=got)
+    assert got.stride() == want.stride()
+    torch.testing.assert_close(got.cpu(), want)

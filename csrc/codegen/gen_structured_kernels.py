@@ -58,6 +58,20 @@ INT64_INDICES: set[str] = {
     "adaptive_max_pool2d_backward", "adaptive_max_pool3d_backward", "max_pool2d_with_indices_backward",
 }
 
+# Note [Outputs laid out like the input]
+# Some CPU implementations restride their output to the input's suggested
+# memory format themselves (`output.resize_(output.sizes(),
+# input.suggest_memory_format())`, "TODO: move this to TORCH_META_FUNC"),
+# after the meta function sized it contiguous. In stage 2 that restrides only
+# the kernel's view of the npu output: the kernel would write a channels-last
+# layout into a tensor the caller reads as contiguous. For these ops stage 1
+# gives the output that layout up front, as the CPU kernel will. Op -> the
+# argument whose layout the output takes.
+OUTPUT_LAYOUT_OF: dict[str, str] = {
+    "replication_pad2d": "self", "replication_pad3d": "self", "reflection_pad3d": "self",
+    "reflection_pad3d_backward": "self",
+}
+
 TORCH_DIR = os.path.dirname(torchgen.__file__)
 YAML_DIR = os.path.join(TORCH_DIR, "packaged", "ATen", "native")
 # Installed ATen headers, to check that the headers we include exist.
@@ -240,6 +254,12 @@ def gen_variant(g: NativeFunctionsGroup, f: NativeFunction) -> str:
         lines.append("  }")
     else:
         lines.append(f"  with_op_parameter_errors([&] {{ {discard}op.meta({meta_exprs}); }});")
+
+    layout_of = OUTPUT_LAYOUT_OF.get(base)
+    if layout_of is not None and k is not SchemaKind.inplace:
+        # Note [Outputs laid out like the input]
+        target = "op.outputs_[0]" if k is SchemaKind.functional else f.func.arguments.out[0].name
+        lines.append(f"  restride_like({target}, {layout_of});")
 
     # Stage 2. Captures are initialized here, after meta (it may resize out=).
     lam = Lambda()

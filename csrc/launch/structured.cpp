@@ -41,4 +41,9 @@ void resize_out_tensor(const at::Tensor& out, c10::IntArrayRef sizes, c10::IntAr
   }
 }
 
+void restride_like(const at::Tensor& out, const at::Tensor& like) {
+  const auto format = like.suggest_memory_format();
+  if (!out.is_contiguous(format)) out.unsafeGetTensorImpl()->empty_tensor_restride(format);
+}
+
 }  // namespace torch_npu

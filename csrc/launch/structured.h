@@ -29,6 +29,10 @@ void check_inplace_output(const at::Tensor& self, c10::IntArrayRef sizes,
                           const c10::TensorOptions& options);
 void resize_out_tensor(const at::Tensor& out, c10::IntArrayRef sizes, c10::IntArrayRef strides,
                        const c10::TensorOptions& options);
+// Gives `out` (already sized) the memory format `like` suggests, as the CPU
+// kernels of a few ops do to their output themselves (Note [Outputs laid out
+// like the input], csrc/codegen/gen_structured_kernels.py).
+void restride_like(const at::Tensor& out, const at::Tensor& like);
 
 // The pooling backward ops take the indices their forward returned. On an
 // Ascend chip those are int32, and torch_npu's kernels accept any integer
