@@ -421,8 +421,12 @@ def test_mem_pool_routes_allocations_and_returns_its_memory():
     gc.collect()
     torch.npu.empty_cache()
     assert torch.npu.memory_reserved() == before
-    with pytest.raises(NotImplementedError, match="pools of a pluggable allocator"):
-        torch.npu.MemPool(allocator=object())
+    # A pool's use holds a reference, as torch.cuda's does.
+    pool = torch.npu.MemPool()
+    with torch.npu.use_mem_pool(pool):
+        assert pool.use_count() == 2
+    assert pool.use_count() == 1
+    # Pools of a pluggable allocator: tests/test_pluggable_allocator.py.
 
 
 # --- multi-stream capture: fork and join through events ----------------------

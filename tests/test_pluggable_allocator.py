@@ -157,3 +157,42 @@ def test_bad_library_or_function_names_raise(library):
         except TypeError as e:
             assert "NPUPluggableAllocator" in str(e)
         """)
+
+
+def test_a_mem_pool_of_the_allocator_takes_its_segments_from_it(library):
+    # torch.npu.MemPool(allocator) (vLLM's sleep mode): tensors made inside
+    # use_mem_pool live in segments the user's alloc made, which go back
+    # through its free once the pool is released and the cache emptied,
+    # while the other tensors stay with vNPU's caching allocator.
+    _run(library, """
+        allocator = NPUPluggableAllocator(LIBRARY, "test_alloc", "test_free")
+        pool = torch.npu.MemPool(allocator.allocator())
+        assert pool.allocator is allocator.allocator()
+        before = torch.ones(8, device="npu")
+        assert lib.test_allocs() == 0
+        a = torch.randn(300, 300)
+        with torch.npu.use_mem_pool(pool):
+            x = a.npu()
+            y = (x @ x).relu()
+        assert lib.test_allocs() >= 1, lib.test_allocs()
+        ordinary = torch.ones(8, device="npu") * 2
+        allocs = lib.test_allocs()
+        torch.testing.assert_close(y.cpu(), (a @ a).relu())
+        assert torch.equal(ordinary.cpu(), torch.full((8,), 2.0))
+        segments = pool.snapshot()
+        assert segments and all(tuple(s["segment_pool_id"]) == pool.id for s in segments), segments
+        everything = torch.npu.memory_snapshot()
+        assert len([s for s in everything if tuple(s["segment_pool_id"]) == pool.id]) == len(segments)
+        assert lib.test_allocs() == allocs and lib.test_frees() == 0
+        del x, y, pool
+        gc.collect()
+        torch.npu.synchronize()
+        torch.npu.empty_cache()
+        assert lib.test_frees() == lib.test_allocs(), (lib.test_frees(), lib.test_allocs())
+        """)
+
+
+def test_a_mem_pool_takes_only_a_pluggable_allocator():
+    import torch_npu  # noqa: F401
+    with pytest.raises(TypeError, match="expects the allocator of an NPUPluggableAllocator"):
+        torch.npu.MemPool(allocator=object())

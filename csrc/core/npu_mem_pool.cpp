@@ -9,6 +9,8 @@
 #include "csrc/core/npu_caching_allocator.h"
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_error.h"
+#include "csrc/core/npu_pluggable_allocator.h"
+#include "csrc/core/npu_stream.h"
 #include <vnpu/device_allocator.h>
 
 namespace torch_npu {
@@ -33,17 +35,48 @@ c10::DeviceIndex device_of(MempoolId id) {
   return it->second;
 }
 
+// Note [Pools of a pluggable allocator]
+// torch.npu.MemPool(allocator) (vLLM's sleep mode builds one): the pool caches
+// blocks as every pool does, but its segments come from the user's alloc
+// function and go back through their free, called with the pool's device and
+// its current stream. The caching allocator asks for a segment when its cache
+// cannot serve a request, and returns idle ones when the pool is released or
+// the cache emptied; a segment the user's alloc refuses (NULL) is an
+// exhausted arena: the allocator frees its cache and retries, then raises its
+// out-of-memory error.
+class PluggableSegments final : public vnpu::MemoryArena {
+ public:
+  PluggableSegments(std::shared_ptr<PluggableAllocator> allocator, c10::DeviceIndex device)
+      : allocator_(std::move(allocator)), device_(device) {}
+
+  void* map(std::size_t bytes, std::size_t /*alignment*/) override {
+    try {
+      return allocator_->malloc(bytes, device_, current_stream(device_));
+    } catch (const c10::OutOfMemoryError&) {
+      return nullptr;
+    }
+  }
+  void unmap(void* ptr, std::size_t /*bytes*/) override { allocator_->free(ptr); }
+  const char* name() const override { return "pluggable allocator"; }
+
+ private:
+  const std::shared_ptr<PluggableAllocator> allocator_;
+  const c10::DeviceIndex device_;
+};
+
 // Guarded by g_mutex; the pool exists once device_of found it.
 vnpu::CachingAllocator* allocator_of(MempoolId id) { return runtime_allocators(device_of(id)).pool(id); }
 
 }  // namespace
 
-MempoolId create_pool(c10::DeviceIndex device, bool for_graph) {
+MempoolId create_pool(c10::DeviceIndex device, bool for_graph, std::shared_ptr<PluggableAllocator> segments) {
   ordinary_allocator(device);  // raises the allocator options' errors, as the first allocation does
   vnpu::DeviceAllocator& allocators = runtime_allocators(device);
+  std::shared_ptr<vnpu::MemoryArena> arena;
+  if (segments) arena = std::make_shared<PluggableSegments>(std::move(segments), device);
   std::lock_guard<std::mutex> lock(g_mutex);
   const MempoolId id = for_graph ? MempoolId{g_next_graph_id++, 0} : MempoolId{0, g_next_handle_id++};
-  allocators.create_pool(id);
+  allocators.create_pool(id, std::move(arena));
   g_pool_devices[id] = device;
   return id;
 }
@@ -76,12 +109,15 @@ c10::DeviceIndex pool_device(MempoolId id) {
   return device_of(id);
 }
 
+// A use of the pool holds a reference to it, as torch.cuda's does
+// (pool.use_count() counts it).
 void begin_allocate_to_pool(c10::DeviceIndex device, MempoolId id) {
   {
     std::lock_guard<std::mutex> lock(g_mutex);
     const c10::DeviceIndex owner = device_of(id);
     NPU_CHECK_WITH(ValueError, ErrCode::kValue, owner == device, "the memory pool belongs to npu:", owner,
                    ", not to npu:", device);
+    runtime_allocators(device).retain_pool(id);
   }
   t_pools.emplace_back(device, id);
   g_routes.fetch_add(1, std::memory_order_relaxed);
@@ -92,6 +128,7 @@ void end_allocate_to_pool(c10::DeviceIndex device, MempoolId id) {
   if (it == t_pools.rend()) return;
   t_pools.erase(std::next(it).base());
   g_routes.fetch_sub(1, std::memory_order_relaxed);
+  release_pool(id);
 }
 
 void begin_capture_to_pool(vnpu::Stream& stream, MempoolId id) {
@@ -123,6 +160,21 @@ std::vector<vnpu::SegmentInfo> pool_segments(MempoolId id) {
     pool = allocator_of(id);
   }
   return pool->snapshot();
+}
+
+std::map<uint64_t, MempoolId> pool_segment_owners(c10::DeviceIndex device) {
+  std::vector<std::pair<MempoolId, vnpu::CachingAllocator*>> pools;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    for (const auto& [id, owner] : g_pool_devices) {
+      if (owner == device) pools.emplace_back(id, allocator_of(id));
+    }
+  }
+  std::map<uint64_t, MempoolId> owners;
+  for (const auto& [id, pool] : pools) {
+    for (const vnpu::SegmentInfo& segment : pool->snapshot()) owners[segment.address] = id;
+  }
+  return owners;
 }
 
 }  // namespace torch_npu

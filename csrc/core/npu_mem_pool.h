@@ -12,6 +12,8 @@
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -24,12 +26,17 @@ class Stream;
 
 namespace torch_npu {
 
+class PluggableAllocator;
+
 // (graph capture id, 0) for a graph's own pool, (0, n) for a handle or a
 // MemPool, as torch.cuda's MempoolId_t (vnpu::PoolId).
 using MempoolId = std::pair<uint64_t, uint64_t>;
 
-// A new pool on `device`, retained once by the caller.
-MempoolId create_pool(c10::DeviceIndex device, bool for_graph);
+// A new pool on `device`, retained once by the caller. With `segments`, the
+// pool's segments come from that pluggable allocator's alloc and go back
+// through its free (Note [Pools of a pluggable allocator]).
+MempoolId create_pool(c10::DeviceIndex device, bool for_graph,
+                      std::shared_ptr<PluggableAllocator> segments = nullptr);
 void retain_pool(MempoolId id);
 // When the last user releases it, its idle segments go back to device
 // memory; blocks live tensors still hold keep working and are returned on
@@ -54,5 +61,7 @@ vnpu::CachingAllocator* routed_pool(c10::DeviceIndex device, vnpu::Stream& strea
 
 // The segments of the pool `id`.
 std::vector<vnpu::SegmentInfo> pool_segments(MempoolId id);
+// The pool each segment of a pool on `device` belongs to, by its address.
+std::map<uint64_t, MempoolId> pool_segment_owners(c10::DeviceIndex device);
 
 }  // namespace torch_npu

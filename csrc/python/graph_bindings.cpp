@@ -6,6 +6,7 @@
 #include "csrc/core/npu_capture.h"
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_mem_pool.h"
+#include "csrc/core/npu_pluggable_allocator.h"
 #include "csrc/graph/accelerator_graph.h"
 #include "csrc/graph/external_event.h"
 #include "csrc/graph/npu_graph.h"
@@ -32,11 +33,12 @@ void bind_graphs(py::module& m) {
   m.def("_register_accelerator_graph", &register_accelerator_graph);  // torch.accelerator.Graph
   m.def("_npu_isCurrentStreamCapturing", &is_current_stream_capturing);
   m.def("_graph_pool_handle", &graph_pool_handle);
-  m.def("_npu_mempool_create", [](int64_t device) {
-    return create_pool(resolve_device_index(device), /*for_graph=*/false);
-  });
+  m.def("_npu_mempool_create", [](int64_t device, std::shared_ptr<PluggableAllocator> segments) {
+    return create_pool(resolve_device_index(device), /*for_graph=*/false, std::move(segments));
+  }, py::arg("device"), py::arg("allocator") = nullptr);
   m.def("_npu_mempool_release", &release_pool, py::call_guard<py::gil_scoped_release>());
   m.def("_npu_mempool_use_count", &pool_use_count);
+  m.def("_npu_mempool_device", [](MempoolId id) { return static_cast<int>(pool_device(id)); });
   // Task groups (npu_task_group.h). The handle is opaque, as real
   // torch_npu's (its task_group attribute is the group's index here).
   py::class_<TaskGroupHandle>(m, "_NPUTaskGroupHandle")

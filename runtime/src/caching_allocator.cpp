@@ -306,11 +306,19 @@ Block* CachingAllocator::retry_after_releasing_cache(std::unique_lock<std::mutex
   release_idle_segments();
   if (Block* block = reserve_segment(pool, stream, size, segment_bytes)) return block;
   // Then the segments queued work still reads, once it has run.
-  if (!wait_until_cache_is_idle(lock)) return nullptr;
-  if (caching_) {
-    if (Block* block = find_free_block(pool, stream, size)) return block;
+  if (wait_until_cache_is_idle(lock)) {
+    if (caching_) {
+      if (Block* block = find_free_block(pool, stream, size)) return block;
+    }
+    release_idle_segments();
+    if (Block* block = reserve_segment(pool, stream, size, segment_bytes)) return block;
   }
-  release_idle_segments();
+  // Last, what the device's other allocators (the ordinary cache, idle
+  // pools) hold idle.
+  if (!release_peers_) return nullptr;
+  lock.unlock();
+  release_peers_(*this);
+  lock.lock();
   return reserve_segment(pool, stream, size, segment_bytes);
 }
 

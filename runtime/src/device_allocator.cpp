@@ -1,5 +1,7 @@
 #include "vnpu/device_allocator.h"
 
+#include "vnpu/device_memory.h"
+
 #include <limits>
 #include <string>
 
@@ -53,6 +55,7 @@ CachingAllocator& DeviceAllocator::ordinary() {
   const AllocConfig config = settings_.get();  // throws while the settings are invalid
   owned_.push_back(std::make_unique<CachingAllocator>(memory_, config, caching_, kRequestPaddingBytes));
   CachingAllocator* made = owned_.back().get();
+  made->set_release_peers([this](CachingAllocator& asking) { release_peers_of(asking); });
   if (config.per_process_memory_fraction >= 0.0) made->set_memory_fraction(config.per_process_memory_fraction);
   ordinary_.store(made, std::memory_order_release);
   return *made;
@@ -67,14 +70,21 @@ CachingAllocator& DeviceAllocator::workspace() {
   return *owned_.back();
 }
 
-void DeviceAllocator::create_pool(PoolId id) {
+void DeviceAllocator::create_pool(PoolId id, std::shared_ptr<MemoryArena> segments) {
   const AllocConfig config = settings_.get();
   std::lock_guard<std::mutex> lock(mutex_);
   if (pools_.count(id) != 0) {
     throw Error(ErrorCode::kInvalidValue, "the NPU memory pool " + pool_name(id) + " exists already");
   }
   Pool& pool = pools_[id];
-  pool.allocator = std::make_unique<CachingAllocator>(memory_, config, /*caching=*/true, kRequestPaddingBytes);
+  DeviceMemory* memory = &memory_;
+  if (segments) {
+    pool.memory = std::make_unique<DeviceMemory>(memory_.device_index(), memory_.capacity());
+    pool.memory->set_arena(std::move(segments));
+    memory = pool.memory.get();
+  }
+  pool.allocator = std::make_unique<CachingAllocator>(*memory, config, /*caching=*/true, kRequestPaddingBytes);
+  pool.allocator->set_release_peers([this](CachingAllocator& asking) { release_peers_of(asking); });
   pool.users = 1;
 }
 
@@ -162,16 +172,24 @@ bool DeviceAllocator::allocation_containing(const void* address, void** base, st
   return false;
 }
 
-void DeviceAllocator::empty_cache() {
-  std::vector<CachingAllocator*> emptied;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (const auto& owned : owned_) emptied.push_back(owned.get());
-    for (const auto& [id, pool] : pools_) {
-      if (pool.users == 0) emptied.push_back(pool.allocator.get());
-    }
+std::vector<CachingAllocator*> DeviceAllocator::idle_allocators() const {
+  std::vector<CachingAllocator*> idle;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& owned : owned_) idle.push_back(owned.get());
+  for (const auto& [id, pool] : pools_) {
+    if (pool.users == 0) idle.push_back(pool.allocator.get());
   }
-  for (CachingAllocator* allocator : emptied) allocator->empty_cache();  // may wait: no lock held
+  return idle;
+}
+
+void DeviceAllocator::empty_cache() {
+  for (CachingAllocator* allocator : idle_allocators()) allocator->empty_cache();  // may wait: no lock held
+}
+
+void DeviceAllocator::release_peers_of(CachingAllocator& asking) {
+  for (CachingAllocator* allocator : idle_allocators()) {
+    if (allocator != &asking) allocator->empty_cache();
+  }
 }
 
 void DeviceAllocator::retire_stream(Stream& dead, Stream& heir) {

@@ -17,6 +17,7 @@
 #include "vnpu/device_allocator.h"
 #include "vnpu/device_memory.h"
 #include "vnpu/error.h"
+#include "vnpu/memory_arena.h"
 #include "vnpu/stream.h"
 
 namespace {
@@ -165,6 +166,56 @@ TEST(DeviceAllocator, EmptyCacheKeepsThePoolsInUse) {
   EXPECT_EQ(f.device.pool_use_count({7, 0}), 0);
   EXPECT_EQ(pool->stats().segment[kAggregateStat].current, 0);
   EXPECT_EQ(f.device.pool({7, 0}), pool) << "a pool outlives its users (live blocks point at it)";
+}
+
+TEST(DeviceAllocator, APoolInUseThatRunsOutTakesWhatTheOrdinaryCacheHoldsIdle) {
+  Fixture f;  // 256 MiB of device memory
+  f.device.ordinary().free(f.device.ordinary().allocate(200 * kMiB, f.stream));
+  EXPECT_GE(f.device.ordinary().stats().reserved_bytes[kAggregateStat].current, 200 * kMiB);
+  f.device.create_pool({0, 1});
+  CachingAllocator* pool = f.device.pool({0, 1});
+  Block* block = pool->allocate(150 * kMiB, f.stream);  // only after the ordinary cache went back
+  ASSERT_NE(block, nullptr);
+  EXPECT_EQ(f.device.ordinary().stats().reserved_bytes[kAggregateStat].current, 0);
+  pool->free(block);
+  // The ordinary allocator, in turn, takes back what an unused pool holds idle.
+  f.device.release_pool({0, 1});
+  f.device.create_pool({0, 2});
+  CachingAllocator* busy = f.device.pool({0, 2});
+  busy->free(busy->allocate(100 * kMiB, f.stream));  // a pool in use keeps its cache
+  EXPECT_THROW(f.device.ordinary().allocate(200 * kMiB, f.stream), Error);
+  Block* small = f.device.ordinary().allocate(150 * kMiB, f.stream);
+  EXPECT_GE(busy->stats().reserved_bytes[kAggregateStat].current, 100 * kMiB);
+  f.device.ordinary().free(small);
+}
+
+// Segments from a source of the user's (a pluggable allocator), counted.
+class CountingArena final : public vnpu::MemoryArena {
+ public:
+  void* map(std::size_t bytes, std::size_t alignment) override {
+    maps += 1;
+    return vnpu::host_arena()->map(bytes, alignment);
+  }
+  void unmap(void* ptr, std::size_t bytes) override {
+    unmaps += 1;
+    vnpu::host_arena()->unmap(ptr, bytes);
+  }
+  const char* name() const override { return "counting"; }
+  int maps = 0, unmaps = 0;
+};
+
+TEST(DeviceAllocator, APoolGivenAnArenaTakesItsSegmentsFromItAndLeavesDeviceMemoryAlone) {
+  Fixture f;
+  auto arena = std::make_shared<CountingArena>();
+  f.device.create_pool({0, 3}, arena);
+  CachingAllocator* pool = f.device.pool({0, 3});
+  Block* block = pool->allocate(3 * kMiB, f.stream);
+  EXPECT_EQ(arena->maps, 1);
+  EXPECT_EQ(f.memory.reserved(), 0u) << "the device's own memory is untouched";
+  EXPECT_FALSE(f.memory.owns(CachingAllocator::address(block)));
+  pool->free(block);
+  f.device.release_pool({0, 3});  // the last user: the idle segment goes back through the arena
+  EXPECT_EQ(arena->unmaps, 1);
 }
 
 TEST(DeviceAllocator, PoolIdsAreCheckedAndUnique) {

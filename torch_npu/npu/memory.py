@@ -142,11 +142,10 @@ def memory_snapshot(mempool_id=None) -> list:
     (each with 'address', 'size', 'requested_size' and 'state':
     'active_allocated', 'active_pending_free' or 'inactive')."""
     if mempool_id is not None:
-        # A MemPool's segments live in an allocator instance of their own, which the snapshot does not visit.
-        raise NotImplementedError(
-            "torch.npu.memory_snapshot(mempool_id=...) is not supported on vNPU: the snapshot covers the devices' "
-            "caching allocators, not the segments of a torch.npu.MemPool. Call memory_snapshot() without "
-            "mempool_id, or use pool.use_count() to see whether a pool's tensors are still alive.")
+        # The segments of one torch.npu.MemPool (each segment says its pool).
+        pool_id = tuple(mempool_id)
+        device = _C._npu_mempool_device(pool_id)
+        return [s for s in _C._memory_snapshot(device) if tuple(s["segment_pool_id"]) == pool_id]
     if not is_initialized():
         return []
     return [segment for d in range(device_count()) for segment in _C._memory_snapshot(d)]
@@ -317,17 +316,19 @@ class MemPool:
     # is vNPU's own (keyword-only, after them): a vNPU pool holds the memory of
     # one device, chosen when it is created (default: the current device).
     def __init__(self, allocator=None, use_on_oom=False, no_split=False, *, device=None):
-        if allocator is not None:
-            raise NotImplementedError("torch.npu.MemPool(allocator=...): pools of a pluggable allocator are not "
-                                      "supported on the virtual NPU; pools use the NPU caching allocator (make a "
-                                      "pluggable allocator serve all npu memory with change_current_allocator)")
+        if allocator is not None and not isinstance(allocator, _C._NPUPluggableAllocator):
+            raise TypeError("torch.npu.MemPool(allocator=...) expects the allocator of an NPUPluggableAllocator "
+                            f"(its .allocator()), got {type(allocator).__name__}")
         if use_on_oom:
             raise NotImplementedError("torch.npu.MemPool(use_on_oom=True) is not supported on the virtual NPU")
         if no_split:
             raise NotImplementedError("torch.npu.MemPool(no_split=True) is not supported on the virtual NPU: its "
                                       "pools split blocks as the caching allocator does. Use no_split=False.")
         self._device = _device(device)
-        self._id = tuple(_C._npu_mempool_create(self._device))
+        self._allocator = allocator
+        # With an allocator, the pool's segments come from its alloc and free
+        # (Note [Pools of a pluggable allocator], csrc/core/npu_mem_pool.cpp).
+        self._id = tuple(_C._npu_mempool_create(self._device, allocator))
 
     @property
     def id(self):
@@ -335,7 +336,11 @@ class MemPool:
 
     @property
     def allocator(self):
-        return None
+        return self._allocator
+
+    def snapshot(self):
+        """The pool's segments, as torch.npu.memory_snapshot(mempool_id=pool.id)."""
+        return memory_snapshot(mempool_id=self._id)
 
     def use_count(self) -> int:
         return _C._npu_mempool_use_count(self._id)

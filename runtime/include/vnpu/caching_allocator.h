@@ -67,6 +67,7 @@
 
 #include <array>
 #include <cstddef>
+#include <functional>
 #include <cstdint>
 #include <mutex>
 #include <set>
@@ -168,6 +169,13 @@ class CachingAllocator {
   // allocator's mutex; for bounds checks, not for hot paths.
   bool allocation_containing(const void* address, void** base, std::size_t* bytes) const;
 
+  // Called, without this allocator's mutex, when neither its cache nor
+  // device memory can serve a request after its own idle segments went
+  // back: its owner returns what the device's other allocators hold idle,
+  // and the request is retried once (as CUDA's release_cached_blocks spans
+  // every pool). Set before the allocator is first used.
+  void set_release_peers(std::function<void(CachingAllocator&)> release) { release_peers_ = std::move(release); }
+
   DeviceMemory& memory() const { return memory_; }
   // The options in force (a copy: set_config may change them).
   AllocConfig config() const;
@@ -232,6 +240,7 @@ class CachingAllocator {
   AllocConfig config_;  // guarded by mutex_
   const bool caching_;
   const std::size_t request_padding_;
+  std::function<void(CachingAllocator&)> release_peers_;  // set before first use
 
   mutable std::mutex mutex_;  // guards everything below
   Pool small_pool_{{}, true};

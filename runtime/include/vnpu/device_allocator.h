@@ -46,6 +46,7 @@
 namespace vnpu {
 
 class DeviceMemory;
+class MemoryArena;
 
 // A private pool's id: (graph capture id, 0) or (0, n), as torch's MempoolId_t.
 using PoolId = std::pair<std::uint64_t, std::uint64_t>;
@@ -69,8 +70,11 @@ class DeviceAllocator {
   CachingAllocator& workspace();
 
   // A new private pool, used once. Throws Error(kInvalidValue) when `id`
-  // exists, or the settings' error.
-  void create_pool(PoolId id);
+  // exists, or the settings' error. With `segments`, the pool's segments
+  // come from that arena instead of the device's memory (torch.npu.MemPool
+  // of a pluggable allocator): a DeviceMemory of the pool's own, with the
+  // device's index and capacity, accounts them.
+  void create_pool(PoolId id, std::shared_ptr<MemoryArena> segments = nullptr);
   // Throws Error(kInvalidValue) for an unknown pool.
   void retain_pool(PoolId id);
   // When the last user goes, the pool's idle segments go back to device
@@ -111,11 +115,17 @@ class DeviceAllocator {
 
  private:
   struct Pool {
+    std::unique_ptr<DeviceMemory> memory;  // its own segment source, if any; outlives the allocator
     std::unique_ptr<CachingAllocator> allocator;
     int users = 0;
   };
   // Every allocator made so far (guarded by mutex_ while copied).
   std::vector<CachingAllocator*> all_allocators() const;
+  // empty_cache() of every allocator but `asking`: the release_peers hook
+  // of each allocator made here.
+  void release_peers_of(CachingAllocator& asking);
+  // The allocators empty_cache() returns: ordinary, workspace, unused pools.
+  std::vector<CachingAllocator*> idle_allocators() const;
 
   DeviceMemory& memory_;
   const AllocSettings& settings_;
