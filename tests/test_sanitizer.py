@@ -535,3 +535,32 @@ def test_the_kernel_check_enables_nothing_and_says_why(monkeypatch):
         checker.enable()
     assert checker.mode == _sanitizer.SanitizerMode.KERNEL and not checker.enabled
     assert checker.dispatch is None
+
+
+def test_erase_stream_takes_back_a_recorded_stream_and_ignores_unknown_memory():
+    from torch_npu.npu._stream_check import NPURecordStreamHandler, NPUTensorInfo
+
+    handler = NPURecordStreamHandler()
+    handler._handle_memory_allocation(4096, stream=1)
+    handler._handle_record_stream(4096, 2)
+    handler._handle_record_stream(4096, 3)
+    handler._handle_erase_stream(4096, 2)
+    assert handler._npu_tensors[4096] == NPUTensorInfo(allocation_stream=1, recorded_streams={3})
+    handler._handle_erase_stream(8192, 2)  # a late erase for memory already freed
+    assert 8192 not in handler._npu_tensors
+
+
+def test_a_factorys_output_is_written_by_its_stream_and_its_input_is_not_read():
+    # Real torch_npu's sanitizer counts a factory's fresh output as written
+    # (CSAN counts it as metadata only): a use on another stream without a
+    # wait is then a race on it.
+    from torch_npu.npu._stream_check import NPUArgumentHandler
+
+    a = torch.ones(5, 3, device="npu")
+    handler = NPUArgumentHandler()
+    schema = torch.ops.aten.empty_like.default._schema
+    handler.parse_inputs(schema, (a,), {}, is_factory=True)
+    out = torch.empty_like(a)
+    handler.parse_outputs(schema, out, is_factory=True)
+    assert handler.dataptrs_read == set()
+    assert handler.dataptrs_written == {out.data_ptr()} == handler.outputs

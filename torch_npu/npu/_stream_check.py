@@ -13,13 +13,16 @@ waited for; and tensors used on another stream without ``record_stream``
 (``flush_record_stream_warnings()``, as newer torch_npu reports).
 """
 
+import functools
 import sys
 import traceback
 import warnings
 from dataclasses import dataclass, field
+from typing import Optional
 
 import torch
 import torch.cuda._sanitizer as csan
+from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import torch_npu.utils._npu_trace as _npu_trace
@@ -66,11 +69,14 @@ class MissingRecordStreamWarning:
 
 
 @dataclass
-class _StorageUses:
-    """A live allocation: its stream, and the last use by each other stream."""
+class NPUTensorInfo:
+    """What the record_stream check knows of a live allocation: its stream
+    (None when the trace did not say), the streams record_stream named for
+    it, and the last use by each other stream."""
 
-    allocation_stream: int
-    uses: dict = field(default_factory=dict)  # stream key -> csan.Access
+    allocation_stream: Optional[int] = None
+    recorded_streams: set = field(default_factory=set)
+    cross_stream_usages: dict = field(default_factory=dict)  # stream key -> csan.Access
 
 
 class NPURecordStreamHandler(csan.EventHandler):
@@ -79,10 +85,9 @@ class NPURecordStreamHandler(csan.EventHandler):
 
     def __init__(self):
         super().__init__()
-        self._recorded_streams = {}  # storage data_ptr -> stream keys given to record_stream
         self._freed_in_use = {}  # data_ptr -> bytes: freed with accesses nobody waited for
         self._reallocated_at = {}  # data_ptr -> seq_num when such memory was handed out again
-        self._npu_tensors = {}  # storage data_ptr -> _StorageUses, for allocations seen
+        self._npu_tensors = {}  # storage data_ptr -> NPUTensorInfo, for allocations seen
         self._record_stream_errors = []  # MissingRecordStreamWarning found when memory came back
 
     def feed_trace(self):
@@ -108,27 +113,26 @@ class NPURecordStreamHandler(csan.EventHandler):
         return found
 
     def _missing_record_streams(self, data_ptr, tracked):
-        recorded = self._recorded_streams.get(data_ptr, ())
+        if tracked.allocation_stream is None:
+            return []
         return [MissingRecordStreamWarning(data_ptr, tracked.allocation_stream, stream, use)
-                for stream, use in tracked.uses.items()
-                if stream not in recorded
+                for stream, use in tracked.cross_stream_usages.items()
+                if stream not in tracked.recorded_streams
                 and not self.syncs.is_ordered_after(tracked.allocation_stream, use.seq_num, stream)]
 
     def _handle_record_stream(self, data_ptr, stream):
-        self._recorded_streams.setdefault(data_ptr, set()).add(stream)
+        self._npu_tensors.setdefault(data_ptr, NPUTensorInfo()).recorded_streams.add(stream)
 
     def _handle_erase_stream(self, data_ptr, stream):
         """torch_npu.erase_stream takes back a record_stream. (vNPU's runtime
         does not trace it yet: the check then sees the stream as recorded,
         which can hide a finding but never makes one up.)"""
-        recorded = self._recorded_streams.get(data_ptr)
-        if recorded is not None:
-            recorded.discard(stream)
+        tracked = self._npu_tensors.get(data_ptr)
+        if tracked is not None:
+            tracked.recorded_streams.discard(stream)
 
     def _handle_memory_allocation(self, data_ptr, stream=None, nbytes=1):
-        self._recorded_streams.pop(data_ptr, None)  # a new tensor: nobody recorded it yet
-        if stream is not None:
-            self._npu_tensors[data_ptr] = _StorageUses(stream)
+        self._npu_tensors[data_ptr] = NPUTensorInfo(stream)  # a new tensor: nobody recorded it yet
         end = data_ptr + nbytes
         reused = sorted(p for p, n in self._freed_in_use.items() if p < end and data_ptr < p + n)
         self._reallocated_at.pop(data_ptr, None)
@@ -172,7 +176,7 @@ class NPURecordStreamHandler(csan.EventHandler):
             if missing:
                 self._record_stream_errors += missing
                 warnings.warn(str(missing[0]), RuntimeWarning, stacklevel=2)
-        recorded = self._recorded_streams.pop(data_ptr, set())
+        recorded = tracked.recorded_streams if tracked is not None else set()
         self._reallocated_at.pop(data_ptr, None)
         self._freed_in_use.pop(data_ptr, None)
         info = self.tensors_accessed.accesses.get(data_ptr)
@@ -203,8 +207,8 @@ class NPURecordStreamHandler(csan.EventHandler):
             use = info.write if data_ptr in read_write else info.reads[-1]
             for storage in storages:
                 tracked = self._npu_tensors.get(storage)
-                if tracked is not None and tracked.allocation_stream != stream:
-                    tracked.uses[stream] = use
+                if tracked is not None and tracked.allocation_stream not in (None, stream):
+                    tracked.cross_stream_usages[stream] = use
         for i, error in enumerate(errors):
             reallocated = self._reallocated_at.get(error.data_ptr)
             if reallocated is not None and error.previous_access.seq_num <= reallocated:
@@ -248,6 +252,18 @@ class NPUArgumentHandler(csan.ArgumentHandler):
             self.tensor_aliases[data_ptr].append(name)
         if is_output:
             self.outputs.add(data_ptr)
+
+
+    def parse_outputs(self, schema, outputs, *, is_factory=False):
+        """As CSAN's, except that a factory's outputs (empty_like, new_*) are
+        fresh allocations the kernel's stream writes, as real torch_npu's
+        sanitizer counts them: CSAN counts them as metadata only."""
+        if not is_factory:
+            super().parse_outputs(schema, outputs, is_factory=False)
+            return
+        if schema.returns:
+            pytree.tree_map_(functools.partial(self._handle_argument, is_write=True, is_output=True,
+                                               metadata_only=False), outputs)
 
 
 class NPUSanitizerDispatchMode(TorchDispatchMode):
