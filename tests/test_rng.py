@@ -199,3 +199,17 @@ def test_initialized_flag_like_cuda():
     # torch.utils.checkpoint reads torch.<device>._initialized.
     torch.ones(1, device="npu")
     assert torch.npu._initialized is True
+
+
+def test_rng_state_offset_moves_the_default_generator_like_cudas():
+    torch.npu.manual_seed(1)
+    assert torch.npu._get_rng_state_offset() == 0
+    first = torch.rand(4, device="npu").cpu()
+    torch.npu.manual_seed(1)
+    torch.npu._set_rng_state_offset(100)
+    assert torch.npu._get_rng_state_offset() == 100
+    moved = torch.rand(4, device="npu").cpu()
+    torch.npu.manual_seed(1)
+    torch.npu._set_rng_state_offset(100, device="npu:0")
+    assert torch.equal(torch.rand(4, device="npu").cpu(), moved)
+    assert not torch.equal(moved, first)

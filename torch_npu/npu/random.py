@@ -78,6 +78,17 @@ def set_rng_state(new_state, device="npu") -> None:
     _state_generator(device).set_state(new_state)
 
 
+def _get_rng_state_offset(device="npu") -> int:
+    """The default generator's offset into its random stream (Philox's, as
+    torch.cuda._get_rng_state_offset); only the device's index counts."""
+    return _state_generator(device).get_offset()
+
+
+def _set_rng_state_offset(offset: int, device="npu") -> None:
+    """Moves the default generator to ``offset`` in its random stream."""
+    _state_generator(device).set_offset(offset)
+
+
 def get_rng_state_all():
     return [gen.get_state() for gen in _all_generators()]
 
