@@ -265,3 +265,32 @@ def test_a_reserve_segment_serves_small_requests_until_it_is_used_up():
     assert lines[1:] == ["outside True", "copied True True", "pinned True"], lines
     bad = run_with_conf("pinned_reserve_segment_size_mb:lots", "torch.ones(4).pin_memory()\n")
     assert bad.returncode != 0 and "pinned_reserve_segment_size_mb" in bad.stderr
+
+
+COLLECTION = """
+    import time
+    active = lambda: torch.npu.host_memory_stats()["active_bytes.current"]
+    src = torch.arange(1 << 16, dtype=torch.float32, device="npu")
+    dst = torch.empty(1 << 16).pin_memory()
+    gate = torch.npu.ExternalEvent()
+    gate.wait(torch.npu.current_stream())
+    dst.copy_(src, non_blocking=True)
+    del dst
+    assert active() >= 1 << 18
+    gate.record(torch.npu.Stream())
+    torch.npu.synchronize()
+    deadline = time.monotonic() + 5
+    while active() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    print("active", active())
+"""
+
+
+@pytest.mark.parametrize("background", [True, False])
+def test_pinned_use_background_threads_collects_freed_blocks_without_an_allocation(background):
+    done = run_with_conf(f"pinned_use_background_threads:{background}", COLLECTION)
+    assert done.returncode == 0, done.stderr
+    active = int(done.stdout.split()[-1])
+    # With the helper thread the block comes back once its copy ran; without,
+    # only at the next allocation (or host_empty_cache).
+    assert (active == 0) if background else (active >= 1 << 18)

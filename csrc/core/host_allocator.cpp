@@ -116,10 +116,12 @@ class NpuHostAllocatorImpl final : public at::CachingHostAllocatorImpl<c10::Stre
 
   bool stream_is_capturing(c10::Stream stream) const override { return runtime_stream(stream).capturing(); }
 
-  // A helper thread that polls the streams every 100 us would take a core
-  // of the two a small machine has; freed blocks are collected on the next
-  // allocation and in host_empty_cache instead.
-  bool pinned_use_background_threads() override { return false; }
+  // pinned_use_background_threads:True: torch's helper thread polls the
+  // freed blocks' streams every 100 us and collects them as they complete
+  // (it keeps a core busy; by default they are collected on the next
+  // allocation and in host_empty_cache). Read when torch's allocator asks,
+  // at each allocation; the thread, once started, runs for the process.
+  bool pinned_use_background_threads() override { return config().pinned_use_background_threads; }
 
   // PYTORCH_NPU_ALLOC_CONF's (and _set_allocator_settings') pinned_max_*,
   // not torch's PYTORCH_ALLOC_CONF: real torch_npu reads them there. A bad

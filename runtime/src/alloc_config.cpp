@@ -257,6 +257,7 @@ constexpr const char* kKeys[] = {
     "expandable_segments", "per_process_memory_fraction", "multi_stream_lazy_reclaim", "base_addr_aligned_kb",
     "page_size", "segment_size_mb", "large_segment_size_mb", "pin_memory_expandable_segments", "pinned_mem_register",
     "pinned_max_round_threshold_mb", "pinned_max_cached_size_mb", "pinned_reserve_segment_size_mb",
+    "pinned_use_background_threads",
     "release_lock_on_npumalloc",
     "throw_on_npumalloc_oom"};
 
@@ -295,6 +296,8 @@ AllocConfig apply_alloc_config(AllocConfig config, const std::string& text, cons
       config.pin_memory_expandable_segments = parser.boolean(key, value);
     } else if (key == "pinned_mem_register") {
       config.pinned_mem_register = parser.boolean(key, value);
+    } else if (key == "pinned_use_background_threads") {
+      config.pinned_use_background_threads = parser.boolean(key, value);
     } else if (key == "pinned_max_round_threshold_mb") {
       config.pinned_max_round_threshold_bytes = parser.bounded(key, value, 1, kMaxPinnedMb) * kMiB;
     } else if (key == "pinned_max_cached_size_mb") {

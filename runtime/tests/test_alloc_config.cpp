@@ -122,6 +122,8 @@ TEST(AllocConfig, MaxNonSplitRoundingIsMiBOfAtLeastTheLargeSegment) {
   EXPECT_FALSE(vnpu::is_alloc_config_key("pinned_use_cuda_host_register"));
   EXPECT_EQ(parse("pinned_reserve_segment_size_mb:64").pinned_reserve_segment_bytes, 64 * kMiB);
   EXPECT_EQ(parse("").pinned_reserve_segment_bytes, 0u);
+  EXPECT_TRUE(parse("pinned_use_background_threads:True").pinned_use_background_threads);
+  EXPECT_FALSE(parse("").pinned_use_background_threads);
 }
 
 TEST(AllocConfig, PinnedLimitsAreMiBAndDefaultToNoLimit) {

@@ -89,6 +89,9 @@ struct AllocConfig {
   std::size_t pinned_max_round_threshold_bytes = std::numeric_limits<std::size_t>::max();
   std::size_t pinned_max_cached_size_bytes = std::numeric_limits<std::size_t>::max();
   std::size_t pinned_reserve_segment_bytes = 0;  // 0: no reserve segment
+  // torch's pinned_use_background_threads: a helper thread collects freed
+  // pinned blocks as their streams complete, instead of the next allocation.
+  bool pinned_use_background_threads = false;
   // torch_npu's throw_on_npumalloc_oom: a request that would take the
   // allocated bytes past the per-process fraction is refused at once with
   // out-of-memory (counted as num_oom_rejections), before the cache is
