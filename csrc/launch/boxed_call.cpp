@@ -17,7 +17,10 @@ bool is_npu(const at::Tensor& t) { return t.defined() && t.device().type() == c1
 bool accepts_cpu_tensors(const c10::OperatorHandle& op) {
   const std::string& name = op.operator_name().name;
   return name == "aten::index" || name == "aten::index_put_" || name == "aten::_index_put_impl_" ||
-         name == "aten::index_put";
+         name == "aten::index_put" ||
+         // A nested tensor's sizes, strides and offsets are host tensors, as on CUDA.
+         name == "aten::_nested_from_padded" || name == "aten::_nested_view_from_buffer" ||
+         name == "aten::_nested_view_from_buffer_copy";
 }
 
 }  // namespace

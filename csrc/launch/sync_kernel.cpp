@@ -100,6 +100,9 @@ class AliasMap {
     // kernels given such a tensor later crash: refused (check_not_quantized).
     check_not_quantized(cpu);
     if (cpu.is_sparse() || at::sparse_csr::is_sparse_compressed(cpu)) return sparse_to_npu(cpu);
+    // A nested result (its buffer, and the host metadata it keeps) is copied
+    // as a whole: its impl has no strides to alias.
+    if (cpu.is_nested()) return cpu.to(c10::Device(c10::DeviceType::PrivateUse1, device_));
     auto same = by_impl_.find(cpu.unsafeGetTensorImpl());
     if (same != by_impl_.end()) return same->second;  // in-place / out=: the caller's tensor
     c10::StorageImpl* cpu_storage = cpu.storage().unsafeGetStorageImpl();
