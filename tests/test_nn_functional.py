@@ -252,3 +252,15 @@ def test_padding_into_an_out_tensor_takes_the_inputs_layout_as_on_cpu():
     torch._C._nn.replication_pad2d(x.npu(), [1, 2, 3, 0], out=got)
     assert got.stride() == want.stride()
     torch.testing.assert_close(got.cpu(), want)
+
+
+def test_embedding_bag_refuses_per_sample_weights_of_another_dtype_in_the_devices_words():
+    bag = nn.EmbeddingBag(5, 2, mode="sum").npu()
+    indices = torch.tensor([3, 1, 1, 1, 4, 0], device="npu")
+    offsets = torch.tensor([0, 0, 3, 3, 6], device="npu")
+    with pytest.raises(RuntimeError, match="expected scalar type Float but found Double"):
+        bag(indices, offsets, per_sample_weights=torch.randn(6, dtype=torch.double, device="npu"))
+    weights = torch.randn(6)
+    want = bag.cpu()(indices.cpu(), offsets.cpu(), per_sample_weights=weights)
+    got = bag.npu()(indices, offsets, per_sample_weights=weights.npu())
+    torch.testing.assert_close(got.cpu(), want)
