@@ -1,6 +1,8 @@
 """Tensors on the npu device: copies, views, in-place writes through views,
 dtypes, data-dependent shapes, factories. Differential against CPU."""
 
+import warnings
+
 import pytest
 import torch
 from torch.testing import assert_close
@@ -533,3 +535,17 @@ def test_mm_with_out_dtype_matches_cpu_in_fp32():
     torch.testing.assert_close(widened.cpu(), a.half().float() @ b.half().float(), rtol=1e-3, atol=1e-3)
     with pytest.raises(RuntimeError, match="out_dtype must be the same as input dtype or fp32"):
         torch.mm(a.npu(), b.npu(), out_dtype=torch.float16)
+
+
+@pytest.mark.parametrize("device", ["cpu", "npu"])
+def test_a_uint8_mask_warns_once_per_indexing_call_as_on_cpu(device):
+    # Stage 2 of index reruns its meta function, and index_put_'s dry run its
+    # kernel: neither repeats the deprecation warning the call already gave.
+    mask = torch.zeros(10, dtype=torch.uint8, device=device)
+    y = torch.ones(10, 10, device=device)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        y.index_put_((mask,), y[mask], accumulate=True)
+        torch.npu.synchronize()
+    assert [str(w.message).startswith("indexing with dtype torch.uint8 is now deprecated") for w in caught] == \
+        [True, True]

@@ -72,6 +72,15 @@ OUTPUT_LAYOUT_OF: dict[str, str] = {
     "reflection_pad3d_backward": "self",
 }
 
+# Note [Warnings of a meta function run twice]
+# ATen's CPU kernel (at::cpu::<op>_out) runs the meta function again, so a
+# warning the meta function gives reaches the user twice: once from stage 1,
+# once from stage 2. For these ops stage 2 drops its warnings (their CPU
+# kernels give none of their own). Op -> the warning repeated.
+QUIET_STAGE_2: dict[str, str] = {
+    "index": "indexing with dtype torch.uint8 is now deprecated",
+}
+
 TORCH_DIR = os.path.dirname(torchgen.__file__)
 YAML_DIR = os.path.join(TORCH_DIR, "packaged", "ATen", "native")
 # Installed ATen headers, to check that the headers we include exist.
@@ -182,12 +191,16 @@ class Lambda:
         else:
             self.call_args.append(use.format(c=c))
 
-    def emit(self, device: str, op: str, call: str, outputs: list[str], contraction: str | None = None) -> str:
+    def emit(self, device: str, op: str, call: str, outputs: list[str], contraction: str | None = None,
+             quiet: bool = False) -> str:
         """`outputs`: what the kernel writes (poisoned if it fails queued);
         `contraction`: a matrix product's contraction length (Note [The work
-        of a GEMM], tensor_ref.h)."""
+        of a GEMM], tensor_ref.h); `quiet`: drop the kernel's warnings (Note
+        [Warnings of a meta function run twice])."""
         caps = ",\n          ".join(self.captures)
         body = "".join(f"           {line}\n" for line in self.locals)
+        if quiet:
+            body += "           c10::WarningUtils::WarningHandlerGuard quiet(dropping_warning_handler());\n"
         note = f"  snap.note_contraction({contraction});\n" if contraction else ""
         return (f"  LaunchSnapshot snap;\n{note}"
                 f"  launch({device}, \"{op}\", {{{', '.join(outputs)}}}, snap,\n"
@@ -288,7 +301,7 @@ def gen_variant(g: NativeFunctionsGroup, f: NativeFunction) -> str:
     if k is not SchemaKind.inplace:
         kernel = ROW_SPLIT_GEMMS.get(str(g.functional.func.name.name), kernel)
     lines.append(lam.emit("device", op, kernel, written,
-                          f"{gemm}.size(-1)" if gemm else None))
+                          f"{gemm}.size(-1)" if gemm else None, quiet=base in QUIET_STAGE_2))
 
     if k is SchemaKind.functional:
         moved = [f"std::move(op.outputs_[{i}])" for i in range(n_out)]

@@ -1,5 +1,7 @@
 #include "csrc/launch/boxed_call.h"
 
+#include "csrc/launch/dropped_warnings.h"
+
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/ops/zeros.h>
 
@@ -98,6 +100,8 @@ torch::jit::Stack stand_in_stack(const c10::OperatorHandle& op, c10::ArrayRef<c1
 
 bool dry_run_passes(const c10::OperatorHandle& op, torch::jit::Stack& stand_ins) {
   at::AutoDispatchBelowADInplaceOrView no_autograd;
+  // The real run gives the kernel's warnings; the dry run would repeat them.
+  c10::WarningUtils::WarningHandlerGuard quiet(dropping_warning_handler());
   try {
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stand_ins);
   } catch (const c10::Error&) {

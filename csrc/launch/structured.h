@@ -20,6 +20,7 @@
 #include <functional>
 #include <type_traits>
 
+#include "csrc/launch/dropped_warnings.h"
 #include "csrc/launch/launch.h"
 #include "csrc/launch/op_route.h"
 
