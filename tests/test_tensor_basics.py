@@ -549,3 +549,13 @@ def test_a_uint8_mask_warns_once_per_indexing_call_as_on_cpu(device):
         torch.npu.synchronize()
     assert [str(w.message).startswith("indexing with dtype torch.uint8 is now deprecated") for w in caught] == \
         [True, True]
+
+
+def test_indices_that_do_not_broadcast_raise_index_error_at_the_call_not_later():
+    a = torch.zeros(5, 5, device="npu")
+    with pytest.raises(IndexError, match="shape mismatch"):
+        a[[0, 1], [0, 1, 2]]
+    with pytest.raises(IndexError, match="shape mismatch"):
+        a[[0, 1], [0, 1, 2]] = 0
+    torch.npu.synchronize()  # nothing left failing on the stream
+    assert torch.equal(a.cpu(), torch.zeros(5, 5))

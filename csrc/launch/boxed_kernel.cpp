@@ -41,8 +41,11 @@ void check_broadcasts_to_self(c10::ArrayRef<c10::IValue> args, int checked) {
 // its CPU kernel. With integer indices the result's shape follows from the
 // shapes alone: work it out on meta tensors, and check with ATen's message.
 // (Masks, bool or the deprecated uint8, make the shape data-dependent: left
-// to the kernel.)
-void check_index_put_values(c10::ArrayRef<c10::IValue> args) {
+// to the kernel.) False when the indices themselves are bad (they do not
+// broadcast together, ...): the caller then runs the kernel at once, so that
+// it raises ATen's own error (IndexError) at the call instead of failing
+// queued.
+bool check_index_put_values(c10::ArrayRef<c10::IValue> args) {
   const at::Tensor& self = args[0].toTensor();
   const at::Tensor& values = args[2].toTensor();
   // Indices may stay on the host (the op is declared device_check: NoCheck);
@@ -55,7 +58,7 @@ void check_index_put_values(c10::ArrayRef<c10::IValue> args) {
   for (const std::optional<at::Tensor>& index : args[1].toOptionalTensorList()) {
     if (index.has_value() && index->defined()) {
       const auto dtype = index->scalar_type();
-      if (!c10::isIntegralType(dtype, /*includeBool=*/false) || dtype == at::kByte) return;
+      if (!c10::isIntegralType(dtype, /*includeBool=*/false) || dtype == at::kByte) return true;
       meta_indices.push_back(at::empty(index->sizes(), index->options().device(c10::kMeta)));
     } else {
       meta_indices.push_back(std::nullopt);
@@ -69,18 +72,21 @@ void check_index_put_values(c10::ArrayRef<c10::IValue> args) {
     // The kernel reports bad indices itself, with the real tensors and
     // ATen's exception type (IndexError). (at::index on meta tensors runs
     // torch's Python meta function, whose errors are not c10::Errors.)
-    return;
+    return false;
   }
   TORCH_CHECK(at::is_expandable_to(values.sizes(), result.sizes()), "shape mismatch: value tensor of shape ",
               values.sizes(), " cannot be broadcast to indexing result of shape ", result.sizes());
+  return true;
 }
 
-void run_shape_check(const OpPolicy& policy, c10::ArrayRef<c10::IValue> args) {
+// False when the call must run synchronously to raise its own error.
+bool run_shape_check(const OpPolicy& policy, c10::ArrayRef<c10::IValue> args) {
   switch (policy.check) {
-    case ShapeCheck::kNone: return;
-    case ShapeCheck::kBroadcastsToSelf: return check_broadcasts_to_self(args, policy.checked);
+    case ShapeCheck::kNone: return true;
+    case ShapeCheck::kBroadcastsToSelf: check_broadcasts_to_self(args, policy.checked); return true;
     case ShapeCheck::kIndexPutValues: return check_index_put_values(args);
   }
+  return true;
 }
 
 // The tensors an in-place op writes: its `Tensor(a!)` arguments.
@@ -157,7 +163,10 @@ void async_boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   const size_t num_args = schema.arguments().size();
   auto args = torch::jit::last(*stack, num_args);
   const c10::DeviceIndex device = op_device(op, args);
-  run_shape_check(policy, args);
+  if (!run_shape_check(policy, args)) {
+    sync_native_kernel(op, keys, stack);  // raises ATen's own error, naming the real shapes
+    return;
+  }
 
   torch::jit::Stack dry;
   if (policy.dry_run) {
