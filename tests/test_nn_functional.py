@@ -264,3 +264,25 @@ def test_embedding_bag_refuses_per_sample_weights_of_another_dtype_in_the_device
     want = bag.cpu()(indices.cpu(), offsets.cpu(), per_sample_weights=weights)
     got = bag.npu()(indices, offsets, per_sample_weights=weights.npu())
     torch.testing.assert_close(got.cpu(), want)
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean"])
+def test_chunked_linear_cross_entropy_in_bfloat16_accumulates_like_cpu(reduction):
+    # Its "auto" options accumulate half-precision in float32 on cpu (and on
+    # CUDA); npu takes the same choice (torch_npu/_linear_cross_entropy.py),
+    # so results and gradients equal cpu's instead of drifting.
+    from torch.nn.modules.linear_cross_entropy_options import LinearCrossEntropyOptions
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(8, 5, generator=g).bfloat16()
+    w = torch.randn(4, 5, generator=g).bfloat16()
+    target = torch.randint(0, 4, (8,), generator=g)
+    results = []
+    for device in ("cpu", "npu"):
+        xi, wi = x.detach().to(device).requires_grad_(), w.detach().to(device).requires_grad_()
+        loss = F.linear_cross_entropy(xi, wi, target.to(device), reduction=reduction,
+                                      options=LinearCrossEntropyOptions(allow_retain_graph=True))
+        loss.backward(torch.ones_like(loss))
+        results.append([t.cpu() for t in (loss, xi.grad, wi.grad)])
+    for got, want in zip(results[1], results[0]):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)

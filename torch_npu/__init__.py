@@ -57,6 +57,9 @@ from torch_npu import _batch_norm_stats  # noqa: E402,F401  (SyncBatchNorm's CUD
 from torch_npu import _flex_attention  # noqa: E402
 
 _flex_attention.install()  # FlexAttention accepts npu tensors
+from torch_npu import _linear_cross_entropy  # noqa: E402
+
+_linear_cross_entropy.install()  # linear_cross_entropy's "auto" choices for npu
 from torch_npu import _flop_counter  # noqa: E402
 
 _flop_counter.install()  # FlopCounterMode counts npu's attention kernel
