@@ -109,3 +109,17 @@ def test_memory_viz_flame_graph_lines_cover_every_segment_byte():
     flat = _memory_viz.memory(snapshot, format_flamegraph_func=lambda text: text).splitlines()
     assert len(flat) == len(lines) and all(";seg_" not in line for line in flat)
     assert _memory_viz.__all__ == ["segments", "memory"] and keep.numel() == 1000
+
+
+def test_segments_and_trace_entries_name_their_mem_pool(history):
+    history("all", context="all", stacks="python", max_entries=1000)
+    pool = torch.npu.MemPool()
+    with torch.npu.use_mem_pool(pool):
+        x = allocate_the_buffer(2)
+    y = allocate_the_buffer(2)
+    snapshot = torch.npu.memory._snapshot()
+    pool_of = {s["address"]: tuple(s["segment_pool_id"]) for s in snapshot["segments"]}
+    assert pool_of[x.data_ptr()] == pool.id and pool_of[y.data_ptr()] == (0, 0)
+    allocs = {e["addr"]: tuple(e["pool_id"]) for e in snapshot["device_traces"][0] if e["action"] == "alloc"}
+    assert allocs[x.data_ptr()] == pool.id and allocs[y.data_ptr()] == (0, 0)
+    assert [s["address"] for s in pool.snapshot()] == [x.data_ptr()]

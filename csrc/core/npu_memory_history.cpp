@@ -86,7 +86,8 @@ void record(const MemoryEvent& event) {
 
 // Runs under an allocator's mutex: takes only the history's mutex, which is
 // never held while calling into an allocator.
-void on_block(vnpu::BlockTraceEvent event, const void* address, std::size_t bytes, const vnpu::Stream& stream) {
+void on_block(vnpu::BlockTraceEvent event, const void* address, std::size_t bytes, const vnpu::Stream& stream,
+              const vnpu::PoolId& pool) {
   if (tracing()) sanitizer_block_event(event, address, bytes, stream);
   const size_t listeners = g_listener_count.load(std::memory_order_acquire);
   const bool on = g_history_on.load(std::memory_order_acquire);
@@ -98,7 +99,8 @@ void on_block(vnpu::BlockTraceEvent event, const void* address, std::size_t byte
                 const_cast<vnpu::Stream*>(&stream),
                 stream.stream_index(),
                 now_us(),
-                nullptr};
+                nullptr,
+                pool};
   if ((e.action == MemoryAction::kAlloc || e.action == MemoryAction::kFreeRequested) && t_pending_context) {
     e.context = std::move(t_pending_context);
   }

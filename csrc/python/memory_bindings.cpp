@@ -120,6 +120,7 @@ py::list trace_list(int64_t device) {
     d["size"] = e.size;
     d["stream"] = e.stream_index;
     d["time_us"] = e.time_us;
+    d["pool_id"] = py::make_tuple(e.pool.first, e.pool.second);
     d["frames"] = frames[i];
     out.append(d);
   }

@@ -104,7 +104,7 @@ void trace_block(BlockTraceEvent event, const Block* block) {
   // A segment event tells the segment's bytes; a block event what its owner
   // asked for (torch's trace entries do the same).
   const bool segment = event == BlockTraceEvent::kSegmentReserved || event == BlockTraceEvent::kSegmentReleased;
-  hook(event, block->ptr, segment ? block->size : block->requested_size, *block->stream);
+  hook(event, block->ptr, segment ? block->size : block->requested_size, *block->stream, block->owner->pool_id());
 }
 
 constexpr std::size_t round_up(std::size_t bytes, std::size_t multiple) {

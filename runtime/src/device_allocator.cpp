@@ -85,6 +85,7 @@ void DeviceAllocator::create_pool(PoolId id, std::shared_ptr<MemoryArena> segmen
   }
   pool.allocator = std::make_unique<CachingAllocator>(*memory, config, /*caching=*/true, kRequestPaddingBytes);
   pool.allocator->set_release_peers([this](CachingAllocator& asking) { release_peers_of(asking); });
+  pool.allocator->set_pool_id(id);
   pool.users = 1;
 }
 

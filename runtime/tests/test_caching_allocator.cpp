@@ -715,7 +715,7 @@ std::mutex g_traced_mutex;
 std::vector<TracedBlock> g_traced;
 
 void record_traced_block(vnpu::BlockTraceEvent event, const void* address, std::size_t bytes,
-                         const Stream& stream) {
+                         const Stream& stream, const vnpu::PoolId& /*pool*/) {
   std::lock_guard<std::mutex> lock(g_traced_mutex);
   g_traced.push_back({event, reinterpret_cast<std::uintptr_t>(address), bytes, stream.stream_index()});
 }

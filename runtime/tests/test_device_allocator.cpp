@@ -218,6 +218,30 @@ TEST(DeviceAllocator, APoolGivenAnArenaTakesItsSegmentsFromItAndLeavesDeviceMemo
   EXPECT_EQ(arena->unmaps, 1);
 }
 
+std::vector<vnpu::PoolId> g_traced_pools;
+
+void record_pool(vnpu::BlockTraceEvent, const void*, std::size_t, const vnpu::Stream&, const vnpu::PoolId& pool) {
+  g_traced_pools.push_back(pool);  // this test's thread only: nothing else allocates meanwhile
+}
+
+TEST(DeviceAllocator, TraceEventsNameThePoolTheirAllocatorServes) {
+  Fixture f;
+  f.device.create_pool({0, 9});
+  EXPECT_EQ(f.device.pool({0, 9})->pool_id(), (vnpu::PoolId{0, 9}));
+  EXPECT_EQ(f.device.ordinary().pool_id(), (vnpu::PoolId{0, 0}));
+  g_traced_pools.clear();
+  vnpu::set_block_trace_hook(&record_pool);
+  f.device.pool({0, 9})->free(f.device.pool({0, 9})->allocate(1000, f.stream));
+  const std::size_t in_pool = g_traced_pools.size();
+  f.device.ordinary().free(f.device.ordinary().allocate(1000, f.stream));
+  vnpu::set_block_trace_hook(nullptr);
+  ASSERT_GT(in_pool, 0u);
+  ASSERT_GT(g_traced_pools.size(), in_pool);
+  for (std::size_t i = 0; i < g_traced_pools.size(); ++i) {
+    EXPECT_EQ(g_traced_pools[i], (i < in_pool ? vnpu::PoolId{0, 9} : vnpu::PoolId{0, 0})) << i;
+  }
+}
+
 TEST(DeviceAllocator, PoolIdsAreCheckedAndUnique) {
   Fixture f;
   f.device.create_pool({0, 3});

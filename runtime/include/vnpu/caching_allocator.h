@@ -67,6 +67,7 @@
 
 #include <array>
 #include <cstddef>
+#include <utility>
 #include <functional>
 #include <cstdint>
 #include <mutex>
@@ -84,6 +85,9 @@ class Stream;
 
 // A range of a segment handed out by allocate(); opaque to callers.
 struct Block;
+
+// A private pool's id: (graph capture id, 0) or (0, n), as torch's MempoolId_t.
+using PoolId = std::pair<std::uint64_t, std::uint64_t>;
 
 class CachingAllocator {
  public:
@@ -176,6 +180,11 @@ class CachingAllocator {
   // every pool). Set before the allocator is first used.
   void set_release_peers(std::function<void(CachingAllocator&)> release) { release_peers_ = std::move(release); }
 
+  // The private pool this allocator serves ({0, 0}: none); set by its owner
+  // before first use. Trace events carry it.
+  void set_pool_id(PoolId id) { pool_id_ = id; }
+  PoolId pool_id() const { return pool_id_; }
+
   DeviceMemory& memory() const { return memory_; }
   // The options in force (a copy: set_config may change them).
   AllocConfig config() const;
@@ -241,6 +250,7 @@ class CachingAllocator {
   const bool caching_;
   const std::size_t request_padding_;
   std::function<void(CachingAllocator&)> release_peers_;  // set before first use
+  PoolId pool_id_{0, 0};                                   // set before first use
 
   mutable std::mutex mutex_;  // guards everything below
   Pool small_pool_{{}, true};
@@ -273,8 +283,10 @@ class CachingAllocator {
 // workers included), with the allocator's mutex held: it must be cheap and
 // thread-safe, and must not allocate from, free to, or wait for anything.
 enum class BlockTraceEvent : std::uint8_t { kHandedOut, kReturned, kFreeRequested, kSegmentReserved, kSegmentReleased };
+// `pool`: the private pool the allocator serves ({0, 0} for the ordinary
+// allocator and the workspace), as torch's trace entries name it.
 using BlockTraceHook = void (*)(BlockTraceEvent event, const void* address, std::size_t bytes,
-                                const Stream& stream);
+                                const Stream& stream, const PoolId& pool);
 // nullptr turns it off (one relaxed atomic load per allocation and free).
 void set_block_trace_hook(BlockTraceHook hook);
 

@@ -48,8 +48,7 @@ namespace vnpu {
 class DeviceMemory;
 class MemoryArena;
 
-// A private pool's id: (graph capture id, 0) or (0, n), as torch's MempoolId_t.
-using PoolId = std::pair<std::uint64_t, std::uint64_t>;
+// PoolId (a private pool's id) is declared in caching_allocator.h.
 
 class DeviceAllocator {
  public:
