@@ -56,6 +56,7 @@ SITECUSTOMIZE = '''
 # Installed by vNPU's scripts/run_real_tests.py: torch_npu.testing comes from
 # the real torch_npu snapshot, the rest of torch_npu from vNPU.
 import importlib.abc
+import importlib.machinery
 import importlib.util
 import os
 import sys
@@ -70,8 +71,12 @@ class _RealTestingFinder(importlib.abc.MetaPathFinder):
         rel = fullname.split(".")[2:]
         base = os.path.join(_TESTING, *rel)
         if os.path.isdir(base):
-            return importlib.util.spec_from_file_location(
-                fullname, os.path.join(base, "__init__.py"), submodule_search_locations=[base])
+            init = os.path.join(base, "__init__.py")
+            if not os.path.isfile(init):  # a namespace package (testing/_internal has no __init__)
+                spec = importlib.machinery.ModuleSpec(fullname, None, is_package=True)
+                spec.submodule_search_locations = [base]
+                return spec
+            return importlib.util.spec_from_file_location(fullname, init, submodule_search_locations=[base])
         if os.path.isfile(base + ".py"):
             return importlib.util.spec_from_file_location(fullname, base + ".py")
         return None
