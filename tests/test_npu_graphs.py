@@ -610,3 +610,15 @@ def test_npugraph_getter_names_the_graph_capturing_or_refuses_clearly():
         x.add_(1)
         with pytest.raises(RuntimeError, match="not supported during torch.accelerator.Graph capture"):
             torch.npu.NPUGraph.get_currently_capturing_graph()
+
+
+def test_a_no_split_mem_pool_holds_one_block_per_segment():
+    split, no_split = torch.npu.MemPool(), torch.npu.MemPool(no_split=True)
+    keep = []
+    for pool in (split, no_split):
+        with torch.npu.use_mem_pool(pool):
+            keep += [torch.empty(1 << 20, device="npu") for _ in range(2)]  # 4 MiB each
+    by_split, by_no_split = split.snapshot(), no_split.snapshot()
+    assert len(by_no_split) == 2 and len(by_split) == 1
+    assert all(len(s["blocks"]) == 1 and s["blocks"][0]["size"] == s["total_size"] for s in by_no_split)
+    del keep

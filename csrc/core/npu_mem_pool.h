@@ -35,8 +35,9 @@ using MempoolId = std::pair<uint64_t, uint64_t>;
 // A new pool on `device`, retained once by the caller. With `segments`, the
 // pool's segments come from that pluggable allocator's alloc and go back
 // through its free (Note [Pools of a pluggable allocator]).
+// `no_split`: torch.npu.MemPool(no_split=True), a pool that never splits a block.
 MempoolId create_pool(c10::DeviceIndex device, bool for_graph,
-                      std::shared_ptr<PluggableAllocator> segments = nullptr);
+                      std::shared_ptr<PluggableAllocator> segments = nullptr, bool no_split = false);
 void retain_pool(MempoolId id);
 // When the last user releases it, its idle segments go back to device
 // memory; blocks live tensors still hold keep working and are returned on

@@ -233,7 +233,7 @@ std::size_t CachingAllocator::round_size(std::size_t bytes) const {
 }
 
 std::size_t CachingAllocator::segment_size(std::size_t size) const {
-  if (!caching_) return size;
+  if (!caching_ || no_split_) return size;
   if (size <= kSmallSize) return kSmallBuffer;
   if (size < kMinLargeAlloc) return config_.large_segment_size_bytes ? config_.large_segment_size_bytes : kLargeBuffer;
   return round_up(size, kRoundLarge);
@@ -361,6 +361,7 @@ Block* CachingAllocator::find_free_block(Pool& pool, Stream& stream, std::size_t
 }
 
 bool CachingAllocator::fits(const Block* block, std::size_t size) const {
+  if (no_split_) return block->size - size <= kRoundLarge;  // handed out whole
   // Blocks of max_split_size or more are never split: handing one to a much
   // smaller request would waste the difference for as long as it lives.
   const std::size_t max_split = config_.max_split_size_bytes;
@@ -409,8 +410,8 @@ Block* CachingAllocator::take_block(Block* block, std::size_t size, std::size_t 
     update(stats_.inactive_split_bytes, small, -static_cast<std::int64_t>(block->size));
   }
   const std::size_t rest = block->size - size;
-  const bool split = small ? rest >= kMinBlockSize
-                           : size < config_.max_split_size_bytes && rest > kSmallSize;
+  const bool split = !no_split_ && (small ? rest >= kMinBlockSize
+                                          : size < config_.max_split_size_bytes && rest > kSmallSize);
   if (split) {
     Block* remaining = new_block();
     remaining->owner = this;

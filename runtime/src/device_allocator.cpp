@@ -70,7 +70,7 @@ CachingAllocator& DeviceAllocator::workspace() {
   return *owned_.back();
 }
 
-void DeviceAllocator::create_pool(PoolId id, std::shared_ptr<MemoryArena> segments) {
+void DeviceAllocator::create_pool(PoolId id, std::shared_ptr<MemoryArena> segments, bool no_split) {
   const AllocConfig config = settings_.get();
   std::lock_guard<std::mutex> lock(mutex_);
   if (pools_.count(id) != 0) {
@@ -86,6 +86,7 @@ void DeviceAllocator::create_pool(PoolId id, std::shared_ptr<MemoryArena> segmen
   pool.allocator = std::make_unique<CachingAllocator>(*memory, config, /*caching=*/true, kRequestPaddingBytes);
   pool.allocator->set_release_peers([this](CachingAllocator& asking) { release_peers_of(asking); });
   pool.allocator->set_pool_id(id);
+  pool.allocator->set_no_split(no_split);
   pool.users = 1;
 }
 

@@ -242,6 +242,26 @@ TEST(DeviceAllocator, TraceEventsNameThePoolTheirAllocatorServes) {
   }
 }
 
+TEST(DeviceAllocator, ANoSplitPoolGivesEachRequestASegmentOfItsOwn) {
+  Fixture f;
+  f.device.create_pool({0, 11}, nullptr, /*no_split=*/true);
+  CachingAllocator* pool = f.device.pool({0, 11});
+  Block* a = pool->allocate(4 * kMiB, f.stream);
+  Block* b = pool->allocate(4 * kMiB, f.stream);
+  Block* small = pool->allocate(1000, f.stream);
+  const auto segments = pool->snapshot();
+  ASSERT_EQ(segments.size(), 3u);
+  for (const auto& segment : segments) {
+    ASSERT_EQ(segment.blocks.size(), 1u);
+    EXPECT_EQ(segment.blocks[0].size, segment.total_size);
+  }
+  pool->free(a);
+  Block* again = pool->allocate(3 * kMiB, f.stream);  // the cached 4 MiB block, whole
+  EXPECT_EQ(CachingAllocator::address(again), CachingAllocator::address(a));
+  EXPECT_EQ(pool->snapshot().size(), 3u);
+  for (Block* block : {again, b, small}) pool->free(block);
+}
+
 TEST(DeviceAllocator, PoolIdsAreCheckedAndUnique) {
   Fixture f;
   f.device.create_pool({0, 3});

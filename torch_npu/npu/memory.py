@@ -321,14 +321,12 @@ class MemPool:
                             f"(its .allocator()), got {type(allocator).__name__}")
         if use_on_oom:
             raise NotImplementedError("torch.npu.MemPool(use_on_oom=True) is not supported on the virtual NPU")
-        if no_split:
-            raise NotImplementedError("torch.npu.MemPool(no_split=True) is not supported on the virtual NPU: its "
-                                      "pools split blocks as the caching allocator does. Use no_split=False.")
         self._device = _device(device)
         self._allocator = allocator
         # With an allocator, the pool's segments come from its alloc and free
         # (Note [Pools of a pluggable allocator], csrc/core/npu_mem_pool.cpp).
-        self._id = tuple(_C._npu_mempool_create(self._device, allocator))
+        # no_split: each segment is made for one request and holds that one block.
+        self._id = tuple(_C._npu_mempool_create(self._device, allocator, bool(no_split)))
 
     @property
     def id(self):

@@ -180,6 +180,12 @@ class CachingAllocator {
   // every pool). Set before the allocator is first used.
   void set_release_peers(std::function<void(CachingAllocator&)> release) { release_peers_ = std::move(release); }
 
+  // No splitting (torch.npu.MemPool(no_split=True)): each segment is made
+  // for one request, at its rounded size, and holds that one block; a
+  // cached block is reused whole, and only when it is at most kRoundLarge
+  // bigger than the request. Set by the owner before first use.
+  void set_no_split(bool no_split) { no_split_ = no_split; }
+
   // The private pool this allocator serves ({0, 0}: none); set by its owner
   // before first use. Trace events carry it.
   void set_pool_id(PoolId id) { pool_id_ = id; }
@@ -251,6 +257,7 @@ class CachingAllocator {
   const std::size_t request_padding_;
   std::function<void(CachingAllocator&)> release_peers_;  // set before first use
   PoolId pool_id_{0, 0};                                   // set before first use
+  bool no_split_ = false;                                  // set before first use
 
   mutable std::mutex mutex_;  // guards everything below
   Pool small_pool_{{}, true};

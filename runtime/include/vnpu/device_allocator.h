@@ -73,7 +73,8 @@ class DeviceAllocator {
   // come from that arena instead of the device's memory (torch.npu.MemPool
   // of a pluggable allocator): a DeviceMemory of the pool's own, with the
   // device's index and capacity, accounts them.
-  void create_pool(PoolId id, std::shared_ptr<MemoryArena> segments = nullptr);
+  // `no_split`: the pool never splits a block (CachingAllocator::set_no_split).
+  void create_pool(PoolId id, std::shared_ptr<MemoryArena> segments = nullptr, bool no_split = false);
   // Throws Error(kInvalidValue) for an unknown pool.
   void retain_pool(PoolId id);
   // When the last user goes, the pool's idle segments go back to device
