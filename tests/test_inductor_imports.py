@@ -74,3 +74,16 @@ def test_import_torch_npu_leaves_inductor_codegen_alone():
     """)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_inductor_cache_keys_name_the_npu_and_cann():
+    # Artifacts compiled for another device or CANN version are not reused.
+    import torch
+    from torch._inductor.codecache import CacheBase
+
+    import torch_npu  # noqa: F401
+
+    system = CacheBase.get_system()
+    assert system["device"]["name"] == torch.npu.get_device_properties(torch.npu.current_device()).name
+    assert system["version"]["cann"] == torch.version.cann
+    assert CacheBase.get_system() is system  # computed once, as torch's

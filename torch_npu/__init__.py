@@ -100,6 +100,9 @@ from torch_npu.utils._dynamo import _register_dynamo_interface, _teach_dynamo_np
 
 _call_after_import("torch._dynamo.device_interface", _register_dynamo_interface)  # npu streams in traced code
 _call_after_import("torch._dynamo", _teach_dynamo_npu_streams)
+from torch_npu._inductor.cache_key import name_npu_in_cache_keys as _name_npu_in_cache_keys  # noqa: E402
+
+_call_after_import("torch._inductor.codecache", _name_npu_in_cache_keys)  # cache keys name the npu and CANN
 from torch_npu._inductor import retarget as _retarget  # noqa: E402
 
 _retarget.install()
