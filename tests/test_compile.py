@@ -589,3 +589,24 @@ def test_npugraph_ex_takes_its_options_and_refuses_unknown_ones():
         torch._dynamo.reset()
         with pytest.raises(Exception, match=error):
             torch.compile(lambda x, y: x * y, backend="npugraph_ex", options=options)(x, x)
+
+
+def test_npu_device_queries_fold_to_constants_in_one_graph_and_guard_the_device():
+    import torch._dynamo.testing
+
+    def fn(x):
+        assert torch.npu.is_available() and torch.npu.device_count() > 1
+        y = torch.empty((2, 3), device=f"npu:{torch.npu.current_device()}")
+        y.copy_(x)
+        return y + y.device.index
+
+    torch._dynamo.reset()
+    counter = torch._dynamo.testing.CompileCounter()
+    compiled = torch.compile(fn, backend=counter, fullgraph=True)
+    for index in (0, 1):
+        with torch.npu.device(index):
+            x = torch.ones(2, 3, device=f"npu:{index}")
+            out = compiled(x)
+            assert out.device.index == index
+            assert torch.equal(out.cpu(), torch.full((2, 3), 1.0 + index))
+    assert counter.frame_count == 2  # the device changed: the guard recompiled

@@ -48,6 +48,27 @@ def _teach_dynamo_npu_streams(dynamo):
     for fn in (torch.npu.current_stream, torch.npu.stream):
         if fn in handlers:
             rules.setdefault(fn, TorchInGraphFunctionVariable)
+    _fold_npu_device_queries(rules, TorchInGraphFunctionVariable)
+
+
+def _fold_npu_device_queries(rules, in_graph):
+    """``torch.npu.current_device()`` and friends fold to constants in traced
+    code, as ``torch.cuda``'s do: the current device (and whether npu is
+    initialized) under a guard that recompiles when it changes; availability,
+    the device count and a device's properties as plain constants. Without
+    this Dynamo refuses to step into them (they are torch_npu's Python over
+    its C extension) and breaks the graph."""
+    import torch
+    from torch._dynamo.variables import torch as torch_variables
+
+    guarded = (torch.npu.current_device, torch.npu.is_initialized)
+    plain = (torch.npu.is_available, torch.npu.device_count, torch.npu.get_device_properties,
+             torch.npu.get_device_name)
+    for fn in guarded:
+        torch_variables.constant_fold_functions_need_guards.setdefault(fn)
+    for fn in guarded + plain:
+        torch_variables.constant_fold_functions.setdefault(fn)
+        rules.setdefault(fn, in_graph)
 
 
 def _dynamo_register_interface_for_device():
