@@ -559,3 +559,14 @@ def test_indices_that_do_not_broadcast_raise_index_error_at_the_call_not_later()
         a[[0, 1], [0, 1, 2]] = 0
     torch.npu.synchronize()  # nothing left failing on the stream
     assert torch.equal(a.cpu(), torch.zeros(5, 5))
+
+
+def test_isin_of_a_scalar_is_a_0_dim_answer_as_on_cpu():
+    # The structured meta function sizes it (0,); ATen's CPU kernel resizes
+    # it to 0-dim, so it takes the synchronous native path.
+    test = torch.tensor([1.0, 5.0, 3.0])
+    for element, invert in ((5, False), (4.0, False), (4.0, True)):
+        want = torch.isin(element, test, invert=invert)
+        got = torch.isin(element, test.npu(), invert=invert)
+        assert got.shape == want.shape == torch.Size([])
+        assert got.device.type == "npu" and got.item() == want.item()
