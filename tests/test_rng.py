@@ -213,3 +213,36 @@ def test_rng_state_offset_moves_the_default_generator_like_cudas():
     torch.npu._set_rng_state_offset(100, device="npu:0")
     assert torch.equal(torch.rand(4, device="npu").cpu(), moved)
     assert not torch.equal(moved, first)
+
+
+def test_rng_state_under_fake_tensors_is_a_real_host_tensor_not_a_crash():
+    # The generator makes its state tensor without dispatching: under
+    # FakeTensorMode at::empty would have returned a tensor without data.
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        state = torch.npu.get_rng_state(torch.device("npu:0"))
+    assert type(state) is torch.Tensor and state.shape == (16,) and state.device.type == "cpu"
+
+
+def test_compiled_checkpoint_replays_dropout_like_eager():
+    # checkpoint(preserve_rng_state) with fallback_random runs the random op
+    # through torch's run_and_save_rng_state / run_with_rng_state, whose
+    # backend selection knew CPU, CUDA, XPU and HPU only
+    # (torch_npu/_rng_state_ops.py).
+    from torch.utils.checkpoint import checkpoint
+
+    def fn(x):
+        return checkpoint(lambda t: torch.sigmoid(torch.dropout(torch.sigmoid(t), p=0.5, train=True)), x,
+                          use_reentrant=False, preserve_rng_state=True)
+
+    torch._dynamo.reset()
+    with torch._inductor.config.patch("fallback_random", True):
+        results = []
+        for compiled in (False, True):
+            x = torch.linspace(-2, 2, 16, device="npu").reshape(4, 4).requires_grad_()
+            torch.npu.manual_seed(42)
+            out = (torch.compile(fn, backend="aot_eager") if compiled else fn)(x)
+            out.sum().backward()
+            results.append((out.detach().cpu(), x.grad.cpu()))
+    assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])

@@ -60,6 +60,9 @@ _flex_attention.install()  # FlexAttention accepts npu tensors
 from torch_npu import _linear_cross_entropy  # noqa: E402
 
 _linear_cross_entropy.install()  # linear_cross_entropy's "auto" choices for npu
+from torch_npu import _rng_state_ops  # noqa: E402
+
+_rng_state_ops.install()  # torch's RNG-state replay operators on npu
 from torch_npu import _flop_counter  # noqa: E402
 
 _flop_counter.install()  # FlopCounterMode counts npu's attention kernel

@@ -1,5 +1,7 @@
 #include "csrc/core/npu_generator.h"
 
+#include <ATen/EmptyTensor.h>
+
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Generator.h>
 #include <ATen/core/GeneratorForPrivateuseone.h>
@@ -95,7 +97,11 @@ void NpuGenerator::set_state(const c10::TensorImpl& new_state) {
 }
 
 c10::intrusive_ptr<c10::TensorImpl> NpuGenerator::get_state() const {
-  auto state = at::empty({static_cast<int64_t>(kStateBytes)}, at::TensorOptions().dtype(at::kByte));
+  // A host tensor made without dispatching (as CUDA's generator does):
+  // under FakeTensorMode or a tracing mode at::empty would return a tensor
+  // without data to copy into.
+  auto state = at::detail::empty_cpu({static_cast<int64_t>(kStateBytes)}, c10::ScalarType::Byte,
+                                     std::nullopt, std::nullopt, std::nullopt, std::nullopt);
   const std::shared_ptr<CaptureRng> rng = capturing_rng(device().index());
   const uint64_t values[2] = {seed_, rng ? rng->draws_of(handle_of(this)) : offset_};
   std::memcpy(state.data_ptr(), values, kStateBytes);
