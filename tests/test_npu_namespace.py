@@ -285,10 +285,10 @@ def test_set_op_timeout_ms_checks_its_argument_before_refusing():
 
 
 def test_argument_refusals_name_what_to_do():
-    with pytest.raises(NotImplementedError, match=r"memory_snapshot\(mempool_id=...\) is not supported on vNPU"):
-        torch.npu.memory_snapshot(mempool_id=(0, 1))
-    with pytest.raises(NotImplementedError, match=r"MemPool\(no_split=True\) is not supported.*no_split=False"):
-        torch.npu.MemPool(no_split=True)
+    with pytest.raises(NotImplementedError, match=r"MemPool\(use_on_oom=True\) is not supported on the virtual NPU"):
+        torch.npu.MemPool(use_on_oom=True)
+    with pytest.raises(ValueError, match="unknown NPU memory pool"):
+        torch.npu.memory_snapshot(mempool_id=(0, 987654))
     with pytest.raises(ValueError, match="supports configuring 0/1/2/3"):
         torch.npu.set_deterministic_level(4)
 

@@ -127,7 +127,15 @@ def _run_operator_as_the_front_end_does():
         from torch._higher_order_ops.utils import _hop_compile_tls, setup_compilation_env
         from torch.nn.attention import flex_attention as front_end
 
-        traced = isinstance(score_mod, torch.fx.GraphModule) or getattr(_hop_compile_tls, "in_hop_compile", False)
+        # Inside a compilation (Inductor running the operator while it
+        # compiles a graph, Dynamo tracing) the operator runs as torch runs
+        # it: a nested torch.compile there is refused.
+        # Only the front end's own call (seven arguments, the functions
+        # untraced) is routed: a call that passes the lifted buffers comes
+        # from a traced graph already.
+        traced = (len(args) != 2 or isinstance(score_mod, torch.fx.GraphModule)
+                  or getattr(_hop_compile_tls, "in_hop_compile", False)
+                  or torch._guards.TracingContext.try_get() is not None or torch.compiler.is_compiling())
         if query.device.type != "npu" or traced or front_end._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG:
             return call_operator(self, query, key, value, score_mod, block_mask, *args)
 
