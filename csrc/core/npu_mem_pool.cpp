@@ -163,19 +163,4 @@ std::vector<vnpu::SegmentInfo> pool_segments(MempoolId id) {
   return pool->snapshot();
 }
 
-std::map<uint64_t, MempoolId> pool_segment_owners(c10::DeviceIndex device) {
-  std::vector<std::pair<MempoolId, vnpu::CachingAllocator*>> pools;
-  {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    for (const auto& [id, owner] : g_pool_devices) {
-      if (owner == device) pools.emplace_back(id, allocator_of(id));
-    }
-  }
-  std::map<uint64_t, MempoolId> owners;
-  for (const auto& [id, pool] : pools) {
-    for (const vnpu::SegmentInfo& segment : pool->snapshot()) owners[segment.address] = id;
-  }
-  return owners;
-}
-
 }  // namespace torch_npu

@@ -12,7 +12,6 @@
 #include <c10/core/Device.h>
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -62,7 +61,5 @@ vnpu::CachingAllocator* routed_pool(c10::DeviceIndex device, vnpu::Stream& strea
 
 // The segments of the pool `id`.
 std::vector<vnpu::SegmentInfo> pool_segments(MempoolId id);
-// The pool each segment of a pool on `device` belongs to, by its address.
-std::map<uint64_t, MempoolId> pool_segment_owners(c10::DeviceIndex device);
 
 }  // namespace torch_npu

@@ -21,8 +21,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <utility>
 #include <vector>
+
+#include <vnpu/allocator_stats.h>
 
 namespace torch {
 struct CapturedTraceback;
@@ -46,7 +47,7 @@ struct MemoryEvent {
   int stream_index;
   int64_t time_us;
   std::shared_ptr<torch::CapturedTraceback> context;  // may be null
-  std::pair<uint64_t, uint64_t> pool{0, 0};             // the private pool's id (torch.npu.MemPool.id), {0, 0}: none
+  vnpu::PoolId pool{0, 0};                               // the private pool's id (torch.npu.MemPool.id), {0, 0}: none
 };
 
 // torch.npu.memory._record_memory_history. `enabled`: anything recorded;

@@ -5,7 +5,6 @@
 
 #include "csrc/api/pluggable_allocator_hooks.h"
 #include "csrc/core/npu_caching_allocator.h"
-#include "csrc/core/npu_mem_pool.h"
 #include "csrc/core/npu_pluggable_allocator.h"
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_error.h"
@@ -130,7 +129,6 @@ py::list trace_list(int64_t device) {
 py::list snapshot_list(int64_t device) {
   const c10::DeviceIndex index = resolve_device_index(device);
   py::list segments;
-  const std::map<uint64_t, MempoolId> pool_of = pool_segment_owners(index);
   for (const vnpu::SegmentInfo& info : memory_snapshot(index)) {
     py::list blocks;
     std::vector<std::shared_ptr<torch::CapturedTraceback>> contexts;
@@ -157,9 +155,7 @@ py::list snapshot_list(int64_t device) {
     segment["requested_size"] = info.requested_size;
     segment["stream"] = info.stream_index;
     segment["segment_type"] = info.is_large ? "large" : "small";
-    const auto pool = pool_of.find(info.address);
-    const MempoolId pool_id = pool == pool_of.end() ? MempoolId{0, 0} : pool->second;
-    segment["segment_pool_id"] = py::make_tuple(pool_id.first, pool_id.second);
+    segment["segment_pool_id"] = py::make_tuple(info.pool.first, info.pool.second);
     segment["is_expandable"] = false;
     segment["frames"] = py::list();
     segment["blocks"] = blocks;

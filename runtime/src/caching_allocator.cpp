@@ -749,6 +749,7 @@ std::vector<SegmentInfo> CachingAllocator::snapshot() const {
     segment.address = reinterpret_cast<std::uintptr_t>(head->ptr);
     segment.stream_index = head->stream->stream_index();
     segment.is_large = !head->small;
+    segment.pool = pool_id_;
     for (const Block* block = head; block != nullptr; block = block->next) {
       BlockInfo info;
       info.address = reinterpret_cast<std::uintptr_t>(block->ptr);

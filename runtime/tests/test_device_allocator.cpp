@@ -235,6 +235,11 @@ TEST(DeviceAllocator, TraceEventsNameThePoolTheirAllocatorServes) {
   const std::size_t in_pool = g_traced_pools.size();
   f.device.ordinary().free(f.device.ordinary().allocate(1000, f.stream));
   vnpu::set_block_trace_hook(nullptr);
+  // Snapshots name it too.
+  const std::uintptr_t pool_segment = f.device.pool({0, 9})->snapshot().at(0).address;
+  for (const auto& segment : f.device.snapshot()) {
+    EXPECT_EQ(segment.pool, (segment.address == pool_segment ? vnpu::PoolId{0, 9} : vnpu::PoolId{0, 0}));
+  }
   ASSERT_GT(in_pool, 0u);
   ASSERT_GT(g_traced_pools.size(), in_pool);
   for (std::size_t i = 0; i < g_traced_pools.size(); ++i) {

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace vnpu {
@@ -64,6 +65,9 @@ struct BlockInfo {
   bool active = false;  // allocated, or freed while a record_stream user still runs
 };
 
+// A private pool's id: (graph capture id, 0) or (0, n), as torch's MempoolId_t.
+using PoolId = std::pair<std::uint64_t, std::uint64_t>;
+
 // One segment (device reservation) and its blocks in address order.
 struct SegmentInfo {
   std::uintptr_t address = 0;
@@ -73,6 +77,7 @@ struct SegmentInfo {
   std::size_t active_size = 0;
   int stream_index = 0;
   bool is_large = false;
+  PoolId pool{0, 0};  // the private pool its allocator serves ({0, 0}: none)
   std::vector<BlockInfo> blocks;
 };
 

@@ -67,9 +67,8 @@
 
 #include <array>
 #include <cstddef>
-#include <utility>
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <set>
 #include <string>
@@ -85,9 +84,6 @@ class Stream;
 
 // A range of a segment handed out by allocate(); opaque to callers.
 struct Block;
-
-// A private pool's id: (graph capture id, 0) or (0, n), as torch's MempoolId_t.
-using PoolId = std::pair<std::uint64_t, std::uint64_t>;
 
 class CachingAllocator {
  public:
@@ -187,7 +183,7 @@ class CachingAllocator {
   void set_no_split(bool no_split) { no_split_ = no_split; }
 
   // The private pool this allocator serves ({0, 0}: none); set by its owner
-  // before first use. Trace events carry it.
+  // before first use. Trace events and snapshots carry it.
   void set_pool_id(PoolId id) { pool_id_ = id; }
   PoolId pool_id() const { return pool_id_; }
 

@@ -48,7 +48,7 @@ namespace vnpu {
 class DeviceMemory;
 class MemoryArena;
 
-// PoolId (a private pool's id) is declared in caching_allocator.h.
+// PoolId (a private pool's id) is declared in allocator_stats.h.
 
 class DeviceAllocator {
  public:
