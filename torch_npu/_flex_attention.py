@@ -127,12 +127,10 @@ def _run_operator_as_the_front_end_does():
         from torch._higher_order_ops.utils import _hop_compile_tls, setup_compilation_env
         from torch.nn.attention import flex_attention as front_end
 
-        # Inside a compilation (Inductor running the operator while it
-        # compiles a graph, Dynamo tracing) the operator runs as torch runs
-        # it: a nested torch.compile there is refused.
-        # Only the front end's own call (seven arguments, the functions
-        # untraced) is routed: a call that passes the lifted buffers comes
-        # from a traced graph already.
+        # Only the front end's own call is routed (seven arguments, the
+        # functions untraced, outside any compilation): a call that passes the
+        # lifted buffers comes from a traced graph already, and inside a
+        # compilation a nested torch.compile is refused.
         traced = (len(args) != 2 or isinstance(score_mod, torch.fx.GraphModule)
                   or getattr(_hop_compile_tls, "in_hop_compile", False)
                   or torch._guards.TracingContext.try_get() is not None or torch.compiler.is_compiling())

@@ -16,25 +16,14 @@ from torch._C import DispatchKey
 
 
 def _npu_device_of(args, kwargs):
+    """The npu device of the first tensor (or device) argument; None when it
+    is another device's. (An npu graph Inductor compiles as a CPU graph traces
+    these operators on CPU twins, so it is not served here yet.)"""
     for value in list(args) + list(kwargs.values()):
         device = value.device if isinstance(value, torch.Tensor) else value
-        if not isinstance(device, torch.device):
-            continue
-        if device.type == "npu":
-            return device
-        # An npu graph compiled as a CPU graph (torch_npu/_inductor/retarget.py)
-        # traces with CPU twins of its npu tensors: its state is still npu's.
-        compiling = _compiling_npu_graph()
-        if device.type == "cpu" and compiling is not None:
-            return torch.device("npu", compiling)
-        return None
+        if isinstance(device, torch.device):
+            return device if device.type == "npu" else None
     return None
-
-
-def _compiling_npu_graph():
-    from torch_npu._inductor import retarget
-
-    return getattr(retarget._compiling, "index", None)
 
 
 def _run_and_save(op, *args, **kwargs):

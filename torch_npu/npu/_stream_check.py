@@ -253,7 +253,6 @@ class NPUArgumentHandler(csan.ArgumentHandler):
         if is_output:
             self.outputs.add(data_ptr)
 
-
     def parse_outputs(self, schema, outputs, *, is_factory=False):
         """As CSAN's, except that a factory's outputs (empty_like, new_*) are
         fresh allocations the kernel's stream writes, as real torch_npu's
