@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch_npu.op_plugin._library import check, define
 from torch_npu.op_plugin.activation import npu_fast_gelu
 from torch_npu.op_plugin.quant import _saturate_int8, _scale_value
+from torch_npu.op_plugin.quant_matmul import _mm64
 
 _PLAIN = {"fastgelu": npu_fast_gelu, "gelu": F.gelu, "relu": F.relu, "silu": F.silu}
 _GATED = {"geglu": F.gelu, "swiglu": F.silu, "reglu": F.relu}
@@ -195,7 +196,7 @@ def _float_ffn(x, w1, w2, biases, activation, dtype, keep_float32):
 def _int8_matmul(a, w, bias, deq_scale):
     # Products of int8 values summed in float64 are exact for K < 2**37 / 127**2,
     # as the device's int32 accumulator is; the dequantisation is in float32.
-    acc = (a.double() @ w.double()).round()
+    acc = _mm64(a, w)
     if bias is not None:
         acc = acc + bias.double()
     return acc.float() * _scale_value(deq_scale)
