@@ -163,3 +163,52 @@ def test_the_environment_variable_applies_it_at_import():
     assert result.stdout.split() == ["npu:0", "0"]
     bad = run_python("import torch, torch_npu", TORCH_TRANSFER_TO_NPU="yes")
     assert bad.returncode != 0 and "Invalid value for TORCH_TRANSFER_TO_NPU: yes" in bad.stderr
+
+
+def test_libraries_see_cudas_own_availability_and_the_private_helpers_behave():
+    # Library functions that choose CUDA-only paths (transformers' is_torch_cuda_available,
+    # peft's infer_device, ...) answer as on a machine without CUDA, while the script's own
+    # torch.cuda.is_available() is the npu's; the helpers real torch_npu's tests call.
+    proc = run_python("""
+        import json, os, tempfile, logging
+        import torch, torch_npu
+        from torch_npu.contrib import transfer_to_npu as t2n
+        import torch.distributed as dist
+        from transformers.utils import import_utils
+        out = {"script": torch.cuda.is_available(), "library": import_utils.is_torch_cuda_available(),
+               "after": torch.cuda.is_available()}
+        with tempfile.TemporaryDirectory() as d:
+            good = os.path.join(d, "apis.json")
+            with open(good, "w") as f:
+                json.dump({"torch": {"version": "1.0", "apis": {"torch.npu.utils.get_device_name": "function"}}}, f)
+            bad = os.path.join(d, "bad.json")
+            with open(bad, "w") as f:
+                f.write("[1, 2]")
+            link = os.path.join(d, "link.json")
+            os.symlink(good, link)
+            out["valid"] = [t2n._check_input_file_valid(p) for p in (good, link, os.path.join(d, "missing"))]
+            out["loaded"] = [sorted(t2n._load_json_file(p)) for p in (good, bad, link)]
+        out["dict"] = t2n._replace_cuda_to_npu_in_dict({"cuda:0": "cuda:1", "cuda_version": 2, 3: "x"})
+        out["hccl"] = t2n._wrapper_hccl(lambda *a, **k: (a, k))("nccl", "cpu", backend="cpu:gloo,cuda:nccl")
+        out["ids"] = [t2n._wrapper_cuda(lambda **k: k)(device_ids=ids)["device_ids"]
+                      for ids in (("cuda:0", 1), ["cuda:0"])]
+        out["map"] = "cuda" in dist.Backend.default_device_backend_map
+        seen = []
+        logging.warning = lambda msg, *a: seen.append(msg)
+        kept = t2n._wrapper_profiler(lambda **k: k)(experimental_config="cuda's", record_shapes=True)
+        npu_cfg = torch_npu.profiler._ExperimentalConfig()
+        out["profiler"] = [sorted(kept), len(seen),
+                           t2n._wrapper_profiler(lambda **k: k)(experimental_config=npu_cfg)["experimental_config"] is npu_cfg]
+        print(json.dumps(out, default=repr))
+        """, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["script"] is True and out["after"] is True
+    assert out["library"] is False  # CUDA's own answer: this machine has no CUDA
+    assert out["valid"] == [True, False, False]  # links and missing files are refused
+    assert out["loaded"] == [["torch"], [], []]  # a JSON list is not a configuration
+    assert out["dict"] == {"npu:0": "npu:1", "npu_version": 2, "3": "x"}
+    assert out["hccl"] == [["hccl", "cpu"], {"backend": "cpu:gloo,npu:hccl"}]
+    assert out["ids"] == [["npu:0", 1], ["npu:0"]]
+    assert out["map"] is False  # process groups made without a backend do not look for NCCL
+    assert out["profiler"] == [["record_shapes"], 1, True]

@@ -21,7 +21,13 @@ On import, as real torch_npu's module does:
 - ``ProfilerActivity.CUDA`` in ``torch.profiler.profile(activities=...)`` is
   the npu activity;
 - ``torch.jit.script`` returns its argument with a RuntimeWarning (scripted
-  CUDA code paths would not be rewritten).
+  CUDA code paths would not be rewritten);
+- the library functions listed in ``apis_config.json`` (transformers'
+  ``is_torch_cuda_available``, peft's ``infer_device``, accelerate's
+  ``get_max_memory``, ...) see CUDA's own ``torch.cuda.is_available()``
+  (False without a GPU), so they take their npu or cpu paths instead of
+  CUDA-only ones (bitsandbytes, flash-attn 2, TF32). They are wrapped when
+  their module is imported, so importing this module imports none of them.
 
 ``torch.backends.cudnn`` is left alone. The list of replacements is printed
 once, as a warning, on rank 0.
@@ -29,6 +35,11 @@ once, as a warning, on rank 0.
 
 import functools
 import importlib
+import importlib.abc
+import importlib.metadata
+import importlib.util
+import json
+import logging
 import os
 import warnings
 
@@ -65,12 +76,26 @@ def _to_npu(value):
     if isinstance(value, torch.device) and value.type == "cuda":
         return torch.device("npu", value.index) if value.index is not None else torch.device("npu")
     if isinstance(value, dict) and value:  # map_location={"cuda:0": "cuda:1"}
-        return {_to_npu(k): _to_npu(v) for k, v in value.items()}
+        return _replace_cuda_to_npu_in_dict(value)
     return value
 
 
+def _replace_cuda_to_npu_in_dict(device_dict):
+    """A copy of `device_dict` with "cuda" replaced by "npu" in its string keys
+    and values (map_location={"cuda:0": "cuda:1"}, device maps)."""
+    return {(k.replace("cuda", "npu") if isinstance(k, str) else k):
+            (v.replace("cuda", "npu") if isinstance(v, str) else v) for k, v in device_dict.items()}
+
+
+def _device_ids_to_npu(device_ids):
+    """DDP / FSDP `device_ids=["cuda:0", ...]` (a list or tuple) on npu; ints stay indices."""
+    converted = [_to_npu(d) for d in device_ids]
+    return tuple(converted) if isinstance(device_ids, tuple) else converted
+
+
 def _wrap_device_args(fn, positional=()):
-    """fn with device-like keyword arguments (and the given positional slots) rewritten."""
+    """fn with device-like keyword arguments, `device_ids` (and the given
+    positional slots) rewritten."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         if positional and args:
@@ -78,9 +103,17 @@ def _wrap_device_args(fn, positional=()):
         for key in _DEVICE_KWARGS:
             if key in kwargs:
                 kwargs[key] = _to_npu(kwargs[key])
+        if isinstance(kwargs.get("device_ids"), (list, tuple)):
+            kwargs["device_ids"] = _device_ids_to_npu(kwargs["device_ids"])
         return fn(*args, **kwargs)
     wrapper._transfer_to_npu = True
     return wrapper
+
+
+def _wrapper_cuda(fn):
+    """`fn` taking "cuda" for "npu" in its device keyword arguments and
+    `device_ids` (real torch_npu's name for this decorator)."""
+    return _wrap_device_args(fn)
 
 
 def _patch(owner, name, positional=()):
@@ -181,34 +214,52 @@ def _device_taking_type(base, default_device):
     return StandIn
 
 
+def _backend_to_hccl(value):
+    """"nccl" -> "hccl"; in device:backend lists ("cpu:gloo,cuda:nccl") cuda too."""
+    if not isinstance(value, str):
+        return value
+    parts = []
+    for part in value.split(","):
+        device, sep, name = part.rpartition(":")
+        name = "hccl" if name.strip().lower() == "nccl" else name
+        parts.append(f"{_to_npu(device.strip())}{sep}{name}" if sep else name)
+    return ",".join(parts)
+
+
+def _wrapper_hccl(fn):
+    """`fn` (init_process_group, new_group, ...) taking "nccl" for "hccl" in a
+    backend given first or as `backend=`, and a cuda `device_id` for the npu
+    one (real torch_npu's name for this decorator)."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if args and isinstance(args[0], str):  # new_group's first argument is its ranks
+            args = (_backend_to_hccl(args[0]),) + tuple(args[1:])
+        if "backend" in kwargs:
+            kwargs["backend"] = _backend_to_hccl(kwargs["backend"])
+        if "device_id" in kwargs:
+            kwargs["device_id"] = _to_npu(kwargs["device_id"])
+        return fn(*args, **kwargs)
+    wrapper._transfer_to_npu = True
+    return wrapper
+
+
+def _del_nccl_device_backend_map():
+    """Drops torch's default "cuda" -> "nccl" pairing, so that a process group
+    made without a backend (init_process_group(), device meshes) does not look
+    for NCCL; "npu" -> "hccl" stays."""
+    backend_map = getattr(dist.Backend, "default_device_backend_map", None)
+    if backend_map is not None and "cuda" in backend_map:
+        del backend_map["cuda"]
+
+
 def _patch_distributed():
     if not dist.is_available():
         return
-
-    def backend(value):
-        """"nccl" -> "hccl"; in device:backend lists ("cpu:gloo,cuda:nccl") cuda too."""
-        if not isinstance(value, str):
-            return value
-        parts = []
-        for part in value.split(","):
-            device, sep, name = part.rpartition(":")
-            name = "hccl" if name.strip().lower() == "nccl" else name
-            parts.append(f"{_to_npu(device.strip())}{sep}{name}" if sep else name)
-        return ",".join(parts)
-
     for name in ("init_process_group", "new_group"):
         fn = getattr(dist, name)
-
-        @functools.wraps(fn)
-        def wrapper(*args, _fn=fn, _name=name, **kwargs):
-            if args and _name == "init_process_group":
-                args = (backend(args[0]),) + args[1:]
-            if "backend" in kwargs:
-                kwargs["backend"] = backend(kwargs["backend"])
-            if "device_id" in kwargs:
-                kwargs["device_id"] = _to_npu(kwargs["device_id"])
-            return _fn(*args, **kwargs)
-        setattr(dist, name, wrapper)
+        if not getattr(fn, "_transfer_to_npu", False):
+            setattr(dist, name, _wrapper_hccl(fn))
+    _del_nccl_device_backend_map()
     dist.is_nccl_available = lambda: "hccl" in dist.Backend.backend_list
     # Code that builds NCCL's options or checks for its class gets hccl's.
     from torch_npu._C._distributed_c10d import ProcessGroupHCCL
@@ -250,6 +301,145 @@ def _patch_profiler():
     torch.profiler.profile = profile_npu
 
 
+# Library functions that must see CUDA's own answer to "is there a GPU?" while
+# torch.cuda is torch.npu: they pick CUDA-only features (bitsandbytes,
+# flash-attn 2, TF32) or enumerate CUDA devices, and on npu must take their
+# non-CUDA path. Per package: the first version they apply to, and each API
+# ("function" at module level or "method" of a class).
+_LIBRARY_APIS_FILE = os.path.join(os.path.dirname(os.path.realpath(__file__)), "apis_config.json")
+_MAX_CONFIG_BYTES = 10 * 1024 ** 2
+_MAX_FILE_NAME = 200
+
+
+def _check_input_file_valid(file_path):
+    """Whether `file_path` is a readable regular file, not a link, with a
+    name of at most 200 characters and at most 10 MiB."""
+    if os.path.islink(os.path.abspath(file_path)):
+        return False
+    path = os.path.realpath(file_path)
+    return (os.path.exists(path) and os.access(path, os.R_OK)
+            and len(os.path.basename(path)) <= _MAX_FILE_NAME and os.path.getsize(path) <= _MAX_CONFIG_BYTES)
+
+
+def _load_json_file(file_path):
+    """The JSON object in `file_path`, or {} if the file is not valid
+    (_check_input_file_valid), not JSON, or not an object."""
+    if not _check_input_file_valid(file_path):
+        return {}
+    try:
+        with open(file_path, "r") as file:
+            content = json.load(file)
+    except json.JSONDecodeError:
+        return {}
+    return content if isinstance(content, dict) else {}
+
+
+_cuda_is_available = torch.cuda.is_available  # CUDA's own, before torch.cuda becomes torch.npu
+
+
+def _wrapper_libraries_func(fn):
+    """`fn` run with CUDA's own torch.cuda.is_available (False without a GPU)."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        patched = torch.cuda.is_available
+        torch.cuda.is_available = _cuda_is_available
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            torch.cuda.is_available = patched
+    return wrapper
+
+
+def _version_at_least(version, minimum):
+    from packaging.version import InvalidVersion, Version
+    try:
+        return Version(version) >= Version(minimum)
+    except InvalidVersion:
+        return False
+
+
+def _wrap_api(module, full_name, kind):
+    """Wraps one API of the imported `module` (its function, or its class's method)."""
+    owner = getattr(module, full_name.split(".")[-2], None) if kind == "method" else module
+    name = full_name.split(".")[-1]
+    fn = getattr(owner, name, None) if owner is not None else None
+    if fn is not None and not getattr(fn, "_transfer_to_npu", False):
+        wrapped = _wrapper_libraries_func(fn)
+        wrapped._transfer_to_npu = True
+        setattr(owner, name, wrapped)
+
+
+class _WrapOnImport(importlib.abc.MetaPathFinder):
+    """Wraps the APIs of a module when it is first imported: importing every
+    listed library up front would cost seconds and run their import-time
+    side effects in scripts that never use them."""
+
+    def __init__(self):
+        self.pending = {}  # module name -> [(api, kind)]
+        self._finding = set()
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname not in self.pending or fullname in self._finding:
+            return None
+        self._finding.add(fullname)
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            self._finding.discard(fullname)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return None
+        exec_module, apis = spec.loader.exec_module, self.pending.pop(fullname)
+
+        def exec_and_wrap(module):
+            exec_module(module)
+            for full_name, kind in apis:
+                _wrap_api(module, full_name, kind)
+        spec.loader.exec_module = exec_and_wrap
+        return spec
+
+
+_on_import = _WrapOnImport()
+
+
+def _do_wrapper_libraries_func(apis_by_package):
+    """Wraps (_wrapper_libraries_func) each API of each installed package at
+    or above its version in `apis_by_package` (apis_config.json's layout):
+    now if its module is imported, else when it is."""
+    import sys
+    for package, entry in apis_by_package.items():
+        try:
+            installed = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        if not isinstance(entry, dict) or not _version_at_least(installed, str(entry.get("version", "0"))):
+            continue
+        for full_name, kind in (entry.get("apis") or {}).items():
+            if kind not in ("function", "method"):
+                continue
+            module_name = ".".join(full_name.split(".")[:-2 if kind == "method" else -1])
+            if module_name in sys.modules:
+                _wrap_api(sys.modules[module_name], full_name, kind)
+            else:
+                _on_import.pending.setdefault(module_name, []).append((full_name, kind))
+    if _on_import.pending and _on_import not in sys.meta_path:
+        sys.meta_path.insert(0, _on_import)
+
+
+def _wrapper_profiler(fn):
+    """`fn` (a profiler constructor) without an `experimental_config` that is
+    not torch_npu's (CUDA's options mean nothing on npu): dropped, with a warning."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        config = kwargs.get("experimental_config")
+        if "experimental_config" in kwargs and type(config) is not torch_npu.profiler._ExperimentalConfig:
+            logging.warning("The experimental_config argument of torch.profiler.profile was dropped by "
+                            "transfer_to_npu: it holds CUDA's options; pass a "
+                            "torch_npu.profiler._ExperimentalConfig to set the NPU's.")
+            del kwargs["experimental_config"]
+        return fn(*args, **kwargs)
+    return wrapper
+
+
 def _patch_jit():
     def script(obj=None, *args, **kwargs):
         warnings.warn("torch.jit.script is disabled by torch_npu.contrib.transfer_to_npu; the object runs "
@@ -279,6 +469,7 @@ def apply():
     _patch_extensions_and_host_memory()
     _patch_profiler()
     _patch_jit()
+    _do_wrapper_libraries_func(_load_json_file(_LIBRARY_APIS_FILE))
     _done = True
     _notice()
 
