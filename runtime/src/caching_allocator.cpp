@@ -9,6 +9,7 @@
 #include <mutex>
 #include <limits>
 #include <unordered_map>
+#include <vector>
 
 #include "vnpu/device_memory.h"
 #include "vnpu/error.h"
@@ -52,13 +53,18 @@ class LiveBlocks {
   void add(Block* block) {
     Shard& s = shard(block->ptr);
     std::lock_guard<std::mutex> lock(s.mutex);
-    s.blocks[block->ptr] = block;
+    if (s.spare.empty()) {
+      s.blocks[block->ptr] = block;
+      return;
+    }
+    Map::node_type node = std::move(s.spare.back());
+    s.spare.pop_back();
+    node.key() = block->ptr;
+    node.mapped() = block;
+    auto result = s.blocks.insert(std::move(node));
+    if (!result.inserted) result.position->second = block;
   }
-  void remove(const Block* block) {
-    Shard& s = shard(block->ptr);
-    std::lock_guard<std::mutex> lock(s.mutex);
-    s.blocks.erase(block->ptr);
-  }
+  void remove(const Block* block) { take(block->ptr); }
   Block* find(const void* address) {
     Shard& s = shard(address);
     std::lock_guard<std::mutex> lock(s.mutex);
@@ -72,15 +78,21 @@ class LiveBlocks {
     auto it = s.blocks.find(address);
     if (it == s.blocks.end()) return nullptr;
     Block* block = it->second;
-    s.blocks.erase(it);
+    Map::node_type node = s.blocks.extract(it);
+    if (s.spare.size() < kMaxSpareNodes) s.spare.push_back(std::move(node));
     return block;
   }
 
  private:
+  using Map = std::unordered_map<const void*, Block*>;
   static constexpr std::size_t kShards = 32;
+  // Every tensor's allocation and free passes here: the map's nodes are kept
+  // for reuse, as the allocator keeps its own (Note [Recycled nodes]).
+  static constexpr std::size_t kMaxSpareNodes = 64;
   struct alignas(64) Shard {
     std::mutex mutex;
-    std::unordered_map<const void*, Block*> blocks;
+    Map blocks;
+    std::vector<Map::node_type> spare;
   };
   // Blocks start on 512-byte boundaries: the bits above those pick the shard.
   Shard& shard(const void* address) {

@@ -11,6 +11,7 @@
 
 #include "vnpu/error.h"
 #include "vnpu/host_wait.h"
+#include "process_fence.h"
 #include "spin.h"
 
 namespace vnpu {
@@ -72,7 +73,8 @@ Stream::Stream(int device_index, int stream_index, int priority, bool synchronou
       priority_(priority),
       synchronous_(synchronous),
       fork_generation_(g_fork_generation.load(std::memory_order_relaxed)),
-      busy_(busy) {
+      busy_(busy),
+      asymmetric_wake_(!synchronous && detail::process_wide_fence_available()) {
   // A synchronous stream runs everything on the caller: no ring, no worker.
   if (synchronous_) return;
   ring_.reset(new Task[kCapacity]);
@@ -138,11 +140,14 @@ std::unique_lock<std::mutex> Stream::lock_free_slot() {
     std::unique_lock<std::mutex> lock(producer_mutex_);
     // Slot seq % kCapacity was last used by task seq - kCapacity; the worker
     // resets a slot before it publishes that task's completion.
+    // Note [Free slots known to the producer]: the worker writes
+    // completed_seq_ after every task, so reading it costs the producer a
+    // cache line from the worker's core on every launch. Slots up to
+    // free_through_ were seen free already (completion only grows).
     const std::uint64_t seq = next_seq_;
-    if (seq <= kCapacity ||
-        completed_seq_.load(std::memory_order_acquire) >= seq - kCapacity) {
-      return lock;
-    }
+    if (seq <= free_through_) return lock;
+    free_through_ = completed_seq_.load(std::memory_order_acquire) + kCapacity;
+    if (seq <= free_through_) return lock;
     // Full: wait without the lock, so other producers (and a host thread
     // that must re-acquire Python's GIL after the wait) are not stuck
     // behind us; another producer may take the slot first, so look again.
@@ -156,10 +161,17 @@ std::unique_lock<std::mutex> Stream::lock_free_slot() {
 }
 
 void Stream::publish(std::uint64_t seq) {
-  // seq_cst store + seq_cst load of worker_sleeping_ pairs with the worker's
-  // seq_cst store of worker_sleeping_ + load of enqueued_seq_ (Dekker): at
-  // least one side sees the other, so a wake-up is never lost.
-  enqueued_seq_.store(seq, std::memory_order_seq_cst);
+  // The store of enqueued_seq_ and the load of worker_sleeping_ pair with the
+  // worker's store of worker_sleeping_ and load of enqueued_seq_ (Dekker): at
+  // least one side sees the other, so a wake-up is never lost. The
+  // store-load barrier this side needs is the worker's process-wide fence
+  // where there is one (Note [Asymmetric wake-up fence], process_fence.h).
+  if (asymmetric_wake_) {
+    enqueued_seq_.store(seq, std::memory_order_release);
+    std::atomic_signal_fence(std::memory_order_seq_cst);  // the compiler keeps the load after the store
+  } else {
+    enqueued_seq_.store(seq, std::memory_order_seq_cst);
+  }
   next_seq_ = seq + 1;
   if (worker_sleeping_.load(std::memory_order_seq_cst)) {
     // Taking the mutex orders this notify after the worker's wait began (or
@@ -206,9 +218,15 @@ void Stream::worker_loop() {
       }
       std::unique_lock<std::mutex> lock(wake_mutex_);
       worker_sleeping_.store(true, std::memory_order_seq_cst);
-      wake_cv_.wait(lock, [&] {
-        return stopping_.load() || enqueued_seq_.load(std::memory_order_seq_cst) != done;
-      });
+      auto woken = [&] { return stopping_.load() || enqueued_seq_.load(std::memory_order_seq_cst) != done; };
+      if (!asymmetric_wake_ || detail::process_wide_fence()) {
+        wake_cv_.wait(lock, woken);
+      } else {
+        // The fence failed, so a launch may have missed that this worker
+        // sleeps: look again every millisecond rather than wait for a wake.
+        while (!wake_cv_.wait_for(lock, std::chrono::milliseconds(1), woken)) {
+        }
+      }
       worker_sleeping_.store(false, std::memory_order_relaxed);
       // The destructor drains before it sets stopping_, so nothing is left.
       if (stopping_.load() && enqueued_seq_.load() == done) return;

@@ -613,6 +613,22 @@ TEST(Stream, IdleWorkerWakesUp) {
   }
 }
 
+TEST(Stream, LaunchesRacingTheWorkerGoingToSleepAreNeverLost) {
+  // Launches timed around the end of the worker's spin (150 us), when it
+  // says it sleeps and looks at the queue once more: a launch that misses
+  // the worker going to sleep would never run (Note [Asymmetric wake-up
+  // fence] in runtime/src/process_fence.h).
+  Stream stream(0, 0, 0, false);
+  for (int round = 0; round < 300; ++round) {
+    const auto idle_until = std::chrono::steady_clock::now() + std::chrono::microseconds(100 + round % 100);
+    while (std::chrono::steady_clock::now() < idle_until) {
+    }
+    const std::uint64_t seq = stream.enqueue("race", [] {});
+    ASSERT_TRUE(stream.wait_completed_until(seq, std::chrono::steady_clock::now() + std::chrono::seconds(5)))
+        << "round " << round;
+  }
+}
+
 TEST(SynchronousStream, RunsInlineOnCaller) {
   Stream stream(0, 0, 0, true);
   EXPECT_TRUE(stream.synchronous());

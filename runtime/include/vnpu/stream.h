@@ -218,6 +218,7 @@ class Stream {
   std::unique_ptr<Task[]> ring_;
   std::mutex producer_mutex_;     // serialises producers
   std::uint64_t next_seq_ = 1;    // guarded by producer_mutex_
+  std::uint64_t free_through_ = kCapacity;  // slots up to this seq are free; guarded by producer_mutex_
   std::shared_ptr<Graph> capture_;  // guarded by producer_mutex_
   std::size_t captured_tasks_ = 0;  // guarded by producer_mutex_
   std::atomic<bool> capturing_{false};
@@ -229,6 +230,9 @@ class Stream {
   std::mutex wake_mutex_;
   std::condition_variable wake_cv_;
   std::atomic<bool> worker_sleeping_{false};
+  // Launches publish without a fence; the worker fences the process before
+  // it sleeps (Note [Asymmetric wake-up fence] in runtime/src/process_fence.h).
+  const bool asymmetric_wake_;
   std::atomic<bool> stopping_{false};
 
   // Host-side waiters (synchronize, back-pressure). wake_at_ is the
