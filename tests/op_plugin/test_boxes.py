@@ -33,6 +33,25 @@ def test_bounding_box_encode_decode_round_trip():
     assert float(clipped[:, 0::2].max()) <= 5 and float(clipped[:, 1::2].max()) <= 3
 
 
+def test_bounding_box_encode_of_an_upside_down_box_follows_the_chip():
+    # gt's y2 < y1: its height is negative. 910B kernels give log of the
+    # negative ratio (NaN); 910A ones the log of the magnitudes.
+    from conftest import run_python
+    code = """
+        import torch, torch_npu
+        a = torch.tensor([[3., 4., 5., 6.]]).npu()
+        g = torch.tensor([[7., 8., 9., 6.]]).npu()
+        print(torch_npu.npu_bounding_box_encode(a, g, 0, 0, 0, 0, 1, 1, 1, 1).cpu()[0, 3].item())
+        """
+    values = {}
+    for chip in ("Ascend910B2", "Ascend910A"):
+        proc = run_python(code, VNPU_CHIP=chip)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        values[chip] = float(proc.stdout.split()[-1])
+    assert math.isnan(values["Ascend910B2"])
+    assert values["Ascend910A"] == pytest.approx(math.log(1 / 3), abs=1e-5)  # heights -1 and 3 (+1 pixel)
+
+
 @pytest.mark.parametrize("op", [torch_npu.npu_iou, torch_npu.npu_ptiou])
 def test_iou_iof(op):
     b, g = boxes(5, 3), boxes(3, 4)

@@ -14,6 +14,7 @@ import math
 
 import torch
 
+from torch_npu.npu.device import _device_is_pre_910b
 from torch_npu.op_plugin._library import check, define
 
 _EPS_IOU = 1e-7   # npu_iou / npu_ptiou denominators
@@ -37,8 +38,15 @@ def npu_bounding_box_encode(anchor, gt, means0, means1, means2, means3, stds0, s
 
     px, py, pw, ph = centre_size(anchor)
     gx, gy, gw, gh = centre_size(gt)
-    deltas = torch.stack([(gx - px) / (pw + eps), (gy - py) / (ph + eps),
-                          torch.log(gw.abs() / (pw + eps).abs()), torch.log(gh.abs() / (ph + eps).abs())], dim=-1)
+    # A box with x2 < x1 (or y2 < y1) has a negative size. The 910A and 310P
+    # kernels take the log of the sizes' magnitudes; the 910B and later ones
+    # compute log(gw / pw) as it stands, NaN for a negative ratio (real
+    # test/contrib/test_bbox_coder expects each chip's).
+    if _device_is_pre_910b():
+        dw, dh = torch.log(gw.abs() / (pw + eps).abs()), torch.log(gh.abs() / (ph + eps).abs())
+    else:
+        dw, dh = torch.log(gw / (pw + eps)), torch.log(gh / (ph + eps))
+    deltas = torch.stack([(gx - px) / (pw + eps), (gy - py) / (ph + eps), dw, dh], dim=-1)
     means = deltas.new_tensor([means0, means1, means2, means3])
     stds = deltas.new_tensor([stds0, stds1, stds2, stds3])
     return (deltas - means) / stds

@@ -5,6 +5,7 @@ import torch
 import torch.nn as nn
 from torch.testing import assert_close
 
+import torch_npu
 from torch_npu.contrib import module as cm
 
 from contrib.inputs import NPU, rnd
@@ -29,3 +30,42 @@ def test_npu_cached_dropout_protocol(fresh_task_queues):
     with pytest.raises(RuntimeError, match="input type"):
         dropout("x")
     assert cm.NpuFairseqDropout is cm.NpuCachedDropout
+
+
+def test_npu_pregen_dropout_takes_slices_of_one_bit_mask_per_probability():
+    saved = (set(cm.NpuPreGenDropout.prob), dict(cm.NpuPreGenDropout.task_dict))
+    cm.NpuPreGenDropout.prob.clear()
+    cm.NpuPreGenDropout.task_dict.clear()
+    try:
+        x = rnd(4, 300, seed=162).to(NPU)
+        dropout = cm.NpuPreGenDropout(0.5)
+        with pytest.raises(RuntimeError, match="prob error"):
+            dropout(x)  # no mask drawn before enable_dropout_ensemble
+        model = nn.Sequential(nn.Identity())
+        cm.NpuPreGenDropout.enable_dropout_ensemble(model)
+        task = cm.NpuPreGenDropout.task_dict[0.5]
+        assert task.mask.numel() == 16 * 1024 * 1024 // 8 and task.idx == 0  # 16 Mi elements, a bit each
+        model(x)  # pre-hook waits for the side stream; the forward hook draws the next mask
+        torch.npu.synchronize()
+        mask = dropout([x.shape, x.dtype, x.device])  # 1200 elements: 10 blocks of 128 bits
+        assert mask.numel() == 160 and task.idx == 0
+        out = dropout(x)
+        assert task.idx == 160
+        expected = torch_npu.npu_dropout_do_mask(x, mask, 0.5)[0]
+        assert_close(out.cpu(), expected.cpu())  # the slice taken is the one the list call showed
+        kept = out != 0
+        assert 0.35 < kept.float().mean().item() < 0.65
+        assert_close(out[kept].cpu(), (x[kept] * 2).cpu())
+        second = dropout(x)
+        assert task.idx == 320 and not torch.equal(second.cpu(), out.cpu())  # the next slice
+        task.idx = task.mask.numel() - 10  # a step that runs out: reuses the start, draws more next time
+        assert_close(dropout(x).cpu(), expected.cpu())
+        assert task.max_mb == 17
+        assert cm.NpuPreGenDropout(0.)(x) is x
+        with pytest.raises(RuntimeError, match="input type"):
+            dropout("x")
+    finally:
+        cm.NpuPreGenDropout.prob.clear()
+        cm.NpuPreGenDropout.prob.update(saved[0])
+        cm.NpuPreGenDropout.task_dict.clear()
+        cm.NpuPreGenDropout.task_dict.update(saved[1])

@@ -12,6 +12,7 @@ from .activations import Mish, SiLU, Swish
 from .bidirectional_lstm import BiLSTM
 from .ps_roi_pooling import PSROIPool
 from .ensemble_dropout import NpuFairseqDropout, NpuCachedDropout
+from ._ensemble_dropout import NpuPreGenDropout
 from .multihead_attention import MultiheadAttention
 from .fusedcolorjitter import FusedColorJitter
 from .drop_path import NpuDropPath
@@ -26,7 +27,7 @@ from .npu_modules import DropoutWithByteMask
 __all__ = [
     "ChannelShuffle", "Prefetcher", "LabelSmoothingCrossEntropy", "ROIAlign", "DCNv2",
     "ModulatedDeformConv", "Mish", "BiLSTM", "PSROIPool", "SiLU", "Swish", "NpuFairseqDropout",
-    "NpuCachedDropout", "MultiheadAttention", "FusedColorJitter", "NpuDropPath", "Focus",
+    "NpuCachedDropout", "NpuPreGenDropout", "MultiheadAttention", "FusedColorJitter", "NpuDropPath", "Focus",
     "FastBatchNorm1d", "FastBatchNorm2d", "FastBatchNorm3d", "FastSyncBatchNorm",
     "LinearA8W8Quant", "LinearQuant", "LinearWeightQuant", "QuantConv2d", "DropoutWithByteMask",
 ]
