@@ -429,6 +429,50 @@ def test_mem_pool_routes_allocations_and_returns_its_memory():
     # Pools of a pluggable allocator: tests/test_pluggable_allocator.py.
 
 
+def test_a_use_on_oom_pool_lends_its_cache_when_the_limited_device_runs_out():
+    device, mib = 2, 1024 * 1024
+
+    def empty(mb):
+        return torch.empty(mb * mib, dtype=torch.uint8, device=f"npu:{device}")
+
+    keeper = torch.npu.MemPool(device=device)
+    lender = torch.npu.MemPool(use_on_oom=True, device=device)
+    gc.collect()
+    torch.npu.empty_cache()
+    total = torch.npu.get_device_properties(device).total_memory
+    # Requests are padded and rounded to 2 MiB: 32 MiB takes 34 MiB.
+    torch.npu.set_per_process_memory_fraction((torch.npu.memory_reserved(device) + 72 * mib) / total, device)
+    try:
+        with torch.npu.use_mem_pool(keeper):
+            a = empty(32)
+        with torch.npu.use_mem_pool(lender):
+            b = empty(32)
+        lent_at = b.data_ptr()
+        with pytest.raises(torch.OutOfMemoryError):
+            empty(32)  # the pools' segments count toward the process's limit
+        del a, b
+        c = empty(24)  # no room for a new segment: the lender's cached block serves it
+        assert c.data_ptr() == lent_at
+        c.fill_(3)
+        assert int(c.sum()) == 3 * 24 * mib
+        with pytest.raises(torch.OutOfMemoryError):
+            empty(24)  # the keeper (use_on_oom=False) lends nothing, the lender has 8 MiB left
+        del c  # back to the lender's cache, not the ordinary one
+        with torch.npu.use_mem_pool(lender):
+            e = empty(16)
+        assert e.data_ptr() == lent_at
+        del e, lender  # a deleted pool lends nothing; its memory goes back
+        gc.collect()
+        torch.npu.empty_cache()
+        d = empty(24)
+        del d
+    finally:
+        torch.npu.set_per_process_memory_fraction(1.0, device)
+        del keeper
+        gc.collect()
+        torch.npu.empty_cache()
+
+
 # --- multi-stream capture: fork and join through events ----------------------
 
 def test_a_capture_forks_onto_a_side_stream_and_joins_back():

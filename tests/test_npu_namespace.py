@@ -285,8 +285,6 @@ def test_set_op_timeout_ms_checks_its_argument_before_refusing():
 
 
 def test_argument_refusals_name_what_to_do():
-    with pytest.raises(NotImplementedError, match=r"MemPool\(use_on_oom=True\) is not supported on the virtual NPU"):
-        torch.npu.MemPool(use_on_oom=True)
     with pytest.raises(ValueError, match="unknown NPU memory pool"):
         torch.npu.memory_snapshot(mempool_id=(0, 987654))
     with pytest.raises(ValueError, match="supports configuring 0/1/2/3"):

@@ -70,14 +70,14 @@ vnpu::CachingAllocator* allocator_of(MempoolId id) { return runtime_allocators(d
 }  // namespace
 
 MempoolId create_pool(c10::DeviceIndex device, bool for_graph, std::shared_ptr<PluggableAllocator> segments,
-                      bool no_split) {
+                      bool no_split, bool use_on_oom) {
   ordinary_allocator(device);  // raises the allocator options' errors, as the first allocation does
   vnpu::DeviceAllocator& allocators = runtime_allocators(device);
   std::shared_ptr<vnpu::MemoryArena> arena;
   if (segments) arena = std::make_shared<PluggableSegments>(std::move(segments), device);
   std::lock_guard<std::mutex> lock(g_mutex);
   const MempoolId id = for_graph ? MempoolId{g_next_graph_id++, 0} : MempoolId{0, g_next_handle_id++};
-  allocators.create_pool(id, std::move(arena), no_split);
+  allocators.create_pool(id, std::move(arena), no_split, use_on_oom);
   g_pool_devices[id] = device;
   return id;
 }

@@ -35,8 +35,11 @@ using MempoolId = std::pair<uint64_t, uint64_t>;
 // pool's segments come from that pluggable allocator's alloc and go back
 // through its free (Note [Pools of a pluggable allocator]).
 // `no_split`: torch.npu.MemPool(no_split=True), a pool that never splits a block.
+// `use_on_oom`: torch.npu.MemPool(use_on_oom=True), whose cache serves what
+// the device's ordinary allocator cannot (vnpu::DeviceAllocator::create_pool).
 MempoolId create_pool(c10::DeviceIndex device, bool for_graph,
-                      std::shared_ptr<PluggableAllocator> segments = nullptr, bool no_split = false);
+                      std::shared_ptr<PluggableAllocator> segments = nullptr, bool no_split = false,
+                      bool use_on_oom = false);
 void retain_pool(MempoolId id);
 // When the last user releases it, its idle segments go back to device
 // memory; blocks live tensors still hold keep working and are returned on

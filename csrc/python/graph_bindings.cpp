@@ -33,9 +33,10 @@ void bind_graphs(py::module& m) {
   m.def("_register_accelerator_graph", &register_accelerator_graph);  // torch.accelerator.Graph
   m.def("_npu_isCurrentStreamCapturing", &is_current_stream_capturing);
   m.def("_graph_pool_handle", &graph_pool_handle);
-  m.def("_npu_mempool_create", [](int64_t device, std::shared_ptr<PluggableAllocator> segments, bool no_split) {
-    return create_pool(resolve_device_index(device), /*for_graph=*/false, std::move(segments), no_split);
-  }, py::arg("device"), py::arg("allocator") = nullptr, py::arg("no_split") = false);
+  m.def("_npu_mempool_create", [](int64_t device, std::shared_ptr<PluggableAllocator> segments, bool no_split,
+                                  bool use_on_oom) {
+    return create_pool(resolve_device_index(device), /*for_graph=*/false, std::move(segments), no_split, use_on_oom);
+  }, py::arg("device"), py::arg("allocator") = nullptr, py::arg("no_split") = false, py::arg("use_on_oom") = false);
   m.def("_npu_mempool_release", &release_pool, py::call_guard<py::gil_scoped_release>());
   m.def("_npu_mempool_use_count", &pool_use_count);
   m.def("_npu_mempool_device", [](MempoolId id) { return static_cast<int>(pool_device(id)); });

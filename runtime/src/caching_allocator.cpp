@@ -301,6 +301,13 @@ Block* CachingAllocator::allocate_block(std::size_t bytes, Stream& stream, bool 
       block = reserve_segment(pool, stream, size, segment_bytes);
     }
   }
+  if (block == nullptr && may_wait && oom_fallback_) {
+    // Last, a MemPool(use_on_oom=True)'s cache (its own lock): its block
+    // stays its pool's, and returns there when freed.
+    lock.unlock();
+    if (Block* borrowed = oom_fallback_(bytes, stream)) return borrowed;
+    lock.lock();
+  }
   if (block == nullptr) {
     stats_.num_ooms += 1;
     throw Error(ErrorCode::kOutOfMemory, out_of_memory_message(size));
@@ -406,10 +413,22 @@ Block* CachingAllocator::reserve_segment(Pool& pool, Stream& stream, std::size_t
 }
 
 void* CachingAllocator::try_reserve(std::size_t bytes) {
-  if (stats_.reserved_bytes[kAggregateStat].current + bytes > allowed_bytes()) return nullptr;
+  const auto signed_bytes = static_cast<std::int64_t>(bytes);
+  // With a device-wide count, the bytes are claimed in it first, so that two
+  // allocators reserving at once cannot both pass the limit.
+  const std::int64_t reserved_before =
+      shared_reserved_ != nullptr ? shared_reserved_->fetch_add(signed_bytes) : stats_.reserved_bytes[kAggregateStat].current;
+  auto unclaim = [&] {
+    if (shared_reserved_ != nullptr) shared_reserved_->fetch_sub(signed_bytes);
+  };
+  if (static_cast<std::uint64_t>(reserved_before) + bytes > allowed_bytes()) {
+    unclaim();
+    return nullptr;
+  }
   try {
     return memory_.allocate(bytes);
   } catch (const Error& e) {
+    unclaim();
     if (e.code() == ErrorCode::kOutOfMemory) return nullptr;
     throw;
   }
@@ -451,6 +470,20 @@ Block* CachingAllocator::take_block(Block* block, std::size_t size, std::size_t 
   update(stats_.active_bytes, small, bytes);
   update(stats_.requested_bytes, small, static_cast<std::int64_t>(requested));
   if (block->size >= config_.max_split_size_bytes) stats_.oversize_allocations.increase(1);
+  return block;
+}
+
+Block* CachingAllocator::allocate_cached(std::size_t bytes, Stream& stream) {
+  if (bytes == 0 || !caching_) return nullptr;
+  std::unique_lock<std::mutex> lock(mutex_);
+  const std::size_t size = round_size(std::min(bytes, kMaxRequestBytes));
+  if (!deferred_.empty() || !unreleased_.empty()) process_deferred();
+  Block* block = find_free_block(pool_for(size), stream, size);
+  if (block == nullptr) return nullptr;
+  ++clock_;
+  block = take_block(block, size, bytes);
+  live_blocks().add(block);
+  trace_block(BlockTraceEvent::kHandedOut, block);
   return block;
 }
 
@@ -590,6 +623,7 @@ void CachingAllocator::release_segment(Block* head) {
   trace_block(BlockTraceEvent::kSegmentReleased, head);
   segments_.erase(head);
   memory_.release(head->ptr);
+  if (shared_reserved_ != nullptr) shared_reserved_->fetch_sub(static_cast<std::int64_t>(head->size));
   update(stats_.segment, head->small, -1);
   update(stats_.reserved_bytes, head->small, -static_cast<std::int64_t>(head->size));
   if (head->size >= config_.max_split_size_bytes) stats_.oversize_segments.decrease(1);

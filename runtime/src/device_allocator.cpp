@@ -56,6 +56,8 @@ CachingAllocator& DeviceAllocator::ordinary() {
   owned_.push_back(std::make_unique<CachingAllocator>(memory_, config, caching_, kRequestPaddingBytes));
   CachingAllocator* made = owned_.back().get();
   made->set_release_peers([this](CachingAllocator& asking) { release_peers_of(asking); });
+  made->set_shared_reserved(&reserved_);
+  made->set_oom_fallback([this](std::size_t bytes, Stream& stream) { return allocate_from_oom_pools(bytes, stream); });
   if (config.per_process_memory_fraction >= 0.0) made->set_memory_fraction(config.per_process_memory_fraction);
   ordinary_.store(made, std::memory_order_release);
   return *made;
@@ -66,11 +68,13 @@ CachingAllocator& DeviceAllocator::workspace() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (CachingAllocator* made = workspace_.load(std::memory_order_relaxed)) return *made;
   owned_.push_back(std::make_unique<CachingAllocator>(memory_, settings_.get()));
+  owned_.back()->set_shared_reserved(&reserved_);  // counted, not limited: kernels' scratch
   workspace_.store(owned_.back().get(), std::memory_order_release);
   return *owned_.back();
 }
 
-void DeviceAllocator::create_pool(PoolId id, std::shared_ptr<MemoryArena> segments, bool no_split) {
+void DeviceAllocator::create_pool(PoolId id, std::shared_ptr<MemoryArena> segments, bool no_split,
+                                  bool use_on_oom) {
   const AllocConfig config = settings_.get();
   std::lock_guard<std::mutex> lock(mutex_);
   if (pools_.count(id) != 0) {
@@ -87,7 +91,27 @@ void DeviceAllocator::create_pool(PoolId id, std::shared_ptr<MemoryArena> segmen
   pool.allocator->set_release_peers([this](CachingAllocator& asking) { release_peers_of(asking); });
   pool.allocator->set_pool_id(id);
   pool.allocator->set_no_split(no_split);
+  if (!segments) pool.allocator->set_shared_reserved(&reserved_);
+  const double fraction = fraction_ >= 0.0 ? fraction_ : config.per_process_memory_fraction;
+  if (fraction >= 0.0) pool.allocator->set_memory_fraction(fraction);
   pool.users = 1;
+  pool.use_on_oom = use_on_oom;
+}
+
+Block* DeviceAllocator::allocate_from_oom_pools(std::size_t bytes, Stream& stream) {
+  std::vector<CachingAllocator*> candidates;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [id, pool] : pools_) {
+      // A deleted MemPool (no users) lends nothing, as CUDA's pool
+      // destructor takes it off use_on_oom_pools.
+      if (pool.use_on_oom && pool.users > 0) candidates.push_back(pool.allocator.get());
+    }
+  }
+  for (CachingAllocator* allocator : candidates) {
+    if (Block* block = allocator->allocate_cached(bytes, stream)) return block;
+  }
+  return nullptr;
 }
 
 void DeviceAllocator::retain_pool(PoolId id) {
@@ -198,7 +222,21 @@ void DeviceAllocator::retire_stream(Stream& dead, Stream& heir) {
   for (CachingAllocator* allocator : all_allocators()) allocator->retire_stream(dead, heir);
 }
 
-void DeviceAllocator::set_memory_fraction(double fraction) { ordinary().set_memory_fraction(fraction); }
+void DeviceAllocator::set_memory_fraction(double fraction) {
+  ordinary();  // created, so that the fraction is kept
+  apply_memory_fraction(fraction);
+}
+
+void DeviceAllocator::apply_memory_fraction(double fraction) {
+  std::vector<CachingAllocator*> limited;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    fraction_ = fraction;
+    if (CachingAllocator* ordinary = ordinary_.load(std::memory_order_relaxed)) limited.push_back(ordinary);
+    for (const auto& [id, pool] : pools_) limited.push_back(pool.allocator.get());
+  }
+  for (CachingAllocator* allocator : limited) allocator->set_memory_fraction(fraction);
+}
 
 double DeviceAllocator::memory_fraction() const {
   if (const CachingAllocator* ordinary = ordinary_if_created()) return ordinary->memory_fraction();
@@ -208,9 +246,8 @@ double DeviceAllocator::memory_fraction() const {
 
 void DeviceAllocator::set_config(const AllocConfig& config) {
   for (CachingAllocator* allocator : all_allocators()) allocator->set_config(config);
-  CachingAllocator* ordinary = ordinary_if_created();
-  if (ordinary != nullptr && config.per_process_memory_fraction >= 0.0) {
-    ordinary->set_memory_fraction(config.per_process_memory_fraction);
+  if (ordinary_if_created() != nullptr && config.per_process_memory_fraction >= 0.0) {
+    apply_memory_fraction(config.per_process_memory_fraction);
   }
 }
 

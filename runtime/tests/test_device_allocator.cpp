@@ -189,6 +189,47 @@ TEST(DeviceAllocator, APoolInUseThatRunsOutTakesWhatTheOrdinaryCacheHoldsIdle) {
   f.device.ordinary().free(small);
 }
 
+TEST(DeviceAllocator, TheMemoryFractionLimitsTheOrdinaryCacheAndThePoolsTogether) {
+  Fixture f;  // 256 MiB of device memory
+  f.device.create_pool({0, 1});
+  f.device.set_memory_fraction(0.5);  // 128 MiB for everything; reaches the pool made before
+  CachingAllocator* pool = f.device.pool({0, 1});
+  Block* pooled = pool->allocate(100 * kMiB, f.stream);
+  EXPECT_THROW(f.device.ordinary().allocate(60 * kMiB, f.stream), Error);  // 100 + 60 > 128
+  Block* fits = f.device.ordinary().allocate(20 * kMiB, f.stream);
+  f.device.create_pool({0, 2});  // made after: limited too
+  EXPECT_THROW(f.device.pool({0, 2})->allocate(20 * kMiB, f.stream), Error);
+  f.device.ordinary().free(fits);
+  pool->free(pooled);
+}
+
+TEST(DeviceAllocator, AUseOnOomPoolLendsItsCacheWhileItHasUsers) {
+  Fixture f;
+  f.device.set_memory_fraction(0.5);
+  f.device.create_pool({0, 1}, nullptr, /*no_split=*/false, /*use_on_oom=*/true);
+  f.device.create_pool({0, 2});  // not a lender
+  CachingAllocator* lender = f.device.pool({0, 1});
+  CachingAllocator* keeper = f.device.pool({0, 2});
+  Block* lent = lender->allocate(60 * kMiB, f.stream);
+  void* lent_at = CachingAllocator::address(lent);
+  keeper->free(keeper->allocate(60 * kMiB, f.stream));
+  lender->free(lent);
+  // 120 MiB reserved by the pools: the ordinary allocator has no room, and
+  // its own cache is empty; the lender's cached block serves the request.
+  Block* borrowed = f.device.ordinary().allocate(40 * kMiB, f.stream);
+  EXPECT_EQ(CachingAllocator::address(borrowed), lent_at);
+  EXPECT_EQ(&CachingAllocator::owner(borrowed), lender);  // it stays the lender's
+  EXPECT_THROW(f.device.ordinary().allocate(40 * kMiB, f.stream), Error);  // 20 MiB left; the keeper lends nothing
+  CachingAllocator::owner(borrowed).free(borrowed);  // as the adaptor frees: by its owner
+  EXPECT_EQ(lender->stats().allocated_bytes[kAggregateStat].current, 0);
+  // A released pool lends nothing: it gave its idle segments back.
+  f.device.release_pool({0, 1});
+  EXPECT_EQ(lender->stats().reserved_bytes[kAggregateStat].current, 0);
+  Block* own = f.device.ordinary().allocate(40 * kMiB, f.stream);
+  EXPECT_EQ(&CachingAllocator::owner(own), &f.device.ordinary());
+  f.device.ordinary().free(own);
+}
+
 // Segments from a source of the user's (a pluggable allocator), counted.
 class CountingArena final : public vnpu::MemoryArena {
  public:

@@ -319,14 +319,14 @@ class MemPool:
         if allocator is not None and not isinstance(allocator, _C._NPUPluggableAllocator):
             raise TypeError("torch.npu.MemPool(allocator=...) expects the allocator of an NPUPluggableAllocator "
                             f"(its .allocator()), got {type(allocator).__name__}")
-        if use_on_oom:
-            raise NotImplementedError("torch.npu.MemPool(use_on_oom=True) is not supported on the virtual NPU")
         self._device = _device(device)
         self._allocator = allocator
         # With an allocator, the pool's segments come from its alloc and free
         # (Note [Pools of a pluggable allocator], csrc/core/npu_mem_pool.cpp).
         # no_split: each segment is made for one request and holds that one block.
-        self._id = tuple(_C._npu_mempool_create(self._device, allocator, bool(no_split)))
+        # use_on_oom: while the pool lives, an allocation outside it that would
+        # run out of memory takes a block from the pool's cache instead.
+        self._id = tuple(_C._npu_mempool_create(self._device, allocator, bool(no_split), bool(use_on_oom)))
 
     @property
     def id(self):

@@ -66,6 +66,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -182,6 +183,24 @@ class CachingAllocator {
   // bigger than the request. Set by the owner before first use.
   void set_no_split(bool no_split) { no_split_ = no_split; }
 
+  // The bytes the device's allocators hold reserved together (ordinary,
+  // workspace and pools over the device's memory): the per-process memory
+  // fraction limits their sum, as CUDA's limits a device's (every pool's
+  // segments count). Without it, the fraction limits this allocator's own.
+  // Set by the owner before first use.
+  void set_shared_reserved(std::atomic<std::int64_t>* reserved) { shared_reserved_ = reserved; }
+
+  // Called, without this allocator's mutex, when a request cannot be served
+  // at all (the last step before OutOfMemoryError): a block it returns, from
+  // another allocator's cache (a MemPool(use_on_oom=True)), serves the
+  // request. Set by the owner before first use.
+  void set_oom_fallback(std::function<Block*(std::size_t, Stream&)> fallback) {
+    oom_fallback_ = std::move(fallback);
+  }
+  // A block for `bytes` from what this allocator holds cached, never a new
+  // segment; nullptr if none fits. Another allocator's OOM fallback.
+  Block* allocate_cached(std::size_t bytes, Stream& stream);
+
   // The private pool this allocator serves ({0, 0}: none); set by its owner
   // before first use. Trace events and snapshots carry it.
   void set_pool_id(PoolId id) { pool_id_ = id; }
@@ -252,6 +271,8 @@ class CachingAllocator {
   const bool caching_;
   const std::size_t request_padding_;
   std::function<void(CachingAllocator&)> release_peers_;  // set before first use
+  std::function<Block*(std::size_t, Stream&)> oom_fallback_;  // set before first use
+  std::atomic<std::int64_t>* shared_reserved_ = nullptr;   // set before first use
   PoolId pool_id_{0, 0};                                   // set before first use
   bool no_split_ = false;                                  // set before first use
 

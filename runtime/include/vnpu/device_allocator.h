@@ -74,7 +74,11 @@ class DeviceAllocator {
   // of a pluggable allocator): a DeviceMemory of the pool's own, with the
   // device's index and capacity, accounts them.
   // `no_split`: the pool never splits a block (CachingAllocator::set_no_split).
-  void create_pool(PoolId id, std::shared_ptr<MemoryArena> segments = nullptr, bool no_split = false);
+  // `use_on_oom`: while the pool has users, a request the ordinary allocator
+  // cannot serve takes a block from the pool's cache (torch.npu.MemPool's
+  // use_on_oom, CUDA's use_on_oom_pools) rather than fail.
+  void create_pool(PoolId id, std::shared_ptr<MemoryArena> segments = nullptr, bool no_split = false,
+                   bool use_on_oom = false);
   // Throws Error(kInvalidValue) for an unknown pool.
   void retain_pool(PoolId id);
   // When the last user goes, the pool's idle segments go back to device
@@ -103,8 +107,10 @@ class DeviceAllocator {
   // CachingAllocator::retire_stream on every allocator of the device.
   void retire_stream(Stream& dead, Stream& heir);
 
-  // The ordinary allocator's limit (it is created to set it), and what it is
-  // or will start with.
+  // The per-process limit, as a fraction of the device's capacity, on what
+  // the ordinary allocator and the pools reserve together (the ordinary
+  // allocator is created to set it; pools made later start with it), and
+  // what it is or will start with.
   void set_memory_fraction(double fraction);
   double memory_fraction() const;
 
@@ -118,7 +124,13 @@ class DeviceAllocator {
     std::unique_ptr<DeviceMemory> memory;  // its own segment source, if any; outlives the allocator
     std::unique_ptr<CachingAllocator> allocator;
     int users = 0;
+    bool use_on_oom = false;
   };
+  // The ordinary allocator's OOM fallback: a block from the cache of a
+  // use_on_oom pool that has users, or nullptr.
+  Block* allocate_from_oom_pools(std::size_t bytes, Stream& stream);
+  // The limit on the allocators that share the device's memory.
+  void apply_memory_fraction(double fraction);
   // Every allocator made so far (guarded by mutex_ while copied).
   std::vector<CachingAllocator*> all_allocators() const;
   // empty_cache() of every allocator but `asking`: the release_peers hook
@@ -131,7 +143,13 @@ class DeviceAllocator {
   const AllocSettings& settings_;
   const bool caching_;
 
+  // What the allocators over memory_ (ordinary, workspace, pools without
+  // segments of their own) hold reserved; declared before them, whose
+  // destructors return their segments.
+  std::atomic<std::int64_t> reserved_{0};
+
   mutable std::mutex mutex_;  // guards what follows and the creation of allocators
+  double fraction_ = -1.0;    // set_memory_fraction's, for pools made later (-1: the settings')
   std::atomic<CachingAllocator*> ordinary_{nullptr};
   std::atomic<CachingAllocator*> workspace_{nullptr};
   std::vector<std::unique_ptr<CachingAllocator>> owned_;  // ordinary and workspace, once made
