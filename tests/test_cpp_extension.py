@@ -148,6 +148,24 @@ def test_allocator_stats_events_graphs_and_generators_match_python(ext):
     del keep
 
 
+def test_init_npu_sets_the_device_and_finalize_npu_returns_cached_memory(ext):
+    before = torch.npu.current_device()
+    try:
+        assert ext.init_npu_and_current("npu:1") == 1 == torch.npu.current_device()
+        with pytest.raises(RuntimeError, match="expects an npu device, got cpu"):
+            ext.init_npu_and_current("cpu")
+        with pytest.raises(RuntimeError, match="Invalid device ID 99"):
+            ext.init_npu_index(99)
+        x = torch.ones(1 << 20, device="npu:1")
+        del x
+        assert torch.npu.memory_reserved(1) > 0
+        ext.finalize_npu()
+        assert torch.npu.memory_reserved(1) == 0
+        assert (torch.ones(3, device="npu:1") + 1).sum().item() == 6  # still usable
+    finally:
+        torch.npu.set_device(before)
+
+
 def test_an_extension_built_against_another_torch_is_named_at_load(ext, capfd):
     # The check every extension runs when loaded (NPUMacros.h), with another version.
     assert ext.check_torch_version(torch.__version__.split("+")[0])

@@ -60,16 +60,16 @@ struct LogState {
   LogFilter filter;
 };
 
-std::mutex g_mutex;
-std::optional<at::CallbackHandle> g_handle;  // guarded by g_mutex
-std::shared_ptr<const LogState> g_state;     // guarded by g_mutex; read through a copy
+std::mutex g_log_mutex;
+std::optional<at::CallbackHandle> g_log_handle;  // guarded by g_log_mutex
+std::shared_ptr<const LogState> g_state;     // guarded by g_log_mutex; read through a copy
 
 // Only the operator the user called is logged, not the ATen calls its
 // kernels make: op-plugin logs the one aclnn launch an operator makes.
-thread_local int t_depth = 0;
+thread_local int t_log_depth = 0;
 
 std::shared_ptr<const LogState> current_state() {
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::mutex> lock(g_log_mutex);
   return g_state;
 }
 
@@ -121,8 +121,8 @@ void emit(const LogState& state, char level_char, const std::string& message) {
   std::fflush(stderr);
 }
 
-std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
-  if (t_depth++ > 0) return nullptr;
+std::unique_ptr<at::ObserverContext> on_log_enter(const at::RecordFunction& fn) {
+  if (t_log_depth++ > 0) return nullptr;
   const std::string_view name(fn.name());
   if (name.rfind("aten::", 0) != 0) return nullptr;
   const auto inputs = fn.inputs();
@@ -147,7 +147,7 @@ std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
   return nullptr;
 }
 
-void on_exit(const at::RecordFunction&, at::ObserverContext*) { --t_depth; }
+void on_log_exit(const at::RecordFunction&, at::ObserverContext*) { --t_log_depth; }
 
 }  // namespace
 
@@ -172,7 +172,7 @@ std::string aclnn_name_of(const std::string& aten_name) {
 }
 
 void set_op_plugin_log(int level, const std::string& filter) {
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::mutex> lock(g_log_mutex);
   const bool on = level > 0 && level <= kInfo;
   if (on) {
     auto state = std::make_shared<LogState>();
@@ -182,12 +182,12 @@ void set_op_plugin_log(int level, const std::string& filter) {
   } else {
     g_state.reset();
   }
-  if (on && !g_handle) {
-    g_handle = at::addGlobalCallback(
-        at::RecordFunctionCallback(on_enter, on_exit).needsInputs(true).scopes({at::RecordScope::FUNCTION}));
-  } else if (!on && g_handle) {
-    at::removeCallback(*g_handle);
-    g_handle.reset();
+  if (on && !g_log_handle) {
+    g_log_handle = at::addGlobalCallback(
+        at::RecordFunctionCallback(on_log_enter, on_log_exit).needsInputs(true).scopes({at::RecordScope::FUNCTION}));
+  } else if (!on && g_log_handle) {
+    at::removeCallback(*g_log_handle);
+    g_log_handle.reset();
   }
 }
 

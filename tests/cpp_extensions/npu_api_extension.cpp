@@ -22,6 +22,7 @@
 #include "torch_npu/csrc/framework/OpCommand.h"
 #include "torch_npu/csrc/framework/OpHook.h"
 #include "torch_npu/csrc/inductor/aoti_torch/generated/c_shim_npu.h"
+#include "torch_npu/csrc/libs/init_npu.h"
 #include <torch/csrc/inductor/aoti_torch/utils.h>
 
 namespace {
@@ -271,4 +272,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("attach_trace_tracker", &attach_trace_tracker);
   m.def("trace_tracker_counts", &trace_tracker_counts);
   m.def("default_generator_seed", [] { return at_npu::detail::getDefaultNPUGenerator(0).current_seed(); });
+  // init_npu.h, as a C++ program without Python starts and stops the device.
+  m.def("init_npu_and_current", [](const std::string& device) {
+    torch_npu::init_npu(device);
+    torch::npu::synchronize();
+    return static_cast<int>(c10::npu::current_device());
+  });
+  m.def("init_npu_index", [](int index) { torch_npu::init_npu(static_cast<c10::DeviceIndex>(index)); });
+  m.def("finalize_npu", [] { torch_npu::finalize_npu(); });
 }
