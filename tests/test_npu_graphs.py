@@ -164,12 +164,13 @@ def test_operations_that_cannot_be_captured_raise_and_leave_the_device_usable(ca
 
 def _random_block(x, generator=None):
     # Random ops of several kinds: a factory, an in-place draw, dropout
-    # (a hand-written kernel) and one with an explicit generator.
+    # (a hand-written kernel), sampling and one with an explicit generator.
     a = torch.rand(x.shape, device="npu") + x
     b = torch.empty_like(x).normal_() * a
     c = torch.nn.functional.dropout(b, p=0.5, training=True)
     d = torch.randn(x.shape, device="npu", generator=generator) if generator is not None else 0
-    return torch.stack([c, c + d])
+    m = torch.multinomial(a.abs() + 0.1, x.numel(), replacement=True).to(x.dtype)
+    return torch.stack([c, c + d, m])
 
 
 def _rewinding_block():
