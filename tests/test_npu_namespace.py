@@ -388,3 +388,12 @@ def test_fft_plan_cache_settings_are_checked_as_real_torch_npu_checks_them():
     with pytest.raises(RuntimeError, match="read-only"):
         cache.size = 1
     assert torch.npu.backends.sdp_kernel is torch.npu.sdp_kernel
+
+
+def test_every_torch_npu_name_is_documented_and_operators_show_their_schemas():
+    import torch_npu
+    undocumented = [name for name in torch_npu.__all__ if getattr(torch_npu, name).__doc__ is None]
+    assert not undocumented
+    doc = torch_npu.npu_format_cast.__doc__
+    assert "npu::npu_format_cast.Tensor(Tensor self, Tensor dst" in doc  # every overload's schema
+    assert str(torch.ops.npu.npu_rms_norm.default._schema) in torch_npu.npu_rms_norm.__doc__

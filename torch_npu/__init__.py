@@ -34,11 +34,12 @@ from torch_npu.npu import (  # noqa: E402,F401
 )
 
 # Custom ops live in torch.ops.npu and are re-exported here, as in torch_npu.
-npu_format_cast = torch.ops.npu.npu_format_cast
-npu_format_cast_ = torch.ops.npu.npu_format_cast_
 from torch_npu.npu._format import Format, get_npu_format  # noqa: E402  (get_npu_format returns a Format)
 
 from torch_npu import op_plugin as _op_plugin  # noqa: E402  (defines the fused ops)
+
+npu_format_cast = _op_plugin.documented("npu", "npu_format_cast")
+npu_format_cast_ = _op_plugin.documented("npu", "npu_format_cast_")
 
 _fused_ops = _op_plugin.exports()
 globals().update(_fused_ops)

@@ -7,6 +7,8 @@ Ascend kernels.
 
 from typing import Optional, Tuple, Union
 
+import inspect
+
 import torch
 
 from torch_npu.op_plugin import activation, attention, moe, norm, optimizer, rotary  # noqa: F401
@@ -17,7 +19,7 @@ from torch_npu.op_plugin import infer_attention, infer_ops, moe_routing, mx_quan
 from torch_npu.op_plugin import activation_quant, backward, ffn, fusion_attention_v3, infer_cache, mc2  # noqa: F401
 from torch_npu.op_plugin import hans, moe_permute, norm_quant, quant_matmul, sparse_attention  # noqa: F401
 from torch_npu.op_plugin.atb import _atb_ops  # noqa: F401
-from torch_npu.op_plugin._library import EXPORTED, EXPORTED_ATB
+from torch_npu.op_plugin._library import EXPORTED, EXPORTED_ATB, IMPLEMENTATION_DOCS
 from torch_npu.op_plugin._out_list import with_out_list
 
 
@@ -54,10 +56,31 @@ def npu_bert_apply_adam(lr: Union[float, int], beta1: Union[float, int], beta2: 
                                              weight_decay, step_size, adam_mode, var=var, m=m, v=v)
 
 
+def _operator_doc(namespace, name):
+    """The docstring of torch_npu.<name>: the operator's schemas (one per
+    overload), then what vNPU's implementation says of itself."""
+    packet = getattr(getattr(torch.ops, namespace), name)
+    schemas = "\n".join(f"    {getattr(packet, overload)._schema}" for overload in packet.overloads())
+    doc = f"torch_npu.{name}: the operator torch.ops.{namespace}.{name}.\n\nSchemas:\n{schemas}\n"
+    implementation = IMPLEMENTATION_DOCS.get(f"{namespace}::{name}")
+    if implementation:
+        doc += "\n" + inspect.cleandoc(implementation) + "\n"
+    return doc
+
+
+def documented(namespace, name):
+    """torch.ops.<namespace>.<name> as torch_npu exports it, with its docstring."""
+    exported = with_out_list(getattr(getattr(torch.ops, namespace), name))
+    if exported.__doc__ is None:
+        exported.__doc__ = _operator_doc(namespace, name)
+    return exported
+
+
 def exports():
-    """{name: callable} of every fused op torch_npu re-exports."""
-    names = {name: with_out_list(getattr(torch.ops.npu, name)) for name in EXPORTED}
-    names.update((name, with_out_list(getattr(torch.ops.atb, name))) for name in EXPORTED_ATB)
+    """{name: callable} of every fused op torch_npu re-exports, each documented
+    (help(torch_npu.npu_rms_norm) shows its schemas)."""
+    names = {name: documented("npu", name) for name in EXPORTED}
+    names.update((name, documented("atb", name)) for name in EXPORTED_ATB)
     names["npu_grouped_matmul"] = npu_grouped_matmul
     names["npu_apply_adam_w"] = npu_apply_adam_w
     names["npu_bert_apply_adam"] = npu_bert_apply_adam

@@ -29,6 +29,9 @@ _ATB_LIB = torch.library.Library("atb", "DEF")
 EXPORTED = []
 # The same for torch.ops.atb: torch_npu re-exports these too (torch_npu._npu_paged_attention).
 EXPORTED_ATB = []
+# "npu::<packet>" -> the docstring of the Python function that implements it,
+# part of the exported operator's own docstring (exports() in __init__.py).
+IMPLEMENTATION_DOCS = {}
 
 
 def _strict_mode_on():
@@ -108,6 +111,8 @@ def define(schema, fn, *, export=True, differentiable=True):
     packet = name.split(".", 1)[0]
     if export and packet not in EXPORTED:
         EXPORTED.append(packet)
+    if fn.__doc__:
+        IMPLEMENTATION_DOCS.setdefault("npu::" + packet, fn.__doc__)
     return fn
 
 
@@ -120,6 +125,8 @@ def define_atb(schema, fn, *, export=True):
     packet = name.split(".", 1)[0]
     if export and packet not in EXPORTED_ATB:
         EXPORTED_ATB.append(packet)
+    if fn.__doc__:
+        IMPLEMENTATION_DOCS.setdefault("atb::" + packet, fn.__doc__)
     return fn
 
 
