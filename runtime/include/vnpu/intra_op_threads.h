@@ -30,12 +30,28 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 
 namespace vnpu {
 
 constexpr std::int64_t kSerialWorkElements = 32768;
 constexpr std::int64_t kWholeMachineWorkElements = 262144;
+
+// Note [A long kernel gives its host a moment to block]
+// A program often queues a few long kernels and then waits for them
+// (synchronize, .item(), a copy to the host): the first kernel starts while
+// its host is still queueing the rest, takes threads - 1, and keeps them
+// to its end, though the host blocks microseconds later. A kernel of
+// kHostGraceWorkElements or more (a 1024x1024x1024 GEMM counts 16M; it takes
+// milliseconds) first waits up to kHostGraceTime for a host thread to block,
+// at most about 1% of its own time, and takes every core if one does.
+constexpr std::int64_t kHostGraceWorkElements = std::int64_t{8} << 20;
+constexpr std::chrono::microseconds kHostGraceTime{50};
+
+constexpr bool waits_for_host(std::int64_t work, int max_threads) {
+  return max_threads > 1 && work >= kHostGraceWorkElements;
+}
 
 constexpr int intra_op_threads(std::int64_t work, int max_threads, bool host_blocked) {
   if (work >= 0 && work < kSerialWorkElements) return 1;
