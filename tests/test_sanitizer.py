@@ -449,8 +449,10 @@ def test_missing_record_stream_is_reported(sanitizer, scenario, warned):
     scenario(x, s1, s2)
     found = sanitizer.flush_record_stream_warnings()
     assert len(found) == warned, [str(w) for w in found]
-    assert {w.usage_stream for w in found} <= {key(s1), key(s2)}
-    assert all(w.data_ptr == x.untyped_storage().data_ptr() and w.allocation_stream == 0 for w in found)
+    # Findings name streams by their aclrtStream handles, as real torch_npu's do.
+    assert {w.usage_stream for w in found} <= {int(s1.npu_stream), int(s2.npu_stream)}
+    default = int(torch.npu.default_stream().npu_stream)
+    assert all(w.data_ptr == x.untyped_storage().data_ptr() and w.allocation_stream == default for w in found)
     if found:
         assert "record_stream" in str(found[0]) and "Last use on stream" in str(found[0])
 
@@ -460,7 +462,7 @@ def test_record_stream_covers_only_its_stream(sanitizer):
     s1, s2 = torch.npu.Stream(), torch.npu.Stream()
     x.record_stream(s1)
     _two_streams(x, s1, s2)
-    assert [w.usage_stream for w in sanitizer.flush_record_stream_warnings()] == [key(s2)]
+    assert [w.usage_stream for w in sanitizer.flush_record_stream_warnings()] == [int(s2.npu_stream)]
 
 
 @pytest.mark.parametrize("record_new", [False, True])

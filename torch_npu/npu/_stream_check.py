@@ -44,6 +44,15 @@ class UseOfFreedMemoryError(csan.UnsynchronizedAccessError):
             f"allocated on, or make the allocating stream wait for that stream before the tensor is freed.\n")
 
 
+def _stream_handle(key):
+    """The aclrtStream handle (``int(stream.npu_stream)``) of the stream the
+    analysis knows by ``key``: findings name streams as real torch_npu's do."""
+    device = _npu_trace.stream_device(key)
+    stream_id = key - (device << _npu_trace._DEVICE_SHIFT)
+    device_type = torch.npu.default_stream(device).device_type
+    return int(torch.npu.Stream(stream_id=stream_id, device_index=device, device_type=device_type).npu_stream)
+
+
 class MissingRecordStreamWarning:
     """A tensor used on a stream other than the one it was allocated on, with
     no record_stream for that stream and no wait of the allocating stream
@@ -115,7 +124,8 @@ class NPURecordStreamHandler(csan.EventHandler):
     def _missing_record_streams(self, data_ptr, tracked):
         if tracked.allocation_stream is None:
             return []
-        return [MissingRecordStreamWarning(data_ptr, tracked.allocation_stream, stream, use)
+        return [MissingRecordStreamWarning(data_ptr, _stream_handle(tracked.allocation_stream), _stream_handle(stream),
+                                           use)
                 for stream, use in tracked.cross_stream_usages.items()
                 if stream not in tracked.recorded_streams
                 and not self.syncs.is_ordered_after(tracked.allocation_stream, use.seq_num, stream)]
