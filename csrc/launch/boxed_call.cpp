@@ -98,15 +98,32 @@ torch::jit::Stack stand_in_stack(const c10::OperatorHandle& op, c10::ArrayRef<c1
   return stack;
 }
 
+namespace {
+
+// Keeps the warnings of a dry run until it is known to pass.
+class CollectingWarningHandler final : public c10::WarningHandler {
+ public:
+  void process(const c10::Warning& warning) override { warnings.push_back(warning); }
+  std::vector<c10::Warning> warnings;
+};
+
+}  // namespace
+
 bool dry_run_passes(const c10::OperatorHandle& op, torch::jit::Stack& stand_ins) {
   at::AutoDispatchBelowADInplaceOrView no_autograd;
-  // The real run gives the kernel's warnings; the dry run would repeat them.
-  c10::WarningUtils::WarningHandlerGuard quiet(dropping_warning_handler());
-  try {
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stand_ins);
-  } catch (const c10::Error&) {
-    return false;
+  // The dry run gives the call's warnings, on the caller (the real run is
+  // quiet: Note [A boxed kernel warns in its dry run]); a dry run that fails
+  // gives none, since the synchronous path then runs the kernel for real.
+  CollectingWarningHandler collected;
+  {
+    c10::WarningUtils::WarningHandlerGuard collect(&collected);
+    try {
+      op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stand_ins);
+    } catch (const c10::Error&) {
+      return false;
+    }
   }
+  for (const c10::Warning& warning : collected.warnings) c10::warn(warning);
   return true;
 }
 

@@ -12,11 +12,13 @@
 #include <ATen/ops/index.h>
 #include <torch/library.h>
 
+#include <optional>
 #include <vector>
 
 #include "csrc/core/npu_error.h"
 #include "csrc/launch/boxed_call.h"
 #include "csrc/launch/cpu_allocation_scope.h"
+#include "csrc/launch/dropped_warnings.h"
 #include "csrc/launch/launch.h"
 #include "csrc/launch/op_policy.h"
 #include "csrc/launch/op_route.h"
@@ -144,15 +146,27 @@ std::vector<int64_t> functional_shape(const OpPolicy& policy, c10::ArrayRef<c10:
   return shape;
 }
 
-// Queues the snapshotted call; stage 2 redispatches it to the CPU kernel.
+// Note [A boxed kernel warns in its dry run]
+// A kernel's warnings belong on the caller, once per call, as on the cpu
+// (indexing with a uint8 mask warns at every call). Stage 2 runs on the
+// caller only for a signature's first launch (Note [Argument errors raise at
+// the call]) and on the stream worker after it, where a warning reaches no
+// Python code. So an op with a dry run gives its warnings there, on the
+// caller, and its stage 2 is quiet.
+
+// Queues the snapshotted call; stage 2 redispatches it to the CPU kernel
+// (without its warnings when `dry_run_warned`).
 void launch_redispatch(const c10::OperatorHandle& op, c10::DeviceIndex device, KernelOutputs outputs,
-                       c10::ArrayRef<c10::IValue> args) {
+                       c10::ArrayRef<c10::IValue> args, bool dry_run_warned) {
   LaunchSnapshot snap;
   BoxedSnapshot call(op.schema(), args, device, snap);
-  launch(device, op.operator_name().name.c_str(), std::move(outputs), snap, [call = std::move(call), op]() {
-    torch::jit::Stack cpu_stack = call.to_stack();
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu_stack);
-  });
+  launch(device, op.operator_name().name.c_str(), std::move(outputs), snap,
+         [call = std::move(call), op, dry_run_warned]() {
+           std::optional<c10::WarningUtils::WarningHandlerGuard> quiet;
+           if (dry_run_warned) quiet.emplace(dropping_warning_handler());
+           torch::jit::Stack cpu_stack = call.to_stack();
+           op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu_stack);
+         });
 }
 
 void async_boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
@@ -184,14 +198,14 @@ void async_boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   std::vector<c10::IValue> results;
   switch (policy.results) {
     case OpResults::kWritesArguments:
-      launch_redispatch(op, device, written_arguments(schema, args), args);
+      launch_redispatch(op, device, written_arguments(schema, args), args, policy.dry_run);
       results = aliased_returns(schema, args);
       break;
     case OpResults::kBroadcastOut: {
       const size_t out_index = out_argument(schema);
       const at::Tensor& out = args[out_index].toTensor();
       at::native::resize_output(out, broadcast_shape(schema, args));
-      launch_redispatch(op, device, {out}, args);  // snapshots after the resize
+      launch_redispatch(op, device, {out}, args, policy.dry_run);  // snapshots after the resize
       results.push_back(args[out_index]);
       break;
     }
@@ -207,7 +221,10 @@ void async_boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
       LaunchSnapshot snap;
       BoxedSnapshot call(schema, args, device, snap);
       launch(device, op.operator_name().name.c_str(), KernelOutputs(outputs), snap,
-             [device, call = std::move(call), op, outs = snap.refs(at::ITensorListRef(outputs))]() {
+             [device, call = std::move(call), op, outs = snap.refs(at::ITensorListRef(outputs)),
+              dry_run_warned = policy.dry_run]() {
+               std::optional<c10::WarningUtils::WarningHandlerGuard> quiet;
+               if (dry_run_warned) quiet.emplace(dropping_warning_handler());
                // Functional ops: the CPU kernel's results are scratch in
                // device memory until copied into the outputs.
                DeviceMemoryScope scratch(device);
