@@ -3,8 +3,6 @@
 #include <ATen/core/LegacyTypeDispatch.h>
 
 #include <algorithm>
-#include <chrono>
-#include <thread>
 #include <stdexcept>
 #include <unordered_set>
 
@@ -23,14 +21,10 @@ namespace {
 
 int intra_op_threads(int64_t work, int max_threads) {
   // The rule and its reasons: runtime/include/vnpu/intra_op_threads.h.
-  bool host_blocked = vnpu::blocked_host_threads() > 0;
-  if (!host_blocked && vnpu::waits_for_host(work, max_threads)) {
-    // Note [A long kernel gives its host a moment to block].
-    const auto until = std::chrono::steady_clock::now() + vnpu::kHostGraceTime;
-    while (!(host_blocked = vnpu::blocked_host_threads() > 0) && std::chrono::steady_clock::now() < until) {
-      std::this_thread::yield();
-    }
-  }
+  // Note [A long kernel gives its host a moment to block].
+  const bool host_blocked = vnpu::waits_for_host(work, max_threads)
+                                ? vnpu::host_blocks_within(vnpu::kHostGraceTime)
+                                : vnpu::blocked_host_threads() > 0;
   return vnpu::intra_op_threads(work, max_threads, host_blocked);
 }
 

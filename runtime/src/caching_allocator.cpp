@@ -312,10 +312,7 @@ Block* CachingAllocator::allocate_block(std::size_t bytes, Stream& stream, bool 
     stats_.num_ooms += 1;
     throw Error(ErrorCode::kOutOfMemory, out_of_memory_message(size));
   }
-  block = take_block(block, size, bytes);
-  live_blocks().add(block);
-  trace_block(BlockTraceEvent::kHandedOut, block);
-  return block;
+  return take_block(block, size, bytes);
 }
 
 Block* CachingAllocator::retry_after_releasing_cache(std::unique_lock<std::mutex>& lock, Pool& pool,
@@ -416,8 +413,8 @@ void* CachingAllocator::try_reserve(std::size_t bytes) {
   const auto signed_bytes = static_cast<std::int64_t>(bytes);
   // With a device-wide count, the bytes are claimed in it first, so that two
   // allocators reserving at once cannot both pass the limit.
-  const std::int64_t reserved_before =
-      shared_reserved_ != nullptr ? shared_reserved_->fetch_add(signed_bytes) : stats_.reserved_bytes[kAggregateStat].current;
+  const std::int64_t reserved_before = shared_reserved_ != nullptr ? shared_reserved_->fetch_add(signed_bytes)
+                                                                    : stats_.reserved_bytes[kAggregateStat].current;
   auto unclaim = [&] {
     if (shared_reserved_ != nullptr) shared_reserved_->fetch_sub(signed_bytes);
   };
@@ -470,6 +467,8 @@ Block* CachingAllocator::take_block(Block* block, std::size_t size, std::size_t 
   update(stats_.active_bytes, small, bytes);
   update(stats_.requested_bytes, small, static_cast<std::int64_t>(requested));
   if (block->size >= config_.max_split_size_bytes) stats_.oversize_allocations.increase(1);
+  live_blocks().add(block);
+  trace_block(BlockTraceEvent::kHandedOut, block);
   return block;
 }
 
@@ -481,10 +480,7 @@ Block* CachingAllocator::allocate_cached(std::size_t bytes, Stream& stream) {
   Block* block = find_free_block(pool_for(size), stream, size);
   if (block == nullptr) return nullptr;
   ++clock_;
-  block = take_block(block, size, bytes);
-  live_blocks().add(block);
-  trace_block(BlockTraceEvent::kHandedOut, block);
-  return block;
+  return take_block(block, size, bytes);
 }
 
 Block* CachingAllocator::take_live_block(const void* address) {

@@ -242,6 +242,8 @@ class CachingAllocator {
   bool fits(const Block* block, std::size_t size) const;
   Block* reserve_segment(Pool& pool, Stream& stream, std::size_t size, std::size_t segment_bytes);
   void* try_reserve(std::size_t bytes);
+  // Hands out `size` bytes of the free `block` (splitting off the rest), for
+  // a request of `requested` bytes: counted, registered by address, traced.
   Block* take_block(Block* block, std::size_t size, std::size_t requested);
   void finish_free(Block* block);
   void return_to_pool(Block* block);
