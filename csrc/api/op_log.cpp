@@ -62,7 +62,7 @@ struct LogState {
 
 std::mutex g_log_mutex;
 std::optional<at::CallbackHandle> g_log_handle;  // guarded by g_log_mutex
-std::shared_ptr<const LogState> g_state;     // guarded by g_log_mutex; read through a copy
+std::shared_ptr<const LogState> g_state;         // guarded by g_log_mutex; read through a copy
 
 // Only the operator the user called is logged, not the ATen calls its
 // kernels make: op-plugin logs the one aclnn launch an operator makes.

@@ -1,7 +1,5 @@
 #include "csrc/launch/boxed_call.h"
 
-#include "csrc/launch/dropped_warnings.h"
-
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/ops/zeros.h>
 

@@ -3,8 +3,9 @@
 //   - stage 2 of structured ops whose CPU kernel runs the meta function
 //     again (Note [Warnings of a meta function run twice],
 //     csrc/codegen/gen_structured_kernels.py);
-//   - the one-element dry run of boxed kernels (boxed_call.h), whose real
-//     run gives the same warnings.
+//   - stage 2 of boxed kernels that had a dry run, which gave the call's
+//     warnings on the caller (Note [A boxed kernel warns in its dry run],
+//     csrc/launch/boxed_kernel.cpp).
 // Install it with c10::WarningUtils::WarningHandlerGuard.
 #pragma once
 

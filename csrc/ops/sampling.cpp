@@ -57,7 +57,6 @@ at::Tensor& npu_multinomial_out(const at::Tensor& self, int64_t n_sample, bool w
   check_multinomial(self, n_sample, with_replacement);
   TORCH_CHECK(result.scalar_type() == at::kLong, "multinomial expects an int64 (Long) out tensor, got ",
               result.scalar_type());
-  TORCH_CHECK(result.device() == self.device(), "multinomial arguments must be on the same device");
   result.resize_(multinomial_sizes(self, n_sample));
   return multinomial_into(result, self, n_sample, with_replacement, generator, device);
 }
