@@ -189,6 +189,7 @@ def test_libraries_see_cudas_own_availability_and_the_private_helpers_behave():
             out["valid"] = [t2n._check_input_file_valid(p) for p in (good, link, os.path.join(d, "missing"))]
             out["loaded"] = [sorted(t2n._load_json_file(p)) for p in (good, bad, link)]
         out["dict"] = t2n._replace_cuda_to_npu_in_dict({"cuda:0": "cuda:1", "cuda_version": 2, 3: "x"})
+        out["device_map"] = str(t2n._to_npu({"cuda:0": torch.device("cuda", 1)}))  # map_location of devices
         out["hccl"] = t2n._wrapper_hccl(lambda *a, **k: (a, k))("nccl", "cpu", backend="cpu:gloo,cuda:nccl")
         out["ids"] = [t2n._wrapper_cuda(lambda **k: k)(device_ids=ids)["device_ids"]
                       for ids in (("cuda:0", 1), ["cuda:0"])]
@@ -208,6 +209,7 @@ def test_libraries_see_cudas_own_availability_and_the_private_helpers_behave():
     assert out["valid"] == [True, False, False]  # links and missing files are refused
     assert out["loaded"] == [["torch"], [], []]  # a JSON list is not a configuration
     assert out["dict"] == {"npu:0": "npu:1", "npu_version": 2, "3": "x"}
+    assert out["device_map"] == "{'npu:0': device(type='npu', index=1)}"
     assert out["hccl"] == [["hccl", "cpu"], {"backend": "cpu:gloo,npu:hccl"}]
     assert out["ids"] == [["npu:0", 1], ["npu:0"]]
     assert out["map"] is False  # process groups made without a backend do not look for NCCL

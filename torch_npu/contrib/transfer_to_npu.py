@@ -41,6 +41,7 @@ import importlib.util
 import json
 import logging
 import os
+import sys
 import warnings
 
 import torch
@@ -82,9 +83,11 @@ def _to_npu(value):
 
 def _replace_cuda_to_npu_in_dict(device_dict):
     """A copy of `device_dict` with "cuda" replaced by "npu" in its string keys
-    and values (map_location={"cuda:0": "cuda:1"}, device maps)."""
-    return {(k.replace("cuda", "npu") if isinstance(k, str) else k):
-            (v.replace("cuda", "npu") if isinstance(v, str) else v) for k, v in device_dict.items()}
+    and values, and cuda torch.devices by npu ones (map_location={"cuda:0":
+    "cuda:1"}, device maps)."""
+    def converted(item):
+        return item.replace("cuda", "npu") if isinstance(item, str) else _to_npu(item)
+    return {converted(k): converted(v) for k, v in device_dict.items()}
 
 
 def _device_ids_to_npu(device_ids):
@@ -405,7 +408,6 @@ def _do_wrapper_libraries_func(apis_by_package):
     """Wraps (_wrapper_libraries_func) each API of each installed package at
     or above its version in `apis_by_package` (apis_config.json's layout):
     now if its module is imported, else when it is."""
-    import sys
     for package, entry in apis_by_package.items():
         try:
             installed = importlib.metadata.version(package)
@@ -427,7 +429,9 @@ def _do_wrapper_libraries_func(apis_by_package):
 
 def _wrapper_profiler(fn):
     """`fn` (a profiler constructor) without an `experimental_config` that is
-    not torch_npu's (CUDA's options mean nothing on npu): dropped, with a warning."""
+    not torch_npu's (CUDA's options mean nothing on npu): dropped, with a warning.
+    Real torch_npu's private decorator, kept for code that imports it; this
+    module's own profiler patch maps the activities instead (_patch_profiler)."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         config = kwargs.get("experimental_config")
