@@ -50,3 +50,16 @@ def test_distribution_statistics():
     assert 0 <= u.min().item() and u.max().item() < 1 and abs(u.mean().item() - 0.5) < 0.01
     mask = F.dropout(torch.ones(200_000, device="npu"), 0.3).cpu()
     assert abs((mask == 0).float().mean().item() - 0.3) < 0.01
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda w: torch.multinomial(w, 0), "cannot sample n_sample <= 0 samples"),
+    (lambda w: torch.multinomial(w, 5, replacement=False), "cannot sample n_sample > prob_dist.size"),
+    (lambda w: torch.multinomial(w.long(), 2), "multinomial only supports floating-point dtypes"),
+    (lambda w: torch.multinomial(w.reshape(1, 1, 4), 2), "prob_dist must be 1 or 2 dim"),
+])
+def test_multinomial_refuses_bad_arguments_at_the_call_as_cpu_does(call, message):
+    # The queued npu kernel checks ATen's arguments on the caller, with cpu's words.
+    for device in ("cpu", "npu"):
+        with pytest.raises(RuntimeError, match=message):
+            call(torch.tensor([1.0, 2.0, 3.0, 4.0], device=device))
