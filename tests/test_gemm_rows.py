@@ -71,3 +71,45 @@ def test_queued_gemms_split_by_rows_equal_cpu_eager_bit_for_bit():
     assert "bad []" in lines, done.stdout
     if (os.cpu_count() or 1) >= 2:  # the split ran: the helper team (a thread per core but one) was made
         assert f"helpers before 0 after {os.cpu_count() - 1}" in lines, done.stdout
+
+
+LONG_SCRIPT = r"""
+import time
+import torch, torch_npu
+
+torch.manual_seed(0)
+cases = []
+for (m, k, n) in [(1024, 512, 1024), (1000, 1024, 600)]:
+    a, b = torch.randn(m, k), torch.randn(k, n)
+    cases.append((a, b, torch.randn(m, n), torch.randn(n)))
+inputs = [tuple(t.npu() for t in case) for case in cases]
+torch.npu.synchronize()
+results = []
+for a, b, bias_rows, bias in inputs:
+    # Queued while the host is busy: each GEMM starts on threads - 1 and asks
+    # again after its first rows (the host is still busy for the first ones,
+    # blocked in synchronize for the last).
+    results.append((a @ b, torch.addmm(bias_rows, a, b, beta=0.5, alpha=2.0), torch.addmm(bias, a, b)))
+end = time.perf_counter() + 0.02
+while time.perf_counter() < end:
+    pass
+torch.npu.synchronize()
+bad = []
+for (a, b, bias_rows, bias), (mm, addmm_rows, addmm) in zip(cases, results):
+    if not torch.equal(mm.cpu(), a @ b):
+        bad.append(("mm", tuple(a.shape)))
+    if not torch.equal(addmm_rows.cpu(), torch.addmm(bias_rows, a, b, beta=0.5, alpha=2.0)):
+        bad.append(("addmm, bias of rows", tuple(a.shape)))
+    if not torch.equal(addmm.cpu(), torch.addmm(bias, a, b)):
+        bad.append(("addmm", tuple(a.shape)))
+print("bad", bad)
+"""
+
+
+def test_long_gemms_asking_again_after_their_first_rows_equal_cpu_eager_bit_for_bit():
+    # Note [A long GEMM asks again after its first rows]: the first rows and
+    # the rest run as two GEMMs, on different thread counts.
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(LONG_SCRIPT)], capture_output=True, text=True,
+                          timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "bad []" in done.stdout.splitlines(), done.stdout

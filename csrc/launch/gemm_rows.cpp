@@ -10,6 +10,8 @@
 #include <thread>
 
 #include <vnpu/helper_team.h>
+#include <vnpu/host_wait.h>
+#include <vnpu/intra_op_threads.h>
 
 #include "csrc/launch/intra_op_thread_count.h"
 
@@ -23,6 +25,8 @@ constexpr int64_t kMinRowsPerPart = 32;
 // 384^3 to 1024^3 within noise of each other, 1.00-1.08x): its threads share
 // the packed panels of the right operand, which separate GEMMs each pack.
 constexpr int64_t kMaxSplitMacs = int64_t{1} << 25;
+// Note [The work of a GEMM] (csrc/launch/tensor_ref.h).
+constexpr int64_t kGemmMacsPerWorkElement = 64;
 
 vnpu::HelperTeam& team() {
   // Leaked: helpers may be parked in it while the process exits.
@@ -56,14 +60,34 @@ bool run_by_rows(int parts, int64_t rows, const Part& part) {
   });
 }
 
+// Note [A long GEMM asks again after its first rows]
+// (vnpu/intra_op_threads.h). Runs `part(begin, count)` for the first rows of
+// `out` (a product over `k`) on the threads the stage has, then for the
+// rest on the threads the intra-op rule gives now. False, with nothing run,
+// when the GEMM does not ask again.
+template <typename Part>
+bool run_asking_again(const at::Tensor& out, int64_t k, const Part& part) {
+  if (out.dim() != 2 || !out.is_contiguous()) return false;
+  const int64_t rows = out.size(0);
+  const int64_t work = out.numel() / kGemmMacsPerWorkElement * k;
+  const int threads = omp_get_max_threads(), max_threads = stage_max_threads();
+  if (rows < 2 * vnpu::kFirstRowsDivisor || !vnpu::rechecks_host(work, threads, max_threads)) return false;
+  const int64_t first = rows / vnpu::kFirstRowsDivisor;
+  part(0, first);
+  ScopedIntraOpThreads rest(vnpu::intra_op_threads(work, max_threads, vnpu::blocked_host_threads() > 0), threads);
+  part(first, rows - first);
+  return true;
+}
+
 }  // namespace
 
 at::Tensor& mm_outf(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
-  const int parts = parts_for(out, self.size(1));
-  const bool split = parts >= 2 && run_by_rows(parts, out.size(0), [&](int64_t begin, int64_t count) {
+  auto rows = [&](int64_t begin, int64_t count) {
     at::Tensor chunk = out.narrow(0, begin, count);
     at::cpu::mm_outf(self.narrow(0, begin, count), mat2, chunk);
-  });
+  };
+  const int parts = parts_for(out, self.size(1));
+  const bool split = parts >= 2 ? run_by_rows(parts, out.size(0), rows) : run_asking_again(out, self.size(1), rows);
   // Not split, or the team was busy: MKL's own threads.
   return split ? out : at::cpu::mm_outf(self, mat2, out);
 }
@@ -73,12 +97,13 @@ at::Tensor& addmm_outf(const at::Tensor& self, const at::Tensor& mat1, const at:
   // `self` broadcasts to out's shape: with one row (or fewer dimensions) it
   // is every part's, else each part takes its rows.
   const bool self_has_rows = self.dim() == 2 && self.size(0) != 1;
-  const int parts = parts_for(out, mat1.size(1));
-  const bool split = parts >= 2 && run_by_rows(parts, out.size(0), [&](int64_t begin, int64_t count) {
+  auto rows = [&](int64_t begin, int64_t count) {
     at::Tensor chunk = out.narrow(0, begin, count);
     const at::Tensor bias = self_has_rows ? self.narrow(0, begin, count) : self;
     at::cpu::addmm_outf(bias, mat1.narrow(0, begin, count), mat2, beta, alpha, chunk);
-  });
+  };
+  const int parts = parts_for(out, mat1.size(1));
+  const bool split = parts >= 2 ? run_by_rows(parts, out.size(0), rows) : run_asking_again(out, mat1.size(1), rows);
   return split ? out : at::cpu::addmm_outf(self, mat1, mat2, beta, alpha, out);
 }
 

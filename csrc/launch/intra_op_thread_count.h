@@ -15,6 +15,11 @@ extern "C" __attribute__((weak)) int MKL_Set_Num_Threads_Local(int);
 
 namespace torch_npu {
 
+// Inside stage 2: the threads the process gave the stage before the
+// intra-op rule chose its count (torch.get_num_threads() on the launching
+// side); outside, omp_get_max_threads(). Defined in launch.cpp.
+int stage_max_threads();
+
 class ScopedIntraOpThreads {
  public:
   // `current`: the thread's count now, when the caller has read it already.

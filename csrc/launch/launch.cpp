@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <stdexcept>
 #include <unordered_set>
+#include <utility>
 
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_error.h"
@@ -21,23 +22,30 @@ namespace {
 
 int intra_op_threads(int64_t work, int max_threads) {
   // The rule and its reasons: runtime/include/vnpu/intra_op_threads.h.
-  // Note [A long kernel gives its host a moment to block].
-  const bool host_blocked = vnpu::waits_for_host(work, max_threads)
-                                ? vnpu::host_blocks_within(vnpu::kHostGraceTime)
-                                : vnpu::blocked_host_threads() > 0;
-  return vnpu::intra_op_threads(work, max_threads, host_blocked);
+  return vnpu::intra_op_threads(work, max_threads, vnpu::blocked_host_threads() > 0);
 }
+
+thread_local int t_stage_max_threads = 0;
 
 // Runs stage 2 of one op with the intra-op threads intra_op_threads() gives,
 // for ATen's OpenMP loops and for MKL's GEMMs alike.
 class IntraOpThreads {
  public:
   explicit IntraOpThreads(int64_t work, int max_threads = omp_get_max_threads())
-      : scope_(intra_op_threads(work, max_threads), max_threads) {}
+      : saved_max_(std::exchange(t_stage_max_threads, max_threads)),
+        scope_(intra_op_threads(work, max_threads), max_threads) {}
+  ~IntraOpThreads() { t_stage_max_threads = saved_max_; }
 
  private:
+  int saved_max_;
   ScopedIntraOpThreads scope_;
 };
+
+}  // namespace
+
+int stage_max_threads() { return t_stage_max_threads > 0 ? t_stage_max_threads : omp_get_max_threads(); }
+
+namespace {
 
 uint64_t validation_key(const char* op, uint64_t signature) {
   return mix_launch_signature(signature, reinterpret_cast<uintptr_t>(op));

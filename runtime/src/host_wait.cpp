@@ -1,7 +1,6 @@
 #include "vnpu/host_wait.h"
 
 #include <atomic>
-#include <thread>
 
 namespace vnpu {
 namespace {
@@ -36,16 +35,6 @@ HostWaitScope::~HostWaitScope() {
 }
 
 int blocked_host_threads() { return g_blocked_host_threads.load(std::memory_order_relaxed); }
-
-bool host_blocks_within(std::chrono::microseconds grace) {
-  // Yields while it waits, as the wait measured in benchmarks/README.md did.
-  const auto deadline = std::chrono::steady_clock::now() + grace;
-  for (;;) {
-    if (blocked_host_threads() > 0) return true;
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::yield();
-  }
-}
 
 void mark_stream_worker_thread() { t_stream_worker = true; }
 bool is_stream_worker_thread() { return t_stream_worker; }

@@ -314,18 +314,18 @@ TEST(IntraOpThreads, FollowKernelSizeCoresAndHostState) {
   EXPECT_EQ(intra_op_threads(big, 1, true), 1);
 }
 
-// Only kernels of milliseconds wait for their host to block (Note [A long
-// kernel gives its host a moment to block]): a 1024^3 GEMM does, a 512^3 one
-// and elementwise kernels of a million elements do not, and nothing does on
-// one core, where there is no second core to gain.
-TEST(IntraOpThreads, OnlyLongKernelsWaitForTheHostToBlock) {
-  using vnpu::waits_for_host;
+// Only GEMMs of milliseconds that started with fewer threads than a blocked
+// host would give ask again after their first rows (Note [A long GEMM asks
+// again after its first rows]): a 1024^3 GEMM on threads - 1 does; on every
+// core, or as a 512^3 GEMM, or on one core (nothing to gain), it does not.
+TEST(IntraOpThreads, OnlyLongGemmsShortOfThreadsAskAgain) {
+  using vnpu::rechecks_host;
   const std::int64_t gemm_1024 = std::int64_t{1024} * 1024 / 64 * 1024, gemm_512 = 512 * 512 / 64 * 512;
   for (int cores : {2, 4, 16}) {
-    EXPECT_TRUE(waits_for_host(gemm_1024, cores));
-    EXPECT_FALSE(waits_for_host(gemm_512, cores));
-    EXPECT_FALSE(waits_for_host(1 << 20, cores));
-    EXPECT_FALSE(waits_for_host(-1, cores));
+    SCOPED_TRACE(cores);
+    EXPECT_TRUE(rechecks_host(gemm_1024, cores - 1, cores));
+    EXPECT_FALSE(rechecks_host(gemm_1024, cores, cores));
+    EXPECT_FALSE(rechecks_host(gemm_512, cores - 1, cores));
   }
-  EXPECT_FALSE(waits_for_host(gemm_1024, 1));
+  EXPECT_FALSE(rechecks_host(gemm_1024, 1, 1));
 }

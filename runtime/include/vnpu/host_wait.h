@@ -16,8 +16,6 @@
 // acquire semantics, so a late call is safe but may miss a wait in flight.
 #pragma once
 
-#include <chrono>
-
 namespace vnpu {
 
 struct HostWaitHooks {
@@ -47,10 +45,6 @@ class HostWaitScope {
 // host thread may be busy issuing work (Note [Device threads beside the
 // host] in csrc/launch/launch.cpp). A relaxed snapshot: a hint, not a guarantee.
 int blocked_host_threads();
-// Whether a host thread is blocked now or blocks within `grace` (spinning
-// meanwhile): Note [A long kernel gives its host a moment to block] in
-// vnpu/intra_op_threads.h.
-bool host_blocks_within(std::chrono::microseconds grace);
 
 // Marks the calling thread as a stream worker (hooks are skipped there).
 void mark_stream_worker_thread();

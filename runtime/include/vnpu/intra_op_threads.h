@@ -30,7 +30,6 @@
 #pragma once
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 
 namespace vnpu {
@@ -38,25 +37,37 @@ namespace vnpu {
 constexpr std::int64_t kSerialWorkElements = 32768;
 constexpr std::int64_t kWholeMachineWorkElements = 262144;
 
-// Note [A long kernel gives its host a moment to block]
-// A program often queues a few long kernels and then waits for them
-// (synchronize, .item(), a copy to the host): the first kernel starts while
-// its host is still queueing the rest, takes threads - 1, and keeps them
-// to its end, though the host blocks microseconds later. A kernel of
-// kHostGraceWorkElements or more (a 1024x1024x1024 GEMM counts 16M; it takes
-// milliseconds) first waits up to kHostGraceTime for a host thread to block,
-// at most about 1% of its own time, and takes every core if one does.
-constexpr std::int64_t kHostGraceWorkElements = std::int64_t{8} << 20;
-constexpr std::chrono::microseconds kHostGraceTime{50};
-
-constexpr bool waits_for_host(std::int64_t work, int max_threads) {
-  return max_threads > 1 && work >= kHostGraceWorkElements;
-}
+// Note [A long GEMM asks again after its first rows]
+// A program often queues a few long GEMMs and then waits for them
+// (synchronize, .item(), a copy to the host): the first GEMM starts while
+// its host is still queueing the rest (100-200 us for nine more 1024^3
+// GEMMs on 2 cores), so it gets threads - 1, and used to keep them to its
+// end (20 ms on one thread of the 2-core machine) though the host blocked
+// microseconds later. Waiting for the host before starting (tried: 50 us,
+// 200 us) either came too early or cost the kernel whenever the host kept
+// working. Instead a GEMM of kRecheckWorkElements or more that starts with
+// fewer threads than a blocked host would give it runs its first
+// 1/kFirstRowsDivisor of the output rows with what it has, then applies the
+// rule again for the rest. Each output element is still one k loop of the
+// same kernel (equal to the unsplit GEMM's bits, as tested); the price is
+// one more packing of the right operand by MKL, 0.5-1% of a 1024^3 GEMM
+// (benchmarks/README.md), hence only GEMMs of milliseconds.
+// A 1024x1024x1024 GEMM counts 16M work elements (Note [The work of a GEMM]).
+constexpr std::int64_t kRecheckWorkElements = std::int64_t{8} << 20;
+constexpr int kFirstRowsDivisor = 16;
 
 constexpr int intra_op_threads(std::int64_t work, int max_threads, bool host_blocked) {
   if (work >= 0 && work < kSerialWorkElements) return 1;
   if (host_blocked && work >= kWholeMachineWorkElements) return std::max(1, max_threads);
   return std::max(1, max_threads - 1);
+}
+
+// Whether a GEMM of `work` that started with `threads` of the stage's
+// `max_threads` asks again after its first rows (Note [A long GEMM asks
+// again after its first rows]): only a long one that a blocked host would
+// give more threads.
+constexpr bool rechecks_host(std::int64_t work, int threads, int max_threads) {
+  return work >= kRecheckWorkElements && threads < intra_op_threads(work, max_threads, true);
 }
 
 }  // namespace vnpu
