@@ -99,6 +99,7 @@ if _dist.is_available():
 from torch_npu import dynamo as _dynamo  # noqa: E402
 
 _dynamo.install_torchair_alias()
+torch.compiler.npugraph_mark_step_begin = _dynamo.npugraph_mark_step_begin
 from torch_npu._after_import import call_after_import as _call_after_import  # noqa: E402
 from torch_npu.utils._dynamo import _register_dynamo_interface, _teach_dynamo_npu_streams  # noqa: E402
 

@@ -65,6 +65,17 @@ def npugraph_ex(gm, example_inputs, options=None, **kwargs):
     return get_npu_backend(compiler_config=config)(gm, example_inputs, **kwargs)
 
 
+def npugraph_mark_step_begin():
+    """``torch.compiler.npugraph_mark_step_begin()``, real torch_npu's
+    counterpart of ``torch.compiler.cudagraph_mark_step_begin()``: tells the
+    NPU-graph backends that a new iteration begins, so that outputs of the
+    previous one may be overwritten. vNPU's NPU-graph replays
+    (torch_npu/_inductor/npugraph_runner.py) return fresh output tensors and
+    never overwrite what an earlier call returned, so a step boundary frees
+    nothing here: the call is accepted anywhere outside a compiled region,
+    as CUDA's is, and programs that need it on the hardware keep it."""
+
+
 def npugraphs(gm, example_inputs, **kwargs):
     """torch's "cudagraphs" backend for npu: the eager FX graphs of forward and
     backward (AOTAutograd), each replayed as an NPU graph, no Inductor."""

@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Which of real torch_npu's failing tests fail the same way without vNPU.
+
+    python scripts/classify_real_failures.py --work DIR [--timeout S]
+
+Reads DIR/results.json (written by scripts/run_real_tests.py) and runs each
+failing test again, alone, in the same exported snapshot but with vNPU
+replaced by a null torch_npu: a package that imports nothing of vNPU, says
+there is no npu (``torch.npu.is_available()`` is False) and whose
+``torchair.get_npu_backend()`` compiles to the eager FX graph. A test that
+fails there with the same exception and the same first message line fails
+for a reason vNPU cannot change: most of them are copies of PyTorch's own
+tests (test/dynamo, test/_inductor, test/distributed) that expect an older
+torch's behaviour (graph printouts, counters, error texts) than the torch
+2.13 vNPU runs on. A test that passes there, fails otherwise, or cannot run
+there (it needs the npu) stays counted against vNPU.
+
+Writes DIR/baseline.json ({test: "same" | "differs"}) and prints, per
+directory, the pass rate of the tests that ran with and without the ones that
+fail the same without vNPU.
+"""
+
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+NULL_TORCH_NPU = '''
+# A null torch_npu (vNPU's scripts/classify_real_failures.py): no npu device.
+import sys
+import types
+
+import torch
+
+__version__ = "0+null"
+npu = types.ModuleType("torch.npu")
+npu.is_available = lambda: False
+npu.device_count = lambda: 0
+torch.npu = npu
+sys.modules["torch.npu"] = npu
+'''
+
+NULL_TORCHAIR = '''
+# A null torchair (vNPU's scripts/classify_real_failures.py): compiles to the eager graph.
+class CompilerConfig:
+    pass
+
+
+def get_npu_backend(compiler_config=None):
+    return lambda gm, example_inputs: gm.forward
+'''
+
+
+def first_line(message):
+    return (message or "").strip().splitlines()[0][:200] if (message or "").strip() else ""
+
+
+def run_one(test_file, node, env, timeout):
+    """(outcome, message) of one test node run in the null environment."""
+    xml = test_file + ".null-junit.xml"
+    if os.path.exists(xml):
+        os.remove(xml)
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"{os.path.basename(test_file)}::{node}",
+           f"--junitxml={xml}"]
+    try:
+        subprocess.run(cmd, cwd=os.path.dirname(test_file), env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return "timed_out", ""
+    if not os.path.exists(xml):
+        return "no result", ""
+    for case in ET.parse(xml).getroot().iter("testcase"):
+        for child in case:
+            if child.tag in ("failure", "error", "skipped"):
+                return {"failure": "failed", "error": "errors", "skipped": "skipped"}[child.tag], child.get("message")
+        return "passed", ""
+    return "no result", ""
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--work", required=True)
+    parser.add_argument("--timeout", type=float, default=300, help="seconds per test")
+    parser.add_argument("--only", default="", help="only the test files whose path contains this")
+    args = parser.parse_args()
+    work = os.path.abspath(args.work)
+    results = json.load(open(os.path.join(work, "results.json")))["files"]
+
+    null_dir = os.path.join(work, "_null_torch_npu")
+    os.makedirs(os.path.join(null_dir, "torch_npu"), exist_ok=True)
+    with open(os.path.join(null_dir, "torch_npu", "__init__.py"), "w") as f:
+        f.write(NULL_TORCH_NPU)
+    with open(os.path.join(null_dir, "torchair.py"), "w") as f:
+        f.write(NULL_TORCHAIR)
+    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    # The runner's overlay serves the snapshot's torch_npu.testing; the null package the rest.
+    env["PYTHONPATH"] = os.pathsep.join([os.path.join(work, "_vnpu_overlay"), null_dir])
+
+    baseline = {}
+    for rel, entry in sorted(results.items()):
+        if args.only not in rel:
+            continue
+        for case in entry["cases"]:
+            if case["outcome"] not in ("failed", "errors") or case["message"] == "collection failure":
+                continue
+            # JUnit's classname is module[.Class]; pytest's node id is Class::test.
+            parts = case["name"].split(".")
+            node = "::".join(parts[1:])
+            outcome, message = run_one(os.path.join(work, rel), node, env, args.timeout)
+            same = outcome in ("failed", "errors") and first_line(message) == first_line(case["message"])
+            baseline[f"{rel}::{node}"] = "same" if same else "differs"
+            print(f"{rel}::{node}: {'same' if same else 'differs (' + outcome + ')'}", flush=True)
+    with open(os.path.join(work, "baseline.json"), "w") as f:
+        json.dump(baseline, f, indent=1)
+
+    totals = collections.defaultdict(collections.Counter)
+    for rel, entry in results.items():
+        t = totals[os.path.dirname(rel)]
+        for case in entry["cases"]:
+            if case["outcome"] == "skipped":
+                continue
+            t["ran"] += 1
+            t["passed"] += case["outcome"] == "passed"
+            node = "::".join(case["name"].split(".")[1:])
+            t["same"] += baseline.get(f"{rel}::{node}") == "same"
+    for directory, t in sorted(totals.items()):
+        rate = 100.0 * t["passed"] / t["ran"] if t["ran"] else 0.0
+        rest = t["ran"] - t["same"]
+        rate_rest = 100.0 * t["passed"] / rest if rest else 0.0
+        print(f"== {directory}: {t['passed']}/{t['ran']} passed ({rate:.1f}%); {t['same']} fail the same without "
+              f"vNPU; {t['passed']}/{rest} of the rest ({rate_rest:.1f}%)")
+
+
+if __name__ == "__main__":
+    main()
