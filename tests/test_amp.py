@@ -1,5 +1,7 @@
 """Automatic mixed precision on npu: autocast op lists and GradScaler."""
 
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -160,3 +162,46 @@ def test_torch_npus_scaler_skips_every_optimizer_of_an_iteration_that_overflowed
     assert "Gradient overflow. Skipping step" in capsys.readouterr().out
     # torch.amp's scaler skips only the optimizer whose gradients overflowed.
     assert one_iteration(torch.amp.GradScaler("npu", init_scale=4.0)) == [True, True, False, False]
+
+
+SHARDED_SCALER = r"""
+import copy
+import torch, torch_npu
+import torch.distributed as dist
+from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+from torch_npu.npu.amp.sharded_grad_scaler import _ShardedGradScaler
+
+dist.init_process_group("cpu:gloo,npu:hccl", store=dist.HashStore(), rank=0, world_size=1)
+torch.manual_seed(0)
+ref = torch.nn.Linear(4, 3)
+model = copy.deepcopy(ref).npu()
+runs = []
+for m, scaler, dev in ((model, _ShardedGradScaler(init_scale=2.0 ** 10, growth_interval=1), "npu"),
+                       (ref, ShardedGradScaler(device="cpu", init_scale=2.0 ** 10, growth_interval=1), "cpu")):
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    scales = []
+    for step in range(4):
+        opt.zero_grad()
+        x = torch.ones(2, 4, device=dev) * (step + 1)
+        loss = m(x).sum() * (float("inf") if step == 1 else 1.0)  # step 1 overflows: skipped, scale backs off
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        scales.append(scaler.get_scale())
+    runs.append((scales, [p.detach().cpu() for p in m.parameters()]))
+(npu_scales, npu_params), (cpu_scales, cpu_params) = runs
+print("scales", npu_scales, cpu_scales)
+assert npu_scales == cpu_scales == [2048.0, 1024.0, 2048.0, 4096.0], (npu_scales, cpu_scales)
+assert all(torch.allclose(a, b) for a, b in zip(npu_params, cpu_params))
+assert _ShardedGradScaler()._device == "npu"
+print("ok")
+"""
+
+
+def test_sharded_grad_scaler_skips_and_scales_as_torchs_does_on_cpu():
+    # torch_npu.npu.amp.sharded_grad_scaler._ShardedGradScaler (real torch_npu's,
+    # the npu by default) against torch's ShardedGradScaler on cpu/gloo: an
+    # overflowing step is skipped on both and the scale backs off, then grows.
+    done = subprocess.run([sys.executable, "-c", SHARDED_SCALER], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert done.stdout.strip().endswith("ok")

@@ -143,3 +143,12 @@ elif _transfer != "0":
 __all__ = ["npu", "get_soc_version", "npu_format_cast", "npu_format_cast_", "get_npu_format", "erase_stream",
            "matmul_checksum", "HiFloat8Tensor", *_fused_ops]
 
+
+
+def __getattr__(name):
+    # Real torch_npu's torch_npu._ShardedGradScaler, imported at first use:
+    # it imports torch.distributed.fsdp, too heavy for every `import torch`.
+    if name == "_ShardedGradScaler":
+        from torch_npu.npu.amp.sharded_grad_scaler import _ShardedGradScaler
+        return _ShardedGradScaler
+    raise AttributeError(f"module 'torch_npu' has no attribute '{name}'")
