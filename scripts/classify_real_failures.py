@@ -5,7 +5,8 @@
 
 Reads DIR/results.json (written by scripts/run_real_tests.py) and runs each
 failing test again, alone, in the same exported snapshot but with vNPU
-replaced by a null torch_npu: a package that imports nothing of vNPU, says
+replaced by a null torch_npu (a file that cannot be collected is collected
+again there, its last error line compared): a package that imports nothing of vNPU, says
 there is no npu (``torch.npu.is_available()`` is False) and whose
 ``torchair.get_npu_backend()`` compiles to the eager FX graph. A test that
 fails there with the same exception and the same first message line fails
@@ -58,6 +59,23 @@ def first_line(message):
     return (message or "").strip().splitlines()[0][:200] if (message or "").strip() else ""
 
 
+def last_error_line(output):
+    lines = [line for line in (output or "").splitlines() if line.startswith("E ")]
+    return lines[-1].strip()[:200] if lines else ""
+
+
+def collects_the_same(test_file, output, env, timeout):
+    """Whether the file fails to collect without vNPU, with the same last error line."""
+    try:
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only",
+                               os.path.basename(test_file)], cwd=os.path.dirname(test_file), env=env,
+                              capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return False
+    mine = last_error_line(output)
+    return done.returncode != 0 and mine != "" and last_error_line(done.stdout) == mine
+
+
 def run_one(test_file, node, env, timeout):
     """(outcome, message) of one test node run in the null environment."""
     xml = test_file + ".null-junit.xml"
@@ -103,7 +121,12 @@ def main():
         if args.only not in rel:
             continue
         for case in entry["cases"]:
-            if case["outcome"] not in ("failed", "errors") or case["message"] == "collection failure":
+            if case["outcome"] not in ("failed", "errors"):
+                continue
+            if case["message"] == "collection failure":
+                same = collects_the_same(os.path.join(work, rel), entry["output_tail"], env, args.timeout)
+                baseline[f"{rel}::{'::'.join(case['name'].split('.')[1:])}"] = "same" if same else "differs"
+                print(f"{rel} (collection): {'same' if same else 'differs'}", flush=True)
                 continue
             # JUnit's classname is module[.Class]; pytest's node id is Class::test.
             parts = case["name"].split(".")

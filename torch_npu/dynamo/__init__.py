@@ -51,8 +51,9 @@ def npu(gm, example_inputs, **kwargs):
 _NPUGRAPH_EX_OPTIONS = {"clone_input": bool}
 
 
-def npugraph_ex(gm, example_inputs, options=None, **kwargs):
-    from torch_npu.dynamo.torchair import CompilerConfig, get_npu_backend
+def check_npugraph_ex_options(options):
+    if options is not None and not isinstance(options, dict):
+        raise TypeError(f"npugraph_ex: options should be a dict, got {type(options).__name__}")
     for name, value in (options or {}).items():
         if name not in _NPUGRAPH_EX_OPTIONS:
             raise ValueError(f"npugraph_ex: unknown option {name!r}; vNPU supports "
@@ -60,6 +61,11 @@ def npugraph_ex(gm, example_inputs, options=None, **kwargs):
         if not isinstance(value, _NPUGRAPH_EX_OPTIONS[name]):
             raise TypeError(f"npugraph_ex: option {name!r} should be a {_NPUGRAPH_EX_OPTIONS[name].__name__}, "
                             f"got {value!r}")
+
+
+def npugraph_ex(gm, example_inputs, options=None, **kwargs):
+    from torch_npu.dynamo.torchair import CompilerConfig, get_npu_backend
+    check_npugraph_ex_options(options)
     config = CompilerConfig()
     config.mode = "npugraph_ex"
     return get_npu_backend(compiler_config=config)(gm, example_inputs, **kwargs)

@@ -166,6 +166,10 @@ def __getattr__(name):
     if name in _INDUCTOR_HOOKS:
         import torch_npu._inductor as npu_inductor
         return npu_inductor.codegen_classes()[name]
+    # torch.npu.npugraph_ex: imported at first use (it imports Inductor's pattern matcher).
+    if name == "npugraph_ex":
+        import importlib
+        return importlib.import_module("torch_npu.npu.npugraph_ex")
     raise AttributeError(f"module 'torch.npu' has no attribute '{name}'")
 
 

@@ -23,6 +23,19 @@ def _dump_graph(gm, dump):
     return path
 
 
+def _user_replacements(mode):
+    """The pattern replacements of torch.npu.npugraph_ex.register_replacement,
+    applied by "npugraph_ex" compilations as an Inductor post-grad pass."""
+    import contextlib
+    import sys
+    patterns = sys.modules.get("torch_npu.npu.npugraph_ex._patterns")  # none registered unless imported
+    graph_pass = patterns.inductor_pass() if patterns is not None and mode == "npugraph_ex" else None
+    if graph_pass is None:
+        return contextlib.nullcontext()
+    from torch._inductor import config as inductor_config
+    return inductor_config.patch(post_grad_custom_pre_pass=graph_pass)
+
+
 def get_npu_backend(*, compiler_config=None):
     """The dynamo backend: ``torch.compile(model, backend=get_npu_backend(compiler_config=...))``."""
     config = CompilerConfig() if compiler_config is None else compiler_config
@@ -43,7 +56,7 @@ def get_npu_backend(*, compiler_config=None):
             # A hit in AOTAutograd's cache would skip the wrapping (FX graph
             # cache hits do not).
             import torch._functorch.config as functorch_config
-            with functorch_config.patch(enable_autograd_cache=False):
+            with functorch_config.patch(enable_autograd_cache=False), _user_replacements(mode):
                 return inductor.compile_fx(gm, example_inputs, **kwargs)
         return inductor.compile_fx(gm, example_inputs, **kwargs)
 

@@ -1,0 +1,153 @@
+"""torch.npu.npugraph_ex and torchair's scope and inference APIs: what real
+torch_npu users call around the "npugraph_ex" backend, compared with eager."""
+
+import pytest
+import torch
+import torch.nn as nn
+
+import torch_npu  # noqa: F401
+import torchair
+from torch._functorch.aot_autograd import aot_module_simplified
+
+
+def _graphs():
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+    return graphs, backend
+
+
+def test_compile_fx_compiles_aten_graphs_for_a_custom_aot_backend():
+    torch._dynamo.reset()
+    calls = []
+
+    def fw_compiler(gm, example_inputs):
+        calls.append(len(example_inputs))
+        return torch.npu.npugraph_ex.compile_fx(gm, example_inputs, {"clone_input": False})
+
+    def backend(gm, example_inputs):
+        return aot_module_simplified(gm, example_inputs, fw_compiler=fw_compiler)
+
+    fn = torch.compile(lambda x, y: torch.relu(x @ y) + 1, backend=backend, fullgraph=True, dynamic=False)
+    x, y = torch.randn(8, 8), torch.randn(8, 8)
+    for _ in range(3):  # warm-up, capture, replay
+        assert torch.equal(fn(x.npu(), y.npu()).cpu(), torch.relu(x @ y) + 1)
+    assert calls == [2]
+    with pytest.raises(ValueError, match="unknown option 'bogus'"):
+        torch.npu.npugraph_ex.compile_fx(None, [], {"bogus": True})
+    with pytest.raises(TypeError, match="options should be a dict"):
+        torch.npu.npugraph_ex.compile_fx(None, [], ["clone_input"])
+
+
+def test_registered_replacements_apply_to_npugraph_ex_compilations_only_where_extra_check_allows():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    def search(x, y):
+        return torch.mul(torch.add(x, y), 2)
+
+    def replace(x, y):  # visibly different, so that the test sees whether it ran
+        return torch.mul(torch.add(x, y), 3)
+
+    def only_width_24(match):
+        return match.kwargs["x"].meta["val"].shape[-1] == 24
+
+    with FakeTensorMode():
+        example = (torch.empty(4, 24, device="npu"), torch.empty(4, 24, device="npu"))
+        torch.npu.npugraph_ex.register_replacement(search_fn=search, replace_fn=replace, example_inputs=example,
+                                                   extra_check=only_width_24)
+    try:
+        for width, factor in ((24, 3), (16, 2)):
+            torch._dynamo.reset()
+            x, y = torch.randn(4, width), torch.randn(4, width)
+            f = torch.compile(lambda a, b: (a + b) * 2, backend="npugraph_ex", fullgraph=True, dynamic=False)
+            assert torch.equal(f(x.npu(), y.npu()).cpu(), (x + y) * factor), width
+        # Other backends do not apply npugraph_ex's replacements.
+        torch._dynamo.reset()
+        x, y = torch.randn(4, 24), torch.randn(4, 24)
+        f = torch.compile(lambda a, b: (a + b) * 2, backend="npu", fullgraph=True, dynamic=False)
+        assert torch.equal(f(x.npu(), y.npu()).cpu(), (x + y) * 2)
+    finally:
+        from torch_npu.npu.npugraph_ex import _patterns
+        _patterns._pass.cache_clear()
+
+
+def test_scopes_are_recorded_in_the_graph_and_leave_values_as_eager():
+    from torchair import scope
+
+    def fn(x, y):
+        with scope.npu_stream_switch("s1", 3):
+            a = x * 2
+        with scope.limit_core_num(4, 5), scope.super_kernel("sk"), scope.op_never_timeout():
+            b = torch.mm(x, y)
+        with torch.npu.npugraph_ex.scope.limit_core_num(2, 3):
+            c = b - 1
+        return scope.npu_wait_tensor(a, b) + c
+
+    x, y = torch.randn(4, 4).npu(), torch.randn(4, 4).npu()
+    torch._dynamo.reset()
+    graphs, backend = _graphs()
+    torch.compile(fn, backend=backend, fullgraph=True)(x, y)
+    code = graphs[0].code
+    assert code.count("torch.ops.air.scope_enter") == 4 and code.count("torch.ops.air.scope_exit") == 4
+    assert "'_user_stream_label', '_user_stream_priority'" in code and "['s1', '3', 'True']" in code
+    assert code.count("torch.ops.npugraph_ex.scope_enter(['_op_aicore_num', '_op_vectorcore_num'], ['2', '3'])") == 1
+    for backend in ("npu", "npugraph_ex"):
+        torch._dynamo.reset()
+        compiled = torch.compile(fn, backend=backend, fullgraph=True)
+        for _ in range(3):
+            torch.testing.assert_close(compiled(x, y).cpu(), fn(x, y).cpu())
+
+
+def test_scope_arguments_are_checked():
+    from torchair import scope
+    with pytest.raises(TypeError, match="'stream_tag' must be str"):
+        scope.npu_stream_switch(1)
+    with pytest.raises(ValueError, match="'op_aicore_num' must be a non-negative int"):
+        scope.limit_core_num(-1, 2)
+    with pytest.raises(TypeError, match="'enable' must be bool"):
+        scope.op_never_timeout("yes")
+    with pytest.raises(RuntimeError, match="deterministic\\(2\\) is not supported on vNPU"):
+        torch.npu.npugraph_ex.scope.deterministic(2)
+    with torch.npu.npugraph_ex.scope.deterministic(1):
+        pass
+
+
+class _TwoWays(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(6, 3)
+        self.prefill = torchair.inference.cache_compile(self._prefill, dynamic=False)
+        self.decode = torch.npu.npugraph_ex.inference.cache_compile(self._decode)
+
+    def _prefill(self, x):
+        return torch.relu(self.linear(x))
+
+    def _decode(self, x):
+        return self.linear(x).sigmoid()
+
+    def forward(self, x, prefill):
+        return self.prefill(x) if prefill else self.decode(x)
+
+
+def test_cache_compile_compiles_module_methods_as_eager_computes_them():
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = _TwoWays().npu()
+    for rows in (2, 5, 2):
+        x = torch.randn(rows, 6).npu()
+        torch.testing.assert_close(model(x, True).cpu(), model._prefill(x).cpu())
+        torch.testing.assert_close(model(x, False).cpu(), model._decode(x).cpu())
+    with pytest.raises(ValueError, match="Only method can be cached"):
+        torchair.inference.cache_compile(lambda x: x)
+    class NotAModule:
+        def method(self, x):
+            return x
+
+    with pytest.raises(ValueError, match="Only torch.nn.Module method"):
+        torchair.inference.cache_compile(NotAModule().method)
+    with pytest.warns(UserWarning, match="cache_dir is not used on vNPU"):
+        torchair.inference.cache_compile(model._decode, cache_dir="/tmp/unused")
+    with pytest.raises(NotImplementedError, match="writes no such cache"):
+        torchair.inference.readable_cache(b"")

@@ -1,0 +1,29 @@
+"""torch.npu.npugraph_ex.scope: ``limit_core_num`` and ``deterministic``,
+scopes recorded in the compiled graph (torch_npu/dynamo/torchair/scope.py
+says what vNPU does with them)."""
+
+__all__ = ["limit_core_num", "deterministic"]
+
+
+def limit_core_num(op_aicore_num: int, op_vectorcore_num: int, stream=None):
+    """The operators inside run with at most this many AI cube and vector cores
+    (on ``stream`` too, when given). A hint about where they run, which does
+    not change their values: recorded in the graph."""
+    from torch_npu.dynamo.torchair import scope
+    attrs = scope.limit_core_num(op_aicore_num, op_vectorcore_num)
+    return scope._Scope(list(zip(attrs.keys, attrs.values)), namespace="npugraph_ex")
+
+
+def deterministic(level: int):
+    """The operators inside run at this determinism level
+    (torch.npu.set_deterministic_level's levels). vNPU's kernels are
+    deterministic at level 1 already; levels 2 and 3 are refused as
+    set_deterministic_level refuses them."""
+    from torch_npu.dynamo.torchair import scope
+    if isinstance(level, bool) or not isinstance(level, int) or not 0 <= level <= 3:
+        raise ValueError(f"npugraph_ex.scope.deterministic() supports levels 0/1/2/3, got {level!r}")
+    if level >= 2:
+        raise RuntimeError(f"npugraph_ex.scope.deterministic({level}) is not supported on vNPU: levels 2 and 3 "
+                           "promise kernel guarantees vNPU's CPU kernels do not make (see "
+                           "torch.npu.set_deterministic_level). Use level 0 or 1.")
+    return scope._Scope([("_deterministic_level", str(level))], namespace="npugraph_ex")
