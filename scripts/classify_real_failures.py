@@ -4,17 +4,19 @@
     python scripts/classify_real_failures.py --work DIR [--timeout S]
 
 Reads DIR/results.json (written by scripts/run_real_tests.py) and runs each
-failing test again, alone, in the same exported snapshot but with vNPU
-replaced by a null torch_npu (a file that cannot be collected is collected
-again there, its last error line compared): a package that imports nothing of vNPU, says
-there is no npu (``torch.npu.is_available()`` is False) and whose
+file that has failing tests again, whole and in one process as the runner
+ran it, in the same exported snapshot but with vNPU replaced by a null
+torch_npu: a package that imports nothing of vNPU, says there is no npu
+(``torch.npu.is_available()`` is False) and whose
 ``torchair.get_npu_backend()`` compiles to the eager FX graph. A test that
-fails there with the same exception and the same first message line fails
-for a reason vNPU cannot change: most of them are copies of PyTorch's own
-tests (test/dynamo, test/_inductor, test/distributed) that expect an older
-torch's behaviour (graph printouts, counters, error texts) than the torch
-2.13 vNPU runs on. A test that passes there, fails otherwise, or cannot run
-there (it needs the npu) stays counted against vNPU.
+fails there with the same message (its first 300 characters, object
+addresses aside) fails for a reason vNPU cannot change: most of them are
+copies of PyTorch's own tests (test/dynamo, test/_inductor,
+test/distributed) that expect an older torch's behaviour (graph printouts,
+counters, error texts) than the torch 2.13 vNPU runs on. A file that cannot
+be collected is collected again there and its last error line compared. A
+test that passes there, fails otherwise, or cannot run there (it needs the
+npu) stays counted against vNPU.
 
 Writes DIR/baseline.json ({test: "same" | "differs"}) and prints, per
 directory, the pass rate of the tests that ran with and without the ones that
@@ -25,6 +27,7 @@ import argparse
 import collections
 import json
 import os
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -55,8 +58,10 @@ def get_npu_backend(compiler_config=None):
 '''
 
 
-def first_line(message):
-    return (message or "").strip().splitlines()[0][:200] if (message or "").strip() else ""
+def normalized(message):
+    """The message as results.json keeps it (its first 300 characters), with
+    object addresses blanked: two failures are the same when these agree."""
+    return re.sub(r"0x[0-9a-fA-F]+", "0x?", (message or "").strip()[:300])
 
 
 def last_error_line(output):
@@ -76,31 +81,36 @@ def collects_the_same(test_file, output, env, timeout):
     return done.returncode != 0 and mine != "" and last_error_line(done.stdout) == mine
 
 
-def run_one(test_file, node, env, timeout):
-    """(outcome, message) of one test node run in the null environment."""
+def run_file(test_file, env, timeout):
+    """{node: (outcome, message)} of every test of one file, run in the null
+    environment as the runner ran it with vNPU (the whole file, in order, in
+    one process: tests that disturb later ones do so in both runs)."""
     xml = test_file + ".null-junit.xml"
     if os.path.exists(xml):
         os.remove(xml)
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"{os.path.basename(test_file)}::{node}",
-           f"--junitxml={xml}"]
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={xml}",
+           os.path.basename(test_file)]
     try:
         subprocess.run(cmd, cwd=os.path.dirname(test_file), env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return "timed_out", ""
-    if not os.path.exists(xml):
-        return "no result", ""
-    for case in ET.parse(xml).getroot().iter("testcase"):
-        for child in case:
-            if child.tag in ("failure", "error", "skipped"):
-                return {"failure": "failed", "error": "errors", "skipped": "skipped"}[child.tag], child.get("message")
-        return "passed", ""
-    return "no result", ""
+        pass
+    outcomes = {}
+    if os.path.exists(xml):
+        for case in ET.parse(xml).getroot().iter("testcase"):
+            node = "::".join(case.get("classname").split(".")[1:] + [case.get("name")])
+            outcomes[node] = ("passed", "")
+            for child in case:
+                if child.tag in ("failure", "error", "skipped"):
+                    outcomes[node] = ({"failure": "failed", "error": "errors", "skipped": "skipped"}[child.tag],
+                                      child.get("message"))
+                    break
+    return outcomes
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work", required=True)
-    parser.add_argument("--timeout", type=float, default=300, help="seconds per test")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds per test file")
     parser.add_argument("--only", default="", help="only the test files whose path contains this")
     args = parser.parse_args()
     work = os.path.abspath(args.work)
@@ -120,19 +130,23 @@ def main():
     for rel, entry in sorted(results.items()):
         if args.only not in rel:
             continue
+        failing = {}
         for case in entry["cases"]:
             if case["outcome"] not in ("failed", "errors"):
                 continue
+            node = "::".join(case["name"].split(".")[1:])
             if case["message"] == "collection failure":
                 same = collects_the_same(os.path.join(work, rel), entry["output_tail"], env, args.timeout)
-                baseline[f"{rel}::{'::'.join(case['name'].split('.')[1:])}"] = "same" if same else "differs"
+                baseline[f"{rel}::{node}"] = "same" if same else "differs"
                 print(f"{rel} (collection): {'same' if same else 'differs'}", flush=True)
-                continue
-            # JUnit's classname is module[.Class]; pytest's node id is Class::test.
-            parts = case["name"].split(".")
-            node = "::".join(parts[1:])
-            outcome, message = run_one(os.path.join(work, rel), node, env, args.timeout)
-            same = outcome in ("failed", "errors") and first_line(message) == first_line(case["message"])
+            else:
+                failing[node] = case["message"]
+        if not failing:
+            continue
+        outcomes = run_file(os.path.join(work, rel), env, args.timeout)
+        for node, message in sorted(failing.items()):
+            outcome, null_message = outcomes.get(node, ("no result", ""))
+            same = outcome in ("failed", "errors") and normalized(null_message) == normalized(message)
             baseline[f"{rel}::{node}"] = "same" if same else "differs"
             print(f"{rel}::{node}: {'same' if same else 'differs (' + outcome + ')'}", flush=True)
     with open(os.path.join(work, "baseline.json"), "w") as f:
