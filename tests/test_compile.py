@@ -614,3 +614,32 @@ def test_npu_device_queries_fold_to_constants_in_one_graph_and_guard_the_device(
             assert out.device.index == index
             assert torch.equal(out.cpu(), torch.full((2, 3), 1.0 + index))
     assert counter.frame_count == 2  # the device changed: the guard recompiled
+
+
+def _dropout_block(x):
+    return torch.sigmoid(torch.dropout(torch.sigmoid(x), p=0.5, train=True)) * 2
+
+
+def _checkpointed_dropout_block(x):
+    return torch.utils.checkpoint.checkpoint(_dropout_block, x, use_reentrant=False, preserve_rng_state=True)
+
+
+@pytest.mark.parametrize("fn", [_dropout_block, _checkpointed_dropout_block], ids=["dropout", "checkpointed"])
+def test_compiled_random_ops_draw_what_eager_draws(fn):
+    # Note [Random numbers of compiled npu graphs are eager's] (torch_npu/_inductor/retarget.py):
+    # the same seed gives the same mask compiled and eager, the generator
+    # advances alike, and a checkpoint's recomputation reuses the forward's mask.
+    torch._dynamo.reset()
+    x = torch.randn(16, 16, device="npu", requires_grad=True)
+    results = []
+    for run in (fn, torch.compile(fn, backend="inductor")):
+        x.grad = None
+        torch.manual_seed(7)
+        out = run(x)
+        out.sum().backward()
+        results.append((out.detach().cpu(), x.grad.cpu(), torch.npu.get_rng_state()))
+    (eager, eager_grad, eager_state), (compiled, compiled_grad, compiled_state) = results
+    torch.testing.assert_close(compiled, eager)
+    torch.testing.assert_close(compiled_grad, eager_grad)
+    assert torch.equal(compiled_state, eager_state)
+    assert 0 < int((eager == 1).sum()) < eager.numel()  # a real mask was drawn (a dropped element gives sigmoid(0) * 2)

@@ -227,10 +227,32 @@ def _npu_cpp_config():
     return {"cpp.threads": threads, "cpp.min_chunk_size": min_chunk}
 
 
+# Note [Random numbers of compiled npu graphs are eager's]
+# Real torch_npu keeps random operators out of Inductor's lowerings on the
+# NPU (its lowering fallback list: rand, randn, bernoulli, native_dropout,
+# rngprims.philox_rand, ...): a compiled graph calls the eager kernels, which
+# draw from the device's generator, so a compiled model draws the numbers
+# its eager run draws and advances the generator as eager does. vNPU does
+# the same with Inductor's fallback_random for npu graphs (a CPU graph keeps
+# Inductor's own random lowerings). A graph that saves and restores the
+# generator's state (a checkpointed dropout, recomputed in the backward:
+# run_and_save_rng_state / run_with_rng_state) is compiled on the direct
+# path, npu as a device of its own: compiled for the CPU, those operators
+# would be given the CPU generator's state (5056 bytes) instead of the npu's.
+_NPU_RANDOM_CONFIG = {"fallback_random": True}
+
+
+def _saves_rng_state(gm):
+    from torch._prims import rng_prims
+    ops = {getattr(rng_prims, name, None) for name in
+           ("run_and_save_rng_state", "run_with_rng_state", "graphsafe_run_with_rng_state")} - {None}
+    return any(node.target in ops for node in gm.graph.nodes)
+
+
 def _retargeting_inner(inner, index, npu_graphs=False):
     @functools.wraps(inner)
     def compile_for_cpu(gm, example_inputs, *args, **kwargs):
-        if graph_device_index(example_inputs) != index or _has_npu_constants(gm):
+        if graph_device_index(example_inputs) != index or _has_npu_constants(gm) or _saves_rng_state(gm):
             return inner(gm, example_inputs, *args, **kwargs)
         from torch._guards import detect_fake_mode
 
@@ -241,7 +263,7 @@ def _retargeting_inner(inner, index, npu_graphs=False):
         # the code they keep is the retargeted wrapper.
         tag = f"{torch.compiler.config.cache_key_tag}|torch_npu:retargeted-to-npu:{index}"
         with _cpu_codegen_is_npus(index), torch.compiler.config.patch(cache_key_tag=tag), \
-                torch._inductor.config.patch(**{"cpp.weight_prepack": False, **_npu_cpp_config()}):
+                torch._inductor.config.patch(**{"cpp.weight_prepack": False, **_npu_cpp_config(), **_NPU_RANDOM_CONFIG}):
             compiled = inner(gm, cpu_inputs, *args, **kwargs)
         if npu_graphs:
             # mode="reduce-overhead": what CUDA graphs are to cuda, NPU graphs are here.
@@ -274,7 +296,7 @@ def _wrap_compile_fx(module):
         # Patched here too, before AOTAutograd's cache computes its key from
         # the config (the inner compiler patches it for the backward graph,
         # which AOTAutograd compiles later, at the first backward).
-        with torch._inductor.config.patch(**_npu_cpp_config()):
+        with torch._inductor.config.patch(**_npu_cpp_config(), **_NPU_RANDOM_CONFIG):
             if npu_graphs:
                 # NPU graphs wrap each compiled graph as it is compiled; a hit in
                 # AOTAutograd's cache would skip that (FX graph cache hits do not).
