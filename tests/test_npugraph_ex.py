@@ -151,3 +151,72 @@ def test_cache_compile_compiles_module_methods_as_eager_computes_them():
         torchair.inference.cache_compile(model._decode, cache_dir="/tmp/unused")
     with pytest.raises(NotImplementedError, match="writes no such cache"):
         torchair.inference.readable_cache(b"")
+
+
+def test_tagged_events_order_a_side_stream_eagerly_and_compiled():
+    from torchair import ops
+    event = ops.npu_create_tagged_event("vnpu-test-tag")
+    with pytest.raises(ValueError, match="already in use"):
+        ops.npu_create_tagged_event("vnpu-test-tag")
+    with pytest.raises(ValueError, match="is not in use"):
+        ops.npu_tagged_event_record(torch.npu.Event())
+    side = torch.npu.Stream()
+
+    def produce_on_side(x):
+        with torch.npu.stream(side):
+            torch.npu._sleep(20000)  # the side stream is busy: only the event orders the read below
+            y = x * 2
+            ops.npu_tagged_event_record(event)
+        ops.npu_tagged_event_wait(event)
+        return y + 1
+
+    produce_on_side(torch.zeros(64).npu())  # first launches of each signature run on the caller: queued from here on
+    torch.npu.synchronize()
+    x = torch.randn(64).npu()
+    torch.testing.assert_close(produce_on_side(x).cpu(), x.cpu() * 2 + 1)
+    torch._dynamo.reset()
+    graphs, backend = _graphs()
+    torch.compile(produce_on_side, backend=backend)(x)
+    code = "".join(g.code for g in graphs)
+    assert "torch.ops.air.tagged_event_record('vnpu-test-tag')" in code
+    assert "torch.ops.air.tagged_event_wait('vnpu-test-tag')" in code
+    torch._dynamo.reset()
+    torch.testing.assert_close(torch.compile(produce_on_side, backend="npu")(x).cpu(), x.cpu() * 2 + 1)
+
+
+def test_record_tagged_stream_keeps_memory_for_that_stream_and_wait_checks_its_arguments():
+    from torchair import ops
+    x = torch.empty(1 << 20, device="npu")
+    ops.npu_record_tagged_stream(x, "vnpu-side")
+    ops.npu_record_tagged_stream(x, "default")
+    assert ops.record().numel() == 0
+    ops.wait([x])
+    with pytest.raises(ValueError, match="at least one tensor"):
+        ops.wait([])
+    with pytest.raises(ValueError, match="must be torch.Tensor"):
+        ops.wait([1])
+
+
+def test_npu_print_prints_summaries(capsys):
+    from torchair import ops
+    ops.npu_print("x:", torch.arange(10).npu(), summarize_size=2, tensor_detail=True)
+    assert capsys.readouterr().out.strip() == "x: (dtype: torch.int64, shape: [10]) [0 1 ... 8 9]"
+    with pytest.raises(ValueError, match="tensors or strings"):
+        ops.npu_print(3)
+
+
+def test_custom_decompositions_replace_inductors_own():
+    calls = []
+
+    def quick_gelu(x, approximate="none"):  # visibly not GELU, so that the test sees it ran
+        calls.append(approximate)
+        return x * torch.sigmoid(1.702 * x)
+
+    backend = torchair.get_npu_backend(custom_decompositions={torch.ops.aten.gelu.default: quick_gelu})
+    torch._dynamo.reset()
+    x = torch.randn(32).npu()
+    out = torch.compile(torch.nn.functional.gelu, backend=backend)(x)
+    assert calls, "the custom decomposition was not used"
+    torch.testing.assert_close(out.cpu(), x.cpu() * torch.sigmoid(1.702 * x.cpu()))
+    with pytest.raises(TypeError, match="custom_decompositions should be a dict"):
+        torchair.get_npu_backend(custom_decompositions=[quick_gelu])

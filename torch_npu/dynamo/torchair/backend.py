@@ -36,14 +36,21 @@ def _user_replacements(mode):
     return inductor_config.patch(post_grad_custom_pre_pass=graph_pass)
 
 
-def get_npu_backend(*, compiler_config=None):
-    """The dynamo backend: ``torch.compile(model, backend=get_npu_backend(compiler_config=...))``."""
+def get_npu_backend(*, compiler_config=None, custom_decompositions=None):
+    """The dynamo backend: ``torch.compile(model, backend=get_npu_backend(compiler_config=...))``.
+    ``custom_decompositions`` ({op overload: function}) are applied on top of
+    Inductor's own decompositions when the graph is traced to ATen."""
     config = CompilerConfig() if compiler_config is None else compiler_config
     if not isinstance(config, CompilerConfig):
         raise TypeError(f"compiler_config should be a torchair.CompilerConfig, got {type(config).__name__}")
+    if custom_decompositions is not None and not isinstance(custom_decompositions, dict):
+        raise TypeError(f"custom_decompositions should be a dict, got {type(custom_decompositions).__name__}")
     mode = config.mode.value
 
     def backend(gm, example_inputs, **kwargs):
+        if custom_decompositions:
+            from torch._inductor.decomposition import select_decomp_table
+            kwargs.setdefault("decompositions", {**select_decomp_table(), **custom_decompositions})
         if config.debug.graph_dump.enabled:
             _dump_graph(gm, config.debug.graph_dump)
         if config.debug.run_eagerly:
