@@ -643,3 +643,31 @@ def test_compiled_random_ops_draw_what_eager_draws(fn):
     torch.testing.assert_close(compiled_grad, eager_grad)
     assert torch.equal(compiled_state, eager_state)
     assert 0 < int((eager == 1).sum()) < eager.numel()  # a real mask was drawn (a dropped element gives sigmoid(0) * 2)
+
+
+def _philox(seed, offset, like):
+    return torch.ops.rngprims.philox_rand(list(like.shape), seed, offset, None, like.device, like.dtype)
+
+
+def test_philox_rand_on_npu_is_a_function_of_seed_and_offset_compiled_as_eager():
+    # rngprims.philox_rand (RNG functionalisation's operator, CUDA's only in torch):
+    # torch_npu/_philox_rand.py, and not lowered in compiled npu graphs.
+    like = torch.empty(3, 5, device="npu")
+    seed = torch.tensor(1234, device="npu")
+    offset = torch.tensor(0, device="npu")
+    state = torch.npu.get_rng_state()
+    first, moved = _philox(seed, offset, like)
+    again, _ = _philox(seed, offset, like)
+    later, _ = _philox(seed, offset + moved, like)
+    assert torch.equal(torch.npu.get_rng_state(), state)  # the device's generator is left alone
+    assert torch.equal(first.cpu(), again.cpu()) and not torch.equal(first.cpu(), later.cpu())
+    assert moved.device.type == "cpu" and int(moved) > 0
+    torch.manual_seed(0)
+    eager_state = torch.npu.get_rng_state()
+    torch.npu.set_rng_state(torch.tensor([1234, 0], dtype=torch.int64).view(torch.uint8))
+    assert torch.equal(torch.rand(3, 5, device="npu").cpu(), first.cpu())  # eager torch.rand from that state
+    torch.npu.set_rng_state(eager_state)
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda s, o, x: _philox(s, o, x)[0] * 2 + x, backend="inductor", fullgraph=True)
+    x = torch.ones(3, 5, device="npu")
+    assert torch.equal(compiled(seed, offset, x).cpu(), (first * 2 + x).cpu())

@@ -131,6 +131,9 @@ if any(_os.environ.get(_name) for _name in ("PERF_DUMP_CONFIG", "NPU_ASD_CONFIG"
     _add_perf_dump_patch()
 
 from torch_npu.utils.hif8_tensor import HiFloat8Tensor  # noqa: E402
+from torch_npu import _philox_rand  # noqa: E402
+
+_philox_rand.register()  # rngprims.philox_rand on npu (torch's is CUDA's only)
 
 # TORCH_TRANSFER_TO_NPU=1: `import torch_npu` (or torch's autoload of it) also
 # applies torch_npu.contrib.transfer_to_npu, as real torch_npu does.

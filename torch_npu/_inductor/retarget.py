@@ -239,6 +239,8 @@ def _npu_cpp_config():
 # run_and_save_rng_state / run_with_rng_state) is compiled on the direct
 # path, npu as a device of its own: compiled for the CPU, those operators
 # would be given the CPU generator's state (5056 bytes) instead of the npu's.
+# rngprims.philox_rand (torch_npu/_philox_rand.py) is a random operator like
+# the others: the graph calls its npu kernel.
 _NPU_RANDOM_CONFIG = {"fallback_random": True}
 
 
