@@ -9,14 +9,13 @@ ran it, in the same exported snapshot but with vNPU replaced by a null
 torch_npu: a package that imports nothing of vNPU, says there is no npu
 (``torch.npu.is_available()`` is False) and whose
 ``torchair.get_npu_backend()`` compiles to the eager FX graph. A test that
-fails there with the same message (its first 300 characters, object
-addresses aside) fails for a reason vNPU cannot change: most of them are
-copies of PyTorch's own tests (test/dynamo, test/_inductor,
+fails there with the same message (whole, object addresses aside) fails
+for a reason vNPU cannot change: most of them are copies of PyTorch's own tests (test/dynamo, test/_inductor,
 test/distributed) that expect an older torch's behaviour (graph printouts,
 counters, error texts) than the torch 2.13 vNPU runs on. A file that cannot
 be collected is collected again there and its last error line compared. A
-test that passes there, fails otherwise, or cannot run there (it needs the
-npu) stays counted against vNPU.
+test that passes there, fails otherwise, cannot run there (it needs the
+npu), or whose failure names torch_npu or torchair stays counted against vNPU.
 
 Writes DIR/baseline.json ({test: "same" | "differs"}) and prints, per
 directory, the pass rate of the tests that ran with and without the ones that
@@ -59,9 +58,15 @@ def get_npu_backend(compiler_config=None):
 
 
 def normalized(message):
-    """The message as results.json keeps it (its first 300 characters), with
-    object addresses blanked: two failures are the same when these agree."""
-    return re.sub(r"0x[0-9a-fA-F]+", "0x?", (message or "").strip()[:300])
+    """A failure's whole message with object addresses blanked: two failures
+    are the same when these agree."""
+    return re.sub(r"0x[0-9a-fA-F]+", "0x?", (message or "").strip())
+
+
+def names_torch_npu(text):
+    """A failure that names torch_npu or torchair (a missing module or name
+    of theirs, a traceback through them) is never torch's alone."""
+    return re.search(r"torch_npu|torchair", text or "") is not None
 
 
 def last_error_line(output):
@@ -78,7 +83,23 @@ def collects_the_same(test_file, output, env, timeout):
     except subprocess.TimeoutExpired:
         return False
     mine = last_error_line(output)
-    return done.returncode != 0 and mine != "" and last_error_line(done.stdout) == mine
+    return (done.returncode != 0 and mine != "" and not names_torch_npu(mine) and
+            last_error_line(done.stdout) == mine)
+
+
+def junit_outcomes(xml):
+    """{node: (outcome, whole message)} of a pytest JUnit XML file."""
+    outcomes = {}
+    if os.path.exists(xml):
+        for case in ET.parse(xml).getroot().iter("testcase"):
+            node = "::".join(case.get("classname").split(".")[1:] + [case.get("name")])
+            outcomes[node] = ("passed", "")
+            for child in case:
+                if child.tag in ("failure", "error", "skipped"):
+                    outcomes[node] = ({"failure": "failed", "error": "errors", "skipped": "skipped"}[child.tag],
+                                      child.get("message"))
+                    break
+    return outcomes
 
 
 def run_file(test_file, env, timeout):
@@ -94,17 +115,7 @@ def run_file(test_file, env, timeout):
         subprocess.run(cmd, cwd=os.path.dirname(test_file), env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         pass
-    outcomes = {}
-    if os.path.exists(xml):
-        for case in ET.parse(xml).getroot().iter("testcase"):
-            node = "::".join(case.get("classname").split(".")[1:] + [case.get("name")])
-            outcomes[node] = ("passed", "")
-            for child in case:
-                if child.tag in ("failure", "error", "skipped"):
-                    outcomes[node] = ({"failure": "failed", "error": "errors", "skipped": "skipped"}[child.tag],
-                                      child.get("message"))
-                    break
-    return outcomes
+    return junit_outcomes(xml)
 
 
 def main():
@@ -144,9 +155,13 @@ def main():
         if not failing:
             continue
         outcomes = run_file(os.path.join(work, rel), env, args.timeout)
+        # The runner's XML keeps each message whole (results.json keeps 300 characters).
+        whole = junit_outcomes(os.path.join(work, rel) + ".vnpu-junit.xml")
         for node, message in sorted(failing.items()):
+            message = whole.get(node, (None, message))[1]
             outcome, null_message = outcomes.get(node, ("no result", ""))
-            same = outcome in ("failed", "errors") and normalized(null_message) == normalized(message)
+            same = (outcome in ("failed", "errors") and not names_torch_npu(message) and
+                    normalized(null_message) == normalized(message))
             baseline[f"{rel}::{node}"] = "same" if same else "differs"
             print(f"{rel}::{node}: {'same' if same else 'differs (' + outcome + ')'}", flush=True)
     with open(os.path.join(work, "baseline.json"), "w") as f:
