@@ -220,3 +220,29 @@ def test_custom_decompositions_replace_inductors_own():
     torch.testing.assert_close(out.cpu(), x.cpu() * torch.sigmoid(1.702 * x.cpu()))
     with pytest.raises(TypeError, match="custom_decompositions should be a dict"):
         torchair.get_npu_backend(custom_decompositions=[quick_gelu])
+
+
+def test_use_internal_format_weight_casts_linear_and_conv_weights_and_keeps_results():
+    import torch_npu
+    from torchair.experimental.inference import npu_format_cast_via_cpu, use_internal_format_weight
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3).half(), nn.Flatten(), nn.Linear(4 * 6 * 6, 5).half(),
+                          nn.Conv2d(4, 4, 3, groups=2).half()).npu()
+    x = torch.randn(2, 3, 8, 8, dtype=torch.float16).npu()
+    want = model[:3](x)
+    use_internal_format_weight(model)
+    assert torch_npu.get_npu_format(model[0].weight) == torch_npu.Format.FRACTAL_Z
+    assert torch_npu.get_npu_format(model[2].weight) == torch_npu.Format.FRACTAL_NZ
+    assert torch_npu.get_npu_format(model[3].weight) == torch_npu.Format.NCHW  # grouped: left as it is
+    torch.testing.assert_close(model[:3](x).cpu(), want.cpu())
+    with pytest.raises(RuntimeError, match="Cpu weight is not supported"):
+        use_internal_format_weight(nn.Linear(2, 2))
+    w = torch.randn(16, 16).npu()
+    assert torch_npu.get_npu_format(npu_format_cast_via_cpu(w, 29)) == torch_npu.Format.FRACTAL_NZ
+
+
+def test_clone_of_a_ge_graph_and_the_logger():
+    import logging
+    assert torchair.logger is logging.getLogger("torchair")
+    with pytest.raises(Exception, match="not supported on vNPU"):
+        torchair.ge.Clone(None)

@@ -10,9 +10,15 @@ see torchair/backend.py and docs/graph_mode.md. GE converters
 operators raises "not supported on vNPU" (torchair/ge/__init__.py).
 """
 
-from torch_npu.dynamo.torchair import ge, inference, ops, scope
+import logging
+
+from torch_npu.dynamo.torchair import experimental, ge, inference, ops, scope
 from torch_npu.dynamo.torchair._ge_converters import register_fx_node_ge_converter, registered_ge_converters
 from torch_npu.dynamo.torchair.backend import get_npu_backend
 from torch_npu.dynamo.torchair.configs.compiler_config import CompilerConfig
 
-__all__ = ["CompilerConfig", "get_npu_backend", "ge", "inference", "ops", "register_fx_node_ge_converter", "scope"]
+__all__ = ["CompilerConfig", "experimental", "get_npu_backend", "ge", "inference", "logger", "ops",
+           "register_fx_node_ge_converter", "scope"]
+
+# torchair's logger (real torchair's torchair.core.utils.logger, exported as torchair.logger).
+logger = logging.getLogger("torchair")

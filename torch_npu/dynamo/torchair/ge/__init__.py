@@ -16,6 +16,6 @@ The names and values of ``DataType`` and ``Format`` are GE's.
 """
 
 from torch_npu.dynamo.torchair.ge import attr
-from torch_npu.dynamo.torchair.ge._ge_graph import Cast, Const, DataType, Format, Tensor, TensorSpec, custom_op
+from torch_npu.dynamo.torchair.ge._ge_graph import Cast, Clone, Const, DataType, Format, Tensor, TensorSpec, custom_op
 
-__all__ = ["attr", "Cast", "Const", "DataType", "Format", "Tensor", "TensorSpec", "custom_op"]
+__all__ = ["attr", "Cast", "Clone", "Const", "DataType", "Format", "Tensor", "TensorSpec", "custom_op"]

@@ -130,3 +130,8 @@ def Const(value, dtype=None, node_name=None, readable=True):
 def Cast(x, *, dst_type, dependencies=(), node_name=None):
     """A GE Cast operator (raises: vNPU has no GE graph)."""
     raise _no_graph("torchair.ge.Cast")
+
+
+def Clone(x, *, dependencies=(), node_name=None):
+    """A GE Identity (copy) operator (raises: vNPU has no GE graph)."""
+    raise _no_graph("torchair.ge.Clone")
