@@ -246,3 +246,41 @@ def test_clone_of_a_ge_graph_and_the_logger():
     assert torchair.logger is logging.getLogger("torchair")
     with pytest.raises(Exception, match="not supported on vNPU"):
         torchair.ge.Clone(None)
+
+
+def test_torchair_top_level_compiler_export_hcom_and_replacements():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    # get_compiler: an ATen-level compiler for custom AOTAutograd backends.
+    torch._dynamo.reset()
+    backend = lambda gm, inputs: aot_module_simplified(gm, inputs, fw_compiler=torchair.get_compiler())  # noqa: E731
+    x = torch.randn(6, 6)
+    torch.testing.assert_close(torch.compile(lambda a: torch.tanh(a) * 3, backend=backend)(x.npu()).cpu(),
+                               torch.tanh(x) * 3)
+    with pytest.raises(NotImplementedError, match="dynamo_export is not supported on vNPU"):
+        torchair.dynamo_export(x, model=nn.Linear(6, 6))
+    torchair.patch_for_hcom()  # torch >= 2.3.1: nothing to patch, as real torchair says
+    # register_replacement: applied by every compilation with torchair's backend.
+
+    def search(a, b):
+        return torch.sub(torch.mul(a, b), b)
+
+    def replace(a, b):  # visibly different
+        return torch.add(torch.mul(a, b), b)
+
+    with FakeTensorMode():
+        example = (torch.empty(8, device="npu"), torch.empty(8, device="npu"))
+        torchair.register_replacement(search, replace, example)
+    try:
+        a, b = torch.randn(8), torch.randn(8)
+        for mode in ("max-autotune", "npugraph_ex"):
+            torch._dynamo.reset()
+            config = torchair.CompilerConfig()
+            config.mode = mode
+            f = torch.compile(lambda p, q: p * q - q, backend=torchair.get_npu_backend(compiler_config=config))
+            torch.testing.assert_close(f(a.npu(), b.npu()).cpu(), a * b + b)
+        torch._dynamo.reset()
+        torch.testing.assert_close(torch.compile(lambda p, q: p * q - q, backend="inductor")(a.npu(), b.npu()).cpu(),
+                                   a * b - b)  # not torchair's backend: not replaced
+    finally:
+        from torch_npu.npu.npugraph_ex import _patterns
+        _patterns._pass.cache_clear()

@@ -14,11 +14,14 @@ import logging
 
 from torch_npu.dynamo.torchair import experimental, ge, inference, ops, scope
 from torch_npu.dynamo.torchair._ge_converters import register_fx_node_ge_converter, registered_ge_converters
+from torch_npu.dynamo.torchair._top_level import dynamo_export, get_compiler, patch_for_hcom, register_replacement
 from torch_npu.dynamo.torchair.backend import get_npu_backend
 from torch_npu.dynamo.torchair.configs.compiler_config import CompilerConfig
+from torch_npu.dynamo.torchair.experimental.inference import npu_format_cast_via_cpu, use_internal_format_weight
 
-__all__ = ["CompilerConfig", "experimental", "get_npu_backend", "ge", "inference", "logger", "ops",
-           "register_fx_node_ge_converter", "scope"]
+__all__ = ["get_compiler", "get_npu_backend", "dynamo_export", "CompilerConfig", "use_internal_format_weight",
+           "logger", "register_fx_node_ge_converter", "patch_for_hcom", "register_replacement",
+           "npu_format_cast_via_cpu", "experimental", "ge", "inference", "ops", "scope"]
 
 # torchair's logger (real torchair's torchair.core.utils.logger, exported as torchair.logger).
 logger = logging.getLogger("torchair")

@@ -24,12 +24,14 @@ def _dump_graph(gm, dump):
 
 
 def _user_replacements(mode):
-    """The pattern replacements of torch.npu.npugraph_ex.register_replacement,
-    applied by "npugraph_ex" compilations as an Inductor post-grad pass."""
+    """The pattern replacements of torchair.register_replacement (every
+    mode) and torch.npu.npugraph_ex.register_replacement ("npugraph_ex"
+    mode), applied as an Inductor post-grad pass."""
     import contextlib
     import sys
     patterns = sys.modules.get("torch_npu.npu.npugraph_ex._patterns")  # none registered unless imported
-    graph_pass = patterns.inductor_pass() if patterns is not None and mode == "npugraph_ex" else None
+    owners = ("torchair", "npugraph_ex") if mode == "npugraph_ex" else ("torchair",)
+    graph_pass = patterns.inductor_pass(owners) if patterns is not None else None
     if graph_pass is None:
         return contextlib.nullcontext()
     from torch._inductor import config as inductor_config
@@ -65,6 +67,7 @@ def get_npu_backend(*, compiler_config=None, custom_decompositions=None):
             import torch._functorch.config as functorch_config
             with functorch_config.patch(enable_autograd_cache=False), _user_replacements(mode):
                 return inductor.compile_fx(gm, example_inputs, **kwargs)
-        return inductor.compile_fx(gm, example_inputs, **kwargs)
+        with _user_replacements(mode):
+            return inductor.compile_fx(gm, example_inputs, **kwargs)
 
     return backend

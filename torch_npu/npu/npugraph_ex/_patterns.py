@@ -1,63 +1,77 @@
-"""npugraph_ex's pattern replacements: Inductor's pattern matcher, with a pass
-of npugraph_ex's own that its compilations apply to each forward graph
-before Inductor lowers it (real npugraph_ex's pattern_pass_manager)."""
+"""User pattern replacements of the npu compile backends: Inductor's pattern
+matcher, with a pass per owner, applied as a post-grad pass before Inductor
+lowers each graph:
+
+- "npugraph_ex": ``torch.npu.npugraph_ex.register_replacement``, applied by
+  "npugraph_ex" compilations (real npugraph_ex's pattern_pass_manager);
+- "torchair": ``torchair.register_replacement``, applied by every
+  compilation with torchair's backend (real torchair's pattern_pass_manager).
+"""
 
 import functools
 
-__all__ = ["register_replacement", "apply_replacements"]
+__all__ = ["register_replacement", "register_for", "apply_replacements", "inductor_pass"]
 
 
 @functools.lru_cache(None)
-def _pass():
+def _pass(owner="npugraph_ex"):
     from torch._inductor.pattern_matcher import PatternMatcherPass
-    return PatternMatcherPass(pass_name="npugraph_ex_user_patterns")
+    return PatternMatcherPass(pass_name=f"{owner}_user_patterns")
 
 
 def _return_true(match):
     return True
 
 
-def register_replacement(search_fn, replace_fn, example_inputs, trace_fn=None, extra_check=_return_true,
-                         search_fn_pattern=None, scalar_workaround=None, skip_duplicates=False):
+def register_for(owner, search_fn, replace_fn, example_inputs, trace_fn=None, extra_check=_return_true,
+                 search_fn_pattern=None, scalar_workaround=None, skip_duplicates=False):
     """Registers ``search_fn -> replace_fn`` (traced at ``example_inputs``,
-    fake tensors welcome) for every later "npugraph_ex" compilation."""
+    fake tensors welcome) in ``owner``'s pass."""
     from torch._inductor import pattern_matcher
 
     if not callable(search_fn) or not callable(replace_fn):
-        raise TypeError("npugraph_ex.register_replacement: search_fn and replace_fn must be callable")
+        raise TypeError(f"{owner}.register_replacement: search_fn and replace_fn must be callable")
     return pattern_matcher.register_replacement(
-        search_fn, replace_fn, list(example_inputs), trace_fn or pattern_matcher.fwd_only, _pass(),
+        search_fn, replace_fn, list(example_inputs), trace_fn or pattern_matcher.fwd_only, _pass(owner),
         extra_check=extra_check, scalar_workaround=scalar_workaround or {}, search_fn_pattern=search_fn_pattern,
         skip_duplicates=skip_duplicates)
 
 
-def apply_replacements(gm):
-    """Applies the registered replacements to ``gm`` in place; the number of matches replaced."""
-    if not _pass().patterns:
-        return 0
-    count = _pass().apply(gm.graph)
+def register_replacement(search_fn, replace_fn, example_inputs, trace_fn=None, extra_check=_return_true,
+                         search_fn_pattern=None, scalar_workaround=None, skip_duplicates=False):
+    """``torch.npu.npugraph_ex.register_replacement``: for every later "npugraph_ex" compilation."""
+    return register_for("npugraph_ex", search_fn, replace_fn, example_inputs, trace_fn=trace_fn,
+                        extra_check=extra_check, search_fn_pattern=search_fn_pattern,
+                        scalar_workaround=scalar_workaround, skip_duplicates=skip_duplicates)
+
+
+def apply_replacements(gm, owners=("npugraph_ex",)):
+    """Applies ``owners``' replacements to ``gm`` in place; the number of matches replaced."""
+    count = sum(_pass(owner).apply(gm.graph) for owner in owners if _pass(owner).patterns)
     if count:
         gm.graph.lint()
         gm.recompile()
     return count
 
 
-def inductor_pass():
-    """The registered replacements as an Inductor custom post-grad pass
-    (``torch._inductor.config.post_grad_custom_pre_pass``), or None when none
-    is registered. Its uuid names the registered patterns, so that Inductor's
-    FX graph cache tells graphs compiled with different replacements apart."""
+def inductor_pass(owners):
+    """``owners``' replacements as one Inductor custom post-grad pass
+    (``torch._inductor.config.post_grad_custom_pre_pass``), or None when they
+    have none. Its uuid names the registered patterns, so that Inductor's FX
+    graph cache tells graphs compiled with different replacements apart."""
     from torch._inductor.custom_graph_pass import CustomGraphPass
 
-    patterns = _pass().patterns
-    if not patterns:
+    owners = tuple(owner for owner in owners if _pass(owner).patterns)
+    if not owners:
         return None
 
     class _Replacements(CustomGraphPass):
         def __call__(self, graph):
-            _pass().apply(graph)
+            for owner in owners:
+                _pass(owner).apply(graph)
 
         def uuid(self):
-            return ("npugraph_ex_user_patterns", len(_pass().patterns), id(_pass()))
+            return ("user_patterns",) + tuple((owner, len(_pass(owner).patterns), id(_pass(owner)))
+                                              for owner in owners)
 
     return _Replacements()
