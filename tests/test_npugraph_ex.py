@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-import torch_npu  # noqa: F401
+import torch_npu
 import torchair
 from torch._functorch.aot_autograd import aot_module_simplified
 
@@ -223,7 +223,6 @@ def test_custom_decompositions_replace_inductors_own():
 
 
 def test_use_internal_format_weight_casts_linear_and_conv_weights_and_keeps_results():
-    import torch_npu
     from torchair.experimental.inference import npu_format_cast_via_cpu, use_internal_format_weight
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(3, 4, 3).half(), nn.Flatten(), nn.Linear(4 * 6 * 6, 5).half(),
