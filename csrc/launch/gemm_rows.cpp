@@ -25,8 +25,6 @@ constexpr int64_t kMinRowsPerPart = 32;
 // 384^3 to 1024^3 within noise of each other, 1.00-1.08x): its threads share
 // the packed panels of the right operand, which separate GEMMs each pack.
 constexpr int64_t kMaxSplitMacs = int64_t{1} << 25;
-// Note [The work of a GEMM] (csrc/launch/tensor_ref.h).
-constexpr int64_t kGemmMacsPerWorkElement = 64;
 
 vnpu::HelperTeam& team() {
   // Leaked: helpers may be parked in it while the process exits.
@@ -62,14 +60,14 @@ bool run_by_rows(int parts, int64_t rows, const Part& part) {
 
 // Note [A long GEMM asks again after its first rows]
 // (vnpu/intra_op_threads.h). Runs `part(begin, count)` for the first rows of
-// `out` (a product over `k`) on the threads the stage has, then for the
-// rest on the threads the intra-op rule gives now. False, with nothing run,
+// `out` on the threads the stage has, then for the rest on the threads the
+// intra-op rule gives now, for the stage's work. False, with nothing run,
 // when the GEMM does not ask again.
 template <typename Part>
-bool run_asking_again(const at::Tensor& out, int64_t k, const Part& part) {
+bool run_asking_again(const at::Tensor& out, const Part& part) {
   if (out.dim() != 2 || !out.is_contiguous()) return false;
   const int64_t rows = out.size(0);
-  const int64_t work = out.numel() / kGemmMacsPerWorkElement * k;
+  const int64_t work = stage_work();
   const int threads = omp_get_max_threads(), max_threads = stage_max_threads();
   if (rows < 2 * vnpu::kFirstRowsDivisor || !vnpu::rechecks_host(work, threads, max_threads)) return false;
   const int64_t first = rows / vnpu::kFirstRowsDivisor;
@@ -87,7 +85,7 @@ at::Tensor& mm_outf(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& 
     at::cpu::mm_outf(self.narrow(0, begin, count), mat2, chunk);
   };
   const int parts = parts_for(out, self.size(1));
-  const bool split = parts >= 2 ? run_by_rows(parts, out.size(0), rows) : run_asking_again(out, self.size(1), rows);
+  const bool split = parts >= 2 ? run_by_rows(parts, out.size(0), rows) : run_asking_again(out, rows);
   // Not split, or the team was busy: MKL's own threads.
   return split ? out : at::cpu::mm_outf(self, mat2, out);
 }
@@ -103,7 +101,7 @@ at::Tensor& addmm_outf(const at::Tensor& self, const at::Tensor& mat1, const at:
     at::cpu::addmm_outf(bias, mat1.narrow(0, begin, count), mat2, beta, alpha, chunk);
   };
   const int parts = parts_for(out, mat1.size(1));
-  const bool split = parts >= 2 ? run_by_rows(parts, out.size(0), rows) : run_asking_again(out, mat1.size(1), rows);
+  const bool split = parts >= 2 ? run_by_rows(parts, out.size(0), rows) : run_asking_again(out, rows);
   return split ? out : at::cpu::addmm_outf(self, mat1, mat2, beta, alpha, out);
 }
 

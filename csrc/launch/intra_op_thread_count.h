@@ -8,6 +8,8 @@
 // thread), so both are set.
 #pragma once
 
+#include <cstdint>
+
 // OpenMP's per-thread team size (the runtime is already loaded by torch).
 extern "C" int omp_get_max_threads();
 extern "C" void omp_set_num_threads(int);
@@ -19,6 +21,9 @@ namespace torch_npu {
 // intra-op rule chose its count (torch.get_num_threads() on the launching
 // side); outside, omp_get_max_threads(). Defined in launch.cpp.
 int stage_max_threads();
+// Inside stage 2: the kernel's work, as the intra-op rule was given it
+// (Note [The work of a GEMM], csrc/launch/tensor_ref.h); outside, -1 (unknown).
+int64_t stage_work();
 
 class ScopedIntraOpThreads {
  public:

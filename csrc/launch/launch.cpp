@@ -26,6 +26,7 @@ int intra_op_threads(int64_t work, int max_threads) {
 }
 
 thread_local int t_stage_max_threads = 0;
+thread_local int64_t t_stage_work = -1;
 
 // Runs stage 2 of one op with the intra-op threads intra_op_threads() gives,
 // for ATen's OpenMP loops and for MKL's GEMMs alike.
@@ -33,17 +34,23 @@ class IntraOpThreads {
  public:
   explicit IntraOpThreads(int64_t work, int max_threads = omp_get_max_threads())
       : saved_max_(std::exchange(t_stage_max_threads, max_threads)),
+        saved_work_(std::exchange(t_stage_work, work)),
         scope_(intra_op_threads(work, max_threads), max_threads) {}
-  ~IntraOpThreads() { t_stage_max_threads = saved_max_; }
+  ~IntraOpThreads() {
+    t_stage_max_threads = saved_max_;
+    t_stage_work = saved_work_;
+  }
 
  private:
   int saved_max_;
+  int64_t saved_work_;
   ScopedIntraOpThreads scope_;
 };
 
 }  // namespace
 
 int stage_max_threads() { return t_stage_max_threads > 0 ? t_stage_max_threads : omp_get_max_threads(); }
+int64_t stage_work() { return t_stage_work; }
 
 namespace {
 
