@@ -283,3 +283,27 @@ def test_torchair_top_level_compiler_export_hcom_and_replacements():
     finally:
         from torch_npu.npu.npugraph_ex import _patterns
         _patterns._pass.cache_clear()
+
+
+def test_compile_fx_applies_npugraph_ex_replacements():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    def search(a, b):
+        return torch.sub(torch.mul(a, b), b)
+
+    def replace(a, b):  # visibly different
+        return torch.add(torch.mul(a, b), b)
+
+    with FakeTensorMode():
+        torch.npu.npugraph_ex.register_replacement(search, replace,
+                                                   (torch.empty(8, device="npu"), torch.empty(8, device="npu")))
+    try:
+        torch._dynamo.reset()
+        backend = lambda gm, inputs: aot_module_simplified(  # noqa: E731
+            gm, inputs, fw_compiler=lambda g, i: torch.npu.npugraph_ex.compile_fx(g, i))
+        a, b = torch.randn(8), torch.randn(8)
+        torch.testing.assert_close(torch.compile(lambda p, q: p * q - q, backend=backend)(a.npu(), b.npu()).cpu(),
+                                   a * b + b)
+    finally:
+        from torch_npu.npu.npugraph_ex import _patterns
+        _patterns._pass.cache_clear()

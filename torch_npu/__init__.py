@@ -147,7 +147,6 @@ __all__ = ["npu", "get_soc_version", "npu_format_cast", "npu_format_cast_", "get
            "matmul_checksum", "HiFloat8Tensor", *_fused_ops]
 
 
-
 def __getattr__(name):
     # Real torch_npu's torch_npu._ShardedGradScaler, imported at first use:
     # it imports torch.distributed.fsdp, too heavy for every `import torch`.

@@ -27,15 +27,8 @@ def _user_replacements(mode):
     """The pattern replacements of torchair.register_replacement (every
     mode) and torch.npu.npugraph_ex.register_replacement ("npugraph_ex"
     mode), applied as an Inductor post-grad pass."""
-    import contextlib
-    import sys
-    patterns = sys.modules.get("torch_npu.npu.npugraph_ex._patterns")  # none registered unless imported
-    owners = ("torchair", "npugraph_ex") if mode == "npugraph_ex" else ("torchair",)
-    graph_pass = patterns.inductor_pass(owners) if patterns is not None else None
-    if graph_pass is None:
-        return contextlib.nullcontext()
-    from torch._inductor import config as inductor_config
-    return inductor_config.patch(post_grad_custom_pre_pass=graph_pass)
+    from torch_npu.npu.npugraph_ex import _patterns
+    return _patterns.applied(("torchair", "npugraph_ex") if mode == "npugraph_ex" else ("torchair",))
 
 
 def get_npu_backend(*, compiler_config=None, custom_decompositions=None):

@@ -23,10 +23,10 @@ def compile_fx(gm, example_inputs=None, options=None):
     from torch._inductor.compile_fx import compile_fx_inner
     from torch_npu._inductor.npugraph_runner import npugraph_inner_compile
     from torch_npu.dynamo import check_npugraph_ex_options
-    from torch_npu.npu.npugraph_ex._patterns import apply_replacements
+    from torch_npu.npu.npugraph_ex import _patterns
 
     check_npugraph_ex_options(options)
     if example_inputs is None:
         raise ValueError("npugraph_ex.compile_fx: example_inputs are needed to compile the graph")
-    apply_replacements(gm)
-    return npugraph_inner_compile(compile_fx_inner)(gm, list(example_inputs))
+    with _patterns.applied(("npugraph_ex",)):
+        return npugraph_inner_compile(compile_fx_inner)(gm, list(example_inputs))

@@ -8,9 +8,10 @@ lowers each graph:
   compilation with torchair's backend (real torchair's pattern_pass_manager).
 """
 
+import contextlib
 import functools
 
-__all__ = ["register_replacement", "register_for", "apply_replacements", "inductor_pass"]
+__all__ = ["register_replacement", "register_for", "applied"]
 
 
 @functools.lru_cache(None)
@@ -45,16 +46,7 @@ def register_replacement(search_fn, replace_fn, example_inputs, trace_fn=None, e
                         scalar_workaround=scalar_workaround, skip_duplicates=skip_duplicates)
 
 
-def apply_replacements(gm, owners=("npugraph_ex",)):
-    """Applies ``owners``' replacements to ``gm`` in place; the number of matches replaced."""
-    count = sum(_pass(owner).apply(gm.graph) for owner in owners if _pass(owner).patterns)
-    if count:
-        gm.graph.lint()
-        gm.recompile()
-    return count
-
-
-def inductor_pass(owners):
+def _inductor_pass(owners):
     """``owners``' replacements as one Inductor custom post-grad pass
     (``torch._inductor.config.post_grad_custom_pre_pass``), or None when they
     have none. Its uuid names the registered patterns, so that Inductor's FX
@@ -75,3 +67,12 @@ def inductor_pass(owners):
                                               for owner in owners)
 
     return _Replacements()
+
+
+def applied(owners):
+    """A context in which Inductor's compilations apply ``owners``' replacements."""
+    graph_pass = _inductor_pass(owners)
+    if graph_pass is None:
+        return contextlib.nullcontext()
+    from torch._inductor import config as inductor_config
+    return inductor_config.patch(post_grad_custom_pre_pass=graph_pass)
