@@ -49,12 +49,15 @@ def _stream_of(tag):
         return _TAG_TO_STREAM[tag]
 
 
+_LIBRARIES = []
+
+
 def _define_ops():
     ops = torch.ops.air
     if hasattr(ops, "tagged_event_record"):
         return
     lib = torch.library.Library("air", "FRAGMENT")
-    _define_ops.library = lib  # a Library unregisters its operators when collected
+    _LIBRARIES.append(lib)  # a Library unregisters its operators when collected
     lib.define("tagged_event_record(str tag, bool created_inside=False) -> ()")
     lib.define("tagged_event_wait(str tag, bool created_inside=False) -> ()")
     lib.define("record_tagged_stream(Tensor input, str tag) -> ()")

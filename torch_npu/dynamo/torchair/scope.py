@@ -22,13 +22,16 @@ from torch.fx.node import has_side_effect
 __all__ = ["npu_stream_switch", "npu_wait_tensor", "super_kernel", "limit_core_num", "op_never_timeout", "data_dump"]
 
 
+_LIBRARIES = []
+
+
 def define_scope_ops(namespace):
     """``torch.ops.<namespace>.scope_enter`` / ``scope_exit``, defined once."""
     ops = getattr(torch.ops, namespace)
     if hasattr(ops, "scope_enter"):
         return ops
     lib = torch.library.Library(namespace, "FRAGMENT")
-    define_scope_ops.libraries.append(lib)  # a Library unregisters its operators when collected
+    _LIBRARIES.append(lib)  # a Library unregisters its operators when collected
     lib.define("scope_enter(str[] keys, str[] values, bool need_execute=False) -> ()")
     lib.define("scope_exit(bool need_execute=False) -> ()")
 
@@ -46,7 +49,6 @@ def define_scope_ops(namespace):
     return ops
 
 
-define_scope_ops.libraries = []
 # Defined when this module loads, not when a scope is made inside traced code.
 _SCOPE_OPS = {namespace: define_scope_ops(namespace) for namespace in ("air", "npugraph_ex")}
 
@@ -79,10 +81,16 @@ def super_kernel(scope: str, options: str = ""):
 
 
 def limit_core_num(op_aicore_num: int, op_vectorcore_num: int):
+    return _limit_core_num(op_aicore_num, op_vectorcore_num, "air")
+
+
+def _limit_core_num(op_aicore_num, op_vectorcore_num, namespace):
+    """``namespace``: whose scope operators record it (npugraph_ex's scope has its own)."""
     for name, value in (("op_aicore_num", op_aicore_num), ("op_vectorcore_num", op_vectorcore_num)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(f"limit_core_num() argument '{name}' must be a non-negative int, but got {value!r}.")
-    return _Scope([("_op_aicore_num", str(op_aicore_num)), ("_op_vectorcore_num", str(op_vectorcore_num))])
+    return _Scope([("_op_aicore_num", str(op_aicore_num)), ("_op_vectorcore_num", str(op_vectorcore_num))],
+                  namespace)
 
 
 def op_never_timeout(enable: bool = True):

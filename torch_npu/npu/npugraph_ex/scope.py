@@ -10,8 +10,7 @@ def limit_core_num(op_aicore_num: int, op_vectorcore_num: int, stream=None):
     (on ``stream`` too, when given). A hint about where they run, which does
     not change their values: recorded in the graph."""
     from torch_npu.dynamo.torchair import scope
-    attrs = scope.limit_core_num(op_aicore_num, op_vectorcore_num)
-    return scope._Scope(list(zip(attrs.keys, attrs.values)), namespace="npugraph_ex")
+    return scope._limit_core_num(op_aicore_num, op_vectorcore_num, "npugraph_ex")
 
 
 def deterministic(level: int):
