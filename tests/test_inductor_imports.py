@@ -4,6 +4,8 @@ of Inductor's code generation: the package is loaded at the first compile."""
 
 import ast
 import pathlib
+import subprocess
+import sys
 
 from conftest import run_python
 
@@ -87,3 +89,24 @@ def test_inductor_cache_keys_name_the_npu_and_cann():
     assert system["device"]["name"] == torch.npu.get_device_properties(torch.npu.current_device()).name
     assert system["version"]["cann"] == torch.version.cann
     assert CacheBase.get_system() is system  # computed once, as torch's
+
+
+def test_inductor_cache_keys_change_with_vnpus_inductor_code(tmp_path):
+    # A cache written when torch_npu/_inductor lowered or wrapped graphs
+    # differently is not taken as valid (it once returned Inductor's own
+    # philox numbers for a graph that now calls the npu kernel).
+    import shutil
+
+    from torch_npu._inductor import cache_key
+
+    package = pathlib.Path(cache_key.__file__).parent
+    copy = tmp_path / "_inductor"
+    shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    script = ("import importlib.util, sys; spec = importlib.util.spec_from_file_location('k', sys.argv[1]); "
+              "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); print(m._own_code_key())")
+    run = lambda: subprocess.run([sys.executable, "-c", script, str(copy / "cache_key.py")],  # noqa: E731
+                                 capture_output=True, text=True, timeout=120).stdout.strip()
+    before = run()
+    assert before == cache_key._own_code_key()
+    (copy / "retarget.py").write_text((copy / "retarget.py").read_text() + "\n# changed\n")
+    assert run() != before

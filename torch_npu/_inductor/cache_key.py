@@ -6,20 +6,36 @@ a machine without them names nothing, so artifacts compiled for another
 device or toolkit would be taken as valid. As real torch_npu does, an npu
 machine names its device (``torch.npu.get_device_properties().name``) and
 its CANN version (``torch.version.cann``) there, and its cache directory
-follows them. Installed when Inductor's codecache is imported
+follows them. The key also names vNPU's own part of the compilation (a hash
+of torch_npu/_inductor's sources, as Inductor's torch_key hashes torch's):
+which lowerings an npu graph keeps and the code its wrapper writes are
+decided there, so a cache written by another version of it is not taken as
+valid. Installed when Inductor's codecache is imported
 (torch_npu/__init__.py), before its first use.
 """
 
 import functools
+import hashlib
+import pathlib
 
 import torch
+
+
+@functools.cache
+def _own_code_key():
+    digest = hashlib.sha256()
+    for source in sorted(pathlib.Path(__file__).parent.glob("*.py")):
+        digest.update(source.name.encode())
+        digest.update(source.read_bytes())
+    return digest.hexdigest()
 
 
 def _npu_system(codecache):
     if not torch.npu.is_available():
         return None
     device = {"name": torch.npu.get_device_properties(torch.npu.current_device()).name}
-    version = {"triton": codecache.triton_key(), "cann": torch.version.cann}
+    version = {"triton": codecache.triton_key(), "cann": torch.version.cann,
+               "torch_npu_inductor": _own_code_key()}
     return {"device": device, "version": version,
             "hash": codecache.SYSTEM_CACHE_KEY_STRATEGY.key_from_json({"device": device, "version": version})}
 

@@ -240,8 +240,27 @@ def _npu_cpp_config():
 # path, npu as a device of its own: compiled for the CPU, those operators
 # would be given the CPU generator's state (5056 bytes) instead of the npu's.
 # rngprims.philox_rand (torch_npu/_philox_rand.py) is a random operator like
-# the others: the graph calls its npu kernel.
+# the others: the graph calls its npu kernel. fallback_random does not reach
+# it (Inductor lowers it whatever the config says, to its own CPU philox,
+# which draws other numbers), so its lowering is swapped for a fallback
+# while an npu graph compiles.
 _NPU_RANDOM_CONFIG = {"fallback_random": True}
+
+
+@contextlib.contextmanager
+def _random_operators_fall_back():
+    from torch._inductor import lowering
+
+    ops = [op for op in (torch.ops.rngprims.philox_rand, torch.ops.rngprims.philox_rand.default)
+           if op in lowering.lowerings]
+    saved = {op: lowering.lowerings[op] for op in ops}
+    for op in ops:
+        lowering.lowerings[op] = lowering.fallback_handler(torch.ops.rngprims.philox_rand.default,
+                                                           add_to_fallback_set=False)
+    try:
+        yield
+    finally:
+        lowering.lowerings.update(saved)
 
 
 def _saves_rng_state(gm):
@@ -264,7 +283,8 @@ def _retargeting_inner(inner, index, npu_graphs=False):
         # The caches key this compilation apart from CPU ones (and per device):
         # the code they keep is the retargeted wrapper.
         tag = f"{torch.compiler.config.cache_key_tag}|torch_npu:retargeted-to-npu:{index}"
-        with _cpu_codegen_is_npus(index), torch.compiler.config.patch(cache_key_tag=tag), \
+        with _cpu_codegen_is_npus(index), _random_operators_fall_back(), \
+                torch.compiler.config.patch(cache_key_tag=tag), \
                 torch._inductor.config.patch(**{"cpp.weight_prepack": False, **_npu_cpp_config(), **_NPU_RANDOM_CONFIG}):
             compiled = inner(gm, cpu_inputs, *args, **kwargs)
         if npu_graphs:
