@@ -671,3 +671,41 @@ def test_philox_rand_on_npu_is_a_function_of_seed_and_offset_compiled_as_eager()
     compiled = torch.compile(lambda s, o, x: _philox(s, o, x)[0] * 2 + x, backend="inductor", fullgraph=True)
     x = torch.ones(3, 5, device="npu")
     assert torch.equal(compiled(seed, offset, x).cpu(), (first * 2 + x).cpu())
+
+
+def _npu_autocast_region(x, w):
+    with torch.npu.amp.autocast(dtype=torch.bfloat16):
+        y = torch.mm(x, w)
+    with torch.npu.amp.autocast(False):  # positional: enabled, as the class takes it
+        z = torch.mm(x, w)
+    return y, z
+
+
+@torch.npu.amp.autocast()
+def _npu_autocast_decorated(x, w):
+    return torch.mm(x, w)
+
+
+def test_npu_amp_autocast_traces_into_the_graph_as_cudas_does():
+    # torch.npu.amp.autocast inside traced code is the graph's autocast region
+    # (torch.amp's enter/exit nodes for "npu"), with no graph break: Dynamo
+    # knows only CUDA's and CPU's classes by name.
+    torch._dynamo.reset()
+    graphs = []
+
+    def counting(gm, example_inputs):
+        graphs.append(gm)
+        return gm
+
+    x, w = torch.randn(8, 8, device="npu"), torch.randn(8, 8, device="npu")
+    y, z = torch.compile(_npu_autocast_region, backend=counting, fullgraph=True)(x, w)
+    enters = [n.args for g in graphs for n in g.graph.nodes if n.target is torch.amp._enter_autocast]
+    assert enters == [("npu", torch.bfloat16, True, True), ("npu", torch.float16, False, True)]
+    eager_y, eager_z = _npu_autocast_region(x, w)
+    assert (y.dtype, z.dtype) == (eager_y.dtype, eager_z.dtype) == (torch.bfloat16, torch.float32)
+    torch.testing.assert_close(y.cpu(), eager_y.cpu())
+    torch.testing.assert_close(z.cpu(), eager_z.cpu())
+    torch._dynamo.reset()
+    decorated = torch.compile(_npu_autocast_decorated, backend="eager", fullgraph=True)(x, w)
+    assert decorated.dtype == torch.float16
+    torch.testing.assert_close(decorated.cpu(), _npu_autocast_decorated(x, w).cpu())

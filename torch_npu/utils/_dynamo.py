@@ -49,6 +49,45 @@ def _teach_dynamo_npu_streams(dynamo):
         if fn in handlers:
             rules.setdefault(fn, TorchInGraphFunctionVariable)
     _fold_npu_device_queries(rules, TorchInGraphFunctionVariable)
+    _teach_dynamo_npu_autocast()
+
+
+def _teach_dynamo_npu_autocast():
+    """``with torch.npu.amp.autocast(...)`` in traced code becomes the graph's
+    autocast region, as ``torch.cuda.amp.autocast`` does: Dynamo knows the
+    CUDA and CPU classes by name and would otherwise step into the npu one's
+    constructor (torch_npu's Python over its C extension) and break the
+    graph. Its arguments are bound by its own signature (enabled, dtype,
+    cache_enabled) and handed on as ``torch.amp.autocast("npu", ...)``. An
+    instance made outside (the decorator form) is an ``autocast`` object,
+    which Dynamo already reads by its attributes."""
+    import inspect
+
+    import torch
+    from torch._dynamo.variables import torch as torch_variables
+    from torch._dynamo.variables.base import VariableTracker
+    from torch._dynamo.variables.constant import ConstantVariable
+    from torch._dynamo.variables.ctx_manager import AutocastModeVariable
+
+    npu_autocast = torch.npu.amp.autocast
+    manager_class = torch_variables.TorchCtxManagerClassVariable
+    if npu_autocast in torch_variables.supported_ctx_manager_classes:
+        return
+    torch_variables.supported_ctx_manager_classes[npu_autocast] = None
+    original_call = manager_class.call_function
+
+    def call_function(self, tx, args, kwargs):
+        if self.value is not npu_autocast:
+            return original_call(self, tx, args, kwargs)
+        bound = inspect.signature(npu_autocast).bind(*args, **kwargs)
+        bound.apply_defaults()
+        # A default is a Python value, an argument the tracer's variable.
+        arguments = {key: value if isinstance(value, VariableTracker) else ConstantVariable.create(value)
+                     for key, value in bound.arguments.items()}
+        return AutocastModeVariable.create(torch.amp.autocast_mode.autocast, [ConstantVariable.create("npu")],
+                                           arguments)
+
+    manager_class.call_function = call_function
 
 
 def _fold_npu_device_queries(rules, in_graph):
