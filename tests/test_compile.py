@@ -709,3 +709,47 @@ def test_npu_amp_autocast_traces_into_the_graph_as_cudas_does():
     decorated = torch.compile(_npu_autocast_decorated, backend="eager", fullgraph=True)(x, w)
     assert decorated.dtype == torch.float16
     torch.testing.assert_close(decorated.cpu(), _npu_autocast_decorated(x, w).cpu())
+
+
+def test_functionalized_rng_ops_run_on_npu():
+    # torch._functorch.config.functionalize_rng_ops: AOTAutograd turns rand
+    # into rngprims.philox_rand fed by the generator's (seed, offset) and
+    # advances the offset after the graph; torch does this for CUDA only
+    # (torch_npu/_philox_rand.py). The same seed gives the same numbers, the
+    # generator moves on, and a cpu graph still refuses as torch does.
+    import torch._functorch.config
+    from torch._dynamo.backends.common import aot_autograd
+
+    counts = []
+
+    def count_philox(gm, example_inputs):
+        counts.append(sum(node.target is torch.ops.rngprims.philox_rand.default for node in gm.graph.nodes))
+        return gm
+
+    def fn(x):
+        return torch.nn.functional.dropout(torch.sin(x), p=0.5), torch.rand_like(x)
+
+    x = torch.randn(64, device="npu", requires_grad=True)
+    with torch._functorch.config.patch(functionalize_rng_ops=True):
+        torch._dynamo.reset()
+        compiled = torch.compile(fn, backend=aot_autograd(fw_compiler=count_philox, bw_compiler=count_philox))
+        torch.npu.manual_seed(7)
+        (first, noise) = compiled(x)
+        offset_after_first = torch.npu._get_rng_state_offset()
+        second, _ = compiled(x)
+        offset_after_second = torch.npu._get_rng_state_offset()
+        torch.npu.manual_seed(7)
+        again, noise_again = compiled(x)
+        first.sum().backward()
+        assert counts[0] == 2  # dropout's rand and rand_like, both functionalized in the forward
+        assert 0 < offset_after_first < offset_after_second
+        assert torch.equal(first.detach().cpu(), again.detach().cpu()) and torch.equal(noise.cpu(), noise_again.cpu())
+        assert not torch.equal(first.detach().cpu(), second.detach().cpu())
+        assert float(noise.min()) >= 0 and float(noise.max()) < 1
+        kept = first.detach().cpu() != 0
+        assert 0 < int(kept.sum()) < x.numel()
+        torch.testing.assert_close(first.detach().cpu()[kept], 2 * torch.sin(x.detach().cpu())[kept])
+        torch.testing.assert_close(x.grad.cpu(), torch.cos(x.detach().cpu()) * 2 * kept)
+        torch._dynamo.reset()
+        with pytest.raises(Exception, match="functionalize a cpu RNG operator"):
+            torch.compile(fn, backend=aot_autograd(fw_compiler=count_philox))(x.detach().cpu())

@@ -134,6 +134,8 @@ from torch_npu.utils.hif8_tensor import HiFloat8Tensor  # noqa: E402
 from torch_npu import _philox_rand  # noqa: E402
 
 _philox_rand.register()  # rngprims.philox_rand on npu (torch's is CUDA's only)
+_call_after_import("torch._prims_common", _philox_rand.teach_aot_autograd_npu_rng_state)
+_call_after_import("torch._decomp.decompositions_for_rng", _philox_rand.teach_rng_decompositions_npu)
 
 # TORCH_TRANSFER_TO_NPU=1: `import torch_npu` (or torch's autoload of it) also
 # applies torch_npu.contrib.transfer_to_npu, as real torch_npu does.
