@@ -243,6 +243,21 @@ HOST_MEMORY_BOUND = {
 }
 
 
+# Tests not run: they crash the process inside real torch_npu's own source,
+# which the test compiles into its extension from the snapshot (the AOTI shim,
+# torch_npu/csrc/inductor/aoti_torch/shim_npu.cpp): they pass a null output
+# handle that this snapshot's shim writes through (the test expects a failure
+# code, which a later shim must return). A crash would end the whole file's
+# process. Listed in docs/fidelity.md; they count as not run.
+CRASH_IN_SNAPSHOT_SOURCE = {
+    "test/_inductor/test_npu_aoti_shim.py::TestNpuAOTIShim::" + name for name in (
+        "test_null_allocator_output_handle_returns_failure_internally",
+        "test_null_current_stream_output_handle_returns_failure_internally",
+        "test_null_guard_output_handle_returns_failure_internally",
+        "test_null_stream_guard_output_handle_returns_failure_internally")
+}
+NOT_RUN = HOST_MEMORY_BOUND | CRASH_IN_SNAPSHOT_SOURCE
+
 # Files that real torch_npu's test/run_test.py runs with an environment of
 # their own (its run_distributed_test): torch's distributed test suite reads
 # BACKEND, TEMP_DIR (with barrier/ and test_dir/ in it), INIT_METHOD and
@@ -271,7 +286,7 @@ def run_file(path, env, timeout, rel, test_timeout=None):
            os.path.basename(path), f"--junitxml={xml}"]
     if test_timeout:
         cmd += [f"--timeout={test_timeout:g}", "--timeout-method=signal"]
-    for test in sorted(HOST_MEMORY_BOUND):
+    for test in sorted(NOT_RUN):
         if test.startswith(rel + "::"):
             cmd += ["--deselect", os.path.basename(path) + test[len(rel):]]
     try:
