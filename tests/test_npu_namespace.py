@@ -260,7 +260,6 @@ def test_fixed_answers():
 # --- not supported on vNPU ----------------------------------------------------------------
 
 @pytest.mark.parametrize("call", [
-    lambda: torch.npu.SyncLaunchStream(),
     lambda: torch.npu.set_aoe("/tmp/aoe"),
     lambda: torch.npu.set_op_timeout_ms(1000),
     lambda: torch.npu.obfuscation_initialize(4096, 0, 1),

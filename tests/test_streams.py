@@ -254,3 +254,40 @@ def test_the_raw_current_stream_is_the_aclrtstream_handle_everywhere():
                     get_interface_for_device("npu").get_raw_stream(0)):
             assert raw == side.npu_stream
     assert torch_npu._C._npu_getCurrentRawStream(0) == torch.npu.default_stream().npu_stream
+
+
+def test_stream_ids_have_torch_npus_layout_and_pools_per_priority():
+    # Note [Stream ids] (csrc/core/npu_stream.cpp): (type << 5) | index, with
+    # real torch_npu's types; 32 streams per priority pool, handed out in turn.
+    assert torch.npu.default_stream().stream_id == 0
+    normal = [torch.npu.Stream() for _ in range(33)]
+    high = [torch.npu.Stream(priority=-1) for _ in range(33)]
+    assert {s.stream_id >> 5 for s in normal} == {3} and {s.stream_id >> 5 for s in high} == {4}
+    assert len({s.stream_id for s in normal}) == 32 and normal[32] == normal[0]  # the pool wraps around
+    assert [s.priority for s in (normal[0], high[0], torch.npu.Stream(priority=1), torch.npu.Stream(priority=-2))] \
+        == [0, -1, 0, -1]
+    rebuilt = torch.npu.Stream(stream_id=high[3].stream_id, device_index=0, device_type=high[3].device_type)
+    assert rebuilt == high[3] and rebuilt.priority == -1 and rebuilt.npu_stream == high[3].npu_stream
+    with torch.npu.stream(high[3]):
+        assert torch.npu.current_stream().stream_id == high[3].stream_id
+        assert torch.npu.current_stream() == high[3]
+    for bad in (99999, (4 << 5) | 32, 1, (2 << 5) | 4, (7 << 5)):
+        with pytest.raises(RuntimeError, match="Invalid NPU stream id"):
+            torch.npu.Stream(stream_id=bad, device_index=0, device_type=high[0].device_type)
+
+
+def test_sync_launch_streams_run_work_as_it_is_launched():
+    s = torch.npu.Stream(is_sync_launch=True)
+    assert s.stream_id >> 5 == 2 and s.is_sync_launch and not torch.npu.Stream().is_sync_launch
+    others = [torch.npu.SyncLaunchStream() for _ in range(4)]
+    assert all(o.is_sync_launch for o in others) and others[3] == s  # 4 of them, in turn
+    assert isinstance(others[0], torch.npu.Stream)
+    x = torch.ones(1 << 16, device="npu")
+    with held(torch.npu.current_stream()):  # an ordinary stream's work would wait here
+        with torch.npu.stream(s):
+            y = x * 3
+            assert s.query()  # done before the launch returned
+            assert torch.equal(y.cpu(), torch.full((1 << 16,), 3.0))
+    # Rebuilding one from its id keeps its kind, as unpack3 does in torch_npu.
+    again = torch.npu.Stream(stream_id=s.stream_id, device_index=s.device_index, device_type=s.device_type)
+    assert again.is_sync_launch and again == s

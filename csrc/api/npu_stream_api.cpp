@@ -40,7 +40,11 @@ void NPUStream::synchronize() const {
 
 aclrtStream NPUStream::stream() const { return &torch_npu::runtime_stream(stream_); }
 
-bool NPUStream::isSyncLaunchStream() const { return false; }
+bool NPUStream::isSyncLaunchStream() const { return torch_npu::is_sync_launch_stream(stream_); }
+
+NPUStream getNPUStreamFromSyncLaunchPool(c10::DeviceIndex device_index) {
+  return NPUStream(NPUStream::UNCHECKED, torch_npu::new_sync_launch_stream(device_index));
+}
 
 NPUStream getNPUStreamFromPool(c10::DeviceIndex device) {
   return NPUStream(NPUStream::UNCHECKED, torch_npu::new_stream(device, 0));

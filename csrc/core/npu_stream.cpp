@@ -19,10 +19,41 @@
 namespace torch_npu {
 namespace {
 
-// Stream ids on a device: 0 (default), pool streams, then dedicated ones.
-constexpr int64_t kMaxStreamId = vnpu::Device::kMaxStreamIndex;
+constexpr int kStreamsPerDevice = vnpu::Device::kMaxStreamIndex + 1;  // every runtime index but external ones
 
-constexpr int kStreamsPerDevice = vnpu::Device::kMaxStreamIndex + 1;  // pool and dedicated streams
+// Note [Stream ids]
+// A c10::Stream's id follows real torch_npu's layout, (type << 5) | index,
+// which code reads (`stream_id >> 5` is the priority pool) and which
+// torch.npu.Stream(stream_id=...) must accept back: DEFAULT 0 (the default
+// stream), SECONDARY 1 (here: the dedicated communication streams),
+// SYNCLAUNCH 2 (4 streams), NORMAL 3 and HIGH 4 (the pools, 32 each). The
+// runtime numbers the same streams 0..kMaxStreamIndex (vnpu::Device); these
+// two functions translate. External streams keep kExternalStreamIdBit.
+enum StreamIdType : int64_t { kDefaultType = 0, kSecondaryType = 1, kSyncLaunchType = 2, kNormalType = 3,
+                              kHighType = 4 };
+constexpr int kIdIndexBits = 5;
+using RuntimeDevice = vnpu::Device;
+
+int64_t make_id(StreamIdType type, int index) { return (int64_t{type} << kIdIndexBits) | index; }
+
+// The runtime index of a stream id, or -1 when the id names no stream slot.
+int runtime_index_or_negative(int64_t id) {
+  if (id < 0 || (id >> kIdIndexBits) > kHighType) return -1;
+  const int index = static_cast<int>(id & ((1 << kIdIndexBits) - 1));
+  switch (static_cast<StreamIdType>(id >> kIdIndexBits)) {
+    case kDefaultType:
+      return index == 0 ? 0 : -1;
+    case kNormalType:
+      return 1 + index;
+    case kHighType:
+      return 1 + RuntimeDevice::kStreamsPerPool + index;
+    case kSyncLaunchType:
+      return index < RuntimeDevice::kSyncLaunchStreams ? RuntimeDevice::kFirstSyncLaunchIndex + index : -1;
+    case kSecondaryType:
+      return index < RuntimeDevice::kMaxDedicatedStreams ? RuntimeDevice::kFirstDedicatedIndex + index : -1;
+  }
+  return -1;
+}
 
 // Cache of runtime stream pointers: streams live until exit, so a pointer
 // once published stays valid and lookups need no lock.
@@ -65,16 +96,38 @@ vnpu::Stream& lookup(c10::DeviceIndex device, int index) {
   return *stream;
 }
 
+int runtime_index_of(int64_t id, c10::DeviceIndex device) {
+  const int index = runtime_index_or_negative(id);
+  NPU_CHECK(index >= 0, "Invalid NPU stream id ", id, " on npu:", static_cast<int>(device),
+            ": npu stream ids are (type << 5) | index, with types DEFAULT 0 (index 0), SECONDARY 1, SYNCLAUNCH 2 "
+            "(index < ", RuntimeDevice::kSyncLaunchStreams, "), NORMAL 3 and HIGH 4 (index < ",
+            RuntimeDevice::kStreamsPerPool, ")");
+  return index;
+}
+
 }  // namespace
+
+int64_t stream_id_of_index(int index) {
+  if (index == 0) return make_id(kDefaultType, 0);
+  if (index <= RuntimeDevice::kStreamsPerPool) return make_id(kNormalType, index - 1);
+  if (index <= RuntimeDevice::kStreamPoolSize) return make_id(kHighType, index - 1 - RuntimeDevice::kStreamsPerPool);
+  if (index < RuntimeDevice::kFirstDedicatedIndex) {
+    return make_id(kSyncLaunchType, index - RuntimeDevice::kFirstSyncLaunchIndex);
+  }
+  if (index <= RuntimeDevice::kMaxStreamIndex) return make_id(kSecondaryType, index - RuntimeDevice::kFirstDedicatedIndex);
+  return kExternalStreamIdBit | index;
+}
+
+bool is_sync_launch_stream(const c10::Stream& stream) {
+  return !is_external_stream(stream) && (stream.id() >> kIdIndexBits) == kSyncLaunchType;
+}
 
 vnpu::Stream& runtime_stream(const c10::Stream& stream) {
   const auto device = stream.device_index();
   check_device_index(device);
   const auto id = stream.id();
   if (id & kExternalStreamIdBit) return acl_stream(device, id);
-  NPU_CHECK(id >= 0 && id < kStreamsPerDevice, "Invalid NPU stream id ", id, " on npu:",
-            static_cast<int>(device));
-  return lookup(device, static_cast<int>(id));
+  return lookup(device, runtime_index_of(id, device));
 }
 
 bool is_external_stream(const c10::Stream& stream) { return (stream.id() & kExternalStreamIdBit) != 0; }
@@ -132,7 +185,7 @@ std::optional<c10::Stream> stream_of_handle(const void* handle) {
   for (c10::DeviceIndex d = 0; d < kMaxDevices; ++d) {
     for (int index = 0; index < kStreamsPerDevice; ++index) {
       if (g_streams[d][index].load(std::memory_order_acquire) == handle) {
-        return c10::Stream(c10::Stream::UNSAFE, npu_device(d), index);
+        return c10::Stream(c10::Stream::UNSAFE, npu_device(d), stream_id_of_index(index));
       }
     }
   }
@@ -165,7 +218,9 @@ vnpu::Stream& current_runtime_stream(c10::DeviceIndex device) {
 c10::Stream current_stream(c10::DeviceIndex device) {
   device = resolve(device);
   check_device_index(device);
-  return c10::Stream(c10::Stream::UNSAFE, npu_device(device), t_current_stream[device]);
+  const int32_t index = t_current_stream[device];
+  return c10::Stream(c10::Stream::UNSAFE, npu_device(device),
+                     (index & kExternalStreamIdBit) ? index : stream_id_of_index(index));
 }
 
 c10::Stream default_stream(c10::DeviceIndex device) {
@@ -177,7 +232,15 @@ c10::Stream default_stream(c10::DeviceIndex device) {
 c10::Stream new_stream(c10::DeviceIndex device, int priority) {
   device = resolve(device);
   const int index = runtime_device(device).next_pool_stream_index(priority);
-  const c10::Stream stream(c10::Stream::UNSAFE, npu_device(device), index);
+  const c10::Stream stream(c10::Stream::UNSAFE, npu_device(device), stream_id_of_index(index));
+  trace_stream(TraceKind::kStreamCreation, stream);
+  return stream;
+}
+
+c10::Stream new_sync_launch_stream(c10::DeviceIndex device) {
+  device = resolve(device);
+  const int index = runtime_device(device).next_sync_launch_stream_index();
+  const c10::Stream stream(c10::Stream::UNSAFE, npu_device(device), stream_id_of_index(index));
   trace_stream(TraceKind::kStreamCreation, stream);
   return stream;
 }
@@ -191,12 +254,12 @@ c10::Stream communication_stream(c10::DeviceIndex device) {
   auto& indices = made[device];
   if (indices.size() < static_cast<size_t>(vnpu::Device::kMaxDedicatedStreams)) {
     indices.push_back(with_torch_errors([&] { return runtime_device(device).create_dedicated_stream(); }));
-    const c10::Stream stream(c10::Stream::UNSAFE, npu_device(device), indices.back());
+    const c10::Stream stream(c10::Stream::UNSAFE, npu_device(device), stream_id_of_index(indices.back()));
     trace_stream(TraceKind::kStreamCreation, stream);
     return stream;
   }
   const int index = indices[next[device]++ % indices.size()];
-  return c10::Stream(c10::Stream::UNSAFE, npu_device(device), index);
+  return c10::Stream(c10::Stream::UNSAFE, npu_device(device), stream_id_of_index(index));
 }
 
 void check_not_capturing(c10::DeviceIndex device, const char* what) {
@@ -206,7 +269,9 @@ void check_not_capturing(c10::DeviceIndex device, const char* what) {
 
 void set_current_stream(const c10::Stream& stream) {
   runtime_stream(stream);  // validates
-  t_current_stream[stream.device_index()] = static_cast<int32_t>(stream.id());
+  const int64_t id = stream.id();
+  t_current_stream[stream.device_index()] =
+      static_cast<int32_t>((id & kExternalStreamIdBit) ? id : runtime_index_of(id, stream.device_index()));
 }
 
 void check_stream_id(int64_t id, c10::DeviceIndex device) {
@@ -214,8 +279,10 @@ void check_stream_id(int64_t id, c10::DeviceIndex device) {
     runtime_stream(c10::Stream(c10::Stream::UNSAFE, npu_device(device), id));
     return;
   }
-  NPU_CHECK_WITH(ValueError, ErrCode::kValue, id >= 0 && id <= kMaxStreamId, "Invalid NPU stream id ", id,
-                 ": npu streams have ids 0 to ", kMaxStreamId);
+  NPU_CHECK_WITH(ValueError, ErrCode::kValue, runtime_index_or_negative(id) >= 0, "Invalid NPU stream id ", id,
+                 ": npu stream ids are (type << 5) | index, with types DEFAULT 0 (index 0), SECONDARY 1, "
+                 "SYNCLAUNCH 2 (index < ", RuntimeDevice::kSyncLaunchStreams, "), NORMAL 3 and HIGH 4 (index < ",
+                 RuntimeDevice::kStreamsPerPool, ")");
   runtime_stream(c10::Stream(c10::Stream::UNSAFE, npu_device(device), id));
 }
 

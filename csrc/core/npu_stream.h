@@ -1,9 +1,9 @@
 // NPU streams as c10::Stream values.
 //
-// A c10::Stream's id is the runtime stream index on its device: 0 is the
-// default stream, 1..vnpu::Device::kStreamPoolSize are pool streams handed
-// out round-robin by torch.npu.Stream(). Each thread has a current stream per
-// device (default: the default stream), as in torch.cuda.
+// A c10::Stream's id follows real torch_npu's layout (Note [Stream ids] in
+// npu_stream.cpp): 0 is the default stream; torch.npu.Stream() hands out the
+// streams of a pool per priority round-robin. Each thread has a current
+// stream per device (default: the default stream), as in torch.cuda.
 //
 // Thread-safety: all functions may be called from any thread. The lookup
 // from c10::Stream to vnpu::Stream is lock-free after first use.
@@ -53,6 +53,12 @@ vnpu::Stream& current_runtime_stream(c10::DeviceIndex device);
 c10::Stream default_stream(c10::DeviceIndex device = -1);
 // A pool stream (torch.npu.Stream()).
 c10::Stream new_stream(c10::DeviceIndex device, int priority);
+// A sync-launch stream (torch.npu.Stream(is_sync_launch=True)): its tasks run
+// as they are launched, on the launching thread.
+c10::Stream new_sync_launch_stream(c10::DeviceIndex device);
+bool is_sync_launch_stream(const c10::Stream& stream);
+// The c10 stream id of the runtime stream `index` of a device.
+int64_t stream_id_of_index(int index);
 // A communication stream of `device` (collectives): a dedicated stream,
 // outside the pool's round robin. Each call makes a new one while the device
 // has dedicated streams left, then hands the existing ones out in turn.

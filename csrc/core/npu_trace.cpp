@@ -9,6 +9,7 @@
 #include <vnpu/stream.h>
 
 #include "csrc/core/npu_memory_history.h"
+#include "csrc/core/npu_stream.h"
 
 namespace torch_npu {
 namespace detail {
@@ -32,7 +33,7 @@ void sanitizer_block_event(vnpu::BlockTraceEvent event, const void* address, std
   const TraceKind kind = event == vnpu::BlockTraceEvent::kHandedOut ? TraceKind::kMemoryAllocation
                                                                     : TraceKind::kMemoryDeallocation;
   trace(kind, static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(address)), stream.device_index(),
-        stream.stream_index(), static_cast<std::int64_t>(bytes));
+        stream_id_of_index(stream.stream_index()), static_cast<std::int64_t>(bytes));
 }
 
 void detail::append_trace(const TraceRecord& record) {

@@ -10,6 +10,7 @@
 #include "csrc/core/npu_error.h"
 #include "csrc/core/host_allocator.h"
 #include "csrc/core/npu_memory_history.h"
+#include "csrc/core/npu_stream.h"
 #include "csrc/core/npu_recovery.h"
 
 namespace torch_npu {
@@ -117,7 +118,7 @@ py::list trace_list(int64_t device) {
     d["action"] = action_name(e.action);
     d["addr"] = e.address;
     d["size"] = e.size;
-    d["stream"] = e.stream_index;
+    d["stream"] = stream_id_of_index(e.stream_index);  // the id torch.npu.Stream has
     d["time_us"] = e.time_us;
     d["pool_id"] = py::make_tuple(e.pool.first, e.pool.second);
     d["frames"] = frames[i];
@@ -153,7 +154,7 @@ py::list snapshot_list(int64_t device) {
     segment["allocated_size"] = info.allocated_size;
     segment["active_size"] = info.active_size;
     segment["requested_size"] = info.requested_size;
-    segment["stream"] = info.stream_index;
+    segment["stream"] = stream_id_of_index(info.stream_index);
     segment["segment_type"] = info.is_large ? "large" : "small";
     segment["segment_pool_id"] = py::make_tuple(info.pool.first, info.pool.second);
     segment["is_expandable"] = false;

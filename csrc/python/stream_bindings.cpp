@@ -105,6 +105,13 @@ void bind_streams(py::module& m) {
         set_current_stream(c10::Stream(c10::Stream::UNSAFE, npu_device(device), stream_id));
       },
       py::arg("stream_id"), py::arg("device_index"), py::arg("device_type"));
+  // torch.npu.Stream(is_sync_launch=True): the next sync-launch stream of a
+  // device (-1: the current one), as torch.Stream's (id, index, type).
+  m.def("_npu_sync_launch_stream", [](int64_t device) {
+    const c10::Stream stream = new_sync_launch_stream(device < 0 ? current_device() : checked_device_index(device));
+    return py::make_tuple(stream.id(), static_cast<int>(stream.device_index()),
+                          static_cast<int>(stream.device_type()));
+  });
   // torch.npu.ExternalStream: the (stream_id, device_index) of an aclrtStream
   // handle (aclrtCreateStream's, npurt's, or a torch stream's npu_stream).
   m.def(

@@ -83,16 +83,19 @@ Stream& Device::stream(int stream_index) {
     throw Error(ErrorCode::kInvalidValue,
                 "Invalid stream index " + std::to_string(stream_index) + " on NPU " +
                     std::to_string(index_) + ": valid indices are 0 to " +
-                    std::to_string(kStreamPoolSize) + " (and dedicated streams)");
+                    std::to_string(kFirstDedicatedIndex - 1) + " (and dedicated streams)");
   }
   std::lock_guard<std::mutex> lock(mutex_);
   std::unique_ptr<Stream>& slot = streams_[static_cast<std::size_t>(stream_index)];
   if (!slot) {
-    if (stream_index > kStreamPoolSize) {
+    if (stream_index >= kFirstDedicatedIndex) {
       throw Error(ErrorCode::kInvalidValue, "NPU " + std::to_string(index_) + " has no dedicated stream " +
                                                 std::to_string(stream_index) + " (none was created)");
     }
-    slot = std::make_unique<Stream>(index_, stream_index, /*priority=*/0, synchronous_, &busy_);
+    const bool high_priority = stream_index > kStreamsPerPool && stream_index <= kStreamPoolSize;
+    const bool sync_launch = stream_index >= kFirstSyncLaunchIndex;
+    slot = std::make_unique<Stream>(index_, stream_index, high_priority ? -1 : 0, synchronous_ || sync_launch,
+                                    &busy_);
   }
   return *slot;
 }
@@ -103,19 +106,26 @@ int Device::create_dedicated_stream() {
     throw Error(ErrorCode::kInvalidValue, "NPU " + std::to_string(index_) + " already has " +
                                               std::to_string(kMaxDedicatedStreams) + " dedicated streams");
   }
-  const int stream_index = kStreamPoolSize + 1 + dedicated_++;
+  const int stream_index = kFirstDedicatedIndex + dedicated_++;
   streams_[static_cast<std::size_t>(stream_index)] =
       std::make_unique<Stream>(index_, stream_index, /*priority=*/0, synchronous_, &busy_);
   return stream_index;
 }
 
 int Device::next_pool_stream_index(int priority) {
-  // One pool for all priorities: the virtual device does not schedule by
-  // priority, so separate pools would only split the round robin.
-  (void)priority;
+  // The virtual device does not schedule by priority; the pools are kept
+  // apart because a stream's id names its priority (torch_npu's layout).
+  const int pool = priority < 0 ? 1 : 0;
   std::lock_guard<std::mutex> lock(mutex_);
-  next_pool_ = next_pool_ % kStreamPoolSize + 1;
-  return next_pool_;
+  next_pool_[pool] = next_pool_[pool] % kStreamsPerPool + 1;
+  return pool * kStreamsPerPool + next_pool_[pool];
+}
+
+int Device::next_sync_launch_stream_index() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const int index = kFirstSyncLaunchIndex + next_sync_launch_;
+  next_sync_launch_ = (next_sync_launch_ + 1) % kSyncLaunchStreams;
+  return index;
 }
 
 std::vector<Stream*> Device::created_streams() {

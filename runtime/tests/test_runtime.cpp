@@ -130,12 +130,31 @@ TEST(Runtime, StreamsAreCreatedOnceAndPooled) {
   EXPECT_FALSE(s0.synchronous());
   EXPECT_EQ(d.created_streams().size(), 1u);
 
-  EXPECT_EQ(expect_error([&] { d.stream(vnpu::Device::kStreamPoolSize + 1); }).code(),
+  EXPECT_EQ(expect_error([&] { d.stream(vnpu::Device::kFirstDedicatedIndex); }).code(),
             ErrorCode::kInvalidValue);
   EXPECT_EQ(expect_error([&] { d.stream(-1); }).code(), ErrorCode::kInvalidValue);
 
-  for (int i = 1; i <= vnpu::Device::kStreamPoolSize; ++i) EXPECT_EQ(d.next_pool_stream_index(0), i);
-  EXPECT_EQ(d.next_pool_stream_index(0), 1);  // wraps around
+  // One pool per priority, each round-robin.
+  constexpr int kPool = vnpu::Device::kStreamsPerPool;
+  for (int i = 1; i <= kPool; ++i) {
+    EXPECT_EQ(d.next_pool_stream_index(0), i);
+    EXPECT_EQ(d.next_pool_stream_index(-1), kPool + i);
+  }
+  EXPECT_EQ(d.next_pool_stream_index(1), 1);  // wraps around
+  EXPECT_EQ(d.next_pool_stream_index(-2), kPool + 1);
+  EXPECT_EQ(d.stream(1).priority(), 0);
+  EXPECT_EQ(d.stream(kPool + 1).priority(), -1);
+  EXPECT_FALSE(d.stream(kPool + 1).synchronous());
+
+  // Sync-launch streams: their own round robin; their tasks run as launched.
+  const int first = d.next_sync_launch_stream_index();
+  EXPECT_EQ(first, vnpu::Device::kFirstSyncLaunchIndex);
+  for (int i = 1; i < vnpu::Device::kSyncLaunchStreams; ++i) EXPECT_EQ(d.next_sync_launch_stream_index(), first + i);
+  EXPECT_EQ(d.next_sync_launch_stream_index(), first);
+  EXPECT_TRUE(d.stream(first).synchronous());
+  bool ran = false;
+  d.stream(first).enqueue("sync", [&] { ran = true; });
+  EXPECT_TRUE(ran);  // before enqueue returned
 }
 
 TEST(Runtime, ExternalStreamsAreOutsideThePoolAndSynchronizedWithTheDevice) {
@@ -267,14 +286,17 @@ TEST(Runtime, DedicatedStreamsAreOutsideThePool) {
   vnpu::Device& d = rt.device(0);
   const int a = d.create_dedicated_stream();
   const int b = d.create_dedicated_stream();
-  EXPECT_GT(a, vnpu::Device::kStreamPoolSize);
+  EXPECT_EQ(a, vnpu::Device::kFirstDedicatedIndex);
   EXPECT_EQ(b, a + 1);
   EXPECT_EQ(d.stream(a).stream_index(), a);
   // The pool's round robin never hands them out.
   for (int i = 0; i < 3 * vnpu::Device::kStreamPoolSize; ++i) {
     const int pooled = d.next_pool_stream_index(0);
     EXPECT_GE(pooled, 1);
-    EXPECT_LE(pooled, vnpu::Device::kStreamPoolSize);
+    EXPECT_LE(pooled, vnpu::Device::kStreamsPerPool);
+    const int high = d.next_pool_stream_index(-1);
+    EXPECT_GT(high, vnpu::Device::kStreamsPerPool);
+    EXPECT_LE(high, vnpu::Device::kStreamPoolSize);
   }
   // Device-wide synchronize covers them.
   std::atomic<bool> ran{false};

@@ -99,10 +99,10 @@ from torch_npu.npu.ascend_compat import (  # noqa: F401
 from torch_npu.npu.graphs import (  # noqa: F401
     graph_task_group_begin, graph_task_group_end, graph_task_update_begin, graph_task_update_end,
     super_kernel_scope_begin, super_kernel_scope_end)
-from torch_npu.npu.streams import ExternalEvent  # noqa: F401
+from torch_npu.npu.streams import ExternalEvent, SyncLaunchStream  # noqa: F401
 from torch_npu.npu._npugraph_handlers import NpuGraphOpHandler, register_npu_graph_handler  # noqa: F401
 from torch_npu.npu.unsupported import (  # noqa: F401
-    SyncLaunchStream, obfuscation_calculate, obfuscation_finalize, obfuscation_initialize, set_aoe,
+    obfuscation_calculate, obfuscation_finalize, obfuscation_initialize, set_aoe,
     set_op_timeout_ms)
 
 

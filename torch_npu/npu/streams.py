@@ -12,16 +12,28 @@ from torch_npu.npu.device import _index, _lazy_init
 
 # c10::DeviceType::PrivateUse1 as an int: the device_type of every npu stream.
 _NPU_DEVICE_TYPE = _C._npu_device_type()
+# stream_id >> 5 of the high-priority pool's streams (csrc/core/npu_stream.cpp).
+_HIGH_PRIORITY_POOL = 4
+_SYNC_LAUNCH = 2
 
 
 class Stream(torch.Stream):
     """An in-order queue of work on an NPU (a worker thread on the virtual NPU).
 
-    ``Stream(device=None, priority=0)`` takes a stream from the device's pool.
+    ``Stream(device=None, priority=0)`` takes a stream from the device's pool
+    for that priority (high for priority < 0); ``is_sync_launch=True`` takes
+    one of its sync-launch streams instead, whose work runs as it is launched.
+    A stream's id has real torch_npu's layout: ``stream_id >> 5`` is 3 for the
+    normal pool, 4 for the high-priority one, 2 for sync-launch streams.
     """
 
     def __new__(cls, device=None, priority=0, **kwargs):
         _lazy_init()
+        # is_sync_launch comes with the keywords, as in real torch_npu's signature.
+        if kwargs.pop("is_sync_launch", False) and "stream_id" not in kwargs:
+            index = _index(device)
+            stream_id, device_index, device_type = _C._npu_sync_launch_stream(index)
+            kwargs = dict(kwargs, stream_id=stream_id, device_index=device_index, device_type=device_type)
         if "stream_id" in kwargs:
             # Rebuilding a stream from its parts (torch.Stream's fields): they
             # must name an npu stream that exists.
@@ -35,7 +47,7 @@ class Stream(torch.Stream):
             except ValueError as e:
                 raise RuntimeError(str(e)) from None
             stream = super().__new__(cls, **kwargs)
-            stream._priority = 0
+            stream._priority = -1 if kwargs["stream_id"] >> 5 == _HIGH_PRIORITY_POOL else 0
             return stream
         if not isinstance(priority, int):
             raise TypeError(f"priority must be an int, got {type(priority).__name__}")
@@ -52,6 +64,11 @@ class Stream(torch.Stream):
     @property
     def priority(self):
         return self._priority
+
+    @property
+    def is_sync_launch(self):
+        """True for a sync-launch stream (``Stream(is_sync_launch=True)``)."""
+        return self.stream_id >> 5 == _SYNC_LAUNCH
 
     def __repr__(self):
         return f"<torch_npu.npu.Stream device=npu:{self.device_index} npu_stream={self.npu_stream:#x}>"
@@ -235,9 +252,12 @@ def _unsubscribe_report(op_stream):
     _C._unsubscribe_report(op_stream)
 
 
-def __getattr__(name):
-    if name == "SyncLaunchStream":  # real torch_npu defines it here; it is not supported on vNPU
-        from torch_npu.npu.unsupported import SyncLaunchStream
-        return SyncLaunchStream
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+class SyncLaunchStream(Stream):
+    """A sync-launch NPU stream: work launched on it runs before the launch
+    returns (real torch_npu's stream without its task queue), so a host
+    reading its results needs no synchronize. One of the device's 4 such
+    streams, handed out round-robin."""
+
+    def __new__(cls, device=None, priority=0, **kwargs):
+        return super().__new__(cls, device=device, priority=priority, is_sync_launch=True, **kwargs)
 

@@ -6,9 +6,6 @@ for it with hasattr gets an answer and code calling it gets a reason.
 """
 
 _REASONS = {
-    "SyncLaunchStream": "the runtime cannot make the launches of one stream synchronous; set "
-                        "ASCEND_LAUNCH_BLOCKING=1 before the process starts to run every npu kernel "
-                        "synchronously, or call torch.npu.synchronize() after the work in question.",
     "set_aoe": "AOE (the Ascend Optimization Engine tuner) is not part of vNPU.",
     "set_op_timeout_ms": "the virtual NPU's runtime has no operator execution timeout to set.",
     "obfuscation_initialize": "the model obfuscation operators come from CANN's obfuscation library, which vNPU "
@@ -26,11 +23,6 @@ def _raise(name):
 
 # Each takes real torch_npu's parameters, so that a call with a misspelt
 # keyword fails as it would there, and a correct one reaches the reason.
-class SyncLaunchStream:
-    def __init__(self, device=None, priority=0, **kwargs):
-        _raise("SyncLaunchStream")
-
-
 def set_aoe(dump_path):
     _raise("set_aoe")
 

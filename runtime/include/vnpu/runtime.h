@@ -35,13 +35,20 @@ class DeviceAllocator;
 
 class Device {
  public:
-  // Streams beyond the default one that a device hands out round-robin
-  // (like CUDA's per-device stream pool).
-  static constexpr int kStreamPoolSize = 32;
-  // Streams of their own (collectives' communication streams), outside the
-  // pool's round robin, with indices after the pool's.
+  // Stream indices on a device, in this order: 0, the default stream; two
+  // pools a device hands out round-robin, one per priority (like CUDA's and
+  // torch_npu's per-device pools): normal 1..kStreamsPerPool, high after it;
+  // kSyncLaunchStreams streams whose tasks run as they are launched
+  // (torch_npu's sync-launch streams, torch.npu.Stream(is_sync_launch=True));
+  // then dedicated streams (collectives' communication streams), outside the
+  // round robins.
+  static constexpr int kStreamsPerPool = 32;
+  static constexpr int kStreamPoolSize = 2 * kStreamsPerPool;
+  static constexpr int kFirstSyncLaunchIndex = kStreamPoolSize + 1;
+  static constexpr int kSyncLaunchStreams = 4;
+  static constexpr int kFirstDedicatedIndex = kFirstSyncLaunchIndex + kSyncLaunchStreams;
   static constexpr int kMaxDedicatedStreams = 16;
-  static constexpr int kMaxStreamIndex = kStreamPoolSize + kMaxDedicatedStreams;
+  static constexpr int kMaxStreamIndex = kFirstDedicatedIndex + kMaxDedicatedStreams - 1;
 
   // `settings` (the allocators' options) must outlive the device;
   // `caching` false: PYTORCH_NO_NPU_MEMORY_CACHING=1.
@@ -58,16 +65,18 @@ class Device {
   // How long any of its streams had work running (utilization).
   const BusyClock& busy_clock() const { return busy_; }
 
-  // Stream 0 is the default stream; 1..kStreamPoolSize are pool streams,
-  // created on first use; kStreamPoolSize+1.. are dedicated streams, which
-  // exist once create_dedicated_stream() made them. Throws
-  // Error(kInvalidValue) for any other index.
+  // Stream 0 is the default stream; pool and sync-launch streams are created
+  // on first use; dedicated streams exist once create_dedicated_stream() made
+  // them. Throws Error(kInvalidValue) for any other index.
   Stream& stream(int stream_index);
   // Makes a new dedicated stream and returns its index. Throws
   // Error(kInvalidValue) once kMaxDedicatedStreams exist.
   int create_dedicated_stream();
-  // Next pool stream, round-robin (for torch.npu.Stream()).
+  // Next stream of the priority's pool (high for priority < 0), round-robin
+  // (for torch.npu.Stream()).
   int next_pool_stream_index(int priority);
+  // Next sync-launch stream, round-robin.
+  int next_sync_launch_stream_index();
   // Streams created so far (for device-wide synchronize).
   std::vector<Stream*> created_streams();
 
@@ -98,7 +107,8 @@ class Device {
   BusyClock busy_;  // before streams_: they report to it until they are gone
   std::mutex mutex_;
   std::vector<std::unique_ptr<Stream>> streams_;  // index -> stream (lazily filled)
-  int next_pool_ = 0;
+  int next_pool_[2] = {0, 0};  // per priority: the last index handed out, within the pool
+  int next_sync_launch_ = 0;
   int dedicated_ = 0;  // dedicated streams made so far
   std::vector<std::shared_ptr<Stream>> external_streams_;  // guarded by mutex_
   int next_external_index_ = kMaxStreamIndex + 1;          // guarded by mutex_

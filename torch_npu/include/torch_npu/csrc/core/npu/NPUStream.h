@@ -63,8 +63,8 @@ class C10_NPU_API NPUStream {
     return s;
   }
 
-  // vNPU launches every stream's work asynchronously, so none is a
-  // synchronous-launch stream.
+  // A stream from getNPUStreamFromSyncLaunchPool: its tasks run as they are
+  // launched.
   bool isSyncLaunchStream() const;
   void setDataPreprocessStream(bool is_data_preprocess_stream) { data_preprocess_ = is_data_preprocess_stream; }
   bool isDataPreprocessStream() { return data_preprocess_; }
@@ -78,6 +78,8 @@ class C10_NPU_API NPUStream {
 C10_NPU_API NPUStream getNPUStreamFromPool(c10::DeviceIndex device = -1);
 C10_NPU_API NPUStream getStreamFromPool(const bool isHighPriority, c10::DeviceIndex device_index);
 C10_NPU_API NPUStream getStreamFromPool(const int priority, c10::DeviceIndex device = -1);
+// One of the device's 4 sync-launch streams, round-robin.
+C10_NPU_API NPUStream getNPUStreamFromSyncLaunchPool(c10::DeviceIndex device_index = -1);
 C10_NPU_API NPUStream getDefaultNPUStream(c10::DeviceIndex device_index = -1);
 C10_NPU_API NPUStream getCurrentNPUStream(c10::DeviceIndex device_index = -1);
 // The same work as getCurrentNPUStream(device).stream().
