@@ -107,3 +107,26 @@ def test_declare_supported_records_the_cases_of_a_registered_converter():
         declare_supported(cases)(lambda x: x)
     with pytest.raises(TypeError, match="expects a list of supported cases"):
         declare_supported("case")
+
+
+def test_llm_datadist_creates_npu_tensors_over_device_memory_it_does_not_own():
+    from torchair.llm_datadist import create_npu_tensors
+
+    buffer = torch.arange(24, dtype=torch.float32, device="npu")
+    first, second = create_npu_tensors([2, 3], torch.float32, [buffer.data_ptr(), buffer.data_ptr() + 24])
+    assert first.device == buffer.device and first.shape == (2, 3) and first.is_contiguous()
+    assert torch.equal(second.cpu(), torch.arange(6.0, 12.0).view(2, 3))
+    second.fill_(-1)  # a view: writes reach the buffer
+    assert torch.equal(buffer.cpu()[6:12], torch.full((6,), -1.0)) and buffer.cpu()[5] == 5
+    halves = create_npu_tensors((4,), torch.float16, [buffer.data_ptr()])
+    assert halves[0].dtype == torch.float16 and halves[0].numel() == 4
+    host = torch.zeros(4)
+    for args, error, match in (
+            (([2, 3], torch.float32, [host.data_ptr()]), ValueError, "is not npu memory"),
+            (([8, 8], torch.float32, [buffer.data_ptr()]), ValueError, "past the end of its npu allocation"),
+            (([2], "float32", [buffer.data_ptr()]), TypeError, "dtype only support"),
+            (([2], torch.qint8, [buffer.data_ptr()]), ValueError, "unsupported dtype"),
+            (([2.0], torch.float32, [buffer.data_ptr()]), TypeError, "shape inner type"),
+            (([2], torch.float32, buffer.data_ptr()), TypeError, "addresses only support")):
+        with pytest.raises(error, match=match):
+            create_npu_tensors(*args)

@@ -3,6 +3,7 @@
 #include <c10/core/TensorImpl.h>
 
 #include "csrc/api/acl_memory.h"
+#include "csrc/api/npu_from_blob.h"
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_error.h"
 #include "torch_npu/csrc/aten/common/from_blob.h"
@@ -75,3 +76,13 @@ at::Tensor TensorMaker::make_tensor() {
 
 }  // namespace native
 }  // namespace at_npu
+
+namespace torch_npu {
+
+at::Tensor npu_tensor_over_memory(void* data, const std::vector<int64_t>& sizes, at::ScalarType dtype,
+                                  c10::DeviceIndex device) {
+  return at_npu::native::from_blob(data, sizes,
+                                   at::TensorOptions().dtype(dtype).device(c10::DeviceType::PrivateUse1, device));
+}
+
+}  // namespace torch_npu

@@ -3,6 +3,7 @@
 #include <torch/csrc/profiler/combined_traceback.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include "csrc/api/npu_from_blob.h"
 #include "csrc/api/pluggable_allocator_hooks.h"
 #include "csrc/core/npu_caching_allocator.h"
 #include "csrc/core/npu_pluggable_allocator.h"
@@ -208,6 +209,14 @@ void bind_pluggable_allocator(py::module& m) {
       .def("set_begin_allocate_to_pool", [](Allocator&, uint64_t) { pool_hooks_not_supported("set_begin_allocate_to_pool"); })
       .def("set_end_allocate_to_pool_fn", [](Allocator&, uint64_t) { pool_hooks_not_supported("set_end_allocate_to_pool_fn"); })
       .def("set_release_pool", [](Allocator&, uint64_t) { pool_hooks_not_supported("set_release_pool"); });
+  // torchair.llm_datadist.create_npu_tensors: a contiguous npu tensor over
+  // npu memory at `address` (of an npu tensor or aclrtMalloc), which it does
+  // not own; from_blob refuses memory that is not the device's.
+  m.def("_npu_tensor_over_memory", [](uintptr_t address, std::vector<int64_t> sizes, at::ScalarType dtype,
+                                       int64_t device) {
+    const c10::DeviceIndex index = device < 0 ? current_device() : checked_device_index(device);
+    return npu_tensor_over_memory(reinterpret_cast<void*>(address), sizes, dtype, index);
+  });
   m.def("_npu_customAllocator", [](uint64_t alloc, uint64_t free) {
     return std::make_shared<Allocator>(function_at<void*(ssize_t, int, void*)>(alloc),
                                        function_at<void(void*, ssize_t, int, void*)>(free));

@@ -12,7 +12,7 @@ operators raises "not supported on vNPU" (torchair/ge/__init__.py).
 
 import logging
 
-from torch_npu.dynamo.torchair import experimental, ge, inference, ops, scope
+from torch_npu.dynamo.torchair import experimental, ge, inference, llm_datadist, ops, scope
 from torch_npu.dynamo.torchair._ge_converters import register_fx_node_ge_converter, registered_ge_converters
 from torch_npu.dynamo.torchair._top_level import dynamo_export, get_compiler, patch_for_hcom, register_replacement
 from torch_npu.dynamo.torchair.backend import get_npu_backend
@@ -21,7 +21,7 @@ from torch_npu.dynamo.torchair.experimental.inference import npu_format_cast_via
 
 __all__ = ["get_compiler", "get_npu_backend", "dynamo_export", "CompilerConfig", "use_internal_format_weight",
            "logger", "register_fx_node_ge_converter", "patch_for_hcom", "register_replacement",
-           "npu_format_cast_via_cpu", "experimental", "ge", "inference", "ops", "scope"]
+           "npu_format_cast_via_cpu", "experimental", "ge", "inference", "llm_datadist", "ops", "scope"]
 
 # torchair's logger (real torchair's torchair.core.utils.logger, exported as torchair.logger).
 logger = logging.getLogger("torchair")
