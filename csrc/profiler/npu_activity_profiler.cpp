@@ -18,6 +18,8 @@
 #include <string>
 #include <utility>
 
+#include "csrc/core/npu_stream.h"
+
 namespace torch_npu::profiler {
 namespace {
 
@@ -124,7 +126,9 @@ class NpuActivitySession final : public libkineto::IActivityProfilerSession {
       activity.startTime = to_unix_ns(record.start_ns);
       activity.endTime = to_unix_ns(record.end_ns);
       activity.device = record.device_index;
-      activity.resource = record.stream_index;
+      // The stream as torch.npu.Stream names it (Note [Stream ids]).
+      const int64_t stream_id = torch_npu::stream_id_of_index(record.stream_index);
+      activity.resource = static_cast<int32_t>(stream_id);
       const auto correlation = static_cast<int32_t>(record.info.correlation_id);
       activity.id = correlation;
       if (correlation != 0) {
@@ -137,8 +141,8 @@ class NpuActivitySession final : public libkineto::IActivityProfilerSession {
       activity.addMetadataQuoted("kind", vnpu::task_kind_name(record.info.kind));
       // The fields torch_npu's mspti backend gives a device activity.
       activity.addMetadataQuoted("type", task_type_name(record.info.kind));
-      activity.addMetadataQuoted("streamId", std::to_string(record.stream_index));
-      activity.addMetadataQuoted("stream", std::to_string(record.stream_index));
+      activity.addMetadataQuoted("streamId", std::to_string(stream_id));
+      activity.addMetadataQuoted("stream", std::to_string(stream_id));
       activity.addMetadataQuoted("device", std::to_string(record.device_index));
       if (record.failed) activity.addMetadataQuoted("failed", "true");
       activity.log(logger);
