@@ -753,3 +753,24 @@ def test_functionalized_rng_ops_run_on_npu():
         torch._dynamo.reset()
         with pytest.raises(Exception, match="functionalize a cpu RNG operator"):
             torch.compile(fn, backend=aot_autograd(fw_compiler=count_philox))(x.detach().cpu())
+
+
+def _event_between_fusable_ops(x, y):
+    x = x * y
+    event = torch.npu.Event()
+    event.record()
+    out = x + y
+    event.synchronize()
+    return out
+
+
+@pytest.mark.parametrize("backend", ["inductor", "npu"])
+def test_an_event_between_fused_ops_keeps_their_inputs_alive(backend):
+    # Note [Stream operators flush the C++ kernels before them]: the event's
+    # operators have no device; the C++ kernel fused from mul and add must
+    # be written before the inputs it reads are freed.
+    torch._dynamo.reset()
+    x, y = torch.randn(4, 4, device="npu"), torch.randn(4, 4, device="npu")
+    compiled = torch.compile(_event_between_fusable_ops, backend=backend)
+    for _ in range(2):
+        torch.testing.assert_close(compiled(x, y).cpu(), (x.cpu() * y.cpu()) + y.cpu())

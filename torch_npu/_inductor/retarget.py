@@ -97,12 +97,37 @@ def _retarget_graph(gm, fake_mode):
     gm.recompile()
 
 
+# Note [Stream operators flush the C++ kernels before them]
+# The C++ backend keeps the kernels it generates in a group until the
+# scheduler flushes it, which it does before an extern kernel that has a
+# device. Stream and event operators in an npu graph (streams.record_event,
+# wait_event, record_stream) are extern kernels without one: the scheduler
+# wrote their call and freed the buffers whose last user was a kernel still
+# held in the group, which then ran after the `del` of its own inputs
+# ("cannot access local variable 'arg0_1'"). Triton emits each kernel at
+# once, so CUDA graphs never see it; retargeted npu graphs flush first.
+@functools.lru_cache(maxsize=None)
+def _flush_before_deviceless_externs():
+    from torch._inductor.scheduler import Scheduler
+
+    original = Scheduler.codegen_extern_call
+
+    @functools.wraps(original)
+    def codegen_extern_call(self, scheduler_node):
+        if compiling_device_index() is not None and scheduler_node.get_device() is None:
+            self.flush()
+        return original(self, scheduler_node)
+
+    Scheduler.codegen_extern_call = codegen_extern_call
+
+
 @contextlib.contextmanager
 def _cpu_codegen_is_npus(index):
     from torch._inductor.codegen import common
     from torch_npu._inductor.wrapper import NpuCppWrapperUnsupported
 
     common.init_backend_registration()
+    _flush_before_deviceless_externs()
     saved = common.device_codegens["cpu"]
     wrapper = _wrapper_classes()["NpuRetargetWrapperCodegen"]
     common.device_codegens["cpu"] = common.DeviceCodegen(saved.scheduling, wrapper, NpuCppWrapperUnsupported,
