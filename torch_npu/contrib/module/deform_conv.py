@@ -19,7 +19,7 @@ import torch
 import torch.nn as nn
 from torch.nn.modules.utils import _pair
 
-__all__ = ["ModulatedDeformConv", "DCNv2", "modulated_deform_conv2d"]
+__all__ = ["ModulatedDeformConv", "DCNv2", "ModulatedDeformConv2dFunction", "modulated_deform_conv2d"]
 
 
 def _sample(x, py, px):
@@ -72,6 +72,37 @@ def modulated_deform_conv2d(x, offset, mask, weight, bias, stride, padding, dila
     if bias is not None:
         out = out + bias.view(1, -1, 1, 1)
     return out
+
+
+class ModulatedDeformConv2dFunction(torch.autograd.Function):
+    """Real torch_npu's autograd Function behind ModulatedDeformConv:
+    ``apply(input, offset, mask, weight, bias=None, with_bias=False, stride=1,
+    padding=0, dilation=1, groups=1, deformable_groups=1,
+    sort_index_for_npu_fp=None, sort_index_for_npu_bp=None)``, in float32.
+    The two sort indices reorder the offset channels into the layout of the
+    chip's kernel and back; vNPU computes in the offsets' own (mmcv) layout,
+    so they are accepted and have nothing to do. Gradients are those of
+    modulated_deform_conv2d (input, offset, mask, weight, and bias when
+    ``with_bias``)."""
+
+    @staticmethod
+    def forward(ctx, input_tensor, offset_ori, mask, weight, bias=None, with_bias=False, stride=1, padding=0,
+                dilation=1, groups=1, deformable_groups=1, sort_index_for_npu_fp=None, sort_index_for_npu_bp=None):
+        ctx.with_bias = with_bias
+        inputs = [t.detach().float().requires_grad_() for t in (input_tensor, offset_ori, mask)]
+        params = [weight.detach().requires_grad_(), None if bias is None else bias.detach().requires_grad_()]
+        with torch.enable_grad():
+            output = modulated_deform_conv2d(*inputs, *params, stride, padding, dilation, groups, deformable_groups)
+        ctx.graph = (output, inputs + [p for p in params if p is not None])
+        return output.detach()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        output, leaves = ctx.graph
+        grads = torch.autograd.grad(output, leaves, grad_output, allow_unused=True)
+        grad_input, grad_offset, grad_mask, grad_weight = grads[:4]
+        grad_bias = grads[4] if len(grads) > 4 and ctx.with_bias else None
+        return (grad_input, grad_offset, grad_mask, grad_weight, grad_bias) + (None,) * 8
 
 
 class ModulatedDeformConv(nn.Module):

@@ -25,7 +25,15 @@ import torch.nn.functional as F
 
 from .ensemble_dropout import NpuFairseqDropout
 
-__all__ = ["MultiheadAttention", "MHAConfig", "quant_noise"]
+__all__ = ["Matmul_transpose", "MultiheadAttention", "MHAConfig", "quant_noise"]
+
+
+def Matmul_transpose(tensor1, tensor2):
+    """``tensor1 @ tensor2.transpose(-2, -1)``, with its gradients: real torch_npu's
+    name for contrib.function.matmul_transpose's autograd Function."""
+    from torch_npu.contrib.function.matmul_transpose import MatmulApply
+
+    return MatmulApply.apply(tensor1, tensor2)
 
 
 class MHAConfig:

@@ -1,6 +1,9 @@
-"""The graph rewrites behind torch_npu.jit.optimize (see the package doc)."""
+"""The graph rewrites behind torch_npu.jit.optimize (see the package doc), in
+real torch_npu's module for them."""
 
 import torch
+
+__all__ = ["optimize"]
 
 # (what it fuses, TorchScript IR matched, IR it becomes). The match is
 # structural: `gelu` with approximate="none" on any tensor value.
