@@ -214,3 +214,17 @@ def test_libraries_see_cudas_own_availability_and_the_private_helpers_behave():
     assert out["ids"] == [["npu:0", 1], ["npu:0"]]
     assert out["map"] is False  # process groups made without a backend do not look for NCCL
     assert out["profiler"] == [["record_shapes"], 1, True]
+
+
+def test_every_name_of_torch_npu_all_is_on_torch_cuda():
+    # Real torch_npu's patch sets each name of torch.npu.__all__ on torch.cuda,
+    # npu-only ones included; CUDA code migrated by it may call them there.
+    out = run_python("""
+import json, torch, torch_npu
+from torch_npu.contrib import transfer_to_npu  # noqa: F401
+missing = [n for n in torch.npu.__all__ if getattr(torch.cuda, n, None) is not getattr(torch.npu, n)]
+s = torch.cuda.SyncLaunchStream()
+print(json.dumps(dict(missing=missing, sync=s.is_sync_launch, graph=torch.cuda.NPUGraph is torch.npu.NPUGraph)))
+""")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"missing": [], "sync": True, "graph": True}

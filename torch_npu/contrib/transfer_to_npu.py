@@ -3,7 +3,9 @@
 On import, as real torch_npu's module does:
 
 - every public ``torch.cuda`` name that ``torch.npu`` also has becomes the
-  npu one (devices, streams, events, memory, RNG, ``torch.cuda.amp``);
+  npu one (devices, streams, events, memory, RNG, ``torch.cuda.amp``), and
+  every name of ``torch.npu.__all__`` is on ``torch.cuda`` as well, the
+  npu-only ones included (``torch.cuda.NPUGraph``, ...);
 - ``"cuda"`` (in strings, ``torch.device``, ints stay indices) becomes
   ``"npu"`` in the ``device=`` / ``device_type=`` / ``map_location=`` /
   ``device_id=`` arguments of the factory functions, ``torch.load``,
@@ -134,6 +136,12 @@ def _patch_torch_cuda():
             setattr(torch.cuda, name, getattr(torch.npu, name))
         except (AttributeError, TypeError):
             pass
+    # As real torch_npu's patch does, every name of torch.npu.__all__ is on
+    # torch.cuda too, the npu-only ones included (torch.cuda.SyncLaunchStream,
+    # torch.cuda.NPUGraph, torch.cuda.set_compile_mode, ...).
+    for name in torch.npu.__all__:
+        if not hasattr(torch.cuda, name):
+            setattr(torch.cuda, name, getattr(torch.npu, name))
     torch.cuda.amp = torch.npu.amp
     # torch.npu's, looked up at each use: it fills in at the first device use.
     if "default_generators" in vars(torch.cuda):
