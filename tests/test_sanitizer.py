@@ -503,7 +503,8 @@ def test_streams_of_another_device_are_told_apart(sanitizer):
             with pytest.raises(csan.CUDASanitizerErrors) as raised:
                 x + 1
         error = only_error(raised)
-        assert (error.current_access.stream, error.previous_access.stream) == (key(side), 1 << 16)
+        assert (error.current_access.stream, error.previous_access.stream) == (key(side), key(torch.npu.default_stream(1)))
+        assert key(torch.npu.default_stream(1)) != key(torch.npu.default_stream(0))
         y = torch.ones(N, device="npu:1")
         torch.npu.synchronize(1)
         with torch.npu.stream(side):

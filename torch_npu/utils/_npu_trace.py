@@ -27,7 +27,9 @@ __all__ = []
 (_EVENT_CREATION, _EVENT_DELETION, _EVENT_RECORD, _EVENT_WAIT, _EVENT_SYNCHRONIZATION, _STREAM_CREATION,
  _STREAM_SYNCHRONIZATION, _DEVICE_SYNCHRONIZATION, _MEMORY_ALLOCATION, _MEMORY_DEALLOCATION) = range(10)
 
-_DEVICE_SHIFT = 16  # stream ids are small per-device indices (0 is the default stream)
+# Above every stream id: pool ids are (type << 5) | index, external streams'
+# carry bit 30 (csrc/core/npu_stream.h); 0 is the default stream.
+_DEVICE_SHIFT = 32
 
 
 def stream_key(device_index, stream_id):
