@@ -291,3 +291,5 @@ def test_sync_launch_streams_run_work_as_it_is_launched():
     # Rebuilding one from its id keeps its kind, as unpack3 does in torch_npu.
     again = torch.npu.Stream(stream_id=s.stream_id, device_index=s.device_index, device_type=s.device_type)
     assert again.is_sync_launch and again == s
+    with pytest.raises(RuntimeError, match="Invalid device ID 99"):
+        torch.npu.SyncLaunchStream(device=99)

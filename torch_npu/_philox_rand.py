@@ -32,12 +32,17 @@ import torch
 __all__ = ["register", "teach_aot_autograd_npu_rng_state", "teach_rng_decompositions_npu"]
 
 
+def _state(seed, offset):
+    """The npu generator's state for (seed, offset): two int64s as 16 bytes."""
+    return torch.tensor([seed, offset], dtype=torch.int64).view(torch.uint8)
+
+
 def _philox_rand_npu(size, seed, offset, stride, device=None, dtype=None):
     if stride is not None:
         raise ValueError(f"rngprims.philox_rand: stride must be None, got {stride}")
     device = torch.device(device if device is not None else "npu")
     start = int(offset.reshape(()).item())
-    state = torch.tensor([int(seed.reshape(()).item()), start], dtype=torch.int64).view(torch.uint8)
+    state = _state(int(seed.reshape(()).item()), start)
     with torch.random.fork_rng(devices=[device], device_type="npu"):
         torch.npu.set_rng_state(state, device)
         values = torch.rand(size, device=device, dtype=dtype)
@@ -77,8 +82,7 @@ def teach_aot_autograd_npu_rng_state(prims_common):
     def set_torch_state_tensor(seed, offset):
         if not _npu_instead_of_cuda():
             return cuda_set_state(seed, offset)
-        state = torch.cat([seed.reshape([1]).view(torch.uint8), offset.reshape([1]).view(torch.uint8)])
-        torch.npu.set_rng_state(state.cpu())
+        torch.npu.set_rng_state(_state(int(seed.reshape(()).item()), int(offset.reshape(()).item())))
 
     def set_new_offset(relative_offset):
         if not _npu_instead_of_cuda():

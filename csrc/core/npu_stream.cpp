@@ -6,8 +6,11 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
+
+#include <c10/util/StringUtil.h>
 
 #include "csrc/core/npu_capture.h"
 #include "csrc/core/npu_device.h"
@@ -96,12 +99,18 @@ vnpu::Stream& lookup(c10::DeviceIndex device, int index) {
   return *stream;
 }
 
+// What a valid id looks like, for the errors of both checks below.
+const std::string& stream_id_layout() {
+  static const std::string layout = c10::str(
+      "npu stream ids are (type << 5) | index, with types DEFAULT 0 (index 0), SECONDARY 1, SYNCLAUNCH 2 (index < ",
+      RuntimeDevice::kSyncLaunchStreams, "), NORMAL 3 and HIGH 4 (index < ", RuntimeDevice::kStreamsPerPool, ")");
+  return layout;
+}
+
 int runtime_index_of(int64_t id, c10::DeviceIndex device) {
   const int index = runtime_index_or_negative(id);
-  NPU_CHECK(index >= 0, "Invalid NPU stream id ", id, " on npu:", static_cast<int>(device),
-            ": npu stream ids are (type << 5) | index, with types DEFAULT 0 (index 0), SECONDARY 1, SYNCLAUNCH 2 "
-            "(index < ", RuntimeDevice::kSyncLaunchStreams, "), NORMAL 3 and HIGH 4 (index < ",
-            RuntimeDevice::kStreamsPerPool, ")");
+  NPU_CHECK(index >= 0, "Invalid NPU stream id ", id, " on npu:", static_cast<int>(device), ": ",
+            stream_id_layout());
   return index;
 }
 
@@ -114,7 +123,9 @@ int64_t stream_id_of_index(int index) {
   if (index < RuntimeDevice::kFirstDedicatedIndex) {
     return make_id(kSyncLaunchType, index - RuntimeDevice::kFirstSyncLaunchIndex);
   }
-  if (index <= RuntimeDevice::kMaxStreamIndex) return make_id(kSecondaryType, index - RuntimeDevice::kFirstDedicatedIndex);
+  if (index <= RuntimeDevice::kMaxStreamIndex) {
+    return make_id(kSecondaryType, index - RuntimeDevice::kFirstDedicatedIndex);
+  }
   return kExternalStreamIdBit | index;
 }
 
@@ -280,9 +291,7 @@ void check_stream_id(int64_t id, c10::DeviceIndex device) {
     return;
   }
   NPU_CHECK_WITH(ValueError, ErrCode::kValue, runtime_index_or_negative(id) >= 0, "Invalid NPU stream id ", id,
-                 ": npu stream ids are (type << 5) | index, with types DEFAULT 0 (index 0), SECONDARY 1, "
-                 "SYNCLAUNCH 2 (index < ", RuntimeDevice::kSyncLaunchStreams, "), NORMAL 3 and HIGH 4 (index < ",
-                 RuntimeDevice::kStreamsPerPool, ")");
+                 ": ", stream_id_layout());
   runtime_stream(c10::Stream(c10::Stream::UNSAFE, npu_device(device), id));
 }
 

@@ -209,14 +209,6 @@ void bind_pluggable_allocator(py::module& m) {
       .def("set_begin_allocate_to_pool", [](Allocator&, uint64_t) { pool_hooks_not_supported("set_begin_allocate_to_pool"); })
       .def("set_end_allocate_to_pool_fn", [](Allocator&, uint64_t) { pool_hooks_not_supported("set_end_allocate_to_pool_fn"); })
       .def("set_release_pool", [](Allocator&, uint64_t) { pool_hooks_not_supported("set_release_pool"); });
-  // torchair.llm_datadist.create_npu_tensors: a contiguous npu tensor over
-  // npu memory at `address` (of an npu tensor or aclrtMalloc), which it does
-  // not own; from_blob refuses memory that is not the device's.
-  m.def("_npu_tensor_over_memory", [](uintptr_t address, std::vector<int64_t> sizes, at::ScalarType dtype,
-                                       int64_t device) {
-    const c10::DeviceIndex index = device < 0 ? current_device() : checked_device_index(device);
-    return npu_tensor_over_memory(reinterpret_cast<void*>(address), sizes, dtype, index);
-  });
   m.def("_npu_customAllocator", [](uint64_t alloc, uint64_t free) {
     return std::make_shared<Allocator>(function_at<void*(ssize_t, int, void*)>(alloc),
                                        function_at<void(void*, ssize_t, int, void*)>(free));
@@ -309,6 +301,13 @@ void bind_memory(py::module& m) {
   m.def("_set_npu_data_unsafe_flag", &set_unsafe_data_check);
   m.def("_get_npu_data_unsafe_flag", &unsafe_data_check);
   m.def("_mark_all_npu_data_ptr_unsafe", [](int64_t d) { mark_all_device_data_unsafe(resolve_device_index(d)); });
+  // torchair.llm_datadist.create_npu_tensors: a contiguous npu tensor over
+  // npu memory at `address` (of an npu tensor or aclrtMalloc), which it does
+  // not own; from_blob refuses memory that is not the device's.
+  m.def("_npu_tensor_over_memory", [](uintptr_t address, std::vector<int64_t> sizes, at::ScalarType dtype,
+                                       int64_t device) {
+    return npu_tensor_over_memory(reinterpret_cast<void*>(address), sizes, dtype, resolve_device_index(device));
+  });
   m.def("_npu_data_ptr_is_safe", [](uintptr_t ptr) { return is_device_data_safe(reinterpret_cast<void*>(ptr)); });
   m.def("_update_npu_data_ptr_to_safe",
         [](uintptr_t ptr) { mark_device_data_safe(reinterpret_cast<void*>(ptr)); });

@@ -108,7 +108,7 @@ void bind_streams(py::module& m) {
   // torch.npu.Stream(is_sync_launch=True): the next sync-launch stream of a
   // device (-1: the current one), as torch.Stream's (id, index, type).
   m.def("_npu_sync_launch_stream", [](int64_t device) {
-    const c10::Stream stream = new_sync_launch_stream(device < 0 ? current_device() : checked_device_index(device));
+    const c10::Stream stream = new_sync_launch_stream(resolve_device_index(device));
     return py::make_tuple(stream.id(), static_cast<int>(stream.device_index()),
                           static_cast<int>(stream.device_type()));
   });
