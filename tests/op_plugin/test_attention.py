@@ -117,6 +117,29 @@ def test_fusion_attention_dropout_reproducible_from_seed():
         assert_close(a.cpu(), b.cpu(), atol=1e-5, rtol=1e-5)
 
 
+def test_fusion_attention_softmax_layout_and_seed():
+    cum = [5, 8]
+    q, k, v = (rnd(8, 2, 4, seed=s).npu() for s in (40, 41, 42))
+    args = dict(atten_mask=COMPRESSED.npu(), sparse_mode=3, actual_seq_qlen=cum, actual_seq_kvlen=cum)
+    default = torch_npu.npu_fusion_attention(q, k, v, 2, "TND", **args)
+    tnd = torch_npu.npu_fusion_attention(q, k, v, 2, "TND", softmax_layout="TND", **args)
+    # both (T, N, 8); the default holds the kernel's N-major order, "TND" the token-major one
+    assert default[1].shape == tnd[1].shape == (8, 2, 8)
+    assert torch.equal(default[1].reshape(2, 8, 8), tnd[1].transpose(0, 1))
+    assert torch.equal(default[0], tnd[0])
+    # a given seed (and offset) chooses the dropout mask
+    q, k, v = (rnd(1, 2, 16, 8, seed=s).npu() for s in (43, 44, 45))
+    a, b, c = (torch_npu.npu_fusion_attention(q, k, v, 2, "BNSD", keep_prob=0.6, seed=7, offset=o)[0]
+               for o in (0, 0, 16))
+    assert torch.equal(a, b) and not torch.equal(a, c)
+
+
+def test_fusion_attention_sparse_mode_1_without_mask_masks_nothing():
+    q, k, v = (rnd(1, 2, 8, 4, seed=s) for s in (46, 47, 48))
+    out = torch_npu.npu_fusion_attention(q.npu(), k.npu(), v.npu(), 2, "BNSD", sparse_mode=1, scale=0.5)[0]
+    assert_close(out.cpu(), reference_attention(q, k, v, None, 0.5), atol=1e-5, rtol=1e-5)
+
+
 def test_fusion_attention_grad_matches_autograd():
     q, k, v = (rnd(2, 12, 16, seed=s).npu().requires_grad_() for s in (22, 23, 24))  # BSH, 2 heads of 8
     out = torch_npu.npu_fusion_attention(q, k, v, 2, "BSH", atten_mask=COMPRESSED.npu(), sparse_mode=2, scale=0.35)
@@ -161,13 +184,18 @@ def test_fusion_attention_long_sequence_memory_is_linear():
     (dict(keep_prob=0.0), "keep_prob should be in"),
     (dict(input_layout="BSND"), "query should be 4-dimensional"),
     (dict(input_layout="TND", head_num=16), "needs actual_seq_qlen"),
+    (dict(softmax_layout="NTD"), "softmax_layout should be '' or 'TND'"),
+    (dict(softmax_layout="TND"), "only supported with input_layout 'TND'"),
+    (dict(sink=torch.zeros(2)), "sink .* is not supported on vNPU"),
+    (dict(dropout_mask=torch.zeros(8, dtype=torch.uint8)), "external dropout_mask is not supported"),
 ])
 def test_fusion_attention_bad_input(kwargs, match):
     q = torch.randn(2, 16, 16, device="npu")  # BSH with 2 heads of 8
     args = dict(head_num=2, input_layout="BSH")
     args.update(kwargs)
-    if isinstance(args.get("atten_mask"), torch.Tensor):
-        args["atten_mask"] = args["atten_mask"].npu()
+    for name in ("atten_mask", "sink", "dropout_mask"):
+        if isinstance(args.get(name), torch.Tensor):
+            args[name] = args[name].npu()
     with pytest.raises(RuntimeError, match=match):
         torch_npu.npu_fusion_attention(q, q, q, args.pop("head_num"), args.pop("input_layout"), **args)
 

@@ -115,13 +115,15 @@ def test_tnd_v3_lengths_tensors_and_softmax_layout():
     lens = torch.tensor(cum)
     tnd = torch_npu.npu_fusion_attention_v3(q, k, v, 2, "TND", atten_mask=COMPRESSED, sparse_mode=3, scale=0.3,
                                             actual_seq_qlen=lens, actual_seq_kvlen=lens, softmax_layout="TND")
+    v1_tnd = torch_npu.npu_fusion_attention(q, k, v, 2, "TND", atten_mask=COMPRESSED, sparse_mode=3, scale=0.3,
+                                            actual_seq_qlen=cum, actual_seq_kvlen=cum, softmax_layout="TND")
     assert_close(tnd[0], v1[0], atol=0, rtol=0)
-    assert_close(tnd[1], v1[1], atol=0, rtol=0)  # (T, N, 8) stored TND, as vNPU's v1 keeps it
+    assert_close(tnd[1], v1_tnd[1], atol=0, rtol=0)  # (T, N, 8) stored TND
     ntd = torch_npu.npu_fusion_attention_v3(q, k, v, 2, "TND", atten_mask=COMPRESSED, sparse_mode=3, scale=0.3,
                                             actual_seq_qlen=lens, actual_seq_kvlen=lens)
-    # the kernel's default: an (N, T, 8) buffer seen as (T, N, 8)
-    assert ntd[1].shape == (14, 2, 8)
-    assert torch.equal(ntd[1].reshape(2, 14, 8), v1[1].transpose(0, 1))
+    # the kernel's default, v1's too: an (N, T, 8) buffer seen as (T, N, 8)
+    assert ntd[1].shape == (14, 2, 8) and torch.equal(ntd[1], v1[1])
+    assert torch.equal(ntd[1].reshape(2, 14, 8), v1_tnd[1].transpose(0, 1))
     v2 = torch_npu.npu_fusion_attention_v2(q, k, v, 2, "TND", atten_mask=COMPRESSED, sparse_mode=3, scale=0.3,
                                            actual_seq_qlen=cum, actual_seq_kvlen=cum, softmax_layout="TND")
     assert_close(v2[0], v1[0], atol=0, rtol=0)

@@ -128,9 +128,8 @@ def _masked(atten_mask, sparse_mode, pre, nxt, b, n, sq, skv, device, fn):
             band = _band_masked(sq, skv, device, 0, pre, nxt)
             masked = band if masked is None else masked | band
         return masked, False
-    if sparse_mode == 1:
-        check(atten_mask is not None, f"{fn}: sparse_mode 1 (allMask) needs atten_mask.")
-        return _user_mask(atten_mask, b, n, sq, skv, fn), False
+    if sparse_mode == 1:  # allMask: the whole mask as given; without one nothing is masked, as the kernel does
+        return (_user_mask(atten_mask, b, n, sq, skv, fn) if atten_mask is not None else None), False
     # Modes 2-4 take the compressed triu(ones(2048, 2048), 1) mask and build the pattern.
     check(atten_mask is None or list(atten_mask.shape) == [2048, 2048],
           f"{fn}: sparse_mode {sparse_mode} expects the compressed atten_mask of shape [2048, 2048] "
@@ -181,12 +180,29 @@ def _attend(q, k, v, bias, is_causal, scale, keep_prob, seed):
     return torch.matmul(probs.to(v.dtype), v), lse
 
 
-def _stats(lse, layout):
-    """softmax_max / softmax_sum from the log-sum-exp (see the module docstring)."""
-    if layout == "TND":  # lse is (N, T): the real kernel's (T, N, 8)
-        lse = lse.transpose(0, 1)
+def _stats(lse, layout, softmax_layout=""):
+    """softmax_max / softmax_sum from the log-sum-exp (see the module docstring).
+
+    For TND the kernel's statistics have shape (T, N, 8); with the default
+    softmax_layout their memory holds them N-major (N, T, 8 in order), with
+    softmax_layout "TND" token-major, which is what the shape says."""
+    if layout == "TND":  # lse is (N, T)
+        n, t = lse.shape
+        if softmax_layout == "TND":
+            lse = lse.transpose(0, 1)
+        stats = lse.float().unsqueeze(-1).expand(*lse.shape, _STAT_REPEAT).contiguous().view(t, n, _STAT_REPEAT)
+        return stats, torch.ones_like(stats)
     lse = lse.float().unsqueeze(-1).expand(*lse.shape, _STAT_REPEAT).contiguous()
     return lse, torch.ones_like(lse)
+
+
+def _check_newer_arguments(fn, input_layout, softmax_layout, sink, dropout_mask=None):
+    check(softmax_layout in ("", "TND"), f"{fn}: softmax_layout should be '' or 'TND', but got '{softmax_layout}'.")
+    check(softmax_layout == "" or input_layout == "TND",
+          f"{fn}: softmax_layout 'TND' is only supported with input_layout 'TND', but got '{input_layout}'.")
+    check(sink is None, f"{fn}: sink (a per-head softmax sink) is not supported on vNPU; pass None.")
+    check(dropout_mask is None, f"{fn}: an external dropout_mask is not supported on vNPU; pass None and let "
+          "seed and offset choose the mask.")
 
 
 def _cumulative(lengths, total, arg, fn):
@@ -254,25 +270,30 @@ def _fusion_attention(query, key, value, head_num, input_layout, pse, padding_ma
     return _from_bnsd(out, input_layout), lse
 
 
-def _draw_seed(device, keep_prob):
+def _draw_seed(device, keep_prob, seed=0, offset=0):
+    """The seed of the dropout mask: the caller's (seed, offset) when a seed is given, else a new draw."""
     if keep_prob >= 1.0:
         return 0
+    if seed:
+        return (seed * 1000003 + offset) % (2**63 - 1) if offset else seed
     return int(torch.randint(0, 2**31 - 1, (1,), device=device).item())
 
 
 def npu_fusion_attention(query, key, value, head_num, input_layout, pse=None, padding_mask=None, atten_mask=None,
                          scale=1.0, keep_prob=1.0, pre_tockens=_MAX_TOKENS, next_tockens=_MAX_TOKENS,
                          inner_precise=0, prefix=None, actual_seq_qlen=None, actual_seq_kvlen=None, sparse_mode=0,
-                         gen_mask_parallel=True, sync=False):
-    seed = _draw_seed(query.device, keep_prob)
+                         gen_mask_parallel=True, sync=False, softmax_layout="", sink=None, dropout_mask=None, seed=0,
+                         offset=0):
+    _check_newer_arguments("npu_fusion_attention", input_layout, softmax_layout, sink, dropout_mask)
+    mask_seed = _draw_seed(query.device, keep_prob, seed, offset)
     out, lse = _fusion_attention(query, key, value, head_num, input_layout, pse, padding_mask, atten_mask, scale,
                                  keep_prob, pre_tockens, next_tockens, prefix, actual_seq_qlen, actual_seq_kvlen,
-                                 sparse_mode, seed)
-    softmax_max, softmax_sum = _stats(lse, input_layout)
+                                 sparse_mode, mask_seed)
+    softmax_max, softmax_sum = _stats(lse, input_layout, softmax_layout)
     softmax_out = query.new_empty((0,))
     numels = _dropout_numels(key, input_layout, head_num, lse, actual_seq_qlen, actual_seq_kvlen) \
         if keep_prob < 1.0 else 0
-    return out, softmax_max, softmax_sum, softmax_out, seed, 0, numels
+    return out, softmax_max, softmax_sum, softmax_out, mask_seed, 0, numels
 
 
 def _dropout_numels(key, layout, head_num, lse, qlen, kvlen):
@@ -289,9 +310,10 @@ def npu_fusion_attention_grad(query, key, value, dy, head_num, input_layout, pse
                               attention_in=None, scale_value=1.0, keep_prob=1.0, pre_tockens=_MAX_TOKENS,
                               next_tockens=_MAX_TOKENS, inner_precise=0, seed=0, offset=0, numels=0, prefix=None,
                               actual_seq_qlen=None, actual_seq_kvlen=None, sparse_mode=0, gen_mask_parallel=True,
-                              sync=False):
+                              sync=False, softmax_layout="", sink=None):
     """(dq, dk, dv, dpse): recomputes the forward (the dropout mask from `seed`) and differentiates it."""
     fn = "npu_fusion_attention_grad"
+    _check_newer_arguments(fn, input_layout, softmax_layout, sink)
     check(dy.shape == query.shape, f"{fn}: dy of shape {list(dy.shape)} should have query's shape {list(query.shape)}.")
     with torch.enable_grad():
         inputs = [t.detach().requires_grad_() for t in (query, key, value)]
@@ -310,15 +332,16 @@ define("npu_fusion_attention(Tensor query, Tensor key, Tensor value, int head_nu
        "Tensor? pse=None, Tensor? padding_mask=None, Tensor? atten_mask=None, float scale=1., float keep_prob=1., "
        "int pre_tockens=2147483647, int next_tockens=2147483647, int inner_precise=0, int[]? prefix=None, "
        "int[]? actual_seq_qlen=None, int[]? actual_seq_kvlen=None, int sparse_mode=0, bool gen_mask_parallel=True, "
-       "bool sync=False) -> (Tensor, Tensor, Tensor, Tensor, int, int, int)", npu_fusion_attention)
+       "bool sync=False, str softmax_layout=\"\", Tensor? sink=None, Tensor? dropout_mask=None, int seed=0, "
+       "int offset=0) -> (Tensor, Tensor, Tensor, Tensor, int, int, int)", npu_fusion_attention)
 define("npu_fusion_attention_grad(Tensor query, Tensor key, Tensor value, Tensor dy, int head_num, "
        "str input_layout, *, Tensor? pse=None, Tensor? padding_mask=None, Tensor? atten_mask=None, "
        "Tensor? softmax_max=None, Tensor? softmax_sum=None, Tensor? softmax_in=None, Tensor? attention_in=None, "
        "float scale_value=1., float keep_prob=1., int pre_tockens=2147483647, int next_tockens=2147483647, "
        "int inner_precise=0, int seed=0, int offset=0, int numels=0, int[]? prefix=None, "
        "int[]? actual_seq_qlen=None, int[]? actual_seq_kvlen=None, int sparse_mode=0, "
-       "bool gen_mask_parallel=True, bool sync=False) -> (Tensor, Tensor, Tensor, Tensor)",
-       npu_fusion_attention_grad)
+       "bool gen_mask_parallel=True, bool sync=False, str softmax_layout=\"\", Tensor? sink=None) "
+       "-> (Tensor, Tensor, Tensor, Tensor)", npu_fusion_attention_grad)
 
 
 # --- inference attention -------------------------------------------------------

@@ -205,12 +205,8 @@ def _check_softmax_layout(fn, softmax_layout, layout):
 
 
 def _stats(lse, layout, softmax_layout):
-    """softmax_max / softmax_sum; TND's default is the kernel's N-major storage."""
-    if layout == "TND" and softmax_layout != "TND":
-        n, t = lse.shape
-        stat = lse.float().unsqueeze(-1).expand(n, t, _att._STAT_REPEAT).contiguous().view(t, n, _att._STAT_REPEAT)
-        return stat, torch.ones_like(stat)
-    return _att._stats(lse, layout)
+    """softmax_max / softmax_sum, v1's: TND's default is the kernel's N-major storage."""
+    return _att._stats(lse, layout, softmax_layout)
 
 
 def _numels(query, key, layout, head_num, qlen, kvlen):
