@@ -137,6 +137,13 @@ _philox_rand.register()  # rngprims.philox_rand on npu (torch's is CUDA's only)
 _call_after_import("torch._prims_common", _philox_rand.teach_aot_autograd_npu_rng_state)
 _call_after_import("torch._decomp.decompositions_for_rng", _philox_rand.teach_rng_decompositions_npu)
 
+
+def _register_npu_sharding_rules(_module):
+    from torch_npu.distributed.tensor import _rules  # noqa: F401  (DTensor runs npu fused operators by rule)
+
+
+_call_after_import("torch.distributed.tensor", _register_npu_sharding_rules)
+
 # TORCH_TRANSFER_TO_NPU=1: `import torch_npu` (or torch's autoload of it) also
 # applies torch_npu.contrib.transfer_to_npu, as real torch_npu does.
 _transfer = _os.environ.get("TORCH_TRANSFER_TO_NPU", "0")

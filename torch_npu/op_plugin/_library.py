@@ -62,17 +62,44 @@ def _check_not_all_host(op_name, args, kwargs):
             "tensors only: move the inputs to the NPU first (tensor.npu()).")
 
 
+_DTENSOR_MODULE = "torch.distributed.tensor"
+
+
+def _has_dtensor(args, kwargs):
+    # DTensor is looked up only once torch.distributed.tensor is imported,
+    # so a program that never uses it pays one dictionary lookup per call.
+    dtensor = getattr(sys.modules[_DTENSOR_MODULE], "DTensor", None)
+    if dtensor is None:  # torch.distributed.tensor is being imported
+        return False
+    for v in list(args) + list(kwargs.values()):
+        for t in (v if isinstance(v, (list, tuple)) else (v,)):
+            if isinstance(t, dtensor):
+                return True
+    return False
+
+
+def _dtensor_sharding():
+    """torch_npu.distributed.tensor's sharding rules (Note in its _sharding module)."""
+    from torch_npu.distributed.tensor import _sharding, _rules  # noqa: F401  (registers the rules)
+    return _sharding
+
+
 def _with_capturable_host_constants(fn, op_name):
     """``fn`` with its host copies capturable in an NPU graph: on the device a
     fused op's host arguments (sequence lengths, index lists) are kernel
     arguments fixed at capture; the composition makes small device tensors
     of them (Note in csrc/core/npu_capture.h)."""
     set_capturable = _C._npu_set_host_constants_capturable
+    qualified_name = op_name if "." in op_name else op_name + ".default"
 
     @functools.wraps(fn)
     def impl(*args, **kwargs):
         if _strict_mode_on():
             _check_not_all_host(op_name, args, kwargs)
+        if _DTENSOR_MODULE in sys.modules and _has_dtensor(args, kwargs):
+            sharding = _dtensor_sharding()
+            if sharding.has_rule(qualified_name):
+                return sharding.dtensor_call(qualified_name, args, kwargs)
         previous = set_capturable(True)
         try:
             return fn(*args, **kwargs)
