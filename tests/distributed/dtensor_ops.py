@@ -151,6 +151,23 @@ for px, pw in itertools.product([Shard(0), Shard(1), Replicate()], repeat=2):
                                        split_item=2, group_type=0)
     expect(f"grouped_matmul by group_list {px} {pw}", same(out[0], ref[0]))
 
+# the experts' weights in one (E, K, N) tensor, and a quantised grouped matmul (replicated only)
+x = torch.randn(8, 8, device="npu")
+w = torch.randn(2, 8, 6, device="npu")
+bias = torch.randn(2, 6, device="npu")
+ref = torch_npu.npu_grouped_matmul([x], [w], bias=[bias], group_list=[2, 8], split_item=3, group_type=0)
+for px, pw in itertools.product([Shard(0), Shard(1), Replicate()], [Shard(0), Shard(1), Shard(2), Replicate()]):
+    out = torch_npu.npu_grouped_matmul([dt(x, px)], [dt(w, pw)], bias=[dt(bias, Replicate())], group_list=[2, 8],
+                                       split_item=3, group_type=0)
+    expect(f"grouped_matmul (E, K, N) {px} {pw}", same(out[0], ref[0]))
+xq = torch.randint(-4, 4, (8, 16), dtype=torch.int8, device="npu")
+wq = [torch.randint(-4, 4, (16, 4), dtype=torch.int8, device="npu") for _ in range(2)]
+sq = [torch.rand(4, device="npu") for _ in range(2)]
+ref = torch_npu.npu_grouped_matmul([xq], wq, scale=sq, group_list=[4, 8], split_item=3, group_type=0)
+out = torch_npu.npu_grouped_matmul([dt(xq, Shard(0))], [dt(t, Shard(1)) for t in wq], scale=[dt(t, Shard(0)) for t in sq],
+                                   group_list=[4, 8], split_item=3, group_type=0)
+expect("quantised grouped_matmul", out[0].placements == (Replicate(),) and torch.equal(out[0].full_tensor(), ref[0]))
+
 # npu_grouped_matmul_add_ updates y where it lies; a y it would have to move is refused
 x = torch.randn(8, 8, device="npu", dtype=torch.float16)
 w = torch.randn(8, 4, device="npu", dtype=torch.float16)

@@ -28,6 +28,40 @@ def test_grouped_matmul(group_list_type):
         torch_npu.npu_grouped_matmul([x], ws, group_list=[2, 2, 9], group_type=0)
 
 
+def test_grouped_matmul_weights_in_one_tensor_and_quantised():
+    x = rnd(8, 4, seed=63).npu()
+    w = rnd(2, 4, 3, seed=64).npu()      # (E, K, N): two experts in one tensor
+    b = rnd(2, 3, seed=65).npu()
+    (y,) = torch_npu.npu_grouped_matmul([x], [w], bias=[b], group_list=[2, 8], group_type=0, split_item=3)
+    want = torch.cat([x[:2].cpu() @ w[0].cpu() + b[0].cpu(), x[2:].cpu() @ w[1].cpu() + b[1].cpu()])
+    assert_close(y.cpu(), want)
+    # A8W8: (x @ w + bias) * scale * per_token_scale, int32 accumulation, float16 out
+    gen = torch.Generator().manual_seed(66)
+    xq = torch.randint(-8, 8, (6, 16), dtype=torch.int8, generator=gen)
+    wq = [torch.randint(-8, 8, (16, 4), dtype=torch.int8, generator=gen) for _ in range(2)]
+    bq = [torch.randint(-5, 5, (4,), dtype=torch.int32, generator=gen) for _ in range(2)]
+    sq = [torch.rand(4, generator=gen) for _ in range(2)]
+    pts = torch.rand(6, generator=gen)
+    (yq,) = torch_npu.npu_grouped_matmul([xq.npu()], [t.npu() for t in wq], bias=[t.npu() for t in bq],
+                                         scale=[t.npu() for t in sq], per_token_scale=[pts.npu()],
+                                         group_list=[4, 6], group_type=0, split_item=3)
+    acc = [xq[:4].int() @ wq[0].int() + bq[0], xq[4:].int() @ wq[1].int() + bq[1]]
+    want = torch.cat([a.float() * s for a, s in zip(acc, sq)]) * pts.unsqueeze(1)
+    assert yq.dtype == torch.float16
+    assert_close(yq.cpu(), want.half())
+    # an int8 weight dequantised by antiquant_scale / antiquant_offset
+    xa, wa = rnd(3, 16, seed=67).npu(), torch.randint(-8, 8, (16, 4), dtype=torch.int8, generator=gen)
+    sa, oa = torch.rand(4, generator=gen), torch.rand(4, generator=gen)
+    (ya,) = torch_npu.npu_grouped_matmul([xa], [wa.npu()], antiquant_scale=[sa.npu()], antiquant_offset=[oa.npu()])
+    assert_close(ya.cpu(), xa.cpu() @ ((wa.float() + oa) * sa))
+    with pytest.raises(RuntimeError, match="scale\\[0\\] of shape"):
+        torch_npu.npu_grouped_matmul([xq.npu()], [wq[0].npu()], scale=[torch.rand(3).npu()])
+    with pytest.raises(RuntimeError, match="dequantise an int8 x times int8 weight"):
+        torch_npu.npu_grouped_matmul([x], [w[0]], scale=[torch.rand(3).npu()])
+    with pytest.raises(RuntimeError, match="bias holds 3 experts"):
+        torch_npu.npu_grouped_matmul([x], [w], bias=[rnd(3, 3, seed=1).npu()], group_list=[2, 8], group_type=0)
+
+
 def test_moe_routing_round_trip():
     tokens, experts, k, h = 6, 4, 2, 8
     logits = rnd(tokens, experts, seed=70).npu()

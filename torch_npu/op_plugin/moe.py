@@ -89,45 +89,99 @@ def _group_sizes(group_list, group_list_type, rows, groups, fn):
     return sizes
 
 
+def _per_expert(tensors, experts, name, fn):
+    """A list of one tensor per expert: a single tensor with a leading expert dimension is split."""
+    if tensors is None:
+        return None
+    if len(tensors) == 1 and experts > 1:
+        check(tensors[0].shape[0] == experts, f"{fn}: {name} holds {tensors[0].shape[0]} experts in its first "
+              f"dimension but there are {experts} weights.")
+        return list(tensors[0].unbind(0))
+    check(len(tensors) == experts, f"{fn}: {name} has {len(tensors)} tensors but there are {experts} weights.")
+    return list(tensors)
+
+
+def _dequantised_matmul(fn, i, xi, wi, bias, scale, per_token_scale, antiquant_scale, antiquant_offset, output_dtype):
+    """One group's product with the quantisation arguments applied (see npu_grouped_matmul)."""
+    if scale is not None or per_token_scale is not None:
+        check(xi.dtype == torch.int8 and wi.dtype == torch.int8,
+              f"{fn}: scale / per_token_scale dequantise an int8 x times int8 weight, but x[{i}] is {xi.dtype} "
+              f"and weight[{i}] is {wi.dtype}.")
+        # int8 x int8 sums are exact in float64; the kernel dequantises the int32 accumulator in float32
+        y = (xi.double() @ wi.double()).float()
+        if bias is not None:
+            y = y + bias[i].float()
+        if scale is not None:
+            check(scale[i].numel() in (1, wi.shape[-1]), f"{fn}: scale[{i}] of shape {list(scale[i].shape)} should "
+                  f"hold one value per output column ({wi.shape[-1]}).")
+            y = y * scale[i].float().reshape(-1)
+        if per_token_scale is not None:
+            check(per_token_scale[i].numel() == xi.shape[0], f"{fn}: per_token_scale[{i}] should hold one value "
+                  f"per row of x[{i}] ({xi.shape[0]}), but has {per_token_scale[i].numel()}.")
+            y = y * per_token_scale[i].float().reshape(-1, 1)
+        return y.to(output_dtype if output_dtype is not None else torch.float16)
+    if antiquant_scale is not None:
+        check(wi.dtype == torch.int8, f"{fn}: antiquant_scale dequantises an int8 weight, but weight[{i}] is "
+              f"{wi.dtype}.")
+        w = wi.float()
+        if antiquant_offset is not None:
+            w = w + antiquant_offset[i].float()
+        wi = (w * antiquant_scale[i].float()).to(xi.dtype)
+    y = xi @ wi
+    if bias is not None:
+        y = y + bias[i]
+    return y.to(output_dtype) if output_dtype is not None else y
+
+
 def npu_grouped_matmul(x, weight, bias=None, scale=None, offset=None, antiquant_scale=None, antiquant_offset=None,
                        per_token_scale=None, group_list=None, activation_input=None, activation_quant_scale=None,
                        activation_quant_offset=None, split_item=0, group_type=None, group_list_type=0, act_type=0,
                        output_dtype=None):
     """y_i = x_i @ weight_i (+ bias_i); with one x and group_type 0 its rows are
     split by group_list. split_item 0/1 return one tensor per group, 2/3 one
-    concatenated tensor."""
+    concatenated tensor. The weights may be one tensor (E, K, N), its bias
+    (E, N). Quantised: int8 x and weight with scale (per output column) and
+    per_token_scale (per row) give (x @ w + bias) * scale * per_token_scale
+    in output_dtype (float16 by default); an int8 weight with antiquant_scale
+    (and antiquant_offset) is dequantised to x's dtype first."""
     fn = "npu_grouped_matmul"
-    check(all(t is None for t in (scale, offset, antiquant_scale, antiquant_offset, per_token_scale,
-                                  activation_input, activation_quant_scale, activation_quant_offset)),
-          f"{fn}: quantised grouped matmul (scale/offset/antiquant_*/per_token_scale) is not supported by vNPU.")
+    check(offset is None and activation_input is None and activation_quant_scale is None
+          and activation_quant_offset is None,
+          f"{fn}: offset and the activation_* arguments are not supported by vNPU.")
     check(act_type == 0, f"{fn}: act_type {act_type} is not supported by vNPU (only 0, no activation).")
     check(split_item in (0, 1, 2, 3), f"{fn}: split_item should be 0, 1, 2 or 3, but got {split_item}.")
     check(len(weight) >= 1 and len(x) >= 1, f"{fn}: x and weight should be non-empty lists.")
-    if len(x) == 1 and len(weight) > 1 or group_list is not None:
+    if len(weight) == 1 and weight[0].dim() == 3:
+        weight = list(weight[0].unbind(0))
+    experts = len(weight)
+    bias, scale, antiquant_scale, antiquant_offset = (
+        _per_expert(t, experts, name, fn) for t, name in (
+            (bias, "bias"), (scale, "scale"), (antiquant_scale, "antiquant_scale"),
+            (antiquant_offset, "antiquant_offset")))
+    if len(x) == 1 and experts > 1 or group_list is not None:
         check(len(x) == 1, f"{fn}: group_list splits a single x, but {len(x)} were given.")
         check(group_type in (None, 0), f"{fn}: group_type {group_type} is not supported with group_list "
               "(only 0, split along M).")
-        sizes = _group_sizes(group_list, group_list_type, x[0].shape[0], len(weight), fn) \
+        sizes = _group_sizes(group_list, group_list_type, x[0].shape[0], experts, fn) \
             if group_list is not None else None
-        check(sizes is not None, f"{fn}: one x with {len(weight)} weights needs group_list.")
+        check(sizes is not None, f"{fn}: one x with {experts} weights needs group_list.")
         xs = list(x[0][:sum(sizes)].split(sizes, 0))
+        if per_token_scale is not None:  # one scale per row of the one x, split with it
+            check(len(per_token_scale) == 1, f"{fn}: per_token_scale should hold one tensor for the one x.")
+            per_token_scale = list(per_token_scale[0][:sum(sizes)].split(sizes, 0))
     else:
-        check(len(x) == len(weight), f"{fn}: x has {len(x)} tensors but weight has {len(weight)}.")
+        check(len(x) == experts, f"{fn}: x has {len(x)} tensors but weight has {experts}.")
         xs = list(x)
-    if bias is not None:
-        check(len(bias) == len(weight), f"{fn}: bias has {len(bias)} tensors but weight has {len(weight)}.")
+        per_token_scale = _per_expert(per_token_scale, experts, "per_token_scale", fn)
     ys = []
     for i, (xi, wi) in enumerate(zip(xs, weight)):
         check(xi.shape[-1] == wi.shape[0], f"{fn}: x[{i}] of shape {list(xi.shape)} cannot multiply "
               f"weight[{i}] of shape {list(wi.shape)}.")
-        y = xi @ wi
-        if bias is not None:
-            y = y + bias[i]
-        ys.append(y.to(output_dtype) if output_dtype is not None else y)
+        ys.append(_dequantised_matmul(fn, i, xi, wi, bias, scale, per_token_scale, antiquant_scale,
+                                      antiquant_offset, output_dtype))
     if split_item in (2, 3):
         return [torch.cat(ys, 0)]
     return ys
-
 
 define("npu_moe_gating_top_k_softmax(Tensor x, Tensor? finished=None, int k=1) -> (Tensor, Tensor, Tensor)",
        npu_moe_gating_top_k_softmax)

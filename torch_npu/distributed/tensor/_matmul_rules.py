@@ -43,8 +43,8 @@ def _grouped_matmul(args):
         # one x per weight: shard each x by any row dimension
         for d in range(x[0].dim() - 1):
             candidates.append(Candidate(inputs={"x": Shard(d)}, outputs=[Shard(d)]))
-    # by w's columns (n), the bias with them; y is sharded on its last dimension
-    candidates.append(Candidate(inputs={"weight": Shard(-1), "bias": Shard(0)}, outputs=[Shard(-1)]))
+    # by w's columns (n), the bias with them ((n,) or (E, n)); y is sharded on its last dimension
+    candidates.append(Candidate(inputs={"weight": Shard(-1), "bias": Shard(-1)}, outputs=[Shard(-1)]))
     if not has_bias:
         # by the contracted dimension k
         candidates.append(Candidate(inputs={"x": Shard(-1), "weight": Shard(-2)}, outputs=[Partial()]))

@@ -173,9 +173,11 @@ def _mutated_arguments(op):
 
 
 def _refuse_mixed(op_name, bound):
+    # Integer tensors beside DTensors are index arguments (group lists, sequence lengths: the kernel's
+    # host-side arguments, which torch_npu's wrappers make tensors of lists); they pass through whole.
     for name, value in bound.items():
         for t in _tensors(value):
-            if not isinstance(t, DTensor) and t.dim() > 0:
+            if not isinstance(t, DTensor) and t.dim() > 0 and (t.is_floating_point() or t.is_complex()):
                 raise RuntimeError(
                     f"{op_name}: got mixed torch.Tensor and DTensor arguments ('{name}' is a torch.Tensor): "
                     "convert every tensor argument to a DTensor (DTensor.from_local or distribute_tensor) first.")
