@@ -131,6 +131,27 @@ for px, pw in [(Shard(0), Replicate()), (Replicate(), Shard(0)), (Replicate(), R
     expect(f"conv2d {px} {pw}", same(dy, y) and same(dx.grad, x.grad) and same(dw.grad, w.grad)
            and same(db.grad, b.grad))
 
+x = torch.randn(4, 4, 8, 8, device="npu")
+w = torch.randn(6, 4, 3, 3, device="npu")
+out = torch_npu.npu_conv2d(dt(x, Shard(1)), dt(w, Shard(1)), None, [1, 1], [0, 0], [1, 1], 1)
+expect("conv2d by input channel", out.placements[0].is_partial()
+       and same(out, torch_npu.npu_conv2d(x, w, None, [1, 1], [0, 0], [1, 1], 1)))
+
+# --- npu_cross_entropy_loss: rows sharded, uneven too; "mean" runs replicated
+for rows, reduction in itertools.product((8, 7), ("none", "sum", "mean")):
+    x = torch.randn(rows, 8, device="npu", requires_grad=True)
+    target = torch.arange(rows, device="npu") % 8
+    weight = torch.rand(8, device="npu")
+    loss, log_prob, _, _ = torch_npu.npu_cross_entropy_loss(x, target, weight, reduction)
+    grad = torch.randn(loss.shape, device="npu")
+    loss.backward(grad)
+    dx = dt(x, Shard(0))
+    dloss, dlog_prob, _, _ = torch_npu.npu_cross_entropy_loss(dx, dt(target, Shard(0)), dt(weight, Replicate()),
+                                                             reduction)
+    dloss.backward(distribute_tensor(grad, mesh, [Shard(0) if reduction == "none" else Replicate()]))
+    expect(f"cross_entropy_loss {rows} {reduction}", same(dloss, loss) and same(dlog_prob, log_prob)
+           and same(dx.grad, x.grad))
+
 # --- grouped matmul: one x per weight, and one x split by group_list
 xs = [torch.randn(s, device="npu") for s in [(16, 16), (64, 16), (32, 64)]]
 ws = [torch.randn(s, device="npu") for s in [(16, 16), (16, 64), (64, 8)]]

@@ -18,6 +18,7 @@ from torch_npu.op_plugin import bert_attention, dynamic_quant, kv_cache, samplin
 from torch_npu.op_plugin import infer_attention, infer_ops, moe_routing, mx_quant  # noqa: F401
 from torch_npu.op_plugin import activation_quant, backward, ffn, fusion_attention_v3, infer_cache, mc2  # noqa: F401
 from torch_npu.op_plugin import hans, moe_permute, norm_quant, quant_matmul, sparse_attention  # noqa: F401
+from torch_npu.op_plugin import cross_entropy  # noqa: F401
 from torch_npu.op_plugin.atb import _atb_ops  # noqa: F401
 from torch_npu.op_plugin._library import EXPORTED, EXPORTED_ATB, IMPLEMENTATION_DOCS
 from torch_npu.op_plugin._out_list import with_out_list

@@ -131,6 +131,9 @@ def _conv2d(args):
     candidates.append(Candidate(inputs={"input": Shard(0)}, outputs=[Shard(0)]))
     # by output channel: each rank holds some filters (and their bias)
     candidates.append(Candidate(inputs={"weight": Shard(0), "bias": Shard(0)}, outputs=[Shard(1)]))
+    if args["bias"] is None and args["groups"] == 1:
+        # by input channel: partial sums of the output (a bias would be added once per rank)
+        candidates.append(Candidate(inputs={"input": Shard(1), "weight": Shard(1)}, outputs=[Partial()]))
     return candidates
 
 
@@ -142,3 +145,31 @@ def _conv2d_backward(args):
         Candidate(inputs={"input": Shard(0), "grad_output": Shard(0)}, outputs=[Shard(0), Partial(), Partial()]),
         Candidate(inputs={"grad_output": Shard(1), "weight": Shard(0)}, outputs=[Partial(), Shard(0), Shard(0)]),
     ]
+
+
+# --- npu_cross_entropy_loss ----------------------------------------------------
+
+@sharding_rule("npu_cross_entropy_loss")
+def _cross_entropy_loss(args):
+    # (loss, log_prob, zloss, lse_for_zloss). Rows are independent: sharded by batch, "none" keeps the
+    # per-row losses sharded and "sum" leaves partial sums. "mean" divides by the count of the whole
+    # batch (weighted, ignored rows excluded), which no rank knows: it runs replicated.
+    candidates = [_replicated(4)]
+    reduction = args["reduction"]
+    if reduction in ("none", "sum"):
+        loss = Shard(0) if reduction == "none" else Partial()
+        candidates.append(Candidate(inputs={"input": Shard(0), "target": Shard(0)},
+                                    outputs=[loss, Shard(0), Replicate(), Replicate()]))
+    return candidates
+
+
+@sharding_rule("npu_cross_entropy_loss_backward")
+def _cross_entropy_loss_backward(args):
+    candidates = [_replicated(1)]
+    reduction = args["reduction"]
+    if reduction in ("none", "sum"):
+        inputs = {"log_prob": Shard(0), "target": Shard(0)}
+        if reduction == "none":
+            inputs["grad_loss"] = Shard(0)
+        candidates.append(Candidate(inputs=inputs, outputs=[Shard(0)]))
+    return candidates
