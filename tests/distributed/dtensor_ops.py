@@ -137,6 +137,17 @@ out = torch_npu.npu_conv2d(dt(x, Shard(1)), dt(w, Shard(1)), None, [1, 1], [0, 0
 expect("conv2d by input channel", out.placements[0].is_partial()
        and same(out, torch_npu.npu_conv2d(x, w, None, [1, 1], [0, 0], [1, 1], 1)))
 
+# --- npu_transpose moves the sharded dimension with the permutation (5 rows: uneven)
+x = torch.randn(5, 3, 6, 4, device="npu", requires_grad=True)
+y = torch_npu.npu_transpose(x, [1, 0, 2, 3])
+gy = torch.randn_like(y)
+y.backward(gy)
+for p, moved in ((Shard(0), Shard(1)), (Shard(1), Shard(0)), (Shard(2), Shard(2)), (Replicate(), Replicate())):
+    dx = dt(x, p)
+    dy = torch_npu.npu_transpose(dx, [1, 0, 2, 3])
+    backward(dy, gy)
+    expect(f"npu_transpose {p}", dy.placements == (moved,) and same(dy, y) and same(dx.grad, x.grad))
+
 # --- npu_cross_entropy_loss: rows sharded, uneven too; "mean" runs replicated
 for rows, reduction in itertools.product((8, 7), ("none", "sum", "mean")):
     x = torch.randn(rows, 8, device="npu", requires_grad=True)

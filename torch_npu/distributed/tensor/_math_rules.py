@@ -122,6 +122,16 @@ for _name, _inputs in (("npu_fast_gelu", ("self",)), ("fast_gelu", ("input",)), 
     sharding_rule(_name)(_elementwise(*_inputs))
 
 
+# --- layout ------------------------------------------------------------------------
+
+@sharding_rule("npu_transpose")
+def _transpose(args):
+    # a permutation moves each sharded dimension to where the permutation puts it
+    perm = [p % args["self"].dim() for p in args["perm"]]
+    return [_replicated(1)] + [Candidate(inputs={"self": Shard(d)}, outputs=[Shard(perm.index(d))])
+                               for d in range(args["self"].dim())]
+
+
 # --- npu_conv2d ------------------------------------------------------------------
 
 @sharding_rule("npu_conv2d")
