@@ -26,5 +26,8 @@ def test_rules_are_registered_when_dtensor_is_imported():
             "from torch_npu.distributed.tensor import _sharding as s;"
             "assert s.has_rule('npu::npu_fusion_attention.default') and s.has_rule('npu::npu_rms_norm.default');"
             "handlers = dt.DTensor._op_dispatcher._custom_op_handlers;"
-            "assert torch.ops.npu.npu_grouped_matmul.default in handlers")
+            "assert torch.ops.npu.npu_grouped_matmul.default in handlers;"
+            "from torch.distributed.tensor._ops._view_ops import dim_maps, InputDim;"
+            "rule = dim_maps[torch.ops.npu.npu_transpose](torch.empty(2, 3, 4), (2, 0, 1));"
+            "assert rule == (InputDim(2), InputDim(0), InputDim(1)), rule")
     subprocess.run([sys.executable, "-c", code], env=clean_env(), check=True, timeout=120)

@@ -11,7 +11,9 @@ rotary table of size 1 on the sharded dimension) stays replicated, a full
 one is sharded with the input.
 """
 
+import torch
 from torch.distributed.tensor import Partial, Replicate, Shard
+from torch.distributed.tensor._ops import _view_ops
 
 from torch_npu.distributed.tensor._sharding import Candidate, sharding_rule
 
@@ -130,6 +132,11 @@ def _transpose(args):
     perm = [p % args["self"].dim() for p in args["perm"]]
     return [_replicated(1)] + [Candidate(inputs={"self": Shard(d)}, outputs=[Shard(perm.index(d))])
                                for d in range(args["self"].dim())]
+
+
+# DTensor describes its view operators by dimension maps (torch.distributed.tensor._ops._view_ops);
+# real torch_npu gives npu_transpose torch.permute's, which code inspecting the table finds.
+_view_ops.dim_maps[torch.ops.npu.npu_transpose] = _view_ops.dim_maps[torch.permute]
 
 
 # --- npu_conv2d ------------------------------------------------------------------
