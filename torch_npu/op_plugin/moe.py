@@ -91,7 +91,7 @@ def _group_sizes(group_list, group_list_type, rows, groups, fn):
 
 def _per_expert(tensors, experts, name, fn):
     """A list of one tensor per expert: a single tensor with a leading expert dimension is split."""
-    if tensors is None:
+    if not tensors:  # None or [] (no bias)
         return None
     if len(tensors) == 1 and experts > 1:
         check(tensors[0].shape[0] == experts, f"{fn}: {name} holds {tensors[0].shape[0]} experts in its first "
