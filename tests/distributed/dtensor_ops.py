@@ -57,6 +57,14 @@ for layout, shape in [("BNSD", (B, N, S, Dh)), ("BSND", (B, S, N, Dh)), ("BSH", 
     out = torch_npu.npu_fusion_attention(dt(q, Shard(0)), dt(k, Shard(0)), dt(v, Shard(0)), N, layout, scale=0.125)
     expect(f"attention {layout} keeps the batch sharding", out[0].placements == (Shard(0),))
 
+# v2 and v3 shard the same way (v3's seed and offset are replicated tensors)
+q, k, v = (torch.randn(B, S, N * Dh, device="npu") for _ in range(3))
+for op in (torch_npu.npu_fusion_attention_v2, torch_npu.npu_fusion_attention_v3):
+    ref = op(q, k, v, N, "BSH", scale=0.125)
+    out = op(dt(q, Shard(2)), dt(k, Shard(2)), dt(v, Shard(2)), N, "BSH", scale=0.125)
+    expect(f"{op.__name__} by head", out[0].placements == (Shard(2),) and same(out[0], ref[0])
+           and same(out[1], ref[1]))
+
 # a 4-d mask follows the batch sharding; the gradient operator called directly
 q, k, v = (torch.randn(B, N, S, Dh, device="npu") for _ in range(3))
 mask = torch.rand(B, 1, S, S, device="npu") > 0.7

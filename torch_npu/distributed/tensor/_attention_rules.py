@@ -29,9 +29,9 @@ def _mask_placement(atten_mask, sparse_mode, dim_of_mask):
 
 
 def _shardable(args):
-    return (args["pse"] is None and args["padding_mask"] is None and args.get("prefix") is None
-            and args.get("actual_seq_qlen") is None and args.get("actual_seq_kvlen") is None
-            and args["keep_prob"] >= 1.0)
+    unused = ("pse", "padding_mask", "prefix", "actual_seq_qlen", "actual_seq_kvlen", "sink", "query_rope",
+              "key_rope", "dropout_mask", "q_start_idx", "kv_start_idx")
+    return all(args.get(name) is None for name in unused) and args["keep_prob"] >= 1.0
 
 
 def _candidates(args, tensors, tensor_outputs, stat_names):
@@ -95,3 +95,22 @@ def _fusion_attention_grad(args):
     # (dq, dk, dv, dpse)
     return _candidates(args, ("query", "key", "value", "dy", "attention_in"), ("qkv", "qkv", "qkv", "rep"),
                        ("softmax_max", "softmax_sum"))
+
+
+@sharding_rule("npu_fusion_attention_v2", rewrite=_divide_heads)
+def _fusion_attention_v2(args):
+    # v1's outputs; its rope inputs and start indices keep it replicated (_shardable)
+    return _candidates(args, ("query", "key", "value"), ("qkv", "stat", "stat", "rep", None, None, None), ())
+
+
+@sharding_rule("npu_fusion_attention_v3", rewrite=_divide_heads)
+def _fusion_attention_v3(args):
+    # (attention_out, softmax_max, softmax_sum, softmax_out, seed, offset): seed and offset are tensors
+    return _candidates(args, ("query", "key", "value"), ("qkv", "stat", "stat", "rep", "rep", "rep"), ())
+
+
+@sharding_rule("npu_fusion_attention_grad_v3", rewrite=_divide_heads)
+def _fusion_attention_grad_v3(args):
+    # (dq, dk, dv, dpse, dsink)
+    return _candidates(args, ("query", "key", "value", "dy", "attention_in"),
+                       ("qkv", "qkv", "qkv", "rep", "rep"), ("softmax_max", "softmax_sum"))
