@@ -64,8 +64,10 @@ def test_broadcast_transpose_reshape():
     assert got.is_contiguous()
     assert_close(got.cpu(), y.permute(0, 3, 2, 1))
     assert_close(torch_npu.npu_reshape(npu(y), [15, 24]).cpu(), y.reshape(15, 24))
-    with pytest.raises(RuntimeError, match="is not a permutation"):
-        torch_npu.npu_transpose(npu(y), [0, 1, 1, 2])
+    assert_close(torch_npu.npu_transpose(npu(y), [-1, -4, 2, 1]).cpu(), y.permute(3, 0, 2, 1))
+    for bad in ([0, 1, 1, 2], [0, 1, 3, -1], [0, 1, 2, 4]):
+        with pytest.raises(RuntimeError, match="is not a permutation"):
+            torch_npu.npu_transpose(npu(y), bad)
 
 
 def test_stride_add_and_stride_copy():

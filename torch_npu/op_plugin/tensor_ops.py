@@ -93,9 +93,12 @@ def npu_broadcast(x, size):
 
 
 def npu_transpose(x, perm, require_contiguous=True):
-    check(sorted(perm) == list(range(x.dim())),
-          f"npu_transpose: perm {list(perm)} is not a permutation of the {x.dim()} dimensions.")
-    return _fresh(x.permute(perm), x)
+    """x.permute(perm), contiguous; perm may count dimensions from the end (-1 is the last), as permute does."""
+    n = x.dim()
+    normal = [p + n if -n <= p < 0 else p for p in perm]
+    check(sorted(normal) == list(range(n)),
+          f"npu_transpose: perm {list(perm)} is not a permutation of the {n} dimensions.")
+    return _fresh(x.permute(normal), x)
 
 
 def npu_reshape(x, shape, can_refresh=False):
