@@ -44,7 +44,14 @@ dist.init_process_group("hccl", init_method="file://" + store, rank=0, world_siz
 t = torch.ones(4, device="npu")
 for _ in range(5):
     dist.all_reduce(t)
-print("BEFORE", pickle.loads(torch_npu._C._distributed_c10d._dump_hccl_trace(onlyActive=True))["entries"], flush=True)
+torch.npu.synchronize()
+# the watchdog marks finished work completed when it next polls: wait for it (a loaded machine delays it)
+for _ in range(100):
+    active = pickle.loads(torch_npu._C._distributed_c10d._dump_hccl_trace(onlyActive=True))["entries"]
+    if not active:
+        break
+    time.sleep(0.05)
+print("BEFORE", active, flush=True)
 torch.npu._sleep(2_000_000)  # the next collective waits behind 2 s of work
 dist.all_reduce(t)
 torch.npu.synchronize()
