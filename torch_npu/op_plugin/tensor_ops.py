@@ -206,7 +206,8 @@ def npu_sign_bits_pack(x, size):
 def npu_sign_bits_unpack(x, size, dtype):
     """uint8 -> +1.0 / -1.0 of dtype, shape (size, -1): the inverse of npu_sign_bits_pack."""
     check(x.dtype == torch.uint8, f"npu_sign_bits_unpack: the input should be uint8, got {x.dtype}.")
-    check(dtype in (torch.float16, torch.float32), f"npu_sign_bits_unpack: dtype should be float16 or float32.")
+    check(dtype in (torch.float16, torch.float32),
+          f"npu_sign_bits_unpack: dtype should be float16 or float32, got {dtype}.")
     weights = torch.tensor([1, 2, 4, 8, 16, 32, 64, 128], dtype=torch.uint8, device=x.device)
     bits = (x.reshape(-1, 1) & weights).ne(0).reshape(-1)
     check(bits.numel() % size == 0, f"npu_sign_bits_unpack: {bits.numel()} values do not split into {size} rows.")
