@@ -204,8 +204,8 @@ xq = torch.randint(-4, 4, (8, 16), dtype=torch.int8, device="npu")
 wq = [torch.randint(-4, 4, (16, 4), dtype=torch.int8, device="npu") for _ in range(2)]
 sq = [torch.rand(4, device="npu") for _ in range(2)]
 ref = torch_npu.npu_grouped_matmul([xq], wq, scale=sq, group_list=[4, 8], split_item=3, group_type=0)
-out = torch_npu.npu_grouped_matmul([dt(xq, Shard(0))], [dt(t, Shard(1)) for t in wq], scale=[dt(t, Shard(0)) for t in sq],
-                                   group_list=[4, 8], split_item=3, group_type=0)
+out = torch_npu.npu_grouped_matmul([dt(xq, Shard(0))], [dt(t, Shard(1)) for t in wq],
+                                   scale=[dt(t, Shard(0)) for t in sq], group_list=[4, 8], split_item=3, group_type=0)
 expect("quantised grouped_matmul", out[0].placements == (Replicate(),) and torch.equal(out[0].full_tensor(), ref[0]))
 
 # npu_grouped_matmul_add_ updates y where it lies; a y it would have to move is refused
@@ -247,6 +247,16 @@ for p in (Shard(0), Shard(1), Replicate()):
     dvar, dm, dv = dt(var, p), dt(m, p), dt(v, p)
     torch_npu.npu_apply_adam_w(*args, dt(g, p), None, False, False, out=(dvar, dm, dv))
     expect(f"apply_adam_w {p}", all(same(a, r) for a, r in zip((dvar, dm, dv), ref)))
+
+# --- under inference mode DTensor's dispatcher sees the operator itself and runs the rule by its handler
+with torch.inference_mode():
+    x, gamma = torch.randn(4, 8, 16, device="npu"), torch.randn(16, device="npu")
+    y, _ = torch_npu.npu_rms_norm(dt(x, Shard(0)), dt(gamma, Replicate()))
+    expect("rms_norm under inference mode",
+           y.placements == (Shard(0),) and same(y, torch_npu.npu_rms_norm(x, gamma)[0]))
+    q = torch.randn(2, 4, 8, 8, device="npu")
+    out = torch_npu.npu_fusion_attention(dt(q, Shard(3)), dt(q, Shard(3)), dt(q, Shard(3)), 4, "BNSD")
+    expect("attention under inference mode", same(out[0], torch_npu.npu_fusion_attention(q, q, q, 4, "BNSD")[0]))
 
 # --- a 2-d mesh (1 x 2): each mesh dimension chooses its own candidate
 mesh2 = init_device_mesh("npu", (1, 2))

@@ -27,9 +27,9 @@ DTensor runs an operator it has a strategy for:
 Autograd records steps 2-4, so the backward is the local composition's
 backward between DTensor's own redistributions: no separate rule for the
 gradient operators is needed for training, though the gradient operators
-called directly have rules too. Operators below autograd (optimizer steps)
-reach DTensor's dispatcher instead, which calls `dtensor_call` through a
-custom handler (`install_dtensor_handlers`).
+called directly have rules too. Under inference mode (and for operators
+registered below autograd) DTensor's dispatcher sees the operator itself and
+calls `dtensor_call` through a custom handler (`install_dtensor_handlers`).
 
 Operators without a rule keep DTensor's behaviour: their ATen operators are
 sharded one by one.
