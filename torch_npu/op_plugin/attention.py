@@ -196,10 +196,14 @@ def _stats(lse, layout, softmax_layout=""):
     return lse, torch.ones_like(lse)
 
 
+def _check_softmax_layout(fn, softmax_layout, layout):
+    check(softmax_layout in ("", "TND"), f"{fn}: softmax_layout should be '' or 'TND', got '{softmax_layout}'.")
+    check(softmax_layout == "" or layout == "TND",
+          f"{fn}: softmax_layout='TND' is only supported with input_layout 'TND', got '{layout}'.")
+
+
 def _check_newer_arguments(fn, input_layout, softmax_layout, sink, dropout_mask=None):
-    check(softmax_layout in ("", "TND"), f"{fn}: softmax_layout should be '' or 'TND', but got '{softmax_layout}'.")
-    check(softmax_layout == "" or input_layout == "TND",
-          f"{fn}: softmax_layout 'TND' is only supported with input_layout 'TND', but got '{input_layout}'.")
+    _check_softmax_layout(fn, softmax_layout, input_layout)
     check(sink is None, f"{fn}: sink (a per-head softmax sink) is not supported on vNPU; pass None.")
     check(dropout_mask is None, f"{fn}: an external dropout_mask is not supported on vNPU; pass None and let "
           "seed and offset choose the mask.")

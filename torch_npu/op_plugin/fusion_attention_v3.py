@@ -198,12 +198,6 @@ def _attention(fn, query, key, value, head_num, layout, pse, padding_mask, atten
     return out, lse
 
 
-def _check_softmax_layout(fn, softmax_layout, layout):
-    check(softmax_layout in ("", "TND"), f"{fn}: softmax_layout should be '' or 'TND', got '{softmax_layout}'.")
-    check(softmax_layout == "" or layout == "TND",
-          f"{fn}: softmax_layout='TND' is only supported with input_layout 'TND', got '{layout}'.")
-
-
 def _stats(lse, layout, softmax_layout):
     """softmax_max / softmax_sum, v1's: TND's default is the kernel's N-major storage."""
     return _att._stats(lse, layout, softmax_layout)
@@ -268,7 +262,7 @@ def npu_fusion_attention_v2(query, key, value, head_num, input_layout, pse=None,
                             q_start_idx=None, kv_start_idx=None, softmax_layout="", sink=None, dropout_mask=None,
                             seed=0, offset=0):
     fn = "npu_fusion_attention_v2"
-    _check_softmax_layout(fn, softmax_layout, input_layout)
+    _att._check_softmax_layout(fn, softmax_layout, input_layout)
     if dropout_mask is not None and keep_prob < 1.0:
         _unsupported(fn, "dropout_mask", "vNPU draws its dropout mask from the returned seed and cannot read the "
                      "kernel's bit-packed mask")
@@ -291,7 +285,7 @@ def npu_fusion_attention_grad_v2(query, key, value, dy, head_num, input_layout, 
                                  softmax_layout="", sink=None):
     """(dq, dk, dv, dpse, dq_rope, dk_rope, dsink)."""
     fn = "npu_fusion_attention_grad_v2"
-    _check_softmax_layout(fn, softmax_layout, input_layout)
+    _att._check_softmax_layout(fn, softmax_layout, input_layout)
 
     def forward(q, k, v, p, qr, kr, s):
         return _attention(fn, q, k, v, head_num, input_layout, p, padding_mask, atten_mask, scale_value, keep_prob,
@@ -318,7 +312,7 @@ def npu_fusion_attention_v3(query, key, value, head_num, input_layout, pse=None,
                             gen_mask_parallel=True, sync=False, softmax_layout="", sink=None):
     """(attention_out, softmax_max, softmax_sum, softmax_out, seed, offset)."""
     fn = "npu_fusion_attention_v3"
-    _check_softmax_layout(fn, softmax_layout, input_layout)
+    _att._check_softmax_layout(fn, softmax_layout, input_layout)
     qlen, kvlen = _lengths(fn, "actual_seq_qlen", actual_seq_qlen), _lengths(fn, "actual_seq_kvlen", actual_seq_kvlen)
     seed = _att._draw_seed(query.device, keep_prob)
     out, lse = _attention(fn, query, key, value, head_num, input_layout, pse, padding_mask, atten_mask, scale,
@@ -336,7 +330,7 @@ def npu_fusion_attention_grad_v3(query, key, value, dy, head_num, input_layout, 
                                  sync=False, softmax_layout="", sink=None):
     """(dq, dk, dv, dpse or None, dsink)."""
     fn = "npu_fusion_attention_grad_v3"
-    _check_softmax_layout(fn, softmax_layout, input_layout)
+    _att._check_softmax_layout(fn, softmax_layout, input_layout)
     qlen, kvlen = _lengths(fn, "actual_seq_qlen", actual_seq_qlen), _lengths(fn, "actual_seq_kvlen", actual_seq_kvlen)
     seed_value = _seed_value(fn, seed, keep_prob)
 

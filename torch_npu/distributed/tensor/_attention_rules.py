@@ -38,11 +38,11 @@ def _candidates(args, tensors, tensor_outputs, stat_names):
     """Candidates for the forward (stat outputs) or gradient (stat inputs).
 
     tensors: the names of the q/k/v-like arguments sharded together.
-    tensor_outputs: how many leading outputs are q/k/v-like (the rest, if
-    tensors, are replicated). stat_names: stat arguments that follow the
-    softmax layout (B, N, S, 8)."""
+    tensor_outputs: each output's kind: "qkv" (sharded with the inputs),
+    "stat" (in the softmax layout), "rep" (replicated) or None (not a
+    tensor). stat_names: stat arguments that follow the softmax layout
+    (B, N, S, 8)."""
     layout = args["input_layout"]
-    n_outputs = len(tensor_outputs)
     replicated = Candidate(inputs={}, outputs=[None if kind is None else Replicate() for kind in tensor_outputs])
     candidates = [replicated]
     if not _shardable(args):
@@ -54,12 +54,8 @@ def _candidates(args, tensors, tensor_outputs, stat_names):
         mask = _mask_placement(args["atten_mask"], args["sparse_mode"], mask_dim)
         if mask is not None:
             inputs["atten_mask"] = mask
-        outputs = []
-        for kind_of_output in tensor_outputs:
-            outputs.append({"qkv": Shard(layout_dim), "stat": Shard(stat_dim), "rep": Replicate(),
-                            None: None}[kind_of_output])
-        assert len(outputs) == n_outputs
-        return Candidate(inputs=inputs, outputs=outputs, kind=kind)
+        placement_of = {"qkv": Shard(layout_dim), "stat": Shard(stat_dim), "rep": Replicate(), None: None}
+        return Candidate(inputs=inputs, outputs=[placement_of[k] for k in tensor_outputs], kind=kind)
 
     if "B" in layout:
         candidates.append(sharded(layout.index("B"), 0, 0, "dp"))

@@ -245,18 +245,11 @@ def _wrap(local, placements, mesh, even):
             raise NotImplementedError(
                 "vNPU runs npu fused operators on DTensors sharded unevenly only on 1-d device meshes; "
                 "make the sharded dimensions divisible by the mesh size.")
+        from torch._prims_common import make_contiguous_strides_for
         from torch.distributed.tensor._utils import compute_global_tensor_shape
         shape = compute_global_tensor_shape(local.shape, mesh, placements)
     return DTensor.from_local(local, mesh, placements, run_check=False, shape=shape,
-                              stride=None if shape is None else _contiguous_strides(shape))
-
-
-def _contiguous_strides(shape):
-    strides, acc = [], 1
-    for size in reversed(shape):
-        strides.append(acc)
-        acc *= max(size, 1)
-    return tuple(reversed(strides))
+                              stride=None if shape is None else make_contiguous_strides_for(shape))
 
 
 def dtensor_call(qualified_name, args, kwargs):
