@@ -118,12 +118,92 @@ def check_adamw_v2(root):
     return diff < 1e-6
 
 
+def check_atb_rms_norm(root):
+    start = time.time()
+    ops = load_builder(root, "rms_norm_builder", "RmsNormOpBuilder")().load(verbose=False)
+    x = torch.randn(4, 6, 32, dtype=torch.bfloat16).npu().requires_grad_()
+    gamma = torch.randn(32, dtype=torch.bfloat16).npu().requires_grad_()
+    y = ops.rms_norm(x, gamma, 1e-6)
+    torch.npu.synchronize()
+    elapsed = time.time() - start
+    forward = (y.float() - torch_npu.npu_rms_norm(x.detach(), gamma.detach(), 1e-6)[0].float()).abs().max().item()
+    dy = torch.randn(4, 6, 32, dtype=torch.bfloat16)
+    y.backward(dy.npu())
+    xc, gc = (t.detach().cpu().float().requires_grad_() for t in (x, gamma))
+    (xc * torch.rsqrt(xc.pow(2).mean(-1, keepdim=True) + 1e-6) * gc).backward(dy.float())
+    grads = max((x.grad.cpu().float() - xc.grad).abs().max().item(),
+                (gamma.grad.cpu().float() - gc.grad).abs().max().item() / gc.grad.abs().max().item())
+    print(f"ATB rms_norm: build + first call {elapsed:.1f} s; forward vs npu_rms_norm max |diff| {forward:g}; "
+          f"grads vs cpu autograd in float32 max |diff| {grads:g} (bfloat16; gamma's relative)")
+    return forward == 0 and grads < 0.05
+
+
+def check_atb_swiglu(root):
+    start = time.time()
+    ops = load_builder(root, "swiglu_builder", "SwigluOpBuilder")().load(verbose=False)
+    x = torch.randn(4, 6, 64).npu().requires_grad_()
+    y = ops.swiglu(x, -1)
+    torch.npu.synchronize()
+    elapsed = time.time() - start
+    forward = (y - torch_npu.npu_swiglu(x.detach(), -1)).abs().max().item()
+    dy = torch.randn(4, 6, 32)
+    y.backward(dy.npu())
+    xc = x.detach().cpu().requires_grad_()
+    a, b = xc.chunk(2, -1)
+    (torch.nn.functional.silu(a) * b).backward(dy)
+    grads = (x.grad.cpu() - xc.grad).abs().max().item()
+    print(f"ATB swiglu: build + first call {elapsed:.1f} s; forward vs npu_swiglu max |diff| {forward:g}; "
+          f"grad vs cpu autograd max |diff| {grads:g}")
+    return forward < 1e-6 and grads < 1e-5
+
+
+def check_atb_groupmatmul_add(root):
+    start = time.time()
+    ops = load_builder(root, "groupmatmul_add_builder", "GroupMatmulAddOpBuilder")().load(verbose=False)
+    x, dy = torch.randn(64, 16, dtype=torch.bfloat16), torch.randn(64, 8, dtype=torch.bfloat16)
+    group_list = torch.tensor([10, 40, 64])
+    main_grad = torch.randn(3 * 16, 8)
+    grad = main_grad.npu()
+    ops.npu_groupmatmul_add_fp32(x.npu(), dy.npu(), group_list.npu(), grad)
+    torch.npu.synchronize()
+    elapsed = time.time() - start
+    expected = main_grad.view(3, 16, 8).clone()
+    for e, (begin, end) in enumerate(((0, 10), (10, 40), (40, 64))):
+        expected[e] += x[begin:end].float().t() @ dy[begin:end].float()
+    diff = (grad.cpu() - expected.view(48, 8)).abs().max().item()
+    print(f"ATB npu_groupmatmul_add_fp32: build + first call {elapsed:.1f} s; vs per-group float32 matmuls max "
+          f"|diff| {diff:g}")
+    return diff < 1e-4
+
+
+def check_lcal_coc(root):
+    start = time.time()
+    ops = load_builder(root, "lcal_builder", "LcalOpBuilder")().load(verbose=False)
+    x, w, bias = torch.randn(8, 16), torch.randn(12, 16), torch.randn(12)
+    out = torch.empty(8, 12).npu()
+    ops.matmul_all_reduce(x.npu(), w.npu(), bias.npu(), out, 0, 1, "0")  # tensor parallel size 1
+    pure = torch.empty(8, 12).npu()
+    ops.pure_matmul(x.npu(), w.npu(), None, pure, 0, 2, "0")
+    torch.npu.synchronize()
+    elapsed = time.time() - start
+    diff = max((out.cpu() - (x @ w.t() + bias)).abs().max().item(), (pure.cpu() - x @ w.t()).abs().max().item())
+    try:
+        ops.matmul_all_reduce(x.npu(), w.npu(), None, out, 0, 2, "0")
+        refused = False
+    except RuntimeError as e:
+        refused = "lcal coc" in str(e) or "Setup" in str(e) or "failed" in str(e)
+    print(f"lcal coc: build + first calls {elapsed:.1f} s; matmul_all_reduce over 1 rank and pure_matmul vs "
+          f"x @ w^T max |diff| {diff:g}; matmul_all_reduce over 2 ranks refused: {refused}")
+    return diff < 1e-5 and refused
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mindspeed", required=True, help="a checkout of Ascend/MindSpeed")
     root = os.path.abspath(parser.parse_args().mindspeed)
     sys.path.insert(0, root)
-    results = [check(root) for check in (check_rope, check_moe_permute, check_adamw_v2)]
+    results = [check(root) for check in (check_rope, check_moe_permute, check_adamw_v2, check_atb_rms_norm,
+                                                check_atb_swiglu, check_atb_groupmatmul_add, check_lcal_coc)]
     sys.exit(0 if all(results) else 1)
 
 

@@ -105,6 +105,15 @@ def test_acl_launch_callback_runs_in_stream_order(ext):
     assert ext.callback_after_sleep(40) == 1
 
 
+def test_secondary_stream_guard_joins_the_side_stream_into_the_original(ext):
+    # the fill on the side stream waits 50 ms there; the read on the original stream must wait for it.
+    # Twice: a kernel's first launch runs on the caller (after its stream drains), the second is queued.
+    for _ in range(2):
+        y, restored = ext.secondary_stream_join(torch.zeros(1000).npu())
+        assert restored
+        assert torch.equal(y.cpu(), torch.full((1000,), 8.0))
+
+
 def test_external_acl_streams(ext):
     assert ext.external_stream_roundtrip()
 

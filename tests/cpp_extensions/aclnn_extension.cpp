@@ -17,9 +17,6 @@
 #include <torch/extension.h>
 
 #include "aclnnop/aclnn_add.h"
-#include "atb/infer_op_params.h"
-#include "atb/operation.h"
-#include "atb/utils.h"
 #include "aclnnop/aclnn_matmul.h"
 #include "torch_npu/csrc/core/npu/NPUStream.h"
 #include "torch_npu/csrc/framework/OpCommand.h"
@@ -213,68 +210,6 @@ at::Tensor add_repeated(const at::Tensor& acc, const at::Tensor& step, int64_t t
   return acc;
 }
 
-// NNAL's ATB, the way MindSpeed's ATB adapter drives it: a Linear operation
-// (out = op(x) @ op(w) [+ bias] [+ accum]) set up on the caller and executed
-// in an OpCommand custom handler, or executed directly from the host thread.
-atb::Tensor atb_tensor(const at::Tensor& t) {
-  atb::Tensor tensor;
-  tensor.desc.dtype = acl_dtype(t.scalar_type());
-  tensor.desc.format = ACL_FORMAT_ND;
-  tensor.desc.shape.dimNum = t.dim();
-  for (int64_t i = 0; i < t.dim(); ++i) tensor.desc.shape.dims[i] = t.size(i);
-  tensor.deviceData = t.data_ptr();
-  tensor.dataSize = atb::Utils::GetTensorSize(tensor);
-  return tensor;
-}
-
-at::Tensor atb_linear(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias_opt,
-                      const std::optional<at::Tensor>& accum_opt, bool transpose_a, bool transpose_b,
-                      bool in_handler) {
-  const at::Tensor bias = bias_opt.value_or(at::Tensor()), accum = accum_opt.value_or(at::Tensor());
-  atb::infer::LinearParam param;
-  param.transposeA = transpose_a;
-  param.transposeB = transpose_b;
-  param.hasBias = bias.defined();
-  param.enAccum = accum.defined();
-  atb::VariantPack pack;
-  pack.inTensors.push_back(atb_tensor(x));
-  pack.inTensors.push_back(atb_tensor(w));
-  if (bias.defined()) pack.inTensors.push_back(atb_tensor(bias));
-  const int64_t m = transpose_a ? x.size(1) : x.size(0), n = transpose_b ? w.size(0) : w.size(1);
-  at::Tensor out = accum.defined() ? accum : at::empty({m, n}, x.options());
-  if (accum.defined()) pack.inTensors.push_back(atb_tensor(accum));
-  pack.outTensors.push_back(atb_tensor(out));
-  atb::Operation* op = nullptr;
-  TORCH_CHECK(atb::CreateOperation(param, &op) == atb::NO_ERROR && op != nullptr, "CreateOperation failed");
-  atb::Context* context = nullptr;
-  TORCH_CHECK(atb::CreateContext(&context) == atb::NO_ERROR, "CreateContext failed");
-  context->SetExecuteStream(c10_npu::getCurrentNPUStream().stream(false));
-  uint64_t workspace = 0;
-  const atb::Status setup = op->Setup(pack, workspace, context);
-  if (setup != atb::NO_ERROR) {
-    atb::DestroyOperation(op);
-    atb::DestroyContext(context);
-    TORCH_CHECK(false, "LinearOperation Setup returned ", setup);
-  }
-  if (in_handler) {
-    at_npu::native::OpCommand cmd;
-    cmd.Name("LinearOperation");
-    cmd.SetCustomHandler([op, pack, context]() -> int {
-      const atb::Status status = op->Execute(pack, nullptr, 0, context);
-      atb::DestroyOperation(op);
-      atb::DestroyContext(context);
-      return status;
-    });
-    cmd.Run();
-  } else {
-    const atb::Status status = op->Execute(pack, nullptr, 0, context);
-    atb::DestroyOperation(op);
-    atb::DestroyContext(context);
-    TORCH_CHECK(status == atb::NO_ERROR, "LinearOperation Execute returned ", status);
-  }
-  return out;
-}
-
 }  // namespace
 
 aclTensorList* describe_list(const std::vector<at::Tensor>& tensors) {
@@ -332,7 +267,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         pybind11::arg("probs") = at::Tensor());
   m.def("unpermute_grad_by_name", &unpermute_grad_by_name);
   m.def("adamw_by_name", &adamw_by_name);
-  m.def("atb_linear", &atb_linear);
   m.def("matmul_linked", &matmul_linked);
   m.def("add_status", &add_status);
   m.def("add_repeated", &add_repeated);

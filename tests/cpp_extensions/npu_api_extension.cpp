@@ -19,6 +19,7 @@
 #include "torch_npu/csrc/core/npu/NPUGraph.h"
 #include "torch_npu/csrc/core/npu/NPUGuard.h"
 #include "torch_npu/csrc/core/npu/NPUStream.h"
+#include "torch_npu/csrc/core/npu/SecondaryStreamGuard.h"
 #include "torch_npu/csrc/framework/OpCommand.h"
 #include "torch_npu/csrc/framework/OpHook.h"
 #include "torch_npu/csrc/inductor/aoti_torch/generated/c_shim_npu.h"
@@ -162,6 +163,20 @@ double event_elapsed_ms() {
   return start.elapsed_time(end);
 }
 
+// Fills x on a side stream under SecondaryStreamGuard (after a sleep there),
+// then reads it on the original stream: the guard's exit must order the read
+// after the fill. Returns x + 1 and whether the original stream is current
+// again.
+std::tuple<at::Tensor, bool> secondary_stream_join(at::Tensor x) {
+  const c10_npu::NPUStream main = c10_npu::getCurrentNPUStream();
+  {
+    c10_npu::SecondaryStreamGuard guard(c10_npu::getNPUStreamFromPool());
+    sleep_on_stream(50);
+    x.fill_(7);
+  }
+  return {x + 1, c10_npu::getCurrentNPUStream() == main};
+}
+
 // Captures x * 2 into an NPUGraph and replays it after x changed.
 at::Tensor graph_double(at::Tensor x) {
   auto side = c10_npu::getNPUStreamFromPool();
@@ -258,6 +273,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("device_stats_allocated", &device_stats_allocated);
   m.def("event_elapsed_ms", &event_elapsed_ms);
   m.def("graph_double", &graph_double);
+  m.def("secondary_stream_join", &secondary_stream_join);
   m.def("register_op_hooks", &register_op_hooks);
   m.def("hook_calls", [] { return g_hook_calls; });
   m.def("reset_hook_calls", [] {

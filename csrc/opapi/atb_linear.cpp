@@ -1,0 +1,236 @@
+// ATB's matmul operations on the virtual NPU (infer_op_params.h):
+// LinearParam, GroupedMatmulInplaceAddParam (MindSpeed's gradient-
+// accumulation fusions) and LinearParallelParam (LCAL's matmul fused with a
+// collective, without the collective when it spans one rank). Math by
+// ATen's CPU kernels in float32 on views of the device memory.
+#include <string>
+
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/matmul.h>
+#include <c10/util/Exception.h>
+
+#include "atb/infer_op_params.h"
+#include "csrc/opapi/atb_operation.h"
+
+namespace atb {
+namespace vnpu {
+namespace {
+
+// out = op(x) @ op(weight) [+ bias] [+ accum].
+class LinearOperation : public EmulatedOperation {
+ public:
+  explicit LinearOperation(const infer::LinearParam& param) : EmulatedOperation("LinearOperation"), param_(param) {}
+
+  uint32_t GetInputNum() const override { return 2 + (param_.hasBias ? 1 : 0) + (param_.enAccum ? 1 : 0); }
+  uint32_t GetOutputNum() const override { return 1; }
+
+  Status InferShape(const SVector<TensorDesc>& in, SVector<TensorDesc>& out) const override {
+    if (in.size() != GetInputNum()) return ERROR_INVALID_TENSOR_NUM;
+    const Dims& a = in[0].shape;
+    const Dims& b = in[1].shape;
+    if (a.dimNum != 2 || b.dimNum != 2) return ERROR_INVALID_TENSOR_DIM;
+    TensorDesc result = param_.enAccum ? in[GetInputNum() - 1] : in[0];
+    result.shape.dimNum = 2;
+    result.shape.dims[0] = param_.transposeA ? a.dims[1] : a.dims[0];
+    result.shape.dims[1] = param_.transposeB ? b.dims[0] : b.dims[1];
+    if (param_.outDataType != ACL_DT_UNDEFINED) result.dtype = param_.outDataType;
+    out.clear();
+    out.push_back(result);
+    return NO_ERROR;
+  }
+
+ protected:
+  std::function<void()> prepare(const VariantPack& pack) const override {
+    check_counts(pack, param_.hasBias ? (param_.enAccum ? "x, weight, bias, accum" : "x, weight, bias")
+                                      : (param_.enAccum ? "x, weight, accum" : "x, weight"));
+    at::Tensor x = host_view("x", pack.inTensors[0]), w = host_view("weight", pack.inTensors[1]);
+    TORCH_CHECK(x.dim() == 2 && w.dim() == 2, "x and weight must be 2-d, got ", x.dim(), " and ", w.dim(), " dims.");
+    at::Tensor a = param_.transposeA ? x.t() : x, b = param_.transposeB ? w.t() : w;
+    TORCH_CHECK(a.size(1) == b.size(0), "op(x) ", a.sizes(), " and op(weight) ", b.sizes(), " do not multiply.");
+    at::Tensor bias = param_.hasBias ? host_view("bias", pack.inTensors[2]) : at::Tensor();
+    at::Tensor accum = param_.enAccum ? host_view("accum", pack.inTensors[GetInputNum() - 1]) : at::Tensor();
+    at::Tensor out = host_view("out", pack.outTensors[0]);
+    TORCH_CHECK(out.dim() == 2 && out.size(0) == a.size(0) && out.size(1) == b.size(1), "out must be [", a.size(0),
+                ", ", b.size(1), "], got ", out.sizes(), ".");
+    TORCH_CHECK(!accum.defined() || accum.sizes() == out.sizes(), "accum must have out's shape ", out.sizes(), ".");
+    return [a, b, bias, accum, out]() mutable {
+      at::Tensor result = at::matmul(a.to(at::kFloat), b.to(at::kFloat));
+      if (bias.defined()) result = result + bias.to(at::kFloat);
+      if (accum.defined()) result = result + accum.to(at::kFloat);
+      out.copy_(result);
+    };
+  }
+
+ private:
+  infer::LinearParam param_;
+};
+
+// grad[e] += op(x[rows of e]) @ op(weight[rows of e]) for the groups of rows
+// the cumulative ends in groupList give.
+class GroupedMatmulInplaceAddOperation : public EmulatedOperation {
+ public:
+  explicit GroupedMatmulInplaceAddOperation(const infer::GroupedMatmulInplaceAddParam& param)
+      : EmulatedOperation("GroupedMatmulInplaceAddOperation"), param_(param) {}
+
+  uint32_t GetInputNum() const override { return 4; }
+  uint32_t GetOutputNum() const override { return 1; }
+
+  Status InferShape(const SVector<TensorDesc>& in, SVector<TensorDesc>& out) const override {
+    if (in.size() != GetInputNum()) return ERROR_INVALID_TENSOR_NUM;
+    out.clear();
+    out.push_back(in[3]);
+    return NO_ERROR;
+  }
+
+ protected:
+  std::function<void()> prepare(const VariantPack& pack) const override {
+    check_counts(pack, "x, weight, groupList, grad");
+    at::Tensor x = host_view("x", pack.inTensors[0]), w = host_view("weight", pack.inTensors[1]);
+    at::Tensor group_list = host_view("groupList", pack.inTensors[2]);
+    at::Tensor grad = host_view("grad", pack.inTensors[3]), out = host_view("out", pack.outTensors[0]);
+    TORCH_CHECK(x.dim() == 2 && w.dim() == 2, "x and weight must be 2-d, got ", x.dim(), " and ", w.dim(), " dims.");
+    TORCH_CHECK(x.size(0) == w.size(0), "x ", x.sizes(), " and weight ", w.sizes(),
+                " must have the same rows (the grouped dimension).");
+    TORCH_CHECK(group_list.dim() == 1 && group_list.scalar_type() == at::kLong,
+                "groupList must be a 1-d int64 tensor of cumulative group ends, got ", group_list.scalar_type(), " ",
+                group_list.sizes(), ".");
+    TORCH_CHECK(grad.scalar_type() == at::kFloat, "grad must be float32, got ", grad.scalar_type(), ".");
+    TORCH_CHECK(out.data_ptr() == grad.data_ptr() && out.sizes() == grad.sizes(),
+                "the output must be grad itself (the operation accumulates in place).");
+    const int64_t groups = group_list.size(0);
+    // op(x[r]) is (k, |r|) with transposeA, op(weight[r]) (|r|, n) without transposeB.
+    const int64_t k = param_.transposeA ? x.size(1) : x.size(0);
+    const int64_t n = param_.transposeB ? w.size(0) : w.size(1);
+    TORCH_CHECK(param_.transposeA && !param_.transposeB,
+                "vNPU's GroupedMatmulInplaceAdd groups the rows of x and weight: transposeA must be true and "
+                "transposeB false (as MindSpeed sets them), got transposeA=", param_.transposeA,
+                " transposeB=", param_.transposeB, ".");
+    TORCH_CHECK(grad.numel() == groups * k * n, "grad must hold ", groups, " groups of [", k, ", ", n,
+                "] (", groups * k * n, " elements), got ", grad.sizes(), ".");
+    const int64_t rows = x.size(0);
+    return [x, w, group_list, grad, groups, k, n, rows]() mutable {
+      at::Tensor per_group = grad.view({groups, k, n});
+      const int64_t* ends = group_list.data_ptr<int64_t>();
+      int64_t begin = 0;
+      for (int64_t e = 0; e < groups; ++e) {
+        const int64_t end = ends[e];
+        TORCH_CHECK(end >= begin && end <= rows, "groupList must be non-decreasing cumulative ends within the ", rows,
+                    " rows, got ", end, " after ", begin, " at group ", e, ".");
+        if (end > begin) {
+          per_group[e].add_(at::matmul(x.narrow(0, begin, end - begin).t().to(at::kFloat),
+                                       w.narrow(0, begin, end - begin).to(at::kFloat)));
+        }
+        begin = end;
+      }
+    };
+  }
+
+ private:
+  infer::GroupedMatmulInplaceAddParam param_;
+};
+
+const char* parallel_type_name(infer::LinearParallelParam::ParallelType type) {
+  using P = infer::LinearParallelParam;
+  switch (type) {
+    case P::LINEAR_ALL_REDUCE: return "LINEAR_ALL_REDUCE";
+    case P::LINEAR_REDUCE_SCATTER: return "LINEAR_REDUCE_SCATTER";
+    case P::ALL_GATHER_LINEAR: return "ALL_GATHER_LINEAR";
+    case P::PURE_LINEAR: return "PURE_LINEAR";
+    case P::ALL_GATHER_LINEAR_REDUCE_SCATTER: return "ALL_GATHER_LINEAR_REDUCE_SCATTER";
+    default: return "an unknown type";
+  }
+}
+
+// out = x @ op(weight) [+ residual], with the collective of `type` around
+// it. Over one rank every collective is the identity, so all types run;
+// over several only PURE_LINEAR does (the class comment in
+// infer_op_params.h says why and what to use instead).
+class LinearParallelOperation : public EmulatedOperation {
+ public:
+  explicit LinearParallelOperation(const infer::LinearParallelParam& param)
+      : EmulatedOperation("LinearParallelOperation"), param_(param) {}
+
+  uint32_t GetInputNum() const override { return 2 + (param_.hasResidual ? 1 : 0); }
+  uint32_t GetOutputNum() const override { return keeps_gathered_input() ? 2 : 1; }
+
+  Status InferShape(const SVector<TensorDesc>& in, SVector<TensorDesc>& out) const override {
+    if (in.size() != GetInputNum()) return ERROR_INVALID_TENSOR_NUM;
+    if (in[0].shape.dimNum != 2 || in[1].shape.dimNum != 2) return ERROR_INVALID_TENSOR_DIM;
+    TensorDesc result = in[0];
+    result.shape.dims[1] = param_.transWeight ? in[1].shape.dims[0] : in[1].shape.dims[1];
+    if (param_.outDataType != ACL_DT_UNDEFINED) result.dtype = param_.outDataType;
+    out.clear();
+    out.push_back(result);
+    if (keeps_gathered_input()) out.push_back(in[0]);
+    return NO_ERROR;
+  }
+
+ protected:
+  std::function<void()> prepare(const VariantPack& pack) const override {
+    using P = infer::LinearParallelParam;
+    TORCH_CHECK(param_.type >= P::LINEAR_ALL_REDUCE && param_.type < P::MAX, "type ", static_cast<int>(param_.type),
+                " is not a LinearParallelParam::ParallelType.");
+    TORCH_CHECK(param_.rankSize >= 1 && param_.rank >= 0 && param_.rank < param_.rankSize, "rank ", param_.rank,
+                " must be in [0, rankSize ", param_.rankSize, ").");
+    TORCH_CHECK(param_.type == P::PURE_LINEAR || param_.rankSize == 1, parallel_type_name(param_.type),
+                " over ", param_.rankSize, " ranks (backend \"", param_.backend, "\", commDomain \"",
+                param_.commDomain, "\") is not supported on vNPU: LCAL's communication between the devices of a "
+                "host has no emulation. Use torch_npu's mc2 operators over an hccl process group instead "
+                "(npu_mm_all_reduce_base, npu_all_gather_base_mm, npu_mm_reduce_scatter_base), or run without "
+                "MindSpeed's --use-ascend-coc.");
+    TORCH_CHECK(param_.quantType == infer::QUANT_UNDEFINED,
+                "quantType ", static_cast<int>(param_.quantType), " is not supported on vNPU (QUANT_UNDEFINED only).");
+    check_counts(pack, param_.hasResidual ? "x, weight, residual" : "x, weight");
+    at::Tensor x = host_view("x", pack.inTensors[0]), w = host_view("weight", pack.inTensors[1]);
+    TORCH_CHECK(x.dim() == 2 && w.dim() == 2, "x and weight must be 2-d, got ", x.dim(), " and ", w.dim(), " dims.");
+    at::Tensor b = param_.transWeight ? w.t() : w;
+    TORCH_CHECK(x.size(1) == b.size(0), "x ", x.sizes(), " and op(weight) ", b.sizes(), " do not multiply.");
+    at::Tensor residual = param_.hasResidual ? host_view("residual", pack.inTensors[2]) : at::Tensor();
+    at::Tensor out = host_view("out", pack.outTensors[0]);
+    TORCH_CHECK(out.dim() == 2 && out.size(0) == x.size(0) && out.size(1) == b.size(1), "out must be [", x.size(0),
+                ", ", b.size(1), "], got ", out.sizes(), ".");
+    TORCH_CHECK(!residual.defined() || residual.numel() == b.size(1) || residual.sizes() == out.sizes(),
+                "residual must have out's shape ", out.sizes(), " or its ", b.size(1), " columns, got ",
+                residual.sizes(), ".");
+    at::Tensor gathered = keeps_gathered_input() ? host_view("the gathered input", pack.outTensors[1]) : at::Tensor();
+    TORCH_CHECK(!gathered.defined() || gathered.sizes() == x.sizes(), "the gathered input must have x's shape ",
+                x.sizes(), " over one rank, got ", gathered.sizes(), ".");
+    return [x, b, residual, out, gathered]() mutable {
+      at::Tensor result = at::matmul(x.to(at::kFloat), b.to(at::kFloat));
+      if (residual.defined()) result = result + residual.to(at::kFloat).reshape({-1, result.size(1)});
+      out.copy_(result);
+      if (gathered.defined()) gathered.copy_(x);
+    };
+  }
+
+ private:
+  bool keeps_gathered_input() const {
+    return param_.keepIntermediate && param_.type == infer::LinearParallelParam::ALL_GATHER_LINEAR;
+  }
+
+  infer::LinearParallelParam param_;
+};
+
+}  // namespace
+}  // namespace vnpu
+
+// Explicit specializations do not take the primary template's visibility.
+template <>
+__attribute__((visibility("default"))) Status CreateOperation(const infer::LinearParam& opParam,
+                                                               Operation** operation) {
+  return vnpu::create<vnpu::LinearOperation>(opParam, operation);
+}
+
+template <>
+__attribute__((visibility("default"))) Status CreateOperation(const infer::GroupedMatmulInplaceAddParam& opParam,
+                                                               Operation** operation) {
+  return vnpu::create<vnpu::GroupedMatmulInplaceAddOperation>(opParam, operation);
+}
+
+template <>
+__attribute__((visibility("default"))) Status CreateOperation(const infer::LinearParallelParam& opParam,
+                                                               Operation** operation) {
+  return vnpu::create<vnpu::LinearParallelOperation>(opParam, operation);
+}
+
+}  // namespace atb
