@@ -141,6 +141,40 @@ def test_apply_adam_w_v2_equals_torch_adamw(ext, amsgrad, maximize):
     torch.testing.assert_close(m.cpu(), optimizer.state[reference]["exp_avg"])
 
 
+@pytest.mark.parametrize("mode", [1, 0])
+def test_apply_fused_ema_adam_equals_torch_adam_and_an_ema_of_the_parameter(ext, mode):
+    # MindSpeed's FusedEmaAdamW: mode 1 is AdamW, mode 0 Adam with L2 weight decay; step is t itself
+    param = torch.randn(30)
+    reference = torch.nn.Parameter(param.clone())
+    kind = torch.optim.AdamW if mode == 1 else torch.optim.Adam
+    optimizer = kind([reference], lr=0.01, betas=(0.8, 0.95), weight_decay=0.05, eps=1e-6)
+    ema_ref = param.clone()
+    p, m, v, ema = param.npu(), torch.zeros(30).npu(), torch.zeros(30).npu(), param.npu()
+    for step in range(1, 5):
+        grad = torch.randn(30)
+        reference.grad = grad
+        optimizer.step()
+        ema_ref = 0.9 * ema_ref + 0.1 * reference.detach()
+        ext.ema_adam_by_name(grad.npu(), p, m, v, ema, torch.tensor([step]).npu(), 0.01, 0.9, 0.8, 0.95, 1e-6, mode,
+                             True, 0.05)
+    torch.testing.assert_close(p.cpu(), reference.detach())
+    torch.testing.assert_close(m.cpu(), optimizer.state[reference]["exp_avg"])
+    torch.testing.assert_close(v.cpu(), optimizer.state[reference]["exp_avg_sq"])
+    torch.testing.assert_close(ema.cpu(), ema_ref)
+
+
+def test_apply_fused_ema_adam_refuses_a_bad_mode_and_shape(ext):
+    # the custom handler runs on the stream: its failure surfaces at the next sync
+    t = torch.zeros(4).npu()
+    ext.ema_adam_by_name(t, t, t, t, t, torch.tensor([1]).npu(), 0.01, 0.9, 0.9, 0.99, 1e-8, 2, True, 0.0)
+    with pytest.raises(RuntimeError, match="mode must be 0 .* or 1"):
+        torch.npu.synchronize()
+    ext.ema_adam_by_name(torch.zeros(5).npu(), t, t, t, t, torch.tensor([1]).npu(), 0.01, 0.9, 0.9, 0.99, 1e-8,
+                         1, True, 0.0)
+    with pytest.raises(RuntimeError, match="must have varRef's shape"):
+        torch.npu.synchronize()
+
+
 @pytest.mark.parametrize("v2", [False, True])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_grouped_matmul_equals_per_expert_matmuls_as_mindspeed_calls_it(ext, v2, dtype):

@@ -1,7 +1,10 @@
-// aclnnApplyAdamWV2: one AdamW step in place, as torch.optim.AdamW computes
-// it (op-plugin's _fused_adamw_ and MindSpeed's fused AdamW call it with
-// step = t - 1; the operator steps at t = step + 1). Computed in float32,
-// written back in each tensor's dtype.
+// The fused optimizer steps of the aclnn API, computed in float32 and
+// written back in each tensor's dtype:
+// - aclnnApplyAdamWV2: one AdamW step in place, as torch.optim.AdamW
+//   computes it (op-plugin's _fused_adamw_ and MindSpeed's fused AdamW call
+//   it with step = t - 1; the operator steps at t = step + 1).
+// - aclnnApplyFusedEmaAdam: one Adam(W) step at t = step, then the EMA of
+//   the parameter (MindSpeed's FusedEmaAdamW).
 #include <cmath>
 
 #include <ATen/TensorOperators.h>
@@ -9,6 +12,7 @@
 #include <c10/util/Exception.h>
 
 #include "aclnnop/aclnn_apply_adam_w_v2.h"
+#include "aclnnop/aclnn_apply_fused_ema_adam.h"
 #include "csrc/opapi/acl_meta.h"
 #include "csrc/opapi/aclnn_executor.h"
 
@@ -62,6 +66,45 @@ aclnnStatus aclnnApplyAdamWV2GetWorkspaceSize(aclTensor* varRef, aclTensor* mRef
 
 aclnnStatus aclnnApplyAdamWV2(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor, aclrtStream stream) {
   return launch("aclnnApplyAdamWV2", executor, stream);
+}
+
+aclnnStatus aclnnApplyFusedEmaAdamGetWorkspaceSize(const aclTensor* grad, aclTensor* varRef, aclTensor* mRef,
+                                                   aclTensor* vRef, aclTensor* sRef, const aclTensor* step,
+                                                   double lr, double emaDecay, double beta1, double beta2, double eps,
+                                                   int64_t mode, bool biasCorrection, double weightDecay,
+                                                   uint64_t* workspaceSize, aclOpExecutor** executor) {
+  return prepare("aclnnApplyFusedEmaAdam", workspaceSize, executor, [&]() -> std::function<void()> {
+    at::Tensor var = host_view("varRef", varRef), m = host_view("mRef", mRef), v = host_view("vRef", vRef),
+               ema = host_view("sRef", sRef), g = host_view("grad", grad), s = host_view("step", step);
+    for (const at::Tensor* t : {&m, &v, &ema, &g}) {
+      TORCH_CHECK(t->sizes() == var.sizes(), "grad, mRef, vRef and sRef must have varRef's shape ", var.sizes(),
+                  ", got ", t->sizes(), ".");
+    }
+    TORCH_CHECK(s.numel() == 1 && s.scalar_type() == at::kLong, "step must be a 1-element int64 tensor, got ",
+                s.scalar_type(), " ", s.sizes(), ".");
+    TORCH_CHECK(mode == 0 || mode == 1, "mode must be 0 (Adam, L2 weight decay) or 1 (AdamW), got ", mode, ".");
+    return [=]() mutable {
+      const double t = static_cast<double>(s.item<int64_t>());
+      const double bias1 = biasCorrection ? 1 - std::pow(beta1, t) : 1.0;
+      const double bias2 = biasCorrection ? 1 - std::pow(beta2, t) : 1.0;
+      at::Tensor p = var.to(at::kFloat), mf = m.to(at::kFloat), vf = v.to(at::kFloat);
+      at::Tensor gf = mode == 0 ? g.to(at::kFloat) + p * weightDecay : g.to(at::kFloat);
+      mf.mul_(beta1).add_(gf, 1 - beta1);
+      vf.mul_(beta2).addcmul_(gf, gf, 1 - beta2);
+      at::Tensor update = (mf / bias1) / ((vf / bias2).sqrt_() + eps);
+      if (mode == 1) update.add_(p, weightDecay);
+      p.sub_(update, lr);
+      var.copy_(p);
+      m.copy_(mf);
+      v.copy_(vf);
+      ema.copy_(ema.to(at::kFloat).mul_(emaDecay).add_(p, 1 - emaDecay));
+    };
+  });
+}
+
+aclnnStatus aclnnApplyFusedEmaAdam(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
+                                   aclrtStream stream) {
+  return launch("aclnnApplyFusedEmaAdam", executor, stream);
 }
 
 }  // extern "C"

@@ -143,6 +143,13 @@ void adamw_by_name(const at::Tensor& param, const at::Tensor& m, const at::Tenso
               static_cast<float>(weight_decay), static_cast<float>(eps), amsgrad, maximize);
 }
 
+void ema_adam_by_name(const at::Tensor& grad, const at::Tensor& param, const at::Tensor& m, const at::Tensor& v,
+                      const at::Tensor& ema, const at::Tensor& step, double lr, double ema_decay, double beta1,
+                      double beta2, double eps, int64_t mode, bool bias_correction, double weight_decay) {
+  run_by_name("aclnnApplyFusedEmaAdam", describe(grad), describe(param), describe(m), describe(v), describe(ema),
+              describe(step), lr, ema_decay, beta1, beta2, eps, mode, bias_correction, weight_decay);
+}
+
 // An operator vNPU does not have: the lookup names it.
 void missing_by_name() { run_by_name("aclnnVnpuDoesNotHaveThis", describe(at::Tensor())); }
 
@@ -267,6 +274,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         pybind11::arg("probs") = at::Tensor());
   m.def("unpermute_grad_by_name", &unpermute_grad_by_name);
   m.def("adamw_by_name", &adamw_by_name);
+  m.def("ema_adam_by_name", &ema_adam_by_name);
   m.def("matmul_linked", &matmul_linked);
   m.def("add_status", &add_status);
   m.def("add_repeated", &add_repeated);
