@@ -141,6 +141,32 @@ def check_ema_adamw(root):
     return diff < 1e-6
 
 
+def check_quant_gmm(root):
+    start = time.time()
+    quant = load_builder(root, "quant_gmm_builder", "QuantGMMOpBuilder")().load(verbose=False)
+    weight_quant = load_builder(root, "weight_quant_gmm_builder", "WeightQuantGMMOpBuilder")().load(verbose=False)
+    x8 = torch.randint(-128, 128, (10, 16), dtype=torch.int8)
+    w8 = torch.randint(-128, 128, (2, 16, 8), dtype=torch.int8)
+    scale, tokens, ends = torch.rand(2, 8) / 100, torch.rand(10) + 0.5, torch.tensor([6, 10])
+    y = quant.npu_quant_gmm([x8.npu()], [w8.npu()], [scale.npu()], [], [tokens.npu()], [], ends.npu(), 0, 1, 0)[0]
+    x = torch.randn(10, 16, dtype=torch.bfloat16)
+    a_scale, a_offset = torch.rand(2, 8, dtype=torch.bfloat16) / 50, torch.randn(2, 8, dtype=torch.bfloat16)
+    yw = weight_quant.npu_weight_quant_gmm([x.npu()], [w8.npu()], [a_scale.npu()], [a_offset.npu()], [], ends.npu(),
+                                           0, 0)[0]
+    torch.npu.synchronize()
+    elapsed = time.time() - start
+    spans = ((0, 6), (6, 10))
+    expected = torch.cat([(x8[b:e].long() @ w8[i].long()).float() * scale[i] * tokens[b:e, None]
+                          for i, (b, e) in enumerate(spans)]).to(torch.bfloat16)
+    expected_w = torch.cat([x[b:e].float() @ ((w8[i].float() + a_offset[i].float()) * a_scale[i].float())
+                            .to(torch.bfloat16).float() for i, (b, e) in enumerate(spans)]).to(torch.bfloat16)
+    diff = max((y.cpu().float() - expected.float()).abs().max().item(),
+               (yw.cpu().float() - expected_w.float()).abs().max().item())
+    print(f"npu_quant_gmm / npu_weight_quant_gmm: build + first calls {elapsed:.1f} s; vs the dequantised formulas "
+          f"(bfloat16) max |diff| {diff:g}")
+    return diff == 0
+
+
 def check_atb_rms_norm(root):
     start = time.time()
     ops = load_builder(root, "rms_norm_builder", "RmsNormOpBuilder")().load(verbose=False)
@@ -225,7 +251,7 @@ def main():
     parser.add_argument("--mindspeed", required=True, help="a checkout of Ascend/MindSpeed")
     root = os.path.abspath(parser.parse_args().mindspeed)
     sys.path.insert(0, root)
-    results = [check(root) for check in (check_rope, check_moe_permute, check_adamw_v2, check_ema_adamw, check_atb_rms_norm,
+    results = [check(root) for check in (check_rope, check_moe_permute, check_adamw_v2, check_ema_adamw, check_quant_gmm, check_atb_rms_norm,
                                                 check_atb_swiglu, check_atb_groupmatmul_add, check_lcal_coc)]
     sys.exit(0 if all(results) else 1)
 

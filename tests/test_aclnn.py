@@ -219,6 +219,60 @@ def test_grouped_matmul_bad_arguments_fail_naming_them(ext):
     torch.testing.assert_close(y.cpu(), torch.cat([x.cpu()[:2] @ w.cpu()[0], x.cpu()[2:] @ w.cpu()[1]]))
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_a8w8_grouped_matmul_equals_the_dequantised_formula_and_npu_grouped_matmul(ext, dtype):
+    # MindSpeed's npu_quant_gmm: (x @ w[e] + bias[e]) * scale[e] * per_token_scale[rows], int8 inputs
+    x = torch.randint(-128, 128, (10, 16), dtype=torch.int8)
+    w = torch.randint(-128, 128, (3, 16, 5), dtype=torch.int8)
+    bias = torch.randint(-1000, 1000, (3, 5), dtype=torch.int32)
+    scale, tokens = torch.rand(3, 5) / 100, torch.rand(10) + 0.5
+    ends = torch.tensor([4, 4, 10])
+    y = ext.quant_gmm_by_name(x.npu(), w.npu(), [bias.npu()], [scale.npu()], [tokens.npu()], [], [], ends.npu(),
+                              dtype)
+    expected = []
+    for e, (b, end) in enumerate([(0, 4), (4, 4), (4, 10)]):
+        acc = (x[b:end].long() @ w[e].long() + bias[e]).float()  # exact integer accumulation
+        expected.append(acc * scale[e] * tokens[b:end, None])
+    torch.testing.assert_close(y.cpu(), torch.cat(expected).to(dtype))
+    plugin = torch_npu.npu_grouped_matmul([x.npu()], [w.npu()], bias=[bias.npu()], scale=[scale.npu()],
+                                          per_token_scale=[tokens.npu()], group_list=ends.npu(), split_item=3,
+                                          group_type=0, group_list_type=0, output_dtype=dtype)[0]
+    torch.testing.assert_close(y.cpu(), plugin.cpu())
+
+
+def test_weight_quant_grouped_matmul_dequantises_the_weight_first(ext):
+    # MindSpeed's npu_weight_quant_gmm: w[e] = (w8[e] + offset[e]) * scale[e], rounded to x's dtype
+    x = torch.randn(7, 8, dtype=torch.bfloat16)
+    w = torch.randint(-128, 128, (2, 8, 6), dtype=torch.int8)
+    scale, offset = torch.rand(2, 6, dtype=torch.bfloat16) / 50, torch.randn(2, 6, dtype=torch.bfloat16)
+    ends = torch.tensor([3, 7])
+    y = ext.quant_gmm_by_name(x.npu(), w.npu(), [], [], [], [scale.npu()], [offset.npu()], ends.npu(),
+                              torch.bfloat16)
+    expected = []
+    for e, (b, end) in enumerate([(0, 3), (3, 7)]):
+        we = ((w[e].float() + offset[e].float()) * scale[e].float()).to(torch.bfloat16)
+        expected.append(x[b:end].float() @ we.float())
+    torch.testing.assert_close(y.cpu(), torch.cat(expected).to(torch.bfloat16))
+
+
+def test_quantised_grouped_matmul_refuses_what_vnpu_does_not_compute(ext):
+    x8, w8 = torch.randint(-5, 5, (4, 8), dtype=torch.int8).npu(), torch.randint(-5, 5, (2, 8, 3), dtype=torch.int8)
+    ends = torch.tensor([2, 4]).npu()
+    cases = [
+        # an int8 output (requantisation)
+        ((x8, w8.npu(), [], [torch.rand(2, 3).npu()], [], [], [], ends, torch.int8), "an int8 output"),
+        # float x with A8W8 scales
+        ((x8.float(), w8.npu(), [], [torch.rand(2, 3).npu()], [], [], [], ends, torch.float16), "int8 x times"),
+        # per-group antiquant scales
+        ((torch.randn(4, 8, dtype=torch.float16).npu(), w8.npu(), [], [], [], [torch.rand(2, 4, 3).npu()], [], ends,
+          torch.float16), "per-group scales are not supported"),
+    ]
+    for args, message in cases:
+        ext.quant_gmm_by_name(*args)
+        with pytest.raises(RuntimeError, match=message):
+            torch.npu.synchronize()
+
+
 @pytest.mark.parametrize("layout", ["SBH", "TND"])
 def test_ring_attention_update_equals_npu_ring_attention_update(ext, layout):
     # MindSpeed's --use-fused-ring-attention-update: the aclnn operator and

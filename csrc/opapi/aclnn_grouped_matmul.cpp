@@ -1,9 +1,16 @@
 // aclnnGroupedMatmulV2 / V4: the grouped matmul of MoE experts, as
 // MindSpeed's npu_gmm (--moe-grouped-gemm) and op-plugin's
-// npu_grouped_matmul call it, for float inputs. Each group is one ATen
-// matmul in float32, written in the output's dtype; the quantised variants
-// (scale, offset, antiquant, per-token scale lists) are refused at
-// GetWorkspaceSize, naming the list.
+// npu_grouped_matmul call it. Each group is one ATen matmul in float32,
+// written in the output's dtype, with the math of vNPU's
+// torch_npu.npu_grouped_matmul (torch_npu/op_plugin/moe.py) for V4's
+// quantised forms (MindSpeed's npu_quant_gmm and npu_weight_quant_gmm):
+// - A8W8: int8 x times int8 weight, accumulated exactly, then
+//   (x @ w + bias) * scale (per column) * perTokenScale (per row of x);
+// - weight-only: an int8 weight dequantised per column first,
+//   (w + antiquantOffset) * antiquantScale, rounded to x's dtype.
+// What vNPU does not compute (an int8 output's offset list, per-group
+// antiquant scales, the activation-quantisation lists, quantised weight
+// gradients) is refused at GetWorkspaceSize, naming the argument.
 //
 // groupType -1: x[i] @ weight[i] for every i (no split).
 // groupType  0: x's rows (M) split into groups; group e @ weight[e].
@@ -13,6 +20,8 @@
 // The group list holds cumulative ends (V2, and V4 with groupListType 0)
 // or group sizes (V4, groupListType 1). Rows of a split-M output past the
 // last group are written as zeros.
+#include <functional>
+
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/gelu.h>
@@ -47,8 +56,7 @@ std::vector<at::Tensor> list_views(const char* what, const aclTensorList* list) 
 
 void check_absent(const char* what, const aclTensorList* list) {
   TORCH_CHECK(list == nullptr || list->tensors.empty(), what,
-              " is not supported on vNPU: its grouped matmul computes float inputs only (pass NULL or an empty "
-              "list).");
+              " is not supported on vNPU (pass NULL or an empty list).");
 }
 
 // The weights as one list of 2-D matrices: a single 3-D (E, K, N) weight is
@@ -59,9 +67,11 @@ std::vector<at::Tensor> weight_matrices(const std::vector<at::Tensor>& weight) {
   return weight;
 }
 
-std::vector<at::Tensor> bias_vectors(const std::vector<at::Tensor>& bias) {
-  if (bias.size() == 1 && bias[0].dim() == 2) return bias[0].unbind(0);
-  return bias;
+// A per-expert list given as one tensor with a leading expert dimension
+// (bias (E, N), scale (E, N), ...) as one tensor per expert.
+std::vector<at::Tensor> per_expert(const std::vector<at::Tensor>& list) {
+  if (list.size() == 1 && list[0].dim() == 2) return list[0].unbind(0);
+  return list;
 }
 
 at::Tensor activate(const at::Tensor& y, int64_t act_type) {
@@ -77,7 +87,12 @@ at::Tensor activate(const at::Tensor& y, int64_t act_type) {
 
 struct GroupedMatmul {
   std::vector<at::Tensor> x, weight, bias, out;
+  // V4's quantisation lists (empty: not given); per_token_scale holds one
+  // tensor per x (one (M,) tensor when x's rows are split).
+  std::vector<at::Tensor> scale, per_token_scale, antiquant_scale, antiquant_offset;
   int64_t split_item = 0, group_type = kNoSplit, act_type = GMM_ACT_TYPE_NONE;
+
+  bool a8w8() const { return !scale.empty() || !per_token_scale.empty(); }
 
   // Checks what does not depend on the group list's values.
   void check() const {
@@ -86,8 +101,33 @@ struct GroupedMatmul {
     TORCH_CHECK(group_type == kNoSplit || group_type == kSplitM || group_type == kSplitK,
                 "groupType must be -1, 0 or 2 on vNPU, but got ", group_type, ".");
     for (const at::Tensor& t : x) {
-      TORCH_CHECK(at::isFloatingType(t.scalar_type()) && t.scalar_type() != at::kDouble,
-                  "x must be float16, bfloat16 or float32, but got ", t.scalar_type(), ".");
+      if (a8w8()) {
+        TORCH_CHECK(t.scalar_type() == at::kChar, "scaleOptional / perTokenScaleOptional dequantise int8 x times "
+                    "int8 weight, but x is ", t.scalar_type(), ".");
+      } else {
+        TORCH_CHECK(at::isFloatingType(t.scalar_type()) && t.scalar_type() != at::kDouble,
+                    "x must be float16, bfloat16 or float32, but got ", t.scalar_type(), ".");
+      }
+    }
+    for (const at::Tensor& w : weight) {
+      const bool quantised = a8w8() || !antiquant_scale.empty();
+      TORCH_CHECK(!quantised || w.scalar_type() == at::kChar, "the quantised grouped matmul takes int8 weights, but "
+                  "weight is ", w.scalar_type(), ".");
+      TORCH_CHECK(quantised || w.scalar_type() != at::kChar, "an int8 weight needs scaleOptional (with int8 x) or "
+                  "antiquantScaleOptional.");
+    }
+    TORCH_CHECK(!(a8w8() && !antiquant_scale.empty()), "scaleOptional and antiquantScaleOptional cannot be given "
+                "together.");
+    TORCH_CHECK(antiquant_offset.empty() || !antiquant_scale.empty(), "antiquantOffsetOptional needs "
+                "antiquantScaleOptional.");
+    TORCH_CHECK(group_type != kSplitK || (!a8w8() && antiquant_scale.empty()),
+                "the quantised grouped matmul with groupType 2 is not supported on vNPU.");
+    if (a8w8()) {
+      for (const at::Tensor& y : out) {
+        TORCH_CHECK(y.scalar_type() == at::kHalf || y.scalar_type() == at::kBFloat16 || y.scalar_type() == at::kFloat,
+                    "the A8W8 grouped matmul writes float16, bfloat16 or float32 on vNPU (an int8 output, "
+                    "requantised with offsetOptional, is not supported), but out is ", y.scalar_type(), ".");
+      }
     }
     if (group_type != kNoSplit) {
       TORCH_CHECK(x.size() == 1, "with groupType ", group_type, ", x must be one tensor, but got ", x.size(), ".");
@@ -138,12 +178,43 @@ struct GroupedMatmul {
     }
   }
 
-  at::Tensor product(const at::Tensor& a, const at::Tensor& w, size_t index) const {
+  // Group `index`'s product; its rows start at `row_begin` in the one x
+  // (split M) or in x[index], where its per-token scales start.
+  at::Tensor product(const at::Tensor& a, const at::Tensor& w, size_t index, int64_t row_begin) const {
     TORCH_CHECK(a.size(-1) == w.size(0), "group ", index, ": x's inner size ", a.size(-1), " does not match weight ",
                 w.sizes(), ".");
-    at::Tensor y = at::matmul(a.to(at::kFloat), w.to(at::kFloat));
+    const int64_t n = w.size(1);
+    at::Tensor y;
+    if (a8w8()) {
+      // int8 x int8 sums are exact in float64; the kernel dequantises the int32 accumulator in float32.
+      y = at::matmul(a.to(at::kDouble), w.to(at::kDouble)).to(at::kFloat);
+    } else if (!antiquant_scale.empty()) {
+      at::Tensor wf = w.to(at::kFloat);
+      if (!antiquant_offset.empty()) wf = wf + column_values("antiquantOffsetOptional", antiquant_offset, index, n);
+      wf = (wf * column_values("antiquantScaleOptional", antiquant_scale, index, n)).to(a.scalar_type());
+      y = at::matmul(a.to(at::kFloat), wf.to(at::kFloat));
+    } else {
+      y = at::matmul(a.to(at::kFloat), w.to(at::kFloat));
+    }
     if (index < bias.size() && bias[index].defined()) y = y + bias[index].to(at::kFloat);
+    if (!scale.empty()) y = y * column_values("scaleOptional", scale, index, n);
+    if (!per_token_scale.empty()) {
+      const at::Tensor& tokens = per_token_scale[per_token_scale.size() == 1 ? 0 : index];
+      TORCH_CHECK(tokens.numel() >= row_begin + a.size(0), "perTokenScaleOptional must hold one value per row of x ("
+                  , row_begin + a.size(0), " at least), but has ", tokens.numel(), ".");
+      y = y * tokens.reshape({-1}).narrow(0, row_begin, a.size(0)).to(at::kFloat).unsqueeze(1);
+    }
     return activate(y, act_type);
+  }
+
+  // The (n,) values of a per-column list for group `index`.
+  static at::Tensor column_values(const char* what, const std::vector<at::Tensor>& list, size_t index, int64_t n) {
+    TORCH_CHECK(index < list.size() || list.size() == 1, what, " has ", list.size(), " tensors, none for group ",
+                index, ".");
+    const at::Tensor& t = list[list.size() == 1 ? 0 : index];
+    TORCH_CHECK(t.numel() == n || t.numel() == 1, what, "[", index, "] of shape ", t.sizes(),
+                " must hold one value per output column (", n, ") on vNPU (per-group scales are not supported).");
+    return t.reshape({-1}).to(at::kFloat);
   }
 
   void run(const std::vector<int64_t>& ends) {
@@ -152,7 +223,7 @@ struct GroupedMatmul {
     if (group_type == kNoSplit) {
       TORCH_CHECK(x.size() == w.size(), "x and weight must have as many tensors, but got ", x.size(), " and ",
                   w.size(), ".");
-      for (size_t i = 0; i < x.size(); ++i) results.push_back(product(x[i], w[i], i));
+      for (size_t i = 0; i < x.size(); ++i) results.push_back(product(x[i], w[i], i, 0));
       int64_t rows = 0;
       for (const at::Tensor& r : results) rows += r.size(0);
       write(results, rows, results[0].size(-1));
@@ -164,7 +235,8 @@ struct GroupedMatmul {
       TORCH_CHECK(spans.size() == w.size(), "the group list has ", spans.size(), " groups but weight has ", w.size(),
                   " matrices.");
       for (size_t e = 0; e < spans.size(); ++e) {
-        results.push_back(product(a.narrow(0, spans[e].first, spans[e].second - spans[e].first), w[e], e));
+        results.push_back(
+            product(a.narrow(0, spans[e].first, spans[e].second - spans[e].first), w[e], e, spans[e].first));
       }
       write(results, a.size(0), w[0].size(1));
       return;
@@ -174,24 +246,26 @@ struct GroupedMatmul {
     const auto spans = groups(ends, a.size(1));
     for (size_t e = 0; e < spans.size(); ++e) {
       const int64_t begin = spans[e].first, length = spans[e].second - spans[e].first;
-      results.push_back(product(a.narrow(1, begin, length), w[0].narrow(0, begin, length), e));
+      results.push_back(product(a.narrow(1, begin, length), w[0].narrow(0, begin, length), e, 0));
     }
     write(results, a.size(0), w[0].size(1));
   }
 };
 
 // The operator's float arguments, read and checked (both versions).
+// `quantised` sets the quantisation lists (V4) before the check.
 GroupedMatmul grouped_matmul(const aclTensorList* x, const aclTensorList* weight, const aclTensorList* bias,
                              const char* out_name, const aclTensorList* out, int64_t split_item, int64_t group_type,
-                             int64_t act_type) {
+                             int64_t act_type, const std::function<void(GroupedMatmul&)>& quantised = nullptr) {
   GroupedMatmul op;
   op.x = list_views("x", x);
   op.weight = list_views("weight", weight);
-  op.bias = bias_vectors(list_views("biasOptional", bias));
+  op.bias = per_expert(list_views("biasOptional", bias));
   op.out = list_views(out_name, out);
   op.split_item = split_item;
   op.group_type = group_type;
   op.act_type = act_type;
+  if (quantised) quantised(op);
   op.check();
   return op;
 }
@@ -223,11 +297,13 @@ aclnnStatus aclnnGroupedMatmulV2GetWorkspaceSize(
     uint64_t* workspaceSize, aclOpExecutor** executor) {
   return prepare("aclnnGroupedMatmulV2", workspaceSize, executor, [&]() -> std::function<void()> {
     using namespace torch_npu::aclnn;
-    check_absent("scaleOptional", scaleOptional);
     check_absent("offsetOptional", offsetOptional);
-    check_absent("antiquantScaleOptional", antiquantScaleOptional);
-    check_absent("antiquantOffsetOptional", antiquantOffsetOptional);
-    GroupedMatmul op = grouped_matmul(x, weight, biasOptional, "y", y, splitItem, groupType, GMM_ACT_TYPE_NONE);
+    GroupedMatmul op =
+        grouped_matmul(x, weight, biasOptional, "y", y, splitItem, groupType, GMM_ACT_TYPE_NONE, [&](GroupedMatmul& q) {
+          q.scale = per_expert(list_views("scaleOptional", scaleOptional));
+          q.antiquant_scale = per_expert(list_views("antiquantScaleOptional", antiquantScaleOptional));
+          q.antiquant_offset = per_expert(list_views("antiquantOffsetOptional", antiquantOffsetOptional));
+        });
     std::vector<int64_t> ends = groupListOptional != nullptr ? groupListOptional->values : std::vector<int64_t>{};
     TORCH_CHECK(groupType == kNoSplit || !ends.empty(), "groupListOptional is required with groupType ", groupType,
                 ".");
@@ -251,17 +327,19 @@ aclnnStatus aclnnGroupedMatmulV4GetWorkspaceSize(
     aclTensorList* dynQuantScaleOutOptional, uint64_t* workspaceSize, aclOpExecutor** executor) {
   return prepare("aclnnGroupedMatmulV4", workspaceSize, executor, [&]() -> std::function<void()> {
     using namespace torch_npu::aclnn;
-    check_absent("scaleOptional", scaleOptional);
     check_absent("offsetOptional", offsetOptional);
-    check_absent("antiquantScaleOptional", antiquantScaleOptional);
-    check_absent("antiquantOffsetOptional", antiquantOffsetOptional);
-    check_absent("perTokenScaleOptional", perTokenScaleOptional);
     check_absent("activationInputOptional", activationInputOptional);
     check_absent("activationQuantScaleOptional", activationQuantScaleOptional);
     check_absent("activationQuantOffsetOptional", activationQuantOffsetOptional);
     check_absent("activationFeatureOutOptional", activationFeatureOutOptional);
     check_absent("dynQuantScaleOutOptional", dynQuantScaleOutOptional);
-    GroupedMatmul op = grouped_matmul(x, weight, biasOptional, "out", out, splitItem, groupType, actType);
+    GroupedMatmul op =
+        grouped_matmul(x, weight, biasOptional, "out", out, splitItem, groupType, actType, [&](GroupedMatmul& q) {
+          q.scale = per_expert(list_views("scaleOptional", scaleOptional));
+          q.per_token_scale = list_views("perTokenScaleOptional", perTokenScaleOptional);
+          q.antiquant_scale = per_expert(list_views("antiquantScaleOptional", antiquantScaleOptional));
+          q.antiquant_offset = per_expert(list_views("antiquantOffsetOptional", antiquantOffsetOptional));
+        });
     at::Tensor group_list = optional_host_view("groupListOptional", groupListOptional);
     TORCH_CHECK(groupType == kNoSplit || group_list.defined(), "groupListOptional is required with groupType ",
                 groupType, ".");

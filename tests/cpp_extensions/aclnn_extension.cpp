@@ -36,6 +36,7 @@ aclDataType acl_dtype(at::ScalarType type) {
     case at::kHalf: return ACL_FLOAT16;
     case at::kBFloat16: return ACL_BF16;
     case at::kInt: return ACL_INT32;
+    case at::kChar: return ACL_INT8;
     case at::kLong: return ACL_INT64;
     case at::kDouble: return ACL_DOUBLE;
     default: TORCH_CHECK(false, "no aclDataType for ", type);
@@ -247,6 +248,23 @@ std::vector<at::Tensor> gmm_by_name(const std::vector<at::Tensor>& x, const std:
   return {out};
 }
 
+// The quantised grouped matmul as MindSpeed's npu_quant_gmm (scale,
+// per-token scale) and npu_weight_quant_gmm (antiquant scale, offset) call
+// V4: x's rows split by the cumulative group list, one output of `dtype`.
+at::Tensor quant_gmm_by_name(const at::Tensor& x, const at::Tensor& weight, const std::vector<at::Tensor>& bias,
+                             const std::vector<at::Tensor>& scale, const std::vector<at::Tensor>& per_token_scale,
+                             const std::vector<at::Tensor>& antiquant_scale,
+                             const std::vector<at::Tensor>& antiquant_offset, const at::Tensor& group_list,
+                             at::ScalarType dtype) {
+  at::Tensor out = at::empty({x.size(0), weight.size(-1)}, x.options().dtype(dtype));
+  aclTensorList* empty = nullptr;
+  run_by_name("aclnnGroupedMatmulV4", describe_list({x}), describe_list({weight}), describe_list(bias),
+              describe_list(scale), empty, describe_list(antiquant_scale), describe_list(antiquant_offset),
+              describe_list(per_token_scale), describe(group_list), empty, empty, empty, int64_t{3}, int64_t{0},
+              int64_t{0}, int64_t{0}, describe_list({out}), empty, empty);
+  return out;
+}
+
 // Ring attention update (MindSpeed's npu_ring_attention_update), as its
 // op builder calls it: outputs allocated like the previous step's.
 std::vector<at::Tensor> ring_update_by_name(const at::Tensor& out1, const at::Tensor& m1, const at::Tensor& l1,
@@ -279,4 +297,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("add_status", &add_status);
   m.def("add_repeated", &add_repeated);
   m.def("gmm_by_name", &gmm_by_name);
+  m.def("quant_gmm_by_name", &quant_gmm_by_name);
 }
