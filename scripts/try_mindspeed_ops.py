@@ -246,13 +246,65 @@ def check_lcal_coc(root):
     return diff < 1e-5 and refused
 
 
+MC2_RANK_SCRIPT = """
+import os, sys, torch, torch.distributed as dist, torch_npu
+sys.path.insert(0, os.environ["MS_ROOT"])
+sys.path.insert(0, os.environ["MS_SCRIPTS"])
+from try_mindspeed_ops import load_builder
+root = os.environ["MS_ROOT"]
+dist.init_process_group("hccl")
+rank = dist.get_rank()
+torch.npu.set_device(rank)
+hcom = dist.group.WORLD._get_backend(torch.device("npu")).get_hccl_comm_name(rank)
+ops = load_builder(root, "npu_mm_all_reduce_add_rms_norm_builder", "MatmulAllReduceAddRmsNormOpBuilder")().load(
+    verbose=False)
+inplace = load_builder(root, "npu_inplace_mm_all_reduce_add_rms_norm_builder",
+                       "InplaceMatmulAllReduceAddRmsNormOpBuilder")().load(verbose=False)
+g = torch.Generator().manual_seed(0)
+x2, residual, gamma = (torch.randn(*s, generator=g).bfloat16().npu() for s in ((64, 32), (4, 8, 32), (32,)))
+x1 = torch.randn(4, 8, 64, generator=torch.Generator().manual_seed(rank + 1)).bfloat16().npu()
+y, norm = ops.npu_mm_all_reduce_add_rms_norm(x1, x2, residual, gamma, hcom, "sum", 1e-6, None, None, None, None, 0, 0)
+ref_norm, _, ref_y = torch_npu.npu_add_rms_norm(torch_npu.npu_mm_all_reduce_base(x1, x2, hcom), residual, gamma, 1e-6)
+res = residual.clone()
+y2, norm2 = inplace.npu_mm_all_reduce_add_rms_norm_(x1, x2, res, gamma, hcom, "sum", 1e-6, None, None, None, None, 0,
+                                                    0)
+diff = max((y - ref_y).abs().max().item(), (norm - ref_norm).abs().max().item(),
+           (res - ref_y).abs().max().item(), (norm2 - ref_norm).abs().max().item())
+print(f"RANK {rank} max |diff| {diff:g}", flush=True)
+dist.destroy_process_group()
+"""
+
+
+def check_mm_all_reduce_add_rms_norm(root):
+    import subprocess
+    import tempfile
+    start = time.time()
+    load_builder(root, "npu_mm_all_reduce_add_rms_norm_builder", "MatmulAllReduceAddRmsNormOpBuilder")().load(
+        verbose=False)  # built once here, loaded by the ranks
+    load_builder(root, "npu_inplace_mm_all_reduce_add_rms_norm_builder",
+                 "InplaceMatmulAllReduceAddRmsNormOpBuilder")().load(verbose=False)
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(MC2_RANK_SCRIPT)
+    env = dict(os.environ, MS_ROOT=root, MS_SCRIPTS=os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f.name], env=env,
+                          capture_output=True, text=True, timeout=600)
+    os.unlink(f.name)
+    diffs = [float(line.split()[-1]) for line in proc.stdout.splitlines() if "max |diff|" in line]
+    print(f"npu_mm_all_reduce_add_rms_norm(_) over 2 hccl ranks: build + run {time.time() - start:.1f} s; vs "
+          f"npu_mm_all_reduce_base + npu_add_rms_norm max |diff| {max(diffs) if diffs else 'n/a'}")
+    if len(diffs) != 2:
+        print(proc.stdout[-2000:], proc.stderr[-4000:])
+    return len(diffs) == 2 and max(diffs) == 0
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mindspeed", required=True, help="a checkout of Ascend/MindSpeed")
     root = os.path.abspath(parser.parse_args().mindspeed)
     sys.path.insert(0, root)
     results = [check(root) for check in (check_rope, check_moe_permute, check_adamw_v2, check_ema_adamw, check_quant_gmm, check_atb_rms_norm,
-                                                check_atb_swiglu, check_atb_groupmatmul_add, check_lcal_coc)]
+                                                check_atb_swiglu, check_atb_groupmatmul_add, check_lcal_coc,
+                                                check_mm_all_reduce_add_rms_norm)]
     sys.exit(0 if all(results) else 1)
 
 

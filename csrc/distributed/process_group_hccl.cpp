@@ -17,6 +17,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <map>
 #include <string_view>
 
@@ -270,6 +272,7 @@ ProcessGroupHCCL::ProcessGroupHCCL(const c10::intrusive_ptr<c10d::Store>& store,
       trace_pg_id_(next_trace_pg_id()) {
   const TransportConfig config{options_->host_id, shm_slot_bytes(*options_), options_->timeout};
   transport_ = connect_transport(*store, rank, size, config, make_sockets);
+  register_leasable_group(this);
 }
 
 bool ProcessGroupHCCL::aborted() const { return watchdog_->aborted(); }
@@ -295,7 +298,7 @@ size_t ProcessGroupHCCL::shm_slot_bytes(const Options& options) {
   return std::min(kChunkBytes, static_cast<size_t>(buffer_mb << 20) / 2);
 }
 
-ProcessGroupHCCL::~ProcessGroupHCCL() = default;
+ProcessGroupHCCL::~ProcessGroupHCCL() { unregister_leasable_group(this); }
 
 c10::Stream ProcessGroupHCCL::comm_stream(c10::DeviceIndex device) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -502,6 +505,104 @@ void ProcessGroupHCCL::set_hccl_comm_name(const std::string& name) {
   }
   TORCH_CHECK(comm_name_ == name, "The current ProcessGroup has already set the name and cannot be duplicated, "
               "Invalid hcclCommName:", name, ", current hcclCommName:", comm_name_);
+}
+
+bool ProcessGroupHCCL::has_hccl_comm_name(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (user_named_) return name == comm_name_;
+  const std::string prefix = generated_comm_name(*options_, 0);
+  const std::string stem = prefix.substr(0, prefix.size() - 1);  // "hccl_comm_<group id>_"
+  if (name.size() <= stem.size() || name.compare(0, stem.size(), stem) != 0) return false;
+  return std::all_of(name.begin() + stem.size(), name.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+namespace {
+
+// Holds the communication stream for a lease until the lease is released.
+class TurnLatch {
+ public:
+  void release() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      released_ = true;
+    }
+    released_cv_.notify_all();
+  }
+  // On the communication stream. "timed out" makes the watchdog handle it
+  // as a collective's timeout (watched()).
+  void wait(const char* op, std::chrono::milliseconds timeout) {
+    vnpu::HostWaitScope waiting;
+    std::unique_lock<std::mutex> lock(mutex_);
+    TORCH_CHECK(released_cv_.wait_for(lock, timeout, [this] { return released_; }), op,
+                ": timed out waiting for the operator to run on its compute stream after it took the group's turn.");
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable released_cv_;
+  bool released_ = false;
+};
+
+class HcclCommLease : public CommLease {
+ public:
+  HcclCommLease(std::shared_ptr<Transport> transport, int rank, int size, c10::Event before,
+                std::shared_ptr<TurnLatch> latch, Transport::Timeout timeout)
+      : transport_(std::move(transport)), rank_(rank), size_(size), before_(std::move(before)),
+        latch_(std::move(latch)), timeout_(timeout) {}
+  ~HcclCommLease() override { latch_->release(); }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void wait_turn() override { before_.synchronize(); }
+  void allreduce_sum(const at::Tensor& tensor) override {
+    transport_->allreduce(tensor, ReduceOp(ReduceOp::SUM), timeout_);
+  }
+  void allgather(const at::Tensor& output, const at::Tensor& input) override {
+    transport_->allgather_into_tensor(output, input, timeout_);
+  }
+  void reduce_scatter_sum(const at::Tensor& output, const at::Tensor& input) override {
+    transport_->reduce_scatter_tensor(output, input, ReduceOp(ReduceOp::SUM), timeout_);
+  }
+  void alltoall(const at::Tensor& output, const at::Tensor& input) override {
+    std::vector<int64_t> equal_splits;
+    transport_->alltoall_base(output, input, equal_splits, equal_splits, c10d::AllToAllOptions());
+  }
+
+ private:
+  std::shared_ptr<Transport> transport_;
+  const int rank_;
+  const int size_;
+  c10::Event before_;  // recorded on the communication stream before the turn
+  std::shared_ptr<TurnLatch> latch_;
+  const Transport::Timeout timeout_;
+};
+
+}  // namespace
+
+std::shared_ptr<CommLease> ProcessGroupHCCL::lease(const char* op) {
+  const c10::DeviceIndex device = current_stream(-1).device_index();
+  const c10::Stream comm = comm_stream(device);
+  auto stack = FlightRecorder::instance().gather_stack();  // may take the GIL: before the lock
+  std::lock_guard<std::mutex> issuing(issue_mutex_);     // a turn in issue order, as enqueue() takes one
+  watchdog_->check_not_aborted();
+  const uint64_t seq = ++seq_;
+  const auto timeout = collective_timeout(*options_);
+  const CollectiveInfo info{getRank(), seq, c10d::OpType::UNKNOWN, 0, 0, timeout.count()};
+  std::shared_ptr<InFlight> flight = watchdog_->issued(
+      info, FlightRecorder::instance().record(trace_pg_id_, getGroupUid(), getGroupDesc(), seq, 0, op, {}, {},
+                                              info.timeout_ms, /*is_p2p=*/false, std::move(stack)));
+  c10::Event before(c10::DeviceType::PrivateUse1);
+  before.record(comm);
+  auto latch = std::make_shared<TurnLatch>();
+  {
+    // Always queued: the operator's task, which releases the turn, has not
+    // been launched yet.
+    CurrentStreamScope on_comm(comm);
+    launch_queued(device, op, KernelOutputs(), launch_snapshot({}),
+                  watched([latch, op, timeout]() { latch->wait(op, timeout); }, flight, watchdog_));
+  }
+  return std::make_shared<HcclCommLease>(transport_, getRank(), getSize(), std::move(before), std::move(latch),
+                                         timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::broadcast(std::vector<at::Tensor>& tensors,

@@ -25,6 +25,7 @@
 #include <c10/core/Event.h>
 #include <c10/core/Stream.h>
 
+#include "csrc/core/comm_lease.h"
 #include "csrc/distributed/transport.h"
 
 #include <map>
@@ -84,6 +85,15 @@ class ProcessGroupHCCL : public c10d::Backend {
   // which the first ask fixes. Setting another name after that raises.
   std::string hccl_comm_name(int64_t rank);
   void set_hccl_comm_name(const std::string& name);
+  // Whether `name` is this group's comm name for one of its ranks (the set
+  // name, or the generated one with any rank).
+  bool has_hccl_comm_name(const std::string& name);
+  // Takes the group's next collective turn for an operator that
+  // communicates from inside a compute-stream task (Note [Collectives
+  // inside a compute-stream task] in csrc/core/comm_lease.h). `op` names it
+  // in the flight recorder and the watchdog's messages (a string literal).
+  std::shared_ptr<CommLease> lease(const char* op);
+
   bool supportsCoalescing() const override { return false; }
   void setSequenceNumberForGroup() override {}
   uint64_t getSequenceNumberForGroup() override { return seq_; }
@@ -169,5 +179,10 @@ class ProcessGroupHCCL : public c10d::Backend {
   mutable std::mutex mutex_;    // the stream maps, comm_name_
   std::mutex issue_mutex_;      // one collective issued at a time (enqueue)
 };
+
+// Adds and removes a group from those lease_comm() finds by comm name
+// (comm_leases.cpp); the group's constructor and destructor call them.
+void register_leasable_group(ProcessGroupHCCL* group);
+void unregister_leasable_group(ProcessGroupHCCL* group);
 
 }  // namespace torch_npu

@@ -265,6 +265,60 @@ at::Tensor quant_gmm_by_name(const at::Tensor& x, const at::Tensor& weight, cons
   return out;
 }
 
+// Runs `api` as MindSpeed's ACLNN_CMD does: GetWorkspaceSize on the host
+// thread, the launch in a custom handler on the current stream.
+template <typename... Args>
+void run_prepared_on_host(const std::string& api, Args... args) {
+  void* prepare = opapi_symbol(api + "GetWorkspaceSize");
+  void* run = opapi_symbol(api);
+  TORCH_CHECK(prepare != nullptr && run != nullptr, api, " is not in libopapi.so");
+  uint64_t workspace_size = 0;
+  aclOpExecutor* executor = nullptr;
+  auto get = reinterpret_cast<int (*)(Args..., uint64_t*, aclOpExecutor**)>(prepare);
+  TORCH_CHECK(get(args..., &workspace_size, &executor) == 0, "call ", api, " failed, detail:", aclGetRecentErrMsg());
+  aclrtStream stream = c10_npu::getCurrentNPUStream().stream(false);
+  at_npu::native::OpCommand cmd;
+  cmd.Name(api);
+  cmd.SetCustomHandler([=]() -> int {
+    auto launch = reinterpret_cast<int (*)(void*, uint64_t, aclOpExecutor*, aclrtStream)>(run);
+    TORCH_CHECK(launch(nullptr, workspace_size, executor, stream) == 0, "call ", api, " failed, detail:",
+                aclGetRecentErrMsg());
+    return 0;
+  });
+  cmd.Run();
+}
+
+// MindSpeed's npu_mm_all_reduce_add_rms_norm(_): (y, normOut); the in-place
+// form writes y into residual and returns it.
+std::vector<at::Tensor> mm_all_reduce_add_rms_norm(const at::Tensor& x1, const at::Tensor& x2,
+                                                   const std::optional<at::Tensor>& bias, const at::Tensor& residual,
+                                                   const at::Tensor& gamma, double epsilon, const std::string& hcom,
+                                                   bool inplace, bool prepare_in_task) {
+  at::Tensor norm_out = at::empty_like(residual);
+  // The name outlives the call: the descriptors are read on the host, but keep it for the handler too.
+  static std::string name;
+  name = hcom;
+  const char* group = name.c_str();
+  const char* reduce_op = "sum";
+  const aclTensor* b = bias ? describe(*bias) : nullptr;
+  if (inplace) {
+    if (prepare_in_task) {
+      run_by_name("aclnnInplaceMatmulAllReduceAddRmsNorm", describe(x1), describe(x2), b, describe(residual),
+                  describe(gamma), epsilon, group, reduce_op, int64_t{0}, int64_t{1}, describe(norm_out));
+    } else {
+      run_prepared_on_host("aclnnInplaceMatmulAllReduceAddRmsNorm", describe(x1), describe(x2), b,
+                           describe(residual), describe(gamma), epsilon, group, reduce_op, int64_t{0}, int64_t{1},
+                           describe(norm_out));
+    }
+    return {residual, norm_out};
+  }
+  at::Tensor y = at::empty_like(residual);
+  run_prepared_on_host("aclnnMatmulAllReduceAddRmsNorm", describe(x1), describe(x2), b, describe(residual),
+                       describe(gamma), epsilon, group, reduce_op, int64_t{0}, int64_t{1}, describe(y),
+                       describe(norm_out));
+  return {y, norm_out};
+}
+
 // Ring attention update (MindSpeed's npu_ring_attention_update), as its
 // op builder calls it: outputs allocated like the previous step's.
 std::vector<at::Tensor> ring_update_by_name(const at::Tensor& out1, const at::Tensor& m1, const at::Tensor& l1,
@@ -298,4 +352,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("add_repeated", &add_repeated);
   m.def("gmm_by_name", &gmm_by_name);
   m.def("quant_gmm_by_name", &quant_gmm_by_name);
+  m.def("mm_all_reduce_add_rms_norm", &mm_all_reduce_add_rms_norm);
 }

@@ -67,6 +67,11 @@ typedef enum aclrtStreamStatus { ACL_STREAM_STATUS_COMPLETE = 0, ACL_STREAM_STAT
 #define ACL_EVENT_CAPTURE_STREAM_PROGRESS 0x00000002u
 #define ACL_EVENT_TIME_LINE 0x00000008u
 
+/* Stream failure modes (CANN's aclrtSetStreamFailureMode); the mc2 aclnn operators take one as their
+ * streamMode argument, which does not change their result on vNPU. */
+#define ACL_CONTINUE_ON_FAILURE 0x00000000u
+#define ACL_STOP_ON_FAILURE 0x00000001u
+
 typedef void (*aclrtCallback)(void* userData);
 
 /* Devices. The current device is the calling thread's torch.npu.current_device(). */
