@@ -33,9 +33,11 @@
 #include <c10/util/Exception.h>
 
 #include "aclnnop/aclnn_grouped_matmul_v2.h"
+#include "aclnnop/aclnn_grouped_mat_mul_all_reduce.h"
 #include "aclnnop/aclnn_grouped_matmul_v4.h"
 #include "csrc/opapi/acl_meta.h"
 #include "csrc/opapi/aclnn_executor.h"
+#include "csrc/opapi/aclnn_mc2.h"
 
 namespace torch_npu {
 namespace aclnn {
@@ -153,7 +155,11 @@ struct GroupedMatmul {
     return out;
   }
 
-  void write(std::vector<at::Tensor> results, int64_t rows_total, int64_t cols) {
+  // Writes products() into the outputs, as splitItem lays them out.
+  void write(const std::vector<at::Tensor>& results) {
+    const int64_t cols = results.empty() ? 0 : results[0].size(-1);
+    int64_t rows_total = 0;
+    for (const at::Tensor& r : results) rows_total += r.dim() == 2 ? r.size(0) : 0;
     if (split_item >= 2) {
       at::Tensor y = out[0];
       if (group_type == kSplitK) {
@@ -217,17 +223,15 @@ struct GroupedMatmul {
     return t.reshape({-1}).to(at::kFloat);
   }
 
-  void run(const std::vector<int64_t>& ends) {
+  // Each group's float32 result (before the output's dtype).
+  std::vector<at::Tensor> products(const std::vector<int64_t>& ends) const {
     const std::vector<at::Tensor> w = weight_matrices(weight);
     std::vector<at::Tensor> results;
     if (group_type == kNoSplit) {
       TORCH_CHECK(x.size() == w.size(), "x and weight must have as many tensors, but got ", x.size(), " and ",
                   w.size(), ".");
       for (size_t i = 0; i < x.size(); ++i) results.push_back(product(x[i], w[i], i, 0));
-      int64_t rows = 0;
-      for (const at::Tensor& r : results) rows += r.size(0);
-      write(results, rows, results[0].size(-1));
-      return;
+      return results;
     }
     const at::Tensor& a = x[0];
     if (group_type == kSplitM) {
@@ -238,8 +242,7 @@ struct GroupedMatmul {
         results.push_back(
             product(a.narrow(0, spans[e].first, spans[e].second - spans[e].first), w[e], e, spans[e].first));
       }
-      write(results, a.size(0), w[0].size(1));
-      return;
+      return results;
     }
     // Split K: weight is one (M, N) matrix whose rows pair with x's columns.
     TORCH_CHECK(w.size() == 1, "with groupType 2, weight must be one 2-D tensor.");
@@ -248,8 +251,11 @@ struct GroupedMatmul {
       const int64_t begin = spans[e].first, length = spans[e].second - spans[e].first;
       results.push_back(product(a.narrow(1, begin, length), w[0].narrow(0, begin, length), e, 0));
     }
-    write(results, a.size(0), w[0].size(1));
+    return results;
   }
+
+  void run(const std::vector<int64_t>& ends) { write(products(ends)); }
+
 };
 
 // The operator's float arguments, read and checked (both versions).
@@ -363,6 +369,52 @@ aclnnStatus aclnnGroupedMatmulV4GetWorkspaceSize(
 aclnnStatus aclnnGroupedMatmulV4(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
                                  aclrtStream stream) {
   return launch("aclnnGroupedMatmulV4", executor, stream);
+}
+
+// The grouped matmul of every rank summed over an hccl group (an mc2
+// operator, aclnn_mc2.h): y_i = allreduce(x_i @ weight_i) + bias_i, bias
+// added once, as the operator documents it. splitItem 1 and 3 split the one
+// x's rows by the group list's cumulative ends; 0 and 2 take one x per
+// weight; 2 and 3 write one output.
+aclnnStatus aclnnGroupedMatMulAllReduceGetWorkspaceSize(const aclTensorList* x, const aclTensorList* weight,
+                                                        const aclTensorList* bias,
+                                                        const aclIntArray* groupListOptional, int64_t splitItem,
+                                                        const char* group, const char* reduceOp, int64_t commTurn,
+                                                        int64_t streamMode, const aclTensorList* y,
+                                                        uint64_t* workspaceSize, aclOpExecutor** executor) {
+  return prepare("aclnnGroupedMatMulAllReduce", workspaceSize, executor, [&]() -> std::function<void()> {
+    using namespace torch_npu::aclnn;
+    const bool split_x = splitItem == 1 || splitItem == 3;
+    auto op = std::make_shared<GroupedMatmul>(
+        grouped_matmul(x, weight, nullptr, "y", y, splitItem, split_x ? kSplitM : kNoSplit, GMM_ACT_TYPE_NONE));
+    for (const at::Tensor& t : op->x) {
+      TORCH_CHECK(t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16,
+                  "x must be float16 or bfloat16, but got ", t.scalar_type(), ".");
+    }
+    const std::vector<at::Tensor> biases = per_expert(list_views("bias", bias));
+    std::vector<int64_t> ends = groupListOptional != nullptr ? groupListOptional->values : std::vector<int64_t>{};
+    TORCH_CHECK(!split_x || !ends.empty(), "groupListOptional is required with splitItem ", splitItem, ".");
+    std::shared_ptr<torch_npu::CommLease> lease = take_turn("aclnnGroupedMatMulAllReduce", group, reduceOp);
+    return [op, biases, ends, lease]() mutable {
+      TORCH_CHECK(lease != nullptr, "an mc2 executor runs once on vNPU (its collective turn is used).");
+      lease->wait_turn();
+      std::vector<at::Tensor> results = op->products(ends);
+      for (at::Tensor& r : results) {
+        r = r.contiguous();
+        lease->allreduce_sum(r);
+      }
+      lease.reset();  // the group's turn is over
+      for (size_t i = 0; i < results.size() && i < biases.size(); ++i) {
+        if (biases[i].defined()) results[i] = results[i] + biases[i].to(at::kFloat);
+      }
+      op->write(results);
+    };
+  });
+}
+
+aclnnStatus aclnnGroupedMatMulAllReduce(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
+                                        aclrtStream stream) {
+  return launch("aclnnGroupedMatMulAllReduce", executor, stream);
 }
 
 }  // extern "C"

@@ -22,10 +22,24 @@
 #include "csrc/core/comm_lease.h"
 #include "csrc/opapi/acl_meta.h"
 #include "csrc/opapi/aclnn_executor.h"
+#include "csrc/opapi/aclnn_mc2.h"
 #include <vnpu/stream.h>
 
 namespace torch_npu {
 namespace aclnn {
+
+std::shared_ptr<CommLease> take_turn(const char* api, const char* group, const char* reduce_op) {
+  // Taking the group's turn orders the operator among the group's
+  // collectives in issue order, which only the host thread knows.
+  TORCH_CHECK(vnpu::Stream::running_on_this_thread() == nullptr, api, "GetWorkspaceSize must be called on the host "
+              "thread, as op-plugin's EXEC_NPU_CMD and MindSpeed's ACLNN_CMD call it, not inside a stream task: vNPU "
+              "orders the operator's collective among the group's others when it is prepared.");
+  TORCH_CHECK(group != nullptr && group[0] != '\0', "group must name an hccl communicator (get_hccl_comm_name).");
+  TORCH_CHECK(reduce_op != nullptr && std::string(reduce_op) == "sum", "reduceOp must be \"sum\" (the only one "
+              "supported), but got \"", reduce_op == nullptr ? "" : reduce_op, "\".");
+  return lease_comm(group, api);
+}
+
 namespace {
 
 // The checked arguments of MatmulAllReduceAddRmsNorm.
@@ -34,10 +48,7 @@ struct MatmulAllReduceAddRmsNorm {
   double epsilon = 0;
   std::shared_ptr<CommLease> lease;
 
-  void check(const char* group, const char* reduce_op) const {
-    TORCH_CHECK(group != nullptr && group[0] != '\0', "group must name an hccl communicator (get_hccl_comm_name).");
-    TORCH_CHECK(reduce_op != nullptr && std::string(reduce_op) == "sum", "reduceOp must be \"sum\" (the only one "
-                "supported), but got \"", reduce_op == nullptr ? "" : reduce_op, "\".");
+  void check() const {
     TORCH_CHECK(x1.scalar_type() == at::kHalf || x1.scalar_type() == at::kBFloat16,
                 "x1 must be float16 or bfloat16 (the quantised forms are aclnnQuantMatmulAllReduceAddRmsNorm and "
                 "aclnnWeightQuantMatmulAllReduceAddRmsNorm, not supported on vNPU), but got ", x1.scalar_type(), ".");
@@ -81,14 +92,9 @@ struct MatmulAllReduceAddRmsNorm {
 aclnnStatus prepare_mc2(const char* api, const char* group, const char* reduce_op, uint64_t* workspace_size,
                         aclOpExecutor** executor, const std::function<MatmulAllReduceAddRmsNorm()>& read) {
   return prepare(api, workspace_size, executor, [&]() -> std::function<void()> {
-    // Taking the group's turn orders the operator among the group's
-    // collectives in issue order, which only the host thread knows.
-    TORCH_CHECK(vnpu::Stream::running_on_this_thread() == nullptr, api, "GetWorkspaceSize must be called on the "
-                "host thread, as op-plugin's EXEC_NPU_CMD and MindSpeed's ACLNN_CMD call it, not inside a stream "
-                "task: vNPU orders the operator's collective among the group's others when it is prepared.");
     auto op = std::make_shared<MatmulAllReduceAddRmsNorm>(read());
-    op->check(group, reduce_op);
-    op->lease = lease_comm(group, api);  // last: the turn is taken only for a valid call
+    op->check();
+    op->lease = take_turn(api, group, reduce_op);  // last: the turn is taken only for a valid call
     // A one-shot executor: the turn is the group's once. Destroying the
     // executor unrun releases it.
     return [op]() {

@@ -319,6 +319,28 @@ std::vector<at::Tensor> mm_all_reduce_add_rms_norm(const at::Tensor& x1, const a
   return {y, norm_out};
 }
 
+// MindSpeed's npu_grouped_mat_mul_all_reduce: outputs as splitItem lays
+// them out (0: one per x, 3: one for the split x).
+std::vector<at::Tensor> grouped_mm_all_reduce(const std::vector<at::Tensor>& x, const std::vector<at::Tensor>& weight,
+                                              const std::vector<at::Tensor>& bias, std::vector<int64_t> group_list,
+                                              int64_t split_item, const std::string& hcom) {
+  std::vector<at::Tensor> y;
+  if (split_item == 0) {
+    for (size_t i = 0; i < x.size(); ++i) y.push_back(at::empty({x[i].size(0), weight[i].size(1)}, x[i].options()));
+  } else {
+    y.push_back(at::empty({x[0].size(0), weight[0].size(1)}, x[0].options()));
+  }
+  static std::string name;
+  name = hcom;
+  static std::vector<int64_t> ends;
+  ends = group_list;
+  const aclIntArray* list = ends.empty() ? nullptr : aclCreateIntArray(ends.data(), ends.size());
+  run_prepared_on_host("aclnnGroupedMatMulAllReduce", describe_list(x), describe_list(weight), describe_list(bias),
+                       list, split_item, static_cast<const char*>(name.c_str()), static_cast<const char*>("sum"),
+                       int64_t{0}, int64_t{1}, describe_list(y));
+  return y;
+}
+
 // Ring attention update (MindSpeed's npu_ring_attention_update), as its
 // op builder calls it: outputs allocated like the previous step's.
 std::vector<at::Tensor> ring_update_by_name(const at::Tensor& out1, const at::Tensor& m1, const at::Tensor& l1,
@@ -353,4 +375,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("gmm_by_name", &gmm_by_name);
   m.def("quant_gmm_by_name", &quant_gmm_by_name);
   m.def("mm_all_reduce_add_rms_norm", &mm_all_reduce_add_rms_norm);
+  m.def("grouped_mm_all_reduce", &grouped_mm_all_reduce);
 }

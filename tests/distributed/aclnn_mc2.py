@@ -79,6 +79,26 @@ cpu_y, cpu_norm = cpu_formula(x1s, x2, torch.zeros(12, dtype=torch.bfloat16), re
 torch.testing.assert_close(res.cpu(), cpu_y)
 torch.testing.assert_close(norm.cpu(), cpu_norm)
 
+# GroupedMatMulAllReduce: y_i = sum over ranks of x_i @ w_i, + bias_i once
+def rank_tensor(r, *shape):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(100 + r)).half()
+
+
+per_rank = [[rank_tensor(r, 6, 8), rank_tensor(r + 50, 4, 16)] for r in range(world)]
+weights = [[rank_tensor(r + 10, 8, 5), rank_tensor(r + 60, 16, 3)] for r in range(world)]
+biases = [torch.randn(5).half(), torch.randn(3).half()]
+ys = ext.grouped_mm_all_reduce([t.npu() for t in per_rank[rank]], [t.npu() for t in weights[rank]],
+                               [b.npu() for b in biases], [], 0, hcom)
+for i in range(2):
+    expected = sum(per_rank[r][i].float() @ weights[r][i].float() for r in range(world)) + biases[i].float()
+    torch.testing.assert_close(ys[i].cpu(), expected.half(), rtol=2e-3, atol=2e-3)
+x_split = [rank_tensor(r + 70, 10, 8) for r in range(world)]
+w_split = [[rank_tensor(r + 80, 8, 4), rank_tensor(r + 90, 8, 4)] for r in range(world)]
+(y_split,) = ext.grouped_mm_all_reduce([x_split[rank].npu()], [t.npu() for t in w_split[rank]], [], [3, 10], 3, hcom)
+expected = sum(torch.cat([x_split[r][:3].float() @ w_split[r][0].float(), x_split[r][3:].float() @ w_split[r][1].float()])
+               for r in range(world))
+torch.testing.assert_close(y_split.cpu(), expected.half(), rtol=2e-3, atol=2e-3)
+
 # errors: an unknown group name at the call; preparing inside a stream task at the next sync
 try:
     ext.mm_all_reduce_add_rms_norm(x1s[rank].npu(), x2.npu(), None, residual.npu(), gamma.npu(), eps,
