@@ -3,7 +3,11 @@
 // MindSpeed's npu_mm_all_reduce_add_rms_norm(_) op builders call them. The
 // math is vNPU's torch_npu.npu_mm_all_reduce_base followed by
 // npu_add_rms_norm (torch_npu/op_plugin/mc2.py, norm.py): the partial
-// products are reduced in float32 and rounded once.
+// products are reduced in float32 and rounded once. Three forms, by dtype:
+// float x1 and x2; Quant (int8 x1 and x2, exact accumulation, + int32 bias,
+// times dequantScale per column); WeightQuant (float x1, int8 x2
+// dequantised first, (x2 + antiquantOffset) * antiquantScale per column or
+// per group of antiquantGroupSize rows).
 //
 // GetWorkspaceSize (on the host, in issue order) takes the group's next
 // collective turn; the operator's task waits for the group's earlier
@@ -12,13 +16,19 @@
 #include <string>
 
 #include <ATen/TensorOperators.h>
+#include <ATen/ops/bitwise_and.h>
 #include <ATen/ops/matmul.h>
+#include <ATen/ops/repeat_interleave.h>
 #include <ATen/ops/mean.h>
 #include <ATen/ops/rsqrt.h>
 #include <c10/util/Exception.h>
 
 #include "aclnnop/aclnn_inplace_matmul_all_reduce_add_rms_norm.h"
+#include "aclnnop/aclnn_inplace_quant_matmul_all_reduce_add_rms_norm.h"
+#include "aclnnop/aclnn_inplace_weight_quant_matmul_all_reduce_add_rms_norm.h"
 #include "aclnnop/aclnn_matmul_all_reduce_add_rms_norm.h"
+#include "aclnnop/aclnn_quant_matmul_all_reduce_add_rms_norm.h"
+#include "aclnnop/aclnn_weight_quant_matmul_all_reduce_add_rms_norm.h"
 #include "csrc/core/comm_lease.h"
 #include "csrc/opapi/acl_meta.h"
 #include "csrc/opapi/aclnn_executor.h"
@@ -43,25 +53,63 @@ std::shared_ptr<CommLease> take_turn(const char* api, const char* group, const c
 namespace {
 
 // The checked arguments of MatmulAllReduceAddRmsNorm.
+// A dequantisation scale's float32 values: int64 scales carry float32 bits
+// in their low 32 (as npu_trans_quant_param makes them).
+at::Tensor scale_values(const at::Tensor& scale) {
+  if (scale.scalar_type() != at::kLong) return scale.to(at::kFloat);
+  return at::bitwise_and(scale, 0xFFFFFFFFLL).to(at::kInt).view(at::kFloat);
+}
+
+enum class Form { kFloat, kQuant, kWeightQuant };
+
 struct MatmulAllReduceAddRmsNorm {
+  Form form = Form::kFloat;
   at::Tensor x1, x2, bias, residual, gamma, y, norm_out;
+  at::Tensor dequant_scale;                      // kQuant
+  at::Tensor antiquant_scale, antiquant_offset;  // kWeightQuant
+  int64_t antiquant_group_size = 0;
   double epsilon = 0;
   std::shared_ptr<CommLease> lease;
 
   void check() const {
-    TORCH_CHECK(x1.scalar_type() == at::kHalf || x1.scalar_type() == at::kBFloat16,
-                "x1 must be float16 or bfloat16 (the quantised forms are aclnnQuantMatmulAllReduceAddRmsNorm and "
-                "aclnnWeightQuantMatmulAllReduceAddRmsNorm, not supported on vNPU), but got ", x1.scalar_type(), ".");
-    TORCH_CHECK(x2.scalar_type() == x1.scalar_type(), "x2 must have x1's dtype ", x1.scalar_type(), ", but got ",
-                x2.scalar_type(), ".");
+    const at::ScalarType out_dtype = residual.scalar_type();
+    TORCH_CHECK(out_dtype == at::kHalf || out_dtype == at::kBFloat16, "residual must be float16 or bfloat16, but "
+                "got ", out_dtype, ".");
+    if (form == Form::kQuant) {
+      TORCH_CHECK(x1.scalar_type() == at::kChar && x2.scalar_type() == at::kChar, "x1 and x2 must be int8, but got ",
+                  x1.scalar_type(), " and ", x2.scalar_type(), ".");
+      TORCH_CHECK(dequant_scale.defined() && (dequant_scale.numel() == 1 || dequant_scale.numel() == x2.size(1)),
+                  "dequantScale must hold 1 or ", x2.size(1), " values (one per column of x2).");
+      TORCH_CHECK(!bias.defined() || bias.scalar_type() == at::kInt, "with int8 inputs bias must be int32, but got ",
+                  bias.scalar_type(), ".");
+    } else {
+      TORCH_CHECK(x1.scalar_type() == out_dtype, "x1 must have residual's dtype ", out_dtype, ", but got ",
+                  x1.scalar_type(), ".");
+      TORCH_CHECK(x2.scalar_type() == (form == Form::kWeightQuant ? at::kChar : x1.scalar_type()), "x2 must be ",
+                  form == Form::kWeightQuant ? at::kChar : x1.scalar_type(), ", but got ", x2.scalar_type(), ".");
+    }
+    if (form == Form::kWeightQuant) {
+      const int64_t k = x2.size(0), n = x2.size(1);
+      TORCH_CHECK(antiquant_scale.defined(), "antiquantScale is required with int8 x2.");
+      if (antiquant_group_size > 0) {
+        const int64_t groups = (k + antiquant_group_size - 1) / antiquant_group_size;
+        TORCH_CHECK(antiquant_scale.dim() == 2 && antiquant_scale.size(0) == groups && antiquant_scale.size(1) == n,
+                    "with antiquantGroupSize ", antiquant_group_size, ", antiquantScale must be (", groups, ", ", n,
+                    "), but got ", antiquant_scale.sizes(), ".");
+      } else {
+        TORCH_CHECK(antiquant_scale.numel() == 1 || antiquant_scale.numel() == n, "antiquantScale must hold 1 or ",
+                    n, " values, but got ", antiquant_scale.sizes(), ".");
+      }
+      TORCH_CHECK(!antiquant_offset.defined() || antiquant_offset.sizes() == antiquant_scale.sizes(),
+                  "antiquantOffset must have antiquantScale's shape ", antiquant_scale.sizes(), ".");
+    }
     TORCH_CHECK(x1.dim() == 2 || x1.dim() == 3, "x1 must be 2- or 3-dimensional, but got ", x1.sizes(), ".");
     TORCH_CHECK(x2.dim() == 2 && x2.size(0) == x1.size(-1), "x2 must be (", x1.size(-1), ", N), but got ",
                 x2.sizes(), ".");
     std::vector<int64_t> shape(x1.sizes().begin(), x1.sizes().end());
     shape.back() = x2.size(1);
     const at::IntArrayRef out_shape(shape);
-    TORCH_CHECK(residual.sizes() == out_shape && residual.scalar_type() == x1.scalar_type(), "residual must be ",
-                x1.scalar_type(), " of shape ", out_shape, ", but got ", residual.scalar_type(), " ",
+    TORCH_CHECK(residual.sizes() == out_shape, "residual must have shape ", out_shape, ", but got ",
                 residual.sizes(), ".");
     TORCH_CHECK(gamma.dim() == 1 && gamma.size(0) == x2.size(1), "gamma must be (", x2.size(1), "), but got ",
                 gamma.sizes(), ".");
@@ -74,17 +122,41 @@ struct MatmulAllReduceAddRmsNorm {
   void run() {
     lease->wait_turn();
     const int64_t n = x2.size(1);
-    at::Tensor partial = at::matmul(x1.reshape({-1, x1.size(-1)}).to(at::kFloat), x2.to(at::kFloat));
-    if (bias.defined()) partial = partial + bias.to(at::kFloat);
-    partial = partial.contiguous();
+    const at::ScalarType out_dtype = residual.scalar_type();
+    at::Tensor partial = this->partial().contiguous();
     lease->allreduce_sum(partial);
     lease.reset();  // the group's turn is over: its communication stream goes on
-    const at::Tensor mm = partial.to(x1.scalar_type()).view(residual.sizes());
-    const at::Tensor sum = (mm.to(at::kFloat) + residual.to(at::kFloat)).to(x1.scalar_type());
+    const at::Tensor mm = partial.to(out_dtype).view(residual.sizes());
+    const at::Tensor sum = (mm.to(at::kFloat) + residual.to(at::kFloat)).to(out_dtype);
     const at::Tensor s = sum.to(at::kFloat);
     const at::Tensor rstd = at::rsqrt(at::mean(s * s, {-1}, /*keepdim=*/true) + epsilon);
     norm_out.copy_(s * rstd * gamma.to(at::kFloat).view({n}));
     y.copy_(sum);
+  }
+
+  // This rank's float32 product before the all-reduce.
+  at::Tensor partial() const {
+    const at::Tensor a = x1.reshape({-1, x1.size(-1)});
+    if (form == Form::kQuant) {
+      // int8 x int8 sums are exact in float64; the int32 accumulator is dequantised in float32.
+      at::Tensor acc = at::matmul(a.to(at::kDouble), x2.to(at::kDouble)).to(at::kFloat);
+      if (bias.defined()) acc = acc + bias.to(at::kFloat);
+      return acc * scale_values(dequant_scale).reshape({1, -1});
+    }
+    at::Tensor w = x2.to(at::kFloat);
+    if (form == Form::kWeightQuant) {
+      // (x2 + offset) * scale per column, or per group of antiquant_group_size rows.
+      auto expand = [&](const at::Tensor& p) {
+        const at::Tensor f = p.to(at::kFloat);
+        if (antiquant_group_size <= 0) return f.reshape({1, -1});
+        return f.repeat_interleave(antiquant_group_size, 0).narrow(0, 0, x2.size(0));
+      };
+      if (antiquant_offset.defined()) w = w + expand(antiquant_offset);
+      w = w * expand(antiquant_scale);  // kept in float32, as npu_mm_all_reduce_base does
+    }
+    at::Tensor result = at::matmul(a.to(at::kFloat), w);
+    if (bias.defined()) result = result + bias.to(at::kFloat);
+    return result;
   }
 };
 
@@ -108,11 +180,34 @@ aclnnStatus prepare_mc2(const char* api, const char* group, const char* reduce_o
 }  // namespace aclnn
 }  // namespace torch_npu
 
+using torch_npu::aclnn::Form;
 using torch_npu::aclnn::host_view;
 using torch_npu::aclnn::launch;
 using torch_npu::aclnn::MatmulAllReduceAddRmsNorm;
 using torch_npu::aclnn::optional_host_view;
 using torch_npu::aclnn::prepare_mc2;
+
+namespace {
+
+// The arguments every form has; y is residual itself when `y` is NULL (the
+// in-place forms).
+MatmulAllReduceAddRmsNorm read_common(Form form, const aclTensor* x1, const aclTensor* x2, const aclTensor* bias,
+                                      const aclTensor* residual, const aclTensor* gamma, double epsilon,
+                                      const aclTensor* y, const aclTensor* normOut) {
+  MatmulAllReduceAddRmsNorm op;
+  op.form = form;
+  op.x1 = host_view("x1", x1);
+  op.x2 = host_view("x2", x2);
+  op.bias = optional_host_view("bias", bias);
+  op.residual = host_view("residual", residual);
+  op.gamma = host_view("gamma", gamma);
+  op.y = y == nullptr ? op.residual : host_view("y", y);
+  op.norm_out = host_view("normOut", normOut);
+  op.epsilon = epsilon;
+  return op;
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -123,16 +218,7 @@ aclnnStatus aclnnMatmulAllReduceAddRmsNormGetWorkspaceSize(const aclTensor* x1, 
                                                            const aclTensor* y, const aclTensor* normOut,
                                                            uint64_t* workspaceSize, aclOpExecutor** executor) {
   return prepare_mc2("aclnnMatmulAllReduceAddRmsNorm", group, reduceOp, workspaceSize, executor, [&] {
-    MatmulAllReduceAddRmsNorm op;
-    op.x1 = host_view("x1", x1);
-    op.x2 = host_view("x2", x2);
-    op.bias = optional_host_view("bias", bias);
-    op.residual = host_view("residual", residual);
-    op.gamma = host_view("gamma", gamma);
-    op.y = host_view("y", y);
-    op.norm_out = host_view("normOut", normOut);
-    op.epsilon = epsilon;
-    return op;
+    return read_common(Form::kFloat, x1, x2, bias, residual, gamma, epsilon, y, normOut);
   });
 }
 
@@ -149,22 +235,89 @@ aclnnStatus aclnnInplaceMatmulAllReduceAddRmsNormGetWorkspaceSize(const aclTenso
                                                                   const aclTensor* normOut, uint64_t* workspaceSize,
                                                                   aclOpExecutor** executor) {
   return prepare_mc2("aclnnInplaceMatmulAllReduceAddRmsNorm", group, reduceOp, workspaceSize, executor, [&] {
-    MatmulAllReduceAddRmsNorm op;
-    op.x1 = host_view("x1", x1);
-    op.x2 = host_view("x2", x2);
-    op.bias = optional_host_view("bias", bias);
-    op.residual = host_view("residual", residual);
-    op.gamma = host_view("gamma", gamma);
-    op.y = op.residual;  // in place
-    op.norm_out = host_view("normOut", normOut);
-    op.epsilon = epsilon;
-    return op;
+    return read_common(Form::kFloat, x1, x2, bias, residual, gamma, epsilon, nullptr, normOut);
   });
 }
 
 aclnnStatus aclnnInplaceMatmulAllReduceAddRmsNorm(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
                                                   aclrtStream stream) {
   return launch("aclnnInplaceMatmulAllReduceAddRmsNorm", executor, stream);
+}
+
+aclnnStatus aclnnQuantMatmulAllReduceAddRmsNormGetWorkspaceSize(
+    const aclTensor* x1, const aclTensor* x2, const aclTensor* bias, const aclTensor* dequantScale,
+    const aclTensor* residual, const aclTensor* gamma, double epsilon, const char* group, const char* reduceOp,
+    int64_t commTurn, int64_t streamMode, const aclTensor* y, const aclTensor* normOut, uint64_t* workspaceSize,
+    aclOpExecutor** executor) {
+  return prepare_mc2("aclnnQuantMatmulAllReduceAddRmsNorm", group, reduceOp, workspaceSize, executor, [&] {
+    MatmulAllReduceAddRmsNorm op = read_common(Form::kQuant, x1, x2, bias, residual, gamma, epsilon, y, normOut);
+    op.dequant_scale = host_view("dequantScale", dequantScale);
+    return op;
+  });
+}
+
+aclnnStatus aclnnQuantMatmulAllReduceAddRmsNorm(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
+                                                aclrtStream stream) {
+  return launch("aclnnQuantMatmulAllReduceAddRmsNorm", executor, stream);
+}
+
+aclnnStatus aclnnInplaceQuantMatmulAllReduceAddRmsNormGetWorkspaceSize(
+    const aclTensor* x1, const aclTensor* x2, const aclTensor* bias, const aclTensor* dequantScale,
+    aclTensor* residual, const aclTensor* gamma, double epsilon, const char* group, const char* reduceOp,
+    int64_t commTurn, int64_t streamMode, const aclTensor* normOut, uint64_t* workspaceSize,
+    aclOpExecutor** executor) {
+  return prepare_mc2("aclnnInplaceQuantMatmulAllReduceAddRmsNorm", group, reduceOp, workspaceSize, executor, [&] {
+    MatmulAllReduceAddRmsNorm op =
+        read_common(Form::kQuant, x1, x2, bias, residual, gamma, epsilon, nullptr, normOut);
+    op.dequant_scale = host_view("dequantScale", dequantScale);
+    return op;
+  });
+}
+
+aclnnStatus aclnnInplaceQuantMatmulAllReduceAddRmsNorm(void* workspace, uint64_t workspaceSize,
+                                                       aclOpExecutor* executor, aclrtStream stream) {
+  return launch("aclnnInplaceQuantMatmulAllReduceAddRmsNorm", executor, stream);
+}
+
+aclnnStatus aclnnWeightQuantMatmulAllReduceAddRmsNormGetWorkspaceSize(
+    const aclTensor* x1, const aclTensor* x2, const aclTensor* bias, const aclTensor* antiquantScale,
+    const aclTensor* antiquantOffset, const aclTensor* residual, const aclTensor* gamma, double epsilon,
+    const char* group, const char* reduceOp, int64_t commTurn, int64_t streamMode, int64_t antiquantGroupSize,
+    const aclTensor* y, const aclTensor* normOut, uint64_t* workspaceSize, aclOpExecutor** executor) {
+  return prepare_mc2("aclnnWeightQuantMatmulAllReduceAddRmsNorm", group, reduceOp, workspaceSize, executor, [&] {
+    MatmulAllReduceAddRmsNorm op =
+        read_common(Form::kWeightQuant, x1, x2, bias, residual, gamma, epsilon, y, normOut);
+    op.antiquant_scale = host_view("antiquantScale", antiquantScale);
+    op.antiquant_offset = optional_host_view("antiquantOffset", antiquantOffset);
+    op.antiquant_group_size = antiquantGroupSize;
+    return op;
+  });
+}
+
+aclnnStatus aclnnWeightQuantMatmulAllReduceAddRmsNorm(void* workspace, uint64_t workspaceSize,
+                                                      aclOpExecutor* executor, aclrtStream stream) {
+  return launch("aclnnWeightQuantMatmulAllReduceAddRmsNorm", executor, stream);
+}
+
+aclnnStatus aclnnInplaceWeightQuantMatmulAllReduceAddRmsNormGetWorkspaceSize(
+    const aclTensor* x1, const aclTensor* x2, const aclTensor* bias, const aclTensor* antiquantScale,
+    const aclTensor* antiquantOffset, aclTensor* residual, const aclTensor* gamma, double epsilon,
+    const char* group, const char* reduceOp, int64_t commTurn, int64_t streamMode, int64_t antiquantGroupSize,
+    const aclTensor* normOut, uint64_t* workspaceSize, aclOpExecutor** executor) {
+  return prepare_mc2("aclnnInplaceWeightQuantMatmulAllReduceAddRmsNorm", group, reduceOp, workspaceSize, executor,
+                     [&] {
+                       MatmulAllReduceAddRmsNorm op = read_common(Form::kWeightQuant, x1, x2, bias, residual, gamma,
+                                                                  epsilon, nullptr, normOut);
+                       op.antiquant_scale = host_view("antiquantScale", antiquantScale);
+                       op.antiquant_offset = optional_host_view("antiquantOffset", antiquantOffset);
+                       op.antiquant_group_size = antiquantGroupSize;
+                       return op;
+                     });
+}
+
+aclnnStatus aclnnInplaceWeightQuantMatmulAllReduceAddRmsNorm(void* workspace, uint64_t workspaceSize,
+                                                             aclOpExecutor* executor, aclrtStream stream) {
+  return launch("aclnnInplaceWeightQuantMatmulAllReduceAddRmsNorm", executor, stream);
 }
 
 }  // extern "C"

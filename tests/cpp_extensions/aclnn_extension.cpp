@@ -1,9 +1,10 @@
 // An extension that calls CANN's aclnn operators the two ways Ascend code
 // does (tests/test_aclnn.py):
 //  - looked up at run time: dlopen("libopapi.so") + dlsym of
-//    aclnnXxxGetWorkspaceSize / aclnnXxx, both phases run inside an
-//    OpCommand custom handler on the current stream (how op-plugin's
-//    EXEC_NPU_CMD and MindSpeed's ACLNN_CMD do it);
+//    aclnnXxxGetWorkspaceSize / aclnnXxx, launched inside an OpCommand
+//    custom handler on the current stream, GetWorkspaceSize either there
+//    too (run_by_name) or on the host thread first (run_prepared_on_host,
+//    as op-plugin's EXEC_NPU_CMD and MindSpeed's ACLNN_CMD do it);
 //  - linked: the aclnnop/ headers, -lopapi -lnnopbase -lascendcl, called
 //    from the host thread with the current stream (the CANN samples' way).
 #include <dlfcn.h>
@@ -319,6 +320,41 @@ std::vector<at::Tensor> mm_all_reduce_add_rms_norm(const at::Tensor& x1, const a
   return {y, norm_out};
 }
 
+// The quantised forms: int8 x1 and x2 with dequant_scale (Quant), or float
+// x1 and int8 x2 with antiquant_scale / offset (WeightQuant).
+std::vector<at::Tensor> quant_mm_all_reduce_add_rms_norm(
+    const at::Tensor& x1, const at::Tensor& x2, const std::optional<at::Tensor>& bias,
+    const std::optional<at::Tensor>& dequant_scale, const std::optional<at::Tensor>& antiquant_scale,
+    const std::optional<at::Tensor>& antiquant_offset, int64_t group_size, const at::Tensor& residual,
+    const at::Tensor& gamma, double epsilon, const std::string& hcom, bool inplace) {
+  at::Tensor norm_out = at::empty_like(residual);
+  at::Tensor y = inplace ? residual : at::empty_like(residual);
+  static std::string name;
+  name = hcom;
+  const char* group = name.c_str();
+  const char* reduce_op = "sum";
+  const aclTensor* b = bias ? describe(*bias) : nullptr;
+  const aclTensor* offset = antiquant_offset ? describe(*antiquant_offset) : nullptr;
+  if (dequant_scale && inplace) {
+    run_prepared_on_host("aclnnInplaceQuantMatmulAllReduceAddRmsNorm", describe(x1), describe(x2), b,
+                         describe(*dequant_scale), describe(residual), describe(gamma), epsilon, group, reduce_op,
+                         int64_t{0}, int64_t{1}, describe(norm_out));
+  } else if (dequant_scale) {
+    run_prepared_on_host("aclnnQuantMatmulAllReduceAddRmsNorm", describe(x1), describe(x2), b,
+                         describe(*dequant_scale), describe(residual), describe(gamma), epsilon, group, reduce_op,
+                         int64_t{0}, int64_t{1}, describe(y), describe(norm_out));
+  } else if (inplace) {
+    run_prepared_on_host("aclnnInplaceWeightQuantMatmulAllReduceAddRmsNorm", describe(x1), describe(x2), b,
+                         describe(*antiquant_scale), offset, describe(residual), describe(gamma), epsilon, group,
+                         reduce_op, int64_t{0}, int64_t{1}, group_size, describe(norm_out));
+  } else {
+    run_prepared_on_host("aclnnWeightQuantMatmulAllReduceAddRmsNorm", describe(x1), describe(x2), b,
+                         describe(*antiquant_scale), offset, describe(residual), describe(gamma), epsilon, group,
+                         reduce_op, int64_t{0}, int64_t{1}, group_size, describe(y), describe(norm_out));
+  }
+  return {y, norm_out};
+}
+
 // MindSpeed's npu_grouped_mat_mul_all_reduce: outputs as splitItem lays
 // them out (0: one per x, 3: one for the split x).
 std::vector<at::Tensor> grouped_mm_all_reduce(const std::vector<at::Tensor>& x, const std::vector<at::Tensor>& weight,
@@ -376,4 +412,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("quant_gmm_by_name", &quant_gmm_by_name);
   m.def("mm_all_reduce_add_rms_norm", &mm_all_reduce_add_rms_norm);
   m.def("grouped_mm_all_reduce", &grouped_mm_all_reduce);
+  m.def("quant_mm_all_reduce_add_rms_norm", &quant_mm_all_reduce_add_rms_norm);
 }

@@ -79,6 +79,35 @@ cpu_y, cpu_norm = cpu_formula(x1s, x2, torch.zeros(12, dtype=torch.bfloat16), re
 torch.testing.assert_close(res.cpu(), cpu_y)
 torch.testing.assert_close(norm.cpu(), cpu_norm)
 
+# the quantised forms, each against npu_mm_all_reduce_base with the same quantisation + npu_add_rms_norm
+g = torch.Generator().manual_seed(3)
+x1_8 = torch.randint(-20, 20, (2, 3, 16), generator=torch.Generator().manual_seed(20 + rank), dtype=torch.int8)
+x2_8 = torch.randint(-20, 20, (16, 12), generator=g, dtype=torch.int8)
+bias32 = torch.randint(-50, 50, (12,), generator=g, dtype=torch.int32)
+dequant = (torch.rand(12, generator=g) / 100).bfloat16()
+res_q = torch.randn(2, 3, 12, generator=g).bfloat16()
+gamma_q = torch.randn(12, generator=g).bfloat16()
+for inplace in (False, True):
+    res = res_q.npu()
+    y, norm = ext.quant_mm_all_reduce_add_rms_norm(x1_8.npu(), x2_8.npu(), bias32.npu(), dequant.npu(), None, None, 0,
+                                                   res, gamma_q.npu(), eps, hcom, inplace)
+    reduced = torch_npu.npu_mm_all_reduce_base(x1_8.npu(), x2_8.npu(), hcom, bias=bias32.npu(),
+                                               dequant_scale=dequant.npu())
+    ref_norm, _, ref_y = torch_npu.npu_add_rms_norm(reduced, res_q.npu(), gamma_q.npu(), eps)
+    assert torch.equal(y.cpu(), ref_y.cpu()) and torch.equal(norm.cpu(), ref_norm.cpu()), "quant"
+    assert not inplace or torch.equal(res.cpu(), ref_y.cpu())
+x1_f = torch.randn(2, 3, 16, generator=torch.Generator().manual_seed(30 + rank)).half()
+a_scale = (torch.rand(4, 12, generator=g) / 50).half()
+a_offset = torch.randn(4, 12, generator=g).half()
+res_w, gamma_w = torch.randn(2, 3, 12, generator=g).half(), torch.randn(12, generator=g).half()
+for inplace in (False, True):
+    y, norm = ext.quant_mm_all_reduce_add_rms_norm(x1_f.npu(), x2_8.npu(), None, None, a_scale.npu(), a_offset.npu(),
+                                                   4, res_w.npu(), gamma_w.npu(), eps, hcom, inplace)
+    reduced = torch_npu.npu_mm_all_reduce_base(x1_f.npu(), x2_8.npu(), hcom, antiquant_scale=a_scale.npu(),
+                                               antiquant_offset=a_offset.npu(), antiquant_group_size=4)
+    ref_norm, _, ref_y = torch_npu.npu_add_rms_norm(reduced, res_w.npu(), gamma_w.npu(), eps)
+    assert torch.equal(y.cpu(), ref_y.cpu()) and torch.equal(norm.cpu(), ref_norm.cpu()), "weight quant"
+
 # GroupedMatMulAllReduce: y_i = sum over ranks of x_i @ w_i, + bias_i once
 def rank_tensor(r, *shape):
     return torch.randn(*shape, generator=torch.Generator().manual_seed(100 + r)).half()
