@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs MindSpeed's own unit tests (its `tests_extend/`), unchanged, on vNPU.
 
-    VNPU_MINDSPEED_STACK=STACK python scripts/run_mindspeed_tests.py [--timeout S] [--out FILE] [PATH...]
+    VNPU_MINDSPEED_STACK=STACK python scripts/run_mindspeed_tests.py [--timeout S] [--out FILE] [--run-all] [PATH...]
 
 PATH is a file or folder under MindSpeed's tree (default tests_extend/unit_tests).
 The stack comes from scripts/setup_mindspeed.sh (docs/mindspeed.md): its venv,
@@ -39,7 +39,7 @@ def counts_of(junit_path):
     return counts
 
 
-def run_file(path, stack, timeout):
+def run_file(path, stack, timeout, run_all=False):
     python = os.path.join(stack, "venv", "bin", "python")
     megatron = os.path.join(stack, "Megatron-LM")
     mindspeed = os.path.join(stack, "MindSpeed")
@@ -48,8 +48,9 @@ def run_file(path, stack, timeout):
     with tempfile.TemporaryDirectory() as tmp:
         junit = os.path.join(tmp, "junit.xml")
         try:
+            extra = ["--run-all"] if run_all else []
             proc = subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
-                                   path], cwd=megatron, env=env, capture_output=True, text=True, timeout=timeout,
+                                   *extra, path], cwd=megatron, env=env, capture_output=True, text=True, timeout=timeout,
                                   start_new_session=True)
             counts = counts_of(junit)
             tail = (proc.stdout + proc.stderr)[-1500:]
@@ -68,6 +69,8 @@ def main():
     parser.add_argument("paths", nargs="*", default=["tests_extend/unit_tests"])
     parser.add_argument("--timeout", type=int, default=300)
     parser.add_argument("--out", default="mindspeed_tests.json")
+    parser.add_argument("--run-all", action="store_true",
+                        help="run MindSpeed's slow tests too (its conftest's --run-all)")
     args = parser.parse_args()
     stack = os.environ.get("VNPU_MINDSPEED_STACK")
     if not stack or not os.path.isdir(os.path.join(stack, "venv")):
@@ -84,7 +87,7 @@ def main():
     results = {}
     totals = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
     for path in sorted(files):
-        counts, tail = run_file(path, stack, args.timeout)
+        counts, tail = run_file(path, stack, args.timeout, args.run_all)
         name = os.path.relpath(path, root)
         results[name] = dict(counts, tail=tail)
         for k in totals:

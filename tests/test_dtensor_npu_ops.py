@@ -1,6 +1,7 @@
 """npu fused operators on DTensors (torch_npu/distributed/tensor/_sharding.py): the
 rules run on 2 ranks over hccl against the operators on whole tensors
-(tests/distributed/dtensor_ops.py), and the hook costs nothing to programs
+(tests/distributed/dtensor_ops.py), context parallelism and DTensor SDPA on npu
+(tests/distributed/context_parallel.py), and the hook costs nothing to programs
 that never import DTensor."""
 
 import subprocess
@@ -12,6 +13,13 @@ from torchrun_jobs import torchrun
 
 def test_fused_operators_on_dtensors_equal_the_whole_tensors():
     torchrun("dtensor_ops.py", 2, timeout=300)
+
+
+def test_context_parallel_rings_npu_attention_and_dtensor_sdpa_shards_heads():
+    # torch's context_parallel on npu (the overrideable SDPA kernel in its ring, blocks merged by
+    # npu_ring_attention_update) equals the whole attention, forward and backward; DTensor SDPA on npu
+    # with heads or batch sharded equals it too
+    torchrun("context_parallel.py", 2, timeout=300)
 
 
 def test_import_torch_npu_leaves_dtensor_alone():

@@ -142,7 +142,14 @@ def _register_npu_sharding_rules(_module):
     from torch_npu.distributed.tensor import _rules  # noqa: F401  (DTensor runs npu fused operators by rule)
 
 
+def _add_npu_attention_to_context_parallel(_module):
+    from torch_npu.distributed.tensor.experimental._context_parallel import _attention  # noqa: F401
+
+
 _call_after_import("torch.distributed.tensor", _register_npu_sharding_rules)
+# torch's context parallelism rings npu's attention kernel too, however it is imported
+_call_after_import("torch.distributed.tensor.experimental._context_parallel._attention",
+                   _add_npu_attention_to_context_parallel)
 
 # TORCH_TRANSFER_TO_NPU=1: `import torch_npu` (or torch's autoload of it) also
 # applies torch_npu.contrib.transfer_to_npu, as real torch_npu does.

@@ -1,13 +1,24 @@
 """torch_npu.distributed.tensor: DTensor on npu.
 
 torch.distributed.tensor (DTensor, distribute_tensor, DeviceMesh on "npu")
-runs on vNPU with torch's own sharding rules. Real torch_npu also registers
-sharding strategies for its npu_* fused ops and an npu ring attention for
-context parallelism; the latter is not on vNPU (see
-torch_npu.distributed.tensor.experimental).
+runs on vNPU with torch's own sharding rules, plus vNPU's for the npu_* fused
+operators and npu SDPA (_rules, registered when torch.distributed.tensor is
+imported). ``context_parallel`` is torch's, with npu attention in its ring
+(torch_npu.distributed.tensor.experimental), imported when first used: the
+context-parallel modules import torch's debug tools, which must not load
+while torch.distributed.fsdp itself is loading DTensor.
 """
 
-from torch_npu.distributed.tensor import experimental  # noqa: F401
-from torch_npu.distributed.tensor.experimental import context_parallel
-
 __all__ = ["context_parallel"]
+
+
+def __getattr__(name):
+    if name == "context_parallel":
+        from torch_npu.distributed.tensor.experimental._context_parallel import context_parallel
+
+        return context_parallel
+    if name == "experimental":
+        import importlib
+
+        return importlib.import_module("torch_npu.distributed.tensor.experimental")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
