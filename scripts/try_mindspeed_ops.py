@@ -242,7 +242,7 @@ def check_lcal_coc(root):
     except RuntimeError as e:
         refused = "lcal coc" in str(e) or "Setup" in str(e) or "failed" in str(e)
     print(f"lcal coc: build + first calls {elapsed:.1f} s; matmul_all_reduce over 1 rank and pure_matmul vs "
-          f"x @ w^T max |diff| {diff:g}; matmul_all_reduce over 2 ranks refused: {refused}")
+          f"x @ w^T max |diff| {diff:g}; matmul_all_reduce over 2 ranks without their hccl group refused: {refused}")
     return diff < 1e-5 and refused
 
 
@@ -277,9 +277,17 @@ ys = gmm.npu_grouped_mat_mul_all_reduce(xs, ws, [], None, 0, hcom, "sum", 0)
 refs = torch_npu.npu_grouped_matmul(xs, ws, group_type=-1)
 for r in refs:
     dist.all_reduce(r)
+lcal = load_builder(root, "lcal_builder", "LcalOpBuilder")().load(verbose=False)
+xl = torch.randn(8, 16, generator=torch.Generator().manual_seed(rank + 3)).npu()
+wl = torch.randn(12, 16, generator=g).npu()
+coc = torch.empty(8, 12).npu()
+lcal.matmul_all_reduce(xl, wl, None, coc, rank, 2, "0")  # communication domain 0: devices 0 and 1
+coc_ref = xl @ wl.t()
+dist.all_reduce(coc_ref)
 diff = max((y - ref_y).abs().max().item(), (norm - ref_norm).abs().max().item(),
            (res - ref_y).abs().max().item(), (norm2 - ref_norm).abs().max().item(),
-           *((a.float() - b.float()).abs().max().item() / 64 for a, b in zip(ys, refs)))
+           *((a.float() - b.float()).abs().max().item() / 64 for a, b in zip(ys, refs)),
+           (coc - coc_ref).abs().max().item() / 16)
 print(f"RANK {rank} max |diff| {diff:g}", flush=True)
 dist.destroy_process_group()
 """
@@ -295,6 +303,7 @@ def check_mm_all_reduce_add_rms_norm(root):
                  "InplaceMatmulAllReduceAddRmsNormOpBuilder")().load(verbose=False)
     load_builder(root, "npu_grouped_mat_mul_all_reduce_builder", "GroupedMatMulAllReduceOpBuilder")().load(
         verbose=False)
+    load_builder(root, "lcal_builder", "LcalOpBuilder")().load(verbose=False)
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
         f.write(MC2_RANK_SCRIPT)
     env = dict(os.environ, MS_ROOT=root, MS_SCRIPTS=os.path.dirname(os.path.abspath(__file__)))
@@ -302,9 +311,10 @@ def check_mm_all_reduce_add_rms_norm(root):
                           capture_output=True, text=True, timeout=600)
     os.unlink(f.name)
     diffs = [float(line.split()[-1]) for line in proc.stdout.splitlines() if "max |diff|" in line]
-    print(f"npu_mm_all_reduce_add_rms_norm(_) and npu_grouped_mat_mul_all_reduce over 2 hccl ranks: build + run "
-          f"{time.time() - start:.1f} s; vs npu_mm_all_reduce_base + npu_add_rms_norm and npu_grouped_matmul + "
-          f"all_reduce max |diff| {max(diffs) if diffs else 'n/a'} (the grouped one's over 64, a float16 ulp there)")
+    print(f"npu_mm_all_reduce_add_rms_norm(_), npu_grouped_mat_mul_all_reduce and lcal coc matmul_all_reduce over 2 "
+          f"hccl ranks: build + run {time.time() - start:.1f} s; vs npu_mm_all_reduce_base + npu_add_rms_norm, "
+          f"npu_grouped_matmul + all_reduce and matmul + all_reduce max |diff| {max(diffs) if diffs else 'n/a'} "
+          f"(the grouped one's over 64, a float16 ulp there; lcal's over 16)")
     if len(diffs) != 2:
         print(proc.stdout[-2000:], proc.stderr[-4000:])
     return len(diffs) == 2 and max(diffs) <= 1.0

@@ -26,9 +26,14 @@ RMS_NORM_NORM, RMS_NORM_PRENORM = 1, 2
 
 
 @pytest.fixture(scope="module")
-def ext(tmp_path_factory):
+def ext_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("atb_ext")
+
+
+@pytest.fixture(scope="module")
+def ext(ext_dir):
     from torch.utils.cpp_extension import load
-    build = tmp_path_factory.mktemp("atb_ext")
+    build = ext_dir
     atb = os.environ["ATB_HOME_PATH"]
     return load("vnpu_atb_ext", [SOURCE], extra_include_paths=npu_cpp_extension.include_paths()
                 + [os.path.join(atb, "include")],
@@ -187,18 +192,26 @@ def test_linear_parallel_over_one_rank_is_the_linear(ext, kind):
     # MindSpeed's lcal coc ops with a tensor-parallel size of 1
     x, w, residual = torch.randn(6, 8), torch.randn(5, 8), torch.randn(5)
     keep = kind == ALL_GATHER_LINEAR
-    outputs = ext.linear_parallel(x.npu(), w.npu(), residual.npu(), kind, 0, 1, keep, True)
+    outputs = ext.linear_parallel(x.npu(), w.npu(), residual.npu(), kind, 0, 1, keep, True, "0")
     torch.testing.assert_close(outputs[0].cpu(), x @ w.t() + residual)
     if keep:
         torch.testing.assert_close(outputs[1].cpu(), x)
 
 
-def test_linear_parallel_pure_linear_runs_over_several_ranks_and_the_collectives_say_not_supported(ext, capfd):
+def test_linear_parallel_pure_linear_needs_no_group_and_the_collectives_need_theirs(ext, capfd):
     x, w = torch.randn(6, 8), torch.randn(8, 5)
-    (y,) = ext.linear_parallel(x.npu(), w.npu(), None, PURE_LINEAR, 1, 2, False, True)
+    (y,) = ext.linear_parallel(x.npu(), w.npu(), None, PURE_LINEAR, 1, 2, False, True, "0")
     torch.testing.assert_close(y.cpu(), x @ w)
     with pytest.raises(RuntimeError, match="LinearParallelOperation Setup returned 1"):
-        ext.linear_parallel(x.npu(), w.npu(), None, LINEAR_ALL_REDUCE, 1, 2, False, True)
-    err = capfd.readouterr().err
-    assert "LINEAR_ALL_REDUCE over 2 ranks" in err and "is not supported on vNPU" in err
-    assert "npu_mm_all_reduce_base" in err
+        ext.linear_parallel(x.npu(), w.npu(), None, LINEAR_ALL_REDUCE, 1, 2, False, True, "0")
+    assert "communication domain 0 of 2 ranks is the hccl process group of global ranks 0 to 1" in \
+        capfd.readouterr().err
+    with pytest.raises(RuntimeError, match="Setup returned 1"):
+        ext.linear_parallel(x.npu(), w.npu(), None, LINEAR_ALL_REDUCE, 1, 2, False, True, "tp")
+    assert 'commDomain "tp" must be a communication domain number' in capfd.readouterr().err
+
+
+def test_linear_parallel_collectives_over_hccl_as_mindspeeds_lcal_coc_calls_them(ext, ext_dir):
+    # 2 ranks: all-reduce, reduce-scatter and all-gather matmuls equal the formulas, between collectives
+    from torchrun_jobs import torchrun
+    torchrun("atb_lcoc.py", 2, timeout=300, VNPU_ATB_EXT_DIR=str(ext_dir))

@@ -54,8 +54,18 @@ class CommLease {
 // group has that name, or when no hccl backend is loaded.
 std::shared_ptr<CommLease> lease_comm(const std::string& comm_name, const char* op);
 
-using CommLeaser = std::shared_ptr<CommLease> (*)(const std::string& comm_name, const char* op);
+// The same for LCAL's way of naming a group (ATB's LinearParallelParam,
+// backend "lcoc"): communication domain `domain` of `size` ranks is the
+// devices domain * size ... (domain + 1) * size - 1 of one host, this
+// process being its rank `rank`. vNPU runs one process per device, so that
+// is the hccl group whose global ranks are those numbers, in order.
+std::shared_ptr<CommLease> lease_comm_domain(int64_t domain, int64_t rank, int64_t size, const char* op);
+
+struct CommLeasers {
+  std::shared_ptr<CommLease> (*by_name)(const std::string& comm_name, const char* op);
+  std::shared_ptr<CommLease> (*by_domain)(int64_t domain, int64_t rank, int64_t size, const char* op);
+};
 // Installed once by the hccl backend (csrc/distributed).
-void set_comm_leaser(CommLeaser leaser);
+void set_comm_leasers(CommLeasers leasers);
 
 }  // namespace torch_npu

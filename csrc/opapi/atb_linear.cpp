@@ -1,16 +1,19 @@
 // ATB's matmul operations on the virtual NPU (infer_op_params.h):
 // LinearParam, GroupedMatmulInplaceAddParam (MindSpeed's gradient-
 // accumulation fusions) and LinearParallelParam (LCAL's matmul fused with a
-// collective, without the collective when it spans one rank). Math by
-// ATen's CPU kernels in float32 on views of the device memory.
+// collective over an hccl group). Math by ATen's CPU kernels in float32 on
+// views of the device memory.
 #include <string>
 
 #include <ATen/TensorOperators.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/matmul.h>
 #include <c10/util/Exception.h>
 
 #include "atb/infer_op_params.h"
+#include "csrc/core/comm_lease.h"
 #include "csrc/opapi/atb_operation.h"
+#include <vnpu/stream.h>
 
 namespace atb {
 namespace vnpu {
@@ -142,10 +145,18 @@ const char* parallel_type_name(infer::LinearParallelParam::ParallelType type) {
 }
 
 // out = x @ op(weight) [+ residual], with the collective of `type` around
-// it. Over one rank every collective is the identity, so all types run;
-// over several only PURE_LINEAR does (the class comment in
-// infer_op_params.h says why and what to use instead).
+// it, over the hccl process group that LCAL's communication domain names
+// (lease_comm_domain): LINEAR_ALL_REDUCE sums the products, then adds the
+// residual; LINEAR_REDUCE_SCATTER sums them and keeps this rank's block of
+// rows; ALL_GATHER_LINEAR multiplies every rank's x, rank after rank (with
+// keepIntermediate, also written out). Products in float32, communicated in
+// float32 (x's dtype for the gather). Like the mc2 operators, Setup (on the
+// host, in issue order) takes the group's collective turn and the task uses
+// it (Note [Collectives inside a compute-stream task] in
+// csrc/core/comm_lease.h). Over one rank every collective is the identity.
 class LinearParallelOperation : public EmulatedOperation {
+  using P = infer::LinearParallelParam;
+
  public:
   explicit LinearParallelOperation(const infer::LinearParallelParam& param)
       : EmulatedOperation("LinearParallelOperation"), param_(param) {}
@@ -157,27 +168,62 @@ class LinearParallelOperation : public EmulatedOperation {
     if (in.size() != GetInputNum()) return ERROR_INVALID_TENSOR_NUM;
     if (in[0].shape.dimNum != 2 || in[1].shape.dimNum != 2) return ERROR_INVALID_TENSOR_DIM;
     TensorDesc result = in[0];
+    result.shape.dims[0] = out_rows(in[0].shape.dims[0]);
     result.shape.dims[1] = param_.transWeight ? in[1].shape.dims[0] : in[1].shape.dims[1];
     if (param_.outDataType != ACL_DT_UNDEFINED) result.dtype = param_.outDataType;
     out.clear();
     out.push_back(result);
-    if (keeps_gathered_input()) out.push_back(in[0]);
+    if (keeps_gathered_input()) {
+      TensorDesc gathered = in[0];
+      gathered.shape.dims[0] *= param_.rankSize;
+      out.push_back(gathered);
+    }
     return NO_ERROR;
+  }
+
+  // Checks, then takes the group's turn when the operation communicates.
+  Status Setup(const VariantPack& pack, uint64_t& workspaceSize, Context* context) override {
+    const Status checked = EmulatedOperation::Setup(pack, workspaceSize, context);
+    if (checked != NO_ERROR || !communicates()) return checked;
+    try {
+      TORCH_CHECK(::vnpu::Stream::running_on_this_thread() == nullptr, "Setup must run on the host thread, as "
+                  "MindSpeed's RunAtbCmd runs it, not inside a stream task: vNPU orders the operation's collective "
+                  "among the group's others when it is set up.");
+      int64_t domain = -1;
+      try {
+        domain = std::stoll(param_.commDomain);
+      } catch (const std::exception&) {
+      }
+      TORCH_CHECK(domain >= 0, "commDomain \"", param_.commDomain, "\" must be a communication domain number "
+                  "(LCAL's device // rankSize).");
+      lease_ = torch_npu::lease_comm_domain(domain, param_.rank, param_.rankSize, name_);
+      return NO_ERROR;
+    } catch (const c10::Error& e) {
+      report(std::string("Setup failed: ") + e.what_without_backtrace());
+      return ERROR_INVALID_PARAM;
+    }
+  }
+
+  Status Execute(const VariantPack& pack, uint8_t* workspace, uint64_t workspaceSize, Context* context) override {
+    if (communicates() && lease_ == nullptr) {
+      report("Execute failed: Setup must run first (it takes the group's collective turn), once per Execute.");
+      return ERROR_INVALID_PARAM;
+    }
+    executing_ = std::move(lease_);  // prepare() hands it to the task
+    const Status status = EmulatedOperation::Execute(pack, workspace, workspaceSize, context);
+    executing_.reset();
+    return status;
   }
 
  protected:
   std::function<void()> prepare(const VariantPack& pack) const override {
-    using P = infer::LinearParallelParam;
     TORCH_CHECK(param_.type >= P::LINEAR_ALL_REDUCE && param_.type < P::MAX, "type ", static_cast<int>(param_.type),
                 " is not a LinearParallelParam::ParallelType.");
     TORCH_CHECK(param_.rankSize >= 1 && param_.rank >= 0 && param_.rank < param_.rankSize, "rank ", param_.rank,
                 " must be in [0, rankSize ", param_.rankSize, ").");
-    TORCH_CHECK(param_.type == P::PURE_LINEAR || param_.rankSize == 1, parallel_type_name(param_.type),
-                " over ", param_.rankSize, " ranks (backend \"", param_.backend, "\", commDomain \"",
-                param_.commDomain, "\") is not supported on vNPU: LCAL's communication between the devices of a "
-                "host has no emulation. Use torch_npu's mc2 operators over an hccl process group instead "
-                "(npu_mm_all_reduce_base, npu_all_gather_base_mm, npu_mm_reduce_scatter_base), or run without "
-                "MindSpeed's --use-ascend-coc.");
+    TORCH_CHECK(param_.type != P::ALL_GATHER_LINEAR_REDUCE_SCATTER || param_.rankSize == 1,
+                "ALL_GATHER_LINEAR_REDUCE_SCATTER (2-D tensor parallelism) over ", param_.rankSize,
+                " ranks is not supported on vNPU.");
     TORCH_CHECK(param_.quantType == infer::QUANT_UNDEFINED,
                 "quantType ", static_cast<int>(param_.quantType), " is not supported on vNPU (QUANT_UNDEFINED only).");
     check_counts(pack, param_.hasResidual ? "x, weight, residual" : "x, weight");
@@ -185,30 +231,58 @@ class LinearParallelOperation : public EmulatedOperation {
     TORCH_CHECK(x.dim() == 2 && w.dim() == 2, "x and weight must be 2-d, got ", x.dim(), " and ", w.dim(), " dims.");
     at::Tensor b = param_.transWeight ? w.t() : w;
     TORCH_CHECK(x.size(1) == b.size(0), "x ", x.sizes(), " and op(weight) ", b.sizes(), " do not multiply.");
+    TORCH_CHECK(param_.type != P::LINEAR_REDUCE_SCATTER || x.size(0) % param_.rankSize == 0, "x's ", x.size(0),
+                " rows must divide among the ", param_.rankSize, " ranks of LINEAR_REDUCE_SCATTER.");
     at::Tensor residual = param_.hasResidual ? host_view("residual", pack.inTensors[2]) : at::Tensor();
     at::Tensor out = host_view("out", pack.outTensors[0]);
-    TORCH_CHECK(out.dim() == 2 && out.size(0) == x.size(0) && out.size(1) == b.size(1), "out must be [", x.size(0),
-                ", ", b.size(1), "], got ", out.sizes(), ".");
+    const int64_t rows = out_rows(x.size(0));
+    TORCH_CHECK(out.dim() == 2 && out.size(0) == rows && out.size(1) == b.size(1), "out must be [", rows, ", ",
+                b.size(1), "], got ", out.sizes(), ".");
     TORCH_CHECK(!residual.defined() || residual.numel() == b.size(1) || residual.sizes() == out.sizes(),
                 "residual must have out's shape ", out.sizes(), " or its ", b.size(1), " columns, got ",
                 residual.sizes(), ".");
     at::Tensor gathered = keeps_gathered_input() ? host_view("the gathered input", pack.outTensors[1]) : at::Tensor();
-    TORCH_CHECK(!gathered.defined() || gathered.sizes() == x.sizes(), "the gathered input must have x's shape ",
-                x.sizes(), " over one rank, got ", gathered.sizes(), ".");
-    return [x, b, residual, out, gathered]() mutable {
-      at::Tensor result = at::matmul(x.to(at::kFloat), b.to(at::kFloat));
+    TORCH_CHECK(!gathered.defined() || (gathered.size(0) == x.size(0) * param_.rankSize && gathered.size(1) ==
+                x.size(1)), "the gathered input must be [", x.size(0) * param_.rankSize, ", ", x.size(1), "], got ",
+                gathered.sizes(), ".");
+    std::shared_ptr<torch_npu::CommLease> lease = executing_;
+    const P::ParallelType type = communicates() ? param_.type : P::PURE_LINEAR;
+    return [x, b, residual, out, gathered, lease, type]() mutable {
+      at::Tensor a = x;
+      if (type == P::ALL_GATHER_LINEAR) {
+        a = at::empty({x.size(0) * lease->size(), x.size(1)}, x.options());
+        lease->wait_turn();
+        lease->allgather(a, x.contiguous());
+      }
+      at::Tensor result = at::matmul(a.to(at::kFloat), b.to(at::kFloat)).contiguous();
+      if (type == P::LINEAR_ALL_REDUCE) {
+        lease->wait_turn();
+        lease->allreduce_sum(result);
+      } else if (type == P::LINEAR_REDUCE_SCATTER) {
+        at::Tensor block = at::empty({result.size(0) / lease->size(), result.size(1)}, result.options());
+        lease->wait_turn();
+        lease->reduce_scatter_sum(block, result);
+        result = block;
+      }
+      lease.reset();  // the group's turn is over
       if (residual.defined()) result = result + residual.to(at::kFloat).reshape({-1, result.size(1)});
       out.copy_(result);
-      if (gathered.defined()) gathered.copy_(x);
+      if (gathered.defined()) gathered.copy_(a);
     };
   }
 
  private:
-  bool keeps_gathered_input() const {
-    return param_.keepIntermediate && param_.type == infer::LinearParallelParam::ALL_GATHER_LINEAR;
+  bool keeps_gathered_input() const { return param_.keepIntermediate && param_.type == P::ALL_GATHER_LINEAR; }
+  bool communicates() const { return param_.rankSize > 1 && param_.type != P::PURE_LINEAR; }
+  int64_t out_rows(int64_t x_rows) const {
+    if (param_.type == P::ALL_GATHER_LINEAR) return x_rows * param_.rankSize;
+    if (param_.type == P::LINEAR_REDUCE_SCATTER) return x_rows / param_.rankSize;
+    return x_rows;
   }
 
   infer::LinearParallelParam param_;
+  std::shared_ptr<torch_npu::CommLease> lease_;      // taken by Setup, for the next Execute
+  std::shared_ptr<torch_npu::CommLease> executing_;  // the lease, during Execute
 };
 
 }  // namespace

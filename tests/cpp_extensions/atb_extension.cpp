@@ -154,10 +154,12 @@ void grouped_matmul_add(const at::Tensor& x, const at::Tensor& dy, const at::Ten
   run(create(param), {x, dy, group_list, grad}, {grad}, in_handler);
 }
 
-// MindSpeed's lcal coc ops: out = x @ op(w) [+ residual] with a collective.
+// MindSpeed's lcal coc ops: out = x @ op(w) [+ residual] with a collective
+// over communication domain `domain` (type: LinearParallelParam's).
 std::vector<at::Tensor> linear_parallel(const at::Tensor& x, const at::Tensor& w,
                                         const std::optional<at::Tensor>& residual, int64_t type, int64_t rank,
-                                        int64_t rank_size, bool keep_intermediate, bool in_handler) {
+                                        int64_t rank_size, bool keep_intermediate, bool in_handler,
+                                        const std::string& domain) {
   atb::infer::LinearParallelParam param;
   param.transWeight = x.size(1) != w.size(0);
   param.rank = static_cast<int>(rank);
@@ -166,11 +168,14 @@ std::vector<at::Tensor> linear_parallel(const at::Tensor& x, const at::Tensor& w
   param.backend = "lcoc";
   param.type = static_cast<atb::infer::LinearParallelParam::ParallelType>(type);
   param.keepIntermediate = keep_intermediate;
-  param.commDomain = "0";
+  param.commDomain = domain;
   std::vector<at::Tensor> inputs{x, w};
   if (residual) inputs.push_back(*residual);
-  std::vector<at::Tensor> outputs{at::empty({x.size(0), param.transWeight ? w.size(0) : w.size(1)}, x.options())};
-  if (keep_intermediate) outputs.push_back(at::empty(x.sizes(), x.options()));
+  int64_t rows = x.size(0);
+  if (type == atb::infer::LinearParallelParam::ALL_GATHER_LINEAR) rows *= rank_size;
+  if (type == atb::infer::LinearParallelParam::LINEAR_REDUCE_SCATTER) rows /= rank_size;
+  std::vector<at::Tensor> outputs{at::empty({rows, param.transWeight ? w.size(0) : w.size(1)}, x.options())};
+  if (keep_intermediate) outputs.push_back(at::empty({x.size(0) * rank_size, x.size(1)}, x.options()));
   run(create(param), inputs, outputs, in_handler);
   return outputs;
 }

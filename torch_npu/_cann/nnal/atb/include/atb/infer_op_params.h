@@ -144,11 +144,15 @@ struct GroupedMatmulInplaceAddParam {
 
 // A matmul fused with a collective over `rankSize` processes (LCAL's "lcoc"
 // backend, or HCCL): inputs x, weight (and the residual with hasResidual,
-// added once to the result), one output. vNPU runs PURE_LINEAR, and every
-// type when rankSize is 1; communicating types over several ranks are not
-// supported (Setup and Execute fail saying so): use torch_npu's mc2
-// operators (npu_mm_all_reduce_base, npu_all_gather_base_mm,
-// npu_mm_reduce_scatter_base), which run over hccl process groups.
+// added once to the result), one output (two for ALL_GATHER_LINEAR with
+// keepIntermediate: the gathered x). out = x @ op(weight): summed over the
+// ranks (LINEAR_ALL_REDUCE), summed with this rank keeping its block of rows
+// (LINEAR_REDUCE_SCATTER), of every rank's x (ALL_GATHER_LINEAR), or alone
+// (PURE_LINEAR). On vNPU communication domain commDomain (a number) is the
+// hccl process group of global ranks commDomain * rankSize ... + rankSize - 1
+// (one process per device), which must exist (torch.distributed.new_group);
+// Setup, on the host thread, takes the group's turn for the next Execute.
+// ALL_GATHER_LINEAR_REDUCE_SCATTER runs over one rank only.
 struct LinearParallelParam {
   enum ParallelType : int {
     UNDEFINED = -1,
