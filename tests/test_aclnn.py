@@ -278,6 +278,55 @@ def test_quantised_grouped_matmul_refuses_what_vnpu_does_not_compute(ext):
             torch.npu.synchronize()
 
 
+_FA_SHAPES = {"BSH": (2, 6, 4 * 8), "SBH": (6, 2, 4 * 8), "BSND": (2, 6, 4, 8), "BNSD": (2, 4, 6, 8)}
+_FA_KV_SHAPES = {"BSH": (2, 6, 2 * 8), "SBH": (6, 2, 2 * 8), "BSND": (2, 6, 2, 8), "BNSD": (2, 2, 6, 8)}
+
+
+@pytest.mark.parametrize("layout", ["BSH", "SBH", "BSND", "BNSD"])
+@pytest.mark.parametrize("sparse_mode,masked", [(0, False), (0, True), (2, True), (4, True)])
+def test_flash_attention_v2_equals_npu_fusion_attention_forward_and_backward(ext, layout, sparse_mode, masked):
+    # MindSpeed's npu_fusion_attention_v2 op builder; grouped key/value heads (4 query heads, 2 kv heads)
+    q = torch.randn(*_FA_SHAPES[layout])
+    k, v = torch.randn(*_FA_KV_SHAPES[layout]), torch.randn(*_FA_KV_SHAPES[layout])
+    if sparse_mode == 0:
+        mask = torch.rand(6, 6) > 0.6 if masked else None
+        if mask is not None:
+            mask.fill_diagonal_(False)  # every row keeps a key
+        pre, nxt = 2147483647, 2147483647
+    else:
+        mask = torch.ones(2048, 2048, dtype=torch.bool).triu(1)
+        pre, nxt = (2147483647, 0) if sparse_mode == 2 else (2, 1)
+    scale = 0.3
+    mask_npu = mask.npu() if mask is not None else None
+    out, row_max, row_sum = ext.flash_attention_v2(q.npu(), k.npu(), v.npu(), mask_npu, scale, 4, layout,
+                                                   sparse_mode, pre, nxt)
+    qn, kn, vn = (t.npu().requires_grad_() for t in (q, k, v))
+    ref = torch_npu.npu_fusion_attention(qn, kn, vn, 4, layout, atten_mask=mask_npu, scale=scale,
+                                         pre_tockens=pre, next_tockens=nxt, sparse_mode=sparse_mode)
+    torch.testing.assert_close(out.cpu(), ref[0].detach().cpu())
+    lse = row_max[..., 0] + torch.log(row_sum[..., 0])
+    torch.testing.assert_close(lse.cpu(), (ref[1][..., 0] + torch.log(ref[2][..., 0])).detach().cpu())
+    dy = torch.randn(q.shape)
+    ref[0].backward(dy.npu())
+    grads = ext.flash_attention_v2_grad(q.npu(), k.npu(), v.npu(), dy.npu(), mask_npu, row_max, row_sum, out, scale,
+                                        4, layout, sparse_mode, pre, nxt)
+    for mine, theirs in zip(grads, (qn, kn, vn)):
+        torch.testing.assert_close(mine.cpu(), theirs.grad.cpu(), rtol=1e-4, atol=1e-5)
+
+
+def test_flash_attention_v2_refuses_what_vnpu_does_not_compute(ext):
+    q = torch.randn(2, 6, 32).npu()
+    for layout, message in [("TND", "inputLayout \"TND\" is not supported"), ("BSH", None)]:
+        if message is None:
+            with pytest.raises(RuntimeError, match="headNum must be positive"):
+                ext.flash_attention_v2(q, q, q, None, 0.5, 0, layout, 0, 2147483647, 2147483647)
+            continue
+        with pytest.raises(RuntimeError, match=message):
+            ext.flash_attention_v2(q, q, q, None, 0.5, 4, layout, 0, 2147483647, 2147483647)
+    with pytest.raises(RuntimeError, match="sparseMode 5 is not supported"):
+        ext.flash_attention_v2(q, q, q, None, 0.5, 4, "BSH", 5, 2147483647, 2147483647)
+
+
 @pytest.mark.parametrize("layout", ["SBH", "TND"])
 def test_ring_attention_update_equals_npu_ring_attention_update(ext, layout):
     # MindSpeed's --use-fused-ring-attention-update: the aclnn operator and

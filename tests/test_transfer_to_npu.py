@@ -93,6 +93,10 @@ def test_nccl_becomes_hccl_and_jit_script_is_disabled():
         t = torch.ones(2).cuda()
         dist.all_reduce(t)
         print("backend", dist.get_backend(), t.cpu().tolist())
+        # torch 2.13's broadcast indexes torch.cuda.get_device_capability() of an is_cuda tensor (Megatron's
+        # first collective): the npu answers (8, 0) unless TORCH_NPU_DEVICE_CAPABILITY says otherwise
+        dist.broadcast(t, 0)
+        print("capability", torch.cuda.get_device_capability(), torch.npu.get_device_capability())
         from torch.distributed import DeviceMesh
         from torch.distributed.device_mesh import init_device_mesh
         meshes = [DeviceMesh.from_group(dist.group.WORLD, "cuda"), init_device_mesh("cuda", (1,)),
@@ -106,6 +110,7 @@ def test_nccl_becomes_hccl_and_jit_script_is_disabled():
         """, timeout=60)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "backend hccl [1.0, 1.0]" in proc.stdout  # "nccl" became hccl, which ran the all_reduce
+    assert "capability (8, 0) None" in proc.stdout
     assert "meshes ['npu', 'npu', 'npu']" in proc.stdout  # FSDP2 over a "cuda" mesh (Megatron) runs on npu
     assert proc.stdout.strip().splitlines()[-1] == "True True"
 
@@ -222,7 +227,9 @@ def test_every_name_of_torch_npu_all_is_on_torch_cuda():
     out = run_python("""
 import json, torch, torch_npu
 from torch_npu.contrib import transfer_to_npu  # noqa: F401
-missing = [n for n in torch.npu.__all__ if getattr(torch.cuda, n, None) is not getattr(torch.npu, n)]
+# get_device_capability is the one wrapped: (8, 0) where torch.npu's gives None (torch's own CUDA paths index it)
+missing = [n for n in torch.npu.__all__ if getattr(torch.cuda, n, None) is not getattr(torch.npu, n)
+           and n != "get_device_capability"]
 s = torch.cuda.SyncLaunchStream()
 print(json.dumps(dict(missing=missing, sync=s.is_sync_launch, graph=torch.cuda.NPUGraph is torch.npu.NPUGraph)))
 """)

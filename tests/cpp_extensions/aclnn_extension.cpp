@@ -38,6 +38,8 @@ aclDataType acl_dtype(at::ScalarType type) {
     case at::kBFloat16: return ACL_BF16;
     case at::kInt: return ACL_INT32;
     case at::kChar: return ACL_INT8;
+    case at::kBool: return ACL_BOOL;
+    case at::kByte: return ACL_UINT8;
     case at::kLong: return ACL_INT64;
     case at::kDouble: return ACL_DOUBLE;
     default: TORCH_CHECK(false, "no aclDataType for ", type);
@@ -377,6 +379,51 @@ std::vector<at::Tensor> grouped_mm_all_reduce(const std::vector<at::Tensor>& x, 
   return y;
 }
 
+// MindSpeed's npu_fusion_attention_v2: (attention, softmax_max,
+// softmax_sum), and the backward's (dq, dk, dv) from them.
+std::vector<at::Tensor> flash_attention_v2(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                           const std::optional<at::Tensor>& mask, double scale, int64_t heads,
+                                           const std::string& layout, int64_t sparse_mode, int64_t pre,
+                                           int64_t next) {
+  static std::string layout_name;
+  layout_name = layout;
+  const int64_t b = layout == "SBH" ? q.size(1) : q.size(0);
+  const int64_t sq = layout == "SBH" ? q.size(0) : (layout == "BNSD" ? q.size(2) : q.size(1));
+  at::Tensor row_max = at::empty({b, heads, sq, 8}, q.options().dtype(at::kFloat));
+  at::Tensor row_sum = at::empty_like(row_max), out = at::empty_like(q);
+  std::vector<int64_t> none;
+  aclIntArray* empty = aclCreateIntArray(none.data(), 0);
+  run_prepared_on_host("aclnnFlashAttentionScoreV2", describe(q), describe(k), describe(v),
+                       static_cast<const aclTensor*>(nullptr), static_cast<const aclTensor*>(nullptr),
+                       static_cast<const aclTensor*>(nullptr), mask ? describe(*mask) : nullptr,
+                       static_cast<const aclIntArray*>(empty), static_cast<const aclIntArray*>(empty),
+                       static_cast<const aclIntArray*>(empty), scale, 1.0, pre, next, heads,
+                       const_cast<char*>(layout_name.c_str()), int64_t{0}, sparse_mode, int64_t{1}, describe(row_max),
+                       describe(row_sum), static_cast<const aclTensor*>(nullptr), describe(out));
+  return {out, row_max, row_sum};
+}
+
+std::vector<at::Tensor> flash_attention_v2_grad(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                                const at::Tensor& dy, const std::optional<at::Tensor>& mask,
+                                                const at::Tensor& row_max, const at::Tensor& row_sum,
+                                                const at::Tensor& out, double scale, int64_t heads,
+                                                const std::string& layout, int64_t sparse_mode, int64_t pre,
+                                                int64_t next) {
+  static std::string layout_name;
+  layout_name = layout;
+  at::Tensor dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v);
+  std::vector<int64_t> none;
+  aclIntArray* empty = aclCreateIntArray(none.data(), 0);
+  const aclTensor* null = nullptr;
+  run_prepared_on_host("aclnnFlashAttentionScoreGradV2", describe(q), describe(k), describe(v), describe(dy), null,
+                       null, null, mask ? describe(*mask) : nullptr, describe(row_max), describe(row_sum), null,
+                       describe(out), static_cast<const aclIntArray*>(empty), static_cast<const aclIntArray*>(empty),
+                       static_cast<const aclIntArray*>(empty), scale, 1.0, pre, next, heads,
+                       const_cast<char*>(layout_name.c_str()), int64_t{0}, sparse_mode, int64_t{1}, describe(dq),
+                       describe(dk), describe(dv), null);
+  return {dq, dk, dv};
+}
+
 // Ring attention update (MindSpeed's npu_ring_attention_update), as its
 // op builder calls it: outputs allocated like the previous step's.
 std::vector<at::Tensor> ring_update_by_name(const at::Tensor& out1, const at::Tensor& m1, const at::Tensor& l1,
@@ -413,4 +460,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("mm_all_reduce_add_rms_norm", &mm_all_reduce_add_rms_norm);
   m.def("grouped_mm_all_reduce", &grouped_mm_all_reduce);
   m.def("quant_mm_all_reduce_add_rms_norm", &quant_mm_all_reduce_add_rms_norm);
+  m.def("flash_attention_v2", &flash_attention_v2);
+  m.def("flash_attention_v2_grad", &flash_attention_v2_grad);
 }

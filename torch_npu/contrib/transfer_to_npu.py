@@ -15,6 +15,9 @@ On import, as real torch_npu's module does:
   and the device arguments of ``torch.cuda.*`` (``set_device``,
   ``current_stream``, memory statistics, ...);
 - ``Tensor.cuda`` / ``Module.cuda`` are ``.npu``, ``Tensor.is_cuda`` is ``is_npu``;
+- ``torch.cuda.get_device_capability`` is torch.npu's (TORCH_NPU_DEVICE_CAPABILITY)
+  or, where that gives None, (8, 0): torch 2.13's own collectives index it for
+  ``is_cuda`` tensors;
 - ``init_process_group("nccl")`` (and ``new_group``) use ``"hccl"``,
   ``is_nccl_available`` answers for hccl, ``ProcessGroupNCCL`` is the hccl
   process group class; DDP ``device_ids`` need no change;
@@ -128,6 +131,20 @@ def _patch(owner, name, positional=()):
     setattr(owner, name, _wrap_device_args(fn, positional))
 
 
+# What torch.cuda.get_device_capability answers when TORCH_NPU_DEVICE_CAPABILITY
+# is unset: torch 2.13's own CUDA paths index it for tensors whose is_cuda is
+# now True (torch.distributed.broadcast: `get_device_capability(t.device)[0]
+# >= 9`), so real torch_npu's None would crash them. Ampere's (8, 0) says bf16
+# and TF32 exist, as they do on the NPU, and claims no Hopper-only feature.
+_CUDA_CAPABILITY_FALLBACK = (8, 0)
+
+
+def _cuda_device_capability(device=None):
+    """torch.npu.get_device_capability (TORCH_NPU_DEVICE_CAPABILITY), else (8, 0)."""
+    capability = torch.npu.get_device_capability(device)
+    return _CUDA_CAPABILITY_FALLBACK if capability is None else capability
+
+
 def _patch_torch_cuda():
     for name in dir(torch.npu):
         if name.startswith("__") or not hasattr(torch.cuda, name):
@@ -143,6 +160,7 @@ def _patch_torch_cuda():
         if not hasattr(torch.cuda, name):
             setattr(torch.cuda, name, getattr(torch.npu, name))
     torch.cuda.amp = torch.npu.amp
+    torch.cuda.get_device_capability = _cuda_device_capability
     # torch.npu's, looked up at each use: it fills in at the first device use.
     if "default_generators" in vars(torch.cuda):
         del torch.cuda.default_generators
