@@ -167,6 +167,34 @@ def check_quant_gmm(root):
     return diff == 0
 
 
+def check_fusion_attention_v2(root):
+    start = time.time()
+    ops = load_builder(root, "fusion_attention_v2_builder", "FusionAttentionV2OpBuilder")().load(verbose=False)
+    q, k, v = (torch.randn(2, 64, 4 * 16, dtype=torch.float16).npu() for _ in range(3))
+    mask = torch.ones(2048, 2048, dtype=torch.bool).triu(1).npu()
+    # (query, key, value, head_num, input_layout, pse, padding_mask, atten_mask, scale, keep_prob, pre_tokens,
+    #  next_tokens, inner_precise, prefix, actual_seq_qlen, actual_seq_kvlen, sparse_mode, gen_mask_parallel, sync,
+    #  pse_type, q_start_idx, kv_start_idx)
+    out = ops.npu_fusion_attention_v2(q, k, v, 4, "BSH", None, None, mask, 0.25, 1.0, 2147483647, 0, 0, None, None,
+                                      None, 2, True, False, 1, None, None)
+    ref = torch_npu.npu_fusion_attention(q, k, v, 4, "BSH", atten_mask=mask, scale=0.25, next_tockens=0,
+                                         sparse_mode=2)
+    torch.npu.synchronize()
+    elapsed = time.time() - start
+    diff = (out[0].float() - ref[0].float()).abs().max().item()
+    # MindSpeed generates a drop mask only for keep_prob 0 (its get_dropout_status treats every keep_prob <= 1 as
+    # no dropout), so a keep_prob below 1 reaches the kernel without one: refused, saying what is needed
+    try:
+        ops.npu_fusion_attention_v2(q, k, v, 4, "BSH", None, None, mask, 0.25, 0.9, 2147483647, 0, 0, None, None,
+                                    None, 2, True, False, 1, None, None)
+        refused = False
+    except RuntimeError as e:
+        refused = "needs dropMaskOptional" in str(e)
+    print(f"npu_fusion_attention_v2: build + first call {elapsed:.1f} s; causal BSH forward vs npu_fusion_attention "
+          f"max |diff| {diff:g} (float16); keep_prob 0.9 without a drop mask refused: {refused}")
+    return diff < 1e-3 and refused
+
+
 def check_atb_rms_norm(root):
     start = time.time()
     ops = load_builder(root, "rms_norm_builder", "RmsNormOpBuilder")().load(verbose=False)
@@ -325,7 +353,8 @@ def main():
     parser.add_argument("--mindspeed", required=True, help="a checkout of Ascend/MindSpeed")
     root = os.path.abspath(parser.parse_args().mindspeed)
     sys.path.insert(0, root)
-    results = [check(root) for check in (check_rope, check_moe_permute, check_adamw_v2, check_ema_adamw, check_quant_gmm, check_atb_rms_norm,
+    results = [check(root) for check in (check_rope, check_moe_permute, check_adamw_v2, check_ema_adamw, check_quant_gmm, check_fusion_attention_v2,
+                                                check_atb_rms_norm,
                                                 check_atb_swiglu, check_atb_groupmatmul_add, check_lcal_coc,
                                                 check_mm_all_reduce_add_rms_norm)]
     sys.exit(0 if all(results) else 1)

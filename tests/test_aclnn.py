@@ -299,7 +299,7 @@ def test_flash_attention_v2_equals_npu_fusion_attention_forward_and_backward(ext
     scale = 0.3
     mask_npu = mask.npu() if mask is not None else None
     out, row_max, row_sum = ext.flash_attention_v2(q.npu(), k.npu(), v.npu(), mask_npu, scale, 4, layout,
-                                                   sparse_mode, pre, nxt)
+                                                   sparse_mode, pre, nxt, None, 1.0)
     qn, kn, vn = (t.npu().requires_grad_() for t in (q, k, v))
     ref = torch_npu.npu_fusion_attention(qn, kn, vn, 4, layout, atten_mask=mask_npu, scale=scale,
                                          pre_tockens=pre, next_tockens=nxt, sparse_mode=sparse_mode)
@@ -309,7 +309,7 @@ def test_flash_attention_v2_equals_npu_fusion_attention_forward_and_backward(ext
     dy = torch.randn(q.shape)
     ref[0].backward(dy.npu())
     grads = ext.flash_attention_v2_grad(q.npu(), k.npu(), v.npu(), dy.npu(), mask_npu, row_max, row_sum, out, scale,
-                                        4, layout, sparse_mode, pre, nxt)
+                                        4, layout, sparse_mode, pre, nxt, None, 1.0)
     for mine, theirs in zip(grads, (qn, kn, vn)):
         torch.testing.assert_close(mine.cpu(), theirs.grad.cpu(), rtol=1e-4, atol=1e-5)
 
@@ -319,12 +319,35 @@ def test_flash_attention_v2_refuses_what_vnpu_does_not_compute(ext):
     for layout, message in [("TND", "inputLayout \"TND\" is not supported"), ("BSH", None)]:
         if message is None:
             with pytest.raises(RuntimeError, match="headNum must be positive"):
-                ext.flash_attention_v2(q, q, q, None, 0.5, 0, layout, 0, 2147483647, 2147483647)
+                ext.flash_attention_v2(q, q, q, None, 0.5, 0, layout, 0, 2147483647, 2147483647, None, 1.0)
             continue
         with pytest.raises(RuntimeError, match=message):
-            ext.flash_attention_v2(q, q, q, None, 0.5, 4, layout, 0, 2147483647, 2147483647)
+            ext.flash_attention_v2(q, q, q, None, 0.5, 4, layout, 0, 2147483647, 2147483647, None, 1.0)
     with pytest.raises(RuntimeError, match="sparseMode 5 is not supported"):
-        ext.flash_attention_v2(q, q, q, None, 0.5, 4, "BSH", 5, 2147483647, 2147483647)
+        ext.flash_attention_v2(q, q, q, None, 0.5, 4, "BSH", 5, 2147483647, 2147483647, None, 1.0)
+    with pytest.raises(RuntimeError, match="keepProb 0.9 needs dropMaskOptional"):
+        ext.flash_attention_v2(q, q, q, None, 0.5, 4, "BSH", 0, 2147483647, 2147483647, None, 0.9)
+
+
+def test_flash_attention_v2_dropout_applies_the_packed_mask_forward_and_backward(ext):
+    # MindSpeed's npu_fusion_attention_v2 with keep_prob < 1: the mask from npu_dropout_gen_mask's layout
+    b, n, s, d = 2, 4, 6, 8
+    q, k, v = (torch.randn(b, s, n * d) for _ in range(3))
+    mask = torch_npu._npu_dropout_gen_mask(q.npu(), [b, n, s, s], 0.25, 7, 0)
+    bits = ((mask.cpu().reshape(-1, 1) >> torch.arange(8, dtype=torch.uint8)) & 1).reshape(-1)[:b * n * s * s]
+    keep = bits.reshape(b, n, s, s).float()
+    out, row_max, row_sum = ext.flash_attention_v2(q.npu(), k.npu(), v.npu(), None, 0.3, n, "BSH", 0, 2147483647,
+                                                   2147483647, mask, 0.75)
+    qc, kc, vc = (t.view(b, s, n, d).transpose(1, 2).requires_grad_() for t in (q, k, v))
+    probs = torch.softmax(qc @ kc.transpose(-1, -2) * 0.3, -1)
+    ref = (probs * keep / 0.75) @ vc
+    torch.testing.assert_close(out.cpu(), ref.transpose(1, 2).reshape(b, s, n * d).detach())
+    dy = torch.randn(b, s, n * d)
+    ref.backward(dy.view(b, s, n, d).transpose(1, 2))
+    grads = ext.flash_attention_v2_grad(q.npu(), k.npu(), v.npu(), dy.npu(), None, row_max, row_sum, out, 0.3, n,
+                                        "BSH", 0, 2147483647, 2147483647, mask, 0.75)
+    for mine, leaf in zip(grads, (qc, kc, vc)):
+        torch.testing.assert_close(mine.cpu(), leaf.grad.transpose(1, 2).reshape(b, s, n * d), rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("layout", ["SBH", "TND"])

@@ -114,6 +114,17 @@ def test_secondary_stream_guard_joins_the_side_stream_into_the_original(ext):
         assert torch.equal(y.cpu(), torch.full((1000,), 8.0))
 
 
+def test_the_npu_generator_is_torch_npus_generator_type_and_gives_dropout_masks(ext):
+    # at::check_generator<at_npu::NPUGeneratorImpl> works on the default generator; philox_engine_inputs advances
+    # the offset by whole groups of 4; the C++ mask equals the operator's for the same (seed, offset)
+    torch.npu.manual_seed(123)
+    offset = torch.npu.default_generators[0].get_offset()
+    (seed, first, seed2, second), mask = ext.philox_dropout_mask(torch.empty(1).npu(), 100, 0.3)
+    assert seed == seed2 == 123 and first == offset and second == first + 12
+    expected = torch_npu._npu_dropout_gen_mask(torch.empty(1).npu(), [100], 0.3, seed, first)
+    assert torch.equal(mask.cpu(), expected.cpu())
+
+
 def test_external_acl_streams(ext):
     assert ext.external_stream_roundtrip()
 

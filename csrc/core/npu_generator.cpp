@@ -51,8 +51,8 @@ at::Generator handle_of(const NpuGenerator* generator) {
 }  // namespace
 
 NpuGenerator::NpuGenerator(c10::DeviceIndex device, uint64_t seed)
-    : c10::GeneratorImpl(c10::Device(c10::DeviceType::PrivateUse1, device),
-                         c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
+    : at_npu::NPUGeneratorImpl(c10::Device(c10::DeviceType::PrivateUse1, device),
+                               c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
       seed_(seed) {}
 
 void NpuGenerator::set_current_seed(uint64_t seed) {
@@ -109,6 +109,12 @@ c10::intrusive_ptr<c10::TensorImpl> NpuGenerator::get_state() const {
 }
 
 OpSeed NpuGenerator::next_op_seed() { return OpSeed{seed_, offset_++, -1}; }
+
+std::pair<uint64_t, uint64_t> NpuGenerator::philox_engine_inputs(uint64_t increment) {
+  const uint64_t offset = offset_;
+  offset_ += ((increment + 3) / 4) * 4;
+  return {seed_, offset};
+}
 
 // Note [Random ops in NPU graphs]
 // An eager random op's stage-2 generator is seeded with mix(seed ^
@@ -242,3 +248,7 @@ OpSeed draw_op_seed(const std::optional<at::Generator>& generator, c10::DeviceIn
 at::Generator cpu_generator_for(const OpSeed& seed) { return at::make_generator<at::CPUGeneratorImpl>(seed.value()); }
 
 }  // namespace torch_npu
+
+// The key function of torch_npu's public generator type: its type
+// information lives here, in _C, for every extension's dynamic_cast.
+at_npu::NPUGeneratorImpl::~NPUGeneratorImpl() = default;

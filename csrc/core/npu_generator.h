@@ -19,6 +19,8 @@
 #include <ATen/core/Generator.h>
 #include <c10/core/GeneratorImpl.h>
 
+#include "torch_npu/csrc/aten/NPUGeneratorImpl.h"
+
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -37,7 +39,9 @@ struct OpSeed {
   uint64_t value() const;
 };
 
-class NpuGenerator final : public c10::GeneratorImpl {
+// The npu generator: at_npu::NPUGeneratorImpl, the type torch_npu's C++ API
+// names, so extensions may at::check_generator it.
+class NpuGenerator final : public at_npu::NPUGeneratorImpl {
  public:
   explicit NpuGenerator(c10::DeviceIndex device, uint64_t seed = c10::default_rng_seed_val);
 
@@ -56,6 +60,9 @@ class NpuGenerator final : public c10::GeneratorImpl {
 
   // Seed for the next random op's CPU generator; advances the offset.
   OpSeed next_op_seed();
+  // (seed, offset), then the offset advanced by `increment` rounded up to 4
+  // (CUDA's Philox rule): what a kernel given them would draw from.
+  std::pair<uint64_t, uint64_t> philox_engine_inputs(uint64_t increment) override;
 
  private:
   NpuGenerator* clone_impl() const override;

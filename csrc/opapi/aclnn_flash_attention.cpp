@@ -10,11 +10,18 @@
 // (B, N, Sq, 8). The backward reads any (max, sum) pair as logsumexp = max +
 // log(sum), so it also takes the kernel's own statistics.
 //
-// vNPU computes the BSH, SBH, BSND and BNSD layouts without pse, dropout,
-// padding mask, prefix or start indices; each of those is refused at
+// Dropout takes the caller's packed keep mask (dropMaskOptional, one bit per
+// element of [B, N, Sq, Skv], bit k of byte b for element 8b + k, as
+// at_npu::native::npu_dropout_gen_mask makes it): then the probabilities are
+// formed explicitly, P * keep / keepProb, and the backward recomputes them
+// from the statistics.
+//
+// vNPU computes the BSH, SBH, BSND and BNSD layouts without pse, padding
+// mask, prefix or start indices; each of those is refused at
 // GetWorkspaceSize, naming it.
 #include <cmath>
 #include <limits>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -22,6 +29,12 @@
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_backward.h>
 #include <ATen/ops/arange.h>
+#include <ATen/ops/bitwise_and.h>
+#include <ATen/ops/bitwise_right_shift.h>
+#include <ATen/ops/exp.h>
+#include <ATen/ops/logsumexp.h>
+#include <ATen/ops/matmul.h>
+#include <ATen/ops/ones.h>
 #include <ATen/ops/log.h>
 #include <ATen/ops/zeros.h>
 #include <c10/util/Exception.h>
@@ -148,14 +161,61 @@ at::Tensor fold_heads(const at::Tensor& grad, int64_t kv_heads) {
   return grad.view({s[0], kv_heads, s[1] / kv_heads, s[2], s[3]}).sum(2);
 }
 
-void check_unsupported(const aclTensor* pse, const aclTensor* drop_mask, const aclTensor* padding_mask,
-                       const aclIntArray* prefix, const aclIntArray* q_start, const aclIntArray* kv_start,
-                       double keep_prob) {
+// The keep flags (float 0 / 1) of a packed mask, shaped `shape`.
+at::Tensor unpack_keep(const at::Tensor& mask, at::IntArrayRef shape) {
+  const int64_t numel = c10::multiply_integers(shape);
+  at::Tensor shifts = at::arange(8, mask.options());
+  at::Tensor bits = at::bitwise_and(at::bitwise_right_shift(mask.reshape({-1, 1}), shifts), 1);
+  return bits.reshape({-1}).narrow(0, 0, numel).reshape(shape).to(at::kFloat);
+}
+
+// Attention with dropout, explicitly: (out, logsumexp) of BNSD float views.
+std::pair<at::Tensor, at::Tensor> attend_with_dropout(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                                      const at::Tensor& bias, const at::Tensor& keep,
+                                                      double scale, double keep_prob) {
+  at::Tensor scores = at::matmul(q, k.transpose(-1, -2)) * scale;
+  if (bias.defined()) scores = scores + bias;
+  at::Tensor lse = at::logsumexp(scores, {-1});
+  at::Tensor probs = at::exp(scores - lse.unsqueeze(-1)) * keep / keep_prob;
+  return {at::matmul(probs, v), lse};
+}
+
+// Its gradients (dq, dk, dv) from the forward's logsumexp.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> attend_with_dropout_backward(
+    const at::Tensor& dy, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& bias,
+    const at::Tensor& keep, const at::Tensor& lse, double scale, double keep_prob) {
+  at::Tensor scores = at::matmul(q, k.transpose(-1, -2)) * scale;
+  if (bias.defined()) scores = scores + bias;
+  at::Tensor probs = at::exp(scores - lse.unsqueeze(-1));
+  at::Tensor dropped = probs * keep / keep_prob;
+  at::Tensor dv = at::matmul(dropped.transpose(-1, -2), dy);
+  at::Tensor dprobs = at::matmul(dy, v.transpose(-1, -2)) * keep / keep_prob;
+  at::Tensor dscores = probs * (dprobs - (dprobs * probs).sum(-1, /*keepdim=*/true));
+  return {at::matmul(dscores, k) * scale, at::matmul(dscores.transpose(-1, -2), q) * scale, dv};
+}
+
+// The causal mask as an additive term (the explicit path has no is_causal).
+at::Tensor with_causal(const at::Tensor& bias, bool causal, int64_t sq, int64_t skv, const at::Tensor& like) {
+  if (!causal) return bias;
+  at::Tensor upper = at::ones({sq, skv}, like.options().dtype(at::kBool)).triu(1);
+  at::Tensor term = at::zeros({sq, skv}, like.options()).masked_fill_(upper, -INFINITY);
+  return bias.defined() ? bias + term : term;
+}
+
+void check_dropout(const at::Tensor& drop_mask, double keep_prob, int64_t numel) {
+  TORCH_CHECK(keep_prob > 0.0 && keep_prob <= 1.0, "keepProb must be in (0, 1], but got ", keep_prob, ".");
+  if (keep_prob == 1.0) return;
+  TORCH_CHECK(drop_mask.defined(), "keepProb ", keep_prob, " needs dropMaskOptional, the packed keep mask "
+              "(at_npu::native::npu_dropout_gen_mask), on vNPU.");
+  TORCH_CHECK(drop_mask.scalar_type() == at::kByte && drop_mask.numel() * 8 >= numel, "dropMaskOptional must be "
+              "uint8 with a bit per element of [B, N, Sq, Skv] (", numel, " bits), but got ", drop_mask.scalar_type(),
+              " of ", drop_mask.numel(), " bytes.");
+}
+
+void check_unsupported(const aclTensor* pse, const aclTensor* padding_mask, const aclIntArray* prefix,
+                       const aclIntArray* q_start, const aclIntArray* kv_start) {
   TORCH_CHECK(pse == nullptr, "pse (realShiftOptional / pseShiftOptional) is not supported by vNPU's "
               "aclnnFlashAttentionScoreV2: use torch_npu.npu_fusion_attention, which takes it.");
-  TORCH_CHECK(keep_prob == 1.0 && drop_mask == nullptr, "dropout (keepProb ", keep_prob, ", dropMaskOptional) is "
-              "not supported by vNPU's aclnnFlashAttentionScoreV2: use torch_npu.npu_fusion_attention, which draws "
-              "its own mask.");
   TORCH_CHECK(padding_mask == nullptr, "paddingMaskOptional is reserved and not supported.");
   auto empty = [](const aclIntArray* a) { return a == nullptr || a->values.empty(); };
   TORCH_CHECK(empty(prefix) && empty(q_start) && empty(kv_start), "prefixOptional, qStartIdxOptional and "
@@ -184,8 +244,7 @@ aclnnStatus aclnnFlashAttentionScoreV2GetWorkspaceSize(
     uint64_t* workspaceSize, aclOpExecutor** executor) {
   return prepare("aclnnFlashAttentionScoreV2", workspaceSize, executor, [&]() -> std::function<void()> {
     using namespace torch_npu::aclnn;
-    check_unsupported(realShiftOptional, dropMaskOptional, paddingMaskOptional, prefixOptional, qStartIdxOptional,
-                      kvStartIdxOptional, keepProb);
+    check_unsupported(realShiftOptional, paddingMaskOptional, prefixOptional, qStartIdxOptional, kvStartIdxOptional);
     Attention a{inputLayout == nullptr ? "" : inputLayout, headNum, scaleValue, preTokens, nextTokens, sparseMode,
                 optional_host_view("attenMaskOptional", attenMaskOptional)};
     at::Tensor q = host_view("query", query), k = host_view("key", key), v = host_view("value", value);
@@ -201,12 +260,26 @@ aclnnStatus aclnnFlashAttentionScoreV2GetWorkspaceSize(
     TORCH_CHECK(row_max.sizes() == at::IntArrayRef(stats) && row_sum.sizes() == at::IntArrayRef(stats),
                 "softmaxMaxOut and softmaxSumOut must be ", at::IntArrayRef(stats), ", but got ", row_max.sizes(),
                 " and ", row_sum.sizes(), ".");
-    return [a, q, k, v, out, row_max, row_sum, d, n]() mutable {
+    at::Tensor drop_mask = optional_host_view("dropMaskOptional", dropMaskOptional);
+    const int64_t skv = a.to_bnsd(k, a.kv_heads(k, d)).size(2);
+    check_dropout(drop_mask, keepProb, stats[0] * n * stats[2] * skv);
+    const double keep_prob = keepProb;
+    return [a, q, k, v, out, row_max, row_sum, d, n, drop_mask, keep_prob]() mutable {
       const int64_t nkv = a.kv_heads(k, d);
       at::Tensor qb = a.to_bnsd(q, n), kb = repeat_heads(a.to_bnsd(k, nkv), n), vb = repeat_heads(a.to_bnsd(v, nkv), n);
       auto [bias, causal] = a.bias(qb.size(0), n, qb.size(2), kb.size(2), qb);
-      auto [o, lse] = at::_scaled_dot_product_flash_attention_for_cpu(
-          qb, kb, vb, 0.0, causal, bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt, a.scale);
+      at::Tensor o, lse;
+      if (keep_prob < 1.0) {
+        const std::vector<int64_t> shape{qb.size(0), n, qb.size(2), kb.size(2)};
+        at::Tensor keep = unpack_keep(drop_mask, shape);
+        at::Tensor term = with_causal(bias.defined() ? bias.to(at::kFloat) : bias, causal, qb.size(2), kb.size(2),
+                                      keep);
+        std::tie(o, lse) = attend_with_dropout(qb.to(at::kFloat), kb.to(at::kFloat), vb.to(at::kFloat), term, keep,
+                                               a.scale, keep_prob);
+      } else {
+        std::tie(o, lse) = at::_scaled_dot_product_flash_attention_for_cpu(
+            qb, kb, vb, 0.0, causal, bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt, a.scale);
+      }
       out.copy_(a.from_bnsd(o));
       row_max.copy_(lse.unsqueeze(-1).expand(row_max.sizes()));
       row_sum.fill_(1.0);
@@ -230,8 +303,7 @@ aclnnStatus aclnnFlashAttentionScoreGradV2GetWorkspaceSize(
     const aclTensor* dpseOut, uint64_t* workspaceSize, aclOpExecutor** executor) {
   return prepare("aclnnFlashAttentionScoreGradV2", workspaceSize, executor, [&]() -> std::function<void()> {
     using namespace torch_npu::aclnn;
-    check_unsupported(pseShiftOptional, dropMaskOptional, paddingMaskOptional, prefixOptional, qStartIdxOptional,
-                      kvStartIdxOptional, keepProb);
+    check_unsupported(pseShiftOptional, paddingMaskOptional, prefixOptional, qStartIdxOptional, kvStartIdxOptional);
     Attention a{inputLayout == nullptr ? "" : inputLayout, headNum, scaleValue, preTokens, nextTokens, sparseMode,
                 optional_host_view("attenMaskOptional", attenMaskOptional)};
     at::Tensor q = host_view("query", query), k = host_view("key", key), v = host_view("value", value),
@@ -249,7 +321,10 @@ aclnnStatus aclnnFlashAttentionScoreGradV2GetWorkspaceSize(
                 "dqOut, dkOut and dvOut must have query's, key's and value's shapes.");
     const int64_t d = a.head_dim(q);
     const int64_t n = a.heads;
-    return [a, q, k, v, g, row_max, row_sum, attention, dq, dk, dv, d, n]() mutable {
+    at::Tensor drop_mask = optional_host_view("dropMaskOptional", dropMaskOptional);
+    check_dropout(drop_mask, keepProb, row_max.size(0) * n * row_max.size(2) * a.to_bnsd(k, a.kv_heads(k, d)).size(2));
+    const double keep_prob = keepProb;
+    return [a, q, k, v, g, row_max, row_sum, attention, dq, dk, dv, d, n, drop_mask, keep_prob]() mutable {
       const int64_t nkv = a.kv_heads(k, d);
       at::Tensor qb = a.to_bnsd(q, n), kb = repeat_heads(a.to_bnsd(k, nkv), n), vb = repeat_heads(a.to_bnsd(v, nkv), n);
       at::Tensor gb = a.to_bnsd(g, n), ob = a.to_bnsd(attention, n);
@@ -257,9 +332,19 @@ aclnnStatus aclnnFlashAttentionScoreGradV2GetWorkspaceSize(
       at::Tensor lse = (row_max.select(-1, 0).to(at::kFloat) + at::log(row_sum.select(-1, 0).to(at::kFloat)))
                            .contiguous();
       auto [bias, causal] = a.bias(qb.size(0), n, qb.size(2), kb.size(2), qb);
-      auto [gq, gk, gv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
-          gb, qb, kb, vb, ob, lse, 0.0, causal, bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt,
-          a.scale);
+      at::Tensor gq, gk, gv;
+      if (keep_prob < 1.0) {
+        const std::vector<int64_t> shape{qb.size(0), n, qb.size(2), kb.size(2)};
+        at::Tensor keep = unpack_keep(drop_mask, shape);
+        at::Tensor term = with_causal(bias.defined() ? bias.to(at::kFloat) : bias, causal, qb.size(2), kb.size(2),
+                                      keep);
+        std::tie(gq, gk, gv) = attend_with_dropout_backward(gb.to(at::kFloat), qb.to(at::kFloat), kb.to(at::kFloat),
+                                                            vb.to(at::kFloat), term, keep, lse, a.scale, keep_prob);
+      } else {
+        std::tie(gq, gk, gv) = at::_scaled_dot_product_flash_attention_for_cpu_backward(
+            gb, qb, kb, vb, ob, lse, 0.0, causal, bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt,
+            a.scale);
+      }
       dq.copy_(a.from_bnsd(gq));
       dk.copy_(a.from_bnsd(fold_heads(gk, nkv)));
       dv.copy_(a.from_bnsd(fold_heads(gv, nkv)));

@@ -384,7 +384,8 @@ std::vector<at::Tensor> grouped_mm_all_reduce(const std::vector<at::Tensor>& x, 
 std::vector<at::Tensor> flash_attention_v2(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                            const std::optional<at::Tensor>& mask, double scale, int64_t heads,
                                            const std::string& layout, int64_t sparse_mode, int64_t pre,
-                                           int64_t next) {
+                                           int64_t next, const std::optional<at::Tensor>& drop_mask,
+                                           double keep_prob) {
   static std::string layout_name;
   layout_name = layout;
   const int64_t b = layout == "SBH" ? q.size(1) : q.size(0);
@@ -394,10 +395,11 @@ std::vector<at::Tensor> flash_attention_v2(const at::Tensor& q, const at::Tensor
   std::vector<int64_t> none;
   aclIntArray* empty = aclCreateIntArray(none.data(), 0);
   run_prepared_on_host("aclnnFlashAttentionScoreV2", describe(q), describe(k), describe(v),
-                       static_cast<const aclTensor*>(nullptr), static_cast<const aclTensor*>(nullptr),
+                       static_cast<const aclTensor*>(nullptr),
+                       static_cast<const aclTensor*>(drop_mask ? describe(*drop_mask) : nullptr),
                        static_cast<const aclTensor*>(nullptr), mask ? describe(*mask) : nullptr,
                        static_cast<const aclIntArray*>(empty), static_cast<const aclIntArray*>(empty),
-                       static_cast<const aclIntArray*>(empty), scale, 1.0, pre, next, heads,
+                       static_cast<const aclIntArray*>(empty), scale, keep_prob, pre, next, heads,
                        const_cast<char*>(layout_name.c_str()), int64_t{0}, sparse_mode, int64_t{1}, describe(row_max),
                        describe(row_sum), static_cast<const aclTensor*>(nullptr), describe(out));
   return {out, row_max, row_sum};
@@ -408,7 +410,8 @@ std::vector<at::Tensor> flash_attention_v2_grad(const at::Tensor& q, const at::T
                                                 const at::Tensor& row_max, const at::Tensor& row_sum,
                                                 const at::Tensor& out, double scale, int64_t heads,
                                                 const std::string& layout, int64_t sparse_mode, int64_t pre,
-                                                int64_t next) {
+                                                int64_t next, const std::optional<at::Tensor>& drop_mask,
+                                                double keep_prob) {
   static std::string layout_name;
   layout_name = layout;
   at::Tensor dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v);
@@ -416,9 +419,10 @@ std::vector<at::Tensor> flash_attention_v2_grad(const at::Tensor& q, const at::T
   aclIntArray* empty = aclCreateIntArray(none.data(), 0);
   const aclTensor* null = nullptr;
   run_prepared_on_host("aclnnFlashAttentionScoreGradV2", describe(q), describe(k), describe(v), describe(dy), null,
-                       null, null, mask ? describe(*mask) : nullptr, describe(row_max), describe(row_sum), null,
+                       drop_mask ? static_cast<const aclTensor*>(describe(*drop_mask)) : null, null,
+                       mask ? describe(*mask) : nullptr, describe(row_max), describe(row_sum), null,
                        describe(out), static_cast<const aclIntArray*>(empty), static_cast<const aclIntArray*>(empty),
-                       static_cast<const aclIntArray*>(empty), scale, 1.0, pre, next, heads,
+                       static_cast<const aclIntArray*>(empty), scale, keep_prob, pre, next, heads,
                        const_cast<char*>(layout_name.c_str()), int64_t{0}, sparse_mode, int64_t{1}, describe(dq),
                        describe(dk), describe(dv), null);
   return {dq, dk, dv};

@@ -10,6 +10,7 @@
 
 #include "third_party/acl/inc/acl/acl.h"
 #include "torch_npu/csrc/aten/NPUGeneratorImpl.h"
+#include "torch_npu/csrc/aten/NPUNativeFunctions.h"
 #include "torch_npu/csrc/aten/common/from_blob.h"
 #include "torch_npu/csrc/core/npu/NPUCachingAllocator.h"
 #include "torch_npu/csrc/core/npu/NPUEvent.h"
@@ -177,6 +178,22 @@ std::tuple<at::Tensor, bool> secondary_stream_join(at::Tensor x) {
   return {x + 1, c10_npu::getCurrentNPUStream() == main};
 }
 
+// MindSpeed's dropout-mask recipe: (seed, offset) from the default npu
+// generator as torch_npu's type (twice: the offset moves by 12 for 10
+// draws), then the packed mask of numel elements from them.
+std::tuple<std::vector<int64_t>, at::Tensor> philox_dropout_mask(const at::Tensor& like, int64_t numel, double p) {
+  at::Generator gen = at_npu::detail::getDefaultNPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  auto* impl = at::check_generator<at_npu::NPUGeneratorImpl>(gen);
+  const auto first = impl->philox_engine_inputs(10);
+  const auto second = impl->philox_engine_inputs(10);
+  at::Tensor mask = at_npu::native::npu_dropout_gen_mask(like, {numel}, p, static_cast<int64_t>(first.first),
+                                                         static_cast<int64_t>(first.second), true, false);
+  return {{static_cast<int64_t>(first.first), static_cast<int64_t>(first.second),
+           static_cast<int64_t>(second.first), static_cast<int64_t>(second.second)},
+          mask};
+}
+
 // Captures x * 2 into an NPUGraph and replays it after x changed.
 at::Tensor graph_double(at::Tensor x) {
   auto side = c10_npu::getNPUStreamFromPool();
@@ -274,6 +291,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("event_elapsed_ms", &event_elapsed_ms);
   m.def("graph_double", &graph_double);
   m.def("secondary_stream_join", &secondary_stream_join);
+  m.def("philox_dropout_mask", &philox_dropout_mask);
   m.def("register_op_hooks", &register_op_hooks);
   m.def("hook_calls", [] { return g_hook_calls; });
   m.def("reset_hook_calls", [] {
