@@ -207,6 +207,19 @@ MatmulAllReduceAddRmsNorm read_common(Form form, const aclTensor* x1, const aclT
   return op;
 }
 
+MatmulAllReduceAddRmsNorm with_dequant(MatmulAllReduceAddRmsNorm op, const aclTensor* dequantScale) {
+  op.dequant_scale = host_view("dequantScale", dequantScale);
+  return op;
+}
+
+MatmulAllReduceAddRmsNorm with_antiquant(MatmulAllReduceAddRmsNorm op, const aclTensor* antiquantScale,
+                                         const aclTensor* antiquantOffset, int64_t antiquantGroupSize) {
+  op.antiquant_scale = host_view("antiquantScale", antiquantScale);
+  op.antiquant_offset = optional_host_view("antiquantOffset", antiquantOffset);
+  op.antiquant_group_size = antiquantGroupSize;
+  return op;
+}
+
 }  // namespace
 
 extern "C" {
@@ -250,9 +263,7 @@ aclnnStatus aclnnQuantMatmulAllReduceAddRmsNormGetWorkspaceSize(
     int64_t commTurn, int64_t streamMode, const aclTensor* y, const aclTensor* normOut, uint64_t* workspaceSize,
     aclOpExecutor** executor) {
   return prepare_mc2("aclnnQuantMatmulAllReduceAddRmsNorm", group, reduceOp, workspaceSize, executor, [&] {
-    MatmulAllReduceAddRmsNorm op = read_common(Form::kQuant, x1, x2, bias, residual, gamma, epsilon, y, normOut);
-    op.dequant_scale = host_view("dequantScale", dequantScale);
-    return op;
+    return with_dequant(read_common(Form::kQuant, x1, x2, bias, residual, gamma, epsilon, y, normOut), dequantScale);
   });
 }
 
@@ -267,10 +278,8 @@ aclnnStatus aclnnInplaceQuantMatmulAllReduceAddRmsNormGetWorkspaceSize(
     int64_t commTurn, int64_t streamMode, const aclTensor* normOut, uint64_t* workspaceSize,
     aclOpExecutor** executor) {
   return prepare_mc2("aclnnInplaceQuantMatmulAllReduceAddRmsNorm", group, reduceOp, workspaceSize, executor, [&] {
-    MatmulAllReduceAddRmsNorm op =
-        read_common(Form::kQuant, x1, x2, bias, residual, gamma, epsilon, nullptr, normOut);
-    op.dequant_scale = host_view("dequantScale", dequantScale);
-    return op;
+    return with_dequant(read_common(Form::kQuant, x1, x2, bias, residual, gamma, epsilon, nullptr, normOut),
+                        dequantScale);
   });
 }
 
@@ -285,12 +294,8 @@ aclnnStatus aclnnWeightQuantMatmulAllReduceAddRmsNormGetWorkspaceSize(
     const char* group, const char* reduceOp, int64_t commTurn, int64_t streamMode, int64_t antiquantGroupSize,
     const aclTensor* y, const aclTensor* normOut, uint64_t* workspaceSize, aclOpExecutor** executor) {
   return prepare_mc2("aclnnWeightQuantMatmulAllReduceAddRmsNorm", group, reduceOp, workspaceSize, executor, [&] {
-    MatmulAllReduceAddRmsNorm op =
-        read_common(Form::kWeightQuant, x1, x2, bias, residual, gamma, epsilon, y, normOut);
-    op.antiquant_scale = host_view("antiquantScale", antiquantScale);
-    op.antiquant_offset = optional_host_view("antiquantOffset", antiquantOffset);
-    op.antiquant_group_size = antiquantGroupSize;
-    return op;
+    return with_antiquant(read_common(Form::kWeightQuant, x1, x2, bias, residual, gamma, epsilon, y, normOut),
+                          antiquantScale, antiquantOffset, antiquantGroupSize);
   });
 }
 
@@ -306,12 +311,9 @@ aclnnStatus aclnnInplaceWeightQuantMatmulAllReduceAddRmsNormGetWorkspaceSize(
     const aclTensor* normOut, uint64_t* workspaceSize, aclOpExecutor** executor) {
   return prepare_mc2("aclnnInplaceWeightQuantMatmulAllReduceAddRmsNorm", group, reduceOp, workspaceSize, executor,
                      [&] {
-                       MatmulAllReduceAddRmsNorm op = read_common(Form::kWeightQuant, x1, x2, bias, residual, gamma,
-                                                                  epsilon, nullptr, normOut);
-                       op.antiquant_scale = host_view("antiquantScale", antiquantScale);
-                       op.antiquant_offset = optional_host_view("antiquantOffset", antiquantOffset);
-                       op.antiquant_group_size = antiquantGroupSize;
-                       return op;
+                       return with_antiquant(read_common(Form::kWeightQuant, x1, x2, bias, residual, gamma, epsilon,
+                                                         nullptr, normOut),
+                                             antiquantScale, antiquantOffset, antiquantGroupSize);
                      });
 }
 
