@@ -116,3 +116,27 @@ def test_flop_counter_counts_npu_attention_as_cuda_flash_and_math_only_takes_the
     assert flops(False, **math_only) == flops(False, **flash) == forward
     assert flops(True, **math_only) == 3 * forward  # bmm backward: two matmuls per forward one
     assert flops(True, **flash) == 7 * forward // 2  # torch's flash backward formula
+
+
+def test_sdpa_kernel_overrideable_runs_the_npu_kernel_and_math_the_math_path():
+    # torch.nn.attention.sdpa_kernel(SDPBackend.OVERRIDEABLE) turns flash, efficient and math off: the npu
+    # kernel is what it asks for (real torch_npu's context-parallel tests run under it)
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Ops(TorchDispatchMode):
+        seen = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.seen.append(func)
+            return func(*args, **(kwargs or {}))
+
+    q = torch.randn(2, 4, 16, 8).npu()
+    for backend, expect_kernel in ((SDPBackend.OVERRIDEABLE, True), (SDPBackend.MATH, False)):
+        Ops.seen = []
+        with sdpa_kernel(backend), Ops():
+            out = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+        ran = torch.ops.aten._scaled_dot_product_fused_attention_overrideable.default in Ops.seen
+        assert ran == expect_kernel, (backend, Ops.seen)
+        torch.testing.assert_close(out.cpu(), F.scaled_dot_product_attention(q.cpu(), q.cpu(), q.cpu(),
+                                                                             is_causal=True))

@@ -124,8 +124,10 @@ int64_t npu_fused_sdp_choice(const at::Tensor& query, const at::Tensor& key, con
   const auto& ctx = at::globalContext();
   if (!ctx.userEnabledOverrideableSDP()) return math;
   // torch_npu.npu.sdp_kernel(enable_math=True, enable_flash=False,
-  // enable_mem_efficient=False) asks for the math path, as torch_npu honours it.
-  if (!ctx.userEnabledFlashSDP() && !ctx.userEnabledMemEfficientSDP()) return math;
+  // enable_mem_efficient=False) asks for the math path, as torch_npu honours
+  // it; sdpa_kernel(SDPBackend.OVERRIDEABLE) turns those two off as well, but
+  // math too, and asks for this kernel.
+  if (!ctx.userEnabledFlashSDP() && !ctx.userEnabledMemEfficientSDP() && ctx.userEnabledMathSDP()) return math;
   const bool dense4d = query.dim() == 4 && key.dim() == 4 && value.dim() == 4 && !query.is_nested() &&
                        !key.is_nested() && !value.is_nested();
   if (!dense4d || dropout_p > 0.0) return math;
