@@ -219,11 +219,21 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> npu_sdpa_overrideable
     const at::Tensor& /*philox_seed*/, const at::Tensor& /*philox_offset*/, std::optional<double> scale) {
   TORCH_CHECK(!grad_input_mask[3], "npu scaled_dot_product_attention: the fused path gives no attn_mask gradient");
   const int64_t heads = query.size(1);
+  // Half-precision gradients are computed in float32 and rounded once, as
+  // the chip's attention kernel does: the CPU kernel's half path rounds its
+  // intermediate products, which compounds over long sequences (and makes
+  // the same gradient summed over context-parallel blocks differ by ulps).
+  const bool half = query.scalar_type() == at::kHalf || query.scalar_type() == at::kBFloat16;
+  auto wide = [half](const at::Tensor& t) { return half ? t.to(at::kFloat) : t; };
+  std::optional<at::Tensor> mask =
+      additive_mask(attn_bias.defined() ? std::optional<at::Tensor>(attn_bias) : std::nullopt, query);
+  if (half && mask.has_value()) mask = mask->to(at::kFloat);
   auto [dq, dk, dv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
-      grad_out, query, repeat_heads(key, heads), repeat_heads(value, heads), out, logsumexp, dropout_p, is_causal,
-      additive_mask(attn_bias.defined() ? std::optional<at::Tensor>(attn_bias) : std::nullopt, query), scale);
-  return {in_layout_of(dq, query), in_layout_of(fold_heads(dk, key.size(1)), key),
-          in_layout_of(fold_heads(dv, value.size(1)), value), at::Tensor()};
+      wide(grad_out), wide(query), wide(repeat_heads(key, heads)), wide(repeat_heads(value, heads)), wide(out),
+      logsumexp, dropout_p, is_causal, mask, scale);
+  auto narrow = [&](const at::Tensor& g) { return half ? g.to(query.scalar_type()) : g; };
+  return {in_layout_of(narrow(dq), query), in_layout_of(narrow(fold_heads(dk, key.size(1))), key),
+          in_layout_of(narrow(fold_heads(dv, value.size(1))), value), at::Tensor()};
 }
 
 }  // namespace

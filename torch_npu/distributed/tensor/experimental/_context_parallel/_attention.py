@@ -62,11 +62,18 @@ def _ring_backward(mesh, grad_out, query, key, value, attn_bias, grad_input_mask
                    cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset, *, scale=None):
     # Each block's backward recomputes its probabilities from the merged
     # logsumexp and output, so the ring's gradients are the whole attention's.
-    return _torch_cp._templated_ring_attention_backward(
+    # With convert_to_f32 (torch's default) the blocks run in float32 too, so
+    # a half-precision gradient is rounded once, after the ring's sum, as the
+    # whole attention's is; else the blocks' roundings add up.
+    dtype = query.dtype
+    if _torch_cp._cp_options.convert_to_f32 and dtype in (torch.float16, torch.bfloat16):
+        grad_out, query, key, value, out = (t.float() for t in (grad_out, query, key, value, out))
+    grads = _torch_cp._templated_ring_attention_backward(
         mesh.get_group(), _SEQ_DIM, _BACKWARD, grad_out=grad_out, grad_out_name="grad_out", query=query, key=key,
         value=value, out=out, logsumexp=logsumexp, is_causal=is_causal, attn_bias=attn_bias,
         grad_input_mask=grad_input_mask, cum_seq_q=cum_seq_q, cum_seq_k=cum_seq_k, max_q=max_q, max_k=max_k,
         dropout_p=dropout_p, philox_seed=philox_seed, philox_offset=philox_offset, scale=scale)
+    return (*(g.to(dtype) for g in grads[:3]), *grads[3:])
 
 
 _RINGS = {_FORWARD: _ring_forward, _BACKWARD: _ring_backward}
