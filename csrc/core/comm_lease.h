@@ -51,7 +51,8 @@ class CommLease {
 // Takes the next collective turn of the hccl process group whose comm name
 // (get_hccl_comm_name, of any of its ranks) is `comm_name`, for the operator
 // `op` (a string literal). Raises c10::Error naming the group when no live
-// group has that name, or when no hccl backend is loaded.
+// group has that name, when no hccl backend is loaded, or when called inside
+// a stream task (the host thread alone knows the issue order).
 std::shared_ptr<CommLease> lease_comm(const std::string& comm_name, const char* op);
 
 // The same for LCAL's way of naming a group (ATB's LinearParallelParam,

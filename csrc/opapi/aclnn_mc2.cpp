@@ -33,17 +33,11 @@
 #include "csrc/opapi/acl_meta.h"
 #include "csrc/opapi/aclnn_executor.h"
 #include "csrc/opapi/aclnn_mc2.h"
-#include <vnpu/stream.h>
 
 namespace torch_npu {
 namespace aclnn {
 
 std::shared_ptr<CommLease> take_turn(const char* api, const char* group, const char* reduce_op) {
-  // Taking the group's turn orders the operator among the group's
-  // collectives in issue order, which only the host thread knows.
-  TORCH_CHECK(vnpu::Stream::running_on_this_thread() == nullptr, api, "GetWorkspaceSize must be called on the host "
-              "thread, as op-plugin's EXEC_NPU_CMD and MindSpeed's ACLNN_CMD call it, not inside a stream task: vNPU "
-              "orders the operator's collective among the group's others when it is prepared.");
   TORCH_CHECK(group != nullptr && group[0] != '\0', "group must name an hccl communicator (get_hccl_comm_name).");
   TORCH_CHECK(reduce_op != nullptr && std::string(reduce_op) == "sum", "reduceOp must be \"sum\" (the only one "
               "supported), but got \"", reduce_op == nullptr ? "" : reduce_op, "\".");

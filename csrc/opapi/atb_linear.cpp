@@ -13,7 +13,6 @@
 #include "atb/infer_op_params.h"
 #include "csrc/core/comm_lease.h"
 #include "csrc/opapi/atb_operation.h"
-#include <vnpu/stream.h>
 
 namespace atb {
 namespace vnpu {
@@ -186,9 +185,6 @@ class LinearParallelOperation : public EmulatedOperation {
     const Status checked = EmulatedOperation::Setup(pack, workspaceSize, context);
     if (checked != NO_ERROR || !communicates()) return checked;
     try {
-      TORCH_CHECK(::vnpu::Stream::running_on_this_thread() == nullptr, "Setup must run on the host thread, as "
-                  "MindSpeed's RunAtbCmd runs it, not inside a stream task: vNPU orders the operation's collective "
-                  "among the group's others when it is set up.");
       int64_t domain = -1;
       try {
         domain = std::stoll(param_.commDomain);
