@@ -350,6 +350,151 @@ def test_flash_attention_v2_dropout_applies_the_packed_mask_forward_and_backward
         torch.testing.assert_close(mine.cpu(), leaf.grad.transpose(1, 2).reshape(b, s, n * d), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("layout", ["BSH", "SBH", "BNSD"])
+def test_flash_attention_v2_value_head_dim_may_differ(ext, layout):
+    # MLA through MindSpeed's ring attention: q/k heads of 12, v heads of 8, causal (sparse mode 3)
+    b, n, nkv, s, d, dv = 2, 4, 2, 6, 12, 8
+    shapes = {"BSH": lambda h, dd: (b, s, h * dd), "SBH": lambda h, dd: (s, b, h * dd),
+              "BNSD": lambda h, dd: (b, h, s, dd)}[layout]
+    q, k, v = torch.randn(*shapes(n, d)), torch.randn(*shapes(nkv, d)), torch.randn(*shapes(nkv, dv))
+    mask = torch.ones(2048, 2048, dtype=torch.bool).triu(1).npu()
+    out, row_max, row_sum = ext.flash_attention_v2(q.npu(), k.npu(), v.npu(), mask, 0.3, n, layout, 3, 2147483647,
+                                                   0, None, 1.0)
+    qn, kn, vn = (t.npu().requires_grad_() for t in (q, k, v))
+    ref = torch_npu.npu_fusion_attention(qn, kn, vn, n, layout, atten_mask=mask, scale=0.3, next_tockens=0,
+                                         sparse_mode=3)
+    assert out.shape == ref[0].shape == shapes(n, dv)
+    torch.testing.assert_close(out.cpu(), ref[0].detach().cpu())
+    dy = torch.randn(out.shape)
+    ref[0].backward(dy.npu())
+    grads = ext.flash_attention_v2_grad(q.npu(), k.npu(), v.npu(), dy.npu(), mask, row_max, row_sum, out, 0.3, n,
+                                        layout, 3, 2147483647, 0, None, 1.0)
+    for mine, theirs in zip(grads, (qn, kn, vn)):
+        torch.testing.assert_close(mine.cpu(), theirs.grad.cpu(), rtol=1e-4, atol=1e-5)
+
+
+def test_flash_attention_v2_without_mask_attends_every_key(ext):
+    # MindSpeed's causal ring step for an earlier kv block: q of 2s rows, kv of s, no mask, pre = next = s.
+    q, k, v = torch.randn(8, 2, 16), torch.randn(4, 2, 16), torch.randn(4, 2, 16)
+    out, _, _ = ext.flash_attention_v2(q.npu(), k.npu(), v.npu(), None, 0.25, 2, "SBH", 0, 4, 4, None, 1.0)
+    qh, kh, vh = (t.view(t.shape[0], 2, 2, 8).permute(1, 2, 0, 3) for t in (q, k, v))
+    want = (torch.softmax(qh @ kh.transpose(-1, -2) * 0.25, -1) @ vh).permute(2, 0, 1, 3).reshape(8, 2, 16)
+    torch.testing.assert_close(out.cpu(), want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("pse_type", [0, 1])
+@pytest.mark.parametrize("pse_rows", [6, 1])
+def test_flash_attention_v2_pse_forward_and_backward(ext, pse_type, pse_rows):
+    # MindSpeed's alibi with --alibi-fusion-attn-type 0: an explicit pse (BNSS or BN1S), added after scaling
+    # (pseType 0) or before it (1); dpse is the scores' gradient summed where the pse broadcasts.
+    b, n, s, d, scale = 2, 4, 6, 8, 0.3
+    q, k, v = (torch.randn(b, s, n * d) for _ in range(3))
+    pse = torch.randn(b, n, pse_rows, s)
+    out, row_max, row_sum = ext.flash_attention_v2(q.npu(), k.npu(), v.npu(), None, scale, n, "BSH", 0, 2147483647,
+                                                   2147483647, None, 1.0, pse=pse.npu(), pse_type=pse_type)
+    qc, kc, vc = (t.view(b, s, n, d).transpose(1, 2).requires_grad_() for t in (q, k, v))
+    pc = pse.clone().requires_grad_()
+    qk = qc @ kc.transpose(-1, -2)
+    scores = (qk + pc) * scale if pse_type == 1 else qk * scale + pc
+    ref = torch.softmax(scores, -1) @ vc
+    torch.testing.assert_close(out.cpu(), ref.transpose(1, 2).reshape(b, s, n * d).detach(), rtol=1e-4, atol=1e-5)
+    dy = torch.randn(b, s, n * d)
+    ref.backward(dy.view(b, s, n, d).transpose(1, 2))
+    dq, dk, dv, dpse = ext.flash_attention_v2_grad(q.npu(), k.npu(), v.npu(), dy.npu(), None, row_max, row_sum, out,
+                                                   scale, n, "BSH", 0, 2147483647, 2147483647, None, 1.0,
+                                                   pse=pse.npu(), pse_type=pse_type)
+    for mine, leaf in zip((dq, dk, dv), (qc, kc, vc)):
+        torch.testing.assert_close(mine.cpu(), leaf.grad.transpose(1, 2).reshape(b, s, n * d), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(dpse.cpu(), pc.grad, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("sparse_mode", [0, 3])
+def test_flash_attention_varlen_v2_equals_npu_fusion_attention_tnd(ext, sparse_mode):
+    # MindSpeed's TND ring attention (eod-reset packed sequences): three sequences, grouped kv heads, MLA's
+    # narrower value heads; the statistics in the kernel's N-major storage, as npu_fusion_attention's TND ones.
+    n, nkv, d, dv = 4, 2, 8, 6
+    qlen, kvlen = [3, 8, 12], [3, 8, 12] if sparse_mode == 3 else [4, 6, 13]
+    q, k, v = torch.randn(qlen[-1], n, d), torch.randn(kvlen[-1], nkv, d), torch.randn(kvlen[-1], nkv, dv)
+    if sparse_mode == 3:
+        mask = torch.ones(2048, 2048, dtype=torch.bool).triu(1)
+    else:
+        mask = torch.rand(5, 7) > 0.7  # [maxSq, maxSkv]: each sequence takes its top-left corner
+        mask[:, 0] = False
+    mask = mask.npu()
+    out, row_max, row_sum = ext.flash_attention_v2(q.npu(), k.npu(), v.npu(), mask, 0.4, n, "TND", sparse_mode,
+                                                   2147483647, 2147483647 if sparse_mode == 0 else 0, None, 1.0,
+                                                   qlen=qlen, kvlen=kvlen)
+    assert out.shape == (qlen[-1], n, dv) and row_max.shape == (qlen[-1], n, 8)
+    outs, lses, grads = [], [], [torch.zeros_like(t) for t in (q, k, v)]
+    dy = torch.randn(qlen[-1], n, dv)
+    for (q0, q1), (k0, k1) in zip(zip([0] + qlen, qlen), zip([0] + kvlen, kvlen)):
+        qs, ks, vs = (t.clone().requires_grad_() for t in (q[q0:q1], k[k0:k1], v[k0:k1]))
+        qh, kh, vh = qs.transpose(0, 1), ks.transpose(0, 1).repeat_interleave(2, 0), vs.transpose(0, 1).repeat_interleave(2, 0)
+        scores = qh @ kh.transpose(-1, -2) * 0.4
+        masked = mask.cpu()[:q1 - q0, :k1 - k0] if sparse_mode == 0 else torch.ones(q1 - q0, k1 - k0).triu(1).bool()
+        scores = scores.masked_fill(masked, float("-inf"))
+        o = torch.softmax(scores, -1) @ vh
+        o.backward(dy[q0:q1].transpose(0, 1))
+        outs.append(o.transpose(0, 1).detach())
+        lses.append(torch.logsumexp(scores, -1).detach())
+        for g, leaf, lo, hi in zip(grads, (qs, ks, vs), (q0, k0, k0), (q1, k1, k1)):
+            g[lo:hi] = leaf.grad
+    torch.testing.assert_close(out.cpu(), torch.cat(outs), rtol=1e-4, atol=1e-5)
+    lse = (row_max[..., 0] + torch.log(row_sum[..., 0])).cpu().reshape(n, qlen[-1])  # N-major storage
+    torch.testing.assert_close(lse, torch.cat(lses, 1), rtol=1e-4, atol=1e-5)
+    mine = ext.flash_attention_v2_grad(q.npu(), k.npu(), v.npu(), dy.npu(), mask, row_max, row_sum, out, 0.4, n,
+                                       "TND", sparse_mode, 2147483647, 2147483647 if sparse_mode == 0 else 0, None,
+                                       1.0, qlen=qlen, kvlen=kvlen)
+    for got, want in zip(mine, grads):
+        torch.testing.assert_close(got.cpu(), want, rtol=1e-4, atol=1e-5)
+    if sparse_mode == 3:  # the same statistics as torch_npu.npu_fusion_attention in TND
+        ref = torch_npu.npu_fusion_attention(q.npu(), k.npu(), torch.nn.functional.pad(v, (0, 2)).npu(), n, "TND",
+                                             atten_mask=mask, scale=0.4, next_tockens=0, sparse_mode=3,
+                                             actual_seq_qlen=qlen, actual_seq_kvlen=kvlen)
+        torch.testing.assert_close(row_max.cpu(), ref[1].cpu(), rtol=1e-4, atol=1e-5)
+
+
+def test_flash_attention_varlen_v2_dropout_takes_each_sequence_s_bits_in_turn(ext):
+    n, d, qlen = 2, 4, [3, 7]
+    q, k, v = (torch.randn(qlen[-1], n, d) for _ in range(3))
+    numel = n * (3 * 3 + 4 * 4)
+    mask = torch_npu._npu_dropout_gen_mask(q.npu(), [numel], 0.5, 11, 0)
+    bits = ((mask.cpu().reshape(-1, 1) >> torch.arange(8, dtype=torch.uint8)) & 1).reshape(-1)[:numel].float()
+    out, row_max, row_sum = ext.flash_attention_v2(q.npu(), k.npu(), v.npu(), None, 0.5, n, "TND", 0, 2147483647,
+                                                   2147483647, mask, 0.5, qlen=qlen, kvlen=qlen)
+    first = bits[:n * 9].view(n, 3, 3)
+    second = bits[n * 9:].view(n, 4, 4)
+    want = []
+    for (lo, hi), keep in zip(((0, 3), (3, 7)), (first, second)):
+        qh, kh, vh = (t[lo:hi].transpose(0, 1) for t in (q, k, v))
+        want.append(((torch.softmax(qh @ kh.transpose(-1, -2) * 0.5, -1) * keep / 0.5) @ vh).transpose(0, 1))
+    torch.testing.assert_close(out.cpu(), torch.cat(want), rtol=1e-4, atol=1e-5)
+
+
+def test_flash_attention_v2_refuses_generated_pse_and_bad_varlen(ext):
+    q = torch.randn(2, 6, 32).npu()
+    slopes = torch.rand(4).npu()
+    with pytest.raises(RuntimeError, match="pseType 2 .* is not supported on vNPU"):
+        ext.flash_attention_v2(q, q, q, None, 0.5, 4, "BSH", 0, 2147483647, 2147483647, None, 1.0, pse=slopes,
+                               pse_type=2)
+    with pytest.raises(RuntimeError, match="realShiftOptional of shape"):
+        ext.flash_attention_v2(q, q, q, None, 0.5, 4, "BSH", 0, 2147483647, 2147483647, None, 1.0,
+                               pse=torch.zeros(2, 4, 1024, 6).npu(), pse_type=1)
+    with pytest.raises(RuntimeError, match="attenMaskOptional of shape \\[5, 6\\] does not match"):
+        ext.flash_attention_v2(q, q, q, torch.zeros(5, 6, dtype=torch.bool).npu(), 0.5, 4, "BSH", 0, 2147483647,
+                               2147483647, None, 1.0)
+    t = torch.randn(10, 4, 8).npu()
+    with pytest.raises(RuntimeError, match="smaller than a sequence's"):
+        ext.flash_attention_v2(t, t, t, torch.zeros(5, 5, dtype=torch.bool).npu(), 0.5, 4, "TND", 0, 2147483647,
+                               2147483647, None, 1.0, qlen=[4, 10], kvlen=[4, 10])
+    with pytest.raises(RuntimeError, match="cumulative sequence lengths"):
+        ext.flash_attention_v2(t, t, t, None, 0.5, 4, "TND", 0, 2147483647, 2147483647, None, 1.0, qlen=[4, 9],
+                               kvlen=[4, 10])
+    with pytest.raises(RuntimeError, match="inputLayout \"BSH\" is not supported by aclnnFlashAttentionVarLenScoreV2"):
+        ext.flash_attention_v2(q, q, q, None, 0.5, 4, "BSH", 0, 2147483647, 2147483647, None, 1.0, qlen=[6],
+                               kvlen=[6])
+
+
 @pytest.mark.parametrize("layout", ["SBH", "TND"])
 def test_ring_attention_update_equals_npu_ring_attention_update(ext, layout):
     # MindSpeed's --use-fused-ring-attention-update: the aclnn operator and

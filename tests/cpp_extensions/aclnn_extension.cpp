@@ -380,28 +380,57 @@ std::vector<at::Tensor> grouped_mm_all_reduce(const std::vector<at::Tensor>& x, 
 }
 
 // MindSpeed's npu_fusion_attention_v2: (attention, softmax_max,
-// softmax_sum), and the backward's (dq, dk, dv) from them.
+// softmax_sum), and the backward's (dq, dk, dv, dpse) from them. The output
+// has value's head dimension (MLA); TND (qlen / kvlen given) calls the varlen
+// operators, as MindSpeed's op builder does.
 std::vector<at::Tensor> flash_attention_v2(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                            const std::optional<at::Tensor>& mask, double scale, int64_t heads,
                                            const std::string& layout, int64_t sparse_mode, int64_t pre,
                                            int64_t next, const std::optional<at::Tensor>& drop_mask,
-                                           double keep_prob) {
+                                           double keep_prob, const std::optional<at::Tensor>& pse, int64_t pse_type,
+                                           std::vector<int64_t> qlen, std::vector<int64_t> kvlen) {
   static std::string layout_name;
   layout_name = layout;
-  const int64_t b = layout == "SBH" ? q.size(1) : q.size(0);
-  const int64_t sq = layout == "SBH" ? q.size(0) : (layout == "BNSD" ? q.size(2) : q.size(1));
-  at::Tensor row_max = at::empty({b, heads, sq, 8}, q.options().dtype(at::kFloat));
-  at::Tensor row_sum = at::empty_like(row_max), out = at::empty_like(q);
-  std::vector<int64_t> none;
+  std::vector<int64_t> out_shape = q.sizes().vec(), stats;
+  if (layout == "BSH" || layout == "SBH") {
+    const int64_t d = heads ? q.size(2) / heads : 0, nkv = d ? k.size(2) / d : 0;
+    out_shape[2] = nkv ? heads * (v.size(2) / nkv) : q.size(2);
+  } else {
+    out_shape.back() = v.size(-1);
+  }
+  if (layout == "TND") {
+    stats = {q.size(0), heads, 8};
+  } else {
+    const int64_t b = layout == "SBH" ? q.size(1) : q.size(0);
+    const int64_t sq = layout == "SBH" ? q.size(0) : (layout == "BNSD" ? q.size(2) : q.size(1));
+    stats = {b, heads, sq, 8};
+  }
+  at::Tensor row_max = at::empty(stats, q.options().dtype(at::kFloat));
+  at::Tensor row_sum = at::empty_like(row_max), out = at::empty(out_shape, q.options());
+  static std::vector<int64_t> none, q_ends, kv_ends;
+  q_ends = qlen;
+  kv_ends = kvlen;
   aclIntArray* empty = aclCreateIntArray(none.data(), 0);
-  run_prepared_on_host("aclnnFlashAttentionScoreV2", describe(q), describe(k), describe(v),
-                       static_cast<const aclTensor*>(nullptr),
-                       static_cast<const aclTensor*>(drop_mask ? describe(*drop_mask) : nullptr),
-                       static_cast<const aclTensor*>(nullptr), mask ? describe(*mask) : nullptr,
-                       static_cast<const aclIntArray*>(empty), static_cast<const aclIntArray*>(empty),
-                       static_cast<const aclIntArray*>(empty), scale, keep_prob, pre, next, heads,
-                       const_cast<char*>(layout_name.c_str()), int64_t{0}, sparse_mode, int64_t{1}, describe(row_max),
-                       describe(row_sum), static_cast<const aclTensor*>(nullptr), describe(out));
+  const aclTensor* null = nullptr;
+  const aclTensor* pse_t = pse ? describe(*pse) : null;
+  const aclTensor* drop_t = drop_mask ? describe(*drop_mask) : null;
+  const aclTensor* mask_t = mask ? describe(*mask) : null;
+  char* layout_ptr = const_cast<char*>(layout_name.c_str());
+  if (!qlen.empty()) {
+    run_prepared_on_host("aclnnFlashAttentionVarLenScoreV2", describe(q), describe(k), describe(v), pse_t, drop_t,
+                         null, mask_t, static_cast<const aclIntArray*>(empty),
+                         static_cast<const aclIntArray*>(aclCreateIntArray(q_ends.data(), q_ends.size())),
+                         static_cast<const aclIntArray*>(aclCreateIntArray(kv_ends.data(), kv_ends.size())),
+                         static_cast<const aclIntArray*>(empty), static_cast<const aclIntArray*>(empty), scale,
+                         keep_prob, pre, next, heads, layout_ptr, int64_t{0}, sparse_mode, pse_type,
+                         describe(row_max), describe(row_sum), null, describe(out));
+  } else {
+    run_prepared_on_host("aclnnFlashAttentionScoreV2", describe(q), describe(k), describe(v), pse_t, drop_t, null,
+                         mask_t, static_cast<const aclIntArray*>(empty), static_cast<const aclIntArray*>(empty),
+                         static_cast<const aclIntArray*>(empty), scale, keep_prob, pre, next, heads, layout_ptr,
+                         int64_t{0}, sparse_mode, pse_type, describe(row_max), describe(row_sum), null,
+                         describe(out));
+  }
   return {out, row_max, row_sum};
 }
 
@@ -411,21 +440,39 @@ std::vector<at::Tensor> flash_attention_v2_grad(const at::Tensor& q, const at::T
                                                 const at::Tensor& out, double scale, int64_t heads,
                                                 const std::string& layout, int64_t sparse_mode, int64_t pre,
                                                 int64_t next, const std::optional<at::Tensor>& drop_mask,
-                                                double keep_prob) {
+                                                double keep_prob, const std::optional<at::Tensor>& pse,
+                                                int64_t pse_type, std::vector<int64_t> qlen,
+                                                std::vector<int64_t> kvlen) {
   static std::string layout_name;
   layout_name = layout;
   at::Tensor dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v);
-  std::vector<int64_t> none;
+  at::Tensor dpse = pse ? at::empty_like(*pse) : at::empty({0}, q.options());
+  static std::vector<int64_t> none, q_ends, kv_ends;
+  q_ends = qlen;
+  kv_ends = kvlen;
   aclIntArray* empty = aclCreateIntArray(none.data(), 0);
   const aclTensor* null = nullptr;
-  run_prepared_on_host("aclnnFlashAttentionScoreGradV2", describe(q), describe(k), describe(v), describe(dy), null,
-                       drop_mask ? static_cast<const aclTensor*>(describe(*drop_mask)) : null, null,
-                       mask ? describe(*mask) : nullptr, describe(row_max), describe(row_sum), null,
-                       describe(out), static_cast<const aclIntArray*>(empty), static_cast<const aclIntArray*>(empty),
-                       static_cast<const aclIntArray*>(empty), scale, keep_prob, pre, next, heads,
-                       const_cast<char*>(layout_name.c_str()), int64_t{0}, sparse_mode, int64_t{1}, describe(dq),
-                       describe(dk), describe(dv), null);
-  return {dq, dk, dv};
+  const aclTensor* pse_t = pse ? describe(*pse) : null;
+  const aclTensor* drop_t = drop_mask ? describe(*drop_mask) : null;
+  const aclTensor* mask_t = mask ? describe(*mask) : null;
+  char* layout_ptr = const_cast<char*>(layout_name.c_str());
+  if (!qlen.empty()) {
+    run_prepared_on_host("aclnnFlashAttentionUnpaddingScoreGradV2", describe(q), describe(k), describe(v),
+                         describe(dy), pse_t, drop_t, null, mask_t, describe(row_max), describe(row_sum), null,
+                         describe(out), static_cast<const aclIntArray*>(empty),
+                         static_cast<const aclIntArray*>(aclCreateIntArray(q_ends.data(), q_ends.size())),
+                         static_cast<const aclIntArray*>(aclCreateIntArray(kv_ends.data(), kv_ends.size())),
+                         static_cast<const aclIntArray*>(empty), static_cast<const aclIntArray*>(empty), scale,
+                         keep_prob, pre, next, heads, layout_ptr, int64_t{0}, sparse_mode, pse_type, describe(dq),
+                         describe(dk), describe(dv), describe(dpse));
+  } else {
+    run_prepared_on_host("aclnnFlashAttentionScoreGradV2", describe(q), describe(k), describe(v), describe(dy), pse_t,
+                         drop_t, null, mask_t, describe(row_max), describe(row_sum), null, describe(out),
+                         static_cast<const aclIntArray*>(empty), static_cast<const aclIntArray*>(empty),
+                         static_cast<const aclIntArray*>(empty), scale, keep_prob, pre, next, heads, layout_ptr,
+                         int64_t{0}, sparse_mode, pse_type, describe(dq), describe(dk), describe(dv), describe(dpse));
+  }
+  return {dq, dk, dv, dpse};
 }
 
 // Ring attention update (MindSpeed's npu_ring_attention_update), as its
@@ -464,6 +511,13 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("mm_all_reduce_add_rms_norm", &mm_all_reduce_add_rms_norm);
   m.def("grouped_mm_all_reduce", &grouped_mm_all_reduce);
   m.def("quant_mm_all_reduce_add_rms_norm", &quant_mm_all_reduce_add_rms_norm);
-  m.def("flash_attention_v2", &flash_attention_v2);
-  m.def("flash_attention_v2_grad", &flash_attention_v2_grad);
+  m.def("flash_attention_v2", &flash_attention_v2, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("mask"),
+        py::arg("scale"), py::arg("heads"), py::arg("layout"), py::arg("sparse_mode"), py::arg("pre"), py::arg("next"),
+        py::arg("drop_mask"), py::arg("keep_prob"), py::arg("pse") = py::none(), py::arg("pse_type") = 1,
+        py::arg("qlen") = std::vector<int64_t>{}, py::arg("kvlen") = std::vector<int64_t>{});
+  m.def("flash_attention_v2_grad", &flash_attention_v2_grad, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("dy"),
+        py::arg("mask"), py::arg("row_max"), py::arg("row_sum"), py::arg("out"), py::arg("scale"), py::arg("heads"),
+        py::arg("layout"), py::arg("sparse_mode"), py::arg("pre"), py::arg("next"), py::arg("drop_mask"),
+        py::arg("keep_prob"), py::arg("pse") = py::none(), py::arg("pse_type") = 1,
+        py::arg("qlen") = std::vector<int64_t>{}, py::arg("kvlen") = std::vector<int64_t>{});
 }

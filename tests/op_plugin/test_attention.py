@@ -57,6 +57,37 @@ def test_fusion_attention_layouts_and_gqa(device, layout):
         assert_close(a.cpu(), to_layout(w, layout), atol=1e-5, rtol=1e-4)
 
 
+@pytest.mark.parametrize("layout", ["BSH", "SBH", "BSND", "BNSD"])
+@pytest.mark.parametrize("d_v", [6, 12])
+def test_fusion_attention_value_head_dim_may_differ(layout, d_v):
+    # MLA (DeepSeek, MindSpeed's ring attention): q/k heads of 192, v heads of 128.
+    b, n, nkv, s, d = 2, 4, 2, 16, 8
+    q, k, v = rnd(b, n, s, d, seed=5), rnd(b, nkv, s, d, seed=6), rnd(b, nkv, s, d_v, seed=7)
+    scale = 1 / math.sqrt(d)
+    args = [to_layout(t, layout).npu().requires_grad_() for t in (q, k, v)]
+    out = torch_npu.npu_fusion_attention(*args, n, layout, atten_mask=COMPRESSED.npu(), sparse_mode=3,
+                                         scale=scale)
+    ref_in = [t.clone().requires_grad_() for t in (q, k, v)]
+    causal = torch.ones(s, s, dtype=torch.bool).triu(1)
+    ref = to_layout(reference_attention(*ref_in, masked=causal, scale=scale), layout)
+    assert out[0].shape == ref.shape
+    assert_close(out[0].cpu(), ref.detach(), atol=1e-5, rtol=1e-5)
+    g = rnd(*ref.shape, seed=8)
+    want = torch.autograd.grad(ref, ref_in, g)
+    got = torch.autograd.grad(out[0], args, g.npu())
+    grad_op = torch_npu.npu_fusion_attention_grad(*args, g.npu(), n, layout, atten_mask=COMPRESSED.npu(),
+                                                  sparse_mode=3, scale_value=scale)
+    for a, c, w in zip(got, grad_op[:3], want):
+        assert_close(a.cpu(), to_layout(w, layout), atol=1e-5, rtol=1e-4)
+        assert_close(c.cpu(), to_layout(w, layout), atol=1e-5, rtol=1e-4)
+    with pytest.raises(RuntimeError, match="dy of shape .* attention output's shape"):
+        torch_npu.npu_fusion_attention_grad(*args, args[0], n, layout, scale_value=scale)
+    if layout in ("BSH", "SBH"):
+        bad_v = to_layout(rnd(b, 1, s, 3 * nkv, seed=9), layout)[..., :-1].contiguous().npu()
+        with pytest.raises(RuntimeError, match="value is not a multiple of key's head count 2"):
+            torch_npu.npu_fusion_attention(args[0], args[1], bad_v, n, layout, scale=scale)
+
+
 @pytest.mark.parametrize("sparse_mode,sq,skv", [(2, 16, 16), (3, 16, 16), (2, 8, 16), (3, 8, 16), (4, 16, 16)])
 def test_fusion_attention_sparse_modes(sparse_mode, sq, skv):
     q, k, v = rnd(1, 2, sq, 8, seed=5), rnd(1, 2, skv, 8, seed=6), rnd(1, 2, skv, 8, seed=7)
@@ -99,6 +130,35 @@ def test_fusion_attention_tnd_equals_each_sequence():
         want = reference_attention(qs, ks, vs, causal, 0.25)[0].transpose(0, 1)
         assert_close(out[0][start:start + n].cpu(), want, atol=1e-5, rtol=1e-5)
         start += n
+
+
+def test_fusion_attention_tnd_mask_is_each_sequence_s_corner():
+    # sparse_mode 0 with input_layout TND: atten_mask is [maxSq, maxSkv], and each sequence takes its
+    # top-left [Sq, Skv] corner (it was ignored before).
+    cum = [5, 8]
+    q, k, v = (rnd(8, 2, 4, seed=s) for s in (31, 32, 33))
+    mask = torch.rand(5, 5, generator=torch.Generator().manual_seed(0)) > 0.6
+    mask[:, 0] = False
+    out = torch_npu.npu_fusion_attention(q.npu(), k.npu(), v.npu(), 2, "TND", atten_mask=mask.npu(), scale=0.5,
+                                         actual_seq_qlen=cum, actual_seq_kvlen=cum)[0]
+    for lo, hi in ((0, 5), (5, 8)):
+        qs, ks, vs = (t[lo:hi].transpose(0, 1).unsqueeze(0) for t in (q, k, v))
+        want = reference_attention(qs, ks, vs, mask[:hi - lo, :hi - lo], 0.5)[0].transpose(0, 1)
+        assert_close(out[lo:hi].cpu(), want, atol=1e-5, rtol=1e-5)
+    with pytest.raises(RuntimeError, match="smaller than a sequence's"):
+        torch_npu.npu_fusion_attention(q.npu(), k.npu(), v.npu(), 2, "TND", atten_mask=mask[:4].npu(),
+                                       actual_seq_qlen=cum, actual_seq_kvlen=cum)
+
+
+@pytest.mark.parametrize("sparse_mode", [0, 2, 3, 4])
+def test_fusion_attention_without_mask_attends_every_key(sparse_mode):
+    # torch_npu: without atten_mask, sparse_mode and pre/next_tockens do not apply. MindSpeed's ring
+    # attention passes pre = next = Skv for its unmasked 2s x s blocks, which as a band would mask the
+    # lower rows' first keys.
+    q, k, v = rnd(1, 2, 8, 4, seed=41), rnd(1, 2, 4, 4, seed=42), rnd(1, 2, 4, 4, seed=43)
+    out = torch_npu.npu_fusion_attention(q.npu(), k.npu(), v.npu(), 2, "BNSD", scale=0.5, pre_tockens=4,
+                                         next_tockens=4, sparse_mode=sparse_mode)[0]
+    assert_close(out.cpu(), reference_attention(q, k, v, None, 0.5), atol=1e-5, rtol=1e-5)
 
 
 def test_fusion_attention_dropout_reproducible_from_seed():
@@ -151,6 +211,51 @@ def test_fusion_attention_grad_matches_autograd():
     assert got[3].numel() == 0
     for a, b in zip(got[:3], want):
         assert_close(a.cpu(), b.cpu(), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("layout", ["BSH", "TND"])
+def test_fusion_attention_grad_takes_the_given_statistics(layout):
+    # Ring attention: each key block's gradient is taken with the whole row's statistics and output (the
+    # merged ones), so the blocks' dq add up to the whole attention's and their dk / dv are its slices.
+    n, s, d = 2, 8, 4
+    if layout == "BSH":
+        q, k, v = (rnd(2, s, n * d, seed=sd).npu() for sd in (51, 52, 53))
+        kw = {}
+        blocks = [(slice(None), slice(0, 3)), (slice(None), slice(3, s))]  # along S
+        cut = lambda t, blk: t[blk].contiguous()
+    else:
+        q, k, v = (rnd(s, n, d, seed=sd).npu() for sd in (51, 52, 53))
+        kw = dict(actual_seq_qlen=[s], actual_seq_kvlen=[s])
+        blocks = [slice(0, 3), slice(3, s)]
+        cut = lambda t, blk: t[blk].contiguous()
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    out = torch_npu.npu_fusion_attention(*leaves, n, layout, scale=0.5, **kw)
+    dy = torch.randn_like(out[0])
+    out[0].backward(dy)
+    dq = torch.zeros_like(q)
+    for blk in blocks:
+        kv_kw = dict(kw, actual_seq_kvlen=[cut(k, blk).shape[0]]) if layout == "TND" else kw
+        got = torch_npu.npu_fusion_attention_grad(q, cut(k, blk), cut(v, blk), dy, n, layout, scale_value=0.5,
+                                                  softmax_max=out[1], softmax_sum=out[2], attention_in=out[0],
+                                                  **kv_kw)
+        dq += got[0]
+        assert_close(got[1].cpu(), cut(leaves[1].grad, blk).cpu(), atol=1e-5, rtol=1e-4)
+        assert_close(got[2].cpu(), cut(leaves[2].grad, blk).cpu(), atol=1e-5, rtol=1e-4)
+    assert_close(dq.cpu(), leaves[0].grad.cpu(), atol=1e-5, rtol=1e-4)
+
+
+def test_fusion_attention_grad_from_statistics_with_pse_and_dropout():
+    q, k, v = (rnd(1, 6, 8, seed=sd).npu() for sd in (61, 62, 63))  # BSH, 2 heads of 4
+    pse = rnd(1, 2, 6, 6, seed=64).npu()
+    leaves = [t.clone().requires_grad_() for t in (q, k, v, pse)]
+    out = torch_npu.npu_fusion_attention(*leaves[:3], 2, "BSH", pse=leaves[3], scale=0.5, keep_prob=0.7)
+    dy = torch.randn_like(out[0])
+    out[0].backward(dy)
+    got = torch_npu.npu_fusion_attention_grad(q, k, v, dy, 2, "BSH", pse=pse, scale_value=0.5, keep_prob=0.7,
+                                              seed=out[4], softmax_max=out[1], softmax_sum=out[2],
+                                              attention_in=out[0])
+    for g, leaf in zip(got, leaves):
+        assert_close(g.cpu(), leaf.grad.cpu(), atol=1e-5, rtol=1e-4)
 
 
 def test_fusion_attention_stats_give_the_log_sum_exp():

@@ -52,6 +52,22 @@ def _to_bnsd(x, layout, head_dim, arg, fn):
     return x
 
 
+def _value_head_dim(key, value, layout, head_dim, fn):
+    """Value's head dimension, which may differ from query's and key's (MLA: 192 for q/k, 128 for v).
+
+    BSH/SBH pack heads into the hidden size, so it is value's hidden size over
+    key's head count (key's hidden size / head_dim); the 4-D layouts say it."""
+    if layout not in ("BSH", "SBH"):
+        return value.shape[-1]
+    check(key.dim() == 3 and value.dim() == 3 and key.shape[2] % head_dim == 0,
+          f"{fn}: the hidden size {key.shape[-1]} of key is not a multiple of the head dimension {head_dim} "
+          "(query's hidden size / head_num).")
+    kv_heads = key.shape[2] // head_dim
+    check(value.shape[2] % kv_heads == 0, f"{fn}: the hidden size {value.shape[2]} of value is not a multiple of "
+          f"key's head count {kv_heads}.")
+    return value.shape[2] // kv_heads
+
+
 def _from_bnsd(x, layout):
     b, n, s, d = x.shape
     if layout == "BSH":
@@ -144,6 +160,18 @@ def _masked(atten_mask, sparse_mode, pre, nxt, b, n, sq, skv, device, fn):
     return _band_masked(sq, skv, device, shift, pre, nxt), False  # 4: band, right-down aligned
 
 
+def _training_masked(atten_mask, sparse_mode, pre, nxt, b, n, sq, skv, device, fn):
+    """_masked for the training attention (npu_fusion_attention and its v2 / v3): without atten_mask
+    sparse_mode, pre_tockens and next_tockens do not apply and every key is attended, as torch_npu
+    documents it (MindSpeed's ring attention relies on it: its unmasked blocks pass the block length
+    as pre/next tokens, which as a band would cut off the lower rows of a 2s x s block)."""
+    if atten_mask is None:
+        check(sparse_mode in (0, 1, 2, 3, 4), f"{fn}: sparse_mode {sparse_mode} is not supported by vNPU "
+              "(supported: 0 default, 1 allMask, 2 leftUpCausal, 3 rightDownCausal, 4 band).")
+        return None, False
+    return _masked(atten_mask, sparse_mode, pre, nxt, b, n, sq, skv, device, fn)
+
+
 def _additive(masked, pse, scale, dtype):
     """Mask and pse as one additive term of the softmax input (None if neither)."""
     bias = None
@@ -162,8 +190,19 @@ def _attend(q, k, v, bias, is_causal, scale, keep_prob, seed):
     if keep_prob >= 1.0:
         if bias is not None and bias.dim() == 2:
             bias = bias.unsqueeze(0).unsqueeze(0)
-        return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+        d_qk, d_v = q.shape[-1], v.shape[-1]
+        if d_qk != d_v:
+            # ATen's flash kernel wants one head size. Zero columns change
+            # neither the scores (q . k) nor the other output columns (p @ v),
+            # so pad the narrower side and slice the output back.
+            pad = abs(d_qk - d_v)
+            if d_v < d_qk:
+                v = torch.nn.functional.pad(v, (0, pad))
+            else:
+                q, k = (torch.nn.functional.pad(t, (0, pad)) for t in (q, k))
+        out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
             q, k, v, 0.0, is_causal, attn_mask=bias, scale=scale)
+        return (out[..., :d_v] if d_v < d_qk else out), lse
     # Dropout: the reference formula, with a mask redrawn from `seed`.
     scores = torch.matmul(q.float(), k.float().transpose(-1, -2)) * scale
     if bias is not None:
@@ -246,9 +285,14 @@ def _fusion_attention(query, key, value, head_num, input_layout, pse, padding_ma
             q = query[q0:q1].transpose(0, 1).unsqueeze(0)
             k, v = (t[k0:k1].transpose(0, 1).unsqueeze(0) for t in (key, value))
             k, v = _expand_kv(k, v, head_num, fn)
-            mask = atten_mask if sparse_mode != 0 else None
-            masked, causal = _masked(mask, sparse_mode, pre_tockens, next_tockens, 1, head_num, q1 - q0, k1 - k0,
-                                     query.device, fn)
+            mask = atten_mask
+            if mask is not None and sparse_mode in (0, 1):  # [maxSq, maxSkv]: each sequence's top-left corner
+                check(mask.shape[0] >= q1 - q0 and mask.shape[1] >= k1 - k0, f"{fn}: atten_mask of shape "
+                      f"{list(mask.shape)} is smaller than a sequence's [Sq, Skv] = [{q1 - q0}, {k1 - k0}]; with "
+                      "input_layout 'TND' it should be [maxSq, maxSkv].")
+                mask = mask[:q1 - q0, :k1 - k0]
+            masked, causal = _training_masked(mask, sparse_mode, pre_tockens, next_tockens, 1, head_num, q1 - q0,
+                                              k1 - k0, query.device, fn)
             out, lse = _attend(q, k, v, _additive(masked, None, scale, query.dtype), causal, scale, keep_prob,
                                seed + len(outs))
             outs.append(out[0].transpose(0, 1))
@@ -257,7 +301,7 @@ def _fusion_attention(query, key, value, head_num, input_layout, pse, padding_ma
 
     q = _to_bnsd(query, input_layout, head_dim, "query", fn)
     k = _to_bnsd(key, input_layout, head_dim, "key", fn)
-    v = _to_bnsd(value, input_layout, head_dim, "value", fn)
+    v = _to_bnsd(value, input_layout, _value_head_dim(key, value, input_layout, head_dim, fn), "value", fn)
     check(k.shape[0] == q.shape[0] and v.shape[0] == q.shape[0] and k.shape[2] == v.shape[2],
           f"{fn}: query {list(query.shape)}, key {list(key.shape)} and value {list(value.shape)} do not "
           f"agree on the batch size and key/value sequence length for input_layout '{input_layout}'.")
@@ -267,7 +311,8 @@ def _fusion_attention(query, key, value, head_num, input_layout, pse, padding_ma
     if pse is not None:
         check(pse.dim() in (2, 4) and list(pse.shape[-2:]) == [sq, skv],
               f"{fn}: pse of shape {list(pse.shape)} does not broadcast to [B, N, Sq, Skv] = [{b}, {n}, {sq}, {skv}].")
-    masked, causal = _masked(atten_mask, sparse_mode, pre_tockens, next_tockens, b, n, sq, skv, query.device, fn)
+    masked, causal = _training_masked(atten_mask, sparse_mode, pre_tockens, next_tockens, b, n, sq, skv,
+                                      query.device, fn)
     if causal and pse is not None:  # pse needs the mask as a tensor
         masked, causal = _band_masked(sq, skv, query.device, 0, _MAX_TOKENS, 0), False
     out, lse = _attend(q, k, v, _additive(masked, pse, scale, query.dtype), causal, scale, keep_prob, seed)
@@ -315,21 +360,155 @@ def npu_fusion_attention_grad(query, key, value, dy, head_num, input_layout, pse
                               next_tockens=_MAX_TOKENS, inner_precise=0, seed=0, offset=0, numels=0, prefix=None,
                               actual_seq_qlen=None, actual_seq_kvlen=None, sparse_mode=0, gen_mask_parallel=True,
                               sync=False, softmax_layout="", sink=None):
-    """(dq, dk, dv, dpse): recomputes the forward (the dropout mask from `seed`) and differentiates it."""
+    """(dq, dk, dv, dpse). Given the forward's statistics and output (softmax_max, softmax_sum,
+    attention_in), from those, as the kernel does; otherwise by recomputing the forward (the dropout
+    mask from `seed`) and differentiating it."""
     fn = "npu_fusion_attention_grad"
     _check_newer_arguments(fn, input_layout, softmax_layout, sink)
-    check(dy.shape == query.shape, f"{fn}: dy of shape {list(dy.shape)} should have query's shape {list(query.shape)}.")
+    if softmax_max is not None and softmax_sum is not None and attention_in is not None:
+        return _grad_from_statistics(fn, query, key, value, dy, head_num, input_layout, pse, padding_mask, atten_mask,
+                                     softmax_max, softmax_sum, attention_in, scale_value, keep_prob, pre_tockens,
+                                     next_tockens, prefix, actual_seq_qlen, actual_seq_kvlen, sparse_mode, seed,
+                                     softmax_layout)
     with torch.enable_grad():
         inputs = [t.detach().requires_grad_() for t in (query, key, value)]
         pse_in = pse.detach().requires_grad_() if pse is not None else None
         out, _ = _fusion_attention(*inputs, head_num, input_layout, pse_in, padding_mask, atten_mask, scale_value,
                                    keep_prob, pre_tockens, next_tockens, prefix, actual_seq_qlen, actual_seq_kvlen,
                                    sparse_mode, seed, fn=fn)
+        check(dy.shape == out.shape, f"{fn}: dy of shape {list(dy.shape)} should have the attention output's "
+              f"shape {list(out.shape)} (query's, with value's head dimension).")
         wrt = inputs + ([pse_in] if pse_in is not None else [])
         grads = torch.autograd.grad(out, wrt, dy, allow_unused=True)
     dq, dk, dv = (g if g is not None else torch.zeros_like(t) for g, t in zip(grads[:3], (query, key, value)))
     dpse = grads[3] if pse is not None and grads[3] is not None else query.new_empty((0,))
     return dq, dk, dv, dpse
+
+
+# --- the gradient from the forward's statistics -------------------------------------
+#
+# Note [Attention gradients from given statistics]: the kernel's backward takes the
+# row statistics (softmax_max / softmax_sum) and the output (attention_in) as given:
+# P = exp(scale * q k^T + bias - lse) and D = rowsum(dy * out). Ring attention relies
+# on it: each block's gradient is computed with the statistics and output of the whole
+# row (all blocks merged), which recomputing the block's own forward would not give.
+
+def _block_grads(q, k, v, out, dy, lse, bias, causal, scale, keep_prob, seed, explicit=False):
+    """(dq, dk, dv, dscores or None) of one BNSD attention (kv heads expanded) from its
+    logsumexp `lse` (B, N, Sq) and output `out`, in float32; `explicit` forms the scores
+    (for dscores) even without dropout."""
+    q, k, v, out, dy = (t.float() for t in (q, k, v, out, dy))
+    lse = lse.float().contiguous()
+    if keep_prob >= 1.0 and not explicit:
+        d, dv_ = q.shape[-1], v.shape[-1]
+        width = max(d, dv_)
+        pad = lambda t: torch.nn.functional.pad(t, (0, width - t.shape[-1])) if t.shape[-1] < width else t
+        if bias is not None and bias.dim() == 2:
+            bias = bias.unsqueeze(0).unsqueeze(0)
+        gq, gk, gv = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
+            pad(dy), pad(q), pad(k), pad(v), pad(out), lse, 0.0, causal,
+            attn_mask=None if bias is None else bias.float(), scale=scale)
+        return gq[..., :d], gk[..., :d], gv[..., :dv_], None
+    scores = torch.matmul(q, k.transpose(-1, -2)) * scale
+    if bias is not None:
+        scores = scores + bias.float()
+    if causal:
+        scores = scores.masked_fill(torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).triu(1),
+                                    float("-inf"))
+    probs = torch.exp(scores - lse.unsqueeze(-1)).nan_to_num(0.0)  # a fully masked row: lse -inf, P 0
+    dprobs = torch.matmul(dy, v.transpose(-1, -2))
+    dropped = probs
+    if keep_prob < 1.0:  # the forward's mask, redrawn from its seed (_attend)
+        gen = torch.Generator(device=q.device)
+        gen.manual_seed(seed)
+        keep = torch.rand(probs.shape, generator=gen, device=q.device) < keep_prob
+        dropped = probs * keep / keep_prob
+        dprobs = dprobs * keep / keep_prob
+    dscores = probs * (dprobs - (dy * out).sum(-1, keepdim=True))
+    return (torch.matmul(dscores, k) * scale, torch.matmul(dscores.transpose(-1, -2), q) * scale,
+            torch.matmul(dropped.transpose(-1, -2), dy), dscores)
+
+
+def _fold_kv(grad, kv_heads):
+    """Sums a gradient over the query heads that share each key/value head (GQA)."""
+    b, n, s, d = grad.shape
+    return grad if n == kv_heads else grad.view(b, kv_heads, n // kv_heads, s, d).sum(2)
+
+
+def _lse_of(softmax_max, softmax_sum, layout, softmax_layout, head_num, tokens):
+    """max + log(sum): (B, N, Sq), or (N, T) for TND (see _stats for its storage)."""
+    if layout == "TND":
+        if softmax_layout == "TND":
+            m, s = (x[..., 0].transpose(0, 1) for x in (softmax_max, softmax_sum))
+        else:
+            m, s = (x.contiguous().view(head_num, tokens, -1)[..., 0] for x in (softmax_max, softmax_sum))
+        return m.float() + torch.log(s.float())
+    return softmax_max[..., 0].float() + torch.log(softmax_sum[..., 0].float())
+
+
+def _grad_from_statistics(fn, query, key, value, dy, head_num, layout, pse, padding_mask, atten_mask, softmax_max,
+                          softmax_sum, attention_in, scale, keep_prob, pre, nxt, prefix, qlen, kvlen, sparse_mode,
+                          seed, softmax_layout):
+    """npu_fusion_attention_grad from the forward's statistics (Note [Attention gradients from given statistics])."""
+    _check_layout(fn, layout)
+    _check_inputs(fn, query, key, value)
+    check(padding_mask is None, f"{fn}: padding_mask is reserved and not supported; pass None.")
+    check(0.0 < keep_prob <= 1.0, f"{fn}: keep_prob should be in (0, 1], but got {keep_prob}.")
+    check(prefix is None or sparse_mode in (5, 6), f"{fn}: prefix is only used with sparse_mode 5 or 6.")
+    head_dim = _head_dim(query, layout, head_num, fn)
+    check(dy.shape == attention_in.shape, f"{fn}: dy of shape {list(dy.shape)} should have attention_in's shape "
+          f"{list(attention_in.shape)}.")
+    lse = _lse_of(softmax_max, softmax_sum, layout, softmax_layout, head_num, query.shape[0])
+    if layout == "TND":
+        check(pse is None, f"{fn}: pse is not supported with input_layout 'TND' by vNPU.")
+        qlen = _cumulative(qlen, query.shape[0], "actual_seq_qlen", fn)
+        kvlen = _cumulative(kvlen, key.shape[0], "actual_seq_kvlen", fn)
+        check(len(qlen) == len(kvlen), f"{fn}: actual_seq_qlen has {len(qlen)} sequences but "
+              f"actual_seq_kvlen has {len(kvlen)}.")
+        dq, dk, dv = (torch.zeros(t.shape, dtype=torch.float32, device=t.device) for t in (query, key, value))
+        for index, ((q0, q1), (k0, k1)) in enumerate(zip(zip([0] + qlen, qlen), zip([0] + kvlen, kvlen))):
+            as_bnsd = lambda t, lo, hi: t[lo:hi].transpose(0, 1).unsqueeze(0)
+            k, v = as_bnsd(key, k0, k1), as_bnsd(value, k0, k1)
+            kv_heads = k.shape[1]
+            k, v = _expand_kv(k, v, head_num, fn)
+            mask = atten_mask
+            if mask is not None and sparse_mode in (0, 1):
+                mask = mask[:q1 - q0, :k1 - k0]
+            masked, causal = _training_masked(mask, sparse_mode, pre, nxt, 1, head_num, q1 - q0, k1 - k0,
+                                              query.device, fn)
+            gq, gk, gv, _ = _block_grads(as_bnsd(query, q0, q1), k, v, as_bnsd(attention_in, q0, q1),
+                                         as_bnsd(dy, q0, q1), lse[:, q0:q1].unsqueeze(0),
+                                         _additive(masked, None, scale, torch.float32), causal, scale, keep_prob,
+                                         seed + index)
+            dq[q0:q1] = gq[0].transpose(0, 1)
+            dk[k0:k1] += _fold_kv(gk, kv_heads)[0].transpose(0, 1)
+            dv[k0:k1] += _fold_kv(gv, kv_heads)[0].transpose(0, 1)
+        return dq.to(query.dtype), dk.to(key.dtype), dv.to(value.dtype), query.new_empty((0,))
+    q = _to_bnsd(query, layout, head_dim, "query", fn)
+    k = _to_bnsd(key, layout, head_dim, "key", fn)
+    value_dim = _value_head_dim(key, value, layout, head_dim, fn)
+    v = _to_bnsd(value, layout, value_dim, "value", fn)
+    out = _to_bnsd(attention_in, layout, value_dim, "attention_in", fn)
+    grad = _to_bnsd(dy, layout, value_dim, "dy", fn)
+    kv_heads = k.shape[1]
+    k, v = _expand_kv(k, v, q.shape[1], fn)
+    b, n, sq, skv = q.shape[0], q.shape[1], q.shape[2], k.shape[2]
+    check(list(lse.shape) == [b, n, sq], f"{fn}: softmax_max / softmax_sum of shape {list(softmax_max.shape)} "
+          f"should be [B, N, Sq, 8] = [{b}, {n}, {sq}, 8].")
+    if pse is not None:
+        check(pse.dim() in (2, 4) and list(pse.shape[-2:]) in ([sq, skv], [1, skv]),
+              f"{fn}: pse of shape {list(pse.shape)} does not broadcast to [B, N, Sq, Skv] = [{b}, {n}, {sq}, {skv}].")
+    masked, causal = _training_masked(atten_mask, sparse_mode, pre, nxt, b, n, sq, skv, query.device, fn)
+    if causal and pse is not None:
+        masked, causal = _band_masked(sq, skv, query.device, 0, _MAX_TOKENS, 0), False
+    bias = _additive(masked, None if pse is None else pse.float(), scale, torch.float32)
+    gq, gk, gv, dscores = _block_grads(q, k, v, out, grad, lse, bias, causal, scale, keep_prob, seed,
+                                       explicit=pse is not None)
+    dpse = query.new_empty((0,))
+    if pse is not None:  # scale * (q k^T + pse): the scores' gradient times scale, summed where pse broadcasts
+        dpse = (dscores * scale).sum_to_size(pse.shape).to(pse.dtype)
+    return (_from_bnsd(gq, layout).to(query.dtype), _from_bnsd(_fold_kv(gk, kv_heads), layout).to(key.dtype),
+            _from_bnsd(_fold_kv(gv, kv_heads), layout).to(value.dtype), dpse)
 
 
 define("npu_fusion_attention(Tensor query, Tensor key, Tensor value, int head_num, str input_layout, "

@@ -138,7 +138,7 @@ def _explicit_bnsd(fn, q, k, v, head_num, layout, pse, atten_mask, scale, pre, n
         _att._to_bnsd(v, layout, head_dim, "value", fn)
     kb, vb = _att._expand_kv(kb, vb, qb.shape[1], fn)
     b, n, sq, skv = qb.shape[0], qb.shape[1], qb.shape[2], kb.shape[2]
-    masked, causal = _att._masked(atten_mask, sparse_mode, pre, nxt, b, n, sq, skv, q.device, fn)
+    masked, causal = _att._training_masked(atten_mask, sparse_mode, pre, nxt, b, n, sq, skv, q.device, fn)
     if causal:
         masked = _att._band_masked(sq, skv, q.device, 0, _MAX, 0)
     scores = torch.matmul(qb.float(), kb.float().transpose(-1, -2)) * scale
