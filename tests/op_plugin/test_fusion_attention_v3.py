@@ -233,6 +233,18 @@ def test_pse_type_and_pse_gradient(pse_type):
                                                       pse_type=pse_type)
     for a, w in zip(explicit[:4], want_grads):
         assert_close(a, w, **TOL)
+    # given the forward's statistics and output, the grad takes them (as a ring attention passes them)
+    fwd = torch_npu.npu_fusion_attention_v2(q, k, v, n, "BNSD", pse=pse, scale=scale, pse_type=pse_type)
+    stats = dict(softmax_max=fwd[1], softmax_sum=fwd[2], attention_in=fwd[0])
+    from_stats = torch_npu.npu_fusion_attention_grad_v2(q, k, v, g, n, "BNSD", pse=pse, scale_value=scale,
+                                                        pse_type=pse_type, **stats)
+    assert len(from_stats) == 7 and from_stats[4] is None and from_stats[6].shape == (0,)
+    for a, w in zip(from_stats[:4], want_grads):
+        assert_close(a, w, **TOL)
+    if pse_type == 1:
+        v3 = torch_npu.npu_fusion_attention_grad_v3(q, k, v, g, n, "BNSD", pse=pse, scale_value=scale, **stats)
+        for a, w in zip(v3[:4], want_grads):
+            assert_close(a, w, **TOL)
 
 
 @pytest.mark.parametrize("layout", ["BNSD", "BSH", "BSND"])

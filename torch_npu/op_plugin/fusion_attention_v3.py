@@ -29,9 +29,12 @@ Emulation choices:
 - A pse that needs a gradient is differentiated through an explicit softmax over
   the materialised scores (pse is that size already); ATen's flash kernel, which
   computes the output, has no gradient for its additive mask.
-- The gradients recompute the forward (the dropout mask from ``seed``) and
-  differentiate it: each *_grad equals autograd through the forward, which is how the
-  forwards themselves are differentiable (op-plugin's derivatives.yaml).
+- Given the forward's softmax_max, softmax_sum and attention_in (and no sink or rope
+  parts), the *_grad ops take them as the kernel does (Note [Attention gradients from
+  given statistics] in attention.py: ring attention passes the merged ones). Otherwise
+  they recompute the forward (the dropout mask from ``seed``) and differentiate it: each
+  *_grad equals autograd through the forward, which is how the forwards themselves are
+  differentiable (op-plugin's derivatives.yaml).
 - numels is B * N * Sq * Skv (TND: N * sum of Sq_i * Skv_i) whatever keep_prob, as
   the kernel reports it; seed is vNPU's dropout seed (0 without dropout), offset 0.
 - Not emulated (RuntimeError "... is not supported on vNPU"): pse_type 2 / 3 (the
@@ -276,6 +279,30 @@ def npu_fusion_attention_v2(query, key, value, head_num, input_layout, pse=None,
     return out, softmax_max, softmax_sum, query.new_empty((0,)), seed, offset, numels
 
 
+def _statistics_apply(softmax_max, softmax_sum, attention_in, sink, query_rope=None, key_rope=None):
+    """Whether a grad takes the forward's statistics and output as given (Note [Attention gradients from
+    given statistics] in attention.py): when they are passed, without a sink or rope parts, whose
+    statistics vNPU's forward folds differently."""
+    given = softmax_max is not None and softmax_sum is not None and attention_in is not None
+    return given and sink is None and query_rope is None and key_rope is None
+
+
+def _grad_from_statistics(fn, query, key, value, dy, head_num, layout, pse, pse_type, padding_mask, atten_mask,
+                          softmax_max, softmax_sum, attention_in, scale, keep_prob, pre, nxt, prefix, qlen, kvlen,
+                          sparse_mode, seed, softmax_layout):
+    """(dq, dk, dv, dpse or None) from the given statistics; pseType 0 (added after scaling) as pse / scale."""
+    if pse is not None and pse_type == 0:
+        check(scale != 0, f"{fn}: pse_type 0 with scale 0 is not supported.")
+    shifted = pse / scale if pse is not None and pse_type == 0 else pse
+    dq, dk, dv, dpse = _att._grad_from_statistics(fn, query, key, value, dy, head_num, layout, shifted, padding_mask,
+                                                  atten_mask, softmax_max, softmax_sum, attention_in, scale,
+                                                  keep_prob, pre, nxt, prefix, qlen, kvlen, sparse_mode, seed,
+                                                  softmax_layout)
+    if pse is None:
+        return dq, dk, dv, None
+    return dq, dk, dv, (dpse / scale if pse_type == 0 else dpse)
+
+
 def npu_fusion_attention_grad_v2(query, key, value, dy, head_num, input_layout, pse=None, padding_mask=None,
                                  atten_mask=None, softmax_max=None, softmax_sum=None, softmax_in=None,
                                  attention_in=None, query_rope=None, key_rope=None, scale_value=1.0, keep_prob=1.0,
@@ -286,6 +313,12 @@ def npu_fusion_attention_grad_v2(query, key, value, dy, head_num, input_layout, 
     """(dq, dk, dv, dpse, dq_rope, dk_rope, dsink)."""
     fn = "npu_fusion_attention_grad_v2"
     _att._check_softmax_layout(fn, softmax_layout, input_layout)
+    if _statistics_apply(softmax_max, softmax_sum, attention_in, sink, query_rope, key_rope) and pse_type in (0, 1):
+        dq, dk, dv, dpse = _grad_from_statistics(fn, query, key, value, dy, head_num, input_layout, pse, pse_type,
+                                                 padding_mask, atten_mask, softmax_max, softmax_sum, attention_in,
+                                                 scale_value, keep_prob, pre_tokens, next_tokens, prefix,
+                                                 actual_seq_qlen, actual_seq_kvlen, sparse_mode, seed, softmax_layout)
+        return dq, dk, dv, dpse, None, None, key.new_empty((0,), dtype=torch.float32)
 
     def forward(q, k, v, p, qr, kr, s):
         return _attention(fn, q, k, v, head_num, input_layout, p, padding_mask, atten_mask, scale_value, keep_prob,
@@ -333,6 +366,12 @@ def npu_fusion_attention_grad_v3(query, key, value, dy, head_num, input_layout, 
     _att._check_softmax_layout(fn, softmax_layout, input_layout)
     qlen, kvlen = _lengths(fn, "actual_seq_qlen", actual_seq_qlen), _lengths(fn, "actual_seq_kvlen", actual_seq_kvlen)
     seed_value = _seed_value(fn, seed, keep_prob)
+    if _statistics_apply(softmax_max, softmax_sum, attention_in, sink):
+        dq, dk, dv, dpse = _grad_from_statistics(fn, query, key, value, dy, head_num, input_layout, pse, 1,
+                                                 padding_mask, atten_mask, softmax_max, softmax_sum, attention_in,
+                                                 scale_value, keep_prob, pre_tockens, next_tockens, prefix, qlen,
+                                                 kvlen, sparse_mode, seed_value, softmax_layout)
+        return dq, dk, dv, dpse, key.new_empty((0,), dtype=torch.float32)
 
     def forward(q, k, v, p, s):
         return _attention(fn, q, k, v, head_num, input_layout, p, padding_mask, atten_mask, scale_value, keep_prob,
