@@ -42,11 +42,12 @@ if [ ! -x "$stack/venv/bin/python" ]; then
 fi
 torch_pin=$("$stack/venv/bin/python" -c 'import torch; print("torch==" + torch.__version__)')
 echo "$torch_pin" > "$stack/constraints.txt"
-# MindSpeed's requirements that compile against numpy: the host's may be built
-# for numpy 2, which the venv's 1.26 cannot load (pandas, scikit-learn, ...).
+# MindSpeed's requirements that compile against numpy (the host's may be built
+# for numpy 2, which the venv's 1.26 cannot load: pandas, scikit-learn, ...),
+# and pytest-mock, which its unit tests use.
 "$stack/venv/bin/python" -m pip install -q -c "$stack/constraints.txt" \
   "numpy==1.26.0" "pybind11==3.1.0" "sentencepiece==0.2.3" "pandas==2.2.3" "scikit-learn==1.5.2" \
-  "SQLAlchemy==2.0.36" "gpytorch==1.13" 2>&1 | grep -v "dependency conflicts\|requires numpy\|resolver does not" || true
+  "SQLAlchemy==2.0.36" "gpytorch==1.13" "pytest-mock==3.14.0" 2>&1 | grep -v "dependency conflicts\|requires numpy\|resolver does not" || true
 PYTHONPATH="$mindspeed:$megatron" "$stack/venv/bin/python" -c \
   'import torch, torch_npu, mindspeed.megatron_adaptor, megatron.training' >/dev/null 2>&1 ||
   { echo "[setup_mindspeed] the stack does not import: try PYTHONPATH=$mindspeed:$megatron $stack/venv/bin/python -c 'import mindspeed.megatron_adaptor'" >&2; exit 1; }

@@ -590,6 +590,14 @@ m.log_both()
             assert not_want not in proc.stderr, proc.stderr
 
 
+def test_expert_parallel_mc2_bmm_pair_over_hccl_as_mindspeed_calls_it(ext, ext_dir):
+    # 4 ranks (ep 2 x tp 2): npu_alltoall_allgather_bmm and npu_bmm_reducescatter_alltoall against their layouts
+    # on cpu, both shard types, float16 and bfloat16; collectives on both groups around them still pair up;
+    # bad groups, sizes, shapes and activations are refused at the call
+    from torchrun_jobs import torchrun
+    torchrun("aclnn_mc2_bmm.py", 4, timeout=400, VNPU_ACLNN_EXT_DIR=str(ext_dir))
+
+
 def test_mm_all_reduce_add_rms_norm_over_hccl_as_mindspeed_calls_it(ext, ext_dir):
     # 2 ranks: equal to npu_mm_all_reduce_base + npu_add_rms_norm and to the cpu formula; collectives issued
     # around it still pair up; an unknown group and preparing inside a stream task are refused

@@ -379,6 +379,44 @@ std::vector<at::Tensor> grouped_mm_all_reduce(const std::vector<at::Tensor>& x, 
   return y;
 }
 
+// MindSpeed's npu_alltoall_allgather_bmm: (y1, y2 or empty, y3 or empty),
+// shaped as its op builder shapes them.
+std::vector<at::Tensor> alltoall_allgather_bmm(const at::Tensor& x, const at::Tensor& weight,
+                                               const std::optional<at::Tensor>& bias, const std::string& group_ep,
+                                               int64_t ep, const std::string& group_tp, int64_t tp,
+                                               int64_t shard_type, int64_t act_type, bool need_y2, bool need_y3) {
+  static std::string ep_name, tp_name;
+  ep_name = group_ep;
+  tp_name = group_tp;
+  const int64_t m = x.size(1) * ep * (shard_type == 1 ? tp : 1);
+  at::Tensor y1 = at::empty({weight.size(0), m, weight.size(2)}, x.options());
+  at::Tensor y2 = need_y2 ? at::empty({weight.size(0), m, weight.size(1)}, x.options()) : at::Tensor();
+  at::Tensor y3 = need_y3 ? at::empty_like(y1) : at::Tensor();
+  const aclTensor* null = nullptr;
+  run_prepared_on_host("aclnnAlltoAllAllGatherBatchMatMul", describe(x), describe(weight),
+                       bias ? describe(*bias) : null, static_cast<const char*>(ep_name.c_str()),
+                       static_cast<const char*>(tp_name.c_str()), ep, tp, shard_type, act_type, describe(y1),
+                       need_y2 ? describe(y2) : nullptr, need_y3 ? describe(y3) : nullptr);
+  return {y1, need_y2 ? y2 : at::empty({0}, x.options()), need_y3 ? y3 : at::empty({0}, x.options())};
+}
+
+// MindSpeed's npu_bmm_reducescatter_alltoall.
+at::Tensor bmm_reducescatter_alltoall(const at::Tensor& x, const at::Tensor& weight,
+                                      const std::optional<at::Tensor>& bias, const std::string& group_ep, int64_t ep,
+                                      const std::string& group_tp, int64_t tp, int64_t shard_type) {
+  static std::string ep_name, tp_name;
+  ep_name = group_ep;
+  tp_name = group_tp;
+  const int64_t c = x.size(1) / ep / (shard_type == 1 ? tp : 1);
+  const int64_t h = shard_type == 0 ? weight.size(2) / tp : weight.size(2);
+  at::Tensor y = at::empty({x.size(0) * ep, c, h}, x.options());
+  const aclTensor* null = nullptr;
+  run_prepared_on_host("aclnnBatchMatMulReduceScatterAlltoAll", describe(x), describe(weight),
+                       bias ? describe(*bias) : null, static_cast<const char*>(ep_name.c_str()),
+                       static_cast<const char*>(tp_name.c_str()), ep, tp, shard_type, describe(y));
+  return y;
+}
+
 // MindSpeed's npu_fusion_attention_v2: (attention, softmax_max,
 // softmax_sum), and the backward's (dq, dk, dv, dpse) from them. The output
 // has value's head dimension (MLA); TND (qlen / kvlen given) calls the varlen
@@ -511,6 +549,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("mm_all_reduce_add_rms_norm", &mm_all_reduce_add_rms_norm);
   m.def("grouped_mm_all_reduce", &grouped_mm_all_reduce);
   m.def("quant_mm_all_reduce_add_rms_norm", &quant_mm_all_reduce_add_rms_norm);
+  m.def("alltoall_allgather_bmm", &alltoall_allgather_bmm);
+  m.def("bmm_reducescatter_alltoall", &bmm_reducescatter_alltoall);
   m.def("flash_attention_v2", &flash_attention_v2, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("mask"),
         py::arg("scale"), py::arg("heads"), py::arg("layout"), py::arg("sparse_mode"), py::arg("pre"), py::arg("next"),
         py::arg("drop_mask"), py::arg("keep_prob"), py::arg("pse") = py::none(), py::arg("pse_type") = 1,
