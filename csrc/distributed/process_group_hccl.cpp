@@ -667,20 +667,35 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather(std::vector<std::vect
   check_single("allgather", inputs);
   TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == getSize(),
               "ProcessGroupHCCL allgather: expected a list of ", getSize(), " output tensors");
+  // Output i holds rank i's input: of the input's shape, or, as torch_npu's
+  // HCCL allgather (and NCCL's) takes them, of each rank's own size (uneven
+  // shards, e.g. a distributed optimizer's), when this rank's output matches
+  // its input.
+  bool even = true;
   for (const auto& o : outputs[0]) {
-    TORCH_CHECK(o.sizes() == inputs[0].sizes() && o.scalar_type() == inputs[0].scalar_type(),
-                "ProcessGroupHCCL allgather: output tensors must match the input's shape and dtype, got ",
-                o.sizes(), " ", o.scalar_type(), " for ", inputs[0].sizes(), " ", inputs[0].scalar_type());
+    TORCH_CHECK(o.scalar_type() == inputs[0].scalar_type(), "ProcessGroupHCCL allgather: output tensors must have "
+                "the input's dtype ", inputs[0].scalar_type(), ", got ", o.scalar_type());
+    even = even && o.sizes() == inputs[0].sizes();
   }
+  const at::Tensor& own = outputs[0][getRank()];
+  TORCH_CHECK(even || own.numel() == inputs[0].numel(), "ProcessGroupHCCL allgather: output tensor ", getRank(),
+              " (this rank's) must have the input's size, got ", own.sizes(), " for ", inputs[0].sizes());
   return enqueue("hccl:all_gather", c10d::OpType::ALLGATHER, inputs, outputs[0],
-                 [in = snapshot(inputs), out = snapshot(outputs[0]), transport = transport_]() {
+                 [in = snapshot(inputs), out = snapshot(outputs[0]), transport = transport_, even]() {
                    const at::Tensor input = in[0].view().contiguous();
                    const std::vector<at::Tensor> targets = views(out);
                    std::vector<at::Tensor> staged;
                    for (const auto& t : targets) {
                      staged.push_back(t.is_contiguous() ? t : at::empty_like(t, at::MemoryFormat::Contiguous));
                    }
-                   transport->allgather(staged, input);
+                   if (even) {
+                     transport->allgather(staged, input);
+                   } else {  // uneven: every rank sends its input to each rank
+                     std::vector<at::Tensor> flat;
+                     for (const auto& t : staged) flat.push_back(t.view({-1}));
+                     const std::vector<at::Tensor> sources(flat.size(), input.view({-1}));
+                     transport->alltoall(flat, sources, c10d::AllToAllOptions());
+                   }
                    for (size_t i = 0; i < targets.size(); ++i) {
                      if (!staged[i].is_same(targets[i])) targets[i].copy_(staged[i]);
                    }

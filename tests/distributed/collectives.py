@@ -111,6 +111,17 @@ else:
 outs = [torch.empty(2, device=dev) for _ in range(world)]
 dist.all_gather(outs, torch.full((2,), float(rank), device=dev))
 check("all_gather", torch.stack(outs), ranks.repeat_interleave(2).view(world, 2))
+# uneven shards (a distributed optimizer's last shard is shorter): output j has rank j's size
+outs = [torch.empty(j + 1, device=dev, dtype=torch.bfloat16) for j in range(world)]
+dist.all_gather(outs, torch.full((rank + 1,), float(rank), device=dev, dtype=torch.bfloat16))
+for j in range(world):
+    check(f"all_gather uneven from {j}", outs[j].float(), torch.full((j + 1,), float(j)))
+try:
+    dist.all_gather([torch.empty(j + 2, device=dev) for j in range(world)], torch.ones(rank + 1, device=dev))
+except (RuntimeError, ValueError) as e:
+    assert "this rank's" in str(e), e
+else:
+    raise AssertionError("an all_gather whose own output does not match its input was accepted")
 flat = torch.empty(2 * world, device=dev)
 dist.all_gather_into_tensor(flat, torch.full((2,), float(rank), device=dev))
 check("all_gather_into_tensor", flat, ranks.repeat_interleave(2))
