@@ -34,7 +34,8 @@ class BinaryDistribution(Distribution):
 setup(cmdclass={"build_py": BuildWithCMake}, distclass=BinaryDistribution,
       scripts=["torch_npu/tools/npu-smi"],
       package_data={"torch_npu": ["_C*.so", "_cann/*", "_cann/lib64/*.so", "_cann/include/**/*.h", "_cann/nnal/atb/lib/*.so",
-                                  "_cann/nnal/atb/include/atb/*.h", "tools/data/*.txt",
+                                  "_cann/nnal/atb/include/atb/*.h", "_cann/python/site-packages/acl/*.py",
+                                  "tools/data/*.txt",
                                   "contrib/apis_config.json",
                                   # the C++ API extensions build against (docs/custom_ops.md)
                                   "lib/libtorch_npu.so", "lib/libascendcl.so", "lib/libvnpu_smi.so", "include/**/*.h", "include/**/*.hpp"]})

@@ -34,6 +34,16 @@ def _lazy_call(callable, **kwargs):
     callable()
 
 
+def _add_pyacl():
+    """CANN's environment script puts pyACL (``import acl``) on the path; vNPU's CANN has a small one,
+    appended when ASCEND_HOME_PATH is vNPU's and no other pyACL is importable."""
+    import importlib.util
+    import sys
+    if os.environ.get("ASCEND_HOME_PATH") != _CANN_FOLDER or importlib.util.find_spec("acl") is not None:
+        return
+    sys.path.append(os.path.join(_CANN_FOLDER, "python", "site-packages"))
+
+
 def install():
     from torch_npu import _C
     from torch_npu.npu.utils import get_cann_version
@@ -42,6 +52,7 @@ def install():
     for name in ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME"):
         os.environ.setdefault(name, _CANN_FOLDER)
     os.environ.setdefault("ATB_HOME_PATH", os.path.join(_CANN_FOLDER, "nnal", "atb"))
+    _add_pyacl()
     global _opapi_library
     if _opapi_library is None and os.path.exists(_OPAPI):
         _opapi_library = ctypes.CDLL(_OPAPI)
