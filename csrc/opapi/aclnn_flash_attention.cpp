@@ -569,13 +569,54 @@ void check_layout(const char* api, const Attention& a, bool varlen) {
   }
 }
 
+// What each forward / backward entry point does: read and check the
+// arguments (the varlen ones with the cumulative lengths), then prepare.
+std::function<void()> forward_call(const char* api, bool varlen, const aclTensor* query, const aclTensor* key,
+                                   const aclTensor* value, const aclTensor* pse, const aclTensor* drop_mask,
+                                   const aclTensor* padding_mask, const aclTensor* mask, const aclIntArray* prefix,
+                                   const aclIntArray* qlen, const aclIntArray* kvlen, double scale, double keep_prob,
+                                   int64_t pre, int64_t next, int64_t heads, char* layout, int64_t sparse_mode,
+                                   int64_t pse_type, const aclTensor* row_max, const aclTensor* row_sum,
+                                   const aclTensor* out) {
+  check_unsupported(api, padding_mask, prefix);
+  Attention a = attention_of(layout, heads, scale, pre, next, sparse_mode, mask, pse, pse_type);
+  check_layout(api, a, varlen);
+  a.qlen = values(qlen);
+  a.kvlen = values(kvlen);
+  return prepare_forward(a, host_view("query", query), host_view("key", key), host_view("value", value),
+                         optional_host_view("dropMaskOptional", drop_mask), keep_prob,
+                         host_view("attentionOutOut", out), host_view("softmaxMaxOut", row_max),
+                         host_view("softmaxSumOut", row_sum));
+}
+
+std::function<void()> backward_call(const char* api, bool varlen, const aclTensor* query, const aclTensor* key,
+                                    const aclTensor* value, const aclTensor* dy, const aclTensor* pse,
+                                    const aclTensor* drop_mask, const aclTensor* padding_mask, const aclTensor* mask,
+                                    const aclTensor* row_max, const aclTensor* row_sum, const aclTensor* attention,
+                                    const aclIntArray* prefix, const aclIntArray* qlen, const aclIntArray* kvlen,
+                                    double scale, double keep_prob, int64_t pre, int64_t next, int64_t heads,
+                                    char* layout, int64_t sparse_mode, int64_t pse_type, const aclTensor* dq,
+                                    const aclTensor* dk, const aclTensor* dv, const aclTensor* dpse) {
+  check_unsupported(api, padding_mask, prefix);
+  Attention a = attention_of(layout, heads, scale, pre, next, sparse_mode, mask, pse, pse_type);
+  check_layout(api, a, varlen);
+  a.qlen = values(qlen);
+  a.kvlen = values(kvlen);
+  return prepare_backward(a, host_view("query", query), host_view("key", key), host_view("value", value),
+                          host_view("dy", dy), optional_host_view("dropMaskOptional", drop_mask), keep_prob,
+                          optional_host_view("softmaxMaxOptional", row_max),
+                          optional_host_view("softmaxSumOptional", row_sum),
+                          optional_host_view("attentionInOptional", attention), host_view("dqOut", dq),
+                          host_view("dkOut", dk), host_view("dvOut", dv), optional_host_view("dpseOut", dpse));
+}
+
 }  // namespace
 }  // namespace aclnn
 }  // namespace torch_npu
 
-using torch_npu::aclnn::host_view;
+using torch_npu::aclnn::backward_call;
+using torch_npu::aclnn::forward_call;
 using torch_npu::aclnn::launch;
-using torch_npu::aclnn::optional_host_view;
 using torch_npu::aclnn::prepare;
 
 extern "C" {
@@ -589,16 +630,11 @@ aclnnStatus aclnnFlashAttentionScoreV2GetWorkspaceSize(
     const aclTensor* softmaxSumOut, const aclTensor* softmaxOutOut, const aclTensor* attentionOutOut,
     uint64_t* workspaceSize, aclOpExecutor** executor) {
   const char* api = "aclnnFlashAttentionScoreV2";
-  return prepare(api, workspaceSize, executor, [&]() -> std::function<void()> {
-    using namespace torch_npu::aclnn;
-    check_unsupported(api, paddingMaskOptional, prefixOptional);
-    Attention a = attention_of(inputLayout, headNum, scaleValue, preTokens, nextTokens, sparseMode, attenMaskOptional,
-                               realShiftOptional, pseType);
-    check_layout(api, a, false);
-    return prepare_forward(a, host_view("query", query), host_view("key", key), host_view("value", value),
-                           optional_host_view("dropMaskOptional", dropMaskOptional), keepProb,
-                           host_view("attentionOutOut", attentionOutOut), host_view("softmaxMaxOut", softmaxMaxOut),
-                           host_view("softmaxSumOut", softmaxSumOut));
+  return prepare(api, workspaceSize, executor, [&] {
+    return forward_call(api, false, query, key, value, realShiftOptional, dropMaskOptional, paddingMaskOptional,
+                        attenMaskOptional, prefixOptional, nullptr, nullptr, scaleValue, keepProb, preTokens,
+                        nextTokens, headNum, inputLayout, sparseMode, pseType, softmaxMaxOut, softmaxSumOut,
+                        attentionOutOut);
   });
 }
 
@@ -617,18 +653,11 @@ aclnnStatus aclnnFlashAttentionVarLenScoreV2GetWorkspaceSize(
     const aclTensor* softmaxMaxOut, const aclTensor* softmaxSumOut, const aclTensor* softmaxOutOut,
     const aclTensor* attentionOutOut, uint64_t* workspaceSize, aclOpExecutor** executor) {
   const char* api = "aclnnFlashAttentionVarLenScoreV2";
-  return prepare(api, workspaceSize, executor, [&]() -> std::function<void()> {
-    using namespace torch_npu::aclnn;
-    check_unsupported(api, paddingMaskOptional, prefixOptional);
-    Attention a = attention_of(inputLayout, headNum, scaleValue, preTokens, nextTokens, sparseMode, attenMaskOptional,
-                               realShiftOptional, pseType);
-    check_layout(api, a, true);
-    a.qlen = values(actualSeqQLenOptional);
-    a.kvlen = values(actualSeqKvLenOptional);
-    return prepare_forward(a, host_view("query", query), host_view("key", key), host_view("value", value),
-                           optional_host_view("dropMaskOptional", dropMaskOptional), keepProb,
-                           host_view("attentionOutOut", attentionOutOut), host_view("softmaxMaxOut", softmaxMaxOut),
-                           host_view("softmaxSumOut", softmaxSumOut));
+  return prepare(api, workspaceSize, executor, [&] {
+    return forward_call(api, true, query, key, value, realShiftOptional, dropMaskOptional, paddingMaskOptional,
+                        attenMaskOptional, prefixOptional, actualSeqQLenOptional, actualSeqKvLenOptional, scaleValue,
+                        keepProb, preTokens, nextTokens, headNum, inputLayout, sparseMode, pseType, softmaxMaxOut,
+                        softmaxSumOut, attentionOutOut);
   });
 }
 
@@ -647,19 +676,11 @@ aclnnStatus aclnnFlashAttentionScoreGradV2GetWorkspaceSize(
     int64_t sparseMode, int64_t pseType, const aclTensor* dqOut, const aclTensor* dkOut, const aclTensor* dvOut,
     const aclTensor* dpseOut, uint64_t* workspaceSize, aclOpExecutor** executor) {
   const char* api = "aclnnFlashAttentionScoreGradV2";
-  return prepare(api, workspaceSize, executor, [&]() -> std::function<void()> {
-    using namespace torch_npu::aclnn;
-    check_unsupported(api, paddingMaskOptional, prefixOptional);
-    Attention a = attention_of(inputLayout, headNum, scaleValue, preTokens, nextTokens, sparseMode, attenMaskOptional,
-                               pseShiftOptional, pseType);
-    check_layout(api, a, false);
-    return prepare_backward(a, host_view("query", query), host_view("key", key), host_view("value", value),
-                            host_view("dy", dy), optional_host_view("dropMaskOptional", dropMaskOptional), keepProb,
-                            optional_host_view("softmaxMaxOptional", softmaxMaxOptional),
-                            optional_host_view("softmaxSumOptional", softmaxSumOptional),
-                            optional_host_view("attentionInOptional", attentionInOptional), host_view("dqOut", dqOut),
-                            host_view("dkOut", dkOut), host_view("dvOut", dvOut),
-                            optional_host_view("dpseOut", dpseOut));
+  return prepare(api, workspaceSize, executor, [&] {
+    return backward_call(api, false, query, key, value, dy, pseShiftOptional, dropMaskOptional, paddingMaskOptional,
+                         attenMaskOptional, softmaxMaxOptional, softmaxSumOptional, attentionInOptional,
+                         prefixOptional, nullptr, nullptr, scaleValue, keepProb, preTokens, nextTokens, headNum,
+                         inputLayout, sparseMode, pseType, dqOut, dkOut, dvOut, dpseOut);
   });
 }
 
@@ -679,21 +700,12 @@ aclnnStatus aclnnFlashAttentionUnpaddingScoreGradV2GetWorkspaceSize(
     int64_t sparseMode, int64_t pseType, const aclTensor* dqOut, const aclTensor* dkOut, const aclTensor* dvOut,
     const aclTensor* dpseOut, uint64_t* workspaceSize, aclOpExecutor** executor) {
   const char* api = "aclnnFlashAttentionUnpaddingScoreGradV2";
-  return prepare(api, workspaceSize, executor, [&]() -> std::function<void()> {
-    using namespace torch_npu::aclnn;
-    check_unsupported(api, paddingMaskOptional, prefixOptional);
-    Attention a = attention_of(inputLayout, headNum, scaleValue, preTokens, nextTokens, sparseMode, attenMaskOptional,
-                               pseShiftOptional, pseType);
-    check_layout(api, a, true);
-    a.qlen = values(actualSeqQLenOptional);
-    a.kvlen = values(actualSeqKvLenOptional);
-    return prepare_backward(a, host_view("query", query), host_view("key", key), host_view("value", value),
-                            host_view("dy", dy), optional_host_view("dropMaskOptional", dropMaskOptional), keepProb,
-                            optional_host_view("softmaxMaxOptional", softmaxMaxOptional),
-                            optional_host_view("softmaxSumOptional", softmaxSumOptional),
-                            optional_host_view("attentionInOptional", attentionInOptional), host_view("dqOut", dqOut),
-                            host_view("dkOut", dkOut), host_view("dvOut", dvOut),
-                            optional_host_view("dpseOut", dpseOut));
+  return prepare(api, workspaceSize, executor, [&] {
+    return backward_call(api, true, query, key, value, dy, pseShiftOptional, dropMaskOptional, paddingMaskOptional,
+                         attenMaskOptional, softmaxMaxOptional, softmaxSumOptional, attentionInOptional,
+                         prefixOptional, actualSeqQLenOptional, actualSeqKvLenOptional, scaleValue, keepProb,
+                         preTokens, nextTokens, headNum, inputLayout, sparseMode, pseType, dqOut, dkOut, dvOut,
+                         dpseOut);
   });
 }
 
