@@ -408,6 +408,30 @@ def test_flash_attention_v2_pse_forward_and_backward(ext, pse_type, pse_rows):
     torch.testing.assert_close(dpse.cpu(), pc.grad, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("pse_type", [2, 3])
+def test_flash_attention_v2_alibi_from_slopes_equals_npu_fusion_attention_v2(ext, pse_type):
+    # MindSpeed's alibi (--alibi-fusion-attn-type 2 / 3) and its ring attention's block starts; causal
+    b, n, s, d = 2, 4, 6, 8
+    q, k, v = (torch.randn(b, s, n * d) for _ in range(3))
+    slopes = torch.tensor([0.5, 0.25, 0.125, 0.0625])
+    mask = torch.ones(2048, 2048, dtype=torch.bool).triu(1).npu()
+    out, row_max, row_sum = ext.flash_attention_v2(q.npu(), k.npu(), v.npu(), mask, 0.3, n, "BSH", 2, 2147483647,
+                                                   0, None, 1.0, pse=slopes.npu(), pse_type=pse_type,
+                                                   starts=[6, 2])
+    qn, kn, vn, sn = (t.npu().requires_grad_() for t in (q, k, v, slopes))
+    ref = torch_npu.npu_fusion_attention_v2(qn, kn, vn, n, "BSH", pse=sn, atten_mask=mask, scale=0.3,
+                                            next_tokens=0, sparse_mode=2, pse_type=pse_type, q_start_idx=[6],
+                                            kv_start_idx=[2])
+    torch.testing.assert_close(out.cpu(), ref[0].detach().cpu(), rtol=1e-4, atol=1e-5)
+    dy = torch.randn(b, s, n * d)
+    ref[0].backward(dy.npu())
+    grads = ext.flash_attention_v2_grad(q.npu(), k.npu(), v.npu(), dy.npu(), mask, row_max, row_sum, out, 0.3, n,
+                                        "BSH", 2, 2147483647, 0, None, 1.0, pse=slopes.npu(), pse_type=pse_type,
+                                        starts=[6, 2])
+    for mine, theirs in zip(grads, (qn, kn, vn, sn)):
+        torch.testing.assert_close(mine.cpu(), theirs.grad.cpu(), rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("sparse_mode", [0, 3])
 def test_flash_attention_varlen_v2_equals_npu_fusion_attention_tnd(ext, sparse_mode):
     # MindSpeed's TND ring attention (eod-reset packed sequences): three sequences, grouped kv heads, MLA's
@@ -471,12 +495,15 @@ def test_flash_attention_varlen_v2_dropout_takes_each_sequence_s_bits_in_turn(ex
     torch.testing.assert_close(out.cpu(), torch.cat(want), rtol=1e-4, atol=1e-5)
 
 
-def test_flash_attention_v2_refuses_generated_pse_and_bad_varlen(ext):
+def test_flash_attention_v2_refuses_bad_pse_and_bad_varlen(ext):
     q = torch.randn(2, 6, 32).npu()
     slopes = torch.rand(4).npu()
-    with pytest.raises(RuntimeError, match="pseType 2 .* is not supported on vNPU"):
-        ext.flash_attention_v2(q, q, q, None, 0.5, 4, "BSH", 0, 2147483647, 2147483647, None, 1.0, pse=slopes,
-                               pse_type=2)
+    with pytest.raises(RuntimeError, match="pseType 2 realShiftOptional holds the ALiBi slopes"):
+        ext.flash_attention_v2(q, q, q, None, 0.5, 4, "BSH", 0, 2147483647, 2147483647, None, 1.0,
+                               pse=slopes.half(), pse_type=2)
+    with pytest.raises(RuntimeError, match=r"slopes, \[N\] or \[B, N\]"):
+        ext.flash_attention_v2(q, q, q, None, 0.5, 4, "BSH", 0, 2147483647, 2147483647, None, 1.0,
+                               pse=torch.rand(3).npu(), pse_type=3)
     with pytest.raises(RuntimeError, match="realShiftOptional of shape"):
         ext.flash_attention_v2(q, q, q, None, 0.5, 4, "BSH", 0, 2147483647, 2147483647, None, 1.0,
                                pse=torch.zeros(2, 4, 1024, 6).npu(), pse_type=1)

@@ -23,10 +23,12 @@
 // the dimensions it broadcasts.
 //
 // pseType 1 adds the pse before scaling (scale * (q k^T + pse)), 0 after
-// (scale * q k^T + pse). pseType 2 and 3 (ALiBi generated inside the kernel
-// from slopes, by a formula CANN does not document), the compressed
-// 1024-row pse, the padding mask and prefix are refused at GetWorkspaceSize,
-// naming them.
+// (scale * q k^T + pse). pseType 2 and 3 generate ALiBi from per-head slopes
+// (realShiftOptional [N] or [B, N], float32) and add it after scaling:
+// -slope * |(j + kvStartIdx) - (i + qStartIdx)|, its square root for 3, as
+// CANN's open kernel computes it (its pse.h); dpseOut gets the slopes'
+// gradient. The compressed 1024-row pse, a pse with TND, the padding mask and
+// prefix are refused at GetWorkspaceSize, naming them.
 
 #include <algorithm>
 #include <array>
@@ -81,8 +83,9 @@ struct Attention {
   double scale = 1.0;
   int64_t pre_tokens = 0, next_tokens = 0, sparse_mode = 0;
   at::Tensor mask;  // attenMaskOptional, bool or uint8 (1 = masked out)
-  at::Tensor pse;   // realShiftOptional / pseShiftOptional
+  at::Tensor pse;   // realShiftOptional / pseShiftOptional (the slopes for pseType 2 and 3)
   int64_t pse_type = 1;
+  int64_t q_start = 0, kv_start = 0;  // qStartIdxOptional / kvStartIdxOptional: where the block sits (ALiBi)
   std::vector<int64_t> qlen, kvlen;  // TND: cumulative sequence lengths
 
   bool tnd() const { return layout == "TND"; }
@@ -156,12 +159,15 @@ struct Attention {
                   "the compressed [2048, 2048]), but got ", mask.sizes(), ".");
     }
     if (pse.defined()) {
-      TORCH_CHECK(pse_type == 0 || pse_type == 1, "pseType ", pse_type, " (a pse generated inside the kernel from "
-                  "slopes) is not supported on vNPU: CANN does not document its formula; pass the pse tensor with "
-                  "pseType 0 or 1.");
+      TORCH_CHECK(pse_type >= 0 && pse_type <= 3, "pseType must be 0, 1, 2 or 3, but got ", pse_type, ".");
       TORCH_CHECK(!tnd(), "a pse with inputLayout TND is not supported on vNPU.");
-      TORCH_CHECK(pse.scalar_type() == q.scalar_type(), "realShiftOptional must have query's dtype ",
-                  q.scalar_type(), ", but got ", pse.scalar_type(), ".");
+      if (alibi()) {
+        TORCH_CHECK(pse.scalar_type() == at::kFloat, "with pseType ", pse_type, " realShiftOptional holds the "
+                    "ALiBi slopes, float32, but got ", pse.scalar_type(), ".");
+      } else {
+        TORCH_CHECK(pse.scalar_type() == q.scalar_type(), "realShiftOptional must have query's dtype ",
+                    q.scalar_type(), ", but got ", pse.scalar_type(), ".");
+      }
     }
     if (tnd()) {
       auto increasing = [](const std::vector<int64_t>& c, int64_t total) {
@@ -188,14 +194,31 @@ struct Attention {
   // before scaling), checked against (b, n, sq, skv).
   at::Tensor pse_term(int64_t b, int64_t n, int64_t sq, int64_t skv) const {
     check_shapes(b, n, sq, skv);
+    if (alibi()) return -slopes(n) * alibi_distance(sq, skv);
     at::Tensor term = pse.to(at::kFloat);
     return pse_type == 1 ? term * scale : term;
+  }
+
+  bool alibi() const { return pse_type == 2 || pse_type == 3; }
+  // The slopes as (B or 1, N, 1, 1).
+  at::Tensor slopes(int64_t n) const { return pse.reshape({-1, n, 1, 1}); }
+  // |(j + kv_start) - (i + q_start)| (its square root for pseType 3), (Sq, Skv) float32.
+  at::Tensor alibi_distance(int64_t sq, int64_t skv) const {
+    at::Tensor i = at::arange(sq, at::kFloat).unsqueeze(1) + static_cast<double>(q_start);
+    at::Tensor j = at::arange(skv, at::kFloat).unsqueeze(0) + static_cast<double>(kv_start);
+    at::Tensor distance = (j - i).abs();
+    return pse_type == 3 ? distance.sqrt() : distance;
   }
 
   // The mask's and the pse's shapes against one attention of (b, n, sq, skv):
   // checked when the operator is prepared, so that a wrong shape fails the call.
   void check_shapes(int64_t b, int64_t n, int64_t sq, int64_t skv) const {
-    if (pse.defined()) {
+    if (pse.defined() && alibi()) {
+      const bool fits = (pse.dim() == 1 && pse.size(0) == n) || (pse.dim() == 2 && pse.size(0) == b &&
+                                                                  pse.size(1) == n);
+      TORCH_CHECK(fits, "with pseType ", pse_type, " realShiftOptional holds the ALiBi slopes, [N] or [B, N] = [",
+                  n, "] or [", b, ", ", n, "], but got ", pse.sizes(), ".");
+    } else if (pse.defined()) {
       const bool fits = pse.dim() == 4 && (pse.size(0) == 1 || pse.size(0) == b) && pse.size(1) == n &&
                         (pse.size(2) == 1 || pse.size(2) == sq) && pse.size(3) == skv;
       TORCH_CHECK(fits, "realShiftOptional of shape ", pse.sizes(), " does not match [B, N, Sq, Skv] = [", b, ", ",
@@ -348,6 +371,10 @@ at::Tensor fold_heads(const at::Tensor& grad, int64_t kv_heads) {
 
 // The scores' gradient summed to the pse's (broadcast) shape, scaled as the pse was.
 at::Tensor pse_grad(const at::Tensor& dscores, const Attention& a) {
+  if (a.alibi()) {  // d/dslope of -slope * distance
+    at::Tensor g = -(dscores * a.alibi_distance(dscores.size(2), dscores.size(3))).sum({2, 3});
+    return a.pse.dim() == 1 ? g.sum(0) : g;
+  }
   at::Tensor g = a.pse_type == 1 ? dscores * a.scale : dscores;
   if (a.pse.size(0) == 1 && g.size(0) != 1) g = g.sum(0, /*keepdim=*/true);
   if (a.pse.size(2) == 1 && g.size(2) != 1) g = g.sum(2, /*keepdim=*/true);
@@ -367,7 +394,6 @@ void check_dropout(const at::Tensor& drop_mask, double keep_prob, int64_t numel)
 
 bool empty(const aclIntArray* a) { return a == nullptr || a->values.empty(); }
 
-// qStart / kvStart only position the pse of pseType 2 and 3, which vNPU refuses.
 void check_unsupported(const char* api, const aclTensor* padding_mask, const aclIntArray* prefix) {
   TORCH_CHECK(padding_mask == nullptr, "paddingMaskOptional is reserved and not supported.");
   TORCH_CHECK(empty(prefix), "prefixOptional (sparse modes 5 and 6) is not supported by vNPU's ", api,
@@ -544,7 +570,8 @@ std::function<void()> prepare_backward(Attention a, const at::Tensor& q, const a
 }
 
 Attention attention_of(char* layout, int64_t heads, double scale, int64_t pre, int64_t next, int64_t sparse_mode,
-                       const aclTensor* mask, const aclTensor* pse, int64_t pse_type) {
+                       const aclTensor* mask, const aclTensor* pse, int64_t pse_type, const aclIntArray* q_start,
+                       const aclIntArray* kv_start) {
   Attention a;
   a.layout = layout == nullptr ? "" : layout;
   a.heads = heads;
@@ -555,6 +582,9 @@ Attention attention_of(char* layout, int64_t heads, double scale, int64_t pre, i
   a.mask = optional_host_view("attenMaskOptional", mask);
   a.pse = optional_host_view("realShiftOptional", pse);
   a.pse_type = pse_type;
+  // One block start each (the kernel's "outer split" for ring attention); absent means 0.
+  a.q_start = empty(q_start) ? 0 : q_start->values[0];
+  a.kv_start = empty(kv_start) ? 0 : kv_start->values[0];
   return a;
 }
 
@@ -574,12 +604,13 @@ void check_layout(const char* api, const Attention& a, bool varlen) {
 std::function<void()> forward_call(const char* api, bool varlen, const aclTensor* query, const aclTensor* key,
                                    const aclTensor* value, const aclTensor* pse, const aclTensor* drop_mask,
                                    const aclTensor* padding_mask, const aclTensor* mask, const aclIntArray* prefix,
-                                   const aclIntArray* qlen, const aclIntArray* kvlen, double scale, double keep_prob,
+                                   const aclIntArray* qlen, const aclIntArray* kvlen, const aclIntArray* q_start,
+                                   const aclIntArray* kv_start, double scale, double keep_prob,
                                    int64_t pre, int64_t next, int64_t heads, char* layout, int64_t sparse_mode,
                                    int64_t pse_type, const aclTensor* row_max, const aclTensor* row_sum,
                                    const aclTensor* out) {
   check_unsupported(api, padding_mask, prefix);
-  Attention a = attention_of(layout, heads, scale, pre, next, sparse_mode, mask, pse, pse_type);
+  Attention a = attention_of(layout, heads, scale, pre, next, sparse_mode, mask, pse, pse_type, q_start, kv_start);
   check_layout(api, a, varlen);
   a.qlen = values(qlen);
   a.kvlen = values(kvlen);
@@ -594,11 +625,12 @@ std::function<void()> backward_call(const char* api, bool varlen, const aclTenso
                                     const aclTensor* drop_mask, const aclTensor* padding_mask, const aclTensor* mask,
                                     const aclTensor* row_max, const aclTensor* row_sum, const aclTensor* attention,
                                     const aclIntArray* prefix, const aclIntArray* qlen, const aclIntArray* kvlen,
-                                    double scale, double keep_prob, int64_t pre, int64_t next, int64_t heads,
-                                    char* layout, int64_t sparse_mode, int64_t pse_type, const aclTensor* dq,
-                                    const aclTensor* dk, const aclTensor* dv, const aclTensor* dpse) {
+                                    const aclIntArray* q_start, const aclIntArray* kv_start, double scale,
+                                    double keep_prob, int64_t pre, int64_t next, int64_t heads, char* layout,
+                                    int64_t sparse_mode, int64_t pse_type, const aclTensor* dq, const aclTensor* dk,
+                                    const aclTensor* dv, const aclTensor* dpse) {
   check_unsupported(api, padding_mask, prefix);
-  Attention a = attention_of(layout, heads, scale, pre, next, sparse_mode, mask, pse, pse_type);
+  Attention a = attention_of(layout, heads, scale, pre, next, sparse_mode, mask, pse, pse_type, q_start, kv_start);
   check_layout(api, a, varlen);
   a.qlen = values(qlen);
   a.kvlen = values(kvlen);
@@ -632,9 +664,9 @@ aclnnStatus aclnnFlashAttentionScoreV2GetWorkspaceSize(
   const char* api = "aclnnFlashAttentionScoreV2";
   return prepare(api, workspaceSize, executor, [&] {
     return forward_call(api, false, query, key, value, realShiftOptional, dropMaskOptional, paddingMaskOptional,
-                        attenMaskOptional, prefixOptional, nullptr, nullptr, scaleValue, keepProb, preTokens,
-                        nextTokens, headNum, inputLayout, sparseMode, pseType, softmaxMaxOut, softmaxSumOut,
-                        attentionOutOut);
+                        attenMaskOptional, prefixOptional, nullptr, nullptr, qStartIdxOptional, kvStartIdxOptional,
+                        scaleValue, keepProb, preTokens, nextTokens, headNum, inputLayout, sparseMode, pseType,
+                        softmaxMaxOut, softmaxSumOut, attentionOutOut);
   });
 }
 
@@ -655,9 +687,9 @@ aclnnStatus aclnnFlashAttentionVarLenScoreV2GetWorkspaceSize(
   const char* api = "aclnnFlashAttentionVarLenScoreV2";
   return prepare(api, workspaceSize, executor, [&] {
     return forward_call(api, true, query, key, value, realShiftOptional, dropMaskOptional, paddingMaskOptional,
-                        attenMaskOptional, prefixOptional, actualSeqQLenOptional, actualSeqKvLenOptional, scaleValue,
-                        keepProb, preTokens, nextTokens, headNum, inputLayout, sparseMode, pseType, softmaxMaxOut,
-                        softmaxSumOut, attentionOutOut);
+                        attenMaskOptional, prefixOptional, actualSeqQLenOptional, actualSeqKvLenOptional,
+                        qStartIdxOptional, kvStartIdxOptional, scaleValue, keepProb, preTokens, nextTokens, headNum,
+                        inputLayout, sparseMode, pseType, softmaxMaxOut, softmaxSumOut, attentionOutOut);
   });
 }
 
@@ -679,8 +711,9 @@ aclnnStatus aclnnFlashAttentionScoreGradV2GetWorkspaceSize(
   return prepare(api, workspaceSize, executor, [&] {
     return backward_call(api, false, query, key, value, dy, pseShiftOptional, dropMaskOptional, paddingMaskOptional,
                          attenMaskOptional, softmaxMaxOptional, softmaxSumOptional, attentionInOptional,
-                         prefixOptional, nullptr, nullptr, scaleValue, keepProb, preTokens, nextTokens, headNum,
-                         inputLayout, sparseMode, pseType, dqOut, dkOut, dvOut, dpseOut);
+                         prefixOptional, nullptr, nullptr, qStartIdxOptional, kvStartIdxOptional, scaleValue,
+                         keepProb, preTokens, nextTokens, headNum, inputLayout, sparseMode, pseType, dqOut, dkOut,
+                         dvOut, dpseOut);
   });
 }
 
@@ -703,9 +736,9 @@ aclnnStatus aclnnFlashAttentionUnpaddingScoreGradV2GetWorkspaceSize(
   return prepare(api, workspaceSize, executor, [&] {
     return backward_call(api, true, query, key, value, dy, pseShiftOptional, dropMaskOptional, paddingMaskOptional,
                          attenMaskOptional, softmaxMaxOptional, softmaxSumOptional, attentionInOptional,
-                         prefixOptional, actualSeqQLenOptional, actualSeqKvLenOptional, scaleValue, keepProb,
-                         preTokens, nextTokens, headNum, inputLayout, sparseMode, pseType, dqOut, dkOut, dvOut,
-                         dpseOut);
+                         prefixOptional, actualSeqQLenOptional, actualSeqKvLenOptional, qStartIdxOptional,
+                         kvStartIdxOptional, scaleValue, keepProb, preTokens, nextTokens, headNum, inputLayout,
+                         sparseMode, pseType, dqOut, dkOut, dvOut, dpseOut);
   });
 }
 

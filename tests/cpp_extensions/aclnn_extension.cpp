@@ -426,7 +426,8 @@ std::vector<at::Tensor> flash_attention_v2(const at::Tensor& q, const at::Tensor
                                            const std::string& layout, int64_t sparse_mode, int64_t pre,
                                            int64_t next, const std::optional<at::Tensor>& drop_mask,
                                            double keep_prob, const std::optional<at::Tensor>& pse, int64_t pse_type,
-                                           std::vector<int64_t> qlen, std::vector<int64_t> kvlen) {
+                                           std::vector<int64_t> qlen, std::vector<int64_t> kvlen,
+                                           std::vector<int64_t> starts) {
   static std::string layout_name;
   layout_name = layout;
   std::vector<int64_t> out_shape = q.sizes().vec(), stats;
@@ -445,10 +446,14 @@ std::vector<at::Tensor> flash_attention_v2(const at::Tensor& q, const at::Tensor
   }
   at::Tensor row_max = at::empty(stats, q.options().dtype(at::kFloat));
   at::Tensor row_sum = at::empty_like(row_max), out = at::empty(out_shape, q.options());
-  static std::vector<int64_t> none, q_ends, kv_ends;
+  static std::vector<int64_t> none, q_ends, kv_ends, q_start, kv_start;
   q_ends = qlen;
   kv_ends = kvlen;
+  q_start = starts.empty() ? none : std::vector<int64_t>{starts[0]};
+  kv_start = starts.empty() ? none : std::vector<int64_t>{starts[1]};
   aclIntArray* empty = aclCreateIntArray(none.data(), 0);
+  const aclIntArray* q_start_arr = aclCreateIntArray(q_start.data(), q_start.size());
+  const aclIntArray* kv_start_arr = aclCreateIntArray(kv_start.data(), kv_start.size());
   const aclTensor* null = nullptr;
   const aclTensor* pse_t = pse ? describe(*pse) : null;
   const aclTensor* drop_t = drop_mask ? describe(*drop_mask) : null;
@@ -459,14 +464,13 @@ std::vector<at::Tensor> flash_attention_v2(const at::Tensor& q, const at::Tensor
                          null, mask_t, static_cast<const aclIntArray*>(empty),
                          static_cast<const aclIntArray*>(aclCreateIntArray(q_ends.data(), q_ends.size())),
                          static_cast<const aclIntArray*>(aclCreateIntArray(kv_ends.data(), kv_ends.size())),
-                         static_cast<const aclIntArray*>(empty), static_cast<const aclIntArray*>(empty), scale,
-                         keep_prob, pre, next, heads, layout_ptr, int64_t{0}, sparse_mode, pse_type,
-                         describe(row_max), describe(row_sum), null, describe(out));
+                         q_start_arr, kv_start_arr, scale, keep_prob, pre, next, heads, layout_ptr, int64_t{0},
+                         sparse_mode, pse_type, describe(row_max), describe(row_sum), null, describe(out));
   } else {
     run_prepared_on_host("aclnnFlashAttentionScoreV2", describe(q), describe(k), describe(v), pse_t, drop_t, null,
-                         mask_t, static_cast<const aclIntArray*>(empty), static_cast<const aclIntArray*>(empty),
-                         static_cast<const aclIntArray*>(empty), scale, keep_prob, pre, next, heads, layout_ptr,
-                         int64_t{0}, sparse_mode, pse_type, describe(row_max), describe(row_sum), null,
+                         mask_t, static_cast<const aclIntArray*>(empty), q_start_arr, kv_start_arr, scale,
+                         keep_prob, pre, next, heads, layout_ptr, int64_t{0}, sparse_mode, pse_type,
+                         describe(row_max), describe(row_sum), null,
                          describe(out));
   }
   return {out, row_max, row_sum};
@@ -480,15 +484,19 @@ std::vector<at::Tensor> flash_attention_v2_grad(const at::Tensor& q, const at::T
                                                 int64_t next, const std::optional<at::Tensor>& drop_mask,
                                                 double keep_prob, const std::optional<at::Tensor>& pse,
                                                 int64_t pse_type, std::vector<int64_t> qlen,
-                                                std::vector<int64_t> kvlen) {
+                                                std::vector<int64_t> kvlen, std::vector<int64_t> starts) {
   static std::string layout_name;
   layout_name = layout;
   at::Tensor dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v);
   at::Tensor dpse = pse ? at::empty_like(*pse) : at::empty({0}, q.options());
-  static std::vector<int64_t> none, q_ends, kv_ends;
+  static std::vector<int64_t> none, q_ends, kv_ends, q_start, kv_start;
   q_ends = qlen;
   kv_ends = kvlen;
+  q_start = starts.empty() ? none : std::vector<int64_t>{starts[0]};
+  kv_start = starts.empty() ? none : std::vector<int64_t>{starts[1]};
   aclIntArray* empty = aclCreateIntArray(none.data(), 0);
+  const aclIntArray* q_start_arr = aclCreateIntArray(q_start.data(), q_start.size());
+  const aclIntArray* kv_start_arr = aclCreateIntArray(kv_start.data(), kv_start.size());
   const aclTensor* null = nullptr;
   const aclTensor* pse_t = pse ? describe(*pse) : null;
   const aclTensor* drop_t = drop_mask ? describe(*drop_mask) : null;
@@ -500,15 +508,14 @@ std::vector<at::Tensor> flash_attention_v2_grad(const at::Tensor& q, const at::T
                          describe(out), static_cast<const aclIntArray*>(empty),
                          static_cast<const aclIntArray*>(aclCreateIntArray(q_ends.data(), q_ends.size())),
                          static_cast<const aclIntArray*>(aclCreateIntArray(kv_ends.data(), kv_ends.size())),
-                         static_cast<const aclIntArray*>(empty), static_cast<const aclIntArray*>(empty), scale,
-                         keep_prob, pre, next, heads, layout_ptr, int64_t{0}, sparse_mode, pse_type, describe(dq),
-                         describe(dk), describe(dv), describe(dpse));
+                         q_start_arr, kv_start_arr, scale, keep_prob, pre, next, heads, layout_ptr, int64_t{0},
+                         sparse_mode, pse_type, describe(dq), describe(dk), describe(dv), describe(dpse));
   } else {
     run_prepared_on_host("aclnnFlashAttentionScoreGradV2", describe(q), describe(k), describe(v), describe(dy), pse_t,
                          drop_t, null, mask_t, describe(row_max), describe(row_sum), null, describe(out),
-                         static_cast<const aclIntArray*>(empty), static_cast<const aclIntArray*>(empty),
-                         static_cast<const aclIntArray*>(empty), scale, keep_prob, pre, next, heads, layout_ptr,
-                         int64_t{0}, sparse_mode, pse_type, describe(dq), describe(dk), describe(dv), describe(dpse));
+                         static_cast<const aclIntArray*>(empty), q_start_arr, kv_start_arr, scale, keep_prob, pre,
+                         next, heads, layout_ptr, int64_t{0}, sparse_mode, pse_type, describe(dq), describe(dk),
+                         describe(dv), describe(dpse));
   }
   return {dq, dk, dv, dpse};
 }
@@ -554,10 +561,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("flash_attention_v2", &flash_attention_v2, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("mask"),
         py::arg("scale"), py::arg("heads"), py::arg("layout"), py::arg("sparse_mode"), py::arg("pre"), py::arg("next"),
         py::arg("drop_mask"), py::arg("keep_prob"), py::arg("pse") = py::none(), py::arg("pse_type") = 1,
-        py::arg("qlen") = std::vector<int64_t>{}, py::arg("kvlen") = std::vector<int64_t>{});
+        py::arg("qlen") = std::vector<int64_t>{}, py::arg("kvlen") = std::vector<int64_t>{},
+        py::arg("starts") = std::vector<int64_t>{});
   m.def("flash_attention_v2_grad", &flash_attention_v2_grad, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("dy"),
         py::arg("mask"), py::arg("row_max"), py::arg("row_sum"), py::arg("out"), py::arg("scale"), py::arg("heads"),
         py::arg("layout"), py::arg("sparse_mode"), py::arg("pre"), py::arg("next"), py::arg("drop_mask"),
         py::arg("keep_prob"), py::arg("pse") = py::none(), py::arg("pse_type") = 1,
-        py::arg("qlen") = std::vector<int64_t>{}, py::arg("kvlen") = std::vector<int64_t>{});
+        py::arg("qlen") = std::vector<int64_t>{}, py::arg("kvlen") = std::vector<int64_t>{},
+        py::arg("starts") = std::vector<int64_t>{});
 }

@@ -247,6 +247,30 @@ def test_pse_type_and_pse_gradient(pse_type):
             assert_close(a, w, **TOL)
 
 
+@pytest.mark.parametrize("pse_type", [2, 3])
+@pytest.mark.parametrize("slopes_shape", [(2,), (2, 2)])
+def test_alibi_generated_from_slopes(pse_type, slopes_shape):
+    # MindSpeed's --alibi-fusion-attn-type 2 / 3 (and its ring attention, which passes each block's start):
+    # -slope * |(j + kv_start) - (i + q_start)| (its square root for 3), added after scaling.
+    b, n, sq, skv, d, scale = 2, 2, 5, 7, 4, 0.5
+    q, k, v = rnd(b, n, sq, d, seed=70), rnd(b, n, skv, d, seed=71), rnd(b, n, skv, d, seed=72)
+    slopes = torch.tensor([0.5, 0.125]).expand(slopes_shape[:-1] + (2,)).contiguous() if len(slopes_shape) == 2 \
+        else torch.tensor([0.5, 0.125])
+    q_start, kv_start = 3, 1
+    distance = ((torch.arange(skv) + kv_start).view(1, -1) - (torch.arange(sq) + q_start).view(-1, 1)).abs().float()
+    if pse_type == 3:
+        distance = distance.sqrt()
+    rq, rk, rv, rs = leaves(q, k, v, slopes)
+    want = softmax_attention(rq, rk, rv, scale, pse=-rs.reshape(-1, n, 1, 1) * distance, pse_after_scale=True)
+    args = leaves(q, k, v, slopes)
+    out = torch_npu.npu_fusion_attention_v2(*args[:3], n, "BNSD", pse=args[3], scale=scale, pse_type=pse_type,
+                                            q_start_idx=[q_start], kv_start_idx=[kv_start])[0]
+    assert_close(out, want.detach(), **TOL)
+    g = rnd(b, n, sq, d, seed=73)
+    for a, w in zip(grads_of(out, args, g), grads_of(want, (rq, rk, rv, rs), g)):
+        assert_close(a, w, **TOL)
+
+
 @pytest.mark.parametrize("layout", ["BNSD", "BSH", "BSND"])
 def test_rope_parts_join_query_and_key_heads(layout):
     b, n, s, d, dr, scale = 1, 2, 6, 8, 4, 0.3
@@ -346,7 +370,10 @@ def _qkv():
 
 BAD = [
     (lambda: torch_npu.npu_fusion_attention_v2(*_qkv(), 2, "BNSD", pse=rnd(1, 2, 4, 4), pse_type=2),
-     "pse_type=2 is not supported on vNPU"),
+     r"pse holds the ALiBi slopes, float32 of shape \[N\] or \[B, N\]"),
+    (lambda: torch_npu.npu_fusion_attention_v2(*_qkv(), 2, "BNSD", pse_type=3), "pse_type 3 needs pse"),
+    (lambda: torch_npu.npu_fusion_attention_v2(*_qkv(), 2, "BNSD", pse=torch.ones(2), pse_type=2, keep_prob=0.5),
+     "pse_type 2 with dropout, sink or rope parts is not supported on vNPU"),
     (lambda: torch_npu.npu_fusion_attention_v2(*_qkv(), 2, "BNSD", pse_type=5), "pse_type should be 0, 1, 2 or 3"),
     (lambda: torch_npu.npu_fusion_attention_v2(*_qkv(), 2, "BNSD", keep_prob=0.5,
                                                dropout_mask=torch.zeros(16, dtype=torch.uint8)),

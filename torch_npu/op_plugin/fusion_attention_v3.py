@@ -37,10 +37,13 @@ Emulation choices:
   differentiable (op-plugin's derivatives.yaml).
 - numels is B * N * Sq * Skv (TND: N * sum of Sq_i * Skv_i) whatever keep_prob, as
   the kernel reports it; seed is vNPU's dropout seed (0 without dropout), offset 0.
-- Not emulated (RuntimeError "... is not supported on vNPU"): pse_type 2 / 3 (the
-  kernel generates ALiBi from slopes by an undocumented formula), an explicit
-  dropout_mask with keep_prob < 1, and what attention.py rejects (prefix, sparse
-  modes 5-8, pse with TND).
+- pse_type 2 / 3: pse holds per-head ALiBi slopes (float32, [N] or [B, N]) and the
+  term -slope * |(j + kv_start_idx) - (i + q_start_idx)| (its square root for 3) is
+  added after scaling, as CANN's open kernel generates it; computed from materialised
+  float32 scores, differentiable in the slopes.
+- Not emulated (RuntimeError "... is not supported on vNPU"): an explicit
+  dropout_mask with keep_prob < 1, pse_type 2 / 3 with TND, dropout, sink or rope
+  parts, and what attention.py rejects (prefix, sparse modes 5-8, pse with TND).
 """
 
 import torch
@@ -152,13 +155,40 @@ def _explicit_bnsd(fn, q, k, v, head_num, layout, pse, atten_mask, scale, pre, n
     return _att._from_bnsd(out, layout), lse
 
 
+def _alibi(fn, slopes, pse_type, query, key, head_num, layout, start_idx):
+    """pse_type 2 / 3: the ALiBi term the kernel generates from per-head slopes (float32, [N] or [B, N]),
+    added after scaling: -slope * |(j + kv_start_idx) - (i + q_start_idx)|, its square root for 3
+    (CANN's open flash-attention kernel, pse.h). (B or 1, N, Sq, Skv), float32."""
+    check(slopes is not None, f"{fn}: pse_type {pse_type} needs pse, the per-head ALiBi slopes.")
+    head_dim = _att._head_dim(query, layout, head_num, fn)
+    qb = _att._to_bnsd(query, layout, head_dim, "query", fn)
+    kb = _att._to_bnsd(key, layout, head_dim, "key", fn)
+    b, sq, skv = qb.shape[0], qb.shape[2], kb.shape[2]
+    check(slopes.dtype == torch.float32 and list(slopes.shape) in ([head_num], [b, head_num]),
+          f"{fn}: with pse_type {pse_type} pse holds the ALiBi slopes, float32 of shape [N] or [B, N] = "
+          f"[{head_num}] or [{b}, {head_num}], but got {slopes.dtype} of shape {list(slopes.shape)}.")
+    q_start, kv_start = (int(x[0]) if x is not None and len(x) else 0 for x in start_idx)
+    i = torch.arange(sq, device=query.device, dtype=torch.float32).unsqueeze(1) + q_start
+    j = torch.arange(skv, device=query.device, dtype=torch.float32).unsqueeze(0) + kv_start
+    distance = (j - i).abs()
+    if pse_type == 3:
+        distance = distance.sqrt()
+    return -slopes.reshape(-1, head_num, 1, 1) * distance
+
+
 def _attention(fn, query, key, value, head_num, layout, pse, padding_mask, atten_mask, scale, keep_prob, pre, nxt,
-               prefix, qlen, kvlen, sparse_mode, seed, query_rope=None, key_rope=None, pse_type=1, sink=None):
+               prefix, qlen, kvlen, sparse_mode, seed, query_rope=None, key_rope=None, pse_type=1, sink=None,
+               start_idx=(None, None)):
     """(out in input_layout, lse (B, N, Sq) or (N, T)) of the v2 / v3 attention."""
     check(pse_type in (0, 1, 2, 3), f"{fn}: pse_type should be 0, 1, 2 or 3, got {pse_type}.")
-    if pse_type in (2, 3):
-        _unsupported(fn, f"pse_type={pse_type}", "the kernel generates ALiBi from slopes by a formula op-plugin does "
-                     "not document")
+    if pse_type in (2, 3):  # in float32 from materialised scores, as the kernel adds the term
+        check(layout != "TND", f"{fn}: pse_type {pse_type} with input_layout 'TND' is not supported on vNPU.")
+        check(keep_prob >= 1.0 and sink is None and query_rope is None and key_rope is None,
+              f"{fn}: pse_type {pse_type} with dropout, sink or rope parts is not supported on vNPU.")
+        check(scale != 0, f"{fn}: pse_type {pse_type} with scale 0 is not supported.")
+        alibi = _alibi(fn, pse, pse_type, query, key, head_num, layout, start_idx)
+        return _explicit_bnsd(fn, query, key, value, head_num, layout, alibi / scale, atten_mask, scale, pre, nxt,
+                              sparse_mode)
     if pse is not None and pse_type == 0:
         check(scale != 0, f"{fn}: pse_type 0 with scale 0 is not supported.")
         pse = pse / scale  # scale * q k^T + pse == scale * (q k^T + pse / scale)
@@ -273,7 +303,7 @@ def npu_fusion_attention_v2(query, key, value, head_num, input_layout, pse=None,
         seed, offset = _att._draw_seed(query.device, keep_prob), 0
     out, lse = _attention(fn, query, key, value, head_num, input_layout, pse, padding_mask, atten_mask, scale,
                           keep_prob, pre_tokens, next_tokens, prefix, actual_seq_qlen, actual_seq_kvlen, sparse_mode,
-                          seed, query_rope, key_rope, pse_type, sink)
+                          seed, query_rope, key_rope, pse_type, sink, (q_start_idx, kv_start_idx))
     softmax_max, softmax_sum = _stats(lse, input_layout, softmax_layout)
     numels = _numels(query, key, input_layout, head_num, actual_seq_qlen, actual_seq_kvlen)
     return out, softmax_max, softmax_sum, query.new_empty((0,)), seed, offset, numels
@@ -323,7 +353,7 @@ def npu_fusion_attention_grad_v2(query, key, value, dy, head_num, input_layout, 
     def forward(q, k, v, p, qr, kr, s):
         return _attention(fn, q, k, v, head_num, input_layout, p, padding_mask, atten_mask, scale_value, keep_prob,
                           pre_tokens, next_tokens, prefix, actual_seq_qlen, actual_seq_kvlen, sparse_mode, seed, qr,
-                          kr, pse_type, s)[0]
+                          kr, pse_type, s, (q_start_idx, kv_start_idx))[0]
 
     dq, dk, dv, dpse, dq_rope, dk_rope, dsink = _grads(fn, forward, query, key, value, dy,
                                                        (pse, query_rope, key_rope, sink))
