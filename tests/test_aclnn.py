@@ -432,6 +432,31 @@ def test_flash_attention_v2_alibi_from_slopes_equals_npu_fusion_attention_v2(ext
         torch.testing.assert_close(mine.cpu(), theirs.grad.cpu(), rtol=1e-4, atol=1e-5)
 
 
+def test_flash_attention_v2_grad_takes_the_row_s_statistics_as_a_ring_passes_them(ext):
+    # MindSpeed's ring attention with alibi: each key block's gradient is taken with the whole row's merged
+    # statistics and output and the block's kvStartIdx. The blocks' dq add up to the whole attention's and their
+    # dk / dv / dslopes are its parts (the explicit path once took D = rowsum(dP * P) over the block alone).
+    b, n, s, d = 1, 2, 8, 4
+    q, k, v = (torch.randn(s, b, n * d) for _ in range(3))
+    slopes = torch.tensor([0.5, 0.25]).npu()
+    out, row_max, row_sum = ext.flash_attention_v2(q.npu(), k.npu(), v.npu(), None, 0.5, n, "SBH", 0, 2147483647,
+                                                   2147483647, None, 1.0, pse=slopes, pse_type=2)
+    dy = torch.randn(s, b, n * d).npu()
+    whole = ext.flash_attention_v2_grad(q.npu(), k.npu(), v.npu(), dy, None, row_max, row_sum, out, 0.5, n, "SBH",
+                                        0, 2147483647, 2147483647, None, 1.0, pse=slopes, pse_type=2)
+    dq, dslopes = torch.zeros_like(whole[0]), torch.zeros_like(whole[3])
+    for lo, hi in ((0, 3), (3, s)):
+        part = ext.flash_attention_v2_grad(q.npu(), k[lo:hi].npu(), v[lo:hi].npu(), dy, None, row_max, row_sum, out,
+                                           0.5, n, "SBH", 0, 2147483647, 2147483647, None, 1.0, pse=slopes,
+                                           pse_type=2, starts=[0, lo])
+        dq += part[0]
+        dslopes += part[3]
+        torch.testing.assert_close(part[1].cpu(), whole[1][lo:hi].cpu(), rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(part[2].cpu(), whole[2][lo:hi].cpu(), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(dq.cpu(), whole[0].cpu(), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(dslopes.cpu(), whole[3].cpu(), rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("sparse_mode", [0, 3])
 def test_flash_attention_varlen_v2_equals_npu_fusion_attention_tnd(ext, sparse_mode):
     # MindSpeed's TND ring attention (eod-reset packed sequences): three sequences, grouped kv heads, MLA's

@@ -352,7 +352,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward(const Block&
     at::Tensor dv = at::matmul(dropped.transpose(-1, -2), g);
     at::Tensor dprobs = at::matmul(g, v.transpose(-1, -2));
     if (blk.keep.defined()) dprobs = dprobs * blk.keep / keep_prob;
-    at::Tensor dscores = probs * (dprobs - (dprobs * probs).sum(-1, /*keepdim=*/true));
+    // D = rowsum(dy * out) with the given output: the whole row's when a ring
+    // passes its merged output for one key block (the block's own sum of
+    // dprobs * probs would be right only for the whole row).
+    at::Tensor dscores = probs * (dprobs - (g * out.to(at::kFloat)).sum(-1, /*keepdim=*/true));
     return {at::matmul(dscores, k) * scale, at::matmul(dscores.transpose(-1, -2), q) * scale, dv, dscores};
   }
   const int64_t d = blk.q.size(-1), dv = blk.v.size(-1), width = std::max(d, dv);
