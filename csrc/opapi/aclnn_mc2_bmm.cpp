@@ -23,9 +23,10 @@
 //   rank r, and the received
 //   blocks are stacked along E in ep-rank order: (E, C, H/tp) or (E, C/tp, H).
 //
-// The math is float32 (products, sums across the tp ranks, bias) rounded once
-// to x's dtype; the all-to-all and all-gather of the first operator move x's
-// values unchanged.
+// The math is float32 rounded to x's dtype once, except that the second
+// operator's per-rank products are rounded before the tp ranks' sum, as the
+// kernel (and MindSpeed's golden) does; the all-to-all and all-gather of the
+// first operator move x's values unchanged.
 #include <memory>
 #include <string>
 
@@ -213,7 +214,10 @@ aclnnStatus aclnnBatchMatMulReduceScatterAlltoAllGetWorkspaceSize(
     const int64_t shard = yShardType;
     return [xv, w, bias, y, groups, ep, tp, experts, rows, h, c, out_h, shard]() {
       TORCH_CHECK(groups->ep != nullptr, "an mc2 executor runs once on vNPU (its collective turns are used).");
-      at::Tensor product = at::bmm(xv.to(at::kFloat), w.to(at::kFloat));  // (E/ep, rows, H)
+      // (E/ep, rows, H), rounded to x's dtype as each rank's matmul output
+      // is before the reduce-scatter adds the ranks' (MindSpeed's golden: a
+      // bmm, then _reduce_scatter_base, to bfloat16's 0.002 tolerance).
+      at::Tensor product = at::bmm(xv.to(at::kFloat), w.to(at::kFloat)).to(xv.scalar_type()).to(at::kFloat);
       // Reduce-scatter over tp: block t (of H, or of C with tp outer) to tp rank t.
       at::Tensor blocks = shard == 0 ? product.view({experts, rows, tp, out_h}).permute({2, 0, 1, 3})
                                      : product.view({experts, ep, tp, c, h}).permute({2, 0, 1, 3, 4});

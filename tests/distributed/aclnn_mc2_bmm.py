@@ -116,8 +116,9 @@ for dtype in (torch.bfloat16, torch.float16):
         biases = [seeded(r, experts, 1, out_h, salt=5).to(bias_dtype) for r in range(4)]
         out = ext.bmm_reducescatter_alltoall(xs[rank].npu(), ws[rank].npu(), biases[rank].npu(), ep_name, EP,
                                              tp_name, TP, shard)
-        want = reducescatter_alltoall_expected([xs[r].float() @ ws[r].float() for r in range(4)],
-                                               [b.float() for b in biases], shard)
+        # each rank's product is rounded to x's dtype before the tp ranks' sum, as the kernel does
+        products = [(xs[r].float() @ ws[r].float()).to(dtype).float() for r in range(4)]
+        want = reducescatter_alltoall_expected(products, [b.float() for b in biases], shard)
         assert out.shape == want.shape == (E, C if shard == 0 else C // TP, out_h), (out.shape, want.shape)
         torch.testing.assert_close(out.cpu(), want.to(dtype))
 pair_up([ep_group, tp_group])
