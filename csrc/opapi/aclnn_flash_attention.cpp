@@ -70,10 +70,12 @@ constexpr int64_t kCompressedMask = 2048;  // sparse modes 2-4 take triu(ones(20
 // One attention problem in BNSD terms: query (b, n, sq, d), key (b, n, skv,
 // d) and value (b, n, skv, dv) with the key/value heads already repeated;
 // `bias` the additive mask (and pse term) or undefined; `keep` the dropout
-// keep flags or undefined.
+// keep flags or undefined. With dropout or a pse the block is computed
+// explicitly, in float32, and `bias` then carries the causal mask too.
 struct Block {
   at::Tensor q, k, v, bias, keep;
   bool causal = false;
+  bool explicit_path = false;
 };
 
 // The arguments both directions share, checked.
@@ -285,8 +287,9 @@ struct Attention {
     blk.bias = mask_term;
     blk.causal = causal;
     blk.keep = keep;
-    if (pse.defined()) {  // the explicit path: one float32 term, causality included
-      at::Tensor term = pse_term(b, n, sq, skv);
+    blk.explicit_path = keep.defined() || pse.defined();
+    if (blk.explicit_path) {  // one float32 term: pse, mask and causality
+      at::Tensor term = pse.defined() ? pse_term(b, n, sq, skv) : at::zeros({sq, skv}, q.options().dtype(at::kFloat));
       if (blk.bias.defined()) term = term + blk.bias.to(at::kFloat);
       if (blk.causal) {
         at::Tensor upper = at::ones({sq, skv}, q.options().dtype(at::kBool)).triu(1);
@@ -313,15 +316,15 @@ at::Tensor pad_last(const at::Tensor& t, int64_t to) {
   return t.size(-1) == to ? t : at::constant_pad_nd(t, {0, to - t.size(-1)});
 }
 
+// An explicit block's float32 softmax input: scale * q k^T + its term (mask, pse, causality).
+at::Tensor explicit_scores(const Block& blk, double scale) {
+  return at::matmul(blk.q.to(at::kFloat), blk.k.to(at::kFloat).transpose(-1, -2)) * scale + blk.bias;
+}
+
 // (out BNSD, logsumexp (b, n, sq) float) of one block.
-std::pair<at::Tensor, at::Tensor> forward(const Block& blk, double scale, double keep_prob, bool explicit_path) {
-  if (explicit_path) {
-    at::Tensor scores = at::matmul(blk.q.to(at::kFloat), blk.k.to(at::kFloat).transpose(-1, -2)) * scale;
-    if (blk.bias.defined()) scores = scores + blk.bias.to(at::kFloat);
-    if (blk.causal) {
-      at::Tensor upper = at::ones({scores.size(2), scores.size(3)}, scores.options().dtype(at::kBool)).triu(1);
-      scores = scores.masked_fill(upper, -INFINITY);
-    }
+std::pair<at::Tensor, at::Tensor> forward(const Block& blk, double scale, double keep_prob) {
+  if (blk.explicit_path) {
+    at::Tensor scores = explicit_scores(blk, scale);
     at::Tensor lse = at::logsumexp(scores, {-1});
     at::Tensor probs = at::exp(scores - lse.unsqueeze(-1));
     if (blk.keep.defined()) probs = probs * blk.keep / keep_prob;
@@ -337,17 +340,10 @@ std::pair<at::Tensor, at::Tensor> forward(const Block& blk, double scale, double
 // (dq, dk, dv, dscores or undefined) of one block, from the forward's output and logsumexp.
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward(const Block& blk, const at::Tensor& dy,
                                                                     const at::Tensor& out, const at::Tensor& lse,
-                                                                    double scale, double keep_prob,
-                                                                    bool explicit_path) {
-  if (explicit_path) {
+                                                                    double scale, double keep_prob) {
+  if (blk.explicit_path) {
     at::Tensor q = blk.q.to(at::kFloat), k = blk.k.to(at::kFloat), v = blk.v.to(at::kFloat), g = dy.to(at::kFloat);
-    at::Tensor scores = at::matmul(q, k.transpose(-1, -2)) * scale;
-    if (blk.bias.defined()) scores = scores + blk.bias.to(at::kFloat);
-    if (blk.causal) {
-      at::Tensor upper = at::ones({scores.size(2), scores.size(3)}, scores.options().dtype(at::kBool)).triu(1);
-      scores = scores.masked_fill(upper, -INFINITY);
-    }
-    at::Tensor probs = at::exp(scores - lse.unsqueeze(-1));
+    at::Tensor probs = at::exp(explicit_scores(blk, scale) - lse.unsqueeze(-1));
     at::Tensor dropped = blk.keep.defined() ? probs * blk.keep / keep_prob : probs;
     at::Tensor dv = at::matmul(dropped.transpose(-1, -2), g);
     at::Tensor dprobs = at::matmul(g, v.transpose(-1, -2));
@@ -421,6 +417,11 @@ at::Tensor sequence_mask(const Attention& a, int64_t sq, int64_t skv) {
   return a.mask.narrow(0, 0, sq).narrow(1, 0, skv);
 }
 
+// Tokens from..from+len of a (T, N, D) tensor as a (1, N, S, D) view.
+at::Tensor sequence_bnsd(const at::Tensor& t, int64_t from, int64_t len) {
+  return t.narrow(0, from, len).transpose(0, 1).unsqueeze(0);
+}
+
 // The shapes of the mask and the pse, for every attention the call computes.
 void check_shapes(const Attention& a, const at::Tensor& q, const at::Tensor& k, int64_t d) {
   if (a.tnd()) {
@@ -470,7 +471,7 @@ std::function<void()> prepare_forward(Attention a, const at::Tensor& q, const at
       at::Tensor qb = a.to_bnsd(q, n), kb = a.to_bnsd(k, nkv), vb = a.to_bnsd(v, nkv);
       at::Tensor keep = dropout ? unpack_keep(drop_mask, {qb.size(0), n, qb.size(2), kb.size(2)}) : at::Tensor();
       Block blk = a.block(qb, kb, vb, a.mask, keep);
-      auto [o, lse] = forward(blk, a.scale, keep_prob, dropout || a.pse.defined());
+      auto [o, lse] = forward(blk, a.scale, keep_prob);
       out.copy_(a.from_bnsd(o));
       row_max.copy_(lse.unsqueeze(-1).expand(row_max.sizes()));
       row_sum.fill_(1.0);
@@ -481,9 +482,6 @@ std::function<void()> prepare_forward(Attention a, const at::Tensor& q, const at
     for (const auto& s : sequences(a)) {
       const int64_t sq = s[1] - s[0], skv = s[3] - s[2];
       if (sq == 0) continue;
-      auto bnsd = [](const at::Tensor& t, int64_t from, int64_t len) {
-        return t.narrow(0, from, len).transpose(0, 1).unsqueeze(0);
-      };
       at::Tensor keep = dropout ? unpack_keep(drop_mask, {1, n, sq, skv}, bit) : at::Tensor();
       bit += n * sq * skv;
       if (skv == 0) {  // nothing to attend to: zeros, as an empty softmax row
@@ -491,8 +489,9 @@ std::function<void()> prepare_forward(Attention a, const at::Tensor& q, const at
         lse_all.narrow(1, s[0], sq).fill_(-INFINITY);
         continue;
       }
-      Block blk = a.block(bnsd(q, s[0], sq), bnsd(k, s[2], skv), bnsd(v, s[2], skv), sequence_mask(a, sq, skv), keep);
-      auto [o, lse] = forward(blk, a.scale, keep_prob, dropout);
+      Block blk = a.block(sequence_bnsd(q, s[0], sq), sequence_bnsd(k, s[2], skv), sequence_bnsd(v, s[2], skv),
+                          sequence_mask(a, sq, skv), keep);
+      auto [o, lse] = forward(blk, a.scale, keep_prob);
       out.narrow(0, s[0], sq).copy_(o[0].transpose(0, 1));
       lse_all.narrow(1, s[0], sq).copy_(lse[0]);
     }
@@ -539,8 +538,7 @@ std::function<void()> prepare_backward(Attention a, const at::Tensor& q, const a
       at::Tensor qb = a.to_bnsd(q, n), kb = a.to_bnsd(k, nkv), vb = a.to_bnsd(v, nkv);
       at::Tensor keep = dropout ? unpack_keep(drop_mask, {qb.size(0), n, qb.size(2), kb.size(2)}) : at::Tensor();
       Block blk = a.block(qb, kb, vb, a.mask, keep);
-      auto [gq, gk, gv, gs] = backward(blk, a.to_bnsd(g, n), a.to_bnsd(attention, n), lse, a.scale, keep_prob,
-                                       dropout || a.pse.defined());
+      auto [gq, gk, gv, gs] = backward(blk, a.to_bnsd(g, n), a.to_bnsd(attention, n), lse, a.scale, keep_prob);
       dq.copy_(a.from_bnsd(gq));
       dk.copy_(a.from_bnsd(fold_heads(gk, nkv)));
       dv.copy_(a.from_bnsd(fold_heads(gv, nkv)));
@@ -552,9 +550,6 @@ std::function<void()> prepare_backward(Attention a, const at::Tensor& q, const a
     int64_t bit = 0;
     for (const auto& s : sequences(a)) {
       const int64_t sq = s[1] - s[0], skv = s[3] - s[2];
-      auto bnsd = [](const at::Tensor& t, int64_t from, int64_t len) {
-        return t.narrow(0, from, len).transpose(0, 1).unsqueeze(0);
-      };
       at::Tensor keep = dropout && sq && skv ? unpack_keep(drop_mask, {1, n, sq, skv}, bit) : at::Tensor();
       bit += n * sq * skv;
       if (sq == 0) continue;
@@ -562,33 +557,15 @@ std::function<void()> prepare_backward(Attention a, const at::Tensor& q, const a
         dq.narrow(0, s[0], sq).zero_();
         continue;
       }
-      Block blk = a.block(bnsd(q, s[0], sq), bnsd(k, s[2], skv), bnsd(v, s[2], skv), sequence_mask(a, sq, skv), keep);
-      auto [gq, gk, gv, gs] = backward(blk, bnsd(g, s[0], sq), bnsd(attention, s[0], sq),
-                                       lse.narrow(1, s[0], sq).unsqueeze(0).contiguous(), a.scale, keep_prob, dropout);
+      Block blk = a.block(sequence_bnsd(q, s[0], sq), sequence_bnsd(k, s[2], skv), sequence_bnsd(v, s[2], skv),
+                          sequence_mask(a, sq, skv), keep);
+      auto [gq, gk, gv, gs] = backward(blk, sequence_bnsd(g, s[0], sq), sequence_bnsd(attention, s[0], sq),
+                                       lse.narrow(1, s[0], sq).unsqueeze(0).contiguous(), a.scale, keep_prob);
       dq.narrow(0, s[0], sq).copy_(gq[0].transpose(0, 1));
       dk.narrow(0, s[2], skv).add_(fold_heads(gk, nkv)[0].transpose(0, 1));
       dv.narrow(0, s[2], skv).add_(fold_heads(gv, nkv)[0].transpose(0, 1));
     }
   };
-}
-
-Attention attention_of(char* layout, int64_t heads, double scale, int64_t pre, int64_t next, int64_t sparse_mode,
-                       const aclTensor* mask, const aclTensor* pse, int64_t pse_type, const aclIntArray* q_start,
-                       const aclIntArray* kv_start) {
-  Attention a;
-  a.layout = layout == nullptr ? "" : layout;
-  a.heads = heads;
-  a.scale = scale;
-  a.pre_tokens = pre;
-  a.next_tokens = next;
-  a.sparse_mode = sparse_mode;
-  a.mask = optional_host_view("attenMaskOptional", mask);
-  a.pse = optional_host_view("realShiftOptional", pse);
-  a.pse_type = pse_type;
-  // One block start each (the kernel's "outer split" for ring attention); absent means 0.
-  a.q_start = empty(q_start) ? 0 : q_start->values[0];
-  a.kv_start = empty(kv_start) ? 0 : kv_start->values[0];
-  return a;
 }
 
 void check_layout(const char* api, const Attention& a, bool varlen) {
@@ -602,8 +579,34 @@ void check_layout(const char* api, const Attention& a, bool varlen) {
   }
 }
 
-// What each forward / backward entry point does: read and check the
-// arguments (the varlen ones with the cumulative lengths), then prepare.
+// The arguments both directions and both layouts' entry points take, read and
+// checked (the varlen ones with the cumulative lengths).
+Attention attention_of(const char* api, bool varlen, char* layout, int64_t heads, double scale, int64_t pre,
+                       int64_t next, int64_t sparse_mode, const aclTensor* mask, const aclTensor* pse,
+                       int64_t pse_type, const aclTensor* padding_mask, const aclIntArray* prefix,
+                       const aclIntArray* qlen, const aclIntArray* kvlen, const aclIntArray* q_start,
+                       const aclIntArray* kv_start) {
+  check_unsupported(api, padding_mask, prefix);
+  Attention a;
+  a.layout = layout == nullptr ? "" : layout;
+  a.heads = heads;
+  a.scale = scale;
+  a.pre_tokens = pre;
+  a.next_tokens = next;
+  a.sparse_mode = sparse_mode;
+  a.mask = optional_host_view("attenMaskOptional", mask);
+  a.pse = optional_host_view("realShiftOptional", pse);
+  a.pse_type = pse_type;
+  // One block start each (the kernel's "outer split" for ring attention); absent means 0.
+  a.q_start = empty(q_start) ? 0 : q_start->values[0];
+  a.kv_start = empty(kv_start) ? 0 : kv_start->values[0];
+  check_layout(api, a, varlen);
+  a.qlen = values(qlen);
+  a.kvlen = values(kvlen);
+  return a;
+}
+
+// What each forward / backward entry point does: read its arguments, then prepare.
 std::function<void()> forward_call(const char* api, bool varlen, const aclTensor* query, const aclTensor* key,
                                    const aclTensor* value, const aclTensor* pse, const aclTensor* drop_mask,
                                    const aclTensor* padding_mask, const aclTensor* mask, const aclIntArray* prefix,
@@ -612,11 +615,8 @@ std::function<void()> forward_call(const char* api, bool varlen, const aclTensor
                                    int64_t pre, int64_t next, int64_t heads, char* layout, int64_t sparse_mode,
                                    int64_t pse_type, const aclTensor* row_max, const aclTensor* row_sum,
                                    const aclTensor* out) {
-  check_unsupported(api, padding_mask, prefix);
-  Attention a = attention_of(layout, heads, scale, pre, next, sparse_mode, mask, pse, pse_type, q_start, kv_start);
-  check_layout(api, a, varlen);
-  a.qlen = values(qlen);
-  a.kvlen = values(kvlen);
+  Attention a = attention_of(api, varlen, layout, heads, scale, pre, next, sparse_mode, mask, pse, pse_type,
+                             padding_mask, prefix, qlen, kvlen, q_start, kv_start);
   return prepare_forward(a, host_view("query", query), host_view("key", key), host_view("value", value),
                          optional_host_view("dropMaskOptional", drop_mask), keep_prob,
                          host_view("attentionOutOut", out), host_view("softmaxMaxOut", row_max),
@@ -632,11 +632,8 @@ std::function<void()> backward_call(const char* api, bool varlen, const aclTenso
                                     double keep_prob, int64_t pre, int64_t next, int64_t heads, char* layout,
                                     int64_t sparse_mode, int64_t pse_type, const aclTensor* dq, const aclTensor* dk,
                                     const aclTensor* dv, const aclTensor* dpse) {
-  check_unsupported(api, padding_mask, prefix);
-  Attention a = attention_of(layout, heads, scale, pre, next, sparse_mode, mask, pse, pse_type, q_start, kv_start);
-  check_layout(api, a, varlen);
-  a.qlen = values(qlen);
-  a.kvlen = values(kvlen);
+  Attention a = attention_of(api, varlen, layout, heads, scale, pre, next, sparse_mode, mask, pse, pse_type,
+                             padding_mask, prefix, qlen, kvlen, q_start, kv_start);
   return prepare_backward(a, host_view("query", query), host_view("key", key), host_view("value", value),
                           host_view("dy", dy), optional_host_view("dropMaskOptional", drop_mask), keep_prob,
                           optional_host_view("softmaxMaxOptional", row_max),

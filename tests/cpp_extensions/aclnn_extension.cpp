@@ -417,6 +417,27 @@ at::Tensor bmm_reducescatter_alltoall(const at::Tensor& x, const at::Tensor& wei
   return y;
 }
 
+// The optional tensors and the int arrays MindSpeed's op builder passes the
+// attention operators: the pse, the dropout mask, the mask, the prefix
+// (empty), the cumulative sequence lengths (TND) and the block starts.
+struct AttentionArgs {
+  const aclTensor *pse, *drop_mask, *mask;
+  const aclIntArray *prefix, *qlen, *kvlen, *q_start, *kv_start;
+};
+
+AttentionArgs attention_args(const std::optional<at::Tensor>& pse, const std::optional<at::Tensor>& drop_mask,
+                             const std::optional<at::Tensor>& mask, const std::vector<int64_t>& qlen,
+                             const std::vector<int64_t>& kvlen, const std::vector<int64_t>& starts) {
+  auto ints = [](const std::vector<int64_t>& v) -> const aclIntArray* {
+    return aclCreateIntArray(v.data(), v.size());  // the array keeps a copy
+  };
+  auto optional = [](const std::optional<at::Tensor>& t) -> const aclTensor* { return t ? describe(*t) : nullptr; };
+  const std::vector<int64_t> none, q_start = starts.empty() ? none : std::vector<int64_t>{starts[0]},
+                                   kv_start = starts.empty() ? none : std::vector<int64_t>{starts[1]};
+  return {optional(pse), optional(drop_mask), optional(mask), ints(none), ints(qlen), ints(kvlen), ints(q_start),
+          ints(kv_start)};
+}
+
 // MindSpeed's npu_fusion_attention_v2: (attention, softmax_max,
 // softmax_sum), and the backward's (dq, dk, dv, dpse) from them. The output
 // has value's head dimension (MLA); TND (qlen / kvlen given) calls the varlen
@@ -446,31 +467,18 @@ std::vector<at::Tensor> flash_attention_v2(const at::Tensor& q, const at::Tensor
   }
   at::Tensor row_max = at::empty(stats, q.options().dtype(at::kFloat));
   at::Tensor row_sum = at::empty_like(row_max), out = at::empty(out_shape, q.options());
-  static std::vector<int64_t> none, q_ends, kv_ends, q_start, kv_start;
-  q_ends = qlen;
-  kv_ends = kvlen;
-  q_start = starts.empty() ? none : std::vector<int64_t>{starts[0]};
-  kv_start = starts.empty() ? none : std::vector<int64_t>{starts[1]};
-  aclIntArray* empty = aclCreateIntArray(none.data(), 0);
-  const aclIntArray* q_start_arr = aclCreateIntArray(q_start.data(), q_start.size());
-  const aclIntArray* kv_start_arr = aclCreateIntArray(kv_start.data(), kv_start.size());
+  const AttentionArgs a = attention_args(pse, drop_mask, mask, qlen, kvlen, starts);
   const aclTensor* null = nullptr;
-  const aclTensor* pse_t = pse ? describe(*pse) : null;
-  const aclTensor* drop_t = drop_mask ? describe(*drop_mask) : null;
-  const aclTensor* mask_t = mask ? describe(*mask) : null;
   char* layout_ptr = const_cast<char*>(layout_name.c_str());
   if (!qlen.empty()) {
-    run_prepared_on_host("aclnnFlashAttentionVarLenScoreV2", describe(q), describe(k), describe(v), pse_t, drop_t,
-                         null, mask_t, static_cast<const aclIntArray*>(empty),
-                         static_cast<const aclIntArray*>(aclCreateIntArray(q_ends.data(), q_ends.size())),
-                         static_cast<const aclIntArray*>(aclCreateIntArray(kv_ends.data(), kv_ends.size())),
-                         q_start_arr, kv_start_arr, scale, keep_prob, pre, next, heads, layout_ptr, int64_t{0},
-                         sparse_mode, pse_type, describe(row_max), describe(row_sum), null, describe(out));
+    run_prepared_on_host("aclnnFlashAttentionVarLenScoreV2", describe(q), describe(k), describe(v), a.pse,
+                         a.drop_mask, null, a.mask, a.prefix, a.qlen, a.kvlen, a.q_start, a.kv_start, scale, keep_prob,
+                         pre, next, heads, layout_ptr, int64_t{0}, sparse_mode, pse_type, describe(row_max),
+                         describe(row_sum), null, describe(out));
   } else {
-    run_prepared_on_host("aclnnFlashAttentionScoreV2", describe(q), describe(k), describe(v), pse_t, drop_t, null,
-                         mask_t, static_cast<const aclIntArray*>(empty), q_start_arr, kv_start_arr, scale,
-                         keep_prob, pre, next, heads, layout_ptr, int64_t{0}, sparse_mode, pse_type,
-                         describe(row_max), describe(row_sum), null,
+    run_prepared_on_host("aclnnFlashAttentionScoreV2", describe(q), describe(k), describe(v), a.pse, a.drop_mask,
+                         null, a.mask, a.prefix, a.q_start, a.kv_start, scale, keep_prob, pre, next, heads,
+                         layout_ptr, int64_t{0}, sparse_mode, pse_type, describe(row_max), describe(row_sum), null,
                          describe(out));
   }
   return {out, row_max, row_sum};
@@ -489,33 +497,21 @@ std::vector<at::Tensor> flash_attention_v2_grad(const at::Tensor& q, const at::T
   layout_name = layout;
   at::Tensor dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v);
   at::Tensor dpse = pse ? at::empty_like(*pse) : at::empty({0}, q.options());
-  static std::vector<int64_t> none, q_ends, kv_ends, q_start, kv_start;
-  q_ends = qlen;
-  kv_ends = kvlen;
-  q_start = starts.empty() ? none : std::vector<int64_t>{starts[0]};
-  kv_start = starts.empty() ? none : std::vector<int64_t>{starts[1]};
-  aclIntArray* empty = aclCreateIntArray(none.data(), 0);
-  const aclIntArray* q_start_arr = aclCreateIntArray(q_start.data(), q_start.size());
-  const aclIntArray* kv_start_arr = aclCreateIntArray(kv_start.data(), kv_start.size());
+  const AttentionArgs a = attention_args(pse, drop_mask, mask, qlen, kvlen, starts);
   const aclTensor* null = nullptr;
-  const aclTensor* pse_t = pse ? describe(*pse) : null;
-  const aclTensor* drop_t = drop_mask ? describe(*drop_mask) : null;
-  const aclTensor* mask_t = mask ? describe(*mask) : null;
   char* layout_ptr = const_cast<char*>(layout_name.c_str());
   if (!qlen.empty()) {
     run_prepared_on_host("aclnnFlashAttentionUnpaddingScoreGradV2", describe(q), describe(k), describe(v),
-                         describe(dy), pse_t, drop_t, null, mask_t, describe(row_max), describe(row_sum), null,
-                         describe(out), static_cast<const aclIntArray*>(empty),
-                         static_cast<const aclIntArray*>(aclCreateIntArray(q_ends.data(), q_ends.size())),
-                         static_cast<const aclIntArray*>(aclCreateIntArray(kv_ends.data(), kv_ends.size())),
-                         q_start_arr, kv_start_arr, scale, keep_prob, pre, next, heads, layout_ptr, int64_t{0},
-                         sparse_mode, pse_type, describe(dq), describe(dk), describe(dv), describe(dpse));
-  } else {
-    run_prepared_on_host("aclnnFlashAttentionScoreGradV2", describe(q), describe(k), describe(v), describe(dy), pse_t,
-                         drop_t, null, mask_t, describe(row_max), describe(row_sum), null, describe(out),
-                         static_cast<const aclIntArray*>(empty), q_start_arr, kv_start_arr, scale, keep_prob, pre,
+                         describe(dy), a.pse, a.drop_mask, null, a.mask, describe(row_max), describe(row_sum), null,
+                         describe(out), a.prefix, a.qlen, a.kvlen, a.q_start, a.kv_start, scale, keep_prob, pre,
                          next, heads, layout_ptr, int64_t{0}, sparse_mode, pse_type, describe(dq), describe(dk),
                          describe(dv), describe(dpse));
+  } else {
+    run_prepared_on_host("aclnnFlashAttentionScoreGradV2", describe(q), describe(k), describe(v), describe(dy), a.pse,
+                         a.drop_mask, null, a.mask, describe(row_max), describe(row_sum), null, describe(out),
+                         a.prefix, a.q_start, a.kv_start, scale, keep_prob, pre, next, heads, layout_ptr,
+                         int64_t{0}, sparse_mode, pse_type, describe(dq), describe(dk), describe(dv),
+                         describe(dpse));
   }
   return {dq, dk, dv, dpse};
 }

@@ -185,37 +185,46 @@ def _additive(masked, pse, scale, dtype):
 
 # --- the computation -----------------------------------------------------------
 
-def _attend(q, k, v, bias, is_causal, scale, keep_prob, seed):
-    """(out, lse) of one BNSD attention."""
-    if keep_prob >= 1.0:
-        if bias is not None and bias.dim() == 2:
-            bias = bias.unsqueeze(0).unsqueeze(0)
-        d_qk, d_v = q.shape[-1], v.shape[-1]
-        if d_qk != d_v:
-            # ATen's flash kernel wants one head size. Zero columns change
-            # neither the scores (q . k) nor the other output columns (p @ v),
-            # so pad the narrower side and slice the output back.
-            pad = abs(d_qk - d_v)
-            if d_v < d_qk:
-                v = torch.nn.functional.pad(v, (0, pad))
-            else:
-                q, k = (torch.nn.functional.pad(t, (0, pad)) for t in (q, k))
-        out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-            q, k, v, 0.0, is_causal, attn_mask=bias, scale=scale)
-        return (out[..., :d_v] if d_v < d_qk else out), lse
-    # Dropout: the reference formula, with a mask redrawn from `seed`.
+def _pad_last(t, width):
+    """t with zero columns up to `width`. ATen's flash kernel wants one head size for q, k and v;
+    zero columns change neither the scores (q . k) nor the other output columns (p @ v), so the
+    narrower side is padded and the results sliced back."""
+    return torch.nn.functional.pad(t, (0, width - t.shape[-1])) if t.shape[-1] < width else t
+
+
+def _scores(q, k, bias, is_causal, scale):
+    """The float32 softmax input of BNSD q / k: scale * q k^T + bias, causal rows masked."""
     scores = torch.matmul(q.float(), k.float().transpose(-1, -2)) * scale
     if bias is not None:
         scores = scores + bias.float()
     if is_causal:
         causal = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).triu_(1)
         scores = scores.masked_fill(causal, float("-inf"))
+    return scores
+
+
+def _keep(shape, seed, keep_prob, device):
+    """The dropout keep flags of an attention with `seed`: the forward draws them, the gradients redraw them."""
+    gen = torch.Generator(device=device)
+    gen.manual_seed(seed)
+    return torch.rand(shape, generator=gen, device=device) < keep_prob
+
+
+def _attend(q, k, v, bias, is_causal, scale, keep_prob, seed):
+    """(out, lse) of one BNSD attention."""
+    if keep_prob >= 1.0:
+        if bias is not None and bias.dim() == 2:
+            bias = bias.unsqueeze(0).unsqueeze(0)
+        width = max(q.shape[-1], v.shape[-1])
+        out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            _pad_last(q, width), _pad_last(k, width), _pad_last(v, width), 0.0, is_causal, attn_mask=bias,
+            scale=scale)
+        return out[..., :v.shape[-1]], lse
+    # Dropout: the reference formula, with a mask redrawn from `seed`.
+    scores = _scores(q, k, bias, is_causal, scale)
     lse = torch.logsumexp(scores, dim=-1)
     probs = torch.exp(scores - lse.unsqueeze(-1))
-    gen = torch.Generator(device=q.device)
-    gen.manual_seed(seed)
-    keep = torch.rand(probs.shape, generator=gen, device=q.device) < keep_prob
-    probs = probs * keep / keep_prob
+    probs = probs * _keep(probs.shape, seed, keep_prob, q.device) / keep_prob
     return torch.matmul(probs.to(v.dtype), v), lse
 
 
@@ -257,10 +266,8 @@ def _cumulative(lengths, total, arg, fn):
     return lengths
 
 
-def _fusion_attention(query, key, value, head_num, input_layout, pse, padding_mask, atten_mask, scale, keep_prob,
-                      pre_tockens, next_tockens, prefix, actual_seq_qlen, actual_seq_kvlen, sparse_mode, seed,
-                      fn="npu_fusion_attention"):
-    """(out in input_layout, lse) -- lse as (B, N, Sq), or (N, T) for TND."""
+def _check_arguments(fn, query, key, value, input_layout, padding_mask, keep_prob, sparse_mode, prefix):
+    """What npu_fusion_attention and its gradient check alike."""
     _check_layout(fn, input_layout)
     _check_inputs(fn, query, key, value)
     check(padding_mask is None, f"{fn}: padding_mask is reserved and not supported; pass None.")
@@ -268,29 +275,52 @@ def _fusion_attention(query, key, value, head_num, input_layout, pse, padding_ma
     check(sparse_mode in (0, 1, 2, 3, 4), f"{fn}: sparse_mode {sparse_mode} is not supported by vNPU "
           "(supported: 0 default, 1 allMask, 2 leftUpCausal, 3 rightDownCausal, 4 band).")
     check(prefix is None or sparse_mode in (5, 6), f"{fn}: prefix is only used with sparse_mode 5 or 6.")
+
+
+def _tnd_sequences(fn, query, key, value, pse, atten_mask, sparse_mode, actual_seq_qlen, actual_seq_kvlen):
+    """The ((q0, q1), (k0, k1)) token ranges of input_layout TND's sequences, checked."""
+    check(key.dim() == 3 and value.dim() == 3, f"{fn}: key and value should be 3-dimensional (T, N, D) "
+          f"for input_layout 'TND', but got {list(key.shape)} and {list(value.shape)}.")
+    check(pse is None, f"{fn}: pse is not supported with input_layout 'TND' by vNPU.")
+    check(atten_mask is None or sparse_mode != 0 or atten_mask.dim() == 2,
+          f"{fn}: with input_layout 'TND' atten_mask should be the compressed [2048, 2048] mask.")
+    qlen = _cumulative(actual_seq_qlen, query.shape[0], "actual_seq_qlen", fn)
+    kvlen = _cumulative(actual_seq_kvlen, key.shape[0], "actual_seq_kvlen", fn)
+    check(len(qlen) == len(kvlen), f"{fn}: actual_seq_qlen has {len(qlen)} sequences but "
+          f"actual_seq_kvlen has {len(kvlen)}.")
+    return list(zip(zip([0] + qlen, qlen), zip([0] + kvlen, kvlen)))
+
+
+def _sequence_mask(fn, atten_mask, sparse_mode, sq, skv):
+    """One TND sequence's mask: in sparse modes 0 and 1 the top-left [Sq, Skv] of the [maxSq, maxSkv]
+    atten_mask (the compressed mask of modes 2-4 serves every sequence as it is)."""
+    if atten_mask is None or sparse_mode not in (0, 1):
+        return atten_mask
+    check(atten_mask.shape[0] >= sq and atten_mask.shape[1] >= skv, f"{fn}: atten_mask of shape "
+          f"{list(atten_mask.shape)} is smaller than a sequence's [Sq, Skv] = [{sq}, {skv}]; with "
+          "input_layout 'TND' it should be [maxSq, maxSkv].")
+    return atten_mask[:sq, :skv]
+
+
+def _tnd_bnsd(t, lo, hi):
+    """Tokens lo:hi of a (T, N, D) tensor as a (1, N, S, D) view."""
+    return t[lo:hi].transpose(0, 1).unsqueeze(0)
+
+
+def _fusion_attention(query, key, value, head_num, input_layout, pse, padding_mask, atten_mask, scale, keep_prob,
+                      pre_tockens, next_tockens, prefix, actual_seq_qlen, actual_seq_kvlen, sparse_mode, seed,
+                      fn="npu_fusion_attention"):
+    """(out in input_layout, lse) -- lse as (B, N, Sq), or (N, T) for TND."""
+    _check_arguments(fn, query, key, value, input_layout, padding_mask, keep_prob, sparse_mode, prefix)
     head_dim = _head_dim(query, input_layout, head_num, fn)
 
     if input_layout == "TND":
-        check(key.dim() == 3 and value.dim() == 3, f"{fn}: key and value should be 3-dimensional (T, N, D) "
-              f"for input_layout 'TND', but got {list(key.shape)} and {list(value.shape)}.")
-        check(pse is None, f"{fn}: pse is not supported with input_layout 'TND' by vNPU.")
-        check(atten_mask is None or sparse_mode != 0 or atten_mask.dim() == 2,
-              f"{fn}: with input_layout 'TND' atten_mask should be the compressed [2048, 2048] mask.")
-        qlen = _cumulative(actual_seq_qlen, query.shape[0], "actual_seq_qlen", fn)
-        kvlen = _cumulative(actual_seq_kvlen, key.shape[0], "actual_seq_kvlen", fn)
-        check(len(qlen) == len(kvlen), f"{fn}: actual_seq_qlen has {len(qlen)} sequences but "
-              f"actual_seq_kvlen has {len(kvlen)}.")
         outs, lses = [], []
-        for (q0, q1), (k0, k1) in zip(zip([0] + qlen, qlen), zip([0] + kvlen, kvlen)):
-            q = query[q0:q1].transpose(0, 1).unsqueeze(0)
-            k, v = (t[k0:k1].transpose(0, 1).unsqueeze(0) for t in (key, value))
-            k, v = _expand_kv(k, v, head_num, fn)
-            mask = atten_mask
-            if mask is not None and sparse_mode in (0, 1):  # [maxSq, maxSkv]: each sequence's top-left corner
-                check(mask.shape[0] >= q1 - q0 and mask.shape[1] >= k1 - k0, f"{fn}: atten_mask of shape "
-                      f"{list(mask.shape)} is smaller than a sequence's [Sq, Skv] = [{q1 - q0}, {k1 - k0}]; with "
-                      "input_layout 'TND' it should be [maxSq, maxSkv].")
-                mask = mask[:q1 - q0, :k1 - k0]
+        for (q0, q1), (k0, k1) in _tnd_sequences(fn, query, key, value, pse, atten_mask, sparse_mode,
+                                                 actual_seq_qlen, actual_seq_kvlen):
+            q = _tnd_bnsd(query, q0, q1)
+            k, v = _expand_kv(_tnd_bnsd(key, k0, k1), _tnd_bnsd(value, k0, k1), head_num, fn)
+            mask = _sequence_mask(fn, atten_mask, sparse_mode, q1 - q0, k1 - k0)
             masked, causal = _training_masked(mask, sparse_mode, pre_tockens, next_tockens, 1, head_num, q1 - q0,
                                               k1 - k0, query.device, fn)
             out, lse = _attend(q, k, v, _additive(masked, None, scale, query.dtype), causal, scale, keep_prob,
@@ -402,26 +432,18 @@ def _block_grads(q, k, v, out, dy, lse, bias, causal, scale, keep_prob, seed, ex
     if keep_prob >= 1.0 and not explicit:
         d, dv_ = q.shape[-1], v.shape[-1]
         width = max(d, dv_)
-        pad = lambda t: torch.nn.functional.pad(t, (0, width - t.shape[-1])) if t.shape[-1] < width else t
         if bias is not None and bias.dim() == 2:
             bias = bias.unsqueeze(0).unsqueeze(0)
         gq, gk, gv = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
-            pad(dy), pad(q), pad(k), pad(v), pad(out), lse, 0.0, causal,
+            *(_pad_last(t, width) for t in (dy, q, k, v, out)), lse, 0.0, causal,
             attn_mask=None if bias is None else bias.float(), scale=scale)
         return gq[..., :d], gk[..., :d], gv[..., :dv_], None
-    scores = torch.matmul(q, k.transpose(-1, -2)) * scale
-    if bias is not None:
-        scores = scores + bias.float()
-    if causal:
-        scores = scores.masked_fill(torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).triu(1),
-                                    float("-inf"))
+    scores = _scores(q, k, bias, causal, scale)
     probs = torch.exp(scores - lse.unsqueeze(-1)).nan_to_num(0.0)  # a fully masked row: lse -inf, P 0
     dprobs = torch.matmul(dy, v.transpose(-1, -2))
     dropped = probs
     if keep_prob < 1.0:  # the forward's mask, redrawn from its seed (_attend)
-        gen = torch.Generator(device=q.device)
-        gen.manual_seed(seed)
-        keep = torch.rand(probs.shape, generator=gen, device=q.device) < keep_prob
+        keep = _keep(probs.shape, seed, keep_prob, q.device)
         dropped = probs * keep / keep_prob
         dprobs = dprobs * keep / keep_prob
     dscores = probs * (dprobs - (dy * out).sum(-1, keepdim=True))
@@ -450,34 +472,22 @@ def _grad_from_statistics(fn, query, key, value, dy, head_num, layout, pse, padd
                           softmax_sum, attention_in, scale, keep_prob, pre, nxt, prefix, qlen, kvlen, sparse_mode,
                           seed, softmax_layout):
     """npu_fusion_attention_grad from the forward's statistics (Note [Attention gradients from given statistics])."""
-    _check_layout(fn, layout)
-    _check_inputs(fn, query, key, value)
-    check(padding_mask is None, f"{fn}: padding_mask is reserved and not supported; pass None.")
-    check(0.0 < keep_prob <= 1.0, f"{fn}: keep_prob should be in (0, 1], but got {keep_prob}.")
-    check(prefix is None or sparse_mode in (5, 6), f"{fn}: prefix is only used with sparse_mode 5 or 6.")
+    _check_arguments(fn, query, key, value, layout, padding_mask, keep_prob, sparse_mode, prefix)
     head_dim = _head_dim(query, layout, head_num, fn)
     check(dy.shape == attention_in.shape, f"{fn}: dy of shape {list(dy.shape)} should have attention_in's shape "
           f"{list(attention_in.shape)}.")
     lse = _lse_of(softmax_max, softmax_sum, layout, softmax_layout, head_num, query.shape[0])
     if layout == "TND":
-        check(pse is None, f"{fn}: pse is not supported with input_layout 'TND' by vNPU.")
-        qlen = _cumulative(qlen, query.shape[0], "actual_seq_qlen", fn)
-        kvlen = _cumulative(kvlen, key.shape[0], "actual_seq_kvlen", fn)
-        check(len(qlen) == len(kvlen), f"{fn}: actual_seq_qlen has {len(qlen)} sequences but "
-              f"actual_seq_kvlen has {len(kvlen)}.")
         dq, dk, dv = (torch.zeros(t.shape, dtype=torch.float32, device=t.device) for t in (query, key, value))
-        for index, ((q0, q1), (k0, k1)) in enumerate(zip(zip([0] + qlen, qlen), zip([0] + kvlen, kvlen))):
-            as_bnsd = lambda t, lo, hi: t[lo:hi].transpose(0, 1).unsqueeze(0)
-            k, v = as_bnsd(key, k0, k1), as_bnsd(value, k0, k1)
-            kv_heads = k.shape[1]
-            k, v = _expand_kv(k, v, head_num, fn)
-            mask = atten_mask
-            if mask is not None and sparse_mode in (0, 1):
-                mask = mask[:q1 - q0, :k1 - k0]
+        sequences = _tnd_sequences(fn, query, key, value, pse, atten_mask, sparse_mode, qlen, kvlen)
+        for index, ((q0, q1), (k0, k1)) in enumerate(sequences):
+            kv_heads = key.shape[1]
+            k, v = _expand_kv(_tnd_bnsd(key, k0, k1), _tnd_bnsd(value, k0, k1), head_num, fn)
+            mask = _sequence_mask(fn, atten_mask, sparse_mode, q1 - q0, k1 - k0)
             masked, causal = _training_masked(mask, sparse_mode, pre, nxt, 1, head_num, q1 - q0, k1 - k0,
                                               query.device, fn)
-            gq, gk, gv, _ = _block_grads(as_bnsd(query, q0, q1), k, v, as_bnsd(attention_in, q0, q1),
-                                         as_bnsd(dy, q0, q1), lse[:, q0:q1].unsqueeze(0),
+            gq, gk, gv, _ = _block_grads(_tnd_bnsd(query, q0, q1), k, v, _tnd_bnsd(attention_in, q0, q1),
+                                         _tnd_bnsd(dy, q0, q1), lse[:, q0:q1].unsqueeze(0),
                                          _additive(masked, None, scale, torch.float32), causal, scale, keep_prob,
                                          seed + index)
             dq[q0:q1] = gq[0].transpose(0, 1)

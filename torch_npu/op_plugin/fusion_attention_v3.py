@@ -147,9 +147,7 @@ def _explicit_bnsd(fn, q, k, v, head_num, layout, pse, atten_mask, scale, pre, n
     masked, causal = _att._training_masked(atten_mask, sparse_mode, pre, nxt, b, n, sq, skv, q.device, fn)
     if causal:
         masked = _att._band_masked(sq, skv, q.device, 0, _MAX, 0)
-    scores = torch.matmul(qb.float(), kb.float().transpose(-1, -2)) * scale
-    bias = _att._additive(masked, pse, scale, torch.float32)
-    scores = scores + bias
+    scores = _att._scores(qb, kb, _att._additive(masked, pse, scale, torch.float32), False, scale)
     lse = torch.logsumexp(scores, dim=-1)
     out = torch.matmul(torch.exp(scores - lse.unsqueeze(-1)), vb.float()).to(q.dtype)
     return _att._from_bnsd(out, layout), lse
