@@ -116,6 +116,59 @@ def test_format_cast_takes_op_plugins_overloads_and_keywords():
         torch_npu.npu_format_cast(x, 29, 1)  # the dtypes are keyword-only, as in op-plugin
 
 
+def _nz_bytes(shape, c0, element_size):
+    # FRACTAL_NZ tiles the last two dims as (ceil(n / C0), ceil(m / 16), 16, C0)
+    *batch, m, n = shape
+    tiles = -(-n // c0) * -(-m // 16) * 16 * c0
+    for b in batch:
+        tiles *= b
+    return tiles * element_size
+
+
+@pytest.mark.parametrize("shape,dtype,customize_dtype,c0", [
+    ((15, 17), torch.half, None, 16),
+    ((16, 32), torch.float, None, 16),     # float32 takes float16's C0
+    ((15, 33), torch.int8, None, 32),      # 1-byte types: 32
+    ((3, 15, 33), torch.int8, None, 32),   # batch dims kept
+    ((4, 15, 17), torch.int32, 3, 8),      # customize_dtype=ACL_INT32: 32 bytes / 4
+    ((15, 17), torch.int32, torch_npu.int32, 8),  # or torch_npu's dtype constant
+])
+def test_a_cast_to_nz_pads_the_storage_as_the_chip_does(shape, dtype, customize_dtype, c0):
+    x = (torch.rand(shape) * 100).to(dtype).npu()
+    nz = torch_npu.npu_format_cast(x, 29, customize_dtype=customize_dtype)
+    assert nz.untyped_storage().size() == _nz_bytes(shape, c0, x.element_size())
+    assert torch_npu.get_storage_size(nz) * nz.element_size() == nz.untyped_storage().size()
+    assert nz.is_contiguous() and not nz._is_view() and torch.equal(nz.cpu(), x.cpu())
+    back = torch_npu.npu_format_cast(nz, 2)  # and back to ND: the tensor's own size again
+    assert back.untyped_storage().size() == x.untyped_storage().size() and torch.equal(back.cpu(), x.cpu())
+    torch.testing.assert_close((nz * 2).cpu(), x.cpu() * 2)
+
+
+def test_a_cast_to_nc1hwc0_pads_the_channels():
+    x = torch.randn(2, 3, 4, 5).npu()
+    out = torch_npu.npu_format_cast(x, 3)
+    assert out.untyped_storage().size() == 2 * 1 * 4 * 5 * 16 * 4  # C1 = ceil(3 / 16), C0 = 16
+    assert torch.equal(out.cpu(), x.cpu())
+
+
+def test_format_cast_rejects_an_unknown_customize_dtype():
+    with pytest.raises(RuntimeError, match="customize_dtype 99 is not a data type"):
+        torch_npu.npu_format_cast(torch.randn(4, 4).npu(), 29, customize_dtype=99)
+
+
+@pytest.mark.parametrize("acl_format", [2, 29])
+def test_format_cast_passes_the_gradient_through(acl_format, recwarn):
+    # op-plugin's derivative of every npu_format_cast overload is `self: grad`
+    x = torch.randn(4, 5).npu().requires_grad_()
+    y = torch_npu.npu_format_cast(x, acl_format)
+    assert y.grad_fn is not None
+    (y * torch.arange(5.0).npu()).sum().backward()
+    torch.testing.assert_close(x.grad.cpu(), torch.arange(5.0).expand(4, 5))
+    like = torch_npu.npu_format_cast(x, y)  # the Tensor overload too
+    assert like.grad_fn is not None
+    assert not [w for w in recwarn if "autograd kernel was not registered" in str(w.message)]
+
+
 def test_a_deepcopy_keeps_the_format_and_owns_its_memory():
     import copy
     x = torch_npu.npu_format_cast(torch.rand(3, 3).npu(), 29)

@@ -4,6 +4,7 @@
 #include <ATen/ops/empty.h>
 
 #include "csrc/core/npu_device.h"
+#include "csrc/core/npu_storage_shape.h"
 #include "torch_npu/csrc/core/npu/NPUFormat.h"
 
 namespace at_npu {
@@ -12,15 +13,7 @@ namespace {
 
 constexpr int64_t kFormatNCHW = 0;
 constexpr int64_t kFormatND = 2;
-constexpr int64_t kFormatNC1HWC0 = 3;
-constexpr int64_t kFormatFractalZ = 4;
 constexpr int64_t kFormatFractalNZ = 29;
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// Elements per 32-byte cube row: 32 for 1-byte types, 16 otherwise (Ascend
-// computes fp32 tensors' private formats as fp16 ones).
-int64_t cube_c0(const at::Tensor& t) { return t.element_size() == 1 ? 32 : 16; }
 
 }  // namespace
 
@@ -39,23 +32,9 @@ at::Tensor npu_format_cast(const at::Tensor& self, int64_t acl_format) {
 std::vector<int64_t> get_npu_storage_sizes(const at::Tensor& self) {
   const int64_t format = get_npu_format(self);
   std::vector<int64_t> sizes(self.sizes().begin(), self.sizes().end());
-  const int64_t c0 = cube_c0(self);
-  if (format == kFormatFractalNZ) {
-    if (sizes.size() == 1) sizes.insert(sizes.begin(), 1);
-    if (sizes.empty()) sizes = {1, 1};
-    const int64_t m = sizes[sizes.size() - 2];
-    const int64_t n = sizes[sizes.size() - 1];
-    sizes.resize(sizes.size() - 2);
-    for (int64_t dim : {ceil_div(n, c0), ceil_div(m, 16), int64_t{16}, c0}) sizes.push_back(dim);
-    return sizes;
-  }
-  if (format == kFormatNC1HWC0 && sizes.size() == 4) {
-    return {sizes[0], ceil_div(sizes[1], c0), sizes[2], sizes[3], c0};
-  }
-  if (format == kFormatFractalZ && sizes.size() == 4) {
-    return {ceil_div(sizes[1], c0) * sizes[2] * sizes[3], ceil_div(sizes[0], 16), 16, c0};
-  }
-  return sizes;
+  // FRACTAL_NZ treats a vector as one row and a scalar as a 1x1 matrix.
+  if (format == kFormatFractalNZ && sizes.size() < 2) sizes.insert(sizes.begin(), 2 - sizes.size(), 1);
+  return torch_npu::npu_storage_sizes(sizes, format, torch_npu::cube_c0(self.element_size()));
 }
 
 at::Tensor empty_with_format(c10::IntArrayRef sizes, const c10::TensorOptions& options, int64_t format,

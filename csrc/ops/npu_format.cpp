@@ -4,13 +4,17 @@
 // The virtual NPU always keeps data in ND layout and only tracks the tag, in
 // the tensor's BackendMeta, so code that queries or casts formats runs, and
 // the tag survives torch.save/torch.load (serialised as a "npu_format_<N>"
-// key of the tensor metadata).
+// key of the tensor metadata). A cast into a private format gives the copy a
+// storage of the size the format pads to on the chip (npu_storage_shape.h).
 #include "csrc/launch/launch.h"
+#include "csrc/core/npu_storage_shape.h"
 
 #include <ATen/ops/alias.h>
-#include <ATen/ops/clone.h>
+#include <ATen/ops/empty.h>
 #include <c10/core/TensorImpl.h>
+#include <c10/util/strides.h>
 #include <torch/csrc/jit/serialization/pickler_helper.h>
+#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
 #include <array>
@@ -98,15 +102,30 @@ constexpr int64_t kFractalNz = 29;
 // ND, NCHW, NHWC, NCDHW: formats whose layout is the tensor's own.
 bool is_base_format(int64_t format) { return format == 0 || format == 1 || format == 2 || format == 30; }
 
+// A contiguous copy of self whose storage has the size acl_format's layout
+// takes on the chip (the values in ND order at its start): a fresh tensor
+// over that storage, not a view of a larger one.
+at::Tensor copy_into_format(const at::Tensor& self, int64_t acl_format, int64_t c0) {
+  const std::vector<int64_t> storage_sizes = npu_storage_sizes(self.sizes(), acl_format, c0);
+  int64_t storage_numel = 1;
+  for (int64_t dim : storage_sizes) storage_numel *= dim;
+  if (storage_numel <= self.numel()) return at::clone(self, at::MemoryFormat::Contiguous);
+  const at::Tensor padded = at::empty({storage_numel}, self.options());
+  at::Tensor out = at::empty({0}, self.options());
+  out.set_(padded.storage(), 0, self.sizes(), c10::contiguous_strides(self.sizes()));
+  out.copy_(self);
+  return out;
+}
+
 // As in torch_npu, a cast to the tensor's own format, or between base
 // formats, moves no data: the result shares self's memory (an alias with
 // the new tag; torch_npu returns self itself, retagged). Extensions rely on
 // it: MindSpeed passes the data pointer of npu_format_cast(t, ND) to ATB.
 // Other casts copy.
-// customize_dtype / input_dtype choose the cube layout's C0 on the chip (how a
-// private format pads its storage); vNPU keeps every tensor's storage in its
-// own layout, so they are accepted and change nothing.
-at::Tensor npu_format_cast(const at::Tensor& self, int64_t acl_format, std::optional<int64_t> /*customize_dtype*/,
+// customize_dtype chooses the cube layout's C0 on the chip, which sizes the
+// padded storage; input_dtype (the data type a quantised consumer reads the
+// values as) changes nothing here.
+at::Tensor npu_format_cast(const at::Tensor& self, int64_t acl_format, std::optional<int64_t> customize_dtype,
                            std::optional<int64_t> /*input_dtype*/) {
   check_npu(self, "npu_format_cast");
   check_format(acl_format);
@@ -117,9 +136,10 @@ at::Tensor npu_format_cast(const at::Tensor& self, int64_t acl_format, std::opti
   // viewed tensor's rank, so a flattened view of a matrix still becomes NZ.
   const int64_t storage_rank = self.is_view() ? self._base().dim() : self.dim();
   if (acl_format == kFractalNz && current == kNd && storage_rank < 2) acl_format = kNd;
+  const int64_t c0 = cube_c0(self.element_size(), customize_dtype);  // checks customize_dtype
   at::Tensor out = current == acl_format || (is_base_format(current) && is_base_format(acl_format))
                        ? at::alias(self)
-                       : at::clone(self);
+                       : copy_into_format(self, acl_format, c0);
   set_format(out, acl_format);
   return out;
 }
@@ -141,6 +161,31 @@ at::Tensor& npu_format_cast_(at::Tensor& self, int64_t acl_format, std::optional
 at::Tensor& npu_format_cast_like_(at::Tensor& self, const at::Tensor& src, std::optional<int64_t> customize_dtype,
                                   std::optional<int64_t> input_dtype) {
   return npu_format_cast_(self, get_npu_format(src), customize_dtype, input_dtype);
+}
+
+// Autograd: a format cast changes no values, so its gradient is the incoming
+// one (op-plugin's derivatives.yaml: `self: grad`, for every overload).
+class FormatCast : public torch::autograd::Function<FormatCast> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* /*ctx*/, const at::Tensor& self, int64_t acl_format,
+                            std::optional<int64_t> customize_dtype, std::optional<int64_t> input_dtype) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return npu_format_cast(self, acl_format, customize_dtype, input_dtype);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* /*ctx*/,
+                                                 torch::autograd::variable_list grads) {
+    return {grads[0], at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+at::Tensor npu_format_cast_autograd(const at::Tensor& self, int64_t acl_format, std::optional<int64_t> customize_dtype,
+                                    std::optional<int64_t> input_dtype) {
+  return FormatCast::apply(self, acl_format, customize_dtype, input_dtype);
+}
+
+at::Tensor npu_format_cast_like_autograd(const at::Tensor& self, const at::Tensor& dst,
+                                         std::optional<int64_t> customize_dtype, std::optional<int64_t> input_dtype) {
+  return FormatCast::apply(self, get_npu_format(dst), customize_dtype, input_dtype);
 }
 
 void serialize_format(const at::Tensor& t, std::unordered_map<std::string, bool>& metadata) {
@@ -193,9 +238,10 @@ TORCH_LIBRARY_IMPL(npu, CPU, m) {
   m.impl("get_npu_format", TORCH_FN(get_npu_format));
 }
 
-// Casting a format does not change values: gradients pass straight through.
 TORCH_LIBRARY_IMPL(npu, AutogradPrivateUse1, m) {
   m.impl("get_npu_format", torch::CppFunction::makeFallthrough());
+  m.impl("npu_format_cast", TORCH_FN(npu_format_cast_autograd));
+  m.impl("npu_format_cast.Tensor", TORCH_FN(npu_format_cast_like_autograd));
 }
 
 }  // namespace torch_npu
