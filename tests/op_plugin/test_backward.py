@@ -440,8 +440,11 @@ def test_dtype_cast_backward():
     assert out.dtype == torch.float32 and torch.equal(out.cpu(), g.cpu().float())
     assert torch_npu._npu_dtype_cast_backward(g, torch.bfloat16).dtype == torch.bfloat16
     assert torch_npu.npu_dtype_cast_backward(g, torch.float32, torch_npu.float16, None).dtype == torch.float32
-    with pytest.raises(RuntimeError, match="hifloat8 is not supported on vNPU"):
-        torch_npu.npu_dtype_cast_backward(g, torch.float32, torch_npu.hifloat8)
+    codes = torch_npu.npu_dtype_cast(g, torch_npu.hifloat8)  # a HiFloat8 gradient, read as grad_dtype says
+    out = torch_npu.npu_dtype_cast_backward(codes, torch.float32, torch_npu.hifloat8)
+    assert torch.equal(out.cpu(), torch_npu._hifloat8.decode(codes.cpu()))
+    with pytest.raises(RuntimeError, match="int4 is not supported on vNPU"):
+        torch_npu.npu_dtype_cast_backward(g, torch.float32, torch_npu.int4)
 
 
 # --- convolutions -------------------------------------------------------------------------------------

@@ -56,6 +56,48 @@ def test_dtype_cast_and_its_gradient():
     assert_close(out.cpu(), x.detach().half())
 
 
+def test_dtype_cast_gradient_taken_with_create_graph_has_a_graph():
+    # op-plugin's backward marks the incoming gradient as requiring grad, so
+    # create_graph=True records the cast back (real test_npu_dtype_cast_double_backward)
+    xn = npu(rnd(3, 3)).requires_grad_()
+    y = torch_npu.npu_dtype_cast(xn, torch.half)
+    (g,) = torch.autograd.grad(y, xn, torch.ones_like(y), create_graph=True)
+    assert g.grad_fn is not None and g.dtype == torch.float32
+    assert_close(g.cpu(), torch.ones(3, 3))
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
+                                   torch.float64, torch.bool, torch.bfloat16, torch.float8_e5m2,
+                                   torch.float8_e4m3fn, torch.complex64, torch.uint16])
+def test_dtype_cast_takes_every_torch_dtype_as_its_int_argument(dtype):
+    # op-plugin's schema: npu_dtype_cast(Tensor self, int dtype, int? input_dtype=None)
+    x = rnd(4, 5) * 4
+    out = torch_npu.npu_dtype_cast(npu(x), dtype)
+    assert out.dtype == dtype and torch.equal(out.cpu(), x.to(dtype))
+
+
+def test_dtype_cast_to_and_from_torch_npu_constants():
+    x = torch.tensor([1.0, 0.3, -2.5, 40000.0, 0.0])
+    assert torch_npu.npu_dtype_cast(npu(x), torch_npu.bfloat16).dtype == torch.bfloat16
+    codes = torch_npu.npu_dtype_cast(npu(x), torch_npu.hifloat8)  # bytes in a uint8 tensor, as on the chip
+    assert codes.dtype == torch.uint8 and torch.equal(codes.cpu(), torch_npu._hifloat8.encode(x))
+    back = torch_npu.npu_dtype_cast(codes, torch.float32, input_dtype=torch_npu.hifloat8)
+    assert_close(back.cpu(), torch_npu._hifloat8.decode(codes.cpu()))
+    assert back[3].item() == 32768.0  # HiFloat8 saturates at its largest finite value
+
+
+def test_dtype_cast_bad_input():
+    x = npu(rnd(2, 4))
+    with pytest.raises(RuntimeError, match="dtype=torch_npu.int4 is not supported on vNPU"):
+        torch_npu.npu_dtype_cast(x, torch_npu.int4)
+    with pytest.raises(RuntimeError, match="dtype=5000 is neither a torch dtype nor a torch_npu dtype constant"):
+        torch_npu.npu_dtype_cast(x, 5000)
+    with pytest.raises(RuntimeError, match="reads HiFloat8 codes from uint8 / int8 bytes, got torch.float32"):
+        torch_npu.npu_dtype_cast(x, torch.half, input_dtype=torch_npu.hifloat8)
+    with pytest.raises(RuntimeError, match="does not match the input's dtype"):
+        torch_npu.npu_dtype_cast(x, torch.half, input_dtype=torch_npu.int32)
+
+
 def test_broadcast_transpose_reshape():
     x = torch.tensor([[1], [2], [3]])
     assert_close(torch_npu.npu_broadcast(npu(x), [3, 3]).cpu(), x.expand(3, 3))

@@ -12,7 +12,7 @@ import inspect
 import torch
 
 from torch_npu.op_plugin import activation, attention, moe, norm, optimizer, rotary  # noqa: F401
-from torch_npu.op_plugin import boxes, dense, tensor_ops  # noqa: F401
+from torch_npu.op_plugin import boxes, dense, dtype_cast, tensor_ops  # noqa: F401
 from torch_npu.op_plugin import float_status, multi_head_attention, nms, quant, rnn, rotated_boxes  # noqa: F401
 from torch_npu.op_plugin import bert_attention, dynamic_quant, kv_cache, sampling, scatter  # noqa: F401
 from torch_npu.op_plugin import infer_attention, infer_ops, moe_routing, mx_quant  # noqa: F401

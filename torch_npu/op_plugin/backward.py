@@ -35,7 +35,6 @@ Operators:
 - softmax and attention: npu_scaled_masked_softmax_backward,
   npu_attn_softmax_, npu_attn_softmax_backward_,
   npu_fused_attention_score_backward, npu_multi_head_attention_backward;
-- casts: npu_dtype_cast_backward, _npu_dtype_cast_backward;
 - convolutions: npu_conv2d_backward, npu_conv3d_backward,
   npu_conv_transpose2d_backward, npu_conv_transpose3d_backward,
   npu_convolution_backward, npu_convolution_transpose_backward,
@@ -78,7 +77,6 @@ from torch_npu.op_plugin._library import check, define
 from torch_npu.op_plugin import boxes as _boxes
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-_ACL_OFFSET = 256  # torch_npu's dtype constants are ACL numbers + 256 (torch_npu/_dtypes.py)
 
 
 def _vjp(forward, inputs, grad_outputs):
@@ -731,33 +729,6 @@ def npu_multi_head_attention_backward(query, key, value, query_weight, key_weigh
     return dwq, dwk, dwv, d_out_w, dq, dk, dv, dbq, dbk, dbv, d_out_b
 
 
-# --- casts -----------------------------------------------------------------------------
-
-def _check_plain_dtype_code(fn, name, code):
-    """An ``int?`` dtype argument: None, a torch ScalarType number, or a
-    torch_npu constant (ACL number + 256) of a dtype torch has."""
-    if code is None or code < _ACL_OFFSET:
-        return
-    from torch_npu import _dtypes
-    plain = {"float32", "float16", "int8", "int32", "uint8", "int16", "int64", "float64", "bool", "bfloat16",
-             "float8_e5m2", "float8_e4m3fn", "complex64", "complex128"}
-    label = _dtypes.NAMES.get(code, str(code))
-    check(label.replace("torch_npu.", "") in plain,
-          f"{fn}: {name}={label} is not supported on vNPU: the packed torch_npu-only dtypes (hifloat8, float4, "
-          "float6, ...) have no torch storage here.")
-
-
-def npu_dtype_cast_backward(grad, dtype, grad_dtype=None, input_dtype=None):
-    fn = "npu_dtype_cast_backward"
-    _check_plain_dtype_code(fn, "grad_dtype", grad_dtype)
-    _check_plain_dtype_code(fn, "input_dtype", input_dtype)
-    return grad.to(dtype)
-
-
-def _npu_dtype_cast_backward(grad, dtype):
-    return grad.to(dtype)
-
-
 # --- convolutions --------------------------------------------------------------------
 
 def _spatial(fn, name, values, n):
@@ -1175,9 +1146,6 @@ define("npu_multi_head_attention_backward(Tensor query, Tensor key, Tensor value
        "bool softmax_use_float) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, "
        "Tensor, Tensor)", npu_multi_head_attention_backward)
 
-define("npu_dtype_cast_backward(Tensor grad, ScalarType dtype, int? grad_dtype=None, int? input_dtype=None) "
-       "-> Tensor", npu_dtype_cast_backward)
-define("_npu_dtype_cast_backward(Tensor grad, ScalarType dtype) -> Tensor", _npu_dtype_cast_backward)
 
 _CONV_ARGS = "int[] stride, int[] padding, int[] dilation, int groups"
 _TCONV_ARGS = "int[] padding, int[] output_padding, int[] stride, int[] dilation, int groups"

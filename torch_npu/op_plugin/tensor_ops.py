@@ -1,4 +1,4 @@
-"""Layout and indexing operators: npu_slice, npu_indexing, npu_dtype_cast,
+"""Layout and indexing operators: npu_slice, npu_indexing,
 npu_broadcast, npu_transpose, npu_reshape, npu_stride_add, npu_stride_copy,
 npu_sort_v2, npu_one_hot, npu_scatter, scatter_update(_), one_, npu_pad,
 npu_sign_bits_pack/unpack, npu_max/npu_min (.dim, .names_dim),
@@ -61,31 +61,6 @@ def npu_indexing(x, begin, end, strides, begin_mask=0, end_mask=0, ellipsis_mask
             continue
         index.append(slice(None if begin_mask >> i & 1 else b, None if end_mask >> i & 1 else e, s))
     return _fresh(x[tuple(index)], x)
-
-
-class NpuDtypeCast(torch.autograd.Function):
-    """x.to(dtype) whose grad_fn is NpuDtypeCastBackward, as in torch_npu
-    (scripts check the name); the gradient is cast back to x's dtype."""
-
-    @staticmethod
-    def forward(ctx, x, dtype):
-        ctx.source_dtype = x.dtype
-        return x.to(dtype)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad.to(ctx.source_dtype), None
-
-
-def npu_dtype_cast(x, dtype):
-    if x.dtype == dtype:
-        return x.clone()
-    return NpuDtypeCast.apply(x, dtype)
-
-
-def npu_dtype_cast_(x, src):
-    """Copies src into x, cast to x's dtype."""
-    return x.copy_(src)
 
 
 def npu_broadcast(x, size):
@@ -335,9 +310,6 @@ def npu_slice_out(x, offsets, size, *, out):
 define("npu_slice.out(Tensor self, int[] offsets, int[] size, *, Tensor(a!) out) -> Tensor(a!)", npu_slice_out)
 define("npu_indexing(Tensor self, int[] begin, int[] end, int[] strides, int begin_mask=0, int end_mask=0, "
        "int ellipsis_mask=0, int new_axis_mask=0, int shrink_axis_mask=0) -> Tensor", npu_indexing)
-define("npu_dtype_cast(Tensor self, ScalarType dtype) -> Tensor", npu_dtype_cast)
-define("_npu_dtype_cast(Tensor self, ScalarType dtype) -> Tensor", npu_dtype_cast)
-define("npu_dtype_cast_(Tensor(a!) self, Tensor src) -> Tensor(a!)", npu_dtype_cast_)
 define("npu_broadcast(Tensor self, int[] size) -> Tensor", npu_broadcast)
 define("npu_transpose(Tensor self, int[] perm, bool require_contiguous=True) -> Tensor", npu_transpose)
 define("npu_reshape(Tensor self, int[] shape, bool can_refresh=False) -> Tensor", npu_reshape)
