@@ -7,6 +7,7 @@ import json
 
 import pytest
 import torch
+import torch_npu  # noqa: F401
 from torch.profiler import ProfilerActivity, profile
 
 ACTIVITIES = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
@@ -486,3 +487,22 @@ def test_legacy_profiler_on_npu_times_ops_and_names_copies_like_torch_npu(capfd)
     torch.testing.assert_close(strided.cpu(), x.cpu().t().contiguous())
     torch.testing.assert_close(plain.cpu(), x.cpu())
     torch.testing.assert_close(y.cpu(), x.cpu() @ x.cpu(), rtol=1e-4, atol=1e-4)
+
+
+def _copy_kernels(fn):
+    with torch.autograd.profiler.profile(use_device="npu") as prof:
+        fn()
+    return {e.key for e in prof.key_averages()} & {"aclnnInplaceCopy", "d2dCopyAsync"}
+
+
+def test_a_memcpy_only_between_tensors_of_one_storage_descriptor():
+    # torch_npu copies with a memcpy only when both tensors' storages were
+    # made with the same sizes and format and the copy covers all of it
+    x = torch.randn(2, 3, 16, 16).npu()
+    assert _copy_kernels(lambda: x.clone()) == {"d2dCopyAsync"}
+    assert _copy_kernels(lambda: x.view(1, 6, 16, 16).clone()) == {"aclnnInplaceCopy"}  # storage made 2x3x16x16
+    assert _copy_kernels(lambda: x.unsqueeze(0).clone()) == {"aclnnInplaceCopy"}
+    assert _copy_kernels(lambda: x[1].clone()) == {"aclnnInplaceCopy"}  # part of the storage
+    assert _copy_kernels(lambda: x.half().float()) == {"aclnnInplaceCopy"}  # converting
+    nz = torch_npu.npu_format_cast(torch.randn(32, 32).npu(), 29)
+    assert _copy_kernels(lambda: torch.empty(32, 32, device="npu").copy_(nz)) == {"aclnnInplaceCopy"}  # formats differ

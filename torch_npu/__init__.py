@@ -43,6 +43,7 @@ npu_format_cast_ = _op_plugin.documented("npu", "npu_format_cast_")
 
 _fused_ops = _op_plugin.exports()
 globals().update(_fused_ops)
+from torch_npu.npu.graphs import print_npugraph_tensor, save_npugraph_tensor  # noqa: E402,F401  (graph debugging)
 
 # torch_npu.utils (its heavier submodules load on first use) and the storage
 # helpers torch_npu exposes at the top level for combined tensors.

@@ -26,6 +26,7 @@
 #include "csrc/core/npu_stream.h"
 #include "csrc/core/host_allocator.h"
 #include "csrc/core/npu_device.h"
+#include "csrc/ops/npu_format.h"
 #include "csrc/launch/launch.h"
 #include "csrc/launch/sync_point.h"
 #include <vnpu/event.h>
@@ -97,13 +98,24 @@ void copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool into
 
 // The profiler names device-to-device copies after the kernels real
 // torch_npu launches for them (its trans-contiguous tests look for these
-// names): a plain memcpy between contiguous tensors of one dtype is
-// "d2dCopyAsync", any other copy (strided, to a strided view, converting)
-// "aclnnInplaceCopy".
+// names). It copies with a memcpy ("d2dCopyAsync") only when the two tensors
+// have the same storage descriptor and the copy covers all of it; any other
+// copy (strided, converting, or between views of storages of another shape,
+// such as the clone of x.view(...)) is "aclnnInplaceCopy". torch_npu's
+// descriptor holds the sizes of the tensor that made the storage and its
+// format; vNPU's storages are ATen's, so those are the viewed tensor's sizes
+// and its format tag.
+c10::IntArrayRef storage_shape(const at::Tensor& t) { return t.is_view() ? t._base().sizes() : t.sizes(); }
+
+bool copies_whole_storage_with_memcpy(const at::Tensor& src, const at::Tensor& dst) {
+  return src.is_contiguous() && dst.is_contiguous() && src.scalar_type() == dst.scalar_type() &&
+         src.sizes().equals(dst.sizes()) && src.storage_offset() == dst.storage_offset() &&
+         src.storage().nbytes() == dst.storage().nbytes() && storage_shape(src).equals(storage_shape(dst)) &&
+         get_npu_format(src) == get_npu_format(dst);
+}
+
 const char* d2d_copy_kernel_name(const at::Tensor& src, const at::Tensor& dst) {
-  const bool memcpy = src.is_contiguous() && dst.is_contiguous() && src.scalar_type() == dst.scalar_type() &&
-                      src.numel() == dst.numel();
-  return memcpy ? "d2dCopyAsync" : "aclnnInplaceCopy";
+  return copies_whole_storage_with_memcpy(src, dst) ? "d2dCopyAsync" : "aclnnInplaceCopy";
 }
 
 void copy_device_to_device(const at::Tensor& src, const at::Tensor& dst) {

@@ -23,6 +23,9 @@ import torch
 import torch.utils._pytree as pytree
 
 import torch_npu._C as _C
+from torch_npu.npu._graph_tensor_dump import (  # noqa: F401
+    _NPUGRAPH_TENSOR_BUFFER_SPEC_MARKER, _NPUGRAPH_TENSOR_PTR_SPEC_MARKER, _build_save_npugraph_tensor_path,
+    _make_npugraph_tensor_ptr_spec, _materialize_npugraph_tensor_arg, print_npugraph_tensor, save_npugraph_tensor)
 
 __all__ = [
     "NPUGraph",
