@@ -85,3 +85,37 @@ def test_moe_routing_round_trip():
     # each choice's k-major row r = j * tokens + i lands at expanded_row_idx[r], holding token i
     for r in range(tokens * k):
         assert torch.equal(expanded_x[expanded_row_idx[r]].cpu(), x.detach()[r % tokens].cpu())
+
+
+@pytest.mark.parametrize("split_item", [0, 3])
+def test_grouped_matmul_split_along_k_gives_each_groups_weight_gradient(split_item):
+    # group_type 2: x (M, K) is split along K by group_list and each group gives
+    # x[:, K_i] @ w[K_i]: an MoE layer's per-expert weight gradient x_i^T dy_i
+    tokens, hidden, n = rnd(10, 4, seed=3), rnd(10, 5, seed=4), [3, 3, 4]
+    group_list = [3, 6, 10]
+    ys = torch_npu.npu_grouped_matmul([tokens.npu().t()], [hidden.npu()], group_list=group_list, group_type=2,
+                                      split_item=split_item)
+    expected = [t.t() @ h for t, h in zip(tokens.split(n), hidden.split(n))]
+    if split_item == 3:
+        (stacked,) = ys
+        assert stacked.shape == (3, 4, 5)
+        ys = list(stacked)
+    for y, e in zip(ys, expected):
+        torch.testing.assert_close(y.cpu(), e, rtol=1e-5, atol=1e-5)
+    per_group = torch_npu.npu_grouped_matmul([tokens.npu().t()], [h.npu() for h in hidden.split(n)],
+                                             group_list=torch.tensor(group_list).npu(), group_type=2, split_item=3)
+    torch.testing.assert_close(per_group[0].cpu(), torch.stack(expected), rtol=1e-5, atol=1e-5)
+
+
+def test_grouped_matmul_group_types_and_overloads():
+    x, w = rnd(6, 4, seed=5), [rnd(4, 3, seed=6), rnd(4, 3, seed=7)]
+    ys = torch.ops.npu.npu_grouped_matmul.List([x.npu()], [t.npu() for t in w], group_list=[2, 6], group_type=-1,
+                                               split_item=1)
+    torch.testing.assert_close(ys[1].cpu(), x[2:] @ w[1], rtol=1e-5, atol=1e-5)
+    (half,) = torch.ops.npu.npu_grouped_matmul([x.npu()], [w[0].npu()], output_dtype=torch.float16, split_item=3)
+    assert half.dtype == torch.float16  # op-plugin's int output_dtype takes a torch dtype
+    for bad in (1, 3):
+        with pytest.raises(RuntimeError, match=f"group_type only supports -1, 0 and 2, but got {bad}"):
+            torch_npu.npu_grouped_matmul([x.npu()], [w[0].npu()], group_list=[6], group_type=bad)
+    with pytest.raises(RuntimeError, match="x_dtype .* is not supported on vNPU"):
+        torch.ops.npu.npu_grouped_matmul([x.npu()], [w[0].npu()], x_dtype=torch_npu.hifloat8)

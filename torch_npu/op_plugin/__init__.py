@@ -26,12 +26,13 @@ from torch_npu.op_plugin._out_list import with_out_list
 
 def npu_grouped_matmul(x, weight, *, bias=None, group_list=None, split_item=0, group_type=None, group_list_type=0,
                        act_type=0, output_dtype=None, **quantised):
-    """torch_npu.npu_grouped_matmul: group_list may be a list of ints or a tensor."""
+    """torch_npu.npu_grouped_matmul: group_list a tensor, or a list of ints
+    (op-plugin's .List overload, whose sizes are known while tracing)."""
+    op = torch.ops.npu.npu_grouped_matmul
     if group_list is not None and not isinstance(group_list, torch.Tensor):
-        group_list = torch.tensor(list(group_list), dtype=torch.int64)
-    return torch.ops.npu.npu_grouped_matmul(x, weight, bias=bias, group_list=group_list, split_item=split_item,
-                                            group_type=group_type, group_list_type=group_list_type,
-                                            act_type=act_type, output_dtype=output_dtype, **quantised)
+        op, group_list = op.List, [int(v) for v in group_list]
+    return op(x, weight, bias=bias, group_list=group_list, split_item=split_item, group_type=group_type,
+              group_list_type=group_list_type, act_type=act_type, output_dtype=output_dtype, **quantised)
 
 
 def npu_apply_adam_w(beta1_power, beta2_power, lr, weight_decay, beta1, beta2, eps, grad, max_grad_norm, amsgrad,

@@ -133,6 +133,30 @@ def _dequantised_matmul(fn, i, xi, wi, bias, scale, per_token_scale, antiquant_s
     return y.to(output_dtype) if output_dtype is not None else y
 
 
+def _k_split(fn, x, weight, bias, scale, per_token_scale, antiquant_scale, group_list, group_list_type, split_item,
+             output_dtype):
+    """group_type 2: the contraction dimension K is split. x is one (M, K)
+    tensor (typically x.t() of tokens x hidden, the tokens being K), the
+    weights hold the groups' rows of one (K, N) tensor, and group i gives
+    x[:, K_i] @ weight[K_i] of shape (M, N): the weight gradient of a grouped
+    matmul, one per expert. split_item 2/3 stack them as (G, M, N)."""
+    check(len(x) == 1, f"{fn}: group_type 2 (split along K) takes one x, but {len(x)} were given.")
+    check(group_list is not None, f"{fn}: group_type 2 (split along K) needs group_list.")
+    check(bias is None and scale is None and per_token_scale is None and antiquant_scale is None,
+          f"{fn}: bias and the quantisation arguments are not supported with group_type 2 on vNPU.")
+    x0 = x[0]
+    rows = torch.cat(weight, 0) if len(weight) > 1 else weight[0]
+    groups = len(group_list) if not isinstance(group_list, torch.Tensor) else group_list.shape[0]
+    sizes = _group_sizes(group_list, group_list_type, x0.shape[1], groups, fn)
+    check(rows.shape[0] >= sum(sizes), f"{fn}: the weights hold {rows.shape[0]} rows of K but group_list covers "
+          f"{sum(sizes)}.")
+    dtype = output_dtype or x0.dtype
+    ys = [(xi @ wi).to(dtype) for xi, wi in zip(x0[:, :sum(sizes)].split(sizes, 1), rows[:sum(sizes)].split(sizes, 0))]
+    if split_item in (2, 3):
+        return [torch.stack(ys, 0)]
+    return ys
+
+
 def npu_grouped_matmul(x, weight, bias=None, scale=None, offset=None, antiquant_scale=None, antiquant_offset=None,
                        per_token_scale=None, group_list=None, activation_input=None, activation_quant_scale=None,
                        activation_quant_offset=None, split_item=0, group_type=None, group_list_type=0, act_type=0,
@@ -158,10 +182,12 @@ def npu_grouped_matmul(x, weight, bias=None, scale=None, offset=None, antiquant_
         _per_expert(t, experts, name, fn) for t, name in (
             (bias, "bias"), (scale, "scale"), (antiquant_scale, "antiquant_scale"),
             (antiquant_offset, "antiquant_offset")))
+    check(group_type in (None, -1, 0, 2), f"group_type only supports -1, 0 and 2, but got {group_type}")
+    if group_type == 2:
+        return _k_split(fn, x, weight, bias, scale, per_token_scale, antiquant_scale, group_list, group_list_type,
+                        split_item, output_dtype)
     if len(x) == 1 and experts > 1 or group_list is not None:
         check(len(x) == 1, f"{fn}: group_list splits a single x, but {len(x)} were given.")
-        check(group_type in (None, 0), f"{fn}: group_type {group_type} is not supported with group_list "
-              "(only 0, split along M).")
         sizes = _group_sizes(group_list, group_list_type, x[0].shape[0], experts, fn) \
             if group_list is not None else None
         check(sizes is not None, f"{fn}: one x with {experts} weights needs group_list.")
@@ -191,16 +217,34 @@ define("npu_moe_token_permute(Tensor tokens, Tensor indices, int? num_out_tokens
        "-> (Tensor, Tensor)", npu_moe_token_permute)
 define("npu_moe_token_unpermute(Tensor permuted_tokens, Tensor sorted_indices, Tensor? probs=None, "
        "bool padded_mode=False, int[]? restore_shape=None) -> Tensor", npu_moe_token_unpermute)
-define("npu_grouped_matmul(Tensor[] x, Tensor[] weight, *, Tensor[]? bias=None, Tensor[]? scale=None, "
-       "Tensor[]? offset=None, Tensor[]? antiquant_scale=None, Tensor[]? antiquant_offset=None, "
-       "Tensor[]? per_token_scale=None, Tensor? group_list=None, Tensor[]? activation_input=None, "
-       "Tensor[]? activation_quant_scale=None, Tensor[]? activation_quant_offset=None, int? split_item=0, "
-       "int? group_type=None, int? group_list_type=0, int? act_type=0, ScalarType? output_dtype=None) -> Tensor[]",
-       lambda x, weight, bias=None, scale=None, offset=None, antiquant_scale=None, antiquant_offset=None,
-       per_token_scale=None, group_list=None, activation_input=None, activation_quant_scale=None,
-       activation_quant_offset=None, split_item=0, group_type=None, group_list_type=0, act_type=0,
-       output_dtype=None: npu_grouped_matmul(
-           x, weight, bias, scale, offset, antiquant_scale, antiquant_offset, per_token_scale, group_list,
-           activation_input, activation_quant_scale, activation_quant_offset, split_item or 0, group_type,
-           group_list_type or 0, act_type or 0, output_dtype),
-       export=False)
+_GMM_ARGS = ("Tensor[] x, Tensor[] weight, *, Tensor[]? bias=None, Tensor[]? scale=None, Tensor[]? offset=None, "
+             "Tensor[]? antiquant_scale=None, Tensor[]? antiquant_offset=None, Tensor[]? per_token_scale=None, "
+             "{group_list} group_list=None, Tensor[]? activation_input=None, Tensor[]? activation_quant_scale=None, "
+             "Tensor[]? activation_quant_offset=None, int? split_item=0, int? group_type=None, "
+             "int? group_list_type=0, int? act_type=0, ")
+
+
+def _grouped_matmul_op(x, weight, bias=None, scale=None, offset=None, antiquant_scale=None, antiquant_offset=None,
+                       per_token_scale=None, group_list=None, activation_input=None, activation_quant_scale=None,
+                       activation_quant_offset=None, split_item=0, group_type=None, group_list_type=0, act_type=0,
+                       tuning_config=None, output_dtype=None, x_dtype=None, weight_dtype=None, scale_dtype=None,
+                       per_token_scale_dtype=None):
+    # op-plugin's overloads: the Tensor one takes output_dtype as an int (a
+    # torch dtype or a torch_npu constant) and the packed-format dtypes of
+    # its inputs; tuning_config is a kernel tiling hint, meaningless here.
+    from torch_npu.op_plugin.dtype_cast import _resolve
+    for name, code in (("x_dtype", x_dtype), ("weight_dtype", weight_dtype), ("scale_dtype", scale_dtype),
+                       ("per_token_scale_dtype", per_token_scale_dtype)):
+        check(code is None, f"npu_grouped_matmul: {name} (hifloat8 / mxfp4 inputs) is not supported on vNPU.")
+    if output_dtype is not None and not isinstance(output_dtype, torch.dtype):
+        output_dtype = _resolve("npu_grouped_matmul", "output_dtype", output_dtype)
+    return npu_grouped_matmul(x, weight, bias, scale, offset, antiquant_scale, antiquant_offset, per_token_scale,
+                              group_list, activation_input, activation_quant_scale, activation_quant_offset,
+                              split_item or 0, group_type, group_list_type or 0, act_type or 0, output_dtype)
+
+
+define("npu_grouped_matmul(" + _GMM_ARGS.format(group_list="Tensor?") + "int[]? tuning_config=None, "
+       "int? output_dtype=None, int? x_dtype=None, int? weight_dtype=None, int? scale_dtype=None, "
+       "int? per_token_scale_dtype=None) -> Tensor[]", _grouped_matmul_op, export=False)
+define("npu_grouped_matmul.List(" + _GMM_ARGS.format(group_list="int[]?") + "ScalarType? output_dtype=None) "
+       "-> Tensor[]", _grouped_matmul_op, export=False)

@@ -31,7 +31,7 @@ def _grouped_matmul(args):
                                                      "per_token_scale", "activation_input",
                                                      "activation_quant_scale", "activation_quant_offset"))
     candidates = [Candidate(inputs={}, outputs=[Replicate()])]
-    if quantised:
+    if quantised or args.get("group_type") == 2:  # K split: groups are ranges of the contracted dimension
         return candidates
     if not has_bias:
         # linear in w and in x: partial operands give a partial product
