@@ -257,6 +257,24 @@ def test_group_name_without_distributed():
         ops.npu_mm_all_reduce_base(t(2, 4), t(4, 4), "")
 
 
+def test_mm_all_reduce_propagates_shapes_under_fake_tensors_without_a_job():
+    # op-plugin's meta function never looks the communicator up: FakeTensorMode
+    # gives the output's shape and dtype whatever hcom says (outside a job)
+    import torch.distributed as dist
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    if dist.is_initialized():
+        pytest.skip("a process group is up")
+    with FakeTensorMode():
+        out = ops.npu_mm_all_reduce_base(torch.randn(8, 16, dtype=torch.float16).npu(),
+                                         torch.randn(16, 4, dtype=torch.float16).npu(), "any group")
+        quant = ops.npu_mm_all_reduce_base(torch.ones(8, 16, dtype=torch.int8).npu(),
+                                           torch.ones(16, 4, dtype=torch.int8).npu(), "any group",
+                                           dequant_scale=torch.ones(4, dtype=torch.bfloat16).npu())
+    assert (out.shape, out.dtype, quant.dtype) == ((8, 4), torch.float16, torch.bfloat16)
+    with pytest.raises(RuntimeError, match="names no hccl process group"):  # real tensors still need the group
+        ops.npu_mm_all_reduce_base(t(2, 4), t(4, 4), "any group")
+
+
 # ------------------------------------------------------------------ the 2-rank job
 
 JOB = r'''

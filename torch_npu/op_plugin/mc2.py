@@ -168,6 +168,16 @@ def _group(fn, arg, name):
                        f"known names: {known}.")
 
 
+def _group_unless_shapes_only(fn, arg, name, t):
+    """_group, except for fake or meta tensors outside a distributed job: those
+    only propagate shapes (FakeTensorMode, as op-plugin's meta functions do,
+    which never look the communicator up), and a reduction changes no shape."""
+    from torch._subclasses.fake_tensor import is_fake
+    if (is_fake(t) or t.device.type == "meta") and not (dist.is_available() and dist.is_initialized()):
+        return None
+    return _group(fn, arg, name)
+
+
 def _check_world(fn, pg, name, world_size):
     check(world_size == pg.size(), f"{fn}: {name} {world_size} should equal the size {pg.size()} of the "
           "communicator's group.")
@@ -540,8 +550,9 @@ def npu_mm_all_reduce_base(x1, x2, hcom, *, reduce_op="sum", bias=None, antiquan
     if x3 is not None:
         check(tuple(x3.shape) == out_shape, f"{fn}: x3 should have the output's shape {list(out_shape)}, but got "
               f"{list(x3.shape)}.")
-    pg = _group(fn, "hcom", hcom)
-    _check_device(fn, pg, "hcom", x1)
+    pg = _group_unless_shapes_only(fn, "hcom", hcom, x1)
+    if pg is not None:
+        _check_device(fn, pg, "hcom", x1)
     with torch.no_grad():
         if full_quant:
             acc = _int_or_float_matmul(a, x2)
@@ -556,7 +567,7 @@ def npu_mm_all_reduce_base(x1, x2, hcom, *, reduce_op="sum", bias=None, antiquan
                 y = y + bias.float()
         if x3 is not None:
             y = y + x3.reshape(m, n).float()
-        return _all_reduce(y, pg).to(out_dtype).reshape(out_shape)
+        return (y if pg is None else _all_reduce(y, pg)).to(out_dtype).reshape(out_shape)
 
 
 # --- all-to-all matmuls --------------------------------------------------------------------------
