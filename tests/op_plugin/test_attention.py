@@ -282,6 +282,8 @@ def test_fusion_attention_long_sequence_memory_is_linear():
 @pytest.mark.parametrize("kwargs,match", [
     (dict(input_layout="BHS"), "input_layout should be one of"),
     (dict(head_num=3), "not divisible by head_num"),
+    (dict(input_layout="SBH", head_num=16, query=torch.randn(1, 2, 16, 16)),
+     r"query should be 3-dimensional for input_layout 'SBH', but got shape \[1, 2, 16, 16\]"),
     (dict(atten_mask=torch.zeros(5, 7, dtype=torch.bool)), "atten_mask of shape"),
     (dict(atten_mask=torch.zeros(16, 16)), "atten_mask should be bool or uint8"),
     (dict(sparse_mode=6), "sparse_mode 6 is not supported"),
@@ -298,6 +300,8 @@ def test_fusion_attention_bad_input(kwargs, match):
     q = torch.randn(2, 16, 16, device="npu")  # BSH with 2 heads of 8
     args = dict(head_num=2, input_layout="BSH")
     args.update(kwargs)
+    if "query" in args:
+        q = args.pop("query").npu()
     for name in ("atten_mask", "sink", "dropout_mask"):
         if isinstance(args.get(name), torch.Tensor):
             args[name] = args[name].npu()

@@ -82,8 +82,10 @@ def _from_bnsd(x, layout):
 def _head_dim(query, layout, head_num, fn):
     check(isinstance(head_num, int) and head_num > 0, f"{fn}: head_num should be a positive int, but got {head_num}.")
     if layout in ("BSH", "SBH"):
-        check(query.dim() == 3 and query.shape[2] % head_num == 0,
-              f"{fn}: query's hidden size {list(query.shape)[-1:]} is not divisible by head_num {head_num}.")
+        check(query.dim() == 3, f"{fn}: query should be 3-dimensional for input_layout '{layout}', but got shape "
+              f"{list(query.shape)}.")
+        check(query.shape[2] % head_num == 0,
+              f"{fn}: query's hidden size {query.shape[2]} is not divisible by head_num {head_num}.")
         return query.shape[2] // head_num
     heads = {"BSND": 2, "BNSD": 1, "TND": 1}[layout]
     check(query.dim() == (3 if layout == "TND" else 4), f"{fn}: query should be "
