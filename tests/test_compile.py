@@ -138,6 +138,20 @@ def test_a_graph_with_a_cpu_scalar_input_takes_the_direct_path():
     assert close(f(x.npu(), torch.tensor(2.0)), (x * 2).relu())
 
 
+def test_an_uninitialised_cpu_tensor_moved_to_npu_keeps_its_shape():
+    # Inductor rebuilt the copy of its empty buffer from the zero loop ranges
+    # that keep it unfilled: the result had shape (0, 0)
+    def fill():
+        x = torch.empty(8, 16).npu()
+        x.uniform_(-1, 1)
+        return x + torch.empty_permuted((8, 16), (1, 0)).npu().fill_(2)
+
+    torch._dynamo.reset()
+    out = torch.compile(fill, backend="inductor")()
+    assert out.shape == (8, 16) and out.device.type == "npu"
+    assert bool(((out >= 1) & (out <= 3)).all()) and out.std().item() > 0.1
+
+
 def test_compiled_code_runs_in_stream_order_without_syncing():
     f = torch.compile(lambda x: (x * 2 + 1).relu())
     x = torch.zeros(1000, device="npu")

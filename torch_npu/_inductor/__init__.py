@@ -49,6 +49,7 @@ def _register(classes):
                                 classes["CppWrapperCodegen"])
     _treat_npu_nodes_as_cpp_kernels()
     _name_cpp_as_npu_backend()
+    _copy_empty_buffers_as_empty_buffers()
 
 
 def _treat_npu_nodes_as_cpp_kernels():
@@ -63,6 +64,35 @@ def _treat_npu_nodes_as_cpp_kernels():
         return device is not None and device.type in ("cpu", "npu")
 
     scheduler.BaseSchedulerNode.is_cpu = is_cpu
+
+
+def _copy_empty_buffers_as_empty_buffers():
+    """``torch.empty(...).npu()`` compiles to a device copy of an uninitialised
+    buffer. Inductor lowers ``empty`` to a buffer whose loop ranges are zeros
+    (so that no kernel fills it) and moves a buffer that reads no inputs with
+    ``constant_to_device``, which rebuilds it from those ranges: the copy came
+    out with shape (0, 0). A copy to npu of such an empty buffer is an empty
+    buffer of the same layout on npu instead."""
+    from torch._inductor import ir, lowering
+
+    create = ir.DeviceCopy.create.__func__
+
+    def empty_source(x):
+        while isinstance(x, ir.MutableBox):
+            x = x.data
+        if not (isinstance(x, ir.ComputedBuffer) and isinstance(x.data, ir.Pointwise)):
+            return None
+        ranges, size = x.data.ranges, x.get_size()
+        return x if len(ranges) == len(size) and all(r == 0 for r in ranges) and any(s != 0 for s in size) else None
+
+    def device_copy(cls, x, device, non_blocking):
+        source = empty_source(x) if device.type == "npu" else None
+        if source is not None:
+            return lowering.empty_strided(source.get_size(), source.get_stride(), dtype=source.get_dtype(),
+                                          device=device).data.data
+        return create(cls, x, device, non_blocking)
+
+    ir.DeviceCopy.create = classmethod(device_copy)
 
 
 def _name_cpp_as_npu_backend():
