@@ -79,6 +79,28 @@ def test_update_re_records_the_group_with_new_host_arguments():
     graph.reset()
 
 
+def test_the_one_call_update_binding_re_records_the_group_and_records_the_event():
+    # torch_npu._C._npu_fused_infer_attention_score_out_graph: begin, the
+    # operator, end and the event record, as one call
+    torch.manual_seed(1)
+    q, k, v = torch.randn(2, 1, 32).half().npu(), torch.randn(2, 8, 32).half().npu(), torch.randn(2, 8, 32).half().npu()
+    out, lse = torch.empty(2, 1, 32, dtype=torch.half, device="npu"), torch.empty(0, device="npu")
+    _fia(q, k, v, out, lse, [8, 8])
+    torch.npu.synchronize()
+    graph, event, handle, y = _decode_graph(q, k, v, out, lse, [8, 8])
+    update_stream = _side_stream()
+    for seq_lens in ([2, 7], [8, 1]):
+        graph.replay()
+        with torch.npu.stream(update_stream):
+            got = torch_npu._C._npu_fused_infer_attention_score_out_graph(
+                update_stream, handle, event, q, k, v, num_heads=2, input_layout="BSH", scale=0.25,
+                actual_seq_lengths_kv=seq_lens, softmax_lse_flag=True, out=[out, lse])
+        assert got[0] is out and got[1] is lse
+        torch.npu.synchronize()
+        assert torch.equal(y.cpu(), _reference(q, k, v, seq_lens).cpu())
+    graph.reset()
+
+
 def test_an_update_runs_nothing_and_takes_effect_at_the_next_replay():
     a = torch.ones(4, device="npu")
     out = torch.zeros(4, device="npu")

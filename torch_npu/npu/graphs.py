@@ -78,6 +78,25 @@ def graph_task_update_end(stream):
     _C._graph_task_update_end(stream)
 
 
+def _npu_fused_infer_attention_score_out_graph(stream, handle, event, query, key, value, *args, out, **kwargs):
+    """Task update of a captured npu_fused_infer_attention_score.out in one
+    call (torch_npu._C's binding of that name): on ``stream``, the operator
+    with the new arguments becomes task group ``handle``'s work, then
+    ``event``, which the replay waits for, is recorded. Returns ``out``'s
+    (attention_out, softmax_lse)."""
+    import torch_npu
+    graph_task_update_begin(stream, handle)
+    try:
+        torch_npu.npu_fused_infer_attention_score.out(query, key, value, *args, out=out, **kwargs)
+    finally:
+        graph_task_update_end(stream)
+    event.record(stream)
+    return tuple(out)
+
+
+_C._npu_fused_infer_attention_score_out_graph = _npu_fused_infer_attention_score_out_graph
+
+
 class _GraphDispatchRecord:
     """One call captured by an automatic capture: the task group it was
     captured in, the event its replay waits for, and its arguments (npu
