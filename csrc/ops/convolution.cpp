@@ -13,16 +13,6 @@
 namespace torch_npu {
 namespace {
 
-// The memory format of a convolution's results: what ATen decides for a
-// device whose convolutions are "overrideable" (every PrivateUse1 backend),
-// which is also what FakeTensor, and so torch.compile, assumes for npu
-// tensors: contiguous. ATen's CPU kernels that compute them would return
-// channels_last for channels_last operands; real torch_npu's convolutions
-// return the base format too.
-at::MemoryFormat result_memory_format(const at::Tensor& input, const at::Tensor& weight) {
-  return at::native::_determine_backend_memory_format(input, weight, at::native::ConvBackend::Overrideable);
-}
-
 // Validates like ATen's check_shape_forward, with its messages, so bad
 // shapes fail at the call rather than later on the stream.
 std::vector<int64_t> output_shape(const at::Tensor& input, const at::Tensor& weight,
@@ -74,7 +64,7 @@ at::Tensor npu_convolution(const at::Tensor& input, const at::Tensor& weight, co
   const auto shape = output_shape(input, weight, s, p, d, transposed, op, g);
   TORCH_CHECK(input.scalar_type() == weight.scalar_type(), "Input type (", input.scalar_type(),
               ") and weight type (", weight.scalar_type(), ") should be the same");
-  const auto memory_format = result_memory_format(input, weight);
+  const auto memory_format = input.suggest_memory_format();
   at::Tensor out = empty_npu(shape, {}, input.options().memory_format(memory_format), device);
   LaunchSnapshot snap;
   launch(device, "convolution", {out}, snap,
@@ -96,9 +86,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_convolution_backward(
   auto s = C10_AS_INTARRAYREF_SLOW(stride).vec(), p = C10_AS_INTARRAYREF_SLOW(padding).vec(), d = C10_AS_INTARRAYREF_SLOW(dilation).vec(), op = C10_AS_INTARRAYREF_SLOW(output_padding).vec();
   const int64_t g = groups.expect_int();
   at::Tensor grad_input, grad_weight, grad_bias;
-  // One memory format for both gradients, as for the forward's result
-  // (FakeTensor gives the gradients that format).
-  const auto memory_format = result_memory_format(input, weight);
+  // One memory format for both gradients, from the input's and the weight's,
+  // as ATen's backends and its meta function choose it (compiled graphs
+  // check the strides they get against the meta function's).
+  auto memory_format = at::MemoryFormat::Contiguous;
+  for (const auto format : {input.suggest_memory_format(), weight.suggest_memory_format()}) {
+    if (format == at::MemoryFormat::ChannelsLast || format == at::MemoryFormat::ChannelsLast3d) memory_format = format;
+  }
   if (output_mask[0]) grad_input = empty_npu(input.sizes(), {}, input.options().memory_format(memory_format), device);
   if (output_mask[1]) grad_weight = empty_npu(weight.sizes(), {}, weight.options().memory_format(memory_format), device);
   const int64_t out_channels = transposed ? weight.size(1) * g : weight.size(0);
