@@ -152,6 +152,25 @@ def test_an_uninitialised_cpu_tensor_moved_to_npu_keeps_its_shape():
     assert bool(((out >= 1) & (out <= 3)).all()) and out.std().item() > 0.1
 
 
+def test_the_cpu_kernels_of_a_graph_that_mixes_devices_run_as_cpu_kernels():
+    # Such a graph takes the direct npu path; its cpu kernels were queued on
+    # the npu stream, so they ran after the call returned (reading cpu
+    # buffers the wrapper had freed: heap corruption at exit).
+    def mixed(x):
+        y = (x * 2 + 1).sum(1)
+        z = torch.zeros(4, device="npu") + 3
+        return y, z
+
+    torch._dynamo.reset()
+    f = torch.compile(mixed, backend="inductor")
+    x = torch.arange(12.0).reshape(4, 3)
+    f(x)  # compile first
+    torch.npu._sleep(200_000)  # the npu stream is busy for 200 ms
+    y, z = f(x)
+    assert y.device.type == "cpu" and torch.equal(y, (x * 2 + 1).sum(1))  # no wait for the stream
+    assert torch.equal(z.cpu(), torch.full((4,), 3.0))
+
+
 def test_compiled_code_runs_in_stream_order_without_syncing():
     f = torch.compile(lambda x: (x * 2 + 1).relu())
     x = torch.zeros(1000, device="npu")

@@ -30,14 +30,30 @@ struct PackedCall {
 }  // namespace
 
 extern "C" const char* torch_npu_launch_host_kernel(void (*run)(void*), void (*discard)(void*), void* args,
-                                                    const void* first_buffer) noexcept {
+                                                    const void* const* buffers, size_t count) noexcept {
   thread_local std::string error;
   PackedCall call(run, discard, args);
   try {
-    int device = first_buffer != nullptr ? vnpu::Runtime::instance().device_of_pointer(first_buffer) : -1;
+    int device = -1;
+    bool touches_host_memory = false;
+    for (size_t i = 0; i < count; ++i) {
+      if (buffers[i] == nullptr) continue;
+      const int owner = vnpu::Runtime::instance().device_of_pointer(buffers[i]);
+      if (owner < 0) {
+        touches_host_memory = true;
+      } else if (device < 0) {
+        device = owner;
+      }
+    }
     if (device < 0) device = current_device();
-    current_runtime_stream(static_cast<c10::DeviceIndex>(device))
-        .enqueue(vnpu::TaskKind::kKernel, "inductor_kernel", std::move(call));
+    vnpu::Stream& stream = current_runtime_stream(static_cast<c10::DeviceIndex>(device));
+    if (!touches_host_memory) {
+      stream.enqueue(vnpu::TaskKind::kKernel, "inductor_kernel", std::move(call));
+      return nullptr;
+    }
+    // As a CPU kernel: synchronously, after the npu work it may read.
+    stream.synchronize();
+    call();
     return nullptr;
   } catch (const std::exception& e) {
     error = e.what();

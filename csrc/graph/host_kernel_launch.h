@@ -13,15 +13,20 @@
 // through the address in _TORCH_NPU_HOST_KERNEL_LAUNCH (host_kernel_launcher_address).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace torch_npu {
 
 // `run(args)` on the stream, then `discard(args)`; also `discard(args)`
-// when the launch fails, whose message is returned (nullptr: queued).
-// `first_buffer` (may be null: the current device) picks the device.
+// when the launch fails, whose message is returned (nullptr: done).
+// `buffers` are the kernel's `count` pointer arguments: the first in npu
+// memory picks the device (none: the current device). A kernel that also
+// reads or writes host memory (the cpu tensors of a graph that mixes
+// devices) runs at once on the caller, after the device's current stream
+// drained: queued, it could run after the wrapper freed those tensors.
 extern "C" const char* torch_npu_launch_host_kernel(void (*run)(void*), void (*discard)(void*), void* args,
-                                                    const void* first_buffer) noexcept;
+                                                    const void* const* buffers, size_t count) noexcept;
 
 // The address of torch_npu_launch_host_kernel, for the bindings.
 uintptr_t host_kernel_launcher_address();

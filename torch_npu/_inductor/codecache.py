@@ -3,8 +3,10 @@
 ``CppPythonBindingsCodeCache`` wraps each generated C++ kernel in a Python
 binding that parses the arguments (tensors to data pointers, sizes) and calls
 the kernel. Ours parses them the same way, packs them in a tuple, and hands
-the call to torch_npu's launcher, which queues it on the current stream of
-the device holding the kernel's first buffer (csrc/graph/host_kernel_launch.h).
+the call to torch_npu's launcher with the kernel's pointer arguments, which
+queues it on the current stream of the device holding its buffers, or runs it
+at once when it also touches host memory (the cpu part of a graph that mixes
+devices: csrc/graph/host_kernel_launch.h).
 
 Note [A compiled kernel's OpenMP team]: Inductor fixes a kernel's thread
 count when it generates it (``cpp.threads``; one core fewer than torch's
@@ -31,6 +33,8 @@ class NpuCppPythonBindingsCodeCache(CppPythonBindingsCodeCache):
     entry_function = "kernel"
     # Helpers for the call below ({{ }}: the text is str.format'ed).
     extra_parse_arg = """
+        #include <array>
+        #include <cstddef>
         #include <tuple>
         #include <type_traits>
         #ifdef _OPENMP
@@ -45,7 +49,7 @@ class NpuCppPythonBindingsCodeCache(CppPythonBindingsCodeCache):
             explicit TorchNpuOpenMPTeam(int) {{}}
         #endif
         }};
-        using TorchNpuLaunch = const char* (*)(void (*)(void*), void (*)(void*), void*, const void*);
+        using TorchNpuLaunch = const char* (*)(void (*)(void*), void (*)(void*), void*, const void* const*, size_t);
         static TorchNpuLaunch torch_npu_launcher() {{
             static const TorchNpuLaunch launch = [] {{
                 const char* text = std::getenv("_TORCH_NPU_HOST_KERNEL_LAUNCH");
@@ -54,29 +58,30 @@ class NpuCppPythonBindingsCodeCache(CppPythonBindingsCodeCache):
             if (launch == nullptr) throw std::runtime_error("torch_npu's kernel launcher is not set");
             return launch;
         }}
-        template <typename Packed> static const void* torch_npu_first_buffer(const Packed& packed) {{
-            const void* found = nullptr;
-            auto pick = [&](const auto& x) {{
-                if constexpr (std::is_pointer_v<std::decay_t<decltype(x)>>) {{
-                    if (found == nullptr) found = static_cast<const void*>(x);
-                }}
-            }};
-            std::apply([&](const auto&... x) {{ (pick(x), ...); }}, packed);
-            return found;
-        }}
+        template <typename Packed> struct TorchNpuBuffers {{  // the kernel's pointer arguments
+            std::array<const void*, std::tuple_size_v<Packed> + 1> at{{}};
+            size_t count = 0;
+            explicit TorchNpuBuffers(const Packed& packed) {{
+                auto pick = [&](const auto& x) {{
+                    if constexpr (std::is_pointer_v<std::decay_t<decltype(x)>>) at[count++] = static_cast<const void*>(x);
+                }};
+                std::apply([&](const auto&... x) {{ (pick(x), ...); }}, packed);
+            }}
+        }};
     """
     # The kernel's arguments, parsed as Inductor's binding parses them, are
     # moved into a heap tuple that the stream task applies, then frees.
     call_entry_function = """
         auto* packed = new auto(std::make_tuple({}));
         using Packed = std::remove_pointer_t<decltype(packed)>;
+        const TorchNpuBuffers<Packed> buffers(*packed);
         const char* error = torch_npu_launcher()(
             [](void* p) {{
                 TorchNpuOpenMPTeam team(TORCH_NPU_KERNEL_THREADS);
                 std::apply([](auto... a) {{ kernel(a...); }}, *static_cast<Packed*>(p));
             }},
             [](void* p) {{ delete static_cast<Packed*>(p); }},
-            packed, torch_npu_first_buffer(*packed));
+            packed, buffers.at.data(), buffers.count);
         if (error != nullptr) throw std::runtime_error(error);
         Py_RETURN_NONE;
     """
