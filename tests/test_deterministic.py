@@ -106,3 +106,21 @@ def test_deterministic_results_match_cpu():
             if device == "cpu":
                 expected = (out, scatter)
         assert torch.equal(out.cpu(), expected[0]) and torch.equal(scatter.cpu(), expected[1])
+
+
+def test_a_big_reduction_gives_the_same_bits_whatever_the_host_is_doing():
+    # Note [Deterministic team sizes]: the intra-op rule gives a kernel more
+    # threads while a host thread is blocked on the device, and ATen's sum
+    # splits by its team; in deterministic mode the host state is not read.
+    x = torch.randn(64, 3, 64, 64, device="npu")
+    with deterministic(fill=False):
+        first = torch.sum(x)
+        torch.npu.synchronize()
+        sums = []
+        for i in range(60):
+            s = torch.sum(x)
+            if i % 2:
+                torch.npu.synchronize()  # the host blocks while the sum may still run
+            sums.append(s)
+        sums = torch.stack(sums).cpu()
+    assert bool((sums == first.cpu()).all()), sums.unique()

@@ -25,6 +25,16 @@ int stage_max_threads();
 // (Note [The work of a GEMM], csrc/launch/tensor_ref.h); outside, -1 (unknown).
 int64_t stage_work();
 
+// Note [Deterministic team sizes]
+// The host state the intra-op rule reads (vnpu/intra_op_threads.h): whether
+// a host thread is blocked on the device. ATen's parallel reductions split
+// their input by the team size, so a sum whose team depended on what the
+// host happened to be doing gave other bits from call to call. Under
+// torch.use_deterministic_algorithms(True) the rule reads "not blocked"
+// always: a kernel's team depends on its size and the process's threads
+// alone, and repeated calls give the same bits.
+bool host_blocked_for_intra_op_threads();
+
 class ScopedIntraOpThreads {
  public:
   // `current`: the thread's count now, when the caller has read it already.

@@ -1,5 +1,6 @@
 #include "csrc/launch/launch.h"
 
+#include <ATen/Context.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 
 #include <algorithm>
@@ -22,7 +23,7 @@ namespace {
 
 int intra_op_threads(int64_t work, int max_threads) {
   // The rule and its reasons: runtime/include/vnpu/intra_op_threads.h.
-  return vnpu::intra_op_threads(work, max_threads, vnpu::blocked_host_threads() > 0);
+  return vnpu::intra_op_threads(work, max_threads, host_blocked_for_intra_op_threads());
 }
 
 thread_local int t_stage_max_threads = 0;
@@ -48,6 +49,11 @@ class IntraOpThreads {
 };
 
 }  // namespace
+
+bool host_blocked_for_intra_op_threads() {
+  // Note [Deterministic team sizes] (intra_op_thread_count.h)
+  return !at::globalContext().deterministicAlgorithms() && vnpu::blocked_host_threads() > 0;
+}
 
 int stage_max_threads() { return t_stage_max_threads > 0 ? t_stage_max_threads : omp_get_max_threads(); }
 int64_t stage_work() { return t_stage_work; }
