@@ -14,10 +14,13 @@ from torch_npu.op_plugin.atb import _atb_ops  # noqa: F401  (defines torch.ops.a
 from torch_npu.op_plugin._out_list import with_out_list
 
 __all__ = [
-    "npu_paged_cache_load", "npu_multi_head_latent_attention", "_npu_multi_head_latent_attention_get_workspace",
-    "_npu_paged_attention_v2", "_npu_paged_attention_v2_get_workspace", "_npu_flash_attention_v2",
-    "_npu_flash_attention_prefix_v2", "npu_fused_add_topk_div", "npu_ring_mla", "npu_self_attention_prefix_encoder",
-    "npu_mla_preprocess",
+    "npu_paged_cache_load", "npu_multi_head_latent_attention", "npu_fused_add_topk_div", "npu_ring_mla",
+    "npu_self_attention_prefix_encoder", "npu_mla_preprocess",
+]
+# Also here, by name (vllm-ascend calls them so), but private: not in __all__.
+_PRIVATE = [
+    "_npu_multi_head_latent_attention_get_workspace", "_npu_paged_attention_v2",
+    "_npu_paged_attention_v2_get_workspace", "_npu_flash_attention_v2", "_npu_flash_attention_prefix_v2",
 ]
 
-globals().update({name: with_out_list(getattr(torch.ops.atb, name)) for name in __all__})
+globals().update({name: with_out_list(getattr(torch.ops.atb, name)) for name in __all__ + _PRIVATE})
