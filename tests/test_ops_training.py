@@ -92,6 +92,18 @@ def test_matmul_half_and_bf16():
         assert_close(out, a @ b)
 
 
+def test_addmm_with_a_float32_bias_and_half_matrices_returns_float32():
+    # torch_npu's addmm (aclnnAddmm): self's dtype, the product kept in float32
+    for dtype in (torch.float16, torch.bfloat16):
+        a, b = rnd(16, 32, grad=False, seed=1).to(dtype), rnd(32, 8, grad=False, seed=2).to(dtype)
+        for bias in (rnd(8, grad=False, seed=3), rnd(16, 8, grad=False, seed=4)):
+            out = torch.addmm(bias.npu(), a.npu(), b.npu(), beta=0.5, alpha=1.25).cpu()
+            assert out.dtype == torch.float32
+            assert_close(out, 0.5 * bias + 1.25 * (a.float() @ b.float()), atol=1e-5, rtol=1e-5)
+    with pytest.raises(RuntimeError, match="same dtype"):  # other mixes stay refused, as on cpu
+        torch.addmm(rnd(8, grad=False).half().npu(), rnd(4, 6, grad=False).npu(), rnd(6, 8, grad=False).npu())
+
+
 # --- convolution ---------------------------------------------------------------
 
 CONV_CASES = {

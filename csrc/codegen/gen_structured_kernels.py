@@ -85,6 +85,20 @@ QUIET_STAGE_2: dict[str, str] = {
     "index": "indexing with dtype torch.uint8 is now deprecated",
 }
 
+# Note [A float32 bias with half matrices]
+# torch_npu's addmm takes a float32 self (the bias) with float16 or bfloat16
+# matrices (aclnnAddmm), and its result has self's dtype: the product is
+# accumulated and returned in float32, not rounded to the matrices' dtype.
+# ATen's meta function refuses the mix ("self and mat2 must have the same
+# dtype"), so the functional variant redispatches it first with the matrices
+# in float32, which computes the same. Op -> the code run before meta.
+BEFORE_META: dict[str, str] = {
+    "addmm": ("if (self.scalar_type() == at::kFloat && mat1.scalar_type() == mat2.scalar_type() &&\n"
+              "      (mat1.scalar_type() == at::kHalf || mat1.scalar_type() == at::kBFloat16)) {\n"
+              "    return at::addmm(self, mat1.to(at::kFloat), mat2.to(at::kFloat), beta, alpha);\n"
+              "  }"),
+}
+
 TORCH_DIR = os.path.dirname(torchgen.__file__)
 YAML_DIR = os.path.join(TORCH_DIR, "packaged", "ATen", "native")
 # Installed ATen headers, to check that the headers we include exist.
@@ -242,6 +256,8 @@ def gen_variant(g: NativeFunctionsGroup, f: NativeFunction) -> str:
         lines.append("  const at::Tensor indices_int64 = indices_as_int64(indices);")
         replaced["indices"] = "indices_int64"
 
+    if k is SchemaKind.functional and str(g.functional.func.name.name) in BEFORE_META:
+        lines.append("  " + BEFORE_META[str(g.functional.func.name.name)])
     if k is SchemaKind.functional:
         lines.append(f"  StructuredFunctional<{meta_class}, {n_out}> op(device);")
     else:
