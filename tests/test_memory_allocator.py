@@ -598,6 +598,31 @@ def test_expandable_segments_true_warns_once_and_allocates_ordinary_segments():
     assert r.stdout.splitlines()[1].startswith("expandable_segments:True is not supported by the virtual NPU")
 
 
+def test_expandable_segments_reserve_whole_granules_and_empty_virt_addr_cache_releases_them():
+    # Note [Expandable segments' granules]: as memory_reserved() reads on the
+    # chip, where an expandable segment maps segment_size_mb at a time
+    r = run_python("""
+        import gc, warnings, torch, torch_npu
+        warnings.simplefilter("ignore")
+        x = torch.empty(2 * 1024 * 1024, device="npu")  # 8 MiB
+        first = torch.npu.memory_reserved()
+        y = torch.empty(33 * 1024 * 1024, device="npu")  # 132 MiB: two granules
+        second = torch.npu.memory_reserved() - first
+        del x, y
+        torch_npu.npu.empty_virt_addr_cache()
+        print(first >> 20, second >> 20, torch.npu.memory_reserved(), torch.npu.max_memory_reserved() >> 20)
+    """, PYTORCH_NPU_ALLOC_CONF="expandable_segments:True,segment_size_mb:128")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["128", "256", "0", "384"]
+    r = run_python("""
+        import warnings, torch
+        warnings.simplefilter("ignore")
+        x = torch.empty(3 * 1024 * 1024, device="npu")  # 12 MiB: one 20 MiB granule by default
+        print(torch.npu.memory_reserved() >> 20)
+    """, PYTORCH_NPU_ALLOC_CONF="expandable_segments:True")
+    assert r.stdout.split() == ["20"], r.stderr
+
+
 def test_alloc_conf_memory_fraction_applies():
     r = run_python("""
         import torch, torch_npu

@@ -34,7 +34,8 @@ auto with_config_errors(F&& parse) {
 }
 
 // expandable_segments:True is accepted, as CUDA accepts it on platforms
-// that cannot map memory: one warning, then ordinary segments.
+// that cannot map memory: one warning, then ordinary segments of whole
+// segment_size_mb granules (Note [Expandable segments' granules]).
 //
 // The pinned host allocator's pin_memory_expandable_segments and
 // pinned_mem_register need CANN 8.5 (and a recent driver); vNPU reports
@@ -51,8 +52,8 @@ void warn_about_options_turned_off(const vnpu::AllocConfig& config) {
   }
   if (!config.expandable_segments) return;
   TORCH_WARN_ONCE("expandable_segments:True is not supported by the virtual NPU (its device memory cannot be "
-                  "remapped to grow a segment); the caching allocator uses ordinary segments, as with "
-                  "expandable_segments:False");
+                  "remapped to grow a segment); the caching allocator uses ordinary segments, each of whole "
+                  "segment_size_mb granules as an expandable segment maps them");
 }
 
 // The device's allocators without initializing torch_npu (statistics of a

@@ -247,6 +247,14 @@ std::size_t CachingAllocator::round_size(std::size_t bytes) const {
 std::size_t CachingAllocator::segment_size(std::size_t size) const {
   if (!caching_ || no_split_) return size;
   if (size <= kSmallSize) return kSmallBuffer;
+  if (config_.expandable_segments) {
+    // Note [Expandable segments' granules]: an expandable segment grows by
+    // mapping granules of segment_size_mb (20 MiB by default); the virtual
+    // device's segments cannot grow, but each takes whole granules, so
+    // memory_reserved() reads as on the chip.
+    const std::size_t granule = config_.segment_size_mb ? config_.segment_size_mb << 20 : kLargeBuffer;
+    return round_up(size, granule);
+  }
   if (size < kMinLargeAlloc) return config_.large_segment_size_bytes ? config_.large_segment_size_bytes : kLargeBuffer;
   return round_up(size, kRoundLarge);
 }

@@ -15,11 +15,14 @@
   collect and it returns at once.
 - empty_virt_addr_cache: frees the virtual address ranges that the
   expandable-segments allocator keeps reserved. vNPU's allocator has no
-  expandable segments and reserves no address ranges, so there is nothing
-  to free.
+  address ranges apart from its segments, so it frees the unused cached
+  segments (as empty_cache), which is what memory_reserved() shows after it
+  on the chip.
 """
 
 import warnings
+
+import torch
 
 from torch_npu.npu.device import _lazy_init
 
@@ -54,4 +57,9 @@ def ipc_collect():
 
 
 def empty_virt_addr_cache():
+    """Releases the virtual address space expandable segments keep after
+    empty_cache unmapped their memory. The virtual NPU's segments are
+    ordinary, so this releases the unused cached segments themselves, as
+    empty_cache does: memory_reserved() then reads what it reads on the chip."""
     _lazy_init()
+    torch.npu.empty_cache()

@@ -17,7 +17,10 @@
 //   also every interval below it, ">:N" every interval after the previous
 //   entry's; intervals no entry names are rounded plainly.
 // - expandable_segments:True|False: the virtual NPU has no virtual memory
-//   mapping to grow segments in place; True is refused (kNotSupported).
+//   mapping to grow segments in place; with True its large segments take
+//   whole granules of segment_size_mb (20 MiB by default), the size an
+//   expandable segment maps at a time, so the reserved memory reads as on
+//   the chip (Note [Expandable segments' granules], caching_allocator.cpp).
 // - per_process_memory_fraction:F (0 <= F <= 1): as
 //   torch.npu.set_per_process_memory_fraction(F) on every device.
 // - large_segment_size_mb:N (integer MiB, > 10): the segment a request
@@ -34,7 +37,7 @@
 //   validates them and accepted without effect (the virtual NPU's memory has
 //   no pages, address alignment or driver lock to tune):
 //   multi_stream_lazy_reclaim, base_addr_aligned_kb (0..16), page_size (1g),
-//   segment_size_mb (20..512), pin_memory_expandable_segments,
+//   pin_memory_expandable_segments,
 //   pinned_mem_register, release_lock_on_npumalloc (the adaptor turns the
 //   two pinned ones off with torch_npu's warning for CANN before 8.5).
 //
@@ -69,8 +72,8 @@ struct AllocConfig {
   double garbage_collection_threshold = 0.0;
   // Divisions per interval; 0 or 1: plain rounding to the block size.
   std::array<std::size_t, kRoundupIntervals> roundup_power2_divisions{};
-  // Requested (True); the allocator does not honour it: it allocates
-  // ordinary segments and the adaptor warns once.
+  // Requested (True): ordinary segments of whole segment_size_mb granules;
+  // the adaptor warns once.
   bool expandable_segments = false;
   // Negative: not given (the allocator keeps its default of 1.0).
   double per_process_memory_fraction = -1.0;
@@ -78,6 +81,7 @@ struct AllocConfig {
   bool multi_stream_lazy_reclaim = false;
   std::size_t base_addr_aligned_kb = 16;
   bool page_size_1g = false;
+  // The granule of an expandable segment (MiB); 0: 20 MiB.
   std::size_t segment_size_mb = 0;
   // Segment of a request of (kSmallSize, kMinLargeAlloc) bytes; 0: the
   // allocator's default (kLargeBuffer, 20 MiB).
@@ -105,7 +109,7 @@ struct AllocConfig {
 // Parses `text` ("key:value,key:value"; blanks around tokens are ignored).
 // `variable` names the source in messages, e.g. "PYTORCH_NPU_ALLOC_CONF".
 // Throws Error(kInvalidValue) for an unknown key or a malformed value, and
-// Error(kNotSupported) for expandable_segments:True.
+// no error for expandable_segments:True (ordinary segments, see above).
 AllocConfig parse_alloc_config(const std::string& text, const std::string& variable);
 
 // `base` with the options `text` names changed (the others keep their
