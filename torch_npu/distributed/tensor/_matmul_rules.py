@@ -23,7 +23,7 @@ def _count(value):
     return len(value) if isinstance(value, (list, tuple)) else 0
 
 
-@sharding_rule("npu_grouped_matmul")
+@sharding_rule("npu_grouped_matmul", "npu_grouped_matmul.List")
 def _grouped_matmul(args):
     x, weight = args["x"], args["weight"]
     has_bias = _count(args["bias"]) > 0
