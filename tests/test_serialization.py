@@ -139,6 +139,8 @@ def test_a_cast_to_nz_pads_the_storage_as_the_chip_does(shape, dtype, customize_
     assert nz.untyped_storage().size() == _nz_bytes(shape, c0, x.element_size())
     assert torch_npu.get_storage_size(nz) * nz.element_size() == nz.untyped_storage().size()
     assert nz.is_contiguous() and not nz._is_view() and torch.equal(nz.cpu(), x.cpu())
+    padding = torch.empty(0, dtype=dtype).set_(nz.untyped_storage().cpu())[x.numel():]
+    assert not padding.any()  # zeros, as the chip pads: nothing stale reaches a checkpoint
     back = torch_npu.npu_format_cast(nz, 2)  # and back to ND: the tensor's own size again
     assert back.untyped_storage().size() == x.untyped_storage().size() and torch.equal(back.cpu(), x.cpu())
     torch.testing.assert_close((nz * 2).cpu(), x.cpu() * 2)

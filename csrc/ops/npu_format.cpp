@@ -11,6 +11,7 @@
 
 #include <ATen/ops/alias.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 #include <c10/core/TensorImpl.h>
 #include <c10/util/strides.h>
 #include <torch/csrc/jit/serialization/pickler_helper.h>
@@ -103,14 +104,15 @@ constexpr int64_t kFractalNz = 29;
 bool is_base_format(int64_t format) { return format == 0 || format == 1 || format == 2 || format == 30; }
 
 // A contiguous copy of self whose storage has the size acl_format's layout
-// takes on the chip (the values in ND order at its start): a fresh tensor
-// over that storage, not a view of a larger one.
+// takes on the chip (the values in ND order at its start, zeros after them,
+// as the chip's format conversion pads with zeros: nothing stale reaches a
+// checkpoint): a fresh tensor over that storage, not a view of a larger one.
 at::Tensor copy_into_format(const at::Tensor& self, int64_t acl_format, int64_t c0) {
   const std::vector<int64_t> storage_sizes = npu_storage_sizes(self.sizes(), acl_format, c0);
   int64_t storage_numel = 1;
   for (int64_t dim : storage_sizes) storage_numel *= dim;
   if (storage_numel <= self.numel()) return at::clone(self, at::MemoryFormat::Contiguous);
-  const at::Tensor padded = at::empty({storage_numel}, self.options());
+  const at::Tensor padded = at::zeros({storage_numel}, self.options());
   at::Tensor out = at::empty({0}, self.options());
   out.set_(padded.storage(), 0, self.sizes(), c10::contiguous_strides(self.sizes()));
   out.copy_(self);
