@@ -140,3 +140,22 @@ def test_sdpa_kernel_overrideable_runs_the_npu_kernel_and_math_the_math_path():
         assert ran == expect_kernel, (backend, Ops.seen)
         torch.testing.assert_close(out.cpu(), F.scaled_dot_product_attention(q.cpu(), q.cpu(), q.cpu(),
                                                                              is_causal=True))
+
+
+def test_cuda_flash_operator_by_name_equals_sdpa_and_agrees_with_fake_tensor():
+    # aten::_scaled_dot_product_flash_attention, as graphs traced on CUDA call it
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 4, n, 8, dtype=torch.float32).requires_grad_() for n in (16, 12, 12))
+    ref = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    ref.sum().backward()
+    qn, kn, vn = (t.detach().npu().requires_grad_() for t in (q, k, v))
+    outputs = torch.ops.aten._scaled_dot_product_flash_attention(qn, kn, vn, is_causal=True)
+    assert_close(outputs[0].cpu(), ref.detach(), atol=1e-5, rtol=1e-5)
+    outputs[0].sum().backward()
+    for got, want in ((qn, q), (kn, k), (vn, v)):
+        assert_close(got.grad.cpu(), want.grad, atol=1e-5, rtol=1e-5)
+    # every output as its meta function describes it
+    with torch._subclasses.CrossRefFakeMode():
+        torch.ops.aten._scaled_dot_product_flash_attention(qn.detach(), kn.detach(), vn.detach())
+    with pytest.raises(RuntimeError, match="dropout_p=0.1 is not supported on vNPU"):
+        torch.ops.aten._scaled_dot_product_flash_attention(qn, kn, vn, 0.1)

@@ -12,6 +12,8 @@
 //    inputs of a float type, a mask that needs no gradient) and implements
 //    _scaled_dot_product_fused_attention_overrideable (+ _backward) on the
 //    kernels of 1; everything else stays on the math path.
+// 3. aten::_scaled_dot_product_flash_attention (+ _backward), CUDA's flash
+//    operator that traced or exported graphs name, on the kernels of 2.
 #include "csrc/launch/cpu_allocation_scope.h"
 #include "csrc/launch/launch.h"
 
@@ -236,9 +238,46 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> npu_sdpa_overrideable
           in_layout_of(narrow(fold_heads(dv, value.size(1))), value), at::Tensor()};
 }
 
+// aten::_scaled_dot_product_flash_attention (+ _backward): CUDA's flash
+// operator, which graphs traced or exported on CUDA call by name and which
+// real torch_npu runs. The overrideable kernels above compute it; the
+// outputs are laid out as its meta function lays them (the output like the
+// query, a (2,) seed and a 0-dim offset of uint64 on the device, which hold
+// nothing without dropout, an empty debug mask), so FakeTensor and the
+// kernel agree. Dropout is refused, as on the overrideable path.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor, at::Tensor,
+           at::Tensor>
+npu_flash_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, double dropout_p,
+                    bool is_causal, bool return_debug_mask, std::optional<double> scale) {
+  TORCH_CHECK(dropout_p == 0.0, "_scaled_dot_product_flash_attention: dropout_p=", dropout_p, " is not supported "
+              "on vNPU (its flash kernel is ATen's CPU one, without dropout); call it with dropout_p=0.0 or use "
+              "torch.nn.functional.scaled_dot_product_attention, which takes the math path for dropout.");
+  TORCH_CHECK(!return_debug_mask, "_scaled_dot_product_flash_attention: return_debug_mask=True is not supported "
+              "on vNPU.");
+  auto result = npu_sdpa_overrideable(query, key, value, std::nullopt, dropout_p, is_causal, return_debug_mask, scale);
+  const auto device_u64 = query.options().dtype(at::kUInt64);
+  std::get<6>(result) = at::zeros({2}, device_u64);
+  std::get<7>(result) = at::zeros({}, device_u64);
+  std::get<8>(result) = at::empty({0}, query.options());
+  return result;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_flash_attention_backward(
+    const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+    const at::Tensor& out, const at::Tensor& logsumexp, const at::Tensor& cum_seq_q, const at::Tensor& cum_seq_k,
+    int64_t max_q, int64_t max_k, double dropout_p, bool is_causal, const at::Tensor& philox_seed,
+    const at::Tensor& philox_offset, std::optional<double> scale) {
+  auto [dq, dk, dv, unused] = npu_sdpa_overrideable_backward(
+      grad_out, query, key, value, at::Tensor(), {true, true, true, false}, out, logsumexp, cum_seq_q, cum_seq_k,
+      max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset, scale);
+  return {dq, dk, dv};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_scaled_dot_product_flash_attention", TORCH_FN(npu_flash_attention));
+  m.impl("_scaled_dot_product_flash_attention_backward", TORCH_FN(npu_flash_attention_backward));
   m.impl("_scaled_dot_product_flash_attention_for_cpu", TORCH_FN(npu_flash_attention_for_cpu));
   m.impl("_scaled_dot_product_flash_attention_for_cpu_backward", TORCH_FN(npu_flash_attention_for_cpu_backward));
   m.impl("_scaled_dot_product_fused_attention_overrideable", TORCH_FN(npu_sdpa_overrideable));
