@@ -621,6 +621,13 @@ def test_expandable_segments_reserve_whole_granules_and_empty_virt_addr_cache_re
         print(torch.npu.memory_reserved() >> 20)
     """, PYTORCH_NPU_ALLOC_CONF="expandable_segments:True")
     assert r.stdout.split() == ["20"], r.stderr
+    r = run_python("""
+        import warnings, torch
+        warnings.simplefilter("ignore")
+        x = torch.empty(5 * 1024 * 1024 // 4, device="npu")  # 5 MiB: large_segment_size_mb takes priority
+        print(torch.npu.memory_reserved() >> 20)
+    """, PYTORCH_NPU_ALLOC_CONF="expandable_segments:True,segment_size_mb:50,large_segment_size_mb:100")
+    assert r.stdout.split() == ["100"], r.stderr
 
 
 def test_alloc_conf_memory_fraction_applies():

@@ -247,6 +247,9 @@ std::size_t CachingAllocator::round_size(std::size_t bytes) const {
 std::size_t CachingAllocator::segment_size(std::size_t size) const {
   if (!caching_ || no_split_) return size;
   if (size <= kSmallSize) return kSmallBuffer;
+  // large_segment_size_mb, when set, sizes the 1-10 MiB requests before
+  // anything else (torch_npu: it takes priority over segment_size_mb).
+  if (size < kMinLargeAlloc && config_.large_segment_size_bytes) return config_.large_segment_size_bytes;
   if (config_.expandable_segments) {
     // Note [Expandable segments' granules]: an expandable segment grows by
     // mapping granules of segment_size_mb (20 MiB by default); the virtual
@@ -255,7 +258,7 @@ std::size_t CachingAllocator::segment_size(std::size_t size) const {
     const std::size_t granule = config_.segment_size_mb ? config_.segment_size_mb << 20 : kLargeBuffer;
     return round_up(size, granule);
   }
-  if (size < kMinLargeAlloc) return config_.large_segment_size_bytes ? config_.large_segment_size_bytes : kLargeBuffer;
+  if (size < kMinLargeAlloc) return kLargeBuffer;
   return round_up(size, kRoundLarge);
 }
 
