@@ -20,25 +20,6 @@ import torch
 from torch_npu import _dtypes, _hifloat8
 from torch_npu.op_plugin._library import check, define
 
-# torch's ScalarType numbers (c10/core/ScalarType.h), which is what a
-# torch.dtype becomes when passed to an ``int`` argument.
-_SCALAR_TYPES = {
-    0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.int32, 4: torch.int64, 5: torch.float16,
-    6: torch.float32, 7: torch.float64, 9: torch.complex64, 10: torch.complex128, 11: torch.bool,
-    15: torch.bfloat16, 23: torch.float8_e5m2, 24: torch.float8_e4m3fn, 25: torch.float8_e5m2fnuz,
-    26: torch.float8_e4m3fnuz, 27: torch.uint16, 28: torch.uint32, 29: torch.uint64, 44: torch.float8_e8m0fnu,
-}
-
-# torch_npu's constants for the data types torch has.
-_ACL_TORCH = {
-    "float32": torch.float32, "float16": torch.float16, "int8": torch.int8, "int32": torch.int32,
-    "uint8": torch.uint8, "int16": torch.int16, "uint16": torch.uint16, "uint32": torch.uint32,
-    "int64": torch.int64, "uint64": torch.uint64, "float64": torch.float64, "bool": torch.bool,
-    "complex64": torch.complex64, "complex128": torch.complex128, "bfloat16": torch.bfloat16,
-    "float8_e5m2": torch.float8_e5m2, "float8_e4m3fn": torch.float8_e4m3fn,
-    "float8_e8m0fnu": torch.float8_e8m0fnu,
-}
-
 _HIFLOAT8 = _dtypes.DType.hifloat8
 
 
@@ -48,17 +29,17 @@ def _resolve(fn, name, code):
         return code
     code = int(code)
     if code < _dtypes.ACL_OFFSET:
-        check(code in _SCALAR_TYPES, f"{fn}: {name}={code} is not a torch dtype vNPU can cast to or from.")
-        return _SCALAR_TYPES[code]
+        check(code in _dtypes.SCALAR_TYPES, f"{fn}: {name}={code} is not a torch dtype vNPU can cast to or from.")
+        return _dtypes.SCALAR_TYPES[code]
     label = _dtypes.NAMES.get(code)
     check(label is not None, f"{fn}: {name}={code} is neither a torch dtype nor a torch_npu dtype constant "
           "(torch_npu.float16, torch_npu.hifloat8, ...).")
     short = label.replace("torch_npu.", "")
     if code == _HIFLOAT8:
         return "hifloat8"
-    check(short in _ACL_TORCH, f"{fn}: {name}={label} is not supported on vNPU: its packed sub-byte storage "
+    check(short in _dtypes.TORCH_DTYPES, f"{fn}: {name}={label} is not supported on vNPU: its packed sub-byte storage "
           "(int4, float4, float6 ...) has no cast here; HiFloat8 and every dtype torch has are supported.")
-    return _ACL_TORCH[short]
+    return _dtypes.TORCH_DTYPES[short]
 
 
 def _values(fn, x, input_dtype):

@@ -69,25 +69,14 @@ _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
 _HALVES = (torch.float16, torch.bfloat16)
 _FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
 _D = _dtypes.DType
-_ACL = _dtypes.ACL_OFFSET
 
 # dtype arguments arrive as torch ScalarType numbers (a torch.dtype passed to an ``int``
-# argument) or as torch_npu's constants (ACL number + 256).
-_SCALAR_TYPES = {0: "uint8", 1: "int8", 3: "int32", 5: "float16", 6: "float32", 15: "bfloat16", 23: "float8_e5m2",
-                 24: "float8_e4m3fn", 44: "float8_e8m0fnu"}
-_TORCH = {"float16": torch.float16, "float32": torch.float32, "bfloat16": torch.bfloat16, "int8": torch.int8,
-          "float8_e5m2": torch.float8_e5m2, "float8_e4m3fn": torch.float8_e4m3fn}
+# argument) or as torch_npu's constants (ACL number + 256): torch_npu/_dtypes.py reads both.
+_TORCH = _dtypes.TORCH_DTYPES
 _FP8_ELEM = {"float8_e4m3fn": _E4M3, "float8_e5m2": _E5M2}
 
 
-def _dtype_name(code):
-    """Canonical name of an ``int`` dtype argument (None stays None)."""
-    if code is None:
-        return None
-    code = int(code)
-    if code >= _ACL:
-        return _dtypes.NAMES.get(code, str(code)).replace("torch_npu.", "")
-    return _SCALAR_TYPES.get(code, f"ScalarType {code}")
+_dtype_name = _dtypes.name_of
 
 
 def _unsupported(fn, what, why):
