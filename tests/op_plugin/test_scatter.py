@@ -81,6 +81,67 @@ def test_quant_scatter_bad_input():
         torch_npu.npu_quant_scatter(x.float(), indices, updates, scales, None, -2, -1)
 
 
+def test_quant_scatter_round_mode_and_dst_type():
+    x, indices = torch.zeros(1, 2, 32, dtype=torch.int8), torch.zeros(1, dtype=torch.int32)
+    halves = torch.tensor([0.5, 1.5, 2.5, -0.5, -2.5] + [0.0] * 27).view(1, 1, 32)
+    scales = torch.ones(32)
+    args = [t.npu() for t in (x, indices, halves, scales)]
+    rint = torch_npu.npu_quant_scatter(*args, None, -2, -1, "update", None, "rint").cpu()[0, 0, :5]
+    away = torch_npu.npu_quant_scatter(*args, None, -2, -1, "update", None, "round").cpu()[0, 0, :5]
+    assert rint.tolist() == [0, 2, 2, 0, -2]
+    assert away.tolist() == [1, 2, 3, -1, -3]
+    assert torch.equal(torch_npu.npu_quant_scatter(*args, dst_type=torch.int8).cpu()[0, 0, :5], rint)
+    with pytest.raises(RuntimeError, match="dst_type=hifloat8 is not supported on vNPU"):
+        torch_npu.npu_quant_scatter(*args, dst_type=torch_npu.hifloat8)
+    with pytest.raises(RuntimeError, match="round_mode should be"):
+        torch_npu.npu_quant_scatter(*args, round_mode="floor")
+
+
+def _functionalized_code(fn, args):
+    from torch.fx.experimental.proxy_tensor import make_fx
+    return make_fx(torch.func.functionalize(fn))(*args).code
+
+
+@pytest.mark.parametrize("name", ["scatter_update", "npu_scatter_nd_update", "npu_quant_scatter", "npu_silu"])
+def test_in_place_form_functionalizes_to_one_npu_node(name):
+    """As op-plugin's generated Functionalize kernels: the functional operator is one node (not its ATen
+    composition), followed by the write-back into the mutated input."""
+    cases = {
+        "scatter_update": (lambda v, i, u: torch_npu.scatter_update_(v, i, u, -2),
+                           (rnd(4, 4, 8, 16, seed=1), torch.tensor([1, 0, 3, 2]), rnd(4, 4, 1, 16, seed=2))),
+        "npu_scatter_nd_update": (torch_npu.npu_scatter_nd_update_,
+                                  (rnd(24, 16, seed=1), torch.tensor([[3], [7]], dtype=torch.int32),
+                                   rnd(2, 16, seed=2))),
+        "npu_quant_scatter": (lambda v, i, u, s: torch_npu.npu_quant_scatter_(v, i, u, s),
+                              (torch.zeros(2, 4, 32, dtype=torch.int8), torch.tensor([1, 2], dtype=torch.int32),
+                               rnd(2, 1, 32, seed=3) * 20, torch.rand(32, generator=gen(4)) + 0.5)),
+        "npu_silu": (torch_npu.npu_silu_, (rnd(3, 5, seed=1),)),
+    }
+    fn, cpu_args = cases[name]
+    args = [t.npu() for t in cpu_args]
+    code = _functionalized_code(fn, [args[0].clone()] + args[1:])
+    calls = [line.split("=", 1)[1].split("(")[0].strip() for line in code.splitlines() if " = torch.ops." in line]
+    assert calls == [f"torch.ops.npu.{name}.default", "torch.ops.aten.copy_.default"], code
+    expected = cpu_args[0].clone()
+    fn(expected, *cpu_args[1:])
+    var = args[0].clone()
+    torch.func.functionalize(fn)(var, *args[1:])
+    assert torch.equal(var.cpu(), expected)
+
+
+def test_npu_silu_gradient_is_op_plugins_backward():
+    x = rnd(4, 6, seed=5)
+    xn = x.npu().requires_grad_()
+    y = torch_npu.npu_silu(xn)
+    assert "npu_silu" in type(y.grad_fn).__name__
+    y.backward(torch.ones_like(y))
+    xc = x.clone().requires_grad_()
+    torch.nn.functional.silu(xc).sum().backward()
+    assert_close(xn.grad.cpu(), xc.grad)
+    compiled = torch.compile(lambda t: torch_npu.npu_silu(t) * 2)(x.npu())
+    assert_close(compiled.cpu(), torch.nn.functional.silu(x) * 2)
+
+
 def test_in_place_scatters_functionalize_and_compile():
     """Real torch_npu's test_functionalization: the in-place form becomes its functional form + copy_."""
     from torch.fx.experimental.proxy_tensor import make_fx

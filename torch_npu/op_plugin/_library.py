@@ -143,6 +143,51 @@ def define(schema, fn, *, export=True, differentiable=True):
     return fn
 
 
+def define_mutating(schema, fn, inplace_schema, inplace_fn, *, export=True):
+    """Defines an operator that writes into its input, real torch_npu's way:
+    the functional ``npu::<schema>`` and its in-place ``npu::<inplace_schema>``
+    (``scatter_update`` / ``scatter_update_``), each one kernel on every device
+    (CompositeExplicitAutograd, no gradient, as op-plugin gives them none).
+
+    Functionalization rewrites the in-place form into the functional one and
+    a write-back, as op-plugin's generated Functionalize kernels do, so traced
+    and compiled graphs (make_fx, AOTAutograd) hold one ``npu::<name>`` node
+    instead of the ATen operators of the composition (Note [Functionalized
+    in-place operators])."""
+    define(schema, fn, export=export, differentiable=False)
+    define(inplace_schema, inplace_fn, export=export, differentiable=False)
+    functional = getattr(torch.ops.npu, schema.split("(", 1)[0]).default
+    _LIB.impl(inplace_schema.split("(", 1)[0], _functionalized_inplace(functional), "Functionalize")
+    return fn
+
+
+# Note [Functionalized in-place operators]
+# Under functionalization (torch.func.functionalize, AOTAutograd, make_fx of a
+# functionalized function) an in-place operator reaches its Functionalize
+# kernel with FunctionalTensorWrappers. The kernel syncs and unwraps them,
+# calls the functional operator below the Functionalize key (so the tracer
+# records that one node on the unwrapped tensors), and makes the result the
+# new value of the mutated input (replace + commit): the mutation is recorded
+# on the wrapper, and functionalization's epilogue writes it back into the
+# caller's tensor with one copy_, exactly as for ATen's own in-place ops.
+def _functionalized_inplace(functional):
+    def kernel(x, *args, **kwargs):
+        def unwrap(v):
+            if isinstance(v, torch.Tensor) and torch._is_functional_tensor(v):
+                torch._sync(v)
+                return torch._from_functional_tensor(v)
+            return v
+        inner_args = [unwrap(a) for a in args]
+        inner_kwargs = {k: unwrap(v) for k, v in kwargs.items()}
+        with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.Functionalize)):
+            result = functional(unwrap(x), *inner_args, **inner_kwargs)
+        torch._functionalize_replace(x, result)
+        torch._functionalize_commit_update(x)
+        torch._functionalize_sync(x)
+        return x
+    return kernel
+
+
 def define_atb(schema, fn, *, export=True):
     """Defines ``atb::<schema>`` with ``fn`` as its implementation on every device."""
     name = schema.split("(", 1)[0]

@@ -8,7 +8,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from torch_npu.op_plugin._library import check, define
+from torch_npu.op_plugin._library import check, define, define_mutating
 
 
 def _halves(fn, x, dim):
@@ -135,10 +135,22 @@ define("fast_gelu(Tensor input) -> Tensor", npu_fast_gelu)  # torch_npu.fast_gel
 define("npu_fast_gelu_backward(Tensor grad, Tensor self) -> Tensor", npu_fast_gelu_backward)
 define("npu_mish(Tensor self) -> Tensor", npu_mish)
 define("npu_mish_backward(Tensor grad, Tensor input) -> Tensor", npu_mish_backward)
-define("npu_silu_(Tensor(a!) self) -> Tensor(a!)", npu_silu_)
 define("npu_softmax_cross_entropy_with_logits(Tensor self, Tensor labels) -> Tensor",
        npu_softmax_cross_entropy_with_logits)
 define("npu_gelu(Tensor self, *, str approximate=\"none\") -> Tensor", npu_gelu)
-define("npu_silu(Tensor self) -> Tensor", F.silu)
+define_mutating("npu_silu(Tensor self) -> Tensor", F.silu, "npu_silu_(Tensor(a!) self) -> Tensor(a!)", npu_silu_)
+
+
+def _silu_setup_context(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0], output)
+
+
+def _silu_backward(ctx, grad):
+    # op-plugin's derivatives.yaml: self: npu_silu_backward(grad, self, result)
+    x, result = ctx.saved_tensors
+    return torch.ops.npu.npu_silu_backward(grad, x, result)
+
+
+torch.library.register_autograd("npu::npu_silu", _silu_backward, setup_context=_silu_setup_context)
 define("npu_confusion_transpose(Tensor self, int[] perm, int[] shape, bool transpose_first) -> Tensor",
        npu_confusion_transpose)

@@ -15,16 +15,15 @@
   torch_npu's npu_quantize convention and is documented in docs/fused_ops.md.
 
 The out-of-place forms clone the input; the ``_`` forms write in place and
-return it. Functionalization (torch.func.functionalize, torch.compile) cannot
-take a custom operator returning an alias of its input, so each ``_`` form
-also has a Functionalize kernel: the out-of-place form, then ``copy_`` into
-the input, the graph real torch_npu's test_functionalization expects (there
-with the npu operator kept whole; here decomposed into its ATen operators).
+return it. Under functionalization (torch.func.functionalize, torch.compile)
+each ``_`` form becomes its out-of-place form, one node, then a write-back
+(Note [Functionalized in-place operators] in _library.py).
 """
 
 import torch
 
-from torch_npu.op_plugin._library import _LIB, check, define
+from torch_npu import _dtypes
+from torch_npu.op_plugin._library import check, define_mutating
 
 
 def _nd_index(fn, x, indices, updates):
@@ -51,8 +50,15 @@ def npu_scatter_nd_update_(x, indices, updates):
     return x.index_put_(index, values)
 
 
-def _quant_scatter(fn, x, indices, updates, quant_scales, quant_zero_points, axis, quant_axis, reduce):
+def _quant_scatter(fn, x, indices, updates, quant_scales, quant_zero_points, axis, quant_axis, reduce, dst_type,
+                   round_mode):
     check(reduce == "update", f"{fn}: reduce only supports 'update', got '{reduce}'.")
+    # dst_type and round_mode reach only the Ascend 950 kernel (aclnnInplaceQuantScatterV2), which reads self's
+    # bytes as dst_type; vNPU quantises to int8 as the A2 / inference kernels do.
+    check(_dtypes.name_of(dst_type) in (None, "int8"), f"{fn}: dst_type={_dtypes.name_of(dst_type)} is not "
+          "supported on vNPU: only int8 results (dst_type None or torch.int8) are emulated.")
+    check(round_mode in (None, "rint", "round"), f"{fn}: round_mode should be 'rint' (half to even) or 'round' "
+          f"(half away from zero), got '{round_mode}'.")
     check(x.dtype == torch.int8, f"{fn}: self should be int8, got {x.dtype}.")
     check(3 <= x.dim() <= 8, f"{fn}: self should have 3 to 8 dimensions, got {x.dim()}.")
     check(updates.dim() == x.dim(), f"{fn}: updates should have as many dimensions as self ({x.dim()}), "
@@ -75,7 +81,8 @@ def _quant_scatter(fn, x, indices, updates, quant_scales, quant_zero_points, axi
         check(quant_zero_points.numel() == channels, f"{fn}: quant_zero_points should have {channels} elements, "
               f"got {quant_zero_points.numel()}.")
         y = y + quant_zero_points.float().reshape(channels)
-    q = torch.round(y).clamp_(-128, 127).to(torch.int8)
+    rounded = torch.round(y) if round_mode in (None, "rint") else torch.sign(y) * torch.floor(y.abs() + 0.5)
+    q = rounded.clamp_(-128, 127).to(torch.int8)
     indices = indices.long()
     batch = torch.arange(m, device=x.device) if indices.dim() == 1 else indices[:, 0]
     start = indices if indices.dim() == 1 else indices[:, 1]
@@ -93,37 +100,24 @@ def _quant_scatter(fn, x, indices, updates, quant_scales, quant_zero_points, axi
     return tuple(index), q
 
 
-def npu_quant_scatter(x, indices, updates, quant_scales, quant_zero_points=None, axis=0, quant_axis=1,
-                      reduce="update"):
+def npu_quant_scatter(x, indices, updates, quant_scales, quant_zero_points=None, axis=-2, quant_axis=-1,
+                      reduce="update", dst_type=None, round_mode="rint"):
     index, q = _quant_scatter("npu_quant_scatter", x, indices, updates, quant_scales, quant_zero_points, axis,
-                              quant_axis, reduce)
+                              quant_axis, reduce, dst_type, round_mode)
     return x.index_put(index, q)
 
 
-def npu_quant_scatter_(x, indices, updates, quant_scales, quant_zero_points=None, axis=0, quant_axis=1,
-                       reduce="update"):
+def npu_quant_scatter_(x, indices, updates, quant_scales, quant_zero_points=None, axis=-2, quant_axis=-1,
+                       reduce="update", dst_type=None, round_mode="rint"):
     index, q = _quant_scatter("npu_quant_scatter_", x, indices, updates, quant_scales, quant_zero_points, axis,
-                              quant_axis, reduce)
+                              quant_axis, reduce, dst_type, round_mode)
     return x.index_put_(index, q)
 
 
-define("npu_scatter_nd_update(Tensor self, Tensor indices, Tensor updates) -> Tensor", npu_scatter_nd_update)
-define("npu_scatter_nd_update_(Tensor(a!) self, Tensor indices, Tensor updates) -> Tensor(a!)",
-       npu_scatter_nd_update_)
-_QUANT_ARGS = ("Tensor indices, Tensor updates, Tensor quant_scales, Tensor? quant_zero_points=None, int axis=0, "
-               "int quant_axis=1, str reduce='update'")
-define(f"npu_quant_scatter(Tensor self, {_QUANT_ARGS}) -> Tensor", npu_quant_scatter)
-define(f"npu_quant_scatter_(Tensor(a!) self, {_QUANT_ARGS}) -> Tensor(a!)", npu_quant_scatter_)
-
-
-def _functionalized_inplace(functional):
-    """A Functionalize kernel for an in-place op: its functional form, then copy_ into self."""
-    def kernel(x, *args, **kwargs):
-        x.copy_(functional(x, *args, **kwargs))
-        return x
-    return kernel
-
-
-_LIB.impl("npu_scatter_nd_update_", _functionalized_inplace(torch.ops.npu.npu_scatter_nd_update.default),
-          "Functionalize")
-_LIB.impl("npu_quant_scatter_", _functionalized_inplace(torch.ops.npu.npu_quant_scatter.default), "Functionalize")
+define_mutating("npu_scatter_nd_update(Tensor self, Tensor indices, Tensor updates) -> Tensor", npu_scatter_nd_update,
+                "npu_scatter_nd_update_(Tensor(a!) self, Tensor indices, Tensor updates) -> Tensor(a!)",
+                npu_scatter_nd_update_)
+_QUANT_ARGS = ("Tensor indices, Tensor updates, Tensor quant_scales, Tensor? quant_zero_points=None, int axis=-2, "
+               "int quant_axis=-1, str reduce='update', int? dst_type=None, str? round_mode='rint'")
+define_mutating(f"npu_quant_scatter(Tensor self, {_QUANT_ARGS}) -> Tensor", npu_quant_scatter,
+                f"npu_quant_scatter_(Tensor(a!) self, {_QUANT_ARGS}) -> Tensor(a!)", npu_quant_scatter_)

@@ -15,7 +15,7 @@ the schema promises.
 import torch
 import torch.nn.functional as F
 
-from torch_npu.op_plugin._library import check, define
+from torch_npu.op_plugin._library import check, define, define_mutating
 
 
 def _fresh(t, source):
@@ -320,8 +320,9 @@ define("npu_sort_v2(Tensor self, int dim=-1, bool descending=False) -> Tensor", 
 define("npu_one_hot(Tensor self, int num_classes=-1, int depth=1, Scalar on_value=1, Scalar off_value=0) -> Tensor",
        npu_one_hot)
 define("npu_scatter(Tensor self, Tensor indices, Tensor updates, int dim) -> Tensor", npu_scatter)
-define("scatter_update(Tensor self, Tensor indices, Tensor updates, int axis) -> Tensor", scatter_update)
-define("scatter_update_(Tensor(a!) self, Tensor indices, Tensor updates, int axis) -> Tensor(a!)", scatter_update_)
+define_mutating("scatter_update(Tensor self, Tensor indices, Tensor updates, int axis) -> Tensor", scatter_update,
+                "scatter_update_(Tensor(a!) self, Tensor indices, Tensor updates, int axis) -> Tensor(a!)",
+                scatter_update_)
 define("one_(Tensor(a!) self) -> Tensor(a!)", one_)
 define("npu_pad(Tensor input, int[] paddings) -> Tensor", npu_pad, differentiable=False)  # no backward in torch_npu
 define("npu_sign_bits_pack(Tensor self, int size) -> Tensor", npu_sign_bits_pack)
