@@ -29,6 +29,12 @@ bool poisonable(c10::ScalarType dtype) {
          c10::isBarebonesUnsignedType(dtype);
 }
 
+bool checked_for_overflow(c10::ScalarType dtype) {
+  return dtype == c10::kFloat || dtype == c10::kHalf || dtype == c10::kBFloat16 || dtype == c10::kDouble;
+}
+
+bool non_finite(const at::Tensor& values) { return !values.isfinite().all().item<bool>(); }
+
 }  // namespace
 
 KernelOutputs::KernelOutputs(std::initializer_list<std::reference_wrapper<const at::Tensor>> outputs) {
@@ -70,6 +76,24 @@ void KernelOutputs::poison() const noexcept {
   } catch (...) {
     // Poisoning is best effort on top of the error, which is reported anyway.
   }
+}
+
+bool KernelOutputs::any_non_finite() const {
+  c10::impl::ExcludeDispatchKeyGuard no_autograd(c10::autograd_dispatch_keyset_with_ADInplaceOrView);
+  const auto cpu = at::TensorOptions().device(c10::kCPU);
+  for (uint8_t i = 0; i < num_spans_; ++i) {
+    if (checked_for_overflow(dtypes_[i]) &&
+        non_finite(at::from_blob(spans_[i].data, {spans_[i].numel}, cpu.dtype(dtypes_[i])))) {
+      return true;
+    }
+  }
+  if (others_) {
+    for (const TensorRef& ref : *others_) {
+      at::Tensor view = ref.view();
+      if (checked_for_overflow(view.scalar_type()) && non_finite(view)) return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace torch_npu

@@ -37,6 +37,11 @@ class KernelOutputs {
   // Stage 2, on the worker, after the kernel threw. Never throws.
   void poison() const noexcept;
 
+  // Stage 2, after the kernel ran: whether a floating output (float32,
+  // float16, bfloat16, float64) holds an inf or a nan (Note [Saturation
+  // mode's float status] in csrc/launch/float_status.h).
+  bool any_non_finite() const;
+
  private:
   // Kept small: a KernelOutputs travels inside every queued task, whose
   // callable must fit the slot (vnpu::Task::kInlineBytes) to avoid a heap box.

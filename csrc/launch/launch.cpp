@@ -10,6 +10,7 @@
 
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_error.h"
+#include "csrc/launch/float_status.h"
 #include "csrc/core/npu_stream.h"
 #include "csrc/launch/intra_op_thread_count.h"
 #include "csrc/launch/strict_mode.h"
@@ -111,6 +112,7 @@ void run_stage_two(const char* op, int64_t work, StageTwoMode mode, const Kernel
   auto queued = [&] { return mode == StageTwoMode::kQueued && !vnpu::environment().synchronous_launch(); };
   try {
     body(callable);
+    if (outputs != nullptr && saturation_mode()) note_kernel_outputs(op, *outputs);
   } catch (c10::Error& e) {
     if (!queued()) {
       // With launch blocking the error also names the npu op it came from.

@@ -10,6 +10,7 @@
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_error.h"
 #include "csrc/core/npu_event.h"
+#include "csrc/launch/float_status.h"
 #include "csrc/core/npu_generator.h"
 #include "csrc/core/npu_gil.h"
 #include "csrc/core/npu_hooks.h"
@@ -127,6 +128,9 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_device_properties", &device_properties_dict);
   // Real torch_npu's SocVersion number of the chip (tests compare it, e.g. >= 260 for Ascend950).
+  // Note [Saturation mode's float status] (csrc/launch/float_status.h)
+  m.def("_npu_is_support_inf_nan", [] { return !saturation_mode(); });
+  m.def("_npu_read_float_status", [](const at::Tensor& out, bool clear) { read_float_status(out, clear); });
   m.def("_npu_get_soc_version", [] { return device_properties(resolve_device_index(-1)).soc_version; });
   m.def("_utilization", [](int64_t d) { return device_utilization(resolve_device_index(d)); });
   m.def("_mem_get_info", [](int64_t d) {

@@ -154,6 +154,11 @@ const std::vector<EnvironmentVariable>& environment_variables() {
       {"HCCL_BUFFSIZE", "200",
        "MB of staging buffer per rank for the shared-memory transport (a positive integer; `hccl_config`'s "
        "`hccl_buffer_size` overrides it)"},
+      {"INF_NAN_MODE_ENABLE", "1",
+       "0: saturation mode (overflows set the float status that `npu_get_float_status` and AMP's unscale "
+       "read); allowed on the 910B / 910_93 profiles only with `INF_NAN_MODE_FORCE_DISABLE=1` (torch_npu's "
+       "error otherwise); the 910A and 310P profiles are always in saturation mode, the 950 never"},
+      {"INF_NAN_MODE_FORCE_DISABLE", "0", "1: saturation mode on the chips that default to inf/nan mode"},
       {"ACL_OP_INIT_MODE", "0",
        "CANN's operator-library loading mode (0, 1 or 2): validated, no effect on vNPU; another value gets real "
        "torch_npu's warning \"Get env ACL_OP_INIT_MODE not in [0, 1, 2], so reset it to the default value 0.\""},
@@ -214,6 +219,39 @@ std::string check_acl_init_config(const std::string& path) {
     }
   }
   return "";
+}
+
+// torch_npu's IsSupportInfNan (NpuVariables.cpp): the 950 computes with
+// inf/nan only; the 910B and 910_93 families do by default and may be forced
+// into saturation mode; older chips (910A, 310P) have saturation mode only.
+bool inf_nan_mode(const char* (*lookup)(const char*), const std::string& chip_name,
+                  std::vector<std::string>* errors) {
+  auto flag = [&](const char* name, bool fallback) {
+    const char* v = lookup_nonempty(lookup, name);
+    if (v == nullptr) return fallback;
+    const std::string s = trim(v);
+    if (s != "0" && s != "1") {
+      errors->push_back(std::string(name) + " should be 0 or 1.");
+      return fallback;
+    }
+    return s == "1";
+  };
+  const bool enable = flag("INF_NAN_MODE_ENABLE", true);
+  const bool force_disable = flag("INF_NAN_MODE_FORCE_DISABLE", false);
+  const ChipProfile* chip = find_chip_profile(chip_name);
+  const int soc = chip != nullptr ? chip->soc_version : 0;
+  if (soc >= 260) return true;  // Ascend950: the variables are ignored
+  const bool by_default = (soc >= 220 && soc < 240) || soc >= 250;
+  if (!enable) {
+    if (by_default && !force_disable) {
+      errors->push_back(
+          "INF_NAN_MODE_ENABLE shouldn't be set to 0 on the current device. If you want to disable inf-nan mode, "
+          "please export INF_NAN_MODE_FORCE_DISABLE=1");
+    }
+    return false;
+  }
+  if (force_disable) return false;
+  return by_default;
 }
 
 }  // namespace
@@ -359,6 +397,8 @@ Environment parse_environment(const char* (*raw_lookup)(const char* name)) {
       env.errors.push_back("ASCEND_GLOBAL_LOG_LEVEL should be 0, 1, 2, 3 or 4, but got " + quoted(v));
     }
   }
+  env.inf_nan_mode = inf_nan_mode(lookup, env.chip_name, &env.errors);
+
   if (const char* v = lookup_nonempty(lookup, "ACL_OP_INIT_MODE")) {
     std::uint64_t mode = 0;
     if (parse_unsigned(v, &mode) && mode <= 2) {

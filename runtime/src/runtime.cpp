@@ -223,7 +223,7 @@ std::atomic<bool> g_instance_made{false};
 
 }  // namespace
 
-Runtime::Runtime(const Environment& env) : alloc_settings_(env) {
+Runtime::Runtime(const Environment& env) : alloc_settings_(env), inf_nan_mode_(env.inf_nan_mode) {
   const ChipProfile* profile = nullptr;
   std::vector<int> physical_ids;
   init_error_ = resolve_devices(env, &profile, &physical_ids);

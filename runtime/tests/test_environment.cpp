@@ -205,6 +205,27 @@ TEST(Environment, AclOpInitModeOutOfRangeWarnsAndKeepsTheDefault) {
   EXPECT_EQ(env.warnings[0], "Get env ACL_OP_INIT_MODE not in [0, 1, 2], so reset it to the default value 0.");
 }
 
+TEST(Environment, InfNanModeFollowsTheChipAndItsVariables) {
+  // torch_npu's IsSupportInfNan: 910B / 910_93 default to inf/nan and may be
+  // forced off; 910A and 310P are in saturation mode; the 950 ignores both.
+  EXPECT_TRUE(vnpu_test::parse({}).inf_nan_mode);
+  EXPECT_FALSE(vnpu_test::parse({{"INF_NAN_MODE_FORCE_DISABLE", "1"}}).inf_nan_mode);
+  EXPECT_FALSE(vnpu_test::parse({{"VNPU_CHIP", "Ascend910A"}}).inf_nan_mode);
+  EXPECT_FALSE(vnpu_test::parse({{"VNPU_CHIP", "Ascend310P3"}}).inf_nan_mode);
+  EXPECT_TRUE(vnpu_test::parse({{"VNPU_CHIP", "Ascend910_9392"}}).inf_nan_mode);
+  EXPECT_TRUE(vnpu_test::parse({{"VNPU_CHIP", "Ascend950"}, {"INF_NAN_MODE_FORCE_DISABLE", "1"}}).inf_nan_mode);
+  const vnpu::Environment both = vnpu_test::parse({{"INF_NAN_MODE_ENABLE", "0"}, {"INF_NAN_MODE_FORCE_DISABLE", "1"}});
+  EXPECT_FALSE(both.inf_nan_mode);
+  EXPECT_TRUE(both.errors.empty());
+  const vnpu::Environment refused = vnpu_test::parse({{"INF_NAN_MODE_ENABLE", "0"}});
+  ASSERT_EQ(refused.errors.size(), 1u);
+  EXPECT_NE(refused.errors[0].find("please export INF_NAN_MODE_FORCE_DISABLE=1"), std::string::npos);
+  EXPECT_TRUE(vnpu_test::parse({{"VNPU_CHIP", "Ascend910A"}, {"INF_NAN_MODE_ENABLE", "0"}}).errors.empty());
+  const vnpu::Environment bad = vnpu_test::parse({{"INF_NAN_MODE_ENABLE", "2"}});
+  ASSERT_EQ(bad.errors.size(), 1u);
+  EXPECT_EQ(bad.errors[0], "INF_NAN_MODE_ENABLE should be 0 or 1.");
+}
+
 std::string write_file(const std::string& text) {
   char path[] = "/tmp/vnpu_acl_json_XXXXXX";
   const int fd = mkstemp(path);

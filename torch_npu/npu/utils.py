@@ -73,8 +73,13 @@ def is_bf16_supported(including_emulation: bool = False) -> bool:
 
 
 def is_support_inf_nan() -> bool:
-    """The 910B family computes with IEEE inf/nan (no saturation mode)."""
-    return True
+    """Whether the devices compute with IEEE inf/nan (True) or in saturation
+    mode, where overflows set the float status (False): as torch_npu decides
+    it from the chip and INF_NAN_MODE_ENABLE / INF_NAN_MODE_FORCE_DISABLE
+    (the 950 always True; the 910B / 910_93 profiles True unless forced off;
+    the 910A and 310P False). Read when the devices are made, as real
+    torch_npu reads it at device init."""
+    return bool(_C._npu_is_support_inf_nan())
 
 
 def _dump_not_supported(fn):

@@ -79,6 +79,13 @@ struct Environment {
   // "defaultDevice" in the non-lazy set_device mode of CANN before 8.3).
   std::optional<std::string> acl_init_config_path;
 
+  // --- floating-point overflow mode --------------------------------------
+  // Whether the chip computes with IEEE inf/nan (true) or in saturation mode,
+  // where an overflow sets the device's float status instead (false): decided
+  // from the chip and INF_NAN_MODE_ENABLE / INF_NAN_MODE_FORCE_DISABLE as
+  // torch_npu's IsSupportInfNan decides it (inf_nan_mode() in environment.cpp).
+  bool inf_nan_mode = true;
+
   // --- CANN's logging (aclAppLog, ASCEND_LOG* in extensions) ------------
   // ASCEND_GLOBAL_LOG_LEVEL: 0 debug, 1 info, 2 warning, 3 error, 4 none.
   int acl_log_level = 3;

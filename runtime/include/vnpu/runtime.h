@@ -138,6 +138,9 @@ class Runtime {
 
   // The caching allocators' options (alloc_settings.h).
   const AllocSettings& alloc_settings() const { return alloc_settings_; }
+
+  // IEEE inf/nan arithmetic (true) or saturation mode (Environment::inf_nan_mode).
+  bool inf_nan_mode() const { return inf_nan_mode_; }
   // Changes the options `text` names for every device's allocators, those
   // made so far and those to come, and returns them. Throws Error as
   // AllocSettings::apply does, changing nothing.
@@ -155,6 +158,7 @@ class Runtime {
   AllocSettings alloc_settings_;  // before devices_: their allocators read it
   std::vector<std::unique_ptr<Device>> devices_;
   std::string init_error_;
+  bool inf_nan_mode_ = true;
   std::mutex alloc_settings_mutex_;  // one set_alloc_config at a time
 };
 
