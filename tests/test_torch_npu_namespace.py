@@ -101,20 +101,7 @@ def test_matmul_checksum_wants_npu_tensors():
         torch_npu.matmul_checksum(a, [1.0], a)
 
 
-# --- multiprocessing: npu tensors are refused with a reason; CPU tensors unchanged ----------------
-
-def test_forking_pickler_refuses_npu_tensors_storages_and_events():
-    t = torch.arange(4.0, device="npu")
-    with pytest.raises(RuntimeError,
-                       match=r"Cannot share an npu tensor with another process on vNPU: .*tensor\.cpu\(\)"):
-        ForkingPickler.dumps(t)
-    with pytest.raises(RuntimeError, match="Cannot share an npu tensor"):
-        ForkingPickler.dumps(torch.nn.Parameter(t))
-    with pytest.raises(RuntimeError, match="Cannot pickle an npu storage"):
-        ForkingPickler.dumps(t.untyped_storage())
-    with pytest.raises(RuntimeError, match=r"Cannot share a torch.npu.Event"):
-        ForkingPickler.dumps(torch.npu.Event())
-
+# --- multiprocessing: CPU tensors unchanged (npu tensors: tests/test_multiprocessing_npu.py) ----------
 
 def test_forking_pickler_still_shares_cpu_tensors():
     t = torch.arange(6.0).reshape(2, 3)
@@ -123,7 +110,7 @@ def test_forking_pickler_still_shares_cpu_tensors():
     assert u.is_shared()  # torch's own reducer moved it to shared memory
 
 
-@pytest.mark.parametrize("name", ["rebuild_npu_tensor", "rebuild_npu_event"])
+@pytest.mark.parametrize("name", ["rebuild_npu_event"])
 def test_rebuild_functions_not_supported(name):
     fn = getattr(torch_npu.multiprocessing.reductions, name)
     args = [None] * fn.__code__.co_argcount

@@ -84,7 +84,7 @@ from torch_npu import asd, atb, contrib, multiprocessing, profiler  # noqa: E402
 from torch_npu.asd.checksum import _matmul_checksum as matmul_checksum  # noqa: E402
 from torch_npu.npu.memory import _erase_stream as erase_stream  # noqa: E402
 
-multiprocessing.reductions._add_reductions_methods()  # npu tensors on torch.multiprocessing queues: a clear refusal
+multiprocessing.reductions._add_reductions_methods()  # npu tensors on torch.multiprocessing queues: IPC handles
 
 import torch.distributed as _dist  # noqa: E402
 

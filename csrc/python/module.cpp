@@ -36,6 +36,7 @@ void bind_strict_mode(pybind11::module& m);
 void bind_sanitizer(pybind11::module& m);
 void bind_op_route(pybind11::module& m);
 void bind_affinity(pybind11::module& m);
+void bind_ipc(pybind11::module& m);
 
 namespace {
 
@@ -209,6 +210,7 @@ PYBIND11_MODULE(_C, m) {
   bind_sanitizer(m);
   bind_op_route(m);
   bind_affinity(m);
+  bind_ipc(m);
 
   // RNG.
   m.def("_default_generator", [](int64_t d) {

@@ -124,7 +124,8 @@ const std::vector<EnvironmentVariable>& environment_variables() {
       {"PYTORCH_ALLOC_CONF", "unset", "PyTorch's name for `PYTORCH_NPU_ALLOC_CONF` (the same options)"},
       {"VNPU_SHARED_DEVICE_MEMORY", "auto",
        "1: device memory comes from one memfd that the other ranks of the host map, so hccl collectives "
-       "read peers' buffers directly; 0: private host memory; auto: 1 when `LOCAL_WORLD_SIZE` > 1"},
+       "read peers' buffers directly and npu tensors sent through `torch.multiprocessing` alias the sender's "
+       "memory; 0: private host memory; auto: 1 when `LOCAL_WORLD_SIZE` > 1"},
       {"LOCAL_WORLD_SIZE", "unset", "set by torchrun: ranks on this host (read for `VNPU_SHARED_DEVICE_MEMORY=auto`)"},
       {"HCCL_EXEC_TIMEOUT", "unset (1836)",
        "seconds a collective may run before it fails with the watchdog error (the group's timeout also "

@@ -1,0 +1,74 @@
+"""npu tensors across processes (torch_npu/multiprocessing/reductions.py, Note [Sharing npu
+tensors between processes] in csrc/python/ipc_bindings.cpp): sent as IPC handles into the
+sender's shared arena, the receiver's tensor aliases the sender's memory, as CUDA IPC does."""
+
+from multiprocessing.reduction import ForkingPickler
+
+import pytest
+import torch
+
+import torch_npu  # noqa: F401
+from conftest import run_python
+
+
+def test_without_a_shared_arena_sending_is_refused_with_what_to_do():
+    # this process's device memory is private (no VNPU_SHARED_DEVICE_MEMORY)
+    t = torch.arange(4.0, device="npu")
+    with pytest.raises(RuntimeError, match=r"not in vNPU's\s+shared arena\). Set VNPU_SHARED_DEVICE_MEMORY=1 .*"
+                                           r"tensor\.cpu\(\)"):
+        ForkingPickler.dumps(t)
+
+
+def test_refusals_match_torchs():
+    t = torch.arange(4.0, device="npu")
+    with pytest.raises(RuntimeError, match="Cannot pickle NPU storage; try pickling a NPU tensor instead"):
+        ForkingPickler.dumps(t.untyped_storage())
+    with pytest.raises(RuntimeError, match="Cowardly refusing to serialize non-leaf tensor which requires_grad"):
+        ForkingPickler.dumps(t.requires_grad_() * 2)
+    with pytest.raises(RuntimeError, match=r"Cannot share a torch.npu.Event"):
+        ForkingPickler.dumps(torch.npu.Event())
+
+
+SHARING = """
+    import torch, torch_npu
+    import torch.multiprocessing as mp
+
+    def child(inbox, outbox):
+        view, param, empty = inbox.get()
+        assert view.device.type == "npu" and view.tolist() == [2.0, 3.0, 4.0, 5.0], view
+        assert type(param) is torch.nn.Parameter and param.requires_grad and param.shape == (3, 3)
+        assert empty.numel() == 0 and empty.device.type == "npu"
+        view.mul_(10)                                  # the parent's memory
+        made_here = torch.full((5,), 7.0, device="npu")  # and the other way round
+        outbox.put((float(param.detach().sum()), made_here))
+        assert inbox.get() == "seen"                   # keep made_here alive while the parent reads it
+        assert made_here.tolist() == [7.0, 7.0, -1.0, 7.0, 7.0]
+
+    if __name__ == "__main__":
+        ctx = mp.get_context("spawn")
+        inbox, outbox = ctx.Queue(), ctx.Queue()
+        base = torch.arange(8.0, device="npu")
+        param = torch.nn.Parameter(torch.ones(3, 3, device="npu"))
+        proc = ctx.Process(target=child, args=(inbox, outbox))
+        proc.start()
+        inbox.put((base[2:6], param, torch.empty(0, device="npu")))
+        total, from_child = outbox.get(timeout=60)
+        assert total == 9.0
+        assert base.tolist() == [0.0, 1.0, 20.0, 30.0, 40.0, 50.0, 6.0, 7.0], base
+        assert from_child.device.type == "npu" and from_child.tolist() == [7.0] * 5
+        from_child[2] = -1.0
+        torch.npu.synchronize()
+        inbox.put("seen")
+        proc.join(60)
+        assert proc.exitcode == 0, proc.exitcode
+        print("ok")
+"""
+
+
+def test_spawned_processes_share_npu_tensors_both_ways(tmp_path):
+    script = tmp_path / "share.py"
+    import textwrap
+    script.write_text(textwrap.dedent(SHARING))
+    proc = run_python(f"import runpy; runpy.run_path({str(script)!r}, run_name='__main__')", timeout=180,
+                      VNPU_SHARED_DEVICE_MEMORY="1")
+    assert proc.returncode == 0 and "ok" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-4000:]
