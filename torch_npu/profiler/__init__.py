@@ -7,6 +7,9 @@ from torch_npu.profiler.experimental_config import (  # noqa: F401
 from torch_npu.profiler.profiler import (ProfilerAction, ProfilerActivity, analyse, profile, schedule,
                                          supported_activities, tensorboard_trace_handler)
 from torch_npu.profiler import dynamic_profile  # noqa: F401
+from torch_npu.profiler._add_metadata_sanitizer_patch import _apply_metadata_sanitizer_patch
+
+_apply_metadata_sanitizer_patch()  # add_metadata keeps trace files valid JSON, on every device
 
 __all__ = ["AiCMetrics", "ExportType", "HostSystem", "ProfilerAction", "ProfilerActivity", "ProfilerLevel",
            "_ExperimentalConfig", "analyse", "dynamic_profile", "profile", "schedule", "supported_activities",
