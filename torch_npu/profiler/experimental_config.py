@@ -69,16 +69,20 @@ class _ExperimentalConfig:
     Core counters: the value is recorded in profiler_info.json, and
     kernel_details.csv carries the cost model's estimate instead.
     export_type: "text" (csv/json files) or "db" (not supported: warns and
-    falls back to text)."""
+    falls back to text).
+    mstx (msprof_tx, its deprecated name): the mstx ranges and marks the
+    program emits are kept (``tx_enabled``); with ``with_flops`` the npu fused
+    operators also emit their FLOPs as ranges (torch_npu/profiler/_flops_hook.py)."""
 
     def __init__(self, profiler_level=ProfilerLevel.Level0, aic_metrics=AiCMetrics.AiCoreNone, l2_cache=False,
-                 msprof_tx=False, data_simplification=True, record_op_args=False, op_attr=False,
+                 msprof_tx=False, mstx=False, data_simplification=True, record_op_args=False, op_attr=False,
                  gc_detect_threshold=None, export_type=ExportType.Text, host_sys=(), mstx_domain_include=(),
                  mstx_domain_exclude=(), sys_io=False, sys_interconnection=False):
         self.profiler_level = profiler_level
         self.aic_metrics = aic_metrics
         self.l2_cache = l2_cache
         self.msprof_tx = msprof_tx
+        self.mstx = mstx
         self.data_simplification = data_simplification
         self.record_op_args = record_op_args
         self.op_attr = op_attr
@@ -102,10 +106,15 @@ class _ExperimentalConfig:
             self._reset("aic_metrics", AiCMetrics.AiCoreNone, f"which must be one of {_values(AiCMetrics)}")
         if self.profiler_level == ProfilerLevel.Level0 and self.aic_metrics != AiCMetrics.AiCoreNone:
             self._reset("aic_metrics", AiCMetrics.AiCoreNone, "which is only valid for Level1 and Level2")
-        for flag in ("l2_cache", "msprof_tx", "data_simplification", "record_op_args", "op_attr", "sys_io",
+        for flag in ("l2_cache", "msprof_tx", "mstx", "data_simplification", "record_op_args", "op_attr", "sys_io",
                      "sys_interconnection"):
             if not isinstance(getattr(self, flag), bool):
                 self._reset(flag, flag == "data_simplification", "which must be a bool")
+        if self.msprof_tx:
+            warnings.warn("The parameter msprof_tx will be deprecated. Please use the new parameter mstx instead.")
+        if self.profiler_level == ProfilerLevel.Level_none and not self.tx_enabled:
+            self.mstx = True
+            warnings.warn("Parameter mstx or msprof_tx must be True if profiler_level is set to Level_none.")
         if isinstance(self.export_type, str):
             self.export_type = [self.export_type]
         if not isinstance(self.export_type, list) or any(t not in _values(ExportType) for t in self.export_type):
@@ -118,10 +127,15 @@ class _ExperimentalConfig:
                 not isinstance(self.gc_detect_threshold, (int, float)) or self.gc_detect_threshold < 0):
             self._reset("gc_detect_threshold", None, "which must be a non-negative number")
 
+    @property
+    def tx_enabled(self):
+        """Whether mstx data is collected (mstx or msprof_tx)."""
+        return self.msprof_tx or self.mstx
+
     def to_dict(self):
         return {
             "_profiler_level": self.profiler_level, "_aic_metrics": self.aic_metrics, "_l2_cache": self.l2_cache,
-            "_msprof_tx": self.msprof_tx, "_data_simplification": self.data_simplification,
+            "_msprof_tx": self.msprof_tx, "_mstx": self.mstx, "_data_simplification": self.data_simplification,
             "_record_op_args": self.record_op_args, "_op_attr": self.op_attr,
             "_gc_detect_threshold": self.gc_detect_threshold, "_export_type": self.export_type,
         }

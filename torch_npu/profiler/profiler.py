@@ -32,6 +32,7 @@ import torch.profiler as _torch_profiler
 
 from torch_npu.profiler import _session, analysis
 from torch_npu.profiler.experimental_config import _ExperimentalConfig
+from torch_npu.profiler._flops_hook import FlopsHookManager
 from torch_npu.profiler.scheduler import ProfilerAction, Schedule as schedule  # torch_npu's names
 
 __all__ = ["ProfilerActivity", "ProfilerAction", "analyse", "profile", "schedule", "supported_activities",
@@ -102,12 +103,20 @@ class profile(_torch_profiler.profile):
         except BaseException:
             _session.release_npu_profile(self)
             raise
+        if self._counts_flops_as_ranges():
+            FlopsHookManager.install()
 
     def stop(self):
         try:
+            if self._counts_flops_as_ranges():
+                FlopsHookManager.uninstall()
             super().stop()
         finally:
             _session.release_npu_profile(self)
+
+    def _counts_flops_as_ranges(self):
+        # with_flops and mstx: the operators' FLOPs as "mfu_flops" ranges (torch_npu/profiler/_flops_hook.py)
+        return self.with_flops and self.npu_experimental_config.tx_enabled
 
     def add_metadata(self, key, value):
         """Recorded in profiler_metadata.json (and the trace)."""
