@@ -2,6 +2,8 @@
 memory freed while another stream used it are raised with both stack traces;
 properly synchronised programs run unchanged; off, it leaves no trace."""
 
+import textwrap
+
 import pytest
 import torch
 import torch.cuda._sanitizer as csan
@@ -528,16 +530,42 @@ def test_the_stream_check_is_torch_npus_module_split_with_runtime_events_as_call
     assert _npu_trace.NPUMemoryAllocationCallbacks.callback_list == []  # a stopped tool leaves no callbacks
 
 
-def test_the_kernel_check_enables_nothing_and_says_why(monkeypatch):
+def test_the_kernel_check_needs_its_debug_path(monkeypatch):
     monkeypatch.delenv("ASCEND_OPP_DEBUG_PATH", raising=False)
     with pytest.warns(UserWarning, match="ASCEND_OPP_DEBUG_PATH is not set"):
         assert _sanitizer.npu_sanitizer.enable_kernel_check() is False
-    monkeypatch.setenv("ASCEND_OPP_DEBUG_PATH", "/opp/debug")
-    checker = _sanitizer.NPUSanitizer()
-    with pytest.warns(UserWarning, match="the virtual NPU does not have"):
-        checker.enable()
-    assert checker.mode == _sanitizer.SanitizerMode.KERNEL and not checker.enabled
-    assert checker.dispatch is None
+
+
+KERNEL_CHECK = """
+    import os, torch, torch_npu
+    a = torch.ones(3, device="npu")
+    b = a + 1
+    print("values", b.cpu().tolist())
+    kernels = "opp_debug_path/built-in/op_impl/ai_core/tbe/kernel"
+    print("package", os.path.islink(kernels), os.path.realpath(kernels) == os.path.realpath(os.environ["DBG"] +
+          "/built-in/op_impl/ai_core/tbe/kernel"), os.path.exists("opp_debug_path/vendors/custom/op.so"),
+          os.environ["ASCEND_OPP_PATH"] == os.path.abspath("opp_debug_path"), os.environ["ASCEND_LAUNCH_BLOCKING"])
+    torch.ones(2, device="npu")[torch.tensor([5], device="npu")]  # an error raises at its operator
+"""
+
+
+def test_the_kernel_check_traces_each_operator_synchronously_and_builds_the_debug_package(tmp_path):
+    opp, dbg, run = tmp_path / "opp", tmp_path / "dbg", tmp_path / "run"
+    (opp / "vendors" / "custom").mkdir(parents=True)
+    (opp / "vendors" / "custom" / "op.so").write_text("x")
+    (dbg / "built-in" / "op_impl" / "ai_core" / "tbe" / "kernel").mkdir(parents=True)
+    run.mkdir()
+    code = f"import os; os.chdir({str(run)!r})\n" + textwrap.dedent(KERNEL_CHECK)
+    r = run_python(code, timeout=120, TORCH_NPU_SANITIZER="1", ASCEND_OPP_PATH=str(opp),
+                   ASCEND_OPP_DEBUG_PATH=str(dbg), DBG=str(dbg))
+    out = r.stdout
+    assert "====== Start acl operator aten.add.Tensor" in out and "====== aten.add.Tensor python stack info:" in out
+    stack = out.split("====== aten.add.Tensor python stack info:")[1].split("======")[0]
+    assert 'File "<string>", line 5' in stack  # the user's line, `b = a + 1`
+    assert "values [2.0, 2.0, 2.0]" in out and "package True True True True 1" in out
+    assert r.returncode != 0 and "index" in r.stderr.lower()  # the bad index raised at its operator
+    assert "====== Start acl operator aten.index.Tensor" in out
+    assert not (run / "opp_debug_path").exists()  # removed at exit
 
 
 def test_erase_stream_takes_back_a_recorded_stream_and_ignores_unknown_memory():

@@ -5,9 +5,11 @@ The npu counterpart of ``torch.cuda._sanitizer`` (CSAN), enabled by
 has two modes: the stream check (torch_npu/npu/_stream_check.py: races
 between streams, memory reused while another stream still used it, missing
 ``record_stream``) and, when ``ASCEND_OPP_DEBUG_PATH`` names CANN debug
-kernels, a kernel check that runs those instead of the operator package's.
-vNPU runs the stream check; the virtual NPU has no CANN kernels to swap, so
-the kernel check says so and enables nothing.
+kernels, a kernel check that runs those instead of the operator package's
+and reports every operator with its Python stack. vNPU runs both; its
+kernels are ATen's, so the kernel check's debug package is built but not
+read, and the check is the operator trace run synchronously
+(torch_npu/npu/_kernel_check.py).
 
 A race is raised at the kernel that makes it, as ``CUDASanitizerErrors`` (what
 torch_npu raises), after each error was printed to stderr with both stack
@@ -17,6 +19,10 @@ traces. docs/sanitizer.md explains the design.
 import os
 import sys
 import warnings
+
+import torch
+import torch.utils._pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import torch_npu.npu._stream_check as stream_check
 import torch_npu.utils._npu_trace as npu_trace
@@ -61,16 +67,32 @@ class NPUSanitizer:
         self.enabled = success
 
     def enable_kernel_check(self) -> bool:
-        """Real torch_npu's kernel check runs the CANN debug kernels under
-        ASCEND_OPP_DEBUG_PATH. The virtual NPU's kernels are ATen's, so there
-        is nothing to swap: it warns and enables nothing (False)."""
+        """Every npu operator from now on is reported as it starts ("====== Start
+        acl operator <op>") and finishes (its Python stack), and runs to
+        completion before the next, so an error raises at its operator. The
+        debug operator package of ASCEND_OPP_DEBUG_PATH is built as on Ascend
+        (./opp_debug_path, removed at exit), though vNPU's ATen kernels do not
+        read it."""
         if not os.getenv("ASCEND_OPP_DEBUG_PATH"):
             warnings.warn("ASCEND_OPP_DEBUG_PATH is not set! TORCH_NPU_SANITIZER takes no effect!")
             return False
-        warnings.warn("ASCEND_OPP_DEBUG_PATH is set, but the NPU Sanitizer's kernel check runs CANN's debug kernels, "
-                      "which the virtual NPU does not have (its kernels are ATen's): nothing is checked. Unset "
-                      "ASCEND_OPP_DEBUG_PATH to run the stream check.")
-        return False
+        import atexit
+
+        from torch_npu.npu import _kernel_check
+
+        paths = _kernel_check.KernelPathManager()
+        atexit.register(paths.clear_debug_env)
+        atexit.register(self.disable)  # before torch_npu's own exit work, which is not the program's
+        handler = _kernel_check.EventHandler()
+        self.event_handler = handler
+        npu_trace.clear_callbacks()
+        npu_trace.register_callback_for_acl_start_execution(
+            lambda name: handler._handle_acl_start_execution(name), "acl_start_execution")
+        npu_trace.register_callback_for_acl_finish_execution(
+            lambda name: handler._handle_acl_finish_execution(name), "acl_finish_execution")
+        self.dispatch = _KernelCheckDispatchMode()
+        self.dispatch.__enter__()
+        return True
 
     def enable_stream_check(self) -> bool:
         handler = stream_check.NPURecordStreamHandler()
@@ -117,6 +139,26 @@ class NPUSanitizer:
                 self.dispatch.__exit__(None, None, None)
         except Exception:
             pass
+
+
+class _KernelCheckDispatchMode(TorchDispatchMode):
+    """The kernel check's operator trace: each aten operator on npu tensors
+    fires the acl start callbacks, runs, is waited for, then fires the finish
+    callbacks (named as torch prints the overload, e.g. "aten.add.Tensor")."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        on_npu = any(isinstance(t, torch.Tensor) and t.device.type == "npu"
+                     for t in pytree.tree_leaves((args, kwargs)))
+        on_npu = on_npu or torch.device(kwargs.get("device") or "cpu").type == "npu"  # factories
+        if not on_npu:
+            return func(*args, **kwargs)
+        name = str(func)
+        npu_trace.NPUACLStartExecuteCallbacks.fire_callbacks(name)
+        out = func(*args, **kwargs)
+        torch.npu.synchronize()
+        npu_trace.NPUACLFinishExecuteCallbacks.fire_callbacks(name)
+        return out
 
 
 def enable_npu_sanitizer():
