@@ -8,6 +8,7 @@ tests are differential: the same computation on npu and on cpu must agree.
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 import pytest
@@ -20,6 +21,12 @@ import torch_npu._environment
 # subprocesses start from a clean slate so that a developer's shell (or the
 # CI job) cannot change their outcome.
 _VNPU_ENV = tuple(torch_npu._environment.runtime_variable_names())
+
+
+# Every profile writes a *_ascend_pt folder, under $ASCEND_WORK_PATH/profiling_data or else
+# the current directory (torch_npu/profiler/_profiler_path_creator.py): the suite's go to a
+# temporary folder, never into the checkout (subprocesses inherit it).
+os.environ.setdefault("ASCEND_WORK_PATH", tempfile.mkdtemp(prefix="vnpu_tests_work_"))
 
 
 # The files that take longest (minutes: the OpInfo coverage sweep, torchrun

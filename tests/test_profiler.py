@@ -4,6 +4,7 @@ linked to the host op that launched it; key_averages() has device time; the
 chrome trace has the kernels and their flow arrows."""
 
 import json
+import pathlib
 
 import pytest
 import torch
@@ -186,6 +187,43 @@ def test_analyse_offline(tmp_path):
         npu_profiler.analyse(str(tmp_path / "missing"))
 
 
+def test_every_profile_writes_its_raw_folder_and_exports_where_asked(tmp_path, monkeypatch):
+    # As real torch_npu: a profile without tensorboard_trace_handler still writes its *_ascend_pt folder
+    # (at $ASCEND_WORK_PATH/profiling_data), which analyse() reads offline; exports make their folders.
+    from torch_npu.profiler._profiler_path_creator import ProfPathCreator
+    monkeypatch.setenv("ASCEND_WORK_PATH", str(tmp_path / "work"))
+    x = torch.randn(64, 64, device="npu")
+    prof = npu_profiler._KinetoProfile(with_stack=True)
+    prof.start()
+    (x @ x).relu().sum().item()
+    prof.stop()
+    folder = pathlib.Path(ProfPathCreator().get_prof_dir())
+    assert folder.parent == tmp_path / "work" / "profiling_data" and folder.name.endswith("_ascend_pt")
+    assert (folder / "FRAMEWORK" / "torch.trace.json").is_file() and (folder / "profiler_info.json").is_file()
+    prof.export_chrome_trace(str(tmp_path / "new" / "trace.json"))  # Kineto saves once: copied from the folder
+    assert json.loads((tmp_path / "new" / "trace.json").read_text())["traceEvents"]
+    prof.export_chrome_trace(str(tmp_path / "new" / "trace.json.gz"))
+    assert (tmp_path / "new" / "trace.json.gz").stat().st_size > 0
+    prof.export_stacks(str(tmp_path / "stacks" / "stacks.log"))  # with_stack alone is enough
+    lines = (tmp_path / "stacks" / "stacks.log").read_text().splitlines()
+    assert lines and all(int(line.rsplit(" ", 1)[1]) > 0 for line in lines)
+    npu_profiler.analyse(str(tmp_path / "work" / "profiling_data"))
+    out = folder / analysis.OUTPUT_DIR
+    assert any(row["Name"] == "mm" for row in _rows(out / "kernel_details.csv"))
+    tasks = _rows(out / "task_time.csv")
+    assert any(row["kernel_name"] == "mm" and float(row["task_time(us)"]) > 0 for row in tasks)
+
+
+def test_a_cpu_only_profile_has_no_device_files(tmp_path):
+    x = torch.randn(64, 64, device="npu")
+    with npu_profiler.profile(activities=[npu_profiler.ProfilerActivity.CPU],
+                              on_trace_ready=npu_profiler.tensorboard_trace_handler(str(tmp_path))):
+        (x @ x).sum().item()
+    out = next(tmp_path.glob("*_ascend_pt")) / analysis.OUTPUT_DIR
+    assert (out / "trace_view.json").is_file() and (out / "operator_details.csv").is_file()
+    assert not (out / "kernel_details.csv").exists() and not (out / "task_time.csv").exists()
+
+
 def test_schedule_keeps_its_parameters_and_follows_torchs_cycle():
     import torch.profiler as tp
     A = npu_profiler.ProfilerAction
@@ -351,9 +389,13 @@ os._exit(9)  # killed in the middle of the next cycle: no stop(), no cleanup
     r = run_python(code, timeout=120)
     assert r.returncode == 9, r.stderr[-2000:]
     folders = sorted(tmp_path.glob("*_ascend_pt"))
-    assert len(folders) >= 2  # the finished cycles
+    finished = [f for f in folders if (f / "profiler_info.json").is_file()]
+    assert len(finished) >= 2  # the finished cycles
+    # the cycle the kill interrupted has its folder (made when its trace started), with nothing in it
+    assert len(folders) - len(finished) <= 1
     for folder in folders:
         assert not list(folder.rglob("*.tmp"))
+    for folder in finished:
         json.loads((folder / "profiler_info.json").read_text())
         rows = _rows(folder / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv")
         assert any(row["Name"] == "mm" for row in rows)

@@ -23,8 +23,9 @@ _OTHER_LAYERS = (
      "others over sockets (gloo), and a group over several hosts all-reduces hierarchically; `{rank}` in it stands for the "
      "rank (`host{rank}`: every rank a host of its own), `{rank//K}` for rank // K (`host{rank//2}`: hosts of 2 ranks)"),
     ("ASCEND_WORK_PATH", "unset",
-     "torch_npu.profiler's: with it, `tensorboard_trace_handler()` without a `dir_name` writes under "
-     "`$ASCEND_WORK_PATH/profiling_data` (else under the current folder)"),
+     "torch_npu.profiler's: each profile's `*_ascend_pt` folder (raw data, and with "
+     "`tensorboard_trace_handler()` the analysis) goes under `$ASCEND_WORK_PATH/profiling_data` unless the "
+     "handler names a `dir_name` (else under the current folder)"),
     ("VNPU_CHECK_MODE", "0",
      "1: strict chip mode for the whole run (`torch.npu.set_check_mode(True)` at import), "
      "with its findings printed at exit (docs/strict_mode.md)"),

@@ -4,8 +4,8 @@ npu device activity (csrc/profiler). See docs/profiler.md."""
 from torch_npu.profiler.experimental_config import (  # noqa: F401
     AiCMetrics, ExportType, HostSystem, ProfilerLevel, _ExperimentalConfig, supported_ai_core_metrics,
     supported_export_type, supported_profiler_level)
-from torch_npu.profiler.profiler import (ProfilerAction, ProfilerActivity, analyse, profile, schedule,
-                                         supported_activities, tensorboard_trace_handler)
+from torch_npu.profiler.profiler import (ProfilerAction, ProfilerActivity, _KinetoProfile, analyse, profile,
+                                         schedule, supported_activities, tensorboard_trace_handler)
 from torch_npu.profiler import dynamic_profile  # noqa: F401
 from torch_npu.profiler._add_metadata_sanitizer_patch import _apply_metadata_sanitizer_patch
 

@@ -20,10 +20,11 @@ builds ASCEND_PROFILER_OUTPUT/ later, offline.
 """
 
 import datetime
+import gzip
 import json
 import os
 import pathlib
-import socket
+import shutil
 import warnings
 from enum import Enum
 
@@ -33,6 +34,7 @@ import torch.profiler as _torch_profiler
 from torch_npu.profiler import _session, analysis
 from torch_npu.profiler.experimental_config import _ExperimentalConfig
 from torch_npu.profiler._flops_hook import FlopsHookManager
+from torch_npu.profiler._profiler_path_creator import ProfPathCreator, _check_writable
 from torch_npu.profiler.scheduler import ProfilerAction, Schedule as schedule  # torch_npu's names
 
 __all__ = ["ProfilerActivity", "ProfilerAction", "analyse", "profile", "schedule", "supported_activities",
@@ -68,13 +70,14 @@ def _rank():
     return int(os.environ.get("RANK", -1))
 
 
-class profile(_torch_profiler.profile):
-    """``with torch_npu.profiler.profile(activities=[...NPU], schedule=...,
-    on_trace_ready=tensorboard_trace_handler(dir)) as prof: ... prof.step()``."""
+class _NpuProfileMixin:
+    """What torch_npu's profiles add to torch's (profile and _KinetoProfile):
+    torch_npu's activities and experimental config, one profiling session per
+    process, the FLOPs ranges, and the raw-data folder each trace writes
+    (ProfPathCreator)."""
 
-    def __init__(self, activities=None, schedule=None, on_trace_ready=None, record_shapes=False,
-                 profile_memory=False, with_stack=False, with_flops=False, with_modules=False,
-                 experimental_config=None, use_cuda=None, **kwargs):
+    def _npu_setup(self, activities, experimental_config):
+        """Records torch_npu's arguments; returns the torch activities to profile."""
         if activities is None:
             activities = [ProfilerActivity.CPU, ProfilerActivity.NPU]
         if experimental_config is None:
@@ -88,10 +91,8 @@ class profile(_torch_profiler.profile):
                                       for a in activities})
         self._npu_metadata = {}
         self._npu_start = datetime.datetime.now()
-        super().__init__(activities=sorted({_torch_activity(a) for a in activities}, key=lambda a: a.value),
-                         schedule=schedule, on_trace_ready=on_trace_ready, record_shapes=record_shapes,
-                         profile_memory=profile_memory, with_stack=with_stack, with_flops=with_flops,
-                         with_modules=with_modules, **kwargs)
+        self._npu_folder = None
+        return sorted({_torch_activity(a) for a in activities}, key=lambda a: a.value)
 
     def start(self):
         # Claimed before Kineto starts, under a lock: the start drops the GIL,
@@ -114,9 +115,46 @@ class profile(_torch_profiler.profile):
         finally:
             _session.release_npu_profile(self)
 
+    def start_trace(self):
+        # Each trace gets its folder when it starts, where the handler (if it
+        # is tensorboard_trace_handler) says, else at the default place.
+        handler = getattr(self, "on_trace_ready", None)
+        creator = ProfPathCreator()
+        creator.init(worker_name=getattr(handler, "worker_name", None), dir_name=getattr(handler, "dir_name", None))
+        self._npu_folder = creator.create_prof_dir()
+        self._npu_start = datetime.datetime.now()
+        super().start_trace()
+
+    def stop_trace(self):
+        super().stop_trace()
+        if self._npu_folder is not None:
+            _write_raw_data(self, self._npu_folder)
+
     def _counts_flops_as_ranges(self):
         # with_flops and mstx: the operators' FLOPs as "mfu_flops" ranges (torch_npu/profiler/_flops_hook.py)
         return self.with_flops and self.npu_experimental_config.tx_enabled
+
+    def export_chrome_trace(self, path):
+        _make_parent(path)
+        raw = None if self._npu_folder is None else self._npu_folder / analysis.RAW_TRACE
+        if raw is not None and raw.is_file():
+            # Kineto saves a trace once; the stop already saved it as the folder's raw data.
+            if str(path).endswith(".gz"):
+                with open(raw, "rb") as src, gzip.open(path, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+            else:
+                shutil.copyfile(raw, path)
+            return None
+        return super().export_chrome_trace(path)
+
+    def export_stacks(self, path, metric="self_cpu_time_total"):
+        _make_parent(path)
+        return super().export_stacks(path, metric)
+
+    def export_memory_timeline(self, output_path, device=None):
+        """torch's export_memory_timeline; torch_npu names the file argument output_path."""
+        _make_parent(output_path)
+        return super().export_memory_timeline(output_path, device)
 
     def add_metadata(self, key, value):
         """Recorded in profiler_metadata.json (and the trace)."""
@@ -143,7 +181,7 @@ class profile(_torch_profiler.profile):
             "config": {
                 "common_config": {
                     "activities": self.npu_activities,
-                    "schedule": {} if self.schedule is None else {"enabled": True},
+                    "schedule": {} if getattr(self, "schedule", None) is None else {"enabled": True},
                     "record_shapes": self.record_shapes,
                     "profile_memory": self.profile_memory,
                     "with_stack": self.with_stack,
@@ -164,15 +202,62 @@ class profile(_torch_profiler.profile):
         }
 
 
-def _check_writable(path):
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise RuntimeError(f"The profiler's output directory '{path}' cannot be created: {e.strerror}. Pass a "
-                           f"writable dir_name to tensorboard_trace_handler.") from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise RuntimeError(f"The profiler's output directory '{path}' is not writable. Pass a writable dir_name "
-                           f"to tensorboard_trace_handler.")
+class _KinetoProfile(_NpuProfileMixin, _torch_profiler.profiler._KinetoProfile):
+    """A profile without a schedule: ``start()``, the work, ``stop()``, then the
+    exports; its raw data is written to its ``*_ascend_pt`` folder at stop, for
+    ``analyse()`` to read."""
+
+    def __init__(self, *, activities=None, record_shapes=False, profile_memory=False, with_stack=False,
+                 with_flops=False, with_modules=False, experimental_config=None, **kwargs):
+        super().__init__(activities=self._npu_setup(activities, experimental_config), record_shapes=record_shapes,
+                         profile_memory=profile_memory, with_stack=with_stack, with_flops=with_flops,
+                         with_modules=with_modules, **_torch_options(with_stack, kwargs))
+
+
+class profile(_NpuProfileMixin, _torch_profiler.profile):
+    """``with torch_npu.profiler.profile(activities=[...NPU], schedule=...,
+    on_trace_ready=tensorboard_trace_handler(dir)) as prof: ... prof.step()``."""
+
+    def __init__(self, activities=None, schedule=None, on_trace_ready=None, record_shapes=False,
+                 profile_memory=False, with_stack=False, with_flops=False, with_modules=False,
+                 experimental_config=None, use_cuda=None, **kwargs):
+        super().__init__(activities=self._npu_setup(activities, experimental_config), schedule=schedule,
+                         on_trace_ready=on_trace_ready, record_shapes=record_shapes, profile_memory=profile_memory,
+                         with_stack=with_stack, with_flops=with_flops, with_modules=with_modules,
+                         **_torch_options(with_stack, kwargs))
+
+
+def _torch_options(with_stack, kwargs):
+    """torch.profiler's remaining options. torch keeps the Python stacks of its
+    events for export_stacks() only with its experimental config's verbose
+    flag; torch_npu's export_stacks() works with with_stack alone, so a
+    profile with stacks asks for it."""
+    if with_stack and "experimental_config" not in kwargs:
+        kwargs = dict(kwargs, experimental_config=torch._C._profiler._ExperimentalConfig(verbose=True))
+    return kwargs
+
+
+def _make_parent(path):
+    parent = os.path.dirname(os.path.abspath(str(path)))
+    os.makedirs(parent, exist_ok=True)
+
+
+def _write_raw_data(prof, folder):
+    """A trace's raw data in its folder: the chrome trace (what analyse() reads),
+    profiler_info.json and profiler_metadata.json."""
+    (folder / "FRAMEWORK").mkdir(parents=True, exist_ok=True)
+    raw = folder / analysis.RAW_TRACE
+    tmp = raw.with_name(raw.name + ".tmp")
+    torch.profiler.profiler._KinetoProfile.export_chrome_trace(prof, str(tmp))
+    os.replace(tmp, raw)
+    info = prof._npu_info() if isinstance(prof, _NpuProfileMixin) else {"config": {}}
+    analysis.write_atomically(folder / "profiler_info.json", json.dumps(info, indent=1))
+    metadata = dict(getattr(prof, "_npu_metadata", {}))
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        metadata["distributed_args"] = {"rank": torch.distributed.get_rank(),
+                                        "world_size": torch.distributed.get_world_size(),
+                                        "backend": torch.distributed.get_backend()}
+    analysis.write_atomically(folder / "profiler_metadata.json", json.dumps(metadata, indent=1))
 
 
 def tensorboard_trace_handler(dir_name=None, worker_name=None, analyse_flag=True, async_mode=False):
@@ -193,27 +278,20 @@ def tensorboard_trace_handler(dir_name=None, worker_name=None, analyse_flag=True
     _check_writable(root)
 
     def handler(prof):
-        worker = worker_name or socket.gethostname()
-        stamp = datetime.datetime.now().strftime("%Y%m%d%H%M%S%f")[:-3]
-        folder = root / f"{worker}_{os.getpid()}_{stamp}_ascend_pt"
-        (folder / "FRAMEWORK").mkdir(parents=True, exist_ok=True)
-        raw = folder / analysis.RAW_TRACE
-        tmp = raw.with_name(raw.name + ".tmp")
-        prof.export_chrome_trace(str(tmp))
-        os.replace(tmp, raw)
-        info = prof._npu_info() if isinstance(prof, profile) else {"config": {}}
-        analysis.write_atomically(folder / "profiler_info.json", json.dumps(info, indent=1))
-        metadata = dict(getattr(prof, "_npu_metadata", {}))
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
-            metadata["distributed_args"] = {"rank": torch.distributed.get_rank(),
-                                            "world_size": torch.distributed.get_world_size(),
-                                            "backend": torch.distributed.get_backend()}
-        analysis.write_atomically(folder / "profiler_metadata.json", json.dumps(metadata, indent=1))
+        folder = getattr(prof, "_npu_folder", None)
+        if folder is None or not (folder / analysis.RAW_TRACE).is_file():
+            # a profile of torch's own: its raw data is written here
+            creator = ProfPathCreator()
+            creator.init(worker_name=worker_name, dir_name=str(root))
+            folder = creator.create_prof_dir()
+            _write_raw_data(prof, folder)
         if analyse_flag:
             analysis.write_outputs(folder)
         handler.folders.append(folder)
 
     handler.folders = []
+    handler.dir_name = str(root)  # where the profile makes its folders (ProfPathCreator)
+    handler.worker_name = worker_name
     return handler
 
 

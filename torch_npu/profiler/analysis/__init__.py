@@ -170,6 +170,24 @@ def kernel_details(trace):
     return columns, rows
 
 
+TASK_TIME_COLUMNS = ["Device_id", "kernel_name", "kernel_type", "stream_id", "task_id", "task_time(us)",
+                     "task_start(us)", "task_stop(us)"]
+
+
+def task_time(trace):
+    """msprof's task_time summary: every device task with its start, end and duration."""
+    rows, task_ids = [], defaultdict(int)
+    for task in trace.tasks:
+        args = task.get("args", {})
+        stream = int(args.get("stream", task.get("tid", 0)) or 0)
+        device = int(args.get("device", task.get("pid", 0)) or 0)
+        task_ids[(device, stream)] += 1
+        start = trace.base_us + task["ts"]
+        rows.append([device, task["name"], core_type(task), stream, task_ids[(device, stream)], _us(task["dur"]),
+                     _us(start), _us(start + task["dur"])])
+    return TASK_TIME_COLUMNS, rows
+
+
 def op_statistic(trace):
     groups, estimates = defaultdict(list), defaultdict(list)
     for task in trace.tasks:
@@ -393,10 +411,13 @@ def write_outputs(folder):
     if trace.roofline is not None:
         view["traceEvents"] = list(raw.get("traceEvents", [])) + estimate_track(trace)
     write_atomically(out / "trace_view.json", json.dumps(view))
-    for name, (columns, rows) in (("kernel_details.csv", kernel_details(trace)),
-                                  ("op_statistic.csv", op_statistic(trace)),
-                                  ("operator_details.csv", operator_details(trace)),
-                                  ("step_trace_time.csv", step_trace_time(trace))):
+    files = [("operator_details.csv", operator_details(trace)), ("step_trace_time.csv", step_trace_time(trace))]
+    # The device's files come from its activity: a CPU-only profile has none, as on Ascend.
+    activities = info.get("config", {}).get("common_config", {}).get("activities")
+    if activities is None or "NPU" in activities:
+        files += [("kernel_details.csv", kernel_details(trace)), ("op_statistic.csv", op_statistic(trace)),
+                  ("task_time.csv", task_time(trace))]
+    for name, (columns, rows) in files:
         write_atomically(out / name, _csv_text(columns, rows))
     if raw.get("profile_memory") or trace.memory:
         (op_columns, op_rows), (record_columns, record_rows) = memory_files(trace)
