@@ -82,6 +82,24 @@ void NpuGraph::capture_begin(std::optional<MempoolId> pool, const std::string& c
   graph_ = std::move(graph);
 }
 
+void NpuGraph::begin_capture_to_if_node(const at::Tensor& predicate) {
+  NPU_CHECK_WITH(Error, ErrCode::kParam, capture_stream_ != nullptr,
+                 "begin_capture_to_if_node: the NPUGraph is not capturing; call it inside torch.npu.graph(...).");
+  NPU_CHECK_WITH(Error, ErrCode::kParam,
+                 predicate.device().type() == c10::DeviceType::PrivateUse1 && predicate.numel() == 1 &&
+                     predicate.scalar_type() == at::kBool,
+                 "Conditions must be bool tensors of one element on an npu device to use conditional nodes in npu "
+                 "graphs; got ", predicate.scalar_type(), " ", predicate.sizes(), " on ", predicate.device());
+  predicates_.push_back(predicate);
+  graph_->begin_conditional(static_cast<const unsigned char*>(predicate.const_data_ptr()));
+}
+
+void NpuGraph::end_capture_to_conditional_node() {
+  NPU_CHECK_WITH(Error, ErrCode::kParam, capture_stream_ != nullptr,
+                 "end_capture_to_conditional_node: the NPUGraph is not capturing.");
+  with_torch_errors([&] { graph_->end_conditional(); });
+}
+
 void NpuGraph::capture_end() {
   NPU_CHECK_WITH(Error, ErrCode::kParam, capture_stream_ != nullptr,
                  "NPUGraph::capture_end was called without a preceding capture_begin.");
@@ -89,6 +107,9 @@ void NpuGraph::capture_end() {
   NPU_CHECK_WITH(Error, ErrCode::kParam, &current == capture_stream_, "Capture must end on the same stream it "
                  "began on.");
   try {
+    NPU_CHECK_WITH(Error, ErrCode::kParam, graph_->open_conditionals() == 0,
+                   "NPUGraph::capture_end: a conditional node is still being captured; call "
+                   "end_capture_to_conditional_node for each begin_capture_to_if_node first.");
     // Ends the capture on the streams it forked onto; refuses unjoined work.
     unregister_capture(*capture_stream_, /*check_joined=*/true);
   } catch (...) {
@@ -155,6 +176,7 @@ void NpuGraph::reset() {
   replays_.clear();
   if (graph_) release_task_group_pools(graph_.get());
   graph_.reset();
+  predicates_.clear();
   rng_.reset();
   if (pool_.has_value()) {  // the pools capture_begin took, device and host
     pinned_host_caching_allocator()->release_pool(std::exchange(host_pool_, c10::MempoolId_t{0, 0}));

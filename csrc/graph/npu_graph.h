@@ -17,6 +17,7 @@
 // kStreamCapture): synchronizing ops, host copies, CPU fallbacks.
 #pragma once
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
 #include <cstdint>
@@ -52,6 +53,11 @@ class NpuGraph {
   size_t num_tasks() const;
   std::vector<std::string> task_names() const;
   bool capturing() const { return capture_stream_ != nullptr; }
+  // Conditional nodes (vnpu::Graph::begin_conditional): the work captured
+  // until the matching end runs at each replay only when `predicate` (a
+  // one-element bool npu tensor, kept alive by the graph) is true then.
+  void begin_capture_to_if_node(const at::Tensor& predicate);
+  void end_capture_to_conditional_node();
 
  private:
   c10::DeviceIndex device_ = -1;
@@ -61,6 +67,7 @@ class NpuGraph {
   std::optional<MempoolId> pool_;
   c10::MempoolId_t host_pool_{0, 0};  // the host allocator's pool for pin_memory() in the capture (set with pool_)
   std::vector<std::pair<vnpu::Stream*, uint64_t>> replays_;  // the last replay per stream
+  std::vector<at::Tensor> predicates_;  // the conditional nodes' predicates, read at each replay
 };
 
 // True when the calling thread's current stream captures a graph.

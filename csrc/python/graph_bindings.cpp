@@ -29,7 +29,9 @@ void bind_graphs(py::module& m) {
       .def("reset", &NpuGraph::reset, py::call_guard<py::gil_scoped_release>())
       .def("pool", &NpuGraph::pool)
       .def("_num_tasks", &NpuGraph::num_tasks)
-      .def("_task_names", &NpuGraph::task_names);
+      .def("_task_names", &NpuGraph::task_names)
+      .def("begin_capture_to_if_node", &NpuGraph::begin_capture_to_if_node)
+      .def("end_capture_to_conditional_node", &NpuGraph::end_capture_to_conditional_node);
   m.def("_register_accelerator_graph", &register_accelerator_graph);  // torch.accelerator.Graph
   m.def("_npu_isCurrentStreamCapturing", &is_current_stream_capturing);
   m.def("_graph_pool_handle", &graph_pool_handle);

@@ -4,15 +4,57 @@
 #include <string>
 #include <utility>
 
+#include "vnpu/erased_callable.h"
 #include "vnpu/error.h"
 
 namespace vnpu {
 
 void Graph::append(const TaskInfo& info, const ErasedCallable& callable) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!open_.empty()) {
+    // Into the innermost conditional's body (its own lock; a body never locks its parent).
+    std::shared_ptr<Graph> body = open_.back().body;
+    lock.unlock();
+    body->append(info, callable);
+    return;
+  }
+  lock.unlock();
   auto task = std::make_unique<Task>();
   task->emplace(info, callable);
-  std::lock_guard<std::mutex> lock(mutex_);
+  lock.lock();
   tasks_.push_back(std::move(task));
+}
+
+namespace {
+
+// The task a closed conditional becomes: its body, when the predicate holds.
+struct ConditionalNode {
+  std::shared_ptr<Graph> body;
+  const unsigned char* predicate;
+  void operator()() {
+    if (*predicate != 0) body->run();
+  }
+};
+
+}  // namespace
+
+void Graph::begin_conditional(const unsigned char* predicate) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  open_.push_back(OpenConditional{std::make_shared<Graph>(), predicate});
+}
+
+void Graph::end_conditional() {
+  OpenConditional closed;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (open_.empty()) {
+      throw Error(ErrorCode::kStreamCapture, "end_capture_to_conditional_node: no conditional node is being captured");
+    }
+    closed = std::move(open_.back());
+    open_.pop_back();
+  }
+  ConditionalNode node{std::move(closed.body), closed.predicate};
+  append(TaskInfo{"conditional_node", TaskKind::kGraph}, erase(node));
 }
 
 void Graph::run_tasks(const TaskList& tasks, std::size_t begin, std::size_t end, std::exception_ptr& first) {

@@ -687,6 +687,38 @@ TEST(StreamCapture, CapturedTasksRunOnlyOnReplayInOrder) {
   EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 0, 1, 2}));
 }
 
+TEST(StreamCapture, ConditionalNodesRunTheirBodyWhenThePredicateHoldsAtReplay) {
+  Stream stream(0, 0, 0, false);
+  std::vector<int> order;
+  unsigned char outer = 1, inner = 0;  // "device memory" the replay reads
+  auto graph = std::make_shared<vnpu::Graph>();
+  stream.begin_capture(graph);
+  stream.enqueue("before", [&order] { order.push_back(0); });
+  graph->begin_conditional(&outer);
+  stream.enqueue("outer body", [&order] { order.push_back(1); });
+  graph->begin_conditional(&inner);
+  stream.enqueue("inner body", [&order] { order.push_back(2); });
+  graph->end_conditional();
+  graph->end_conditional();
+  stream.enqueue("after", [&order] { order.push_back(3); });
+  EXPECT_EQ(expect_error([&] { graph->end_conditional(); }).code(), ErrorCode::kStreamCapture);
+  stream.end_capture();
+  EXPECT_EQ(graph->size(), 3u);  // before, the conditional node, after
+  stream.enqueue_replay(graph);
+  stream.synchronize();
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 3}));
+  order.clear();
+  inner = 1;
+  stream.enqueue_replay(graph);
+  stream.synchronize();
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3}));
+  order.clear();
+  outer = 0;
+  stream.enqueue_replay(graph);
+  stream.synchronize();
+  EXPECT_EQ(order, (std::vector<int>{0, 3}));
+}
+
 TEST(StreamCapture, HostWaitsRaiseWhileCapturing) {
   Stream stream(0, 0, 0, false);
   stream.enqueue("before", [] {});

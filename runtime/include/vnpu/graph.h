@@ -32,6 +32,14 @@
 // Groups do not nest; every task captured between begin and end belongs to
 // the group, whichever of the capture's streams added it.
 //
+// Conditional nodes (CUDA graphs' if nodes; torch.cond captured in a graph):
+// between begin_conditional(predicate) and end_conditional(), captured tasks
+// go into a body of their own, which becomes one task of the graph (or of
+// the enclosing body: conditionals nest); at each replay that task runs the
+// body only when the predicate byte, device memory written by the tasks
+// before it, is nonzero. Both branches of a torch.cond are captured, each
+// under its own predicate (pred, then not pred), so one runs per replay.
+//
 // Thread-safety: append() may be called by several capturing streams at
 // once. A finished graph's tasks are immutable except through
 // update_task_group, which may run while the graph replays on another
@@ -74,6 +82,15 @@ class Graph {
   // errors.
   void run() const;
 
+  // Conditional nodes (see above). end_conditional throws Error(kStreamCapture)
+  // when none is open; a capture must close every one it opened.
+  void begin_conditional(const unsigned char* predicate);
+  void end_conditional();
+  std::size_t open_conditionals() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return open_.size();
+  }
+
   // Task groups (see above). begin_task_group throws Error(kStreamCapture)
   // while a group is open; end_task_group, when none is; end_task_group
   // returns the group's index in this graph.
@@ -99,8 +116,14 @@ class Graph {
   };
   static void run_tasks(const TaskList& tasks, std::size_t begin, std::size_t end, std::exception_ptr& first);
 
-  mutable std::mutex mutex_;  // guards tasks_ while streams capture into it, and groups_
+  struct OpenConditional {
+    std::shared_ptr<Graph> body;
+    const unsigned char* predicate;
+  };
+
+  mutable std::mutex mutex_;  // guards tasks_ while streams capture into it, groups_ and open_
   TaskList tasks_;
+  std::vector<OpenConditional> open_;  // conditionals being captured, innermost last
   std::vector<TaskGroup> groups_;
   bool group_open_ = false;
   std::atomic<bool> waits_on_host_{false};
