@@ -146,6 +146,52 @@ std::vector<int64_t> functional_shape(const OpPolicy& policy, c10::ArrayRef<c10:
   return shape;
 }
 
+// Note [Results shaped by the Meta kernel]
+// Many functional ops without a structured kernel still have a Meta kernel
+// (ATen's or torch's Python meta registrations) that sizes their results
+// from the arguments' shapes: a full max, std / var, roll, take,
+// searchsorted, grid_sampler_2d, im2col ... Without a policy they took the
+// synchronous route (the stream drains, and a capture refuses them). Their
+// policy runs the call on meta tensors of the real sizes, strides and dtypes
+// instead: the Meta kernel checks the arguments and gives each result's
+// shape, strides and dtype; npu results are allocated so, and stage 2 runs
+// the CPU kernel into scratch and copies into them. A Meta kernel that
+// raises sends the call down the synchronous path, which runs the CPU kernel
+// on the real arguments and so raises ATen's own error. Ops whose result
+// shape depends on the values (nonzero, unique, masked_select, bincount)
+// stay synchronous.
+std::optional<std::vector<at::Tensor>> meta_results(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+  auto meta = [](const at::Tensor& t) -> at::Tensor {
+    if (!t.defined() || (t.device().is_cpu() && t.dim() == 0)) return t;
+    return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
+  };
+  torch::jit::Stack stack;
+  stack.reserve(args.size());
+  for (const c10::IValue& arg : args) {
+    if (arg.isTensor()) {
+      stack.emplace_back(meta(arg.toTensor()));
+    } else if (arg.isTensorList()) {
+      c10::List<at::Tensor> list;
+      for (const at::Tensor& t : arg.toTensorList()) list.push_back(meta(t));
+      stack.emplace_back(std::move(list));
+    } else {
+      stack.push_back(arg);
+    }
+  }
+  try {
+    at::AutoDispatchBelowADInplaceOrView no_autograd;
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &stack);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  std::vector<at::Tensor> results;
+  for (const c10::IValue& r : stack) {
+    if (!r.isTensor()) return std::nullopt;  // a host value: the call must run now
+    results.push_back(r.toTensor());
+  }
+  return results;
+}
+
 // Note [A boxed kernel warns in its dry run]
 // A kernel's warnings belong on the caller, once per call, as on the cpu
 // (indexing with a uint8 mask warns at every call). Stage 2 runs on the
@@ -227,6 +273,29 @@ void async_boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                if (dry_run_warned) quiet.emplace(dropping_warning_handler());
                // Functional ops: the CPU kernel's results are scratch in
                // device memory until copied into the outputs.
+               DeviceMemoryScope scratch(device);
+               torch::jit::Stack cpu_stack = call.to_stack();
+               op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu_stack);
+               for (size_t i = 0; i < outs.size(); ++i) outs[i].view().copy_(cpu_stack[i].toTensor());
+             });
+      for (auto& o : outputs) results.emplace_back(std::move(o));
+      break;
+    }
+    case OpResults::kMetaShaped: {
+      // Note [Results shaped by the Meta kernel]
+      const auto shapes = meta_results(op, args);
+      if (!shapes.has_value()) {
+        sync_native_kernel(op, keys, stack);  // raises ATen's own error (or runs what meta cannot shape)
+        return;
+      }
+      std::vector<at::Tensor> outputs;
+      for (const at::Tensor& m : *shapes) {
+        outputs.push_back(empty_npu(m.sizes(), m.strides(), at::TensorOptions().dtype(m.scalar_type()), device));
+      }
+      LaunchSnapshot snap;
+      BoxedSnapshot call(schema, args, device, snap);
+      launch(device, op.operator_name().name.c_str(), KernelOutputs(outputs), snap,
+             [device, call = std::move(call), op, outs = snap.refs(at::ITensorListRef(outputs))]() {
                DeviceMemoryScope scratch(device);
                torch::jit::Stack cpu_stack = call.to_stack();
                op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu_stack);

@@ -18,6 +18,8 @@ enum class OpResults : uint8_t {
   kBroadcastOut,     // element-wise `out=`: `out` resized to the inputs' broadcast shape
   kLikeArgument,     // functional: every result has the shape of argument `like`
   kAdaptivePool,     // functional: self's leading dims, then `output_size`
+  kMetaShaped,       // functional: the results its Meta kernel gives for the call's shapes
+                     // (Note [Results shaped by the Meta kernel] in boxed_kernel.cpp)
 };
 
 // A shape check the CPU kernel makes in stage 2, made in stage 1 instead.

@@ -1,0 +1,84 @@
+"""Functional ops shaped by their Meta kernel (Note [Results shaped by the Meta kernel] in
+csrc/launch/boxed_kernel.cpp): queued like any kernel instead of draining the stream, so they
+can be captured in NPU graphs; results, dtypes, errors and gradients equal the cpu's."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_npu  # noqa: F401
+from torch_npu import _C
+
+CASES = {
+    "max": lambda t: t.max(),
+    "min": lambda t: t.min(),
+    "median": lambda t: t.median(),
+    "nanmedian": lambda t: t.nanmedian(),
+    "prod": lambda t: t.prod(dtype=torch.float64),
+    "std.correction": lambda t: t.std(1, correction=0),
+    "var.correction": lambda t: t.var(1, keepdim=True),
+    "trace": lambda t: t.trace(),
+    "roll": lambda t: t.roll((1, -2), (0, 1)),
+    "take": lambda t: t.take(torch.tensor([0, 7, 11], device=t.device)),
+    "searchsorted.Tensor": lambda t: torch.searchsorted(torch.arange(-2.0, 2.0, 0.25, device=t.device), t),
+    "bucketize.Tensor": lambda t: torch.bucketize(t, torch.arange(-2.0, 2.0, 0.5, device=t.device), right=True),
+    "mode": lambda t: torch.mode(t.round(), 1),
+    "count_nonzero.dim_IntList": lambda t: torch.count_nonzero(t > 0, dim=1),
+    "histc": lambda t: torch.histc(t, 7),
+    "im2col": lambda t: F.unfold(t.view(1, 1, 3, 4), 2),
+}
+
+
+def _same(expected, got):
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    got = got if isinstance(got, tuple) else (got,)
+    for e, g in zip(expected, got):
+        assert g.device.type == "npu" and g.dtype == e.dtype and g.shape == e.shape
+        torch.testing.assert_close(g.cpu(), e, equal_nan=True)
+
+
+@pytest.mark.parametrize("op", sorted(CASES))
+def test_queued_and_equal_to_cpu(op):
+    assert _C._op_route("aten::" + op)[0] == "policy_table"
+    x = torch.randn(3, 4, generator=torch.Generator().manual_seed(0))
+    _same(CASES[op](x), CASES[op](x.npu()))
+
+
+def test_grid_sampler_and_col2im():
+    x, grid = torch.randn(2, 3, 5, 6), torch.rand(2, 4, 3, 2) * 2 - 1
+    _same(F.grid_sample(x, grid, align_corners=False), F.grid_sample(x.npu(), grid.npu(), align_corners=False))
+    cols = torch.randn(1, 4, 6)
+    _same(F.fold(cols, (3, 4), 2), F.fold(cols.npu(), (3, 4), 2))
+
+
+def test_captured_in_an_npu_graph():
+    # they used to drain the stream, which a capture refuses
+    y = torch.randn(6, device="npu")
+    graph, stream = torch.npu.NPUGraph(), torch.npu.Stream()
+    with torch.npu.graph(graph, stream=stream):
+        stats = (y.max(), y.std(0), y.roll(1))
+    y.copy_(torch.arange(6.0))
+    graph.replay()
+    torch.npu.synchronize()
+    assert stats[0].item() == 5.0 and stats[2].tolist() == [5.0, 0, 1, 2, 3, 4]
+    torch.testing.assert_close(stats[1].cpu(), torch.arange(6.0).std(0))
+
+
+def test_errors_raise_at_the_call_with_atens_words():
+    with pytest.raises(RuntimeError, match=r"max\(\): Expected reduction dim to be specified"):
+        torch.empty(0, device="npu").max()
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        torch.randn(3, device="npu").roll(1, 5)
+    # a value error: raised by the first launch of a signature (run on the caller), else at the next sync
+    with pytest.raises((IndexError, RuntimeError), match="out of range"):
+        torch.randn(3, device="npu").take(torch.tensor([7], device="npu")).cpu()
+
+
+def test_gradients_equal_cpu():
+    t = torch.randn(4, 5, requires_grad=True)
+    tn = t.detach().npu().requires_grad_()
+    for f in (lambda u: u.std(1).sum(), lambda u: u.prod(), lambda u: u.median(), lambda u: u.max(),
+              lambda u: u.roll(2, 1).pow(2).sum(), lambda u: u.var(0, keepdim=True).sum()):
+        expected, = torch.autograd.grad(f(t), t)
+        got, = torch.autograd.grad(f(tn), tn)
+        torch.testing.assert_close(got.cpu(), expected)
