@@ -1,10 +1,10 @@
-"""Functional ops shaped by their Meta kernel (Note [Results shaped by the Meta kernel] in
-csrc/launch/boxed_kernel.cpp): queued like any kernel instead of draining the stream, so they
-can be captured in NPU graphs; results, dtypes, errors and gradients equal the cpu's."""
+"""Functional ops whose results' shapes follow from the arguments' shapes (op policies kScalar,
+kReduction, kLikeArgument, kMetaShaped: Note [Results shaped by the Meta kernel] in
+csrc/launch/boxed_kernel.cpp): queued like any kernel instead of draining the stream, so they can
+be captured in NPU graphs; results, dtypes, errors and gradients equal the cpu's."""
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 import torch_npu  # noqa: F401
 from torch_npu import _C
@@ -25,7 +25,10 @@ CASES = {
     "mode": lambda t: torch.mode(t.round(), 1),
     "count_nonzero.dim_IntList": lambda t: torch.count_nonzero(t > 0, dim=1),
     "histc": lambda t: torch.histc(t, 7),
-    "im2col": lambda t: F.unfold(t.view(1, 1, 3, 4), 2),
+    "std.correction:all": lambda t: t.std(),
+    "var.correction:keepdim-all": lambda t: t.var(None, keepdim=True),
+    "mode:keepdim": lambda t: torch.mode(t.round(), 0, keepdim=True),
+    "bucketize.Scalar": lambda t: torch.bucketize(0.3, t.flatten().sort().values),
 }
 
 
@@ -39,16 +42,21 @@ def _same(expected, got):
 
 @pytest.mark.parametrize("op", sorted(CASES))
 def test_queued_and_equal_to_cpu(op):
-    assert _C._op_route("aten::" + op)[0] == "policy_table"
+    assert _C._op_route("aten::" + op.split(":")[0])[0] == "policy_table"
     x = torch.randn(3, 4, generator=torch.Generator().manual_seed(0))
     _same(CASES[op](x), CASES[op](x.npu()))
 
 
-def test_grid_sampler_and_col2im():
-    x, grid = torch.randn(2, 3, 5, 6), torch.rand(2, 4, 3, 2) * 2 - 1
-    _same(F.grid_sample(x, grid, align_corners=False), F.grid_sample(x.npu(), grid.npu(), align_corners=False))
-    cols = torch.randn(1, 4, 6)
-    _same(F.fold(cols, (3, 4), 2), F.fold(cols.npu(), (3, 4), 2))
+def test_reductions_of_a_zero_dim_tensor_and_channels_last_inputs():
+    s = torch.tensor(3.5)
+    _same(s.std(correction=0), s.npu().std(correction=0))
+    for dim in (0, -1, [0]):  # a 0-dim self takes dim 0 / -1 and reduces to 0-dim
+        _same(torch.count_nonzero(s, dim=dim), torch.count_nonzero(s.npu(), dim=dim))
+        _same(s.var(dim, correction=0), s.npu().var(dim, correction=0))
+    _same(torch.mode(s, 0), torch.mode(s.npu(), 0))
+    x = torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last)
+    _same(x.roll(1, 2), x.npu().roll(1, 2))
+    _same(x.var((1, 3), keepdim=True), x.npu().var((1, 3), keepdim=True))
 
 
 def test_captured_in_an_npu_graph():

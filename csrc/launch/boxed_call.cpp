@@ -107,7 +107,7 @@ class CollectingWarningHandler final : public c10::WarningHandler {
 
 }  // namespace
 
-bool dry_run_passes(const c10::OperatorHandle& op, torch::jit::Stack& stand_ins) {
+bool dry_run_passes(const c10::OperatorHandle& op, torch::jit::Stack& stand_ins, bool keep_warnings) {
   at::AutoDispatchBelowADInplaceOrView no_autograd;
   // The dry run gives the call's warnings, on the caller (the real run is
   // quiet: Note [A boxed kernel warns in its dry run]); a dry run that fails
@@ -121,7 +121,9 @@ bool dry_run_passes(const c10::OperatorHandle& op, torch::jit::Stack& stand_ins)
       return false;
     }
   }
-  for (const c10::Warning& warning : collected.warnings) c10::warn(warning);
+  if (keep_warnings) {
+    for (const c10::Warning& warning : collected.warnings) c10::warn(warning);
+  }
   return true;
 }
 

@@ -43,7 +43,8 @@ torch::jit::Stack stand_in_stack(const c10::OperatorHandle& op, c10::ArrayRef<c1
 // arguments and so raises ATen's own error, naming the real shapes (or
 // succeeds, when only the stand-ins were at fault). On success `stand_ins`
 // holds the kernel's results.
-bool dry_run_passes(const c10::OperatorHandle& op, torch::jit::Stack& stand_ins);
+// With `keep_warnings` false the dry run's warnings are dropped.
+bool dry_run_passes(const c10::OperatorHandle& op, torch::jit::Stack& stand_ins, bool keep_warnings = true);
 
 // The arguments of one call, owned, with npu tensors snapshotted as
 // TensorRefs (through `snap`, the launch's LaunchSnapshot) and generators

@@ -137,8 +137,50 @@ std::vector<int64_t> broadcast_shape(const c10::FunctionSchema& schema, c10::Arr
   return shape;
 }
 
-std::vector<int64_t> functional_shape(const OpPolicy& policy, c10::ArrayRef<c10::IValue> args) {
+// The first tensor argument (a kScalar op's self may be a Scalar: bucketize.Scalar).
+const at::Tensor& first_tensor(c10::ArrayRef<c10::IValue> args) {
+  for (const c10::IValue& arg : args) {
+    if (arg.isTensor()) return arg.toTensor();
+  }
+  TORCH_INTERNAL_ASSERT(false, "an op of the policy table without a tensor argument");
+}
+
+// self's shape reduced over the `dim` argument (an int, a list, or None:
+// every dimension; an empty list too, as ATen's reductions take it), with
+// `keepdim`. The dry run has checked the dims against self's rank.
+std::vector<int64_t> reduced_shape(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args) {
+  const at::Tensor& self = args[0].toTensor();
+  const int64_t rank = self.dim();
+  if (rank == 0) return {};  // a 0-dim self reduces to 0-dim, whatever `dim` (0 or -1) says
+  std::vector<bool> reduced(rank, false);
+  const auto dim_index = schema.argumentIndexWithName("dim");
+  const c10::IValue none;
+  const c10::IValue& dim = dim_index.has_value() ? args[*dim_index] : none;
+  if (dim.isInt()) {
+    reduced[c10::maybe_wrap_dim(dim.toInt(), rank)] = true;
+  } else if (dim.isIntList() && !dim.toIntList().empty()) {
+    for (const int64_t d : dim.toIntList()) reduced[c10::maybe_wrap_dim(d, rank)] = true;
+  } else {
+    std::fill(reduced.begin(), reduced.end(), true);
+  }
+  const auto keepdim_index = schema.argumentIndexWithName("keepdim");
+  const bool keepdim = keepdim_index.has_value() && args[*keepdim_index].toBool();
+  std::vector<int64_t> shape;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (!reduced[d]) {
+      shape.push_back(self.size(d));
+    } else if (keepdim) {
+      shape.push_back(1);
+    }
+  }
+  return shape;
+}
+
+std::vector<int64_t> functional_shape(const OpPolicy& policy, const c10::FunctionSchema& schema,
+                                      c10::ArrayRef<c10::IValue> args) {
   if (policy.results == OpResults::kLikeArgument) return args[policy.like].toTensor().sizes().vec();
+  if (policy.results == OpResults::kScalar) return {};
+  if (policy.results == OpResults::kReduction) return reduced_shape(schema, args);
   const at::Tensor& self = args[0].toTensor();  // adaptive pooling
   const auto output_size = args[1].toIntVector();
   std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end() - output_size.size());
@@ -147,19 +189,20 @@ std::vector<int64_t> functional_shape(const OpPolicy& policy, c10::ArrayRef<c10:
 }
 
 // Note [Results shaped by the Meta kernel]
-// Many functional ops without a structured kernel still have a Meta kernel
-// (ATen's or torch's Python meta registrations) that sizes their results
-// from the arguments' shapes: a full max, std / var, roll, take,
-// searchsorted, grid_sampler_2d, im2col ... Without a policy they took the
-// synchronous route (the stream drains, and a capture refuses them). Their
-// policy runs the call on meta tensors of the real sizes, strides and dtypes
-// instead: the Meta kernel checks the arguments and gives each result's
-// shape, strides and dtype; npu results are allocated so, and stage 2 runs
-// the CPU kernel into scratch and copies into them. A Meta kernel that
-// raises sends the call down the synchronous path, which runs the CPU kernel
-// on the real arguments and so raises ATen's own error. Ops whose result
-// shape depends on the values (nonzero, unique, masked_select, bincount)
-// stay synchronous.
+// Functional ops without a structured kernel took the synchronous route (the
+// stream drains, and a capture refuses them) unless a policy says how their
+// results are shaped. Where no simple rule does (kScalar, kReduction,
+// kLikeArgument), the op's Meta kernel can: the call runs on meta tensors of
+// the real sizes, strides and dtypes, which checks the arguments and gives
+// each result's shape, strides and dtype; npu results are allocated so, and
+// stage 2 runs the CPU kernel into scratch and copies into them. A Meta
+// kernel that raises sends the call down the synchronous path, which runs
+// the CPU kernel on the real arguments and so raises ATen's own error.
+// torch's Meta kernels for these ops are Python: 10 us for histc, but 25-150
+// us for var, std, roll, im2col and 7 ms for grid_sampler_2d, more than the
+// synchronous path costs on an idle stream; so only cheap ones take this
+// route, and the common ones have C++ rules. Ops whose result shape depends
+// on the values (nonzero, unique, masked_select, bincount) stay synchronous.
 std::optional<std::vector<at::Tensor>> meta_results(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
   auto meta = [](const at::Tensor& t) -> at::Tensor {
     if (!t.defined() || (t.device().is_cpu() && t.dim() == 0)) return t;
@@ -235,7 +278,7 @@ void async_boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
       const size_t out = out_argument(schema);
       dry[out] = stand_in(args[out].toTensor(), static_cast<int64_t>(broadcast_shape(schema, args).size()));
     }
-    if (!dry_run_passes(op, dry)) {
+    if (!dry_run_passes(op, dry, policy.dry_run_warns)) {
       sync_native_kernel(op, keys, stack);  // raises ATen's own error, naming the real shapes
       return;
     }
@@ -244,31 +287,36 @@ void async_boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   std::vector<c10::IValue> results;
   switch (policy.results) {
     case OpResults::kWritesArguments:
-      launch_redispatch(op, device, written_arguments(schema, args), args, policy.dry_run);
+      launch_redispatch(op, device, written_arguments(schema, args), args, policy.dry_run && policy.dry_run_warns);
       results = aliased_returns(schema, args);
       break;
     case OpResults::kBroadcastOut: {
       const size_t out_index = out_argument(schema);
       const at::Tensor& out = args[out_index].toTensor();
       at::native::resize_output(out, broadcast_shape(schema, args));
-      launch_redispatch(op, device, {out}, args, policy.dry_run);  // snapshots after the resize
+      launch_redispatch(op, device, {out}, args, policy.dry_run && policy.dry_run_warns);  // after the resize
       results.push_back(args[out_index]);
       break;
     }
     case OpResults::kLikeArgument:
-    case OpResults::kAdaptivePool: {
-      const auto shape = functional_shape(policy, args);
-      const at::Tensor& like = args[policy.results == OpResults::kLikeArgument ? policy.like : 0].toTensor();
+    case OpResults::kAdaptivePool:
+    case OpResults::kScalar:
+    case OpResults::kReduction: {
+      const auto shape = functional_shape(policy, schema, args);
+      const at::Tensor& like = policy.results == OpResults::kLikeArgument ? args[policy.like].toTensor()
+                                                                         : first_tensor(args);
+      const auto format = shape.size() == static_cast<size_t>(like.dim()) ? like.suggest_memory_format()
+                                                                          : at::MemoryFormat::Contiguous;
       std::vector<at::Tensor> outputs;
       for (const c10::IValue& r : dry) {
         outputs.push_back(empty_npu(shape, {}, like.options().dtype(r.toTensor().scalar_type())
-                                                  .memory_format(like.suggest_memory_format()), device));
+                                                  .memory_format(format), device));
       }
       LaunchSnapshot snap;
       BoxedSnapshot call(schema, args, device, snap);
       launch(device, op.operator_name().name.c_str(), KernelOutputs(outputs), snap,
              [device, call = std::move(call), op, outs = snap.refs(at::ITensorListRef(outputs)),
-              dry_run_warned = policy.dry_run]() {
+              dry_run_warned = policy.dry_run && policy.dry_run_warns]() {
                std::optional<c10::WarningUtils::WarningHandlerGuard> quiet;
                if (dry_run_warned) quiet.emplace(dropping_warning_handler());
                // Functional ops: the CPU kernel's results are scratch in

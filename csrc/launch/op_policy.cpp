@@ -54,36 +54,34 @@ constexpr OpPolicy kPolicies[] = {
     {"log_sigmoid_backward", R::kLikeArgument, 0},
     {"_adaptive_avg_pool2d", R::kAdaptivePool},
     {"_adaptive_avg_pool2d_backward", R::kLikeArgument, 1},
-    // Functional ops whose results' shapes follow from the arguments' shapes
-    // (not their values), as their Meta kernels compute them: full
-    // reductions, statistics, rolls, lookups, samplers.
-    {"max", R::kMetaShaped, -1, false},
-    {"min", R::kMetaShaped, -1, false},
-    {"median", R::kMetaShaped, -1, false},
-    {"nanmedian", R::kMetaShaped, -1, false},
-    {"prod", R::kMetaShaped, -1, false},
-    {"std.correction", R::kMetaShaped, -1, false},
-    {"var.correction", R::kMetaShaped, -1, false},
-    {"trace", R::kMetaShaped, -1, false},
-    {"roll", R::kMetaShaped, -1, false},
-    {"take", R::kMetaShaped, -1, false},
-    {"searchsorted.Tensor", R::kMetaShaped, -1, false},
-    {"searchsorted.Scalar", R::kMetaShaped, -1, false},
-    {"bucketize.Tensor", R::kMetaShaped, -1, false},
-    {"bucketize.Scalar", R::kMetaShaped, -1, false},
-    {"grid_sampler_2d", R::kMetaShaped, -1, false},
-    {"im2col", R::kMetaShaped, -1, false},
-    {"col2im", R::kMetaShaped, -1, false},
-    {"mode", R::kMetaShaped, -1, false},
-    {"count_nonzero.dim_IntList", R::kMetaShaped, -1, false},
+    // Functional ops whose results' shapes follow from the arguments' shapes,
+    // not their values: queued like the rest instead of draining the stream.
+    {"max", R::kScalar},
+    {"min", R::kScalar},
+    {"median", R::kScalar},
+    {"nanmedian", R::kScalar},
+    {"prod", R::kScalar},
+    {"trace", R::kScalar},
+    {"bucketize.Scalar", R::kScalar},
+    {"std.correction", R::kReduction, -1, true, C::kNone, -1, false},
+    {"var.correction", R::kReduction, -1, true, C::kNone, -1, false},
+    {"count_nonzero.dim_IntList", R::kReduction},
+    {"mode", R::kReduction},
+    {"roll", R::kLikeArgument, 0},
+    {"take", R::kLikeArgument, 1},
+    {"searchsorted.Tensor", R::kLikeArgument, 1},
+    {"bucketize.Tensor", R::kLikeArgument, 0},
+    // Its Meta kernel (Python, ~10 us) sizes it: a histogram of `bins`.
     {"histc", R::kMetaShaped, -1, false},
-    {"unfold_backward", R::kMetaShaped, -1, false},
 };
 
 // Results of functional ops take their dtypes from the dry run.
 constexpr bool table_is_consistent() {
   for (const OpPolicy& p : kPolicies) {
-    if ((p.results == R::kLikeArgument || p.results == R::kAdaptivePool) && !p.dry_run) return false;
+    if ((p.results == R::kLikeArgument || p.results == R::kAdaptivePool || p.results == R::kScalar ||
+         p.results == R::kReduction) && !p.dry_run) {
+      return false;  // the dry run gives their dtypes
+    }
     if (p.results == R::kMetaShaped && p.dry_run) return false;  // the Meta kernel is its check
     if (p.results == R::kLikeArgument && p.like < 0) return false;
     if (p.check == C::kBroadcastsToSelf && p.checked < 1) return false;

@@ -18,6 +18,8 @@ enum class OpResults : uint8_t {
   kBroadcastOut,     // element-wise `out=`: `out` resized to the inputs' broadcast shape
   kLikeArgument,     // functional: every result has the shape of argument `like`
   kAdaptivePool,     // functional: self's leading dims, then `output_size`
+  kScalar,           // functional: 0-dim results (a full reduction: max, median, prod, trace)
+  kReduction,        // functional: self reduced over its `dim` argument (all when None), `keepdim` kept
   kMetaShaped,       // functional: the results its Meta kernel gives for the call's shapes
                      // (Note [Results shaped by the Meta kernel] in boxed_kernel.cpp)
 };
@@ -37,6 +39,9 @@ struct OpPolicy {
                          // (argument checks; the results' dtypes)
   ShapeCheck check = ShapeCheck::kNone;
   int checked = -1;      // kBroadcastsToSelf: the argument checked
+  bool dry_run_warns = true;  // the dry run's warnings are the call's (false: the one-element
+                              // stand-ins make warnings the call would not, as std's
+                              // "degrees of freedom is <= 0"; the kernel then warns itself)
 };
 
 // Every op the boxed kernel serves.
