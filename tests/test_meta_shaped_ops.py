@@ -5,6 +5,7 @@ be captured in NPU graphs; results, dtypes, errors and gradients equal the cpu's
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import torch_npu  # noqa: F401
 from torch_npu import _C
@@ -29,6 +30,20 @@ CASES = {
     "var.correction:keepdim-all": lambda t: t.var(None, keepdim=True),
     "mode:keepdim": lambda t: torch.mode(t.round(), 0, keepdim=True),
     "bucketize.Scalar": lambda t: torch.bucketize(0.3, t.flatten().sort().values),
+    "nansum": lambda t: t.nansum(1),
+    "dot": lambda t: torch.dot(t[0], t[1]),
+    "vdot": lambda t: torch.vdot(t[0], t[2]),
+    "floor_divide": lambda t: torch.floor_divide(t, t[0].abs() + 0.5),
+    "angle": lambda t: torch.angle(t),
+    "logit": lambda t: torch.logit(t.sigmoid(), eps=1e-6),
+    "hardswish": lambda t: F.hardswish(t),
+    "mse_loss": lambda t: F.mse_loss(t, t.flip(0)),
+    "mse_loss:none": lambda t: F.mse_loss(t, t.flip(0), reduction="none"),
+    "smooth_l1_loss:sum": lambda t: F.smooth_l1_loss(t, t.flip(1), reduction="sum", beta=0.5),
+    "huber_loss": lambda t: F.huber_loss(t, t.flip(1), delta=0.7),
+    "binary_cross_entropy": lambda t: F.binary_cross_entropy(t.sigmoid(), t.flip(0).sigmoid()),
+    "binary_cross_entropy:none": lambda t: F.binary_cross_entropy(t.sigmoid(), t.flip(0).sigmoid(),
+                                                                  weight=t[0].abs(), reduction="none"),
 }
 
 
@@ -90,3 +105,30 @@ def test_gradients_equal_cpu():
         expected, = torch.autograd.grad(f(t), t)
         got, = torch.autograd.grad(f(tn), tn)
         torch.testing.assert_close(got.cpu(), expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_group_norm_training_equals_cpu(dtype):
+    assert _C._op_route("aten::native_group_norm")[0] == "policy_table"
+    torch.manual_seed(0)
+    cpu = torch.nn.GroupNorm(4, 8)  # float32 parameters: with bfloat16 input, mean/rstd are float32 (ATen's rule)
+    npu = torch.nn.GroupNorm(4, 8).npu()
+    npu.load_state_dict(cpu.state_dict())
+    x = torch.randn(3, 8, 5, 5).to(dtype)
+    xc, xn = x.clone().requires_grad_(), x.npu().requires_grad_()
+    yc, yn = F.group_norm(xc, 4, cpu.weight, cpu.bias), F.group_norm(xn, 4, npu.weight, npu.bias)
+    assert yn.dtype == yc.dtype
+    torch.testing.assert_close(yn.cpu(), yc)
+    yc.float().square().sum().backward()
+    yn.float().square().sum().backward()
+    torch.testing.assert_close(xn.grad.cpu(), xc.grad)
+    torch.testing.assert_close(npu.weight.grad.cpu(), cpu.weight.grad, rtol=1e-4, atol=1e-4)
+    out = torch.ops.aten.native_group_norm(x.npu(), npu.weight, npu.bias, 3, 8, 25, 4, 1e-5)
+    ref = torch.ops.aten.native_group_norm(x, cpu.weight, cpu.bias, 3, 8, 25, 4, 1e-5)
+    for o, r in zip(out, ref):
+        assert o.dtype == r.dtype and o.shape == r.shape
+
+
+def test_losses_that_do_not_broadcast_raise_atens_error():
+    with pytest.raises(RuntimeError, match="must match the size of tensor"):
+        F.mse_loss(torch.randn(3, 4, device="npu"), torch.randn(5, 4, device="npu"), reduction="none")

@@ -181,6 +181,14 @@ std::vector<int64_t> functional_shape(const OpPolicy& policy, const c10::Functio
   if (policy.results == OpResults::kLikeArgument) return args[policy.like].toTensor().sizes().vec();
   if (policy.results == OpResults::kScalar) return {};
   if (policy.results == OpResults::kReduction) return reduced_shape(schema, args);
+  if (policy.results == OpResults::kBroadcast) return broadcast_shape(schema, args);
+  if (policy.results == OpResults::kLoss) {
+    const auto reduction = schema.argumentIndexWithName("reduction");
+    if (reduction.has_value() && args[*reduction].toInt() != 0) return {};  // mean or sum
+    // none: infer_size raises ATen's message when self and target do not broadcast
+    return at::infer_size(args[*schema.argumentIndexWithName("self")].toTensor().sizes(),
+                          args[*schema.argumentIndexWithName("target")].toTensor().sizes());
+  }
   const at::Tensor& self = args[0].toTensor();  // adaptive pooling
   const auto output_size = args[1].toIntVector();
   std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end() - output_size.size());
@@ -298,10 +306,42 @@ void async_boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
       results.push_back(args[out_index]);
       break;
     }
+    case OpResults::kGroupNorm: {
+      // ATen's CPU native_group_norm: Y like the input; mean and rstd (N, group) in the parameters' dtype,
+      // float32 for a bfloat16 / float16 input with float32 weight or bias.
+      const at::Tensor& input = args[0].toTensor();
+      const int64_t n = args[3].toInt(), group = args[6].toInt();
+      TORCH_CHECK(n * args[4].toInt() * args[5].toInt() == input.numel(), "Expected input of ", n, " x ",
+                  args[4].toInt(), " x ", args[5].toInt(), " elements, got ", input.sizes());
+      bool mixed = false;
+      for (int i : {1, 2}) {
+        if (args[i].isTensor() && args[i].toTensor().defined() && c10::isReducedFloatingType(input.scalar_type()) &&
+            args[i].toTensor().scalar_type() == at::kFloat) {
+          mixed = true;
+        }
+      }
+      const auto stats = input.options().dtype(mixed ? at::kFloat : input.scalar_type());
+      std::vector<at::Tensor> outputs{
+          empty_npu(input.sizes(), {}, input.options().memory_format(input.suggest_memory_format()), device),
+          empty_npu({n, group}, {}, stats, device), empty_npu({n, group}, {}, stats, device)};
+      LaunchSnapshot snap;
+      BoxedSnapshot call(schema, args, device, snap);
+      launch(device, op.operator_name().name.c_str(), KernelOutputs(outputs), snap,
+             [device, call = std::move(call), op, outs = snap.refs(at::ITensorListRef(outputs))]() {
+               DeviceMemoryScope scratch(device);
+               torch::jit::Stack cpu_stack = call.to_stack();
+               op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu_stack);
+               for (size_t i = 0; i < outs.size(); ++i) outs[i].view().copy_(cpu_stack[i].toTensor());
+             });
+      for (auto& o : outputs) results.emplace_back(std::move(o));
+      break;
+    }
     case OpResults::kLikeArgument:
     case OpResults::kAdaptivePool:
     case OpResults::kScalar:
-    case OpResults::kReduction: {
+    case OpResults::kReduction:
+    case OpResults::kBroadcast:
+    case OpResults::kLoss: {
       const auto shape = functional_shape(policy, schema, args);
       const at::Tensor& like = policy.results == OpResults::kLikeArgument ? args[policy.like].toTensor()
                                                                          : first_tensor(args);

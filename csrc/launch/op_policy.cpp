@@ -71,6 +71,28 @@ constexpr OpPolicy kPolicies[] = {
     {"take", R::kLikeArgument, 1},
     {"searchsorted.Tensor", R::kLikeArgument, 1},
     {"bucketize.Tensor", R::kLikeArgument, 0},
+    {"nansum", R::kReduction},
+    {"dot", R::kScalar},
+    {"vdot", R::kScalar},
+    {"floor_divide", R::kBroadcast},
+    {"angle", R::kLikeArgument, 0},
+    {"logit", R::kLikeArgument, 0},
+    {"logit_", R::kWritesArguments},
+    {"hardswish", R::kLikeArgument, 0},
+    {"hardswish_", R::kWritesArguments},
+    {"hardswish_backward", R::kLikeArgument, 1},
+    {"mish_backward", R::kLikeArgument, 1},
+    {"glu_backward", R::kLikeArgument, 1},
+    {"reflection_pad2d_backward", R::kLikeArgument, 1},
+    {"mse_loss", R::kLoss},
+    {"smooth_l1_loss", R::kLoss},
+    {"huber_loss", R::kLoss},
+    {"binary_cross_entropy", R::kLoss},
+    {"mse_loss_backward", R::kLikeArgument, 1},
+    {"binary_cross_entropy_backward", R::kLikeArgument, 1},
+    // Its arguments carry the real sizes (N, C, HxW), which one-element
+    // stand-ins cannot match: no dry run; ATen's dtype rule in boxed_kernel.cpp.
+    {"native_group_norm", R::kGroupNorm, -1, false},
     // Its Meta kernel (Python, ~10 us) sizes it: a histogram of `bins`.
     {"histc", R::kMetaShaped, -1, false},
 };
@@ -79,7 +101,7 @@ constexpr OpPolicy kPolicies[] = {
 constexpr bool table_is_consistent() {
   for (const OpPolicy& p : kPolicies) {
     if ((p.results == R::kLikeArgument || p.results == R::kAdaptivePool || p.results == R::kScalar ||
-         p.results == R::kReduction) && !p.dry_run) {
+         p.results == R::kReduction || p.results == R::kBroadcast || p.results == R::kLoss) && !p.dry_run) {
       return false;  // the dry run gives their dtypes
     }
     if (p.results == R::kMetaShaped && p.dry_run) return false;  // the Meta kernel is its check

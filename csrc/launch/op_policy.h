@@ -20,6 +20,9 @@ enum class OpResults : uint8_t {
   kAdaptivePool,     // functional: self's leading dims, then `output_size`
   kScalar,           // functional: 0-dim results (a full reduction: max, median, prod, trace)
   kReduction,        // functional: self reduced over its `dim` argument (all when None), `keepdim` kept
+  kBroadcast,        // functional: the broadcast shape of its tensor arguments
+  kLoss,             // functional: `reduction` none: self and target broadcast; else 0-dim
+  kGroupNorm,        // native_group_norm: input's shape, then mean and rstd of (N, group)
   kMetaShaped,       // functional: the results its Meta kernel gives for the call's shapes
                      // (Note [Results shaped by the Meta kernel] in boxed_kernel.cpp)
 };
