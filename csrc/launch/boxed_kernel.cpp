@@ -243,6 +243,23 @@ std::optional<std::vector<at::Tensor>> meta_results(const c10::OperatorHandle& o
   return results;
 }
 
+// Queues the functional op's CPU kernel; its results (scratch in device
+// memory) are copied into `outputs` (undefined ones: results not asked for).
+void launch_into_outputs(const c10::OperatorHandle& op, c10::DeviceIndex device, const c10::FunctionSchema& schema,
+                         c10::ArrayRef<c10::IValue> args, const std::vector<at::Tensor>& outputs) {
+  LaunchSnapshot snap;
+  BoxedSnapshot call(schema, args, device, snap);
+  launch(device, op.operator_name().name.c_str(), KernelOutputs(outputs), snap,
+         [device, call = std::move(call), op, outs = snap.refs(at::ITensorListRef(outputs))]() {
+           DeviceMemoryScope scratch(device);
+           torch::jit::Stack cpu_stack = call.to_stack();
+           op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu_stack);
+           for (size_t i = 0; i < outs.size(); ++i) {
+             if (outs[i].defined()) outs[i].view().copy_(cpu_stack[i].toTensor());
+           }
+         });
+}
+
 // Note [A boxed kernel warns in its dry run]
 // A kernel's warnings belong on the caller, once per call, as on the cpu
 // (indexing with a uint8 mask warns at every call). Stage 2 runs on the
@@ -324,15 +341,29 @@ void async_boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
       std::vector<at::Tensor> outputs{
           empty_npu(input.sizes(), {}, input.options().memory_format(input.suggest_memory_format()), device),
           empty_npu({n, group}, {}, stats, device), empty_npu({n, group}, {}, stats, device)};
-      LaunchSnapshot snap;
-      BoxedSnapshot call(schema, args, device, snap);
-      launch(device, op.operator_name().name.c_str(), KernelOutputs(outputs), snap,
-             [device, call = std::move(call), op, outs = snap.refs(at::ITensorListRef(outputs))]() {
-               DeviceMemoryScope scratch(device);
-               torch::jit::Stack cpu_stack = call.to_stack();
-               op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu_stack);
-               for (size_t i = 0; i < outs.size(); ++i) outs[i].view().copy_(cpu_stack[i].toTensor());
-             });
+      launch_into_outputs(op, device, schema, args, outputs);
+      for (auto& o : outputs) results.emplace_back(std::move(o));
+      break;
+    }
+    case OpResults::kGroupNormBackward: {
+      // ATen's CPU native_group_norm_backward: grad_input like the input, dgamma and dbeta like gamma,
+      // undefined where output_mask is false.
+      const at::Tensor& input = args[1].toTensor();
+      const auto mask = args[9].toBoolList();
+      const c10::IValue& weight = args[4];
+      std::vector<at::Tensor> outputs(3);
+      if (mask[0]) {
+        outputs[0] = empty_npu(input.sizes(), {}, input.options().memory_format(input.suggest_memory_format()),
+                               device);
+      }
+      for (size_t i : {1, 2}) {
+        if (mask[i]) {
+          TORCH_CHECK(weight.isTensor() && weight.toTensor().defined(),
+                      "native_group_norm_backward: output_mask asks for the weight's gradients without a weight");
+          outputs[i] = empty_npu(weight.toTensor().sizes(), {}, weight.toTensor().options(), device);
+        }
+      }
+      launch_into_outputs(op, device, schema, args, outputs);
       for (auto& o : outputs) results.emplace_back(std::move(o));
       break;
     }
@@ -380,15 +411,7 @@ void async_boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
       for (const at::Tensor& m : *shapes) {
         outputs.push_back(empty_npu(m.sizes(), m.strides(), at::TensorOptions().dtype(m.scalar_type()), device));
       }
-      LaunchSnapshot snap;
-      BoxedSnapshot call(schema, args, device, snap);
-      launch(device, op.operator_name().name.c_str(), KernelOutputs(outputs), snap,
-             [device, call = std::move(call), op, outs = snap.refs(at::ITensorListRef(outputs))]() {
-               DeviceMemoryScope scratch(device);
-               torch::jit::Stack cpu_stack = call.to_stack();
-               op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu_stack);
-               for (size_t i = 0; i < outs.size(); ++i) outs[i].view().copy_(cpu_stack[i].toTensor());
-             });
+      launch_into_outputs(op, device, schema, args, outputs);
       for (auto& o : outputs) results.emplace_back(std::move(o));
       break;
     }

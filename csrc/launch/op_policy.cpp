@@ -93,6 +93,7 @@ constexpr OpPolicy kPolicies[] = {
     // Its arguments carry the real sizes (N, C, HxW), which one-element
     // stand-ins cannot match: no dry run; ATen's dtype rule in boxed_kernel.cpp.
     {"native_group_norm", R::kGroupNorm, -1, false},
+    {"native_group_norm_backward", R::kGroupNormBackward, -1, false},
     // Its Meta kernel (Python, ~10 us) sizes it: a histogram of `bins`.
     {"histc", R::kMetaShaped, -1, false},
 };

@@ -23,6 +23,8 @@ enum class OpResults : uint8_t {
   kBroadcast,        // functional: the broadcast shape of its tensor arguments
   kLoss,             // functional: `reduction` none: self and target broadcast; else 0-dim
   kGroupNorm,        // native_group_norm: input's shape, then mean and rstd of (N, group)
+  kGroupNormBackward,  // native_group_norm_backward: grad_input like input, dgamma and dbeta like
+                       // weight, each only where output_mask asks
   kMetaShaped,       // functional: the results its Meta kernel gives for the call's shapes
                      // (Note [Results shaped by the Meta kernel] in boxed_kernel.cpp)
 };

@@ -110,6 +110,7 @@ def test_gradients_equal_cpu():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_group_norm_training_equals_cpu(dtype):
     assert _C._op_route("aten::native_group_norm")[0] == "policy_table"
+    assert _C._op_route("aten::native_group_norm_backward")[0] == "policy_table"
     torch.manual_seed(0)
     cpu = torch.nn.GroupNorm(4, 8)  # float32 parameters: with bfloat16 input, mean/rstd are float32 (ATen's rule)
     npu = torch.nn.GroupNorm(4, 8).npu()
@@ -132,3 +133,11 @@ def test_group_norm_training_equals_cpu(dtype):
 def test_losses_that_do_not_broadcast_raise_atens_error():
     with pytest.raises(RuntimeError, match="must match the size of tensor"):
         F.mse_loss(torch.randn(3, 4, device="npu"), torch.randn(5, 4, device="npu"), reduction="none")
+
+
+def test_group_norm_without_affine_parameters_gets_only_the_input_gradient():
+    x = torch.randn(2, 6, 4)
+    xc, xn = x.clone().requires_grad_(), x.npu().requires_grad_()
+    F.group_norm(xc, 3).pow(3).sum().backward()
+    F.group_norm(xn, 3).pow(3).sum().backward()
+    torch.testing.assert_close(xn.grad.cpu(), xc.grad, rtol=1e-4, atol=1e-4)
