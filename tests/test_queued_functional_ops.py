@@ -141,3 +141,55 @@ def test_group_norm_without_affine_parameters_gets_only_the_input_gradient():
     F.group_norm(xc, 3).pow(3).sum().backward()
     F.group_norm(xn, 3).pow(3).sum().backward()
     torch.testing.assert_close(xn.grad.cpu(), xc.grad, rtol=1e-4, atol=1e-4)
+
+
+def test_shape_rules_of_their_own():
+    x = torch.randn(2, 8, 3, 5)
+    for op in ("pixel_shuffle", "pixel_unshuffle", "reflection_pad2d", "grid_sampler_2d", "cholesky"):
+        assert _C._op_route("aten::" + op)[0] == "policy_table"
+    _same(F.pixel_shuffle(x, 2), F.pixel_shuffle(x.npu(), 2))
+    y = torch.randn(2, 3, 4, 6)
+    _same(F.pixel_unshuffle(y, 2), F.pixel_unshuffle(y.npu(), 2))
+    _same(F.pad(x, (1, 2, 2, 1), mode="reflect"), F.pad(x.npu(), (1, 2, 2, 1), mode="reflect"))
+    _same(F.pad(x[0], (0, 3, 1, 0), mode="reflect"), F.pad(x[0].npu(), (0, 3, 1, 0), mode="reflect"))
+    cl = x.to(memory_format=torch.channels_last)
+    _same(F.pad(cl, (1, 1, 1, 1), mode="reflect"), F.pad(cl.npu(), (1, 1, 1, 1), mode="reflect"))
+    grid = torch.rand(2, 4, 7, 2) * 2 - 1
+    for mode in ("bilinear", "nearest"):
+        _same(F.grid_sample(x, grid, mode=mode, align_corners=True),
+              F.grid_sample(x.npu(), grid.npu(), mode=mode, align_corners=True))
+    a = torch.randn(4, 4)
+    spd = a @ a.T + 4 * torch.eye(4)
+    _same(torch.linalg.cholesky(spd), torch.linalg.cholesky(spd.npu()))
+    _same(torch.cholesky(spd), torch.cholesky(spd.npu()))
+    _same(F.channel_shuffle(x, 4), F.channel_shuffle(x.npu(), 4))
+
+
+def test_shape_rule_errors_use_atens_words_and_gradients_flow():
+    with pytest.raises(RuntimeError, match="divisible by the square of upscale_factor"):
+        F.pixel_shuffle(torch.randn(1, 6, 2, 2, device="npu"), 2)
+    with pytest.raises(RuntimeError, match="Padding size should be less than the corresponding input dimension"):
+        F.pad(torch.randn(1, 1, 2, 2, device="npu"), (2, 2, 0, 0), mode="reflect")
+    x = torch.randn(1, 4, 3, 3, requires_grad=True)
+    xn = x.detach().npu().requires_grad_()
+    for f in (lambda t: F.pixel_shuffle(t, 2), lambda t: F.pad(t, (1, 1, 2, 0), mode="reflect")):
+        expected, = torch.autograd.grad(f(x).pow(2).sum(), x)
+        got, = torch.autograd.grad(f(xn).pow(2).sum(), xn)
+        torch.testing.assert_close(got.cpu(), expected)
+
+
+def test_random_and_in_place_rows():
+    torch.npu.manual_seed(3)
+    a = torch.poisson(torch.full((1000,), 4.0, device="npu"))
+    torch.npu.manual_seed(3)
+    assert torch.equal(a, torch.poisson(torch.full((1000,), 4.0, device="npu")))  # the npu generator's draws
+    assert abs(a.mean().item() - 4.0) < 0.3
+    b = torch.binomial(torch.full((1000,), 10.0, device="npu"), torch.full((1,), 0.3, device="npu"))
+    assert b.shape == (1000,) and abs(b.mean().item() - 3.0) < 0.3
+    emb_cpu, emb_npu = torch.nn.Embedding(5, 3, max_norm=1.0), torch.nn.Embedding(5, 3, max_norm=1.0).npu()
+    emb_npu.load_state_dict(emb_cpu.state_dict())
+    idx = torch.tensor([0, 2, 2, 4])
+    _same(emb_cpu(idx), emb_npu(idx.npu()))
+    torch.testing.assert_close(emb_npu.weight.detach().cpu(), emb_cpu.weight.detach())  # renormed in place
+    t = torch.randn(10) * 3
+    _same(F.hardtanh_(t.clone()), F.hardtanh_(t.npu()))

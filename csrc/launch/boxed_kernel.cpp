@@ -137,6 +137,58 @@ std::vector<int64_t> broadcast_shape(const c10::FunctionSchema& schema, c10::Arr
   return shape;
 }
 
+// The result's shape of the kShapedLikeSelf ops, with ATen's checks.
+std::vector<int64_t> shaped_like_self(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+  const std::string& name = op.operator_name().name;
+  const at::Tensor& self = args[0].toTensor();
+  std::vector<int64_t> shape = self.sizes().vec();
+  const int64_t rank = self.dim();
+  if (name == "aten::pixel_shuffle" || name == "aten::pixel_unshuffle") {
+    const bool up = name == "aten::pixel_shuffle";
+    const int64_t r = args[1].toInt();
+    TORCH_CHECK(rank >= 3, name.substr(6), " expects input to have at least 3 dimensions, but got input with ",
+                rank, " dimension(s)");
+    TORCH_CHECK(r > 0, name.substr(6), " expects a positive factor, but got ", r);
+    const int64_t c = shape[rank - 3], h = shape[rank - 2], w = shape[rank - 1];
+    if (up) {
+      TORCH_CHECK(c % (r * r) == 0, "pixel_shuffle expects its input's 'channel' dimension to be divisible by the "
+                  "square of upscale_factor, but input.size(-3)=", c, " is not divisible by ", r * r);
+      shape[rank - 3] = c / (r * r);
+      shape[rank - 2] = h * r;
+      shape[rank - 1] = w * r;
+    } else {
+      TORCH_CHECK(h % r == 0 && w % r == 0, "pixel_unshuffle expects height and width to be divisible by "
+                  "downscale_factor, but input.size(-2)=", h, " and input.size(-1)=", w, " with factor ", r);
+      shape[rank - 3] = c * r * r;
+      shape[rank - 2] = h / r;
+      shape[rank - 1] = w / r;
+    }
+    return shape;
+  }
+  if (name == "aten::reflection_pad2d") {
+    const auto pad = args[1].toIntVector();
+    TORCH_CHECK(pad.size() == 4, "padding size is expected to be 4");
+    TORCH_CHECK(rank == 3 || rank == 4, "3D or 4D (batch mode) tensor expected for input, but got: ", self.sizes());
+    for (int d : {0, 1}) {  // width (pad[0], pad[1]), then height (pad[2], pad[3])
+      const int64_t size = shape[rank - 1 - d];
+      TORCH_CHECK(pad[2 * d] < size && pad[2 * d + 1] < size, "Argument #4: Padding size should be less than the "
+                  "corresponding input dimension, but got: padding (", pad[2 * d], ", ", pad[2 * d + 1],
+                  ") at dimension ", rank - 1 - d, " of input ", self.sizes());
+      shape[rank - 1 - d] = size + pad[2 * d] + pad[2 * d + 1];
+      TORCH_CHECK(shape[rank - 1 - d] >= 1, "input (", self.sizes(), ") is too small for the padding");
+    }
+    return shape;
+  }
+  // grid_sampler_2d: (N, C) of the input, (H_out, W_out) of the grid
+  const at::Tensor& grid = args[1].toTensor();
+  TORCH_CHECK(rank == 4 && grid.dim() == 4 && grid.size(0) == self.size(0) && grid.size(3) == 2,
+              "grid_sampler(): expected 4D input and grid of shape (N, H_out, W_out, 2) with the input's batch "
+              "size, but got input ", self.sizes(), " and grid ", grid.sizes());
+  TORCH_CHECK(grid.scalar_type() == self.scalar_type(), "grid_sampler(): expected input and grid to have the same "
+              "dtype, but input has ", self.scalar_type(), " and grid has ", grid.scalar_type());
+  return {self.size(0), self.size(1), grid.size(1), grid.size(2)};
+}
+
 // The first tensor argument (a kScalar op's self may be a Scalar: bucketize.Scalar).
 const at::Tensor& first_tensor(c10::ArrayRef<c10::IValue> args) {
   for (const c10::IValue& arg : args) {
@@ -343,6 +395,15 @@ void async_boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
           empty_npu({n, group}, {}, stats, device), empty_npu({n, group}, {}, stats, device)};
       launch_into_outputs(op, device, schema, args, outputs);
       for (auto& o : outputs) results.emplace_back(std::move(o));
+      break;
+    }
+    case OpResults::kShapedLikeSelf: {
+      const at::Tensor& self = args[0].toTensor();
+      const auto shape = shaped_like_self(op, args);
+      const auto format = shape.size() == 4 ? self.suggest_memory_format() : at::MemoryFormat::Contiguous;
+      std::vector<at::Tensor> outputs{empty_npu(shape, {}, self.options().memory_format(format), device)};
+      launch_into_outputs(op, device, schema, args, outputs);
+      results.emplace_back(std::move(outputs[0]));
       break;
     }
     case OpResults::kGroupNormBackward: {

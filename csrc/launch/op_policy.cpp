@@ -92,6 +92,20 @@ constexpr OpPolicy kPolicies[] = {
     {"binary_cross_entropy_backward", R::kLikeArgument, 1},
     // Its arguments carry the real sizes (N, C, HxW), which one-element
     // stand-ins cannot match: no dry run; ATen's dtype rule in boxed_kernel.cpp.
+    {"cholesky", R::kLikeArgument, 0},
+    {"channel_shuffle", R::kLikeArgument, 0},
+    {"native_channel_shuffle", R::kLikeArgument, 0},
+    {"poisson", R::kLikeArgument, 0},
+    {"binomial", R::kBroadcast},
+    {"hardtanh_", R::kWritesArguments},
+    {"embedding_renorm_", R::kWritesArguments},
+    // Their shape constraints (channels divisible by r^2, padding below the
+    // size) refuse one-element stand-ins: no dry run, self's dtype; a bad
+    // call raises at its first launch, which runs on the caller.
+    {"pixel_shuffle", R::kShapedLikeSelf, -1, false},
+    {"pixel_unshuffle", R::kShapedLikeSelf, -1, false},
+    {"reflection_pad2d", R::kShapedLikeSelf, -1, false},
+    {"grid_sampler_2d", R::kShapedLikeSelf, -1, false},
     {"native_group_norm", R::kGroupNorm, -1, false},
     {"native_group_norm_backward", R::kGroupNormBackward, -1, false},
     // Its Meta kernel (Python, ~10 us) sizes it: a histogram of `bins`.

@@ -22,6 +22,8 @@ enum class OpResults : uint8_t {
   kReduction,        // functional: self reduced over its `dim` argument (all when None), `keepdim` kept
   kBroadcast,        // functional: the broadcast shape of its tensor arguments
   kLoss,             // functional: `reduction` none: self and target broadcast; else 0-dim
+  kShapedLikeSelf,   // functional, self's dtype, a shape rule of its own (pixel_shuffle,
+                     // pixel_unshuffle, reflection_pad2d, grid_sampler_2d: shaped_like_self())
   kGroupNorm,        // native_group_norm: input's shape, then mean and rstd of (N, group)
   kGroupNormBackward,  // native_group_norm_backward: grad_input like input, dgamma and dbeta like
                        // weight, each only where output_mask asks
