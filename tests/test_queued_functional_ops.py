@@ -193,3 +193,36 @@ def test_random_and_in_place_rows():
     torch.testing.assert_close(emb_npu.weight.detach().cpu(), emb_cpu.weight.detach())  # renormed in place
     t = torch.randn(10) * 3
     _same(F.hardtanh_(t.clone()), F.hardtanh_(t.npu()))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_segmentation_cross_entropy_equals_cpu(reduction):
+    assert _C._op_route("aten::nll_loss2d_forward")[0] == "policy_table"
+    x = torch.randn(2, 5, 4, 6)
+    y = torch.randint(0, 5, (2, 4, 6))
+    y[0, 0, :3] = 255  # ignored pixels
+    w = torch.rand(5) + 0.5
+    xc, xn = x.clone().requires_grad_(), x.npu().requires_grad_()
+    lc = F.cross_entropy(xc, y, weight=w, ignore_index=255, reduction=reduction)
+    ln = F.cross_entropy(xn, y.npu(), weight=w.npu(), ignore_index=255, reduction=reduction)
+    _same(lc, ln)
+    lc.sum().backward()
+    ln.sum().backward()
+    torch.testing.assert_close(xn.grad.cpu(), xc.grad)
+
+
+@pytest.mark.parametrize("kwargs", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
+                                    dict(kernel_size=(2, 3, 2), stride=(1, 2, 2), ceil_mode=True),
+                                    dict(kernel_size=2, dilation=2)])
+def test_max_pool3d_with_indices_equals_cpu(kwargs):
+    assert _C._op_route("aten::max_pool3d_with_indices")[0] == "policy_table"
+    x = torch.randn(2, 3, 7, 8, 9)
+    xc, xn = x.clone().requires_grad_(), x.npu().requires_grad_()
+    oc, ic = F.max_pool3d(xc, return_indices=True, **kwargs)
+    on, in_ = F.max_pool3d(xn, return_indices=True, **kwargs)
+    _same((oc, ic), (on, in_))
+    oc.pow(2).sum().backward()
+    on.pow(2).sum().backward()
+    torch.testing.assert_close(xn.grad.cpu(), xc.grad)
+    with pytest.raises(RuntimeError, match="padding at most half the kernel|pad should be"):
+        F.max_pool3d(x.npu(), kernel_size=2, padding=2)

@@ -6,6 +6,7 @@
 // results the policy describes, snapshots the call and queues the CPU
 // kernel; stage 2 rebuilds the call on CPU views and redispatches it to CPU.
 #include <ATen/ExpandUtils.h>
+#include <ATen/native/Pool.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
@@ -187,6 +188,30 @@ std::vector<int64_t> shaped_like_self(const c10::OperatorHandle& op, c10::ArrayR
   TORCH_CHECK(grid.scalar_type() == self.scalar_type(), "grid_sampler(): expected input and grid to have the same "
               "dtype, but input has ", self.scalar_type(), " and grid has ", grid.scalar_type());
   return {self.size(0), self.size(1), grid.size(1), grid.size(2)};
+}
+
+// max_pool3d_with_indices' output shape: (..., D_out, H_out, W_out) by ATen's pooling rule.
+std::vector<int64_t> pool3d_shape(c10::ArrayRef<c10::IValue> args) {
+  const at::Tensor& self = args[0].toTensor();
+  TORCH_CHECK(self.dim() == 4 || self.dim() == 5, "non-empty 4D or 5D (batch mode) tensor expected for input");
+  auto triple = [&](size_t i, int64_t fallback_from) {
+    std::vector<int64_t> v = args[i].toIntVector();
+    if (v.empty() && fallback_from >= 0) v = args[fallback_from].toIntVector();  // stride=[]: the kernel size
+    if (v.size() == 1) v = {v[0], v[0], v[0]};
+    TORCH_CHECK(v.size() == 3, "max_pool3d: kernel_size, stride, padding and dilation must have 1 or 3 values");
+    return v;
+  };
+  const auto kernel = triple(1, -1), stride = triple(2, 1), pad = triple(3, -1), dilation = triple(4, -1);
+  const bool ceil_mode = args[5].toBool();
+  std::vector<int64_t> shape = self.sizes().vec();
+  for (int d = 0; d < 3; ++d) {
+    TORCH_CHECK(kernel[d] > 0 && stride[d] > 0 && dilation[d] > 0 && pad[d] >= 0 && pad[d] <= kernel[d] / 2,
+                "max_pool3d: kernel, stride and dilation should be positive and padding at most half the kernel");
+    int64_t& size = shape[shape.size() - 3 + d];
+    size = at::native::pooling_output_shape<int64_t>(size, kernel[d], pad[d], stride[d], dilation[d], ceil_mode);
+    TORCH_CHECK(size >= 1, "max_pool3d: the output size is too small for input ", self.sizes());
+  }
+  return shape;
 }
 
 // The first tensor argument (a kScalar op's self may be a Scalar: bucketize.Scalar).
@@ -393,6 +418,35 @@ void async_boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
       std::vector<at::Tensor> outputs{
           empty_npu(input.sizes(), {}, input.options().memory_format(input.suggest_memory_format()), device),
           empty_npu({n, group}, {}, stats, device), empty_npu({n, group}, {}, stats, device)};
+      launch_into_outputs(op, device, schema, args, outputs);
+      for (auto& o : outputs) results.emplace_back(std::move(o));
+      break;
+    }
+    case OpResults::kNllLoss2d: {
+      // nll_loss2d_forward: the loss (target's shape for reduction none, else 0-dim) and a 0-dim total_weight
+      const at::Tensor& self = args[0].toTensor();
+      const at::Tensor& target = args[1].toTensor();
+      TORCH_CHECK(self.dim() == 4 && target.dim() == 3 && self.size(0) == target.size(0) &&
+                      self.size(2) == target.size(1) && self.size(3) == target.size(2),
+                  "only batches of spatial targets supported (3D tensors) but got targets of size: : ",
+                  target.sizes(), " for input of size ", self.sizes());
+      std::vector<int64_t> loss_shape;
+      if (args[3].toInt() == 0) loss_shape = target.sizes().vec();
+      std::vector<at::Tensor> outputs{
+          empty_npu(loss_shape, {}, self.options().dtype(dry[0].toTensor().scalar_type()), device),
+          empty_npu({}, {}, self.options().dtype(dry[1].toTensor().scalar_type()), device)};
+      launch_into_outputs(op, device, schema, args, outputs);
+      for (auto& o : outputs) results.emplace_back(std::move(o));
+      break;
+    }
+    case OpResults::kPool3dWithIndices: {
+      const at::Tensor& self = args[0].toTensor();
+      const auto shape = pool3d_shape(args);
+      const auto format = self.dim() == 5 ? self.suggest_memory_format(/*channels_last_strides_exact_match=*/false)
+                                          : at::MemoryFormat::Contiguous;
+      std::vector<at::Tensor> outputs{empty_npu(shape, {}, self.options().memory_format(format), device),
+                                      empty_npu(shape, {}, self.options().dtype(at::kLong).memory_format(format),
+                                                device)};
       launch_into_outputs(op, device, schema, args, outputs);
       for (auto& o : outputs) results.emplace_back(std::move(o));
       break;

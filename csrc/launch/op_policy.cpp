@@ -106,6 +106,11 @@ constexpr OpPolicy kPolicies[] = {
     {"pixel_unshuffle", R::kShapedLikeSelf, -1, false},
     {"reflection_pad2d", R::kShapedLikeSelf, -1, false},
     {"grid_sampler_2d", R::kShapedLikeSelf, -1, false},
+    {"nll_loss2d_forward", R::kNllLoss2d},
+    {"nll_loss2d_backward", R::kLikeArgument, 1},
+    // Kernels larger than the one-element stand-ins: no dry run. (Its backward
+    // is csrc/ops/pooling.cpp's: it widens a chip's int32 indices first.)
+    {"max_pool3d_with_indices", R::kPool3dWithIndices, -1, false},
     {"native_group_norm", R::kGroupNorm, -1, false},
     {"native_group_norm_backward", R::kGroupNormBackward, -1, false},
     // Its Meta kernel (Python, ~10 us) sizes it: a histogram of `bins`.
@@ -116,7 +121,8 @@ constexpr OpPolicy kPolicies[] = {
 constexpr bool table_is_consistent() {
   for (const OpPolicy& p : kPolicies) {
     if ((p.results == R::kLikeArgument || p.results == R::kAdaptivePool || p.results == R::kScalar ||
-         p.results == R::kReduction || p.results == R::kBroadcast || p.results == R::kLoss) && !p.dry_run) {
+         p.results == R::kReduction || p.results == R::kBroadcast || p.results == R::kLoss ||
+         p.results == R::kNllLoss2d) && !p.dry_run) {
       return false;  // the dry run gives their dtypes
     }
     if (p.results == R::kMetaShaped && p.dry_run) return false;  // the Meta kernel is its check

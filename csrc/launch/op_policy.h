@@ -24,6 +24,8 @@ enum class OpResults : uint8_t {
   kLoss,             // functional: `reduction` none: self and target broadcast; else 0-dim
   kShapedLikeSelf,   // functional, self's dtype, a shape rule of its own (pixel_shuffle,
                      // pixel_unshuffle, reflection_pad2d, grid_sampler_2d: shaped_like_self())
+  kNllLoss2d,        // nll_loss2d_forward: target's shape (reduction none) or 0-dim, then a 0-dim total_weight
+  kPool3dWithIndices,  // max_pool3d_with_indices: the pooled shape, values and int64 indices
   kGroupNorm,        // native_group_norm: input's shape, then mean and rstd of (N, group)
   kGroupNormBackward,  // native_group_norm_backward: grad_input like input, dgamma and dbeta like
                        // weight, each only where output_mask asks
