@@ -226,3 +226,29 @@ def test_max_pool3d_with_indices_equals_cpu(kwargs):
     torch.testing.assert_close(xn.grad.cpu(), xc.grad)
     with pytest.raises(RuntimeError, match="padding at most half the kernel|pad should be"):
         F.max_pool3d(x.npu(), kernel_size=2, padding=2)
+
+
+def test_unfold_fold_grid_sample_backward_and_triangle_indices():
+    for op in ("im2col", "col2im", "grid_sampler_2d_backward", "tril_indices", "triu_indices"):
+        assert _C._op_route("aten::" + op)[0] == "policy_table"
+    x = torch.randn(2, 3, 7, 8)
+    for kw in (dict(kernel_size=2), dict(kernel_size=(3, 2), dilation=(1, 2), padding=1, stride=(2, 1))):
+        cols = F.unfold(x, **kw)
+        _same(cols, F.unfold(x.npu(), **kw))
+        _same(F.fold(cols, (7, 8), **kw), F.fold(cols.npu(), (7, 8), **kw))
+    _same(F.unfold(x[0], 3), F.unfold(x[0].npu(), 3))  # unbatched
+    with pytest.raises(RuntimeError, match="calculated number of sliding blocks"):
+        F.fold(torch.randn(1, 4, 5, device="npu"), (3, 4), 2)
+    grid = torch.rand(2, 4, 5, 2) * 2 - 1
+    xc, gc = x.clone().requires_grad_(), grid.clone().requires_grad_()
+    xn, gn = x.npu().requires_grad_(), grid.npu().requires_grad_()
+    F.grid_sample(xc, gc, align_corners=False).pow(2).sum().backward()
+    F.grid_sample(xn, gn, align_corners=False).pow(2).sum().backward()
+    torch.testing.assert_close(xn.grad.cpu(), xc.grad)
+    torch.testing.assert_close(gn.grad.cpu(), gc.grad, rtol=1e-4, atol=1e-4)
+    gn.grad = None  # only the grid's gradient asked for
+    F.grid_sample(x.npu(), gn, align_corners=False).sum().backward()
+    assert gn.grad is not None
+    for args in ((4, 4), (3, 5, 1), (5, 3, -2), (0, 3)):
+        _same(torch.tril_indices(*args), torch.tril_indices(*args, device="npu"))
+        _same(torch.triu_indices(*args, dtype=torch.int32), torch.triu_indices(*args, dtype=torch.int32, device="npu"))

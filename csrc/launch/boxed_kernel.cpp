@@ -8,6 +8,7 @@
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/Pool.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/index.h>
@@ -179,6 +180,52 @@ std::vector<int64_t> shaped_like_self(const c10::OperatorHandle& op, c10::ArrayR
       TORCH_CHECK(shape[rank - 1 - d] >= 1, "input (", self.sizes(), ") is too small for the padding");
     }
     return shape;
+  }
+  if (name == "aten::im2col" || name == "aten::col2im") {
+    // im2col (self, kernel, dilation, padding, stride) -> (N, C * kh * kw, L);
+    // col2im (self, output_size, kernel, ...) -> (N, C, out_h, out_w), L blocks in the output.
+    const bool to_columns = name == "aten::im2col";
+    const size_t k = to_columns ? 1 : 2;
+    const auto kernel = args[k].toIntVector(), dilation = args[k + 1].toIntVector();
+    const auto padding = args[k + 2].toIntVector(), stride = args[k + 3].toIntVector();
+    TORCH_CHECK(kernel.size() == 2 && dilation.size() == 2 && padding.size() == 2 && stride.size() == 2,
+                "It is expected kernel_size, dilation, padding and stride to have 2 elements each");
+    for (int d = 0; d < 2; ++d) {
+      TORCH_CHECK(kernel[d] > 0 && dilation[d] > 0 && stride[d] > 0 && padding[d] >= 0,
+                  "kernel size, dilation and stride should be greater than zero and padding non-negative, but got "
+                  "kernel_size: (", kernel[0], ", ", kernel[1], ") dilation: (", dilation[0], ", ", dilation[1],
+                  ") padding: (", padding[0], ", ", padding[1], ") stride: (", stride[0], ", ", stride[1], ")");
+    }
+    auto blocks = [&](int64_t size, int d) {
+      return (size + 2 * padding[d] - (dilation[d] * (kernel[d] - 1) + 1)) / stride[d] + 1;
+    };
+    if (to_columns) {
+      TORCH_CHECK(rank == 3 || rank == 4, "Expected 3D or 4D (batch mode) tensor for input, but got: ", self.sizes());
+      const int64_t h = blocks(shape[rank - 2], 0), w = blocks(shape[rank - 1], 1);
+      TORCH_CHECK(h >= 1 && w >= 1, "Given input with spatial size (", shape[rank - 2], ", ", shape[rank - 1],
+                  "), kernel_size, dilation, padding and stride give a sliding-block grid of (", h, ", ", w,
+                  "), which is too small (non-positive)");
+      std::vector<int64_t> out(shape.begin(), shape.end() - 3);
+      out.push_back(shape[rank - 3] * kernel[0] * kernel[1]);
+      out.push_back(h * w);
+      return out;
+    }
+    const auto output_size = args[1].toIntVector();
+    TORCH_CHECK(output_size.size() == 2, "It is expected output_size equals to 2, but got size ", output_size.size());
+    TORCH_CHECK(rank == 2 || rank == 3, "Expected 2D or 3D (batch mode) tensor for input, but got: ", self.sizes());
+    const int64_t per_block = kernel[0] * kernel[1];
+    TORCH_CHECK(shape[rank - 2] % per_block == 0, "Expected size of input's dimension 1 to be divisible by the "
+                "product of kernel_size, but got input.size(1)=", shape[rank - 2], " and kernel_size=(", kernel[0],
+                ", ", kernel[1], ")");
+    const int64_t l = blocks(output_size[0], 0) * blocks(output_size[1], 1);
+    TORCH_CHECK(shape[rank - 1] == l, "Given output_size=(", output_size[0], ", ", output_size[1], "), expected "
+                "size of input's dimension 2 to match the calculated number of sliding blocks ", l,
+                ", but got input.size(2)=", shape[rank - 1], ".");
+    std::vector<int64_t> out(shape.begin(), shape.end() - 2);
+    out.push_back(shape[rank - 2] / per_block);
+    out.push_back(output_size[0]);
+    out.push_back(output_size[1]);
+    return out;
   }
   // grid_sampler_2d: (N, C) of the input, (H_out, W_out) of the grid
   const at::Tensor& grid = args[1].toTensor();
@@ -418,6 +465,34 @@ void async_boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
       std::vector<at::Tensor> outputs{
           empty_npu(input.sizes(), {}, input.options().memory_format(input.suggest_memory_format()), device),
           empty_npu({n, group}, {}, stats, device), empty_npu({n, group}, {}, stats, device)};
+      launch_into_outputs(op, device, schema, args, outputs);
+      for (auto& o : outputs) results.emplace_back(std::move(o));
+      break;
+    }
+    case OpResults::kTriangleIndices: {
+      const int64_t row = args[0].toInt(), col = args[1].toInt(), offset = args[2].toInt();
+      TORCH_CHECK(row >= 0, "row must be non-negative, got", row);
+      TORCH_CHECK(col >= 0, "col must be non-negative, got", col);
+      const bool lower = op.operator_name().name == "aten::tril_indices";
+      const int64_t count = lower ? at::native::get_tril_size(row, col, offset)
+                                  : row * col - at::native::get_tril_size(row, col, offset - 1);
+      const auto dtype = args[3].isNone() ? at::kLong : args[3].toScalarType();
+      std::vector<at::Tensor> outputs{empty_npu({2, count}, {}, at::TensorOptions().dtype(dtype), device)};
+      launch_into_outputs(op, device, schema, args, outputs);
+      results.emplace_back(std::move(outputs[0]));
+      break;
+    }
+    case OpResults::kGridSampler2dBackward: {
+      // grad_input like the input (where output_mask[0]), grad_grid like the grid
+      const at::Tensor& input = args[1].toTensor();
+      const at::Tensor& grid = args[2].toTensor();
+      const auto mask = args[6].toBoolList();
+      std::vector<at::Tensor> outputs(2);
+      if (mask[0]) {
+        outputs[0] = empty_npu(input.sizes(), {}, input.options().memory_format(input.suggest_memory_format()),
+                               device);
+      }
+      outputs[1] = empty_npu(grid.sizes(), {}, grid.options(), device);
       launch_into_outputs(op, device, schema, args, outputs);
       for (auto& o : outputs) results.emplace_back(std::move(o));
       break;

@@ -106,6 +106,11 @@ constexpr OpPolicy kPolicies[] = {
     {"pixel_unshuffle", R::kShapedLikeSelf, -1, false},
     {"reflection_pad2d", R::kShapedLikeSelf, -1, false},
     {"grid_sampler_2d", R::kShapedLikeSelf, -1, false},
+    {"grid_sampler_2d_backward", R::kGridSampler2dBackward, -1, false},
+    {"im2col", R::kShapedLikeSelf, -1, false},
+    {"col2im", R::kShapedLikeSelf, -1, false},
+    {"tril_indices", R::kTriangleIndices, -1, false},
+    {"triu_indices", R::kTriangleIndices, -1, false},
     {"nll_loss2d_forward", R::kNllLoss2d},
     {"nll_loss2d_backward", R::kLikeArgument, 1},
     // Kernels larger than the one-element stand-ins: no dry run. (Its backward

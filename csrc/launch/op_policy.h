@@ -23,7 +23,10 @@ enum class OpResults : uint8_t {
   kBroadcast,        // functional: the broadcast shape of its tensor arguments
   kLoss,             // functional: `reduction` none: self and target broadcast; else 0-dim
   kShapedLikeSelf,   // functional, self's dtype, a shape rule of its own (pixel_shuffle,
-                     // pixel_unshuffle, reflection_pad2d, grid_sampler_2d: shaped_like_self())
+                     // pixel_unshuffle, reflection_pad2d, grid_sampler_2d, im2col, col2im:
+                     // shaped_like_self())
+  kTriangleIndices,  // tril_indices / triu_indices: (2, count) of the dtype argument
+  kGridSampler2dBackward,  // grid_sampler_2d_backward: like the input and like the grid, as output_mask asks
   kNllLoss2d,        // nll_loss2d_forward: target's shape (reduction none) or 0-dim, then a 0-dim total_weight
   kPool3dWithIndices,  // max_pool3d_with_indices: the pooled shape, values and int64 indices
   kGroupNorm,        // native_group_norm: input's shape, then mean and rstd of (N, group)
