@@ -252,3 +252,27 @@ def test_unfold_fold_grid_sample_backward_and_triangle_indices():
     for args in ((4, 4), (3, 5, 1), (5, 3, -2), (0, 3)):
         _same(torch.tril_indices(*args), torch.tril_indices(*args, device="npu"))
         _same(torch.triu_indices(*args, dtype=torch.int32), torch.triu_indices(*args, dtype=torch.int32, device="npu"))
+
+
+@pytest.mark.parametrize("make", [
+    lambda p: torch.optim.AdamW(p, lr=1e-2, weight_decay=0.1, fused=True),
+    lambda p: torch.optim.Adam(p, lr=1e-2, amsgrad=True, fused=True),
+    lambda p: torch.optim.SGD(p, lr=1e-2, momentum=0.9, fused=True),
+    lambda p: torch.optim.Adagrad(p, lr=1e-2, fused=True),
+    lambda p: torch.optim.AdamW(p, lr=torch.tensor(1e-2), fused=True),
+])
+def test_fused_optimizer_steps_are_queued_and_equal_cpu(make):
+    assert _C._op_route("aten::_fused_adamw_")[0] == "policy_table"
+    torch.manual_seed(0)
+    cpu = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
+    npu = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3)).npu()
+    npu.load_state_dict(cpu.state_dict())
+    opt_cpu, opt_npu = make(cpu.parameters()), make(npu.parameters())
+    for step in range(4):
+        x = torch.randn(5, 6, generator=torch.Generator().manual_seed(step))
+        for model, opt, data in ((cpu, opt_cpu, x), (npu, opt_npu, x.npu())):
+            opt.zero_grad()
+            model(data).pow(2).mean().backward()
+            opt.step()
+    for a, b in zip(cpu.parameters(), npu.parameters()):
+        torch.testing.assert_close(b.detach().cpu(), a.detach(), rtol=1e-5, atol=1e-6)

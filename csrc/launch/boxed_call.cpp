@@ -66,7 +66,15 @@ c10::DeviceIndex op_device(const c10::OperatorHandle& op, c10::ArrayRef<c10::IVa
 
 at::Tensor stand_in(const at::Tensor& t, int64_t rank) {
   if (!t.defined() || (t.device().is_cpu() && t.dim() == 0)) return t;
-  return at::zeros(std::vector<int64_t>(rank < 0 ? t.dim() : rank, 1), t.options().device(c10::kCPU));
+  std::vector<int64_t> sizes(rank < 0 ? t.dim() : rank, 1);
+  if (rank < 0) {
+    // An empty dimension stays empty: the dry run then meets the errors an
+    // empty input gets (a full max of nothing), as the real call would.
+    for (int64_t d = 0; d < t.dim(); ++d) {
+      if (t.size(d) == 0) sizes[d] = 0;
+    }
+  }
+  return at::zeros(sizes, t.options().device(c10::kCPU));
 }
 
 torch::jit::Stack stand_in_stack(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {

@@ -28,9 +28,10 @@ void normalize_optional_tensor_lists(const c10::OperatorHandle& op, torch::jit::
 // True for `Generator` and `Generator?` schema types.
 bool is_generator_type(const c10::TypePtr& type);
 
-// A one-element CPU tensor of `rank` dimensions (default: t's rank) and t's
-// dtype, holding zero (a valid index for any dimension of size 1). CPU 0-dim
-// scalars and undefined tensors are returned as they are.
+// A one-element CPU tensor of `rank` dimensions (default: t's rank, with t's
+// empty dimensions kept empty) and t's dtype, holding zero (a valid index
+// for any dimension of size 1). CPU 0-dim scalars and undefined tensors are
+// returned as they are.
 at::Tensor stand_in(const at::Tensor& t, int64_t rank = -1);
 
 // The call's arguments with every tensor replaced by its stand_in (also in

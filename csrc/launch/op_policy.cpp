@@ -39,6 +39,16 @@ constexpr OpPolicy kPolicies[] = {
     {"masked_scatter_", R::kWritesArguments, -1, true, C::kBroadcastsToSelf, 1},
     {"_amp_foreach_non_finite_check_and_unscale_", R::kWritesArguments, -1, false},
     {"_amp_update_scale_", R::kWritesArguments, -1, false},
+    // torch.optim's fused=True steps: they write the parameters, gradients
+    // and states they are given.
+    {"_fused_adam_", R::kWritesArguments},
+    {"_fused_adam_.tensor_lr", R::kWritesArguments},
+    {"_fused_adamw_", R::kWritesArguments},
+    {"_fused_adamw_.tensor_lr", R::kWritesArguments},
+    {"_fused_sgd_", R::kWritesArguments},
+    {"_fused_sgd_.tensor_lr", R::kWritesArguments},
+    {"_fused_adagrad_", R::kWritesArguments},
+    {"_fused_adagrad_.tensor_lr", R::kWritesArguments},
     // Element-wise out= ops that ATen implements without a meta function.
     {"abs.out", R::kBroadcastOut},
     {"logical_not.out", R::kBroadcastOut},
