@@ -1,6 +1,7 @@
 #include "csrc/launch/boxed_call.h"
 
 #include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/ops/empty_strided.h>
 #include <ATen/ops/zeros.h>
 
 #include "csrc/core/npu_device.h"
@@ -77,23 +78,29 @@ at::Tensor stand_in(const at::Tensor& t, int64_t rank) {
   return at::zeros(sizes, t.options().device(c10::kCPU));
 }
 
-torch::jit::Stack stand_in_stack(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+namespace {
+
+// The call's arguments with every tensor (also in tensor lists) replaced by
+// replace(tensor), and generators by a private one when `private_generators`.
+template <typename Replace>
+torch::jit::Stack with_tensors_replaced(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
+                                        Replace replace, bool private_generators) {
   torch::jit::Stack stack;
   stack.reserve(args.size());
   for (const c10::IValue& arg : args) {
     if (arg.isTensor()) {
-      stack.emplace_back(stand_in(arg.toTensor()));
+      stack.emplace_back(replace(arg.toTensor()));
     } else if (arg.isTensorList()) {
       c10::List<at::Tensor> list;
-      for (const at::Tensor& t : arg.toTensorList()) list.push_back(stand_in(t));
+      for (const at::Tensor& t : arg.toTensorList()) list.push_back(replace(t));
       stack.emplace_back(std::move(list));
     } else if (arg.isOptionalTensorList()) {
       c10::List<std::optional<at::Tensor>> list;
       for (const std::optional<at::Tensor>& t : arg.toOptionalTensorList()) {
-        list.push_back(t.has_value() ? std::optional<at::Tensor>(stand_in(*t)) : std::nullopt);
+        list.push_back(t.has_value() ? std::optional<at::Tensor>(replace(*t)) : std::nullopt);
       }
       stack.emplace_back(std::move(list));
-    } else if (is_generator_type(op.schema().arguments()[stack.size()].type())) {
+    } else if (private_generators && is_generator_type(op.schema().arguments()[stack.size()].type())) {
       // Random ops draw from a private generator: no user-visible RNG state changes.
       static thread_local at::Generator scratch = cpu_generator_for(OpSeed{});
       stack.emplace_back(scratch);
@@ -102,6 +109,20 @@ torch::jit::Stack stand_in_stack(const c10::OperatorHandle& op, c10::ArrayRef<c1
     }
   }
   return stack;
+}
+
+}  // namespace
+
+torch::jit::Stack stand_in_stack(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+  return with_tensors_replaced(op, args, [](const at::Tensor& t) { return stand_in(t); }, true);
+}
+
+torch::jit::Stack meta_stack(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+  auto meta = [](const at::Tensor& t) -> at::Tensor {
+    if (!t.defined() || (t.device().is_cpu() && t.dim() == 0)) return t;
+    return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
+  };
+  return with_tensors_replaced(op, args, meta, false);
 }
 
 namespace {

@@ -38,6 +38,11 @@ at::Tensor stand_in(const at::Tensor& t, int64_t rank = -1);
 // tensor lists) and generators by a private one, for dry_run_passes().
 torch::jit::Stack stand_in_stack(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args);
 
+// The call's arguments with every tensor replaced by a meta tensor of its
+// sizes, strides and dtype, for the op's Meta kernel (Note [Results shaped by
+// the Meta kernel] in boxed_kernel.cpp).
+torch::jit::Stack meta_stack(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args);
+
 // Runs the CPU kernel of `op` on `stand_ins` (small CPU stand-ins of the
 // call's arguments) on the caller. Returns false when it raises: the caller
 // should then take the synchronous native path, which runs the real

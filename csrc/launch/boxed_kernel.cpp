@@ -336,23 +336,7 @@ std::vector<int64_t> functional_shape(const OpPolicy& policy, const c10::Functio
 // route, and the common ones have C++ rules. Ops whose result shape depends
 // on the values (nonzero, unique, masked_select, bincount) stay synchronous.
 std::optional<std::vector<at::Tensor>> meta_results(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
-  auto meta = [](const at::Tensor& t) -> at::Tensor {
-    if (!t.defined() || (t.device().is_cpu() && t.dim() == 0)) return t;
-    return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
-  };
-  torch::jit::Stack stack;
-  stack.reserve(args.size());
-  for (const c10::IValue& arg : args) {
-    if (arg.isTensor()) {
-      stack.emplace_back(meta(arg.toTensor()));
-    } else if (arg.isTensorList()) {
-      c10::List<at::Tensor> list;
-      for (const at::Tensor& t : arg.toTensorList()) list.push_back(meta(t));
-      stack.emplace_back(std::move(list));
-    } else {
-      stack.push_back(arg);
-    }
-  }
+  torch::jit::Stack stack = meta_stack(op, args);
   try {
     at::AutoDispatchBelowADInplaceOrView no_autograd;
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &stack);
@@ -368,13 +352,18 @@ std::optional<std::vector<at::Tensor>> meta_results(const c10::OperatorHandle& o
 }
 
 // Queues the functional op's CPU kernel; its results (scratch in device
-// memory) are copied into `outputs` (undefined ones: results not asked for).
+// memory) are copied into `outputs` (undefined ones: results not asked for),
+// without the kernel's warnings when `dry_run_warned` (Note [A boxed kernel
+// warns in its dry run]).
 void launch_into_outputs(const c10::OperatorHandle& op, c10::DeviceIndex device, const c10::FunctionSchema& schema,
-                         c10::ArrayRef<c10::IValue> args, const std::vector<at::Tensor>& outputs) {
+                         c10::ArrayRef<c10::IValue> args, const std::vector<at::Tensor>& outputs,
+                         bool dry_run_warned) {
   LaunchSnapshot snap;
   BoxedSnapshot call(schema, args, device, snap);
   launch(device, op.operator_name().name.c_str(), KernelOutputs(outputs), snap,
-         [device, call = std::move(call), op, outs = snap.refs(at::ITensorListRef(outputs))]() {
+         [device, call = std::move(call), op, outs = snap.refs(at::ITensorListRef(outputs)), dry_run_warned]() {
+           std::optional<c10::WarningUtils::WarningHandlerGuard> quiet;
+           if (dry_run_warned) quiet.emplace(dropping_warning_handler());
            DeviceMemoryScope scratch(device);
            torch::jit::Stack cpu_stack = call.to_stack();
            op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu_stack);
@@ -433,17 +422,19 @@ void async_boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
     }
   }
 
+  // Note [A boxed kernel warns in its dry run]
+  const bool dry_run_warned = policy.dry_run && policy.dry_run_warns;
   std::vector<c10::IValue> results;
   switch (policy.results) {
     case OpResults::kWritesArguments:
-      launch_redispatch(op, device, written_arguments(schema, args), args, policy.dry_run && policy.dry_run_warns);
+      launch_redispatch(op, device, written_arguments(schema, args), args, dry_run_warned);
       results = aliased_returns(schema, args);
       break;
     case OpResults::kBroadcastOut: {
       const size_t out_index = out_argument(schema);
       const at::Tensor& out = args[out_index].toTensor();
       at::native::resize_output(out, broadcast_shape(schema, args));
-      launch_redispatch(op, device, {out}, args, policy.dry_run && policy.dry_run_warns);  // after the resize
+      launch_redispatch(op, device, {out}, args, dry_run_warned);  // snapshots after the resize
       results.push_back(args[out_index]);
       break;
     }
@@ -465,7 +456,7 @@ void async_boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
       std::vector<at::Tensor> outputs{
           empty_npu(input.sizes(), {}, input.options().memory_format(input.suggest_memory_format()), device),
           empty_npu({n, group}, {}, stats, device), empty_npu({n, group}, {}, stats, device)};
-      launch_into_outputs(op, device, schema, args, outputs);
+      launch_into_outputs(op, device, schema, args, outputs, dry_run_warned);
       for (auto& o : outputs) results.emplace_back(std::move(o));
       break;
     }
@@ -478,7 +469,7 @@ void async_boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                                   : row * col - at::native::get_tril_size(row, col, offset - 1);
       const auto dtype = args[3].isNone() ? at::kLong : args[3].toScalarType();
       std::vector<at::Tensor> outputs{empty_npu({2, count}, {}, at::TensorOptions().dtype(dtype), device)};
-      launch_into_outputs(op, device, schema, args, outputs);
+      launch_into_outputs(op, device, schema, args, outputs, dry_run_warned);
       results.emplace_back(std::move(outputs[0]));
       break;
     }
@@ -493,7 +484,7 @@ void async_boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                                device);
       }
       outputs[1] = empty_npu(grid.sizes(), {}, grid.options(), device);
-      launch_into_outputs(op, device, schema, args, outputs);
+      launch_into_outputs(op, device, schema, args, outputs, dry_run_warned);
       for (auto& o : outputs) results.emplace_back(std::move(o));
       break;
     }
@@ -510,7 +501,7 @@ void async_boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
       std::vector<at::Tensor> outputs{
           empty_npu(loss_shape, {}, self.options().dtype(dry[0].toTensor().scalar_type()), device),
           empty_npu({}, {}, self.options().dtype(dry[1].toTensor().scalar_type()), device)};
-      launch_into_outputs(op, device, schema, args, outputs);
+      launch_into_outputs(op, device, schema, args, outputs, dry_run_warned);
       for (auto& o : outputs) results.emplace_back(std::move(o));
       break;
     }
@@ -522,7 +513,7 @@ void async_boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
       std::vector<at::Tensor> outputs{empty_npu(shape, {}, self.options().memory_format(format), device),
                                       empty_npu(shape, {}, self.options().dtype(at::kLong).memory_format(format),
                                                 device)};
-      launch_into_outputs(op, device, schema, args, outputs);
+      launch_into_outputs(op, device, schema, args, outputs, dry_run_warned);
       for (auto& o : outputs) results.emplace_back(std::move(o));
       break;
     }
@@ -531,7 +522,7 @@ void async_boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
       const auto shape = shaped_like_self(op, args);
       const auto format = shape.size() == 4 ? self.suggest_memory_format() : at::MemoryFormat::Contiguous;
       std::vector<at::Tensor> outputs{empty_npu(shape, {}, self.options().memory_format(format), device)};
-      launch_into_outputs(op, device, schema, args, outputs);
+      launch_into_outputs(op, device, schema, args, outputs, dry_run_warned);
       results.emplace_back(std::move(outputs[0]));
       break;
     }
@@ -553,7 +544,7 @@ void async_boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
           outputs[i] = empty_npu(weight.toTensor().sizes(), {}, weight.toTensor().options(), device);
         }
       }
-      launch_into_outputs(op, device, schema, args, outputs);
+      launch_into_outputs(op, device, schema, args, outputs, dry_run_warned);
       for (auto& o : outputs) results.emplace_back(std::move(o));
       break;
     }
@@ -573,20 +564,7 @@ void async_boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
         outputs.push_back(empty_npu(shape, {}, like.options().dtype(r.toTensor().scalar_type())
                                                   .memory_format(format), device));
       }
-      LaunchSnapshot snap;
-      BoxedSnapshot call(schema, args, device, snap);
-      launch(device, op.operator_name().name.c_str(), KernelOutputs(outputs), snap,
-             [device, call = std::move(call), op, outs = snap.refs(at::ITensorListRef(outputs)),
-              dry_run_warned = policy.dry_run && policy.dry_run_warns]() {
-               std::optional<c10::WarningUtils::WarningHandlerGuard> quiet;
-               if (dry_run_warned) quiet.emplace(dropping_warning_handler());
-               // Functional ops: the CPU kernel's results are scratch in
-               // device memory until copied into the outputs.
-               DeviceMemoryScope scratch(device);
-               torch::jit::Stack cpu_stack = call.to_stack();
-               op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu_stack);
-               for (size_t i = 0; i < outs.size(); ++i) outs[i].view().copy_(cpu_stack[i].toTensor());
-             });
+      launch_into_outputs(op, device, schema, args, outputs, dry_run_warned);
       for (auto& o : outputs) results.emplace_back(std::move(o));
       break;
     }
@@ -601,7 +579,7 @@ void async_boxed_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
       for (const at::Tensor& m : *shapes) {
         outputs.push_back(empty_npu(m.sizes(), m.strides(), at::TensorOptions().dtype(m.scalar_type()), device));
       }
-      launch_into_outputs(op, device, schema, args, outputs);
+      launch_into_outputs(op, device, schema, args, outputs, dry_run_warned);
       for (auto& o : outputs) results.emplace_back(std::move(o));
       break;
     }
