@@ -278,6 +278,114 @@ def test_quantised_grouped_matmul_refuses_what_vnpu_does_not_compute(ext):
             torch.npu.synchronize()
 
 
+def _ffn_args(**given):
+    names = ("bias1", "bias2", "scale", "offset", "deq_scale1", "deq_scale2", "antiquant_scale1", "antiquant_scale2",
+             "antiquant_offset1", "antiquant_offset2")
+    return [given[n].npu() if n in given else None for n in names]
+
+
+@pytest.mark.parametrize("tokens", [None, "counts", "ends"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_ffn_v3_equals_the_formula_per_expert_and_npu_ffn(ext, tokens, dtype):
+    # MindSpeed's npu_ffn op builder: relu(x @ w1 + b1) @ w2 + b2, x's rows split among experts
+    torch.manual_seed(0)
+    counts = [3, 0, 5]
+    experts = len(counts) if tokens else 0
+    lead = (experts,) if experts else ()
+    x = torch.empty(8, 16, dtype=dtype).uniform_(-1, 1)
+    w1, w2 = (torch.empty(*lead, 16, 32, dtype=dtype).uniform_(-0.2, 0.2),
+              torch.empty(*lead, 32, 16, dtype=dtype).uniform_(-0.2, 0.2))
+    b1, b2 = torch.randn(*lead, 32, dtype=dtype) * 0.1, torch.randn(*lead, 16, dtype=dtype) * 0.1
+    listed = None if tokens is None else counts if tokens == "counts" else [3, 3, 8]
+    y = ext.ffn_by_name(x.npu(), w1.npu(), w2.npu(), "relu",
+                        None if listed is None else torch.tensor(listed).npu(), tokens == "ends",
+                        _ffn_args(bias1=b1, bias2=b2), 1, dtype)
+    pieces, start = [], 0
+    for e, count in enumerate(counts if experts else [8]):
+        pick = (lambda t: t[e]) if experts else (lambda t: t)
+        h = torch.relu(x[start:start + count].float() @ pick(w1).float() + pick(b1).float()).to(dtype).float()
+        pieces.append(h @ pick(w2).float() + pick(b2).float())
+        start += count
+    want = torch.cat(pieces).to(dtype)
+    torch.testing.assert_close(y.cpu(), want, atol=1e-2, rtol=1e-2)
+    kwargs = {} if tokens is None else {"expert_tokens" if tokens == "counts" else "expert_tokens_index": listed}
+    plugin = torch_npu.npu_ffn(x.npu(), w1.npu(), w2.npu(), "relu", bias1=b1.npu(), bias2=b2.npu(), inner_precise=1,
+                               **kwargs)
+    assert torch.equal(y.cpu(), plugin.cpu())
+
+
+@pytest.mark.parametrize("activation", ["gelu", "fastgelu", "silu", "swiglu"])
+def test_ffn_v3_activations_and_precision_equal_npu_ffn(ext, activation):
+    torch.manual_seed(1)
+    x = torch.randn(2, 4, 16, dtype=torch.float16)
+    n1 = 64 if activation == "swiglu" else 32
+    w1, w2 = torch.randn(16, n1, dtype=torch.float16) * 0.2, torch.randn(32, 16, dtype=torch.float16) * 0.2
+    for inner_precise in (0, 1):
+        y = ext.ffn_by_name(x.npu(), w1.npu(), w2.npu(), activation, None, False, _ffn_args(), inner_precise,
+                            torch.float16)
+        plugin = torch_npu.npu_ffn(x.npu(), w1.npu(), w2.npu(), activation, inner_precise=inner_precise)
+        assert y.shape == (2, 4, 16)
+        assert torch.equal(y.cpu(), plugin.cpu())
+
+
+def test_ffn_v3_quantised_forms_equal_npu_ffn(ext):
+    torch.manual_seed(2)
+    counts = [4, 4]
+    # weight-only: int8 weights dequantised per column, (w + offset) * scale
+    x = torch.randn(8, 16, dtype=torch.float16)
+    w1, w2 = torch.randint(-8, 8, (2, 16, 32), dtype=torch.int8), torch.randint(-8, 8, (2, 32, 16), dtype=torch.int8)
+    aq = dict(antiquant_scale1=torch.rand(2, 32, dtype=torch.float16) * 0.05,
+              antiquant_scale2=torch.rand(2, 16, dtype=torch.float16) * 0.05,
+              antiquant_offset1=torch.randn(2, 32, dtype=torch.float16),
+              antiquant_offset2=torch.randn(2, 16, dtype=torch.float16))
+    y = ext.ffn_by_name(x.npu(), w1.npu(), w2.npu(), "relu", torch.tensor(counts).npu(), False, _ffn_args(**aq), 1,
+                        torch.float16)
+    plugin = torch_npu.npu_ffn(x.npu(), w1.npu(), w2.npu(), "relu", expert_tokens=counts,
+                               **{k: v.npu() for k, v in aq.items()})
+    assert torch.equal(y.cpu(), plugin.cpu())
+    # int8: exact int32 accumulation, dequantised by deq_scale (float32 bits in int64), requantised between
+    x8 = torch.randint(-20, 20, (8, 16), dtype=torch.int8)
+    deq1 = torch.full((2, 32), 0.01).view(torch.int32).to(torch.int64)
+    q = dict(bias1=torch.randint(-50, 50, (2, 32), dtype=torch.int32), bias2=torch.randint(-50, 50, (2, 16),
+             dtype=torch.int32), scale=torch.full((2,), 2.0), offset=torch.full((2,), 1.0), deq_scale1=deq1,
+             deq_scale2=torch.full((2, 16), 0.02).view(torch.int32).to(torch.int64))
+    y = ext.ffn_by_name(x8.npu(), w1.npu(), w2.npu(), "relu", torch.tensor(counts).npu(), False, _ffn_args(**q), 1,
+                        torch.bfloat16)
+    plugin = torch_npu.npu_ffn(x8.npu(), w1.npu(), w2.npu(), "relu", expert_tokens=counts,
+                               output_dtype=torch.bfloat16, **{k: v.npu() for k, v in q.items()})
+    assert torch.equal(y.cpu(), plugin.cpu())
+    h = torch.relu((x8[:4].double() @ w1[0].double() + q["bias1"][0]).float() * 0.01) * 2 + 1
+    h8 = h.round().clamp(-128, 127)
+    want = ((h8.double() @ w2[0].double() + q["bias2"][0]).float() * 0.02).to(torch.bfloat16)
+    assert torch.equal(y[:4].cpu(), want)
+
+
+def test_ffn_v3_bad_arguments_fail_at_the_call_naming_them(ext):
+    x, w1, w2 = (torch.randn(4, 8, dtype=torch.float16).npu(), torch.randn(8, 16, dtype=torch.float16).npu(),
+                 torch.randn(16, 8, dtype=torch.float16).npu())
+    cases = [
+        (dict(activation="tanh"), "activation must be one of"),
+        (dict(w1=torch.randn(6, 16, dtype=torch.float16).npu()), r"last dimension of x \(8\) must equal K1"),
+        (dict(w1=w1.float()), "must have x's dtype"),
+        (dict(tokens=torch.tensor([4, 0]).npu()), "the weights must be 3-dimensional"),
+        (dict(activation="swiglu"), r"N1 \(16\) must be 2 \* K2"),
+        (dict(inner_precise=2), "innerPrecise must be 0 or 1"),
+        (dict(dtype=torch.float32), "y must have x's dtype"),
+    ]
+    for change, message in cases:
+        args = dict(x=x, w1=w1, w2=w2, activation="relu", tokens=None, inner_precise=1, dtype=torch.float16)
+        args.update(change)
+        with pytest.raises(RuntimeError, match=message):
+            ext.ffn_by_name(args["x"], args["w1"], args["w2"], args["activation"], args["tokens"], False, _ffn_args(),
+                            args["inner_precise"], args["dtype"])
+    # token counts that do not add up to x's rows are found when the operator runs
+    ext.ffn_by_name(x, w1.unsqueeze(0).expand(2, 8, 16).contiguous(), w2.unsqueeze(0).expand(2, 16, 8).contiguous(),
+                    "relu", torch.tensor([1, 2]).npu(), False, _ffn_args(), 1, torch.float16)
+    with pytest.raises(RuntimeError, match=r"the experts' tokens \(3\) must add up to the rows of x \(4\)"):
+        torch.npu.synchronize()
+    torch.testing.assert_close((x + 1).cpu(), x.cpu() + 1)  # the stream stays usable
+
+
 _FA_SHAPES = {"BSH": (2, 6, 4 * 8), "SBH": (6, 2, 4 * 8), "BSND": (2, 6, 4, 8), "BNSD": (2, 4, 6, 8)}
 _FA_KV_SHAPES = {"BSH": (2, 6, 2 * 8), "SBH": (6, 2, 2 * 8), "BSND": (2, 6, 2, 8), "BNSD": (2, 2, 6, 8)}
 

@@ -16,7 +16,6 @@
 #include <string>
 
 #include <ATen/TensorOperators.h>
-#include <ATen/ops/bitwise_and.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/repeat_interleave.h>
 #include <ATen/ops/mean.h>
@@ -33,6 +32,7 @@
 #include "csrc/opapi/acl_meta.h"
 #include "csrc/opapi/aclnn_executor.h"
 #include "csrc/opapi/aclnn_mc2.h"
+#include "csrc/opapi/quant_scale.h"
 
 namespace torch_npu {
 namespace aclnn {
@@ -47,13 +47,6 @@ std::shared_ptr<CommLease> take_turn(const char* api, const char* group, const c
 namespace {
 
 // The checked arguments of MatmulAllReduceAddRmsNorm.
-// A dequantisation scale's float32 values: int64 scales carry float32 bits
-// in their low 32 (as npu_trans_quant_param makes them).
-at::Tensor scale_values(const at::Tensor& scale) {
-  if (scale.scalar_type() != at::kLong) return scale.to(at::kFloat);
-  return at::bitwise_and(scale, 0xFFFFFFFFLL).to(at::kInt).view(at::kFloat);
-}
-
 enum class Form { kFloat, kQuant, kWeightQuant };
 
 struct MatmulAllReduceAddRmsNorm {

@@ -291,6 +291,27 @@ void run_prepared_on_host(const std::string& api, Args... args) {
   cmd.Run();
 }
 
+// MindSpeed's npu_ffn (mindspeed/ops/csrc/cann/ffn.cpp): aclnnFFNV3, its
+// optional tensors as in the builder (`tensors` holds bias1, bias2, scale,
+// offset, deqScale1, deqScale2, antiquantScale1/2, antiquantOffset1/2; None
+// for absent), y of x's shape with weight2's N and `dtype`.
+at::Tensor ffn_by_name(const at::Tensor& x, const at::Tensor& weight1, const at::Tensor& weight2,
+                       const std::string& activation, const std::optional<at::Tensor>& expert_tokens,
+                       bool tokens_index, const std::vector<std::optional<at::Tensor>>& tensors,
+                       int64_t inner_precise, at::ScalarType dtype) {
+  TORCH_CHECK(tensors.size() == 10, "ffn_by_name takes 10 optional tensors");
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+  shape.back() = weight2.size(-1);
+  at::Tensor y = at::empty(shape, x.options().dtype(dtype));
+  std::vector<aclTensor*> d;
+  for (const auto& t : tensors) d.push_back(t.has_value() ? describe(*t) : nullptr);
+  aclTensor* tokens = expert_tokens.has_value() ? describe(*expert_tokens) : nullptr;
+  run_prepared_on_host("aclnnFFNV3", describe(x), describe(weight1), describe(weight2), tokens, d[0], d[1], d[2],
+                       d[3], d[4], d[5], d[6], d[7], d[8], d[9], activation.c_str(), inner_precise, tokens_index,
+                       describe(y));
+  return y;
+}
+
 // MindSpeed's npu_mm_all_reduce_add_rms_norm(_): (y, normOut); the in-place
 // form writes y into residual and returns it.
 std::vector<at::Tensor> mm_all_reduce_add_rms_norm(const at::Tensor& x1, const at::Tensor& x2,
@@ -549,6 +570,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("add_repeated", &add_repeated);
   m.def("gmm_by_name", &gmm_by_name);
   m.def("quant_gmm_by_name", &quant_gmm_by_name);
+  m.def("ffn_by_name", &ffn_by_name);
   m.def("mm_all_reduce_add_rms_norm", &mm_all_reduce_add_rms_norm);
   m.def("grouped_mm_all_reduce", &grouped_mm_all_reduce);
   m.def("quant_mm_all_reduce_add_rms_norm", &quant_mm_all_reduce_add_rms_norm);
