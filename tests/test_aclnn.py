@@ -246,7 +246,7 @@ def test_a8w8_grouped_matmul_equals_the_dequantised_formula_and_npu_grouped_matm
 
 
 def test_weight_quant_grouped_matmul_dequantises_the_weight_first(ext):
-    # MindSpeed's npu_weight_quant_gmm: w[e] = (w8[e] + offset[e]) * scale[e], rounded to x's dtype
+    # MindSpeed's npu_weight_quant_gmm: w[e] = (w8[e] + offset[e]) * scale[e] in x's dtype, each step rounded
     x = torch.randn(7, 8, dtype=torch.bfloat16)
     w = torch.randint(-128, 128, (2, 8, 6), dtype=torch.int8)
     scale, offset = torch.rand(2, 6, dtype=torch.bfloat16) / 50, torch.randn(2, 6, dtype=torch.bfloat16)
@@ -255,27 +255,79 @@ def test_weight_quant_grouped_matmul_dequantises_the_weight_first(ext):
                               torch.bfloat16)
     expected = []
     for e, (b, end) in enumerate([(0, 3), (3, 7)]):
-        we = ((w[e].float() + offset[e].float()) * scale[e].float()).to(torch.bfloat16)
+        we = (w[e].to(torch.bfloat16) + offset[e]) * scale[e]
         expected.append(x[b:end].float() @ we.float())
     torch.testing.assert_close(y.cpu(), torch.cat(expected).to(torch.bfloat16))
 
 
-def test_quantised_grouped_matmul_refuses_what_vnpu_does_not_compute(ext):
+def test_a8w8_grouped_matmul_with_an_int8_output_requantises_per_channel(ext):
+    # MindSpeed's npu_quant_gmm(output_dtype=torch.int8): round((x @ w + bias) * scale), saturated; the scale as
+    # npu_trans_quant_param makes it (float32 bits in int64)
+    torch.manual_seed(3)
+    x, w = torch.randint(-20, 20, (6, 16), dtype=torch.int8), torch.randint(-20, 20, (2, 16, 8), dtype=torch.int8)
+    bias = torch.randint(-100, 100, (2, 8), dtype=torch.int32)
+    scale = torch.rand(2, 8) * 0.3 + 0.05
+    scale64 = scale.view(torch.int32).to(torch.int64)
+    ends = torch.tensor([2, 6])
+    y = ext.quant_gmm_by_name(x.npu(), w.npu(), [bias.npu()], [scale64.npu()], [], [], [], ends.npu(), torch.int8)
+    want = torch.cat([((x[a:b].double() @ w[e].double() + bias[e]).float() * scale[e]).round().clamp(-128, 127)
+                      for e, (a, b) in enumerate([(0, 2), (2, 6)])]).to(torch.int8)
+    assert torch.equal(y.cpu(), want)
+    assert ((want == 127) | (want == -128)).any()  # the saturation is exercised
+    plugin = torch_npu.npu_grouped_matmul([x.npu()], [w.npu()], bias=[bias.npu()], scale=[scale64.npu()],
+                                          group_list=ends.npu(), split_item=3, group_type=0, output_dtype=torch.int8)
+    assert torch.equal(plugin[0].cpu(), want)
+
+
+def test_weight_quant_grouped_matmul_with_int4_weights_per_group(ext):
+    # int4 weights (int32, eight values along N, as npu_quantize packs them) with (E, G, N) scales: each group of
+    # K / G weight rows has its own scale and offset
+    from torch_npu.op_plugin.tensor_ops import _pack_int4
+    torch.manual_seed(4)
+    x = torch.randn(6, 16, dtype=torch.float16)
+    w4 = torch.randint(-8, 8, (2, 16, 16), dtype=torch.int8)
+    scale, offset = torch.rand(2, 4, 16, dtype=torch.float16) * 0.1, torch.randn(2, 4, 16, dtype=torch.float16)
+    ends = torch.tensor([3, 6])
+    packed = _pack_int4(w4)
+    assert packed.dtype == torch.int32 and packed.shape == (2, 16, 2)
+    y = ext.quant_gmm_by_name(x.npu(), packed.npu(), [], [], [], [scale.npu()], [offset.npu()], ends.npu(),
+                              torch.float16)
+    pieces = []
+    for e, (a, b) in enumerate([(0, 3), (3, 6)]):
+        wd = (w4[e].half() + offset[e].repeat_interleave(4, 0)) * scale[e].repeat_interleave(4, 0)
+        pieces.append(x[a:b] @ wd)
+    want = torch.cat(pieces)
+    torch.testing.assert_close(y.cpu(), want, atol=2e-3, rtol=2e-3)
+    plugin = torch_npu.npu_grouped_matmul([x.npu()], [packed.npu()], antiquant_scale=[scale.npu()],
+                                          antiquant_offset=[offset.npu()], group_list=ends.npu(), split_item=3,
+                                          group_type=0)
+    assert torch.equal(plugin[0].cpu(), y.cpu())
+
+
+def test_quantised_grouped_matmul_refuses_what_the_kernel_refuses(ext):
     x8, w8 = torch.randint(-5, 5, (4, 8), dtype=torch.int8).npu(), torch.randint(-5, 5, (2, 8, 3), dtype=torch.int8)
     ends = torch.tensor([2, 4]).npu()
     cases = [
-        # an int8 output (requantisation)
-        ((x8, w8.npu(), [], [torch.rand(2, 3).npu()], [], [], [], ends, torch.int8), "an int8 output"),
+        # an int8 output with per-token scales
+        ((x8, w8.npu(), [], [torch.rand(2, 3).npu()], [torch.rand(4).npu()], [], [], ends, torch.int8),
+         "an int8 output is requantised per channel"),
         # float x with A8W8 scales
         ((x8.float(), w8.npu(), [], [torch.rand(2, 3).npu()], [], [], [], ends, torch.float16), "int8 x times"),
-        # per-group antiquant scales
+        # per-group antiquant scales for int8 weights
         ((torch.randn(4, 8, dtype=torch.float16).npu(), w8.npu(), [], [], [], [torch.rand(2, 4, 3).npu()], [], ends,
-          torch.float16), "per-group scales are not supported"),
+          torch.float16), "per-group scales need int4 weights"),
+        # groups that do not divide K
+        ((torch.randn(4, 8, dtype=torch.float16).npu(), torch.zeros(2, 8, 1, dtype=torch.int32).npu(), [], [], [],
+          [torch.rand(2, 3, 8).npu()], [], ends, torch.float16), "with G dividing k = 8"),
     ]
     for args, message in cases:
         ext.quant_gmm_by_name(*args)
         with pytest.raises(RuntimeError, match=message):
             torch.npu.synchronize()
+    with pytest.raises(RuntimeError, match="per-group scales need int4 weights"):
+        torch_npu.npu_grouped_matmul([torch.randn(4, 8, dtype=torch.float16).npu()], [w8.npu()],
+                                     antiquant_scale=[torch.rand(2, 4, 3).npu()], group_list=ends, split_item=3,
+                                     group_type=0)
 
 
 def _ffn_args(**given):

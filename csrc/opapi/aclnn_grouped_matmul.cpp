@@ -5,12 +5,17 @@
 // torch_npu.npu_grouped_matmul (torch_npu/op_plugin/moe.py) for V4's
 // quantised forms (MindSpeed's npu_quant_gmm and npu_weight_quant_gmm):
 // - A8W8: int8 x times int8 weight, accumulated exactly, then
-//   (x @ w + bias) * scale (per column) * perTokenScale (per row of x);
-// - weight-only: an int8 weight dequantised per column first,
-//   (w + antiquantOffset) * antiquantScale, rounded to x's dtype.
-// What vNPU does not compute (an int8 output's offset list, per-group
-// antiquant scales, the activation-quantisation lists, quantised weight
-// gradients) is refused at GetWorkspaceSize, naming the argument.
+//   (x @ w + bias) * scale (per column; int64 scales carry float32 bits)
+//   * perTokenScale (per row of x); an int8 output is that requantised per
+//   channel (rounded half to even, saturated; scale alone);
+// - weight-only: an int8 weight (per column) or an int4 one (int32, eight
+//   values along N each; per column or per group of k / G rows, a (G, N)
+//   scale) dequantised first, (w + antiquantOffset) * antiquantScale in
+//   x's dtype.
+// What vNPU does not compute (offsetOptional, the activation-quantisation
+// lists, quantised weight gradients) is refused at GetWorkspaceSize, naming
+// the argument; so is what the kernel refuses (per-group scales for int8
+// weights, per-token scales with an int8 output).
 //
 // groupType -1: x[i] @ weight[i] for every i (no split).
 // groupType  0: x's rows (M) split into groups; group e @ weight[e].
@@ -23,13 +28,18 @@
 #include <functional>
 
 #include <ATen/TensorOperators.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/bitwise_and.h>
+#include <ATen/ops/bitwise_right_shift.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/gelu.h>
 #include <ATen/ops/matmul.h>
+#include <ATen/ops/repeat_interleave.h>
 #include <ATen/ops/relu.h>
 #include <ATen/ops/sigmoid.h>
 #include <ATen/ops/silu.h>
 #include <ATen/ops/stack.h>
+#include <ATen/ops/where.h>
 #include <c10/util/Exception.h>
 
 #include "aclnnop/aclnn_grouped_matmul_v2.h"
@@ -38,6 +48,7 @@
 #include "csrc/opapi/acl_meta.h"
 #include "csrc/opapi/aclnn_executor.h"
 #include "csrc/opapi/aclnn_mc2.h"
+#include "csrc/opapi/quant_scale.h"
 
 namespace torch_npu {
 namespace aclnn {
@@ -70,10 +81,23 @@ std::vector<at::Tensor> weight_matrices(const std::vector<at::Tensor>& weight) {
 }
 
 // A per-expert list given as one tensor with a leading expert dimension
-// (bias (E, N), scale (E, N), ...) as one tensor per expert.
-std::vector<at::Tensor> per_expert(const std::vector<at::Tensor>& list) {
-  if (list.size() == 1 && list[0].dim() == 2) return list[0].unbind(0);
+// (bias (E, N), scale (E, N), per-group antiquant scales (E, G, N), ...) as
+// one tensor per expert.
+std::vector<at::Tensor> per_expert(const std::vector<at::Tensor>& list, size_t experts) {
+  if (list.size() == 1 && experts > 1 && list[0].dim() >= 2) return list[0].unbind(0);
   return list;
+}
+
+// An int4 weight as the quantised operators take it (int32, eight signed
+// int4 values along N each, low nibble first; torch_npu.npu_quantize packs
+// them so) as int8 values.
+at::Tensor unpack_int4(const at::Tensor& packed) {
+  at::Tensor shifts = at::arange(0, 32, 4, packed.options().dtype(at::kInt));
+  at::Tensor nibbles = at::bitwise_and(at::bitwise_right_shift(packed.unsqueeze(-1), shifts), 0xF);
+  at::Tensor values = at::where(nibbles >= 8, nibbles - 16, nibbles).to(at::kChar);
+  std::vector<int64_t> shape(packed.sizes().begin(), packed.sizes().end());
+  shape.back() *= 8;
+  return values.reshape(shape);
 }
 
 at::Tensor activate(const at::Tensor& y, int64_t act_type) {
@@ -112,11 +136,14 @@ struct GroupedMatmul {
       }
     }
     for (const at::Tensor& w : weight) {
-      const bool quantised = a8w8() || !antiquant_scale.empty();
-      TORCH_CHECK(!quantised || w.scalar_type() == at::kChar, "the quantised grouped matmul takes int8 weights, but "
-                  "weight is ", w.scalar_type(), ".");
-      TORCH_CHECK(quantised || w.scalar_type() != at::kChar, "an int8 weight needs scaleOptional (with int8 x) or "
-                  "antiquantScaleOptional.");
+      const bool int4 = w.scalar_type() == at::kInt && !antiquant_scale.empty();
+      TORCH_CHECK(!a8w8() || w.scalar_type() == at::kChar, "the A8W8 grouped matmul takes int8 weights, but weight is ",
+                  w.scalar_type(), ".");
+      TORCH_CHECK(antiquant_scale.empty() || w.scalar_type() == at::kChar || int4, "antiquantScaleOptional "
+                  "dequantises int8 weights or int4 ones (int32, eight values each), but weight is ", w.scalar_type(),
+                  ".");
+      TORCH_CHECK(a8w8() || !antiquant_scale.empty() || (w.scalar_type() != at::kChar && w.scalar_type() != at::kInt),
+                  "an int8 weight needs scaleOptional (with int8 x) or antiquantScaleOptional.");
     }
     TORCH_CHECK(!(a8w8() && !antiquant_scale.empty()), "scaleOptional and antiquantScaleOptional cannot be given "
                 "together.");
@@ -126,10 +153,17 @@ struct GroupedMatmul {
                 "the quantised grouped matmul with groupType 2 is not supported on vNPU.");
     if (a8w8()) {
       for (const at::Tensor& y : out) {
-        TORCH_CHECK(y.scalar_type() == at::kHalf || y.scalar_type() == at::kBFloat16 || y.scalar_type() == at::kFloat,
-                    "the A8W8 grouped matmul writes float16, bfloat16 or float32 on vNPU (an int8 output, "
-                    "requantised with offsetOptional, is not supported), but out is ", y.scalar_type(), ".");
+        TORCH_CHECK(y.scalar_type() == at::kHalf || y.scalar_type() == at::kBFloat16 || y.scalar_type() == at::kFloat ||
+                    y.scalar_type() == at::kChar, "the A8W8 grouped matmul writes int8, float16, bfloat16 or float32, "
+                    "but out is ", y.scalar_type(), ".");
+        TORCH_CHECK(y.scalar_type() != at::kChar || (per_token_scale.empty() && !scale.empty()),
+                    "an int8 output is requantised per channel by scaleOptional alone (perTokenScaleOptional takes a "
+                    "float16 or bfloat16 output).");
       }
+    }
+    for (const at::Tensor& y : out) {
+      TORCH_CHECK(a8w8() || y.scalar_type() != at::kChar, "an int8 output needs int8 x and weight with "
+                  "scaleOptional (the A8W8 form).");
     }
     if (group_type != kNoSplit) {
       TORCH_CHECK(x.size() == 1, "with groupType ", group_type, ", x must be one tensor, but got ", x.size(), ".");
@@ -186,41 +220,68 @@ struct GroupedMatmul {
 
   // Group `index`'s product; its rows start at `row_begin` in the one x
   // (split M) or in x[index], where its per-token scales start.
-  at::Tensor product(const at::Tensor& a, const at::Tensor& w, size_t index, int64_t row_begin) const {
+  at::Tensor product(const at::Tensor& a, const at::Tensor& packed, size_t index, int64_t row_begin) const {
+    const at::Tensor w = packed.scalar_type() == at::kInt ? unpack_int4(packed) : packed;
     TORCH_CHECK(a.size(-1) == w.size(0), "group ", index, ": x's inner size ", a.size(-1), " does not match weight ",
                 w.sizes(), ".");
     const int64_t n = w.size(1);
+    const bool int4 = packed.scalar_type() == at::kInt;
     at::Tensor y;
     if (a8w8()) {
       // int8 x int8 sums are exact in float64; the kernel dequantises the int32 accumulator in float32.
       y = at::matmul(a.to(at::kDouble), w.to(at::kDouble)).to(at::kFloat);
     } else if (!antiquant_scale.empty()) {
-      at::Tensor wf = w.to(at::kFloat);
-      if (!antiquant_offset.empty()) wf = wf + column_values("antiquantOffsetOptional", antiquant_offset, index, n);
-      wf = (wf * column_values("antiquantScaleOptional", antiquant_scale, index, n)).to(a.scalar_type());
+      // Dequantised in x's dtype, rounded after each step, as the kernel (and op-plugin's and MindSpeed's goldens).
+      const int64_t k = w.size(0);
+      const at::ScalarType dtype = a.scalar_type();
+      at::Tensor wf = w.to(dtype);
+      if (!antiquant_offset.empty()) {
+        wf = wf + antiquant_values("antiquantOffsetOptional", antiquant_offset, index, k, n, int4).to(dtype);
+      }
+      wf = wf * antiquant_values("antiquantScaleOptional", antiquant_scale, index, k, n, int4).to(dtype);
       y = at::matmul(a.to(at::kFloat), wf.to(at::kFloat));
     } else {
       y = at::matmul(a.to(at::kFloat), w.to(at::kFloat));
     }
     if (index < bias.size() && bias[index].defined()) y = y + bias[index].to(at::kFloat);
-    if (!scale.empty()) y = y * column_values("scaleOptional", scale, index, n);
+    if (!scale.empty()) y = y * scale_values(column_values("scaleOptional", scale, index, n, false));
     if (!per_token_scale.empty()) {
       const at::Tensor& tokens = per_token_scale[per_token_scale.size() == 1 ? 0 : index];
       TORCH_CHECK(tokens.numel() >= row_begin + a.size(0), "perTokenScaleOptional must hold one value per row of x ("
                   , row_begin + a.size(0), " at least), but has ", tokens.numel(), ".");
       y = y * tokens.reshape({-1}).narrow(0, row_begin, a.size(0)).to(at::kFloat).unsqueeze(1);
     }
-    return activate(y, act_type);
+    y = activate(y, act_type);
+    return out[0].scalar_type() == at::kChar ? saturate_int8(y) : y;
   }
 
-  // The (n,) values of a per-column list for group `index`.
-  static at::Tensor column_values(const char* what, const std::vector<at::Tensor>& list, size_t index, int64_t n) {
+  // The (n,) values of a per-column list for group `index` (in float32,
+  // unless `as_float` is false: int64 quantisation scales stay as they are).
+  static at::Tensor column_values(const char* what, const std::vector<at::Tensor>& list, size_t index, int64_t n,
+                                  bool as_float = true) {
     TORCH_CHECK(index < list.size() || list.size() == 1, what, " has ", list.size(), " tensors, none for group ",
                 index, ".");
     const at::Tensor& t = list[list.size() == 1 ? 0 : index];
     TORCH_CHECK(t.numel() == n || t.numel() == 1, what, "[", index, "] of shape ", t.sizes(),
-                " must hold one value per output column (", n, ") on vNPU (per-group scales are not supported).");
-    return t.reshape({-1}).to(at::kFloat);
+                " must hold one value per output column (", n, ").");
+    return as_float ? t.reshape({-1}).to(at::kFloat) : t.reshape({-1});
+  }
+
+  // An antiquant scale or offset for a (k, n) weight: one value per output
+  // column, or, for int4 weights, a (G, n) tensor of one row per group of
+  // k / G weight rows, spread over those rows.
+  static at::Tensor antiquant_values(const char* what, const std::vector<at::Tensor>& list, size_t index, int64_t k,
+                                     int64_t n, bool int4) {
+    TORCH_CHECK(index < list.size() || list.size() == 1, what, " has ", list.size(), " tensors, none for group ",
+                index, ".");
+    const at::Tensor& t = list[list.size() == 1 ? 0 : index];
+    if (t.numel() == n || t.numel() == 1) return t.reshape({-1});
+    const bool per_group = t.dim() == 2 && t.size(1) == n && t.size(0) > 0 && k % t.size(0) == 0;
+    TORCH_CHECK(per_group && int4, what, "[", index, "] of shape ", t.sizes(), " must hold one value per output "
+                "column (", n, ")", int4 ? " or one row per group of weight rows, (G, n) with G dividing k = " +
+                std::to_string(k) : std::string(" (per-group scales need int4 weights; int8 weights are per channel)"),
+                ".");
+    return t.repeat_interleave(k / t.size(0), 0);
   }
 
   // Each group's float32 result (before the output's dtype).
@@ -262,16 +323,17 @@ struct GroupedMatmul {
 // `quantised` sets the quantisation lists (V4) before the check.
 GroupedMatmul grouped_matmul(const aclTensorList* x, const aclTensorList* weight, const aclTensorList* bias,
                              const char* out_name, const aclTensorList* out, int64_t split_item, int64_t group_type,
-                             int64_t act_type, const std::function<void(GroupedMatmul&)>& quantised = nullptr) {
+                             int64_t act_type, const std::function<void(GroupedMatmul&, size_t)>& quantised = nullptr) {
   GroupedMatmul op;
   op.x = list_views("x", x);
   op.weight = list_views("weight", weight);
-  op.bias = per_expert(list_views("biasOptional", bias));
+  const size_t experts = weight_matrices(op.weight).size();
+  op.bias = per_expert(list_views("biasOptional", bias), experts);
   op.out = list_views(out_name, out);
   op.split_item = split_item;
   op.group_type = group_type;
   op.act_type = act_type;
-  if (quantised) quantised(op);
+  if (quantised) quantised(op, experts);
   op.check();
   return op;
 }
@@ -305,10 +367,10 @@ aclnnStatus aclnnGroupedMatmulV2GetWorkspaceSize(
     using namespace torch_npu::aclnn;
     check_absent("offsetOptional", offsetOptional);
     GroupedMatmul op =
-        grouped_matmul(x, weight, biasOptional, "y", y, splitItem, groupType, GMM_ACT_TYPE_NONE, [&](GroupedMatmul& q) {
-          q.scale = per_expert(list_views("scaleOptional", scaleOptional));
-          q.antiquant_scale = per_expert(list_views("antiquantScaleOptional", antiquantScaleOptional));
-          q.antiquant_offset = per_expert(list_views("antiquantOffsetOptional", antiquantOffsetOptional));
+        grouped_matmul(x, weight, biasOptional, "y", y, splitItem, groupType, GMM_ACT_TYPE_NONE, [&](GroupedMatmul& q, size_t experts) {
+          q.scale = per_expert(list_views("scaleOptional", scaleOptional), experts);
+          q.antiquant_scale = per_expert(list_views("antiquantScaleOptional", antiquantScaleOptional), experts);
+          q.antiquant_offset = per_expert(list_views("antiquantOffsetOptional", antiquantOffsetOptional), experts);
         });
     std::vector<int64_t> ends = groupListOptional != nullptr ? groupListOptional->values : std::vector<int64_t>{};
     TORCH_CHECK(groupType == kNoSplit || !ends.empty(), "groupListOptional is required with groupType ", groupType,
@@ -340,11 +402,11 @@ aclnnStatus aclnnGroupedMatmulV4GetWorkspaceSize(
     check_absent("activationFeatureOutOptional", activationFeatureOutOptional);
     check_absent("dynQuantScaleOutOptional", dynQuantScaleOutOptional);
     GroupedMatmul op =
-        grouped_matmul(x, weight, biasOptional, "out", out, splitItem, groupType, actType, [&](GroupedMatmul& q) {
-          q.scale = per_expert(list_views("scaleOptional", scaleOptional));
+        grouped_matmul(x, weight, biasOptional, "out", out, splitItem, groupType, actType, [&](GroupedMatmul& q, size_t experts) {
+          q.scale = per_expert(list_views("scaleOptional", scaleOptional), experts);
           q.per_token_scale = list_views("perTokenScaleOptional", perTokenScaleOptional);
-          q.antiquant_scale = per_expert(list_views("antiquantScaleOptional", antiquantScaleOptional));
-          q.antiquant_offset = per_expert(list_views("antiquantOffsetOptional", antiquantOffsetOptional));
+          q.antiquant_scale = per_expert(list_views("antiquantScaleOptional", antiquantScaleOptional), experts);
+          q.antiquant_offset = per_expert(list_views("antiquantOffsetOptional", antiquantOffsetOptional), experts);
         });
     at::Tensor group_list = optional_host_view("groupListOptional", groupListOptional);
     TORCH_CHECK(groupType == kNoSplit || group_list.defined(), "groupListOptional is required with groupType ",
@@ -391,7 +453,7 @@ aclnnStatus aclnnGroupedMatMulAllReduceGetWorkspaceSize(const aclTensorList* x, 
       TORCH_CHECK(t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16,
                   "x must be float16 or bfloat16, but got ", t.scalar_type(), ".");
     }
-    const std::vector<at::Tensor> biases = per_expert(list_views("bias", bias));
+    const std::vector<at::Tensor> biases = per_expert(list_views("bias", bias), weight_matrices(op->weight).size());
     std::vector<int64_t> ends = groupListOptional != nullptr ? groupListOptional->values : std::vector<int64_t>{};
     TORCH_CHECK(!split_x || !ends.empty(), "groupListOptional is required with splitItem ", splitItem, ".");
     std::shared_ptr<torch_npu::CommLease> lease = take_turn("aclnnGroupedMatMulAllReduce", group, reduceOp);

@@ -259,7 +259,8 @@ at::Tensor quant_gmm_by_name(const at::Tensor& x, const at::Tensor& weight, cons
                              const std::vector<at::Tensor>& antiquant_scale,
                              const std::vector<at::Tensor>& antiquant_offset, const at::Tensor& group_list,
                              at::ScalarType dtype) {
-  at::Tensor out = at::empty({x.size(0), weight.size(-1)}, x.options().dtype(dtype));
+  const int64_t n = weight.scalar_type() == at::kInt ? 8 * weight.size(-1) : weight.size(-1);  // int4: 8 per int32
+  at::Tensor out = at::empty({x.size(0), n}, x.options().dtype(dtype));
   aclTensorList* empty = nullptr;
   run_by_name("aclnnGroupedMatmulV4", describe_list({x}), describe_list({weight}), describe_list(bias),
               describe_list(scale), empty, describe_list(antiquant_scale), describe_list(antiquant_offset),

@@ -9,6 +9,8 @@ choice is row ``j * N + i`` of the expanded tokens.
 import torch
 
 from torch_npu.op_plugin._library import check, define
+from torch_npu.op_plugin.quant import _saturate_int8, _scale_value
+from torch_npu.op_plugin.tensor_ops import _unpack_int4
 
 
 def npu_moe_gating_top_k_softmax(x, finished=None, k=1):
@@ -101,12 +103,27 @@ def _per_expert(tensors, experts, name, fn):
     return list(tensors)
 
 
+def _antiquant_values(fn, name, t, i, k, n, int4):
+    """An antiquant scale or offset for weight[i] (k, n): one value per output column, or, for int4 weights, one row
+    per group of k / G weight rows, (G, n), spread over those rows."""
+    if t.numel() in (1, n):
+        return t.reshape(-1)
+    per_group = t.dim() == 2 and t.shape[1] == n and t.shape[0] > 0 and k % t.shape[0] == 0
+    check(per_group and int4, f"{fn}: {name}[{i}] of shape {list(t.shape)} should hold one value per output column "
+          f"({n})" + (f" or one row per group of weight rows, (G, {n}) with G dividing k = {k}." if int4 else
+                      " (per-group scales need int4 weights; int8 weights are per channel)."))
+    return t.repeat_interleave(k // t.shape[0], 0)
+
+
 def _dequantised_matmul(fn, i, xi, wi, bias, scale, per_token_scale, antiquant_scale, antiquant_offset, output_dtype):
     """One group's product with the quantisation arguments applied (see npu_grouped_matmul)."""
     if scale is not None or per_token_scale is not None:
         check(xi.dtype == torch.int8 and wi.dtype == torch.int8,
               f"{fn}: scale / per_token_scale dequantise an int8 x times int8 weight, but x[{i}] is {xi.dtype} "
               f"and weight[{i}] is {wi.dtype}.")
+        check(output_dtype != torch.int8 or (per_token_scale is None and scale is not None),
+              f"{fn}: an int8 output is requantised per channel by scale alone (per_token_scale takes a float16 or "
+              f"bfloat16 output).")
         # int8 x int8 sums are exact in float64; the kernel dequantises the int32 accumulator in float32
         y = (xi.double() @ wi.double()).float()
         if bias is not None:
@@ -114,19 +131,26 @@ def _dequantised_matmul(fn, i, xi, wi, bias, scale, per_token_scale, antiquant_s
         if scale is not None:
             check(scale[i].numel() in (1, wi.shape[-1]), f"{fn}: scale[{i}] of shape {list(scale[i].shape)} should "
                   f"hold one value per output column ({wi.shape[-1]}).")
-            y = y * scale[i].float().reshape(-1)
+            y = y * _scale_value(scale[i]).reshape(-1)
         if per_token_scale is not None:
             check(per_token_scale[i].numel() == xi.shape[0], f"{fn}: per_token_scale[{i}] should hold one value "
                   f"per row of x[{i}] ({xi.shape[0]}), but has {per_token_scale[i].numel()}.")
             y = y * per_token_scale[i].float().reshape(-1, 1)
+        if output_dtype == torch.int8:
+            return _saturate_int8(y)
         return y.to(output_dtype if output_dtype is not None else torch.float16)
+    check(output_dtype != torch.int8, f"{fn}: an int8 output needs int8 x and weight with scale (the A8W8 form).")
     if antiquant_scale is not None:
-        check(wi.dtype == torch.int8, f"{fn}: antiquant_scale dequantises an int8 weight, but weight[{i}] is "
-              f"{wi.dtype}.")
-        w = wi.float()
+        int4 = wi.dtype == torch.int32
+        check(wi.dtype == torch.int8 or int4, f"{fn}: antiquant_scale dequantises an int8 weight or an int4 one "
+              f"(int32, eight values each), but weight[{i}] is {wi.dtype}.")
+        w = _unpack_int4(wi) if int4 else wi
+        k, n = w.shape
+        # the kernel dequantises in x's dtype, rounding after each step (op-plugin's and MindSpeed's goldens do too)
+        w = w.to(xi.dtype)
         if antiquant_offset is not None:
-            w = w + antiquant_offset[i].float()
-        wi = (w * antiquant_scale[i].float()).to(xi.dtype)
+            w = w + _antiquant_values(fn, "antiquant_offset", antiquant_offset[i], i, k, n, int4).to(xi.dtype)
+        wi = w * _antiquant_values(fn, "antiquant_scale", antiquant_scale[i], i, k, n, int4).to(xi.dtype)
     y = xi @ wi
     if bias is not None:
         y = y + bias[i]
@@ -166,8 +190,11 @@ def npu_grouped_matmul(x, weight, bias=None, scale=None, offset=None, antiquant_
     concatenated tensor. The weights may be one tensor (E, K, N), its bias
     (E, N). Quantised: int8 x and weight with scale (per output column) and
     per_token_scale (per row) give (x @ w + bias) * scale * per_token_scale
-    in output_dtype (float16 by default); an int8 weight with antiquant_scale
-    (and antiquant_offset) is dequantised to x's dtype first."""
+    in output_dtype (float16 by default; int64 scales carry float32 bits;
+    int8 requantises per channel, scale alone); an int8 weight, or an int4
+    one (int32 packing eight along N), with antiquant_scale (and
+    antiquant_offset; per column, or for int4 per group of rows (G, N)) is
+    dequantised to x's dtype first."""
     fn = "npu_grouped_matmul"
     check(offset is None and activation_input is None and activation_quant_scale is None
           and activation_quant_offset is None,
