@@ -215,3 +215,9 @@ def test_linear_parallel_collectives_over_hccl_as_mindspeeds_lcal_coc_calls_them
     # 2 ranks: all-reduce, reduce-scatter and all-gather matmuls equal the formulas, between collectives
     from torchrun_jobs import torchrun
     torchrun("atb_lcoc.py", 2, timeout=300, VNPU_ATB_EXT_DIR=str(ext_dir))
+
+
+def test_linear_parallel_2d_gathers_and_reduces_along_the_grid_lines(ext, ext_dir):
+    # 4 ranks: MindSpeed's tp_2d all_gather_matmul_reduce_scatter for grids 2x2 (both orders), 4x1 and 1x4
+    from torchrun_jobs import torchrun
+    torchrun("atb_lcoc_2d.py", 4, timeout=300, VNPU_ATB_EXT_DIR=str(ext_dir))

@@ -3,11 +3,15 @@
 // accumulation fusions) and LinearParallelParam (LCAL's matmul fused with a
 // collective over an hccl group). Math by ATen's CPU kernels in float32 on
 // views of the device memory.
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include <ATen/TensorOperators.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/matmul.h>
+#include <ATen/ops/zeros_like.h>
 #include <c10/util/Exception.h>
 
 #include "atb/infer_op_params.h"
@@ -131,18 +135,6 @@ class GroupedMatmulInplaceAddOperation : public EmulatedOperation {
   infer::GroupedMatmulInplaceAddParam param_;
 };
 
-const char* parallel_type_name(infer::LinearParallelParam::ParallelType type) {
-  using P = infer::LinearParallelParam;
-  switch (type) {
-    case P::LINEAR_ALL_REDUCE: return "LINEAR_ALL_REDUCE";
-    case P::LINEAR_REDUCE_SCATTER: return "LINEAR_REDUCE_SCATTER";
-    case P::ALL_GATHER_LINEAR: return "ALL_GATHER_LINEAR";
-    case P::PURE_LINEAR: return "PURE_LINEAR";
-    case P::ALL_GATHER_LINEAR_REDUCE_SCATTER: return "ALL_GATHER_LINEAR_REDUCE_SCATTER";
-    default: return "an unknown type";
-  }
-}
-
 // out = x @ op(weight) [+ residual], with the collective of `type` around
 // it, over the hccl process group that LCAL's communication domain names
 // (lease_comm_domain): LINEAR_ALL_REDUCE sums the products, then adds the
@@ -153,6 +145,15 @@ const char* parallel_type_name(infer::LinearParallelParam::ParallelType type) {
 // host, in issue order) takes the group's collective turn and the task uses
 // it (Note [Collectives inside a compute-stream task] in
 // csrc/core/comm_lease.h). Over one rank every collective is the identity.
+//
+// ALL_GATHER_LINEAR_REDUCE_SCATTER is 2-D tensor parallelism (MindSpeed's
+// tp_2d linears): the rankSize = agDim x rsDim ranks form a grid whose inner
+// (consecutive-rank) dimension is the all-gather one when innerDimIsAg, the
+// reduce-scatter one otherwise. x is gathered (along rows) over this rank's
+// agDim ranks, multiplied, and the products are summed over its rsDim ranks,
+// each keeping its block of rows: out has x's rows * agDim / rsDim. vNPU
+// communicates over the whole domain group (two all-gathers, one turn) and
+// picks the grid line's blocks: more traffic than the kernel's, same math.
 class LinearParallelOperation : public EmulatedOperation {
   using P = infer::LinearParallelParam;
 
@@ -217,9 +218,11 @@ class LinearParallelOperation : public EmulatedOperation {
                 " is not a LinearParallelParam::ParallelType.");
     TORCH_CHECK(param_.rankSize >= 1 && param_.rank >= 0 && param_.rank < param_.rankSize, "rank ", param_.rank,
                 " must be in [0, rankSize ", param_.rankSize, ").");
-    TORCH_CHECK(param_.type != P::ALL_GATHER_LINEAR_REDUCE_SCATTER || param_.rankSize == 1,
-                "ALL_GATHER_LINEAR_REDUCE_SCATTER (2-D tensor parallelism) over ", param_.rankSize,
-                " ranks is not supported on vNPU.");
+    const P::TwoDimTPInfo& grid = param_.twoDimTPInfo;
+    TORCH_CHECK(param_.type != P::ALL_GATHER_LINEAR_REDUCE_SCATTER || param_.rankSize == 1 ||
+                    (grid.agDim >= 1 && grid.rsDim >= 1 && grid.agDim * grid.rsDim == param_.rankSize),
+                "ALL_GATHER_LINEAR_REDUCE_SCATTER needs twoDimTPInfo.agDim x rsDim = rankSize (", param_.rankSize,
+                "), but got ", grid.agDim, " x ", grid.rsDim, ".");
     TORCH_CHECK(param_.quantType == infer::QUANT_UNDEFINED,
                 "quantType ", static_cast<int>(param_.quantType), " is not supported on vNPU (QUANT_UNDEFINED only).");
     check_counts(pack, param_.hasResidual ? "x, weight, residual" : "x, weight");
@@ -229,6 +232,10 @@ class LinearParallelOperation : public EmulatedOperation {
     TORCH_CHECK(x.size(1) == b.size(0), "x ", x.sizes(), " and op(weight) ", b.sizes(), " do not multiply.");
     TORCH_CHECK(param_.type != P::LINEAR_REDUCE_SCATTER || x.size(0) % param_.rankSize == 0, "x's ", x.size(0),
                 " rows must divide among the ", param_.rankSize, " ranks of LINEAR_REDUCE_SCATTER.");
+    TORCH_CHECK(!communicates() || param_.type != P::ALL_GATHER_LINEAR_REDUCE_SCATTER ||
+                    x.size(0) * grid.agDim % grid.rsDim == 0,
+                "the ", x.size(0) * grid.agDim, " gathered rows of x must divide among the ", grid.rsDim,
+                " ranks of the reduce-scatter.");
     at::Tensor residual = param_.hasResidual ? host_view("residual", pack.inTensors[2]) : at::Tensor();
     at::Tensor out = host_view("out", pack.outTensors[0]);
     const int64_t rows = out_rows(x.size(0));
@@ -243,7 +250,15 @@ class LinearParallelOperation : public EmulatedOperation {
                 gathered.sizes(), ".");
     std::shared_ptr<torch_npu::CommLease> lease = executing_;
     const P::ParallelType type = communicates() ? param_.type : P::PURE_LINEAR;
-    return [x, b, residual, out, gathered, lease, type]() mutable {
+    const GridLines lines = grid_lines();
+    return [x, b, residual, out, gathered, lease, type, lines]() mutable {
+      if (type == P::ALL_GATHER_LINEAR_REDUCE_SCATTER) {
+        at::Tensor result = gather_multiply_reduce_scatter(*lease, lines, x, b);
+        lease.reset();  // the group's turn is over
+        if (residual.defined()) result = result + residual.to(at::kFloat).reshape({-1, result.size(1)});
+        out.copy_(result);
+        return;
+      }
       at::Tensor a = x;
       if (type == P::ALL_GATHER_LINEAR) {
         a = at::empty({x.size(0) * lease->size(), x.size(1)}, x.options());
@@ -268,11 +283,51 @@ class LinearParallelOperation : public EmulatedOperation {
   }
 
  private:
+  // This rank's lines of the 2-D grid: the ranks of its all-gather, in
+  // order, and the ranks of its reduce-scatter with its place among them.
+  struct GridLines {
+    std::vector<int64_t> ag_ranks, rs_ranks;
+    int64_t rs_place = 0;
+  };
+
+  GridLines grid_lines() const {
+    GridLines lines;
+    if (param_.type != P::ALL_GATHER_LINEAR_REDUCE_SCATTER || !communicates()) return lines;
+    const int64_t ag = param_.twoDimTPInfo.agDim, rs = param_.twoDimTPInfo.rsDim, rank = param_.rank;
+    const bool inner_ag = param_.twoDimTPInfo.innerDimIsAg != 0;
+    // innerDimIsAg: rank = rs_place * agDim + ag_place; otherwise rank = ag_place * rsDim + rs_place.
+    const int64_t ag_place = inner_ag ? rank % ag : rank / rs;
+    lines.rs_place = inner_ag ? rank / ag : rank % rs;
+    for (int64_t i = 0; i < ag; ++i) lines.ag_ranks.push_back(inner_ag ? lines.rs_place * ag + i : i * rs + lines.rs_place);
+    for (int64_t j = 0; j < rs; ++j) lines.rs_ranks.push_back(inner_ag ? j * ag + ag_place : ag_place * rs + j);
+    return lines;
+  }
+
+  static at::Tensor gather_multiply_reduce_scatter(torch_npu::CommLease& lease, const GridLines& lines,
+                                                   const at::Tensor& x, const at::Tensor& b) {
+    const int64_t ranks = lease.size();
+    at::Tensor every_x = at::empty({ranks * x.size(0), x.size(1)}, x.options());
+    lease.wait_turn();
+    lease.allgather(every_x, x.contiguous());
+    std::vector<at::Tensor> blocks;
+    for (int64_t r : lines.ag_ranks) blocks.push_back(every_x.narrow(0, r * x.size(0), x.size(0)));
+    at::Tensor product = at::matmul(at::cat(blocks).to(at::kFloat), b.to(at::kFloat)).contiguous();
+    at::Tensor every_product = at::empty({ranks * product.size(0), product.size(1)}, product.options());
+    lease.allgather(every_product, product);
+    at::Tensor sum = at::zeros_like(product);
+    for (int64_t r : lines.rs_ranks) sum.add_(every_product.narrow(0, r * product.size(0), product.size(0)));
+    const int64_t rows = product.size(0) / static_cast<int64_t>(lines.rs_ranks.size());
+    return sum.narrow(0, lines.rs_place * rows, rows);
+  }
+
   bool keeps_gathered_input() const { return param_.keepIntermediate && param_.type == P::ALL_GATHER_LINEAR; }
   bool communicates() const { return param_.rankSize > 1 && param_.type != P::PURE_LINEAR; }
   int64_t out_rows(int64_t x_rows) const {
     if (param_.type == P::ALL_GATHER_LINEAR) return x_rows * param_.rankSize;
     if (param_.type == P::LINEAR_REDUCE_SCATTER) return x_rows / param_.rankSize;
+    if (param_.type == P::ALL_GATHER_LINEAR_REDUCE_SCATTER && param_.rankSize > 1) {
+      return x_rows * param_.twoDimTPInfo.agDim / std::max<int64_t>(param_.twoDimTPInfo.rsDim, 1);
+    }
     return x_rows;
   }
 

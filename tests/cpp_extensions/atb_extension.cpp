@@ -180,6 +180,31 @@ std::vector<at::Tensor> linear_parallel(const at::Tensor& x, const at::Tensor& w
   return outputs;
 }
 
+// MindSpeed's 2-D tensor-parallel coc op (all_gather_matmul_reduce_scatter):
+// x gathered over this rank's ag_dim ranks, @ op(w), summed over its rs_dim
+// ranks, this rank's block of rows.
+at::Tensor linear_parallel_2d(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
+                              int64_t rank, int64_t ag_dim, int64_t rs_dim, bool inner_dim_is_ag,
+                              const std::string& domain) {
+  atb::infer::LinearParallelParam param;
+  param.transWeight = x.size(1) != w.size(0);
+  param.rank = static_cast<int>(rank);
+  param.rankSize = static_cast<int>(ag_dim * rs_dim);
+  param.twoDimTPInfo.agDim = static_cast<uint16_t>(ag_dim);
+  param.twoDimTPInfo.rsDim = static_cast<uint16_t>(rs_dim);
+  param.twoDimTPInfo.innerDimIsAg = inner_dim_is_ag;
+  param.hasResidual = bias.has_value();
+  param.backend = "lcoc";
+  param.type = atb::infer::LinearParallelParam::ALL_GATHER_LINEAR_REDUCE_SCATTER;
+  param.commDomain = domain;
+  std::vector<at::Tensor> inputs{x, w};
+  if (bias) inputs.push_back(*bias);
+  const int64_t rows = x.size(0) * ag_dim / rs_dim;
+  std::vector<at::Tensor> outputs{at::empty({rows, param.transWeight ? w.size(0) : w.size(1)}, x.options())};
+  run(create(param), inputs, outputs, true);
+  return outputs[0];
+}
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -189,4 +214,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("activation", &activation);
   m.def("grouped_matmul_add", &grouped_matmul_add);
   m.def("linear_parallel", &linear_parallel);
+  m.def("linear_parallel_2d", &linear_parallel_2d);
 }

@@ -152,7 +152,10 @@ struct GroupedMatmulInplaceAddParam {
 // hccl process group of global ranks commDomain * rankSize ... + rankSize - 1
 // (one process per device), which must exist (torch.distributed.new_group);
 // Setup, on the host thread, takes the group's turn for the next Execute.
-// ALL_GATHER_LINEAR_REDUCE_SCATTER runs over one rank only.
+// ALL_GATHER_LINEAR_REDUCE_SCATTER (2-D tensor parallelism) gathers x over
+// this rank's twoDimTPInfo.agDim ranks and sums the products over its rsDim
+// ranks (agDim x rsDim = rankSize; consecutive ranks gather with
+// innerDimIsAg), keeping its block of rows.
 struct LinearParallelParam {
   enum ParallelType : int {
     UNDEFINED = -1,
