@@ -592,6 +592,49 @@ def test_flash_attention_v2_alibi_from_slopes_equals_npu_fusion_attention_v2(ext
         torch.testing.assert_close(mine.cpu(), theirs.grad.cpu(), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("pse_type,per_sequence", [(2, False), (3, True)])
+def test_flash_attention_varlen_v2_alibi_applies_to_each_sequence(ext, pse_type, per_sequence):
+    # MindSpeed's alibi with packed sequences (TND): each sequence's positions count from its start; [B, N] slopes
+    # give each sequence its own row. Causal (sparse_mode 3); against autograd per sequence on cpu and
+    # torch_npu.npu_fusion_attention_v2.
+    n, d = 2, 8
+    qlen = [3, 7, 12]
+    q, k, v = (torch.randn(qlen[-1], n, d) for _ in range(3))
+    slopes = torch.rand(3, n) if per_sequence else torch.tensor([0.5, 0.125])
+    mask = torch.ones(2048, 2048, dtype=torch.bool).triu(1)
+    out, row_max, row_sum = ext.flash_attention_v2(q.npu(), k.npu(), v.npu(), mask.npu(), 0.3, n, "TND", 3,
+                                                   2147483647, 0, None, 1.0, pse=slopes.npu(), pse_type=pse_type,
+                                                   qlen=qlen, kvlen=qlen)
+    dy = torch.randn(qlen[-1], n, d)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v, slopes)]
+    outs = []
+    for index, (a, b) in enumerate(zip([0] + qlen, qlen)):
+        qh, kh, vh = (t[a:b].transpose(0, 1) for t in leaves[:3])
+        i, j = torch.arange(b - a).unsqueeze(1), torch.arange(b - a).unsqueeze(0)
+        distance = (j - i).abs().float()
+        distance = distance.sqrt() if pse_type == 3 else distance
+        rows = leaves[3][index] if per_sequence else leaves[3]
+        scores = qh @ kh.transpose(-1, -2) * 0.3 - rows.reshape(n, 1, 1) * distance
+        scores = scores.masked_fill(torch.ones(b - a, b - a).triu(1).bool(), float("-inf"))
+        outs.append((torch.softmax(scores, -1) @ vh).transpose(0, 1))
+    want = torch.cat(outs)
+    want.backward(dy)
+    torch.testing.assert_close(out.cpu(), want.detach(), rtol=1e-4, atol=1e-5)
+    grads = ext.flash_attention_v2_grad(q.npu(), k.npu(), v.npu(), dy.npu(), mask.npu(), row_max, row_sum, out, 0.3,
+                                        n, "TND", 3, 2147483647, 0, None, 1.0, pse=slopes.npu(), pse_type=pse_type,
+                                        qlen=qlen, kvlen=qlen)
+    for mine, leaf in zip(grads, leaves):
+        torch.testing.assert_close(mine.cpu(), leaf.grad, rtol=1e-4, atol=1e-5)
+    qn, kn, vn, sn = (t.npu().requires_grad_() for t in (q, k, v, slopes))
+    ref = torch_npu.npu_fusion_attention_v2(qn, kn, vn, n, "TND", pse=sn, atten_mask=mask.npu(), scale=0.3,
+                                            next_tokens=0, sparse_mode=3, pse_type=pse_type, actual_seq_qlen=qlen,
+                                            actual_seq_kvlen=qlen)
+    torch.testing.assert_close(ref[0].detach().cpu(), want.detach(), rtol=1e-4, atol=1e-5)
+    ref[0].backward(dy.npu())
+    for theirs, leaf in zip((qn, kn, vn, sn), leaves):
+        torch.testing.assert_close(theirs.grad.cpu(), leaf.grad, rtol=1e-4, atol=1e-5)
+
+
 def test_flash_attention_v2_grad_takes_the_row_s_statistics_as_a_ring_passes_them(ext):
     # MindSpeed's ring attention with alibi: each key block's gradient is taken with the whole row's merged
     # statistics and output and the block's kvStartIdx. The blocks' dq add up to the whole attention's and their
@@ -702,6 +745,12 @@ def test_flash_attention_v2_refuses_bad_pse_and_bad_varlen(ext):
     with pytest.raises(RuntimeError, match="cumulative sequence lengths"):
         ext.flash_attention_v2(t, t, t, None, 0.5, 4, "TND", 0, 2147483647, 2147483647, None, 1.0, qlen=[4, 9],
                                kvlen=[4, 10])
+    with pytest.raises(RuntimeError, match="with inputLayout TND vNPU takes the ALiBi slopes"):
+        ext.flash_attention_v2(t, t, t, None, 0.5, 4, "TND", 0, 2147483647, 2147483647, None, 1.0, qlen=[4, 10],
+                               kvlen=[4, 10], pse=torch.zeros(2, 4, 1024, 6).npu(), pse_type=1)
+    with pytest.raises(RuntimeError, match=r"\[N\] or \[B, N\] = \[4\] or \[2, 4\]"):
+        ext.flash_attention_v2(t, t, t, None, 0.5, 4, "TND", 0, 2147483647, 2147483647, None, 1.0, qlen=[4, 10],
+                               kvlen=[4, 10], pse=torch.rand(3, 4).npu(), pse_type=2)
     with pytest.raises(RuntimeError, match="inputLayout \"BSH\" is not supported by aclnnFlashAttentionVarLenScoreV2"):
         ext.flash_attention_v2(q, q, q, None, 0.5, 4, "BSH", 0, 2147483647, 2147483647, None, 1.0, qlen=[6],
                                kvlen=[6])

@@ -27,7 +27,9 @@
 // (realShiftOptional [N] or [B, N], float32) and add it after scaling:
 // -slope * |(j + kvStartIdx) - (i + qStartIdx)|, its square root for 3, as
 // CANN's open kernel computes it (its pse.h); dpseOut gets the slopes'
-// gradient. The compressed 1024-row pse, a pse with TND, the padding mask and
+// gradient. With TND the slopes apply to each sequence on its own (positions
+// from the sequence's start; [B, N] slopes: a row per sequence). The
+// compressed 1024-row pse (a pse tensor with TND too), the padding mask and
 // prefix are refused at GetWorkspaceSize, naming them.
 
 #include <algorithm>
@@ -91,6 +93,8 @@ struct Attention {
   std::vector<int64_t> qlen, kvlen;  // TND: cumulative sequence lengths
 
   bool tnd() const { return layout == "TND"; }
+  // TND: the sequence being computed, whose row of [B, N] ALiBi slopes applies (-1: all rows).
+  int64_t sequence = -1;
 
   // x (in the layout) as BNSD, with `n` heads (not TND).
   at::Tensor to_bnsd(const at::Tensor& x, int64_t n) const {
@@ -162,7 +166,8 @@ struct Attention {
     }
     if (pse.defined()) {
       TORCH_CHECK(pse_type >= 0 && pse_type <= 3, "pseType must be 0, 1, 2 or 3, but got ", pse_type, ".");
-      TORCH_CHECK(!tnd(), "a pse with inputLayout TND is not supported on vNPU.");
+      TORCH_CHECK(!tnd() || alibi(), "with inputLayout TND vNPU takes the ALiBi slopes (pseType 2 or 3), not a pse "
+                  "tensor (pseType ", pse_type, ": the compressed 1024-row alibi form).");
       if (alibi()) {
         TORCH_CHECK(pse.scalar_type() == at::kFloat, "with pseType ", pse_type, " realShiftOptional holds the "
                     "ALiBi slopes, float32, but got ", pse.scalar_type(), ".");
@@ -195,15 +200,18 @@ struct Attention {
   // The pse as an additive term of scale * q k^T, float32 (pseType 1 adds it
   // before scaling), checked against (b, n, sq, skv).
   at::Tensor pse_term(int64_t b, int64_t n, int64_t sq, int64_t skv) const {
-    check_shapes(b, n, sq, skv);
+    if (!tnd()) check_shapes(b, n, sq, skv);  // TND's sequences: checked at preparation, slopes row by row
     if (alibi()) return -slopes(n) * alibi_distance(sq, skv);
     at::Tensor term = pse.to(at::kFloat);
     return pse_type == 1 ? term * scale : term;
   }
 
   bool alibi() const { return pse_type == 2 || pse_type == 3; }
-  // The slopes as (B or 1, N, 1, 1).
-  at::Tensor slopes(int64_t n) const { return pse.reshape({-1, n, 1, 1}); }
+  // The slopes as (B or 1, N, 1, 1); for one TND sequence, its own (1, N, 1, 1).
+  at::Tensor slopes(int64_t n) const {
+    if (pse.dim() == 2 && sequence >= 0) return pse.select(0, sequence).reshape({1, n, 1, 1});
+    return pse.reshape({-1, n, 1, 1});
+  }
   // |(j + kv_start) - (i + q_start)| (its square root for pseType 3), (Sq, Skv) float32.
   at::Tensor alibi_distance(int64_t sq, int64_t skv) const {
     at::Tensor i = at::arange(sq, at::kFloat).unsqueeze(1) + static_cast<double>(q_start);
@@ -424,8 +432,9 @@ at::Tensor sequence_bnsd(const at::Tensor& t, int64_t from, int64_t len) {
 
 // The shapes of the mask and the pse, for every attention the call computes.
 void check_shapes(const Attention& a, const at::Tensor& q, const at::Tensor& k, int64_t d) {
-  if (a.tnd()) {
-    for (const auto& s : sequences(a)) a.check_shapes(1, a.heads, s[1] - s[0], s[3] - s[2]);
+  if (a.tnd()) {  // [B, N] slopes: a row per sequence
+    const auto seqs = sequences(a);
+    for (const auto& s : seqs) a.check_shapes(static_cast<int64_t>(seqs.size()), a.heads, s[1] - s[0], s[3] - s[2]);
     return;
   }
   at::Tensor qb = a.to_bnsd(q, a.heads), kb = a.to_bnsd(k, a.kv_heads(k, d));
@@ -479,8 +488,10 @@ std::function<void()> prepare_forward(Attention a, const at::Tensor& q, const at
     }
     at::Tensor lse_all = at::empty({n, q.size(0)}, q.options().dtype(at::kFloat));
     int64_t bit = 0;
+    a.sequence = -1;
     for (const auto& s : sequences(a)) {
       const int64_t sq = s[1] - s[0], skv = s[3] - s[2];
+      ++a.sequence;
       if (sq == 0) continue;
       at::Tensor keep = dropout ? unpack_keep(drop_mask, {1, n, sq, skv}, bit) : at::Tensor();
       bit += n * sq * skv;
@@ -547,9 +558,12 @@ std::function<void()> prepare_backward(Attention a, const at::Tensor& q, const a
     }
     dk.zero_();
     dv.zero_();
+    if (a.pse.defined()) dpse.zero_();
     int64_t bit = 0;
+    a.sequence = -1;
     for (const auto& s : sequences(a)) {
       const int64_t sq = s[1] - s[0], skv = s[3] - s[2];
+      ++a.sequence;
       at::Tensor keep = dropout && sq && skv ? unpack_keep(drop_mask, {1, n, sq, skv}, bit) : at::Tensor();
       bit += n * sq * skv;
       if (sq == 0) continue;
@@ -564,6 +578,10 @@ std::function<void()> prepare_backward(Attention a, const at::Tensor& q, const a
       dq.narrow(0, s[0], sq).copy_(gq[0].transpose(0, 1));
       dk.narrow(0, s[2], skv).add_(fold_heads(gk, nkv)[0].transpose(0, 1));
       dv.narrow(0, s[2], skv).add_(fold_heads(gv, nkv)[0].transpose(0, 1));
+      if (a.pse.defined()) {  // the slopes' gradient: summed over the sequences, or each sequence's own row
+        at::Tensor g = pse_grad(gs, a);
+        (a.pse.dim() == 1 ? dpse : dpse.select(0, a.sequence)).add_(g.reshape({-1}).to(dpse.scalar_type()));
+      }
     }
   };
 }

@@ -40,10 +40,11 @@ Emulation choices:
 - pse_type 2 / 3: pse holds per-head ALiBi slopes (float32, [N] or [B, N]) and the
   term -slope * |(j + kv_start_idx) - (i + q_start_idx)| (its square root for 3) is
   added after scaling, as CANN's open kernel generates it; computed from materialised
-  float32 scores, differentiable in the slopes.
+  float32 scores, differentiable in the slopes. With TND each sequence takes the term
+  on its own, positions from its start ([B, N] slopes: a row per sequence).
 - Not emulated (RuntimeError "... is not supported on vNPU"): an explicit
-  dropout_mask with keep_prob < 1, pse_type 2 / 3 with TND, dropout, sink or rope
-  parts, and what attention.py rejects (prefix, sparse modes 5-8, pse with TND).
+  dropout_mask with keep_prob < 1, pse_type 2 / 3 with dropout, sink or rope
+  parts, and what attention.py rejects (prefix, sparse modes 5-8, a pse tensor with TND).
 """
 
 import torch
@@ -165,13 +166,40 @@ def _alibi(fn, slopes, pse_type, query, key, head_num, layout, start_idx):
     check(slopes.dtype == torch.float32 and list(slopes.shape) in ([head_num], [b, head_num]),
           f"{fn}: with pse_type {pse_type} pse holds the ALiBi slopes, float32 of shape [N] or [B, N] = "
           f"[{head_num}] or [{b}, {head_num}], but got {slopes.dtype} of shape {list(slopes.shape)}.")
+    return -slopes.reshape(-1, head_num, 1, 1) * _alibi_distance(pse_type, sq, skv, start_idx, query.device)
+
+
+def _alibi_distance(pse_type, sq, skv, start_idx, device):
+    """|(j + kv_start_idx) - (i + q_start_idx)| (its square root for pse_type 3), (Sq, Skv) float32."""
     q_start, kv_start = (int(x[0]) if x is not None and len(x) else 0 for x in start_idx)
-    i = torch.arange(sq, device=query.device, dtype=torch.float32).unsqueeze(1) + q_start
-    j = torch.arange(skv, device=query.device, dtype=torch.float32).unsqueeze(0) + kv_start
+    i = torch.arange(sq, device=device, dtype=torch.float32).unsqueeze(1) + q_start
+    j = torch.arange(skv, device=device, dtype=torch.float32).unsqueeze(0) + kv_start
     distance = (j - i).abs()
-    if pse_type == 3:
-        distance = distance.sqrt()
-    return -slopes.reshape(-1, head_num, 1, 1) * distance
+    return distance.sqrt() if pse_type == 3 else distance
+
+
+def _tnd_alibi(fn, query, key, value, head_num, slopes, pse_type, atten_mask, scale, pre, nxt, qlen, kvlen,
+               sparse_mode, start_idx):
+    """TND with pse_type 2 / 3: each sequence on its own, its positions from its start, with the slopes ([N]) or
+    its row of them ([B, N], a row per sequence). (out (T, N, Dv), lse (N, T))."""
+    check(slopes is not None, f"{fn}: pse_type {pse_type} needs pse, the per-head ALiBi slopes.")
+    sequences = _att._tnd_sequences(fn, query, key, value, None, atten_mask, sparse_mode, qlen, kvlen)
+    check(slopes.dtype == torch.float32 and list(slopes.shape) in ([head_num], [len(sequences), head_num]),
+          f"{fn}: with pse_type {pse_type} pse holds the ALiBi slopes, float32 of shape [N] or [B, N] = [{head_num}] "
+          f"or [{len(sequences)}, {head_num}] (B: the sequences of actual_seq_qlen), but got {slopes.dtype} of shape "
+          f"{list(slopes.shape)}.")
+    outs, lses = [], []
+    for index, ((q0, q1), (k0, k1)) in enumerate(sequences):
+        rows = slopes if slopes.dim() == 1 else slopes[index]
+        alibi = -rows.reshape(1, head_num, 1, 1) * _alibi_distance(pse_type, q1 - q0, k1 - k0, start_idx,
+                                                                  query.device)
+        mask = _att._sequence_mask(fn, atten_mask, sparse_mode, q1 - q0, k1 - k0)
+        out, lse = _explicit_bnsd(fn, _att._tnd_bnsd(query, q0, q1), _att._tnd_bnsd(key, k0, k1),
+                                  _att._tnd_bnsd(value, k0, k1), head_num, "BNSD", alibi / scale, mask, scale, pre,
+                                  nxt, sparse_mode)
+        outs.append(out[0].transpose(0, 1))
+        lses.append(lse[0])
+    return torch.cat(outs, 0), torch.cat(lses, 1)
 
 
 def _attention(fn, query, key, value, head_num, layout, pse, padding_mask, atten_mask, scale, keep_prob, pre, nxt,
@@ -180,10 +208,12 @@ def _attention(fn, query, key, value, head_num, layout, pse, padding_mask, atten
     """(out in input_layout, lse (B, N, Sq) or (N, T)) of the v2 / v3 attention."""
     check(pse_type in (0, 1, 2, 3), f"{fn}: pse_type should be 0, 1, 2 or 3, got {pse_type}.")
     if pse_type in (2, 3):  # in float32 from materialised scores, as the kernel adds the term
-        check(layout != "TND", f"{fn}: pse_type {pse_type} with input_layout 'TND' is not supported on vNPU.")
         check(keep_prob >= 1.0 and sink is None and query_rope is None and key_rope is None,
               f"{fn}: pse_type {pse_type} with dropout, sink or rope parts is not supported on vNPU.")
         check(scale != 0, f"{fn}: pse_type {pse_type} with scale 0 is not supported.")
+        if layout == "TND":
+            return _tnd_alibi(fn, query, key, value, head_num, pse, pse_type, atten_mask, scale, pre, nxt, qlen, kvlen,
+                              sparse_mode, start_idx)
         alibi = _alibi(fn, pse, pse_type, query, key, head_num, layout, start_idx)
         return _explicit_bnsd(fn, query, key, value, head_num, layout, alibi / scale, atten_mask, scale, pre, nxt,
                               sparse_mode)
