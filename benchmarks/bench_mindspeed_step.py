@@ -1,19 +1,16 @@
 """A MindSpeed training step on npu against the same megatron-core model on cpu.
 
-Builds megatron-core's GPTModel (the tiny GPT of tests/mindspeed_jobs.py:
-2 layers, hidden 64, 4 heads, sequence 64, vocabulary 4096, micro-batch 2,
-fp32, local transformer layers) twice, each in a process of its own, one
-after the other:
+Builds megatron-core's tiny GPTModel twice, each in a process of its own,
+one after the other (tests/distributed/megatron_gpt_steps.py, which
+tests/test_mindspeed.py also runs to compare the losses):
 
-- cpu: plain megatron-core on a gloo group of one, no MindSpeed (its
-  attention's scratch buffer, placed on torch.cuda.current_device(), is put
-  on the cpu, and its CUDA RNG tracker, forked around the attention's
-  dropout, which is off, forks nothing);
+- cpu: plain megatron-core on a gloo group of one, no MindSpeed;
 - npu: ``import mindspeed.megatron_adaptor`` first (MindSpeed patches
   megatron-core for Ascend), the model on npu, an hccl group of one.
 
-Each times forward, backward and an Adam step over the same batches and
-prints the median step time; the ratio npu / cpu is the figure.
+Each times forward, backward and an Adam step over the same batches (after
+5 warm-up steps) and prints the median step time; the ratio npu / cpu is the
+figure, with the largest difference of the two runs' losses.
 
     VNPU_MINDSPEED_STACK=/path/to/stack python benchmarks/bench_mindspeed_step.py [--steps 30]
 
@@ -21,98 +18,19 @@ The stack comes from scripts/setup_mindspeed.sh (docs/mindspeed.md).
 """
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 
-_WORKER = r'''
-import json, os, sys, time
-device = sys.argv[1]
-steps = int(sys.argv[2])
-if device == "npu":
-    import mindspeed.megatron_adaptor  # noqa: F401  (patches megatron-core for Ascend)
-import torch
-import torch.distributed as dist
-if device == "npu":
-    import torch_npu  # noqa: F401
-else:
-    # megatron-core's attention takes a scratch buffer on
-    # torch.cuda.current_device(): on a CPU-only torch, the cpu.
-    torch.cuda.current_device = lambda: "cpu"
-dist.init_process_group("hccl" if device == "npu" else "gloo", init_method="tcp://127.0.0.1:" + sys.argv[3],
-                        rank=0, world_size=1)
-from megatron.core import parallel_state, tensor_parallel
-from megatron.core.models.gpt import GPTModel
-from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
-from megatron.core.transformer.transformer_config import TransformerConfig
-parallel_state.initialize_model_parallel(1, 1)
-torch.manual_seed(1234)
-if device == "npu":
-    torch.npu.set_device(0)
-    tensor_parallel.model_parallel_cuda_manual_seed(1234)
-else:
-    # The attention forks megatron's CUDA RNG tracker around its dropout
-    # (off here): on the cpu there is no CUDA generator to fork.
-    import contextlib
-
-    class _CpuRngTracker:
-        def fork(self, *args, **kwargs):
-            return contextlib.nullcontext()
-
-    tensor_parallel.get_cuda_rng_tracker = lambda *args, **kwargs: _CpuRngTracker()
-config = TransformerConfig(num_layers=2, hidden_size=64, num_attention_heads=4, use_cpu_initialization=True,
-                           attention_dropout=0.0, hidden_dropout=0.0, gradient_accumulation_fusion=False,
-                           bias_activation_fusion=False, bias_dropout_fusion=False, masked_softmax_fusion=False,
-                           persist_layer_norm=False, apply_rope_fusion=False)
-model = GPTModel(config=config, transformer_layer_spec=get_gpt_layer_local_spec(), vocab_size=4096,
-                 max_sequence_length=64).to(device)
-optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-g = torch.Generator().manual_seed(0)
-batches = [torch.randint(0, 4096, (2, 65), generator=g) for _ in range(4)]
-position_ids = torch.arange(64).unsqueeze(0).expand(2, 64).to(device)
-mask = torch.tril(torch.ones(1, 1, 64, 64)).lt(0.5).to(device)
+# The worker (tests/distributed/megatron_gpt_steps.py) and its launcher are the tests' (tests/test_mindspeed.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "tests"))
 
 
-def step(tokens):
-    tokens = tokens.to(device)
-    loss = model(tokens[:, :-1], position_ids, mask, labels=tokens[:, 1:]).mean()
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    optimizer.step()
-    return loss
-
-
-for i in range(5):  # warm-up: first launches, allocator, autograd graphs
-    step(batches[i % 4])
-times, losses = [], []
-for i in range(steps):
-    if device == "npu":
-        torch.npu.synchronize()
-    t0 = time.perf_counter()
-    loss = step(batches[i % 4])
-    losses.append(float(loss))  # waits for the step
-    times.append(time.perf_counter() - t0)
-times.sort()
-print("RESULT " + json.dumps({"median_ms": 1e3 * times[len(times) // 2], "min_ms": 1e3 * times[0],
-                              "first_loss": losses[0], "last_loss": losses[-1]}))
-dist.destroy_process_group()
-'''
-
-
-def run(device, steps, port, stack):
-    python = os.path.join(stack, "venv", "bin", "python")
-    megatron = os.path.join(stack, "Megatron-LM")
-    paths = ([os.path.join(stack, "MindSpeed")] if device == "npu" else []) + [megatron]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths), CUDA_DEVICE_MAX_CONNECTIONS="1")
-    if device == "cpu":
-        env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"  # plain torch: torch_npu not loaded at all
-    proc = subprocess.run([python, "-c", _WORKER, device, str(steps), str(port)], env=env, capture_output=True,
-                          text=True, timeout=900)
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT "):])
-    sys.exit(f"the {device} run failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")
+def run(device, steps, port):
+    import mindspeed_jobs
+    try:
+        return mindspeed_jobs.run_gpt_steps(device, steps, port, warmup=5)
+    except RuntimeError as e:
+        sys.exit(str(e))
 
 
 def main():
@@ -122,15 +40,16 @@ def main():
     stack = os.environ.get("VNPU_MINDSPEED_STACK")
     if not stack or not os.path.isdir(os.path.join(stack, "venv")):
         sys.exit("set VNPU_MINDSPEED_STACK to a stack made by scripts/setup_mindspeed.sh (docs/mindspeed.md)")
-    cpu = run("cpu", args.steps, 29571, stack)
-    npu = run("npu", args.steps, 29572, stack)
+    cpu = run("cpu", args.steps, 29571)
+    npu = run("npu", args.steps, 29572)
     print(f"tiny GPT step (megatron-core GPTModel, {args.steps} steps, median):")
     print(f"  cpu, plain megatron-core : {cpu['median_ms']:8.2f} ms (min {cpu['min_ms']:.2f})")
     print(f"  npu, with MindSpeed      : {npu['median_ms']:8.2f} ms (min {npu['min_ms']:.2f})")
     print(f"  ratio npu / cpu          : {npu['median_ms'] / cpu['median_ms']:8.2f}x median, "
           f"{npu['min_ms'] / cpu['min_ms']:.2f}x best")
-    print(f"  losses (first, last)     : cpu {cpu['first_loss']:.4f} {cpu['last_loss']:.4f}, "
-          f"npu {npu['first_loss']:.4f} {npu['last_loss']:.4f}")
+    worst = max(abs(a - b) for a, b in zip(cpu["losses"], npu["losses"]))
+    print(f"  losses (first, last)     : cpu {cpu['losses'][0]:.4f} {cpu['losses'][-1]:.4f}, "
+          f"npu {npu['losses'][0]:.4f} {npu['losses'][-1]:.4f} (largest difference {worst:.1e})")
 
 
 if __name__ == "__main__":

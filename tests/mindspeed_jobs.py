@@ -96,3 +96,21 @@ def run(workdir, args, *, mindspeed, nproc=1, iters=20, port=29530, timeout=900)
 
 if __name__ == "__main__":  # a quick look: python tests/mindspeed_jobs.py <workdir>
     print(run(sys.argv[1], TINY_GPT, mindspeed=True, iters=3))
+
+
+def run_gpt_steps(device, steps, port, warmup=0, timeout=900):
+    """tests/distributed/megatron_gpt_steps.py in the stack's venv: megatron-core's tiny GPT on ``device``
+    ("cpu": plain, torch_npu not loaded; "npu": with MindSpeed). Returns its RESULT (times, losses)."""
+    import json
+    python = os.path.join(STACK, "venv", "bin", "python")
+    paths = ([os.path.join(STACK, "MindSpeed")] if device == "npu" else []) + [os.path.join(STACK, "Megatron-LM")]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths), CUDA_DEVICE_MAX_CONNECTIONS="1")
+    if device == "cpu":
+        env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"  # plain torch: torch_npu not loaded at all
+    worker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "distributed", "megatron_gpt_steps.py")
+    proc = subprocess.run([python, worker, device, str(steps), str(port), str(warmup)], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT "):])
+    raise RuntimeError(f"the {device} run failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")

@@ -3,7 +3,9 @@
 A tiny GPT and a tiny Llama train 20 steps under torchrun/hccl with MindSpeed
 (its default fused gradient accumulation through ATB's Linear, its C++ rope
 op over aclnnRotaryPositionEmbedding, every --use-fused-* flag, TP=2 with sequence parallelism), and their losses equal plain Megatron's on vNPU
-(transfer_to_npu, unfused) step by step. Needs the stack of
+(transfer_to_npu, unfused) step by step; the tiny GPT with MindSpeed on npu
+also equals megatron-core's GPTModel on cpu (gloo, no MindSpeed, no torch_npu).
+Needs the stack of
 scripts/setup_mindspeed.sh (Megatron-LM core_v0.12.1 and MindSpeed trees,
 which CI cannot download): without VNPU_MINDSPEED_STACK the tests skip.
 """
@@ -75,3 +77,11 @@ def test_moe_grouped_gemm_tracks_the_sequential_experts(tmp_path):
     worst = max(abs(a - b) for a, b in zip(grouped, sequential))
     assert worst <= 1e-2, f"grouped    {grouped}\nsequential {sequential}"
     assert grouped[-1] < grouped[0]
+
+
+def test_tiny_gpt_with_mindspeed_on_npu_equals_megatron_core_on_cpu():
+    # megatron-core's GPTModel, 20 Adam steps from the same initialisation on the same batches: MindSpeed on npu
+    # (hccl) against plain megatron-core on cpu (gloo, torch_npu not loaded)
+    cpu = jobs.run_gpt_steps("cpu", 20, 29541)["losses"]
+    npu = jobs.run_gpt_steps("npu", 20, 29542)["losses"]
+    assert_same_losses(npu, cpu)
