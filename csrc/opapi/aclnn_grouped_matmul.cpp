@@ -143,7 +143,7 @@ struct GroupedMatmul {
                   "dequantises int8 weights or int4 ones (int32, eight values each), but weight is ", w.scalar_type(),
                   ".");
       TORCH_CHECK(a8w8() || !antiquant_scale.empty() || (w.scalar_type() != at::kChar && w.scalar_type() != at::kInt),
-                  "an int8 weight needs scaleOptional (with int8 x) or antiquantScaleOptional.");
+                  "an int8 or int4 (int32) weight needs scaleOptional (with int8 x) or antiquantScaleOptional.");
     }
     TORCH_CHECK(!(a8w8() && !antiquant_scale.empty()), "scaleOptional and antiquantScaleOptional cannot be given "
                 "together.");
