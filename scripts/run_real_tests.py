@@ -115,12 +115,27 @@ sys.meta_path.insert(0, _RunTestsDefaults())
 '''
 
 # A pytest plugin (-p vnpu_reap_children): after each test, the processes it
-# spawned and left running are killed.
+# spawned and left running are killed. Except between two tests of one
+# MultiProcContinuousTest class: its ranks are started once for the class and
+# serve every test of it (reaping them there made each class's second test
+# wait for ranks that were gone, until its timeout).
 REAP_CHILDREN = '''
 import multiprocessing
 
 
+def _continuous_class(item):
+    cls = getattr(item, "cls", None)
+    try:
+        from torch.testing._internal.common_distributed import MultiProcContinuousTest
+    except ImportError:
+        return None
+    return cls if cls is not None and issubclass(cls, MultiProcContinuousTest) else None
+
+
 def pytest_runtest_teardown(item, nextitem):
+    cls = _continuous_class(item)
+    if cls is not None and nextitem is not None and getattr(nextitem, "cls", None) is cls:
+        return
     for child in multiprocessing.active_children():
         child.kill()
         child.join(10)
