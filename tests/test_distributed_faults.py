@@ -1,4 +1,4 @@
-"""Failures of hccl jobs under torchrun: a stalled peer, the error handling
+"""Failures of hccl jobs under torchrun: a stalled peer, an exited one, tensors on two devices, the error handling
 modes, the heartbeat monitor, sticky kernel errors, desync debug,
 HCCL_EXEC_TIMEOUT, and the flight recorder."""
 
@@ -14,6 +14,16 @@ from torchrun_jobs import torchrun, torchrun_failing
 
 def test_a_stalled_peer_ends_in_the_watchdog_error_not_a_hang():
     torchrun("faults.py", 2, timeout=120, FAULT="stalled_peer", TORCH_HCCL_ASYNC_ERROR_HANDLING=0)
+
+
+def test_a_peer_whose_process_exited_fails_the_collective_at_once():
+    # the group's timeout is 300 s: the error must come from noticing the exited process, not from the deadline
+    torchrun("faults.py", 2, timeout=120, FAULT="exited_peer", TORCH_HCCL_ASYNC_ERROR_HANDLING=0,
+             GROUP_TIMEOUT_S=300)
+
+
+def test_tensors_on_two_devices_are_refused_in_torch_npus_words():
+    torchrun("faults.py", 2, timeout=120, FAULT="wrong_devices")
 
 
 def test_by_default_a_failed_collective_takes_the_process_down(tmp_path):

@@ -116,6 +116,19 @@ void check_format_offset(const at::Tensor& t) {
   TORCH_CHECK(base, "For a tensor of internal format, it's storage_offset must be 0");
 }
 
+// torch_npu's words for tensors of one collective on two devices: its
+// tensor-list collectives name themselves (flatten_for_scatter_gather,
+// flatten_for_reduce_scatter), the others say it plainly.
+std::string different_devices_message(std::string_view collective) {
+  if (collective == "hccl:reduce_scatter") {
+    return "Corresponding input/output tensors to reduce_scatter must all reside on the same device";
+  }
+  if (collective == "hccl:all_gather" || collective == "hccl:gather" || collective == "hccl:scatter") {
+    return "Corresponding input/output tensors to scatter/gather must all reside on the same device";
+  }
+  return "Tensors must be on same NPU device";
+}
+
 c10::DeviceIndex device_of(const char* collective, const std::vector<at::Tensor>& tensors) {
   c10::DeviceIndex device = -1;
   for (const auto& t : tensors) {
@@ -123,9 +136,8 @@ c10::DeviceIndex device_of(const char* collective, const std::vector<at::Tensor>
                 ": Tensors must be NPU and dense, got a tensor on ", t.device());
     TORCH_CHECK(t.layout() == c10::kStrided, "ProcessGroupHCCL ", collective, ": Tensors must be NPU and dense");
     check_format_offset(t);
-    TORCH_CHECK(device < 0 || t.device().index() == device, "ProcessGroupHCCL ", collective,
-                ": Expected all tensors on the same npu device, got npu:", static_cast<int>(device), " and ",
-                t.device());
+    TORCH_CHECK(device < 0 || t.device().index() == device, different_devices_message(collective), " (",
+                collective, ": npu:", static_cast<int>(device), " and ", t.device(), ")");
     device = t.device().index();
   }
   return device;

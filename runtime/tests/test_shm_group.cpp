@@ -1,9 +1,16 @@
 // ShmGroup with ranks as threads (each maps the segment itself, as processes
 // do): 1, 2, 3, 7 and 8 ranks; 0, 1, a prime and a multi-chunk number of
-// elements; and a stalled peer ending in ShmTimeout.
+// elements; a stalled peer ending in ShmTimeout, and a peer process that
+// exited ending in ShmPeerExited.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <string>
 #include <cstdlib>
 #include <memory>
 #include <numeric>
@@ -207,6 +214,49 @@ TEST(ShmGroup, StalledPeerTimesOut) {
   // 2-core machine have taken 6 s past a 200 ms deadline.
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
 }
+
+// A peer process that maps the group and exits without taking part: the
+// waiting rank fails at once, with HCCL's code, instead of at its deadline;
+// whether the exited peer is still a zombie or already reaped.
+void expect_exited_peer_noticed(bool reap_first) {
+  ShmGroup root = ShmGroup::create(2, kSlot);
+  const std::string address = root.address();
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ShmGroup peer = ShmGroup::attach(1, 2, kSlot, address);
+    _exit(0);
+  }
+  if (reap_first) {
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+  } else {
+    // Until its parent reaps it, an exited child stays a zombie: wait for that state.
+    const std::string stat_path = "/proc/" + std::to_string(child) + "/stat";
+    for (int i = 0; i < 2000; ++i) {
+      std::ifstream stat(stat_path);
+      std::string line;
+      std::getline(stat, line);
+      const size_t close = line.rfind(')');
+      if (close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z') break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  float x = 1.0f;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    root.allreduce(&x, sizeof(x), sizeof(x), sum_floats, start + std::chrono::seconds(120));
+    ADD_FAILURE() << "the allreduce completed without its peer";
+  } catch (const vnpu::hccl::ShmPeerExited& e) {
+    EXPECT_NE(std::string(e.what()).find("EI0002: remote rank 1"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));  // well before the deadline
+  if (!reap_first) waitpid(child, nullptr, 0);
+}
+
+TEST(ShmGroup, ExitedPeerIsNoticedBeforeTheDeadline) { expect_exited_peer_noticed(/*reap_first=*/true); }
+
+TEST(ShmGroup, ZombiePeerIsNoticedBeforeTheDeadline) { expect_exited_peer_noticed(/*reap_first=*/false); }
 
 TEST(ShmGroup, BadArguments) {
   EXPECT_THROW(ShmGroup::create(0, kSlot), std::invalid_argument);

@@ -4,6 +4,10 @@ FAULT=mismatch (with TORCH_HCCL_DESYNC_DEBUG=1): the ranks all-reduce
 tensors of different lengths; both must raise the mismatch, naming it, at
 once rather than at the timeout.
 
+FAULT=exited_peer: rank 1's process ends; rank 0's next all_reduce fails at
+once with HCCL's EI0002, not at the group's timeout.
+FAULT=wrong_devices: collectives given tensors on two devices are refused in
+torch_npu's words, and the group goes on.
 FAULT=stalled_peer: rank 1 stops calling collectives; rank 0's all_reduce
 must fail within the group's timeout (4 s here, or HCCL_EXEC_TIMEOUT when that
 is shorter) with torch_npu's watchdog text, at the next sync (or at wait() with
@@ -61,6 +65,46 @@ if fault == "sticky_error":
     except RuntimeError as e:
         assert rank == 0 and "index 5000 is out of bounds" in str(e), e
     assert time.monotonic() - start < 10
+    print(f"RANK {rank} OK", flush=True)
+    os._exit(0)
+if fault == "exited_peer":
+    # Rank 1's process ends between collectives: rank 0's next all_reduce fails
+    # at once with HCCL's code, long before the group's timeout.
+    if rank == 1:
+        print("RANK 1 OK", flush=True)
+        os._exit(0)
+    start = time.monotonic()
+    try:
+        dist.all_reduce(t)
+        t.cpu()
+        raise AssertionError("a collective with an exited peer returned")
+    except RuntimeError as e:
+        assert "EI0002: remote rank 1" in str(e) and "exited before it reached step" in str(e), e
+        assert "Watchdog caught collective operation timeout" not in str(e), e
+    assert time.monotonic() - start < 30, time.monotonic() - start
+    assert torch.isnan(t.cpu()).all(), t.cpu()
+    print("RANK 0 OK", flush=True)
+    os._exit(0)
+if fault == "wrong_devices":
+    # Tensors of one collective on two devices, refused in torch_npu's words before anything is sent.
+    other = f"npu:{(rank + 1) % torch.npu.device_count()}"
+    cases = [
+        (lambda: dist.reduce_scatter(torch.zeros(4, device="npu"), [torch.zeros(4, device=other)] * 2),
+         "Corresponding input/output tensors to reduce_scatter must all reside on the same device"),
+        (lambda: dist.all_gather([torch.zeros(4, device=other)] * 2, torch.zeros(4, device="npu")),
+         "Corresponding input/output tensors to scatter/gather must all reside on the same device"),
+        (lambda: dist.all_to_all_single(torch.zeros(4, device=other), torch.zeros(4, device="npu")),
+         "Tensors must be on same NPU device"),
+    ]
+    for call, message in cases:
+        try:
+            call()
+            raise AssertionError(f"accepted tensors on two devices: {message}")
+        except RuntimeError as e:
+            assert message in str(e), e
+    dist.all_reduce(t)  # the group goes on
+    assert torch.equal(t.cpu(), torch.full((4,), 4.0))
+    dist.destroy_process_group()
     print(f"RANK {rank} OK", flush=True)
     os._exit(0)
 if fault == "stalled_peer":

@@ -1,10 +1,12 @@
 #include "vnpu/hccl/shm_group.h"
 
 #include <sched.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -22,6 +24,23 @@ void check_ranks(int rank, int ranks) {
                                 std::to_string(ranks) + " (at most " + std::to_string(ShmGroup::kMaxRanks) +
                                 " ranks)");
   }
+}
+
+// Whether process `pid` has ended: gone, or a zombie its parent has not
+// reaped yet (kill() still finds those).
+bool process_ended(uint64_t pid) {
+  if (pid == 0) return false;  // not known yet
+  if (kill(static_cast<pid_t>(pid), 0) != 0) return errno == ESRCH;
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%llu/stat", static_cast<unsigned long long>(pid));
+  FILE* stat = std::fopen(path, "r");
+  if (stat == nullptr) return false;
+  char line[512];
+  const size_t n = std::fread(line, 1, sizeof(line) - 1, stat);
+  std::fclose(stat);
+  line[n] = '\0';
+  const char* end_of_name = std::strrchr(line, ')');  // "pid (comm) S ..."
+  return end_of_name != nullptr && end_of_name[1] == ' ' && (end_of_name[2] == 'Z' || end_of_name[2] == 'X');
 }
 
 void* map(int fd, size_t size) {
@@ -66,7 +85,9 @@ ShmGroup::ShmGroup(int rank, int ranks, size_t slot_bytes, int fd, int owner_pid
       fd_(fd),
       owner_pid_(owner_pid),
       base_(static_cast<char*>(base)),
-      size_(size) {}
+      size_(size) {
+  progress(rank_).pid.store(static_cast<uint64_t>(getpid()), std::memory_order_release);
+}
 
 ShmGroup::ShmGroup(ShmGroup&& other) noexcept
     : rank_(other.rank_),
@@ -122,6 +143,16 @@ void ShmGroup::step(Deadline deadline) {
       if (std::chrono::steady_clock::now() > deadline) {
         throw ShmTimeout("hccl shared memory: Timed out waiting for rank " + std::to_string(r) +
                          " (step " + std::to_string(steps_) + ")");
+      }
+      // Every ~10 ms of sleeping: is the peer's process still there?
+      if (tries % 256 == 0) {
+        const uint64_t pid = progress(r).pid.load(std::memory_order_relaxed);
+        if (process_ended(pid)) {
+          throw ShmPeerExited("EI0002: remote rank " + std::to_string(r) + " (pid " + std::to_string(pid) +
+                              ") exited before it reached step " + std::to_string(steps_) +
+                              " of the group's collectives, so this collective cannot complete. Find out why that "
+                              "rank ended (its own output), and make every rank issue the same collectives.");
+        }
       }
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }

@@ -25,7 +25,10 @@
 // (every rank sees every rank's offsets, so all decide alike).
 //
 // Waits spin briefly, then yield and sleep, and give up at the
-// deadline (throwing ShmTimeout) so a dead or stalled peer never hangs a rank.
+// deadline (throwing ShmTimeout) so a stalled peer never hangs a rank. A peer
+// whose process has exited (or is a zombie) is noticed while waiting, without
+// the deadline: ShmPeerExited, with HCCL's code for a remote rank that never
+// arrives (EI0002). Each rank posts its pid when it maps the group.
 //
 // Thread-safety: one collective at a time per ShmGroup (the hccl backend runs
 // them in order on one communication stream).
@@ -47,6 +50,12 @@ namespace vnpu::hccl {
 
 // A peer did not arrive before the deadline.
 class ShmTimeout : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A peer's process ended before taking the step this rank waits for.
+class ShmPeerExited : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
@@ -112,6 +121,8 @@ class ShmGroup {
     // Zero copy: offset in this rank's arena of the collective's input
     // (kNotInside when its input or output is outside the arena).
     std::atomic<uint64_t> offset_in;
+    // This rank's process (0 until it maps the group), for waits to notice it exited.
+    std::atomic<uint64_t> pid;
   };
   static_assert(sizeof(Counter) == 64, "one cache line per rank");
   ShmGroup(int rank, int ranks, size_t slot_bytes, int fd, int owner_pid, void* base, size_t size);
