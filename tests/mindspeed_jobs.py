@@ -14,6 +14,7 @@ Each run is one torchrun job with a timeout; it returns the "lm loss" of
 every iteration.
 """
 
+import json
 import os
 import re
 import signal
@@ -101,7 +102,6 @@ if __name__ == "__main__":  # a quick look: python tests/mindspeed_jobs.py <work
 def run_gpt_steps(device, steps, port, warmup=0, timeout=900):
     """tests/distributed/megatron_gpt_steps.py in the stack's venv: megatron-core's tiny GPT on ``device``
     ("cpu": plain, torch_npu not loaded; "npu": with MindSpeed). Returns its RESULT (times, losses)."""
-    import json
     python = os.path.join(STACK, "venv", "bin", "python")
     paths = ([os.path.join(STACK, "MindSpeed")] if device == "npu" else []) + [os.path.join(STACK, "Megatron-LM")]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths), CUDA_DEVICE_MAX_CONNECTIONS="1")

@@ -121,8 +121,8 @@ struct Ffn {
 
   static at::Tensor int8_matmul(const at::Tensor& a, const at::Tensor& w, const at::Tensor& bias,
                                 const at::Tensor& deq) {
-    // int8 products summed in float64 are exact, as the device's int32 accumulator; dequantised in float32.
-    at::Tensor acc = at::matmul(a.to(at::kDouble), w.to(at::kDouble));
+    // Accumulated exactly, dequantised in float32.
+    at::Tensor acc = exact_int8_matmul(a, w);
     if (bias.defined()) acc = acc + bias.to(at::kDouble);
     return acc.to(at::kFloat) * scale_values(deq);
   }

@@ -228,8 +228,8 @@ struct GroupedMatmul {
     const bool int4 = packed.scalar_type() == at::kInt;
     at::Tensor y;
     if (a8w8()) {
-      // int8 x int8 sums are exact in float64; the kernel dequantises the int32 accumulator in float32.
-      y = at::matmul(a.to(at::kDouble), w.to(at::kDouble)).to(at::kFloat);
+      // The kernel dequantises its exact int32 accumulator in float32.
+      y = exact_int8_matmul(a, w).to(at::kFloat);
     } else if (!antiquant_scale.empty()) {
       // Dequantised in x's dtype, rounded after each step, as the kernel (and op-plugin's and MindSpeed's goldens).
       const int64_t k = w.size(0);
@@ -244,7 +244,7 @@ struct GroupedMatmul {
       y = at::matmul(a.to(at::kFloat), w.to(at::kFloat));
     }
     if (index < bias.size() && bias[index].defined()) y = y + bias[index].to(at::kFloat);
-    if (!scale.empty()) y = y * scale_values(column_values("scaleOptional", scale, index, n, false));
+    if (!scale.empty()) y = y * scale_values(column_values("scaleOptional", scale, index, n));
     if (!per_token_scale.empty()) {
       const at::Tensor& tokens = per_token_scale[per_token_scale.size() == 1 ? 0 : index];
       TORCH_CHECK(tokens.numel() >= row_begin + a.size(0), "perTokenScaleOptional must hold one value per row of x ("
@@ -255,16 +255,19 @@ struct GroupedMatmul {
     return out[0].scalar_type() == at::kChar ? saturate_int8(y) : y;
   }
 
-  // The (n,) values of a per-column list for group `index` (in float32,
-  // unless `as_float` is false: int64 quantisation scales stay as they are).
-  static at::Tensor column_values(const char* what, const std::vector<at::Tensor>& list, size_t index, int64_t n,
-                                  bool as_float = true) {
+  // The tensor of a per-group list for group `index` (one tensor serves every group).
+  static const at::Tensor& entry(const char* what, const std::vector<at::Tensor>& list, size_t index) {
     TORCH_CHECK(index < list.size() || list.size() == 1, what, " has ", list.size(), " tensors, none for group ",
                 index, ".");
-    const at::Tensor& t = list[list.size() == 1 ? 0 : index];
+    return list[list.size() == 1 ? 0 : index];
+  }
+
+  // The (n,) values of a per-column list for group `index`, in its dtype.
+  static at::Tensor column_values(const char* what, const std::vector<at::Tensor>& list, size_t index, int64_t n) {
+    const at::Tensor& t = entry(what, list, index);
     TORCH_CHECK(t.numel() == n || t.numel() == 1, what, "[", index, "] of shape ", t.sizes(),
                 " must hold one value per output column (", n, ").");
-    return as_float ? t.reshape({-1}).to(at::kFloat) : t.reshape({-1});
+    return t.reshape({-1});
   }
 
   // An antiquant scale or offset for a (k, n) weight: one value per output
@@ -272,9 +275,7 @@ struct GroupedMatmul {
   // k / G weight rows, spread over those rows.
   static at::Tensor antiquant_values(const char* what, const std::vector<at::Tensor>& list, size_t index, int64_t k,
                                      int64_t n, bool int4) {
-    TORCH_CHECK(index < list.size() || list.size() == 1, what, " has ", list.size(), " tensors, none for group ",
-                index, ".");
-    const at::Tensor& t = list[list.size() == 1 ? 0 : index];
+    const at::Tensor& t = entry(what, list, index);
     if (t.numel() == n || t.numel() == 1) return t.reshape({-1});
     const bool per_group = t.dim() == 2 && t.size(1) == n && t.size(0) > 0 && k % t.size(0) == 0;
     TORCH_CHECK(per_group && int4, what, "[", index, "] of shape ", t.sizes(), " must hold one value per output "

@@ -125,8 +125,8 @@ struct MatmulAllReduceAddRmsNorm {
   at::Tensor partial() const {
     const at::Tensor a = x1.reshape({-1, x1.size(-1)});
     if (form == Form::kQuant) {
-      // int8 x int8 sums are exact in float64; the int32 accumulator is dequantised in float32.
-      at::Tensor acc = at::matmul(a.to(at::kDouble), x2.to(at::kDouble)).to(at::kFloat);
+      // The int32 accumulator (exact) is dequantised in float32.
+      at::Tensor acc = exact_int8_matmul(a, x2).to(at::kFloat);
       if (bias.defined()) acc = acc + bias.to(at::kFloat);
       return acc * scale_values(dequant_scale).reshape({1, -1});
     }
