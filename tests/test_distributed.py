@@ -57,13 +57,78 @@ def test_options():
     assert opts.backend == "hccl" and opts.is_high_priority_stream is False
     opts.hccl_config = {"hccl_buffer_size": 200, "group_name": "tp"}
     assert opts.hccl_config == {"hccl_buffer_size": 200, "group_name": "tp"}
-    with pytest.raises(TypeError, match="Value type of hccl_buffer_size should be int."):
-        opts.hccl_config = {"hccl_buffer_size": "200"}
-    with pytest.raises(ValueError, match="group_name should be no more than 32"):
-        opts.hccl_config = {"group_name": "x" * 33}
+    with pytest.raises(TypeError, match="should be an int or a string, got float"):
+        opts.hccl_config = {"hccl_buffer_size": 2.5}
     opts.op_timeout = datetime.timedelta(seconds=5)
     assert opts._timeout == datetime.timedelta(seconds=5)
     assert opts.hccl_config == {"hccl_buffer_size": 200, "group_name": "tp"}  # a rejected value changed nothing
+
+
+def _group_with(config):
+    options = torch_npu._C._distributed_c10d.ProcessGroupHCCL.Options()
+    options.hccl_config = config
+    return torch_npu._C._distributed_c10d.ProcessGroupHCCL(dist.HashStore(), 0, 1, options)
+
+
+@pytest.mark.parametrize("config, message", [
+    ({"group_name": 123}, "Value type of group_name should be string."),
+    ({"hccl_buffer_size": "200"}, "Value type of hccl_buffer_size should be int."),
+    ({"hccl_buffer_size": -1}, "Value type of hccl_buffer_size should be int."),
+    ({"hccl_buffer_size": 0}, "Value of hccl_buffer_size should be greater than 0"),
+    ({"qos_traffic_class": "1"}, "Value type of qos_traffic_class should be int."),
+    ({"qos_traffic_class": 256}, r"Value of qos_traffic_class should be in \[0, 255\]."),
+    ({"qos_service_level": 8}, r"Value of qos_service_level should be in \[0, 7\]."),
+    ({"hccl_sdma_qos": "1"}, "Value type of hccl_sdma_qos should be int."),
+    ({"hccl_op_expansion_mode": "1"}, "Value type of hccl_op_expansion_mode should be int."),
+    ({"hccl_exec_timeout": "1"}, "Value type of hccl_exec_timeout should be int."),
+    ({"hccl_exec_timeout": 2**31}, r"Value type of hccl_exec_timeout exceeds INT32_MAX\(2147483647\)."),
+    ({"hccl_algo": 1}, "Value type of hccl_algo should be string."),
+    ({"hccl_retry_enable": 1}, "Value type of hccl_retry_enable should be string."),
+    ({"hccl_retry_params": 1}, "Value type of hccl_retry_params should be string."),
+    ({"hccl_buffer_name": 1}, "Value type of hccl_buffer_name should be string."),
+])
+def test_hccl_config_is_checked_when_the_group_is_made(config, message):
+    # As torch_npu: the assignment takes the dict, the communicator's creation refuses it.
+    with pytest.raises(RuntimeError, match=message) as raised:
+        _group_with(config)
+    assert "ERR02002 DIST invalid type" in str(raised.value) or "ERR02003" in str(raised.value)
+
+
+def test_hccl_config_long_strings_are_cut_to_hccls_fields(capfd):
+    config = {"hccl_algo": "a" * 1700, "hccl_retry_enable": "L0:0," * 20, "group_name": "g" * 200,
+              "hccl_exec_timeout": 500, "hccl_buffer_size": 300}
+    pg = _group_with(config)  # warns on stderr, as torch_npu's communicator creation does
+    assert ("The length of hccl_algo has exceeded the limit HCCL_COMM_ALGO_MAX_LENGTH(1600) which will be "
+            "truncated to HCCL_COMM_ALGO_MAX_LENGTH - 1.") in capfd.readouterr().err
+    got = pg.options.hccl_config
+    assert len(got["hccl_algo"]) == 1599 and len(got["hccl_retry_enable"]) == 49 and len(got["group_name"]) == 127
+    assert got["hccl_exec_timeout"] == 500 and got["hccl_buffer_size"] == 300
+    t = torch.ones(3, device="npu")
+    pg.allreduce([t]).wait()
+    assert torch.equal(t.cpu(), torch.ones(3))
+
+
+def test_groups_naming_one_hccl_buffer_share_its_stream():
+    a = _group_with({"hccl_buffer_name": "shared"})
+    b = _group_with({"hccl_buffer_name": "shared"})
+    c = _group_with({"hccl_buffer_name": "other"})
+    npu0 = torch.device("npu:0")
+    assert a.get_coll_stream_id(npu0) == b.get_coll_stream_id(npu0) != c.get_coll_stream_id(npu0)
+
+
+def test_hccl_exec_timeout_bounds_the_groups_collectives():
+    # A recv from itself whose send never comes: hccl_exec_timeout (2 s) beats
+    # the group's 300 s, and the watchdog takes the process down saying so.
+    code = ("import datetime, torch, torch_npu, torch.distributed as dist\n"
+            "o = torch_npu._C._distributed_c10d.ProcessGroupHCCL.Options()\n"
+            "o.hccl_config = {'hccl_exec_timeout': 2}\n"
+            "o._timeout = datetime.timedelta(seconds=300)\n"
+            "pg = torch_npu._C._distributed_c10d.ProcessGroupHCCL(dist.HashStore(), 0, 1, o)\n"
+            "pg.recv([torch.zeros(2, device='npu')], 0, 3).wait()\n"
+            "torch.npu.synchronize()\n")
+    run = subprocess.run([sys.executable, "-c", code], env=clean_env(), capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0, run.stdout
+    assert "OpType=RECV, NumelIn=0, NumelOut=2, Timeout(ms)=2000) ran for" in run.stderr, run.stderr[-2000:]
 
 
 def test_single_process_group_and_errors():

@@ -280,42 +280,65 @@ ProcessGroupHCCL::ProcessGroupHCCL(const c10::intrusive_ptr<c10d::Store>& store,
       // A copy: as in torch_npu, later changes to the caller's Options
       // (reused for another group) do not change this group's.
       options_(c10::make_intrusive<Options>(*options)),
+      comm_config_(read_hccl_config(options_->hccl_config)),
       watchdog_(std::make_shared<Watchdog>(rank)),
       trace_pg_id_(next_trace_pg_id()) {
-  const TransportConfig config{options_->host_id, shm_slot_bytes(*options_), options_->timeout};
+  const TransportConfig config{options_->host_id, shm_slot_bytes(comm_config_), options_->timeout};
   transport_ = connect_transport(*store, rank, size, config, make_sockets);
   register_leasable_group(this);
 }
 
 bool ProcessGroupHCCL::aborted() const { return watchdog_->aborted(); }
 
-std::chrono::milliseconds ProcessGroupHCCL::collective_timeout(const Options& options) {
-  const auto& exec = vnpu::environment().hccl_exec_timeout_s;
-  if (exec.has_value() && *exec > 0) {
-    return std::min(options.timeout, std::chrono::milliseconds(static_cast<int64_t>(*exec) * 1000));
+std::chrono::milliseconds ProcessGroupHCCL::collective_timeout(std::chrono::milliseconds group_timeout,
+                                                               const HcclCommConfig& config) {
+  std::optional<uint64_t> exec_s = vnpu::environment().hccl_exec_timeout_s;
+  if (config.exec_timeout_s.has_value()) exec_s = std::max<int32_t>(*config.exec_timeout_s, 0);
+  if (exec_s.has_value() && *exec_s > 0) {
+    return std::min(group_timeout, std::chrono::milliseconds(static_cast<int64_t>(*exec_s) * 1000));
   }
-  return options.timeout;
+  return group_timeout;
 }
 
-size_t ProcessGroupHCCL::shm_slot_bytes(const Options& options) {
+std::chrono::milliseconds ProcessGroupHCCL::collective_timeout() const {
+  return collective_timeout(options_->timeout, comm_config_);
+}
+
+size_t ProcessGroupHCCL::shm_slot_bytes(const HcclCommConfig& config) {
   // Each rank stages through two slots (double buffering) taken from its
   // HCCL buffer (HCCL_BUFFSIZE MB, or hccl_config's hccl_buffer_size); 4 MB
   // chunks pipeline best here, so a larger buffer is not used beyond that.
-  uint64_t buffer_mb = vnpu::environment().hccl_buffsize_mb;
-  auto it = options.hccl_config.find("hccl_buffer_size");
-  if (it != options.hccl_config.end() && std::holds_alternative<int64_t>(it->second)) {
-    buffer_mb = static_cast<uint64_t>(std::get<int64_t>(it->second));
-  }
+  const uint64_t buffer_mb = config.buffer_size_mb.value_or(vnpu::environment().hccl_buffsize_mb);
   constexpr size_t kChunkBytes = 4 << 20;
   return std::min(kChunkBytes, static_cast<size_t>(buffer_mb << 20) / 2);
 }
 
 ProcessGroupHCCL::~ProcessGroupHCCL() { unregister_leasable_group(this); }
 
+namespace {
+
+// Groups whose hccl_config names the same hccl_buffer_name share one
+// communication stream per device, as torch_npu's groups sharing a buffer do.
+c10::Stream named_buffer_stream(const std::string& buffer_name, c10::DeviceIndex device) {
+  static std::mutex mutex;
+  static std::map<std::pair<std::string, c10::DeviceIndex>, c10::Stream> streams;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto key = std::make_pair(buffer_name, device);
+  auto it = streams.find(key);
+  if (it == streams.end()) it = streams.emplace(key, communication_stream(device)).first;
+  return it->second;
+}
+
+}  // namespace
+
 c10::Stream ProcessGroupHCCL::comm_stream(c10::DeviceIndex device) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = comm_streams_.find(device);
-  if (it == comm_streams_.end()) it = comm_streams_.emplace(device, communication_stream(device)).first;
+  if (it == comm_streams_.end()) {
+    const c10::Stream stream = comm_config_.buffer_name.empty() ? communication_stream(device)
+                                                                : named_buffer_stream(comm_config_.buffer_name, device);
+    it = comm_streams_.emplace(device, stream).first;
+  }
   return it->second;
 }
 
@@ -415,7 +438,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue(const char* name, c10d:
   watchdog_->check_not_aborted();
   const uint64_t seq = ++seq_;
   const CollectiveInfo info{getRank(), seq, type, numel_of(inputs.empty() ? outputs : inputs), numel_of(outputs),
-                            collective_timeout(*options_).count()};
+                            collective_timeout().count()};
   std::shared_ptr<InFlight> flight = watchdog_->issued(
       info, FlightRecorder::instance().record(trace_pg_id_, getGroupUid(), getGroupDesc(), seq, 0, name,
                                               inputs.empty() ? outputs : inputs,  // in place: both
@@ -475,7 +498,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue_p2p(const char* name, c
   order_after(comm, wait);
   {
     CurrentStreamScope on_wait(wait);
-    const CollectiveInfo info{getRank(), seq, type, numel_of(inputs), numel_of(outputs), collective_timeout(*options_).count()};
+    const CollectiveInfo info{getRank(), seq, type, numel_of(inputs), numel_of(outputs), collective_timeout().count()};
     std::shared_ptr<InFlight> flight = watchdog_->issued(
         info, FlightRecorder::instance().record(trace_pg_id_, getGroupUid(), getGroupDesc(), 0, seq, name, inputs,
                                                 outputs, info.timeout_ms, /*is_p2p=*/true, std::move(stack)));
@@ -598,7 +621,7 @@ std::shared_ptr<CommLease> ProcessGroupHCCL::lease(const char* op) {
   std::lock_guard<std::mutex> issuing(issue_mutex_);     // a turn in issue order, as enqueue() takes one
   watchdog_->check_not_aborted();
   const uint64_t seq = ++seq_;
-  const auto timeout = collective_timeout(*options_);
+  const auto timeout = collective_timeout();
   const CollectiveInfo info{getRank(), seq, c10d::OpType::UNKNOWN, 0, 0, timeout.count()};
   std::shared_ptr<InFlight> flight = watchdog_->issued(
       info, FlightRecorder::instance().record(trace_pg_id_, getGroupUid(), getGroupDesc(), seq, 0, op, {}, {},
@@ -621,7 +644,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::broadcast(std::vector<at::Tenso
                                                            const c10d::BroadcastOptions& opts) {
   check_single("broadcast", tensors);
   return enqueue("hccl:broadcast", c10d::OpType::BROADCAST, {}, tensors,
-                 [refs = snapshot(tensors), transport = transport_, opts, timeout = collective_timeout(*options_)]() {
+                 [refs = snapshot(tensors), transport = transport_, opts, timeout = collective_timeout()]() {
                    const at::Tensor target = refs[0].view();
                    const at::Tensor staged = target.is_contiguous() ? target : target.contiguous();
                    transport->broadcast(staged, opts, timeout);
@@ -635,7 +658,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce(std::vector<at::Tenso
   check_reduction("allreduce", opts.reduceOp, tensors[0]);
   return enqueue("hccl:all_reduce", c10d::OpType::ALLREDUCE, {}, tensors,
                  [refs = snapshot(tensors), transport = transport_, op = opts.reduceOp, size = getSize(),
-                  timeout = collective_timeout(*options_)]() {
+                  timeout = collective_timeout()]() {
                    const at::Tensor target = refs[0].view();
                    const at::Tensor staged = staged_input(target, op, false);
                    transport->allreduce(staged, transport_op(op, staged), timeout);
@@ -725,7 +748,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_allgather_base(at::Tensor& out
               "ProcessGroupHCCL all_gather_into_tensor: output and input must have the same dtype");
   return enqueue("hccl:all_gather_into_tensor", c10d::OpType::_ALLGATHER_BASE, {input}, {output},
                  [in = TensorRef(input), out = TensorRef(output), transport = transport_,
-                  timeout = collective_timeout(*options_)]() {
+                  timeout = collective_timeout()]() {
                    // Flat on both sides: the output is the ranks' inputs end to end.
                    at::Tensor input = in.view().reshape({-1});
                    const at::Tensor target = out.view();
@@ -827,7 +850,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_reduce_scatter_base(at::Tensor
   check_reduction("reduce_scatter", opts.reduceOp, output);
   return enqueue("hccl:reduce_scatter_tensor", c10d::OpType::_REDUCE_SCATTER_BASE, {input}, {output},
                  [in = TensorRef(input), out = TensorRef(output), transport = transport_, op = opts.reduceOp,
-                  size = getSize(), timeout = collective_timeout(*options_)]() {
+                  size = getSize(), timeout = collective_timeout()]() {
                    const at::Tensor target = out.view();
                    at::Tensor staged_in = staged_input(in.view(), op, false).view({-1});
                    at::Tensor staged_out = staged_in.scalar_type() == target.scalar_type() && target.is_contiguous()
@@ -933,9 +956,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::send(std::vector<at::Tensor>& t
         pending->staged = ref.view().contiguous();
         pending->work = transport->send(pending->staged, dst_rank, tag);
       },
-      [pending]() {
+      [pending, timeout = collective_timeout()]() {
         TORCH_CHECK(pending->work, "ProcessGroupHCCL send: the send failed to start (the error before says why)");
-        pending->work->wait();
+        pending->work->wait(timeout);  // a pair that never meets fails at the timeout
         *pending = PendingP2P();
       });
 }
@@ -951,9 +974,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::recv(std::vector<at::Tensor>& t
         pending->staged = pending->target.is_contiguous() ? pending->target : pending->target.contiguous();
         pending->work = transport->recv(pending->staged, src_rank, tag);
       },
-      [pending]() {
+      [pending, timeout = collective_timeout()]() {
         TORCH_CHECK(pending->work, "ProcessGroupHCCL recv: the recv failed to start (the error before says why)");
-        pending->work->wait();
+        pending->work->wait(timeout);  // a pair that never meets fails at the timeout
         if (!pending->staged.is_same(pending->target)) pending->target.copy_(pending->staged);
         *pending = PendingP2P();
       });

@@ -34,6 +34,8 @@
 #include <string>
 #include <variant>
 
+#include "csrc/distributed/hccl_comm_config.h"
+
 namespace torch_npu {
 
 class Watchdog;
@@ -46,9 +48,9 @@ class ProcessGroupHCCL : public c10d::Backend {
     static c10::intrusive_ptr<Options> create(bool is_high_priority_stream = false) {
       return c10::make_intrusive<Options>(is_high_priority_stream);
     }
-    // hccl_buffer_size (int, MB), group_name (str, <= 32 chars),
-    // qos_service_level (int 0-7), qos_traffic_class (int 0-255).
-    std::map<std::string, std::variant<int64_t, std::string>> hccl_config;
+    // hccl_buffer_size (int, MB), group_name, hccl_exec_timeout, hccl_algo,
+    // hccl_buffer_name, ...: checked when the group is made (hccl_comm_config.h).
+    HcclConfigMap hccl_config;
     bool is_high_priority_stream;
     std::string group_id;
     // Which host this rank runs on: ranks of one host exchange through
@@ -62,11 +64,14 @@ class ProcessGroupHCCL : public c10d::Backend {
   ProcessGroupHCCL(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                    c10::intrusive_ptr<Options> options, const SocketGroupFactory& make_sockets);
 
-  // How long a collective may take: the group's timeout, or HCCL_EXEC_TIMEOUT
-  // when that is set, non-zero and earlier.
-  static std::chrono::milliseconds collective_timeout(const Options& options);
+  // How long a collective may take: the group's timeout, or the HCCL
+  // execution timeout when one is set (hccl_config's hccl_exec_timeout, else
+  // HCCL_EXEC_TIMEOUT), positive and earlier.
+  static std::chrono::milliseconds collective_timeout(std::chrono::milliseconds group_timeout,
+                                                      const HcclCommConfig& config);
+  std::chrono::milliseconds collective_timeout() const;
   // Slot size of the shared-memory transport (HCCL_BUFFSIZE, hccl_buffer_size).
-  static size_t shm_slot_bytes(const Options& options);
+  static size_t shm_slot_bytes(const HcclCommConfig& config);
   ~ProcessGroupHCCL() override;
 
   const std::string getBackendName() const override { return "hccl"; }
@@ -167,6 +172,7 @@ class ProcessGroupHCCL : public c10d::Backend {
   void note_p2p_peer(int peer);  // for exchanged_with
 
   c10::intrusive_ptr<Options> options_;
+  const HcclCommConfig comm_config_;      // read from options_->hccl_config when the group is made
   std::shared_ptr<Watchdog> watchdog_;    // shared with the queued collectives
   const uint64_t trace_pg_id_;            // the group's number in the flight recorder (0, 1, ... per process)
   std::shared_ptr<Transport> transport_;  // shared with the queued collectives; never null

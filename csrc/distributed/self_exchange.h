@@ -8,7 +8,7 @@
 // completes both Works.
 //
 // Thread-safety: any thread may post; a Work's wait() blocks until its pair
-// arrived (a recv whose send never comes waits forever, as with a peer).
+// arrived, or fails at wait(timeout) (a recv whose send never comes).
 #pragma once
 
 #include <ATen/core/Tensor.h>

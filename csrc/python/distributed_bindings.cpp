@@ -40,31 +40,38 @@ c10::intrusive_ptr<ProcessGroupHCCL> make_group(const c10::intrusive_ptr<c10d::S
                                                 c10::intrusive_ptr<Options> options) {
   TORCH_CHECK(size > 0 && rank >= 0 && rank < size, "ProcessGroupHCCL: rank ", rank, " is not in a group of size ",
               size);
-  const auto timeout = ProcessGroupHCCL::collective_timeout(*options);
+  // hccl_config checked (and its long strings cut) before the sockets are made.
+  auto checked = c10::make_intrusive<Options>(*options);
+  const auto timeout = ProcessGroupHCCL::collective_timeout(checked->timeout, read_hccl_config(checked->hccl_config));
   return c10::make_intrusive<ProcessGroupHCCL>(
-      store, rank, size, options, [&](const std::string& prefix, int sockets_rank, int sockets_size) {
+      store, rank, size, checked, [&](const std::string& prefix, int sockets_rank, int sockets_size) {
         return make_sockets(store, prefix, sockets_rank, sockets_size, timeout);
       });
 }
 
-// hccl_config's keys and the types torch_npu accepts for them.
-void check_hccl_config(const py::dict& config) {
+// hccl_config takes ints and strings; which key needs which is checked when
+// a group is made (read_hccl_config), in torch_npu's words.
+HcclConfigMap hccl_config_from(const py::dict& config) {
+  HcclConfigMap out;
   for (const auto& [key, value] : config) {
+    TORCH_CHECK_TYPE(py::isinstance<py::str>(key), "hccl_config keys are strings, got ",
+                     std::string(py::repr(key)));
     const std::string name = py::str(key);
-    if (name == "group_name") {
-      TORCH_CHECK_TYPE(py::isinstance<py::str>(value), "Value type of group_name should be str.");
-      TORCH_CHECK_VALUE(py::str(value).cast<std::string>().size() <= 32,
-                        "The length of group_name should be no more than 32.");
-    } else if (name == "hccl_buffer_size" || name == "qos_service_level" || name == "qos_traffic_class" ||
-               name == "hccl_op_expansion_mode") {
-      TORCH_CHECK_TYPE(py::isinstance<py::int_>(value) && !py::isinstance<py::bool_>(value),
-                       "Value type of ", name, " should be int.");
-      const int64_t v = value.cast<int64_t>();
-      if (name == "hccl_buffer_size") TORCH_CHECK_VALUE(v > 0, "hccl_buffer_size should be greater than 0.");
-      if (name == "qos_service_level") TORCH_CHECK_VALUE(v >= 0 && v <= 7, "qos_service_level should be in [0, 7].");
-      if (name == "qos_traffic_class") TORCH_CHECK_VALUE(v >= 0 && v <= 255, "qos_traffic_class should be in [0, 255].");
+    if (py::isinstance<py::str>(value)) {
+      out[name] = value.cast<std::string>();
+    } else if (py::isinstance<py::int_>(value)) {
+      try {
+        out[name] = value.cast<int64_t>();
+      } catch (const py::cast_error&) {
+        TORCH_CHECK_TYPE(false, "Value of hccl_config's ", name, " (", std::string(py::repr(value)),
+                         ") does not fit in 64 bits.");
+      }
+    } else {
+      TORCH_CHECK_TYPE(false, "Value of hccl_config's ", name, " should be an int or a string, got ",
+                       std::string(py::str(py::type::handle_of(value).attr("__name__"))), ".");
     }
   }
+  return out;
 }
 
 // The Python half of a timeout dump (flight_recorder.h): every thread's
@@ -104,19 +111,7 @@ void bind_distributed(py::module& m) {
             }
             return d;
           },
-          [](Options& o, const py::dict& config) {
-            check_hccl_config(config);
-            o.hccl_config.clear();
-            for (const auto& [key, value] : config) {
-              if (py::isinstance<py::str>(value)) {
-                o.hccl_config[py::str(key)] = value.cast<std::string>();
-              } else {
-                TORCH_CHECK_TYPE(py::isinstance<py::int_>(value), "Value type of ", std::string(py::str(key)),
-                                 " should be int or str.");
-                o.hccl_config[py::str(key)] = value.cast<int64_t>();
-              }
-            }
-          });
+          [](Options& o, const py::dict& config) { o.hccl_config = hccl_config_from(config); });
 
   group
       .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
