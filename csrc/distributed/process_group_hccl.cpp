@@ -5,6 +5,7 @@
 #include <c10/util/Exception.h>
 
 #include "csrc/core/npu_caching_allocator.h"
+#include "csrc/core/npu_error.h"
 #include "csrc/core/npu_op_hooks.h"
 #include "csrc/core/npu_stream.h"
 #include "csrc/distributed/flight_recorder.h"
@@ -168,6 +169,8 @@ class CurrentStreamScope {
   c10::Stream previous_;
 };
 
+}  // namespace
+
 // The Work of one collective: done when its task on the communication
 // stream has run.
 class WorkHCCL : public c10d::Work {
@@ -180,18 +183,23 @@ class WorkHCCL : public c10d::Work {
         future_(std::move(future)),
         seq_(seq) {}
 
-  bool isCompleted() override { return done_.query(); }
+  bool isCompleted() override { return done().query(); }
+  // Completes with the rest of its HCCL group (group_end, on the thread that
+  // issued the group): `group_done` is recorded after its last operation.
+  void complete_with_group(std::shared_ptr<c10::Event> group_done) { group_done_ = std::move(group_done); }
   bool isSuccess() const override { return true; }
   // As ProcessGroupNCCL: the caller's current stream waits; the host does
-  // not, unless TORCH_HCCL_BLOCKING_WAIT=1 (then errors raise here).
+  // not, unless TORCH_HCCL_BLOCKING_WAIT=1 (then errors raise here). A work of an HCCL group (_group_start/_group_end) is waited for on the
+  // host: the group completes as one launch, and torch_npu's users (its own
+  // tests) read is_completed() true once wait() returned.
   bool wait(std::chrono::milliseconds /*timeout*/) override {
-    if (vnpu::environment().hccl_blocking_wait) {
+    if (group_done_ || vnpu::environment().hccl_blocking_wait) {
       synchronize();
       return true;
     }
     for (const auto& t : outputs_) {
       if (t.defined()) {
-        done_.block(current_stream(t.device().index()));
+        done().block(current_stream(t.device().index()));
         hook_end();
         return true;
       }
@@ -200,7 +208,7 @@ class WorkHCCL : public c10d::Work {
     return true;
   }
   void synchronize() override {
-    done_.synchronize();
+    done().synchronize();
     hook_end();
   }
   std::vector<at::Tensor> result() override { return outputs_; }
@@ -208,6 +216,7 @@ class WorkHCCL : public c10d::Work {
   uint64_t getSequencenumber() const override { return seq_; }
 
  private:
+  const c10::Event& done() const { return group_done_ ? *group_done_ : done_; }
   // As ProcessGroupHCCL's PostHook: the operator hooks' end() when the work
   // is waited for, if they are on at that moment.
   static void hook_end() {
@@ -218,7 +227,10 @@ class WorkHCCL : public c10d::Work {
   c10::Event done_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   uint64_t seq_;
+  std::shared_ptr<c10::Event> group_done_;  // set for a work issued inside an HCCL group
 };
+
+namespace {
 
 // The operator hooks' begin(name) and pre(t) for a collective being issued
 // (ProcessGroupHCCL's PreHook), under torch_npu's name for it.
@@ -468,8 +480,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue(const char* name, c10d:
     // communication stream, as with a CUDA future.
     future->markCompleted(at::IValue(outputs));
   }
-  return c10::make_intrusive<WorkHCCL>(getRank(), type, name, std::move(outputs), std::move(done), std::move(future),
-                                       seq);
+  return grouped(c10::make_intrusive<WorkHCCL>(getRank(), type, name, std::move(outputs), std::move(done),
+                                               std::move(future), seq),
+                 device, /*is_p2p=*/false);
 }
 
 template <typename Post, typename Finish>
@@ -507,8 +520,51 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue_p2p(const char* name, c
     done.record(wait);
     future->markCompleted(at::IValue(outputs));
   }
-  return c10::make_intrusive<WorkHCCL>(getRank(), type, name, std::move(outputs), std::move(done), std::move(future),
-                                       seq);
+  return grouped(c10::make_intrusive<WorkHCCL>(getRank(), type, name, std::move(outputs), std::move(done),
+                                               std::move(future), seq),
+                 device, /*is_p2p=*/true);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::grouped(c10::intrusive_ptr<WorkHCCL> work, c10::DeviceIndex device,
+                                                         bool is_p2p) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (group_depth_ > 0) group_works_.push_back(GroupedWork{work, device, is_p2p});
+  return work;
+}
+
+void ProcessGroupHCCL::group_start() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++group_depth_;
+}
+
+void ProcessGroupHCCL::group_end() {
+  std::vector<GroupedWork> works;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    TORCH_CHECK(group_depth_ > 0, "ProcessGroupHCCL: _group_end() without a _group_start() before it.",
+                error_suffix(SubModule::kDIST, ErrCode::kParam));
+    if (--group_depth_ > 0) return;  // nested: the outermost end completes the group
+    works.swap(group_works_);
+  }
+  // The group's operations complete together, as one HCCL group launch: each
+  // work's completion moves to the end of its device's last operation
+  // (point-to-point waits run on the p2p stream, after the communication
+  // stream's work).
+  std::map<c10::DeviceIndex, bool> devices;  // device -> has point-to-point work
+  for (const auto& w : works) devices[w.device] = devices[w.device] || w.is_p2p;
+  std::map<c10::DeviceIndex, std::shared_ptr<c10::Event>> ends;
+  for (const auto& [device, has_p2p] : devices) {
+    const c10::Stream comm = comm_stream(device);
+    c10::Stream last = comm;
+    if (has_p2p) {
+      last = p2p_wait_stream(device);
+      order_after(comm, last);
+    }
+    auto end = std::make_shared<c10::Event>(c10::DeviceType::PrivateUse1);
+    end->record(last);
+    ends.emplace(device, std::move(end));
+  }
+  for (const auto& w : works) w.work->complete_with_group(ends.at(w.device));
 }
 
 namespace {

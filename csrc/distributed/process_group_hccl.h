@@ -39,6 +39,7 @@
 namespace torch_npu {
 
 class Watchdog;
+class WorkHCCL;
 
 class ProcessGroupHCCL : public c10d::Backend {
  public:
@@ -98,6 +99,14 @@ class ProcessGroupHCCL : public c10d::Backend {
   // inside a compute-stream task] in csrc/core/comm_lease.h). `op` names it
   // in the flight recorder and the watchdog's messages (a string literal).
   std::shared_ptr<CommLease> lease(const char* op);
+
+  // torch_npu's _group_start / _group_end (HCCL's HcclGroupStart/End): the
+  // collectives and point-to-point operations issued between them complete
+  // together, at the group's end. They are issued as they come (vNPU's sends
+  // and recvs never block their issue, so any order within a group is
+  // safe). Groups nest; the outermost end completes them.
+  void group_start();
+  void group_end();
 
   bool supportsCoalescing() const override { return false; }
   void setSequenceNumberForGroup() override {}
@@ -169,6 +178,8 @@ class ProcessGroupHCCL : public c10d::Backend {
   bool runs_on_caller(const std::vector<at::Tensor>& tensors, const c10::Stream& current,
                       const c10::Stream& comm) const;
   bool p2p_idle() const;
+  // Notes a work issued inside a group (group_start) and returns it.
+  c10::intrusive_ptr<c10d::Work> grouped(c10::intrusive_ptr<WorkHCCL> work, c10::DeviceIndex device, bool is_p2p);
   void note_p2p_peer(int peer);  // for exchanged_with
 
   c10::intrusive_ptr<Options> options_;
@@ -182,7 +193,14 @@ class ProcessGroupHCCL : public c10d::Backend {
   std::string comm_name_;       // set or fixed name; guarded by mutex_ (empty: neither yet)
   bool user_named_ = false;     // comm_name_ came from set_hccl_comm_name; guarded by mutex_
   std::set<int> p2p_peers_;     // ranks sent to or received from; guarded by mutex_
-  mutable std::mutex mutex_;    // the stream maps, comm_name_
+  struct GroupedWork {
+    c10::intrusive_ptr<WorkHCCL> work;
+    c10::DeviceIndex device;
+    bool is_p2p;
+  };
+  int group_depth_ = 0;                   // open _group_start()s; guarded by mutex_
+  std::vector<GroupedWork> group_works_;  // issued in the open group; guarded by mutex_
+  mutable std::mutex mutex_;    // the stream maps, comm_name_, the open group
   std::mutex issue_mutex_;      // one collective issued at a time (enqueue)
 };
 

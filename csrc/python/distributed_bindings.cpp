@@ -125,6 +125,8 @@ void bind_distributed(py::module& m) {
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"),
            py::arg("timeout") = std::chrono::milliseconds(30 * 60 * 1000))
+      .def("_group_start", &ProcessGroupHCCL::group_start, py::call_guard<py::gil_scoped_release>())
+      .def("_group_end", &ProcessGroupHCCL::group_end, py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("options", &ProcessGroupHCCL::options)
       .def_property_readonly("_uses_shared_memory", &ProcessGroupHCCL::uses_shared_memory)
       .def_property_readonly("_uses_zero_copy", &ProcessGroupHCCL::uses_zero_copy)

@@ -319,6 +319,30 @@ try:
     raise AssertionError("bad split sizes accepted")
 except ValueError as e:
     assert "add up to" in str(e) or "input should have shape" in str(e), e
+# An HCCL group (torch_npu's _group_start / _group_end): every rank sends to
+# the next before receiving from the one before (blocking sends would deadlock),
+# with two all_reduces between; all complete together at the group's end.
+# (As torch documents for isend, the sent tensor is not written until the send completed.)
+x = torch.full((BIG,), rank + 1.0, device=dev)
+y = torch.full((BIG,), rank + 1.0, device=dev)
+sent = y.clone()
+got = torch.empty(BIG, device=dev)
+hccl._group_start()
+hccl._group_start()  # groups nest: the outermost end completes them
+works = [dist.all_reduce(x, async_op=True), dist.isend(sent, (rank + 1) % world),
+         dist.irecv(got, (rank - 1) % world), dist.all_reduce(y, async_op=True)]
+hccl._group_end()
+hccl._group_end()
+works[0].wait()
+assert all(w.is_completed() for w in works), [w.is_completed() for w in works]
+check("grouped all_reduce", x, torch.full((BIG,), world * (world + 1) / 2))
+check("grouped recv", got, torch.full((BIG,), float((rank - 1) % world + 1)))
+check("grouped all_reduce after the send", y, torch.full((BIG,), world * (world + 1) / 2))
+try:
+    hccl._group_end()
+    raise AssertionError("an unmatched _group_end was accepted")
+except RuntimeError as e:
+    assert "_group_end() without a _group_start()" in str(e), e
 assert torch_npu.distributed.reinit_process_group() is dist.group.WORLD
 assert dist.reinit_process_group(rebuild_link=False) is None
 dist.barrier()
