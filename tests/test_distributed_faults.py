@@ -38,9 +38,11 @@ def test_by_default_a_failed_collective_takes_the_process_down(tmp_path):
     assert took < 60, took
     with open(prefix + "0", "rb") as f:
         entries = pickle.load(f)["entries"]
-    # The first all_reduce completed; the one rank 1 never joined had started.
-    assert [(e["profiling_name"], e["state"]) for e in entries][-2:] == [
-        ("hccl:all_reduce", "completed"), ("hccl:all_reduce", "started")], entries
+    # The first all_reduce completed; the one rank 1 never joined is still
+    # scheduled (torch_npu knows a start only with TORCH_HCCL_DESYNC_DEBUG=1),
+    # and, as in torch_npu, collectives carry no profiling name.
+    assert [(e["collective_seq_id"], e["profiling_name"], e["state"]) for e in entries][-2:] == [
+        (1, "", "completed"), (2, "", "scheduled")], entries
     assert "faults.py" in {os.path.basename(frame["filename"]) for frame in entries[-1]["frames"]}
     assert "MainThread" in pathlib.Path(prefix + "0_py_traceback").read_text()
 
@@ -69,10 +71,17 @@ time.sleep(0.6)  # the watchdog reports the dispatch
 trace = pickle.loads(torch_npu._C._distributed_c10d._dump_hccl_trace())
 print("TRACE", [(e["collective_seq_id"], e["state"], e["input_sizes"], e["input_dtypes"]) for e in trace["entries"]])
 print("VALUE", t.cpu().tolist())
-# The JSON dump is the pickled one without stacks (tuples become lists).
+# The JSON dump is the pickled one without stacks (tuples become lists), in
+# torch_npu's JSON spelling: pg_status's numbers as strings, unknown times 0.
 as_json = json.loads(torch_npu._C._distributed_c10d._dump_hccl_trace_json())
 without_stacks = pickle.loads(torch_npu._C._distributed_c10d._dump_hccl_trace(includeStackTraces=False))
+for status in without_stacks["pg_status"].values():
+    status.update({k: str(v) for k, v in status.items()})
+for e in without_stacks["entries"]:
+    e.update({k: e[k] or 0 for k in ("time_discovered_started_ns", "time_discovered_completed_ns")})
 print("JSON SAME", as_json == json.loads(json.dumps(without_stacks)), len(as_json["entries"]))
+print("PG", without_stacks["version"], without_stacks["pg_config"], without_stacks["pg_status"])
+print("NAMES", {(tuple(e["process_group"]), e["profiling_name"], e["timeout_ms"]) for e in trace["entries"]})
 dist.destroy_process_group()
 '''
 
@@ -90,15 +99,61 @@ def test_the_flight_recorder_keeps_the_last_collectives_and_dumps_a_stalled_one(
     assert "TRACE " + str([(seq, "completed", [[4]], ["Float"]) for seq in range(3, 7)]) in proc.stdout, proc.stdout
     assert "VALUE [1.0, 1.0, 1.0, 1.0]" in proc.stdout
     assert "JSON SAME True 4" in proc.stdout, proc.stdout
+    # torch_npu's format "2.4": the group by its name and ranks, its last collectives; the default
+    # group's watchdog timeout is HCCL's execution timeout (1836 s) plus 30 minutes.
+    assert ("PG 2.4 {'group_name_0': {'name': 'group_name_0', 'desc': '', 'ranks': '[0]'}} "
+            "{'0': {'last_enqueued_collective': '6', 'last_started_collective': '-1', "
+            "'last_completed_collective': '6'}}") in proc.stdout, proc.stdout
+    assert "NAMES {(('group_name_0', ''), '', 3636000)}" in proc.stdout, proc.stdout
     err = proc.stderr
     assert err.count("Process group work ALLREDUCE, seq_num 6 dispatch timeout.") == 1, err
     assert err.count("Process group work ALLREDUCE, seq_num 6 dispatch success.") == 1, err
     # Unfinished past the dump limit: the trace and the stacks, while it waited.
     with open(prefix + "0", "rb") as f:
         dumped = pickle.load(f)
-    assert dumped["version"] == "2.10"
+    assert dumped["version"] == "2.4"
     assert [(e["collective_seq_id"], e["state"]) for e in dumped["entries"]][-1] == (6, "scheduled")
     assert pathlib.Path(prefix + "0_py_traceback").read_text().startswith("pid: ")
+
+
+DUMP_PIPE = '''
+import os, pickle, sys, time
+import torch, torch.distributed as dist, torch_npu
+prefix = sys.argv[2]
+dist.init_process_group("hccl", init_method="file://" + sys.argv[1], rank=0, world_size=1)
+pipe = prefix + "0.pipe"
+assert os.path.exists(pipe), "the world group made no dump pipe"
+t = torch.ones(4, device="npu")
+dist.all_reduce(t)
+torch.npu.synchronize()
+with open(pipe, "w") as f:  # as a user would: echo 1 > <prefix>0.pipe
+    f.write("1\\n")
+for _ in range(200):
+    if os.path.exists(prefix + "0"):
+        break
+    time.sleep(0.05)
+time.sleep(0.5)  # the file is written whole before the job reads it
+with open(prefix + "0", "rb") as f:
+    trace = pickle.load(f)
+print("DUMPED", [(e["collective_seq_id"], e["state"]) for e in trace["entries"]], flush=True)
+dist.all_reduce(t)  # and the job goes on
+print("VALUE", t.cpu().tolist(), flush=True)
+dist.destroy_process_group()
+'''
+
+
+def test_writing_to_the_dump_pipe_dumps_the_trace_and_the_job_goes_on(tmp_path):
+    prefix = str(tmp_path / "trace_")
+    script = tmp_path / "pipe.py"
+    script.write_text(DUMP_PIPE)
+    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "store"), prefix], capture_output=True,
+                          text=True, timeout=120,
+                          env=clean_env(TORCH_HCCL_TRACE_BUFFER_SIZE=8, TORCH_HCCL_ENABLE_MONITORING=1,
+                                        TORCH_HCCL_DEBUG_INFO_TEMP_FILE=prefix, TORCH_HCCL_DEBUG_INFO_PIPE_FILE=prefix))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    assert "DUMPED [(1, 'completed')]" in proc.stdout, proc.stdout
+    assert "VALUE [1.0, 1.0, 1.0, 1.0]" in proc.stdout
+    assert pathlib.Path(prefix + "0_py_traceback").exists()
 
 
 def test_async_error_handling_2_aborts_the_group():

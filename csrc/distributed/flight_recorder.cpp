@@ -9,6 +9,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -22,8 +23,14 @@
 namespace torch_npu {
 namespace {
 
-// The format version of torch's flight recorder that these dumps follow.
-constexpr const char* kVersion = "2.10";
+// The format version real torch_npu's flight recorder writes.
+constexpr const char* kVersion = "2.4";
+
+std::string ranks_text(const std::vector<uint32_t>& ranks) {
+  std::string out = "[";
+  for (size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
+  return out + "]";
+}
 
 int64_t wall_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -114,7 +121,15 @@ FlightRecorder& FlightRecorder::instance() {
   return *recorder;
 }
 
-FlightRecorder::FlightRecorder() : capacity_(vnpu::environment().hccl_trace_buffer_size) {}
+FlightRecorder::FlightRecorder()
+    : capacity_(vnpu::environment().hccl_trace_buffer_size), records_starts_(vnpu::environment().hccl_desync_debug) {}
+
+void FlightRecorder::record_pg_ranks(const std::string& pg_name, const std::string& pg_desc,
+                                     std::vector<uint32_t> ranks) {
+  if (!enabled()) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  groups_[pg_name] = GroupConfig{pg_desc, std::move(ranks)};
+}
 
 std::shared_ptr<torch::CapturedTraceback> FlightRecorder::gather_stack() const {
   if (!enabled()) return nullptr;
@@ -156,6 +171,7 @@ std::optional<uint64_t> FlightRecorder::record(uint64_t pg_id, const std::string
   std::lock_guard<std::mutex> lock(mutex_);
   e.id = next_id_++;
   const uint64_t id = e.id;
+  if (!is_p2p) status_[pg_id].last_enqueued = static_cast<int64_t>(collective_seq);
   if (entries_.size() < capacity_) {
     entries_.push_back(std::move(e));
   } else {
@@ -175,9 +191,15 @@ FlightRecorder::Entry* FlightRecorder::find(uint64_t id) {
 }
 
 void FlightRecorder::started(std::optional<uint64_t> id) {
-  if (!id) return;
+  if (!id || !records_starts_) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  if (Entry* e = find(*id)) e->started_ns = wall_ns();
+  if (Entry* e = find(*id)) {
+    e->started_ns = wall_ns();
+    if (!e->is_p2p) {
+      int64_t& last = status_[e->pg_id].last_started;
+      last = std::max(last, static_cast<int64_t>(e->collective_seq));
+    }
+  }
 }
 
 void FlightRecorder::completed(std::optional<uint64_t> id) {
@@ -185,7 +207,11 @@ void FlightRecorder::completed(std::optional<uint64_t> id) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (Entry* e = find(*id)) {
     e->completed_ns = wall_ns();
-    if (!e->started_ns) e->started_ns = e->completed_ns;
+    if (records_starts_ && !e->started_ns) e->started_ns = e->completed_ns;
+    if (!e->is_p2p) {
+      int64_t& last = status_[e->pg_id].last_completed;
+      last = std::max(last, static_cast<int64_t>(e->collective_seq));
+    }
   }
 }
 
@@ -203,12 +229,32 @@ std::vector<FlightRecorder::Entry> FlightRecorder::snapshot(bool only_active) {
 }
 
 c10::Dict<c10::IValue, c10::IValue> FlightRecorder::trace(bool include_collectives, bool include_stack_traces,
-                                                          bool only_active) {
+                                                          bool only_active, bool as_json) {
   auto result = new_dict();
   result.insert("version", kVersion);
-  result.insert("comm_lib_version", "vNPU hccl");
-  result.insert("pg_config", new_dict());
-  result.insert("pg_status", new_dict());
+  auto pg_config = new_dict();
+  auto pg_status = new_dict();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [name, group] : groups_) {
+      auto info = new_dict();
+      info.insert("name", name);
+      info.insert("desc", group.desc);
+      info.insert("ranks", ranks_text(group.ranks));
+      pg_config.insert(name, info);
+    }
+    // The JSON dump writes the sequence numbers as strings, as torch_npu's does.
+    auto number = [as_json](int64_t v) { return as_json ? c10::IValue(std::to_string(v)) : c10::IValue(v); };
+    for (const auto& [pg_id, status] : status_) {
+      auto d = new_dict();
+      d.insert("last_enqueued_collective", number(status.last_enqueued));
+      d.insert("last_started_collective", number(status.last_started));
+      d.insert("last_completed_collective", number(status.last_completed));
+      pg_status.insert(std::to_string(pg_id), d);
+    }
+  }
+  result.insert("pg_config", pg_config);
+  result.insert("pg_status", pg_status);
   if (include_collectives) {
     std::vector<Entry> entries = snapshot(only_active);
     torch::SymbolizedTracebacks symbolized;
@@ -256,20 +302,22 @@ c10::Dict<c10::IValue, c10::IValue> FlightRecorder::trace(bool include_collectiv
       d.insert("output_sizes", sizes_list(e.output_sizes));
       d.insert("output_dtypes", c10::List<std::string>(e.output_dtypes));
       d.insert("state", state_of(e));
-      d.insert("time_discovered_started_ns", e.started_ns ? c10::IValue(*e.started_ns) : c10::IValue());
-      d.insert("time_discovered_completed_ns", e.completed_ns ? c10::IValue(*e.completed_ns) : c10::IValue());
+      // Not discovered: None in the pickle, 0 in the JSON (as torch_npu writes them).
+      const c10::IValue unknown = as_json ? c10::IValue(int64_t{0}) : c10::IValue();
+      d.insert("time_discovered_started_ns", e.started_ns ? c10::IValue(*e.started_ns) : unknown);
+      d.insert("time_discovered_completed_ns", e.completed_ns ? c10::IValue(*e.completed_ns) : unknown);
       d.insert("retired", e.completed_ns.has_value());
       d.insert("timeout_ms", e.timeout_ms);
       d.insert("is_p2p", e.is_p2p);
       list.push_back(d);
     }
-    result.insert("entries", list);
+    if (!as_json || !list.empty()) result.insert("entries", list);  // torch_npu's JSON leaves out an empty list
   }
   return result;
 }
 
 std::string FlightRecorder::dump_pickle(bool include_collectives, bool include_stack_traces, bool only_active) {
-  const c10::IValue result = trace(include_collectives, include_stack_traces, only_active);
+  const c10::IValue result = trace(include_collectives, include_stack_traces, only_active, /*as_json=*/false);
   // A plain pickle (no tensors, no persistent ids), as torch's recorder
   // writes it: pickle.loads reads it without torch.
   std::string bytes;
@@ -282,7 +330,7 @@ std::string FlightRecorder::dump_pickle(bool include_collectives, bool include_s
 }
 
 std::string FlightRecorder::dump_json(bool include_collectives, bool only_active) {
-  return json_of(trace(include_collectives, /*include_stack_traces=*/false, only_active));
+  return json_of(trace(include_collectives, /*include_stack_traces=*/false, only_active, /*as_json=*/true));
 }
 
 void set_python_stack_dumper(PythonStackDumper dumper) { g_python_stack_dumper.store(dumper); }
@@ -315,6 +363,7 @@ bool dump_debug_info(int rank, std::chrono::milliseconds wait) {
     }
     done->set_value(written);
   }).detach();
+  if (wait.count() == 0) return false;  // not waited for: it finishes in the background
   if (result.wait_for(wait) != std::future_status::ready) {
     std::fprintf(stderr, "[Rank %d] ProcessGroupHCCL: the debug info dump did not finish within %lld ms "
                  "(the GIL may be held); it goes on in the background\n", rank, static_cast<long long>(wait.count()));

@@ -293,8 +293,11 @@ ProcessGroupHCCL::ProcessGroupHCCL(const c10::intrusive_ptr<c10d::Store>& store,
       // (reused for another group) do not change this group's.
       options_(c10::make_intrusive<Options>(*options)),
       comm_config_(read_hccl_config(options_->hccl_config)),
-      watchdog_(std::make_shared<Watchdog>(rank)),
-      trace_pg_id_(next_trace_pg_id()) {
+      watchdog_(std::make_shared<Watchdog>(rank, options_->global_ranks_in_group.empty())),
+      trace_pg_id_(next_trace_pg_id()),
+      trace_pg_name_("group_name_" + options_->group_id) {
+  options_->timeout = watchdog_timeout(options_->timeout);
+  FlightRecorder::instance().record_pg_ranks(trace_pg_name_, "", global_ranks());
   const TransportConfig config{options_->host_id, shm_slot_bytes(comm_config_), options_->timeout};
   transport_ = connect_transport(*store, rank, size, config, make_sockets);
   register_leasable_group(this);
@@ -302,13 +305,43 @@ ProcessGroupHCCL::ProcessGroupHCCL(const c10::intrusive_ptr<c10d::Store>& store,
 
 bool ProcessGroupHCCL::aborted() const { return watchdog_->aborted(); }
 
+std::vector<uint32_t> ProcessGroupHCCL::global_ranks() const {
+  std::vector<uint32_t> ranks(options_->global_ranks_in_group.begin(), options_->global_ranks_in_group.end());
+  if (ranks.empty()) {
+    // torch gives the world group no global ranks: they are 0 .. size - 1.
+    for (int r = 0; r < getSize(); ++r) ranks.push_back(static_cast<uint32_t>(r));
+  }
+  return ranks;
+}
+
+namespace {
+
+// HCCL's execution timeout when HCCL_EXEC_TIMEOUT is unset (s).
+constexpr uint64_t kDefaultExecTimeoutS = 1836;
+// torch.distributed's default timeout for a group of a non-NCCL backend.
+constexpr std::chrono::milliseconds kDefaultGroupTimeout{30 * 60 * 1000};
+
+// HCCL's execution timeout for a group's collectives, in s (0: none).
+uint64_t exec_timeout_s(const HcclCommConfig& config) {
+  if (config.exec_timeout_s.has_value()) return static_cast<uint64_t>(std::max<int32_t>(*config.exec_timeout_s, 0));
+  return vnpu::environment().hccl_exec_timeout_s.value_or(kDefaultExecTimeoutS);
+}
+
+}  // namespace
+
+std::chrono::milliseconds ProcessGroupHCCL::watchdog_timeout(std::chrono::milliseconds group_timeout) {
+  if (group_timeout != kDefaultGroupTimeout || vnpu::environment().hccl_async_error_handling != 1) {
+    return group_timeout;
+  }
+  const uint64_t exec_s = vnpu::environment().hccl_exec_timeout_s.value_or(kDefaultExecTimeoutS);
+  if (exec_s == 0) return std::chrono::milliseconds::max();
+  return std::chrono::milliseconds(static_cast<int64_t>(exec_s + 1800) * 1000);
+}
+
 std::chrono::milliseconds ProcessGroupHCCL::collective_timeout(std::chrono::milliseconds group_timeout,
                                                                const HcclCommConfig& config) {
-  std::optional<uint64_t> exec_s = vnpu::environment().hccl_exec_timeout_s;
-  if (config.exec_timeout_s.has_value()) exec_s = std::max<int32_t>(*config.exec_timeout_s, 0);
-  if (exec_s.has_value() && *exec_s > 0) {
-    return std::min(group_timeout, std::chrono::milliseconds(static_cast<int64_t>(*exec_s) * 1000));
-  }
+  const uint64_t exec_s = exec_timeout_s(config);
+  if (exec_s > 0) return std::min(group_timeout, std::chrono::milliseconds(static_cast<int64_t>(exec_s) * 1000));
   return group_timeout;
 }
 
@@ -415,16 +448,22 @@ std::vector<at::Tensor> concat(std::vector<at::Tensor> a, const std::vector<at::
 // order, without the GIL, and returns complete (a barrier, a loss or a
 // gradient norm all-reduced between steps, object collectives). A failure
 // (a timeout, a dead peer) is handled as a queued one's (watchdog.h); where
-// it propagates, it raises at the call. The caller then waits
-// for its peers to arrive, as with ProcessGroupGloo: a rank that must hand
-// its peers something outside the group (a store key) after a small
-// async_op collective and before they reach it should issue that first.
+// it propagates, it raises at the call.
+//
+// Only when every peer is there too, or comes within ~100 us
+// (Transport::meet_peers): issuing a collective never waits for a late
+// peer, as with HCCL, so a rank may issue one and then hand its peers
+// something outside the group (a store key, a pipe) that they need before
+// they reach it. In a lockstep loop the ranks meet and all run on the
+// caller; a rank that gave up queues its part, and the peers that come
+// later find it announced and run theirs on the caller.
 bool ProcessGroupHCCL::runs_on_caller(const std::vector<at::Tensor>& tensors, const c10::Stream& current,
-                                      const c10::Stream& comm) const {
+                                      const c10::Stream& comm) {
   size_t bytes = 0;
   for (const auto& t : tensors) bytes += t.nbytes();
   if (bytes > kOnCallerMaxBytes || vnpu::environment().synchronous_launch()) return false;
-  return stream_idle(current) && stream_idle(comm) && p2p_idle();
+  // Idle streams first: the transport is between collectives only then.
+  return stream_idle(current) && stream_idle(comm) && p2p_idle() && transport_->meet_peers();
 }
 
 bool ProcessGroupHCCL::p2p_idle() const {
@@ -452,9 +491,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue(const char* name, c10d:
   const CollectiveInfo info{getRank(), seq, type, numel_of(inputs.empty() ? outputs : inputs), numel_of(outputs),
                             collective_timeout().count()};
   std::shared_ptr<InFlight> flight = watchdog_->issued(
-      info, FlightRecorder::instance().record(trace_pg_id_, getGroupUid(), getGroupDesc(), seq, 0, name,
+      info, FlightRecorder::instance().record(trace_pg_id_, trace_pg_name_, "", seq, 0, /*profiling_name=*/"",
                                               inputs.empty() ? outputs : inputs,  // in place: both
-                                              outputs, info.timeout_ms, /*is_p2p=*/false, std::move(stack)));
+                                              outputs, options_->timeout.count(), /*is_p2p=*/false, std::move(stack)));
   c10::Event done(c10::DeviceType::PrivateUse1);
   auto future = stream_ordered_future(device);
   const bool on_caller = runs_on_caller(all, current_stream(device), comm);
@@ -513,8 +552,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue_p2p(const char* name, c
     CurrentStreamScope on_wait(wait);
     const CollectiveInfo info{getRank(), seq, type, numel_of(inputs), numel_of(outputs), collective_timeout().count()};
     std::shared_ptr<InFlight> flight = watchdog_->issued(
-        info, FlightRecorder::instance().record(trace_pg_id_, getGroupUid(), getGroupDesc(), 0, seq, name, inputs,
-                                                outputs, info.timeout_ms, /*is_p2p=*/true, std::move(stack)));
+        info, FlightRecorder::instance().record(trace_pg_id_, trace_pg_name_, "", 0, seq, /*profiling_name=*/"", inputs,
+                                                outputs, options_->timeout.count(), /*is_p2p=*/true, std::move(stack)));
     launch_queued(device, name, KernelOutputs(outputs), launch_snapshot(all),
                   watched(std::forward<Finish>(finish), flight, watchdog_));
     done.record(wait);
@@ -680,8 +719,8 @@ std::shared_ptr<CommLease> ProcessGroupHCCL::lease(const char* op) {
   const auto timeout = collective_timeout();
   const CollectiveInfo info{getRank(), seq, c10d::OpType::UNKNOWN, 0, 0, timeout.count()};
   std::shared_ptr<InFlight> flight = watchdog_->issued(
-      info, FlightRecorder::instance().record(trace_pg_id_, getGroupUid(), getGroupDesc(), seq, 0, op, {}, {},
-                                              info.timeout_ms, /*is_p2p=*/false, std::move(stack)));
+      info, FlightRecorder::instance().record(trace_pg_id_, trace_pg_name_, "", seq, 0, op, {}, {},
+                                              options_->timeout.count(), /*is_p2p=*/false, std::move(stack)));
   c10::Event before(c10::DeviceType::PrivateUse1);
   before.record(comm);
   auto latch = std::make_shared<TurnLatch>();

@@ -71,6 +71,15 @@ class ProcessGroupHCCL : public c10d::Backend {
   static std::chrono::milliseconds collective_timeout(std::chrono::milliseconds group_timeout,
                                                       const HcclCommConfig& config);
   std::chrono::milliseconds collective_timeout() const;
+  // torch_npu's watchdog timeout for a group made with `group_timeout`: a
+  // group left at the default 30 minutes (with the default error handling)
+  // gets HCCL's execution timeout (HCCL_EXEC_TIMEOUT, 1836 s) plus 30
+  // minutes, so HCCL reports a stuck collective before the watchdog; never,
+  // with an execution timeout of 0. The group's options show it.
+  static std::chrono::milliseconds watchdog_timeout(std::chrono::milliseconds group_timeout);
+  // The group's ranks in the world (Options.global_ranks_in_group; the world
+  // group's are 0 .. size-1).
+  std::vector<uint32_t> global_ranks() const;
   // Slot size of the shared-memory transport (HCCL_BUFFSIZE, hccl_buffer_size).
   static size_t shm_slot_bytes(const HcclCommConfig& config);
   ~ProcessGroupHCCL() override;
@@ -176,7 +185,7 @@ class ProcessGroupHCCL : public c10d::Backend {
   // (Note [Small collectives on idle streams run on the caller]).
   static constexpr size_t kOnCallerMaxBytes = 64 << 10;
   bool runs_on_caller(const std::vector<at::Tensor>& tensors, const c10::Stream& current,
-                      const c10::Stream& comm) const;
+                      const c10::Stream& comm);
   bool p2p_idle() const;
   // Notes a work issued inside a group (group_start) and returns it.
   c10::intrusive_ptr<c10d::Work> grouped(c10::intrusive_ptr<WorkHCCL> work, c10::DeviceIndex device, bool is_p2p);
@@ -186,6 +195,7 @@ class ProcessGroupHCCL : public c10d::Backend {
   const HcclCommConfig comm_config_;      // read from options_->hccl_config when the group is made
   std::shared_ptr<Watchdog> watchdog_;    // shared with the queued collectives
   const uint64_t trace_pg_id_;            // the group's number in the flight recorder (0, 1, ... per process)
+  const std::string trace_pg_name_;       // its name there, torch_npu's "group_name_<group id>"
   std::shared_ptr<Transport> transport_;  // shared with the queued collectives; never null
   std::map<c10::DeviceIndex, c10::Stream> comm_streams_;
   std::map<c10::DeviceIndex, c10::Stream> p2p_wait_streams_;

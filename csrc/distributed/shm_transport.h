@@ -23,6 +23,7 @@ class ShmTransport final : public SocketTransport {
   std::string name() const override { return "shared memory"; }
   bool uses_shared_memory() const override { return true; }
   bool uses_zero_copy() const override;
+  bool meet_peers() override { return shm_->meet_peers(std::chrono::microseconds(100)); }
 
   void broadcast(const at::Tensor& tensor, const c10d::BroadcastOptions& opts, Timeout timeout) override;
   void allreduce(const at::Tensor& tensor, const c10d::ReduceOp& op, Timeout timeout) override;

@@ -17,6 +17,7 @@ class SocketTransport : public Transport {
   std::string name() const override { return "sockets"; }
   bool uses_shared_memory() const override { return false; }
   bool uses_zero_copy() const override { return false; }
+  bool meet_peers() override { return group_->getSize() == 1; }
 
   void broadcast(const at::Tensor& tensor, const c10d::BroadcastOptions& opts, Timeout timeout) override;
   void allreduce(const at::Tensor& tensor, const c10d::ReduceOp& op, Timeout timeout) override;

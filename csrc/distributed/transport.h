@@ -54,6 +54,12 @@ class Transport {
   // reads the peers' device buffers directly (VNPU_SHARED_DEVICE_MEMORY).
   virtual bool uses_shared_memory() const = 0;
   virtual bool uses_zero_copy() const = 0;
+  // Whether this rank's next collective finds every peer there within a
+  // few microseconds (ProcessGroupHCCL runs a small collective on the
+  // caller only then: issuing never waits long for a peer). Shared memory
+  // can tell (ShmGroup::meet_peers); sockets cannot, unless the group has
+  // this rank alone. Called between collectives.
+  virtual bool meet_peers() = 0;
 
   // The tensors below are contiguous CPU tensors; reductions are SUM,
   // PRODUCT, MIN or MAX (ProcessGroupHCCL maps HCCL's other ops onto these).

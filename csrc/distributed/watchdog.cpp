@@ -61,7 +61,7 @@ void set_watchdog_limits_for_testing(int64_t dispatch_ms, int64_t exec_ms) {
   g_exec_ms_for_testing.store(std::max<int64_t>(0, exec_ms));
 }
 
-Watchdog::Watchdog(int rank)
+Watchdog::Watchdog(int rank, bool world)
     : rank_(rank),
       dispatch_timeout_(dispatch_timeout()),
       exec_timeout_(exec_dump_timeout()),
@@ -71,6 +71,15 @@ Watchdog::Watchdog(int rank)
   if (vnpu::environment().hccl_async_error_handling_old_name) {
     TORCH_WARN_ONCE("Environment variable HCCL_ASYNC_ERROR_HANDLING is deprecated; use "
                     "TORCH_HCCL_ASYNC_ERROR_HANDLING instead");
+  }
+  if (world && heartbeat_timeout_) {
+    dump_pipe_ = std::make_unique<DumpPipe>(rank);
+    if (dump_pipe_->active()) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      poller_ = std::thread([this] { poll_loop(); });
+    } else {
+      dump_pipe_.reset();
+    }
   }
 }
 
@@ -142,6 +151,8 @@ void Watchdog::poll_once() {
     }
   }
   if (dump && vnpu::environment().hccl_dump_on_timeout) dump_debug_info(rank_, std::chrono::seconds(3));
+  // Asked through the pipe: best effort, in the background; the job goes on.
+  if (dump_pipe_ && dump_pipe_->should_dump()) dump_debug_info(rank_, std::chrono::milliseconds(0));
   std::lock_guard<std::mutex> lock(mutex_);
   in_flight_.erase(std::remove_if(in_flight_.begin(), in_flight_.end(),
                                   [](const std::shared_ptr<InFlight>& f) {

@@ -19,7 +19,8 @@
 //
 // TORCH_HCCL_ENABLE_MONITORING=1 adds the heartbeat monitor to the poller:
 // it ends the process when one collective has been running for longer than
-// TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC, whatever its own deadline.
+// TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC, whatever its own deadline; and the
+// world group's poller reads the dump pipe (dump_pipe.h) from the start.
 //
 // The poller (a thread started with the group's first collective) watches
 // the collectives issued and not finished, as real torch_npu's watchdog
@@ -52,6 +53,7 @@
 #include <utility>
 #include <vector>
 
+#include "csrc/distributed/dump_pipe.h"
 #include "csrc/distributed/flight_recorder.h"
 
 namespace torch_npu {
@@ -98,7 +100,8 @@ void set_watchdog_limits_for_testing(int64_t dispatch_ms, int64_t exec_ms);
 
 class Watchdog {
  public:
-  explicit Watchdog(int rank);
+  // `world`: the world group's (it alone keeps the dump pipe, dump_pipe.h).
+  Watchdog(int rank, bool world);
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
@@ -129,6 +132,7 @@ class Watchdog {
   const std::chrono::milliseconds dispatch_timeout_;
   const std::chrono::milliseconds exec_timeout_;
   const std::optional<std::chrono::seconds> heartbeat_timeout_;  // with TORCH_HCCL_ENABLE_MONITORING=1
+  std::unique_ptr<DumpPipe> dump_pipe_;                // with monitoring, the world group's; the poller's own
   std::vector<std::shared_ptr<InFlight>> in_flight_;  // guarded by mutex_
   std::thread poller_;                                // started by the first issued()
 };

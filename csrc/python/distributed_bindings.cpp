@@ -42,6 +42,7 @@ c10::intrusive_ptr<ProcessGroupHCCL> make_group(const c10::intrusive_ptr<c10d::S
               size);
   // hccl_config checked (and its long strings cut) before the sockets are made.
   auto checked = c10::make_intrusive<Options>(*options);
+  checked->timeout = ProcessGroupHCCL::watchdog_timeout(checked->timeout);
   const auto timeout = ProcessGroupHCCL::collective_timeout(checked->timeout, read_hccl_config(checked->hccl_config));
   return c10::make_intrusive<ProcessGroupHCCL>(
       store, rank, size, checked, [&](const std::string& prefix, int sockets_rank, int sockets_size) {

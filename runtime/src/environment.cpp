@@ -152,6 +152,10 @@ const std::vector<EnvironmentVariable>& environment_variables() {
        "recorder's trace to `TORCH_HCCL_DEBUG_INFO_TEMP_FILE<rank>` and every thread's Python stack to "
        "`...<rank>_py_traceback`"},
       {"TORCH_HCCL_DEBUG_INFO_TEMP_FILE", "/tmp/hccl_trace_rank_", "path prefix of the dumps above"},
+      {"TORCH_HCCL_DEBUG_INFO_PIPE_FILE", "unset",
+       "path prefix of a named pipe per rank (`<prefix><rank>.pipe`, made by the world group with "
+       "`TORCH_HCCL_ENABLE_MONITORING=1` and a trace buffer); writing to it dumps that rank's trace and stacks "
+       "as above, and the job goes on"},
       {"HCCL_BUFFSIZE", "200",
        "MB of staging buffer per rank for the shared-memory transport (a positive integer; `hccl_config`'s "
        "`hccl_buffer_size` overrides it)"},
@@ -382,6 +386,7 @@ Environment parse_environment(const char* (*raw_lookup)(const char* name)) {
   }
   env.hccl_dump_on_timeout = is_one(lookup("TORCH_HCCL_DUMP_ON_TIMEOUT"));
   if (const char* v = lookup_nonempty(lookup, "TORCH_HCCL_DEBUG_INFO_TEMP_FILE")) env.hccl_debug_info_temp_file = v;
+  if (const char* v = lookup_nonempty(lookup, "TORCH_HCCL_DEBUG_INFO_PIPE_FILE")) env.hccl_debug_info_pipe_file = v;
   if (const char* v = lookup_nonempty(lookup, "HCCL_BUFFSIZE")) {
     std::uint64_t mb = 0;
     if (parse_unsigned(v, &mb) && mb > 0 && mb <= (1u << 20)) {

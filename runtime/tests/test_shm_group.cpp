@@ -202,6 +202,27 @@ TEST(ShmGroup, SignaturesAgreeOrNameTheRankThatDiffers) {
   });
 }
 
+TEST(ShmGroup, MeetPeersTellsWhetherEveryPeerReachedTheNextCollective) {
+  ShmGroup root = ShmGroup::create(2, kSlot);
+  ShmGroup peer = ShmGroup::attach(1, 2, kSlot, root.address());
+  // The peer has not reached it: root gives up after its patience, announced.
+  EXPECT_FALSE(root.meet_peers(std::chrono::microseconds(200)));
+  // The peer finds root's announcement at once, and both run the collective.
+  EXPECT_TRUE(peer.meet_peers(std::chrono::microseconds(0)));
+  float a = 1.0f, b = 2.0f;
+  std::thread other([&] { peer.allreduce(&b, sizeof(b), sizeof(b), sum_floats, soon()); });
+  root.allreduce(&a, sizeof(a), sizeof(a), sum_floats, soon());
+  other.join();
+  EXPECT_EQ(a, 3.0f);
+  EXPECT_EQ(b, 3.0f);
+  // The announcement was for that collective only.
+  EXPECT_FALSE(peer.meet_peers(std::chrono::microseconds(0)));
+  // Ranks that reach the next one together meet.
+  std::thread late([&] { EXPECT_TRUE(root.meet_peers(std::chrono::seconds(20))); });
+  EXPECT_TRUE(peer.meet_peers(std::chrono::seconds(20)));
+  late.join();
+}
+
 TEST(ShmGroup, StalledPeerTimesOut) {
   ShmGroup root = ShmGroup::create(2, kSlot);
   ShmGroup peer = ShmGroup::attach(1, 2, kSlot, root.address());  // maps, but never joins

@@ -67,6 +67,9 @@ struct Environment {
   std::uint64_t hccl_trace_buffer_size = 0;
   bool hccl_dump_on_timeout = false;
   std::string hccl_debug_info_temp_file = "/tmp/hccl_trace_rank_";
+  // TORCH_HCCL_DEBUG_INFO_PIPE_FILE: with monitoring and a trace buffer, each
+  // rank's <prefix><rank>.pipe; a write to it dumps as above (empty: none).
+  std::string hccl_debug_info_pipe_file;
   // HCCL_BUFFSIZE (MB, default 200): each rank's staging buffer for the
   // shared-memory transport (hccl_config's hccl_buffer_size overrides).
   std::uint64_t hccl_buffsize_mb = 200;

@@ -128,6 +128,24 @@ char* ShmGroup::result(uint64_t chunk) const {
   return base_ + sizeof(Counter) * kMaxRanks + (2 * static_cast<size_t>(ranks_) + chunk % 2) * slot_bytes_;
 }
 
+bool ShmGroup::meet_peers(std::chrono::microseconds patience) {
+  const uint64_t next = steps_ + 1;
+  progress(rank_).reached.store(next, std::memory_order_release);
+  const auto give_up = std::chrono::steady_clock::now() + patience;
+  for (uint64_t tries = 0;; ++tries) {
+    bool all = true;
+    for (int r = 0; r < ranks_ && all; ++r) {
+      const Counter& peer = progress(r);
+      all = peer.reached.load(std::memory_order_acquire) >= next || peer.value.load(std::memory_order_acquire) >= next;
+    }
+    if (all) return true;
+    if (tries % 16 == 15) {
+      if (std::chrono::steady_clock::now() > give_up) return false;
+      sched_yield();
+    }
+  }
+}
+
 void ShmGroup::step(Deadline deadline) {
   ++steps_;
   progress(rank_).value.store(steps_, std::memory_order_release);

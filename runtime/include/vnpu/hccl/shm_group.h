@@ -96,6 +96,15 @@ class ShmGroup {
                       Deadline deadline);
   void barrier(Deadline deadline);
 
+  // For a collective that would run on the calling thread: announces that
+  // this rank has reached its next collective, and waits up to `patience`
+  // for every peer to have reached it too (announced so, or begun it).
+  // Returns whether they all did; if not, the caller should queue the
+  // collective instead of blocking on a late peer (peers that come later
+  // find this rank's announcement, so they need not wait for it). Call it
+  // between collectives (not while one runs).
+  bool meet_peers(std::chrono::microseconds patience);
+
   // Collective: every rank calls it, with its arena or nullptr. Maps every
   // peer's arena; returns true (on every rank alike) when all ranks have
   // one and every rank mapped every peer's, which turns zero copy on.
@@ -123,8 +132,10 @@ class ShmGroup {
     std::atomic<uint64_t> offset_in;
     // This rank's process (0 until it maps the group), for waits to notice it exited.
     std::atomic<uint64_t> pid;
+    // meet_peers: the step this rank's next collective starts with, once it reached it.
+    std::atomic<uint64_t> reached;
   };
-  static_assert(sizeof(Counter) == 64, "one cache line per rank");
+  static_assert(sizeof(Counter) == 128, "two cache lines per rank");
   ShmGroup(int rank, int ranks, size_t slot_bytes, int fd, int owner_pid, void* base, size_t size);
 
   static size_t segment_bytes(int ranks, size_t slot_bytes);
