@@ -66,6 +66,12 @@ def test_parallel_store_is_a_store_under_torch_npus_api():
     prefixed = dist.PrefixStore("/worker/attempt_0", client)
     prefixed.set("k", "v")
     assert server.get("/worker/attempt_0/k") == b"v"
+    # A set is acknowledged, as ParallelStore's is (TCPStore's is not): right
+    # after it returns, every user of the store sees the key.
+    for i in range(200):
+        before = server.num_keys()
+        client.set(f"acked/{i}", "v") if i % 2 else client.multi_set([f"acked/{i}"], ["v"])
+        assert server.num_keys() == before + 1, i
     tiered = ParallelStore("127.0.0.1", server.port, enable_tiered=True, timeout=5000)  # ms, as the C++ binding
     assert tiered.enable_tiered and tiered.get("first_key") == b"first_value"
     with pytest.raises(ValueError, match="port must have value from 0 to 65535"):

@@ -17,6 +17,11 @@ is a TCPStore that takes ParallelStore's arguments:
 - ``agent_run``, ``agent_pid`` and ``enable_tiered`` choose the proxy tier:
   accepted and recorded (``store.enable_tiered``), without a proxy (every
   client talks TCP to the server, as with ``enable_tiered=False``).
+
+One difference of protocol is made up for: TCPStore's ``set`` is not
+acknowledged (the client goes on before the server applied it), while
+ParallelStore's is, so a ``set`` here is followed by a round trip on the same
+connection (``check``), after which any user of the store sees the key.
 """
 
 from datetime import timedelta
@@ -51,3 +56,12 @@ class ParallelStore(TCPStore):
         self.agent_run = bool(agent_run)
         self.agent_pid = int(agent_pid)
         self.enable_tiered = bool(enable_tiered)
+
+    def set(self, key, value):
+        super().set(key, value)
+        self.check([key])  # answered after the set was applied: the set is acknowledged
+
+    def multi_set(self, keys, values):
+        super().multi_set(keys, values)
+        if keys:
+            self.check([keys[-1]])
