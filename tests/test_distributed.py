@@ -275,3 +275,18 @@ except ValueError as e:
                           text=True, timeout=60)
     assert "ERROR device_id npu:99 is out of range" in proc.stdout, proc.stdout + proc.stderr[-2000:]
     assert "less than the number of accelerators available: 8" in proc.stdout
+
+
+def test_nslb_records_the_first_collectives_data_volumes(tmp_path):
+    # As torch_npu for the network's load balancer: per rank, the first
+    # NSLB_MAX_RECORD_NUM operations' "<op> <bytes> <rank>", then an end file.
+    nslb = tmp_path / "nslb"
+    torchrun("nslb.py", 2, NSLB_CP=str(nslb), NSLB_MAX_RECORD_NUM="3", HCCL_ALGO="level0:NA;level1:ring")
+    names = sorted(p.name for p in nslb.iterdir())
+    assert sum(n.startswith("end_127.0.0.1_") for n in names) == 2, names
+    # named by the world group's communicator name on each rank
+    assert [n for n in names if not n.startswith("end_")] == [
+        "127.0.0.1_hccl_comm_0_0_0.log", "127.0.0.1_hccl_comm_0_1_1.log"], names
+    for rank in range(2):
+        lines = (nslb / f"127.0.0.1_hccl_comm_0_{rank}_{rank}.log").read_text().splitlines()
+        assert lines == ["HCCL_ALGO=level0:NA;level1:ring"] + [f"allreduce 40 {rank}"] * 3, lines

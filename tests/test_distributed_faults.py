@@ -47,6 +47,24 @@ def test_by_default_a_failed_collective_takes_the_process_down(tmp_path):
     assert "MainThread" in pathlib.Path(prefix + "0_py_traceback").read_text()
 
 
+def test_a_failed_collective_signals_every_rank_to_dump(tmp_path):
+    # With monitoring on, rank 0's failure sets the store's dump signal; rank 1,
+    # asleep outside any collective, finds it and dumps its trace too, and both
+    # go on (handling mode 0: rank 0's error raises at its sync).
+    prefix = str(tmp_path / "trace_")
+    proc = torchrun("faults.py", 2, timeout=120, FAULT="stalled_peer", TORCH_HCCL_ASYNC_ERROR_HANDLING=0,
+                    TORCH_HCCL_DUMP_ON_TIMEOUT=1, TORCH_HCCL_TRACE_BUFFER_SIZE=8,
+                    TORCH_HCCL_DEBUG_INFO_TEMP_FILE=prefix, TORCH_HCCL_ENABLE_MONITORING=1,
+                    TORCH_HCCL_COORD_CHECK_MILSEC=200)
+    out = proc.stdout + proc.stderr
+    assert "[Rank 1] Received a global dump signal from rank 0, and will start to dump the debug info." in out, \
+        out[-3000:]
+    for rank, last in ((0, (2, "scheduled")), (1, (1, "completed"))):
+        with open(prefix + str(rank), "rb") as f:
+            entries = pickle.load(f)["entries"]
+        assert [(e["collective_seq_id"], e["state"]) for e in entries][-1] == last, (rank, entries)
+
+
 FLIGHT_RECORDER = '''
 import json, os, pickle, sys, time
 import torch, torch.distributed as dist, torch_npu

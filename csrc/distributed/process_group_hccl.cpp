@@ -3,12 +3,14 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "csrc/core/npu_caching_allocator.h"
 #include "csrc/core/npu_error.h"
 #include "csrc/core/npu_op_hooks.h"
 #include "csrc/core/npu_stream.h"
 #include "csrc/distributed/flight_recorder.h"
+#include "csrc/distributed/nslb_record.h"
 #include "csrc/distributed/watchdog.h"
 #include "csrc/launch/launch.h"
 #include <vnpu/environment.h>
@@ -273,6 +275,13 @@ LaunchSnapshot launch_snapshot(const std::vector<at::Tensor>& tensors) {
   return snap;
 }
 
+// The job's store under the prefixes torch.distributed adds per group (the
+// dump signal is the job's, not one group's).
+c10::intrusive_ptr<c10d::Store> job_store(const c10::intrusive_ptr<c10d::Store>& store) {
+  if (auto* prefixed = dynamic_cast<c10d::PrefixStore*>(store.get())) return prefixed->getUnderlyingNonPrefixStore();
+  return store;
+}
+
 uint64_t next_trace_pg_id() {
   static std::atomic<uint64_t> next{0};
   return next++;
@@ -293,7 +302,7 @@ ProcessGroupHCCL::ProcessGroupHCCL(const c10::intrusive_ptr<c10d::Store>& store,
       // (reused for another group) do not change this group's.
       options_(c10::make_intrusive<Options>(*options)),
       comm_config_(read_hccl_config(options_->hccl_config)),
-      watchdog_(std::make_shared<Watchdog>(rank, options_->global_ranks_in_group.empty())),
+      watchdog_(std::make_shared<Watchdog>(rank, options_->global_ranks_in_group.empty(), job_store(store))),
       trace_pg_id_(next_trace_pg_id()),
       trace_pg_name_("group_name_" + options_->group_id) {
   options_->timeout = watchdog_timeout(options_->timeout);
@@ -488,6 +497,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue(const char* name, c10d:
   std::lock_guard<std::mutex> issuing(issue_mutex_);
   watchdog_->check_not_aborted();
   const uint64_t seq = ++seq_;
+  if (C10_UNLIKELY(!vnpu::environment().nslb_cp.empty())) {
+    record_nslb_volume(type, inputs.empty() ? outputs : inputs, seq, hccl_comm_name(getRank()));
+  }
   const CollectiveInfo info{getRank(), seq, type, numel_of(inputs.empty() ? outputs : inputs), numel_of(outputs),
                             collective_timeout().count()};
   std::shared_ptr<InFlight> flight = watchdog_->issued(
@@ -543,6 +555,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue_p2p(const char* name, c
   c10::Event done(c10::DeviceType::PrivateUse1);
   auto future = stream_ordered_future(device);
   const uint64_t seq = ++seq_;
+  if (C10_UNLIKELY(!vnpu::environment().nslb_cp.empty())) {
+    record_nslb_volume(type, inputs.empty() ? outputs : inputs, seq, hccl_comm_name(getRank()));
+  }
   {
     CurrentStreamScope on_comm(comm);
     launch_queued(device, name, KernelOutputs(), launch_snapshot(all), std::forward<Post>(post));

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <ctime>
 
@@ -19,7 +20,7 @@ std::atomic<int64_t> g_exec_ms_for_testing{0};
 
 // torch_npu's log line (npu_logging::Logger): level letter, date, time, pid,
 // source, rank, message; on stderr.
-void log_warning(const std::string& message) {
+void log_line(char level, const std::string& message) {
   const auto now = std::chrono::system_clock::now();
   const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
   const long micros = static_cast<long>(
@@ -27,11 +28,15 @@ void log_warning(const std::string& message) {
   std::tm tm{};
   localtime_r(&seconds, &tm);
   const char* rank = std::getenv("RANK");
-  std::fprintf(stderr, "W%02d%02d %02d:%02d:%02d.%06ld %d ProcessGroupHCCL.cpp] %s%s\n", tm.tm_mon + 1, tm.tm_mday,
+  std::fprintf(stderr, "%c%02d%02d %02d:%02d:%02d.%06ld %d ProcessGroupHCCL.cpp] %s%s\n", level, tm.tm_mon + 1,
+               tm.tm_mday,
                tm.tm_hour, tm.tm_min, tm.tm_sec, micros, static_cast<int>(getpid()),
                rank != nullptr ? ("[rank:" + std::string(rank) + "] ").c_str() : "", message.c_str());
   std::fflush(stderr);
 }
+
+void log_warning(const std::string& message) { log_line('W', message); }
+void log_error(const std::string& message) { log_line('E', message); }
 
 bool tears_down() {
   const vnpu::Environment& env = vnpu::environment();
@@ -61,24 +66,26 @@ void set_watchdog_limits_for_testing(int64_t dispatch_ms, int64_t exec_ms) {
   g_exec_ms_for_testing.store(std::max<int64_t>(0, exec_ms));
 }
 
-Watchdog::Watchdog(int rank, bool world)
+Watchdog::Watchdog(int rank, bool world, c10::intrusive_ptr<c10d::Store> signal_store)
     : rank_(rank),
       dispatch_timeout_(dispatch_timeout()),
       exec_timeout_(exec_dump_timeout()),
       heartbeat_timeout_(vnpu::environment().hccl_enable_monitoring
                              ? std::optional<std::chrono::seconds>(vnpu::environment().hccl_heartbeat_timeout_s)
-                             : std::nullopt) {
+                             : std::nullopt),
+      signal_store_(std::move(signal_store)) {
   if (vnpu::environment().hccl_async_error_handling_old_name) {
     TORCH_WARN_ONCE("Environment variable HCCL_ASYNC_ERROR_HANDLING is deprecated; use "
                     "TORCH_HCCL_ASYNC_ERROR_HANDLING instead");
   }
   if (world && heartbeat_timeout_) {
     dump_pipe_ = std::make_unique<DumpPipe>(rank);
-    if (dump_pipe_->active()) {
+    if (!dump_pipe_->active()) dump_pipe_.reset();
+    const auto& env = vnpu::environment();
+    watches_signal_ = signal_store_ && env.hccl_dump_on_timeout && env.hccl_trace_buffer_size > 0;
+    if (dump_pipe_ || watches_signal_) {
       std::lock_guard<std::mutex> lock(mutex_);
       poller_ = std::thread([this] { poll_loop(); });
-    } else {
-      dump_pipe_.reset();
     }
   }
 }
@@ -153,6 +160,11 @@ void Watchdog::poll_once() {
   if (dump && vnpu::environment().hccl_dump_on_timeout) dump_debug_info(rank_, std::chrono::seconds(3));
   // Asked through the pipe: best effort, in the background; the job goes on.
   if (dump_pipe_ && dump_pipe_->should_dump()) dump_debug_info(rank_, std::chrono::milliseconds(0));
+  if (watches_signal_ && !dumped_.load() &&
+      now - last_signal_check_ >= std::chrono::milliseconds(vnpu::environment().hccl_coord_check_ms)) {
+    last_signal_check_ = now;
+    check_dump_signal();
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   in_flight_.erase(std::remove_if(in_flight_.begin(), in_flight_.end(),
                                   [](const std::shared_ptr<InFlight>& f) {
@@ -169,8 +181,43 @@ void Watchdog::check_not_aborted() const {
               abort_reason_);
 }
 
-void Watchdog::failed(const std::string& message, bool timed_out) {
-  if (timed_out && vnpu::environment().hccl_dump_on_timeout) dump_debug_info(rank_, std::chrono::seconds(10));
+namespace {
+constexpr const char* kDumpSignalKey = "exception_dump";  // torch_npu's EXCEPTION_DUMP
+}  // namespace
+
+void Watchdog::check_dump_signal() {
+  try {
+    if (!signal_store_->check({kDumpSignalKey})) return;
+    const std::vector<uint8_t> value = signal_store_->get(kDumpSignalKey);
+    int from = -1;
+    if (value.size() == sizeof(from)) std::memcpy(&from, value.data(), sizeof(from));
+    log_error("[Rank " + std::to_string(rank_) + "] Received a global dump signal from rank " +
+              std::to_string(from) + ", and will start to dump the debug info.");
+  } catch (const std::exception& e) {
+    log_error("[Rank " + std::to_string(rank_) + "] Failed to get the exception dump flag from the global store. " +
+              e.what());
+    return;
+  }
+  if (!dumped_.exchange(true)) dump_debug_info(rank_, std::chrono::milliseconds(0));
+}
+
+void Watchdog::failed(const std::string& message) {
+  // As torch_npu's dumpOnException: any failed collective (timed out, a peer
+  // gone, a mismatch) dumps the trace first, and tells the other ranks to.
+  if (vnpu::environment().hccl_dump_on_timeout) {
+    if (signal_store_) {
+      try {
+        const int rank = rank_;
+        const auto* bytes = reinterpret_cast<const uint8_t*>(&rank);
+        signal_store_->set(kDumpSignalKey, std::vector<uint8_t>(bytes, bytes + sizeof(rank)));
+      } catch (const std::exception& e) {
+        log_error("[Rank " + std::to_string(rank_) + "] Failed to set the exception dump signal in the store. " +
+                  e.what());
+      }
+    }
+    dumped_.store(true);
+    dump_debug_info(rank_, std::chrono::seconds(10));
+  }
   if (tears_down()) take_process_down(message);
   if (vnpu::environment().hccl_async_error_handling == 2) {
     std::lock_guard<std::mutex> lock(mutex_);

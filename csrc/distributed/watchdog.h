@@ -20,7 +20,11 @@
 // TORCH_HCCL_ENABLE_MONITORING=1 adds the heartbeat monitor to the poller:
 // it ends the process when one collective has been running for longer than
 // TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC, whatever its own deadline; and the
-// world group's poller reads the dump pipe (dump_pipe.h) from the start.
+// world group's poller reads the dump pipe (dump_pipe.h) from the start and,
+// with TORCH_HCCL_DUMP_ON_TIMEOUT=1, looks every TORCH_HCCL_COORD_CHECK_MILSEC
+// for the store key "exception_dump" that a rank whose collective failed
+// sets (with its rank, as torch_npu does): every rank then dumps its trace,
+// once, and goes on.
 //
 // The poller (a thread started with the group's first collective) watches
 // the collectives issued and not finished, as real torch_npu's watchdog
@@ -32,13 +36,14 @@
 //   - one unfinished after max(60, HCCL_EXEC_TIMEOUT - 60) s (default
 //     HCCL_EXEC_TIMEOUT 1836) makes, with TORCH_HCCL_DUMP_ON_TIMEOUT=1, the
 //     flight recorder's dump (flight_recorder.h), once per collective. A
-//     collective that fails at its deadline dumps too, before the handling
-//     mode may end the process.
+//     collective that fails (at its deadline, or for any other cause) dumps
+//     too, before the handling mode may end the process.
 //
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
 #include <c10/util/Exception.h>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <atomic>
@@ -100,8 +105,10 @@ void set_watchdog_limits_for_testing(int64_t dispatch_ms, int64_t exec_ms);
 
 class Watchdog {
  public:
-  // `world`: the world group's (it alone keeps the dump pipe, dump_pipe.h).
-  Watchdog(int rank, bool world);
+  // `world`: the world group's (it alone keeps the dump pipe, dump_pipe.h,
+  // and looks for the dump signal). `signal_store`: the job's store (below
+  // its prefixes), where a failed collective signals the other ranks to dump.
+  Watchdog(int rank, bool world, c10::intrusive_ptr<c10d::Store> signal_store);
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
@@ -110,10 +117,10 @@ class Watchdog {
   void check_not_aborted() const;
   bool aborted() const { return aborted_.load(); }
 
-  // A failed collective, `message` in its final words: applies the
-  // handling mode (may end the process); returns when the error should
-  // propagate as usual. `timed_out`: dump first (TORCH_HCCL_DUMP_ON_TIMEOUT).
-  void failed(const std::string& message, bool timed_out = false);
+  // A failed collective, `message` in its final words: dumps the flight
+  // recorder (TORCH_HCCL_DUMP_ON_TIMEOUT=1), then applies the handling mode
+  // (may end the process); returns when the error should propagate as usual.
+  void failed(const std::string& message);
 
   // A collective was issued: the poller watches it until it ends.
   std::shared_ptr<InFlight> issued(const CollectiveInfo& info, std::optional<uint64_t> trace_id);
@@ -122,6 +129,8 @@ class Watchdog {
   void poll_loop();
   void poll_once();
   [[noreturn]] void take_process_down(const std::string& message) const;
+  // Dumps once when another rank set the store's dump signal.
+  void check_dump_signal();
 
   const int rank_;
   std::atomic<bool> aborted_{false};
@@ -133,6 +142,10 @@ class Watchdog {
   const std::chrono::milliseconds exec_timeout_;
   const std::optional<std::chrono::seconds> heartbeat_timeout_;  // with TORCH_HCCL_ENABLE_MONITORING=1
   std::unique_ptr<DumpPipe> dump_pipe_;                // with monitoring, the world group's; the poller's own
+  const c10::intrusive_ptr<c10d::Store> signal_store_;  // null: no dump signal
+  bool watches_signal_ = false;                         // the world group's, with monitoring and dumps on
+  std::chrono::steady_clock::time_point last_signal_check_;  // the poller's own
+  std::atomic<bool> dumped_{false};                     // this rank dumped for a failure or a signal
   std::vector<std::shared_ptr<InFlight>> in_flight_;  // guarded by mutex_
   std::thread poller_;                                // started by the first issued()
 };
@@ -157,7 +170,7 @@ auto watched(Body&& body, std::shared_ptr<InFlight> flight, std::shared_ptr<Watc
         what = timeout_message(
             info, std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start),
             what.substr(0, what.find('\n')));
-        watchdog->failed(what, /*timed_out=*/true);
+        watchdog->failed(what);
         TORCH_CHECK(false, what);
       }
       watchdog->failed("[Rank " + std::to_string(info.rank) + "] " + what.substr(0, what.find('\n')));

@@ -144,6 +144,9 @@ const std::vector<EnvironmentVariable>& environment_variables() {
       {"TORCH_HCCL_ENABLE_MONITORING", "0",
        "1: a monitor thread ends the process when a collective is stuck past `TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC`"},
       {"TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC", "600", "seconds the monitor allows one collective (with monitoring on)"},
+      {"TORCH_HCCL_COORD_CHECK_MILSEC", "1000",
+       "with monitoring on, how often (ms) a rank looks in the store for another rank's signal to dump its flight "
+       "recorder (a rank whose collective failed signals the others when `TORCH_HCCL_DUMP_ON_TIMEOUT=1`)"},
       {"TORCH_HCCL_TRACE_BUFFER_SIZE", "0",
        "collectives the flight recorder keeps (all process groups together); 0: off. "
        "`torch_npu._C._distributed_c10d._dump_hccl_trace()` returns them in torch's flight-recorder pickle"},
@@ -156,6 +159,11 @@ const std::vector<EnvironmentVariable>& environment_variables() {
        "path prefix of a named pipe per rank (`<prefix><rank>.pipe`, made by the world group with "
        "`TORCH_HCCL_ENABLE_MONITORING=1` and a trace buffer); writing to it dumps that rank's trace and stacks "
        "as above, and the job goes on"},
+      {"NSLB_CP", "unset",
+       "directory where each rank appends its first `NSLB_MAX_RECORD_NUM` collectives' data volumes to "
+       "`<MASTER_ADDR>_<comm name>_<RANK>.log` and then writes `end_<MASTER_ADDR>_<pid>.log`, as torch_npu does "
+       "for the network's load balancer (NSLB)"},
+      {"NSLB_MAX_RECORD_NUM", "1000", "how many collectives `NSLB_CP` records per process"},
       {"HCCL_BUFFSIZE", "200",
        "MB of staging buffer per rank for the shared-memory transport (a positive integer; `hccl_config`'s "
        "`hccl_buffer_size` overrides it)"},
@@ -375,6 +383,13 @@ Environment parse_environment(const char* (*raw_lookup)(const char* name)) {
       env.errors.push_back("TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC must be a positive number of seconds, got " + quoted(v));
     }
   }
+  if (const char* v = lookup_nonempty(lookup, "TORCH_HCCL_COORD_CHECK_MILSEC")) {
+    if (!parse_unsigned(v, &env.hccl_coord_check_ms) || env.hccl_coord_check_ms == 0) {
+      env.errors.push_back("TORCH_HCCL_COORD_CHECK_MILSEC must be a positive number of milliseconds, got " +
+                           quoted(v));
+      env.hccl_coord_check_ms = 1000;
+    }
+  }
   if (const char* v = lookup_nonempty(lookup, "TORCH_HCCL_TRACE_BUFFER_SIZE")) {
     std::uint64_t entries = 0;
     if (parse_unsigned(v, &entries) && entries <= (1u << 24)) {
@@ -387,6 +402,12 @@ Environment parse_environment(const char* (*raw_lookup)(const char* name)) {
   env.hccl_dump_on_timeout = is_one(lookup("TORCH_HCCL_DUMP_ON_TIMEOUT"));
   if (const char* v = lookup_nonempty(lookup, "TORCH_HCCL_DEBUG_INFO_TEMP_FILE")) env.hccl_debug_info_temp_file = v;
   if (const char* v = lookup_nonempty(lookup, "TORCH_HCCL_DEBUG_INFO_PIPE_FILE")) env.hccl_debug_info_pipe_file = v;
+  if (const char* v = lookup_nonempty(lookup, "NSLB_CP")) env.nslb_cp = v;
+  if (const char* v = lookup_nonempty(lookup, "NSLB_MAX_RECORD_NUM")) {
+    if (!parse_unsigned(v, &env.nslb_max_record_num)) {
+      env.errors.push_back("NSLB_MAX_RECORD_NUM must be a number of collectives, got " + quoted(v));
+    }
+  }
   if (const char* v = lookup_nonempty(lookup, "HCCL_BUFFSIZE")) {
     std::uint64_t mb = 0;
     if (parse_unsigned(v, &mb) && mb > 0 && mb <= (1u << 20)) {

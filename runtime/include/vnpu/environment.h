@@ -60,6 +60,9 @@ struct Environment {
   // collective stays stuck TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC (600) past its start.
   bool hccl_enable_monitoring = false;
   std::uint64_t hccl_heartbeat_timeout_s = 600;
+  // TORCH_HCCL_COORD_CHECK_MILSEC (1000): how often, with monitoring, a rank
+  // looks in the store for another rank's signal to dump its trace.
+  std::uint64_t hccl_coord_check_ms = 1000;
   // The flight recorder (csrc/distributed/flight_recorder.h):
   // TORCH_HCCL_TRACE_BUFFER_SIZE collectives kept (0: off);
   // TORCH_HCCL_DUMP_ON_TIMEOUT=1 writes them and the Python stacks to
@@ -70,6 +73,11 @@ struct Environment {
   // TORCH_HCCL_DEBUG_INFO_PIPE_FILE: with monitoring and a trace buffer, each
   // rank's <prefix><rank>.pipe; a write to it dumps as above (empty: none).
   std::string hccl_debug_info_pipe_file;
+  // NSLB_CP: a directory where each rank records its first
+  // NSLB_MAX_RECORD_NUM (1000) collectives' data volumes, for the network's
+  // load balancer (csrc/distributed/nslb_record.h); empty: off.
+  std::string nslb_cp;
+  std::uint64_t nslb_max_record_num = 1000;
   // HCCL_BUFFSIZE (MB, default 200): each rank's staging buffer for the
   // shared-memory transport (hccl_config's hccl_buffer_size overrides).
   std::uint64_t hccl_buffsize_mb = 200;
