@@ -64,6 +64,13 @@ def test_options():
     assert opts.hccl_config == {"hccl_buffer_size": 200, "group_name": "tp"}  # a rejected value changed nothing
 
 
+def _failing_python(code):
+    """Runs `code` in a fresh interpreter that must fail; returns its stderr."""
+    run = subprocess.run([sys.executable, "-c", code], env=clean_env(), capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0, run.stdout
+    return run.stderr
+
+
 def _group_with(config):
     options = torch_npu._C._distributed_c10d.ProcessGroupHCCL.Options()
     options.hccl_config = config
@@ -126,9 +133,8 @@ def test_hccl_exec_timeout_bounds_the_groups_collectives():
             "pg = torch_npu._C._distributed_c10d.ProcessGroupHCCL(dist.HashStore(), 0, 1, o)\n"
             "pg.recv([torch.zeros(2, device='npu')], 0, 3).wait()\n"
             "torch.npu.synchronize()\n")
-    run = subprocess.run([sys.executable, "-c", code], env=clean_env(), capture_output=True, text=True, timeout=120)
-    assert run.returncode != 0, run.stdout
-    assert "OpType=RECV, NumelIn=0, NumelOut=2, Timeout(ms)=2000) ran for" in run.stderr, run.stderr[-2000:]
+    stderr = _failing_python(code)
+    assert "OpType=RECV, NumelIn=0, NumelOut=2, Timeout(ms)=2000) ran for" in stderr, stderr[-2000:]
 
 
 def test_single_process_group_and_errors():
@@ -189,9 +195,8 @@ def test_a_rank_sends_to_itself():
             "pg.send([torch.ones(3, device='npu')], 0, 8)\n"
             "small.wait()\n"
             "torch.npu.synchronize()\n")
-    run = subprocess.run([sys.executable, "-c", code], env=clean_env(), capture_output=True, text=True, timeout=120)
-    assert run.returncode != 0, run.stdout
-    assert "a send of 12 bytes from this rank to itself met a recv of 8 bytes (tag 8)" in run.stderr, run.stderr[-2000:]
+    stderr = _failing_python(code)
+    assert "a send of 12 bytes from this rank to itself met a recv of 8 bytes (tag 8)" in stderr, stderr[-2000:]
 
 
 def test_a_group_keeps_the_options_it_was_made_with():
