@@ -22,6 +22,26 @@ def test_torch_npu_run_launches_with_parallel_rendezvous():
         assert f"RANK {rank} OK" in proc.stdout, proc.stdout[-3000:]
 
 
+def test_torch_npu_run_main_hands_torchrun_the_parallel_rendezvous():
+    # _main as real torch_npu's: torch_run.run gets the "parallel" backend and
+    # the master's endpoint, or the endpoint given (a caller's own Namespace too).
+    import argparse
+    from unittest.mock import patch
+
+    from torch_npu.distributed import run
+    with patch("torch_npu.distributed.run.torch_run.run") as launched, \
+            patch("torch_npu.distributed.rendezvous._rendezvous_init"):
+        run._main(["--master_port=12345", "s.py"])
+        args = launched.call_args[0][0]
+        assert (args.rdzv_backend, args.rdzv_endpoint) == ("parallel", "127.0.0.1:12345")
+        given = argparse.Namespace(nproc_per_node=1, master_addr="localhost", master_port=1, rdzv_backend=None,
+                                   rdzv_endpoint="elsewhere:54321")
+        with patch("torch_npu.distributed.run.parse_args", return_value=given):
+            run._main(None)
+        args = launched.call_args[0][0]
+        assert (args.rdzv_backend, args.rdzv_endpoint) == ("parallel", "elsewhere:54321")
+
+
 def test_unsupported_entry_points_raise_with_a_reason():
     code = (
         "import torch_npu\n"

@@ -9,7 +9,7 @@ torchrun, with the "parallel" rendezvous (torch_npu.distributed.rendezvous;
 
 import os
 
-from torch.distributed import run as _torch_run
+from torch.distributed import run as torch_run  # the name real torch_npu uses (tests patch torch_run.run)
 from torch.distributed.argparse_util import env
 from torch.distributed.elastic.multiprocessing.errors import record
 
@@ -20,7 +20,7 @@ __all__ = ["parse_args"]
 
 
 def parse_args(args):
-    parser = _torch_run.get_args_parser()
+    parser = torch_run.get_args_parser()
     parser.add_argument(
         "--enable_tiered_parallel_tcpstore", "--enable-tiered-parallel-tcpstore",
         action=env, type=str, default="false",
@@ -36,10 +36,12 @@ def _main(args=None):
     args.rdzv_backend = "parallel"
     if not args.rdzv_endpoint:
         args.rdzv_endpoint = f"{args.master_addr}:{args.master_port}"
-    conf = f"rank={args.node_rank}"
-    args.rdzv_conf = f"{args.rdzv_conf},{conf}" if args.rdzv_conf else conf
-    os.environ.setdefault("ENABLE_TIERED_PARALLEL_TCPSTORE", str(args.enable_tiered_parallel_tcpstore))
-    _torch_run.run(args)
+    # getattr: callers may hand in a Namespace of their own with fewer fields (real torch_npu's _main reads none).
+    conf = f"rank={getattr(args, 'node_rank', 0)}"
+    args.rdzv_conf = f"{args.rdzv_conf},{conf}" if getattr(args, "rdzv_conf", "") else conf
+    os.environ.setdefault("ENABLE_TIERED_PARALLEL_TCPSTORE", str(getattr(args, "enable_tiered_parallel_tcpstore",
+                                                                         "false")))
+    torch_run.run(args)
 
 
 if __name__ == "__main__":
