@@ -295,3 +295,19 @@ def test_nslb_records_the_first_collectives_data_volumes(tmp_path):
     for rank in range(2):
         lines = (nslb / f"127.0.0.1_hccl_comm_0_{rank}_{rank}.log").read_text().splitlines()
         assert lines == ["HCCL_ALGO=level0:NA;level1:ring"] + [f"allreduce 40 {rank}"] * 3, lines
+
+
+def test_status_files_record_each_ranks_last_collective(tmp_path):
+    # As torch_npu's TORCH_HCCL_STATUS_SAVE_ENABLE: one JSON file per rank in a
+    # directory made on the way, written whole, the world group's last collective ended.
+    import json
+    target = tmp_path / "a" / "b"
+    torchrun("nslb.py", 2, TORCH_HCCL_STATUS_SAVE_ENABLE="1", TORCH_HCCL_STATUS_SAVE_PATH=str(target))
+    for rank in range(2):
+        files = sorted(target.glob(f"torch_hccl_status-{rank}_127.0.0.1_{rank}_2_*.log"))
+        assert files, sorted(p.name for p in target.iterdir())
+        data = json.loads(files[-1].read_text())
+        assert data["is_master"] == (rank == 0) and data["exception_message"] == ""
+        assert data["last_comm_op"] == [{"seq": 4, "op_type": "ALLREDUCE", "pg_id": "0",
+                                         "comm_ids": f"hccl_comm_0_{rank}", "status": "end"}], data
+    assert not list(target.glob("*.tmp"))

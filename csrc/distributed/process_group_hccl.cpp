@@ -11,6 +11,7 @@
 #include "csrc/core/npu_stream.h"
 #include "csrc/distributed/flight_recorder.h"
 #include "csrc/distributed/nslb_record.h"
+#include "csrc/distributed/status_save.h"
 #include "csrc/distributed/watchdog.h"
 #include "csrc/launch/launch.h"
 #include <vnpu/environment.h>
@@ -314,6 +315,17 @@ ProcessGroupHCCL::ProcessGroupHCCL(const c10::intrusive_ptr<c10d::Store>& store,
 
 bool ProcessGroupHCCL::aborted() const { return watchdog_->aborted(); }
 
+std::shared_ptr<const StatusKey> ProcessGroupHCCL::status_key(c10::DeviceIndex device) {
+  const std::string comm = hccl_comm_name(getRank());  // fixes the name, as a first collective does
+  // The world group names the file, with the device its collectives run on (torch_npu's deviceId_).
+  if (options_->global_ranks_in_group.empty()) StatusSave::instance().set_world(getRank(), getSize(), device);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!status_key_ || status_key_->comm_id != comm) {
+    status_key_ = std::make_shared<const StatusKey>(StatusKey{options_->group_id, comm});
+  }
+  return status_key_;
+}
+
 std::vector<uint32_t> ProcessGroupHCCL::global_ranks() const {
   std::vector<uint32_t> ranks(options_->global_ranks_in_group.begin(), options_->global_ranks_in_group.end());
   if (ranks.empty()) {
@@ -506,6 +518,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue(const char* name, c10d:
       info, FlightRecorder::instance().record(trace_pg_id_, trace_pg_name_, "", seq, 0, /*profiling_name=*/"",
                                               inputs.empty() ? outputs : inputs,  // in place: both
                                               outputs, options_->timeout.count(), /*is_p2p=*/false, std::move(stack)));
+  if (StatusSave::enabled()) flight->status = status_key(device);
   c10::Event done(c10::DeviceType::PrivateUse1);
   auto future = stream_ordered_future(device);
   const bool on_caller = runs_on_caller(all, current_stream(device), comm);
@@ -569,6 +582,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue_p2p(const char* name, c
     std::shared_ptr<InFlight> flight = watchdog_->issued(
         info, FlightRecorder::instance().record(trace_pg_id_, trace_pg_name_, "", 0, seq, /*profiling_name=*/"", inputs,
                                                 outputs, options_->timeout.count(), /*is_p2p=*/true, std::move(stack)));
+    if (StatusSave::enabled()) flight->status = status_key(device);
     launch_queued(device, name, KernelOutputs(outputs), launch_snapshot(all),
                   watched(std::forward<Finish>(finish), flight, watchdog_));
     done.record(wait);
@@ -736,6 +750,7 @@ std::shared_ptr<CommLease> ProcessGroupHCCL::lease(const char* op) {
   std::shared_ptr<InFlight> flight = watchdog_->issued(
       info, FlightRecorder::instance().record(trace_pg_id_, trace_pg_name_, "", seq, 0, op, {}, {},
                                               options_->timeout.count(), /*is_p2p=*/false, std::move(stack)));
+  if (StatusSave::enabled()) flight->status = status_key(device);
   c10::Event before(c10::DeviceType::PrivateUse1);
   before.record(comm);
   auto latch = std::make_shared<TurnLatch>();

@@ -39,6 +39,7 @@
 namespace torch_npu {
 
 class Watchdog;
+struct StatusKey;
 class WorkHCCL;
 
 class ProcessGroupHCCL : public c10d::Backend {
@@ -187,6 +188,8 @@ class ProcessGroupHCCL : public c10d::Backend {
   bool runs_on_caller(const std::vector<at::Tensor>& tensors, const c10::Stream& current,
                       const c10::Stream& comm);
   bool p2p_idle() const;
+  // The group's key in the status files (status_save.h), for a collective on `device`.
+  std::shared_ptr<const StatusKey> status_key(c10::DeviceIndex device);
   // Notes a work issued inside a group (group_start) and returns it.
   c10::intrusive_ptr<c10d::Work> grouped(c10::intrusive_ptr<WorkHCCL> work, c10::DeviceIndex device, bool is_p2p);
   void note_p2p_peer(int peer);  // for exchanged_with
@@ -208,6 +211,7 @@ class ProcessGroupHCCL : public c10d::Backend {
     c10::DeviceIndex device;
     bool is_p2p;
   };
+  std::shared_ptr<const StatusKey> status_key_;  // guarded by mutex_
   int group_depth_ = 0;                   // open _group_start()s; guarded by mutex_
   std::vector<GroupedWork> group_works_;  // issued in the open group; guarded by mutex_
   mutable std::mutex mutex_;    // the stream maps, comm_name_, the open group

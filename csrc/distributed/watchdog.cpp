@@ -73,6 +73,7 @@ Watchdog::Watchdog(int rank, bool world, c10::intrusive_ptr<c10d::Store> signal_
       heartbeat_timeout_(vnpu::environment().hccl_enable_monitoring
                              ? std::optional<std::chrono::seconds>(vnpu::environment().hccl_heartbeat_timeout_s)
                              : std::nullopt),
+      world_(world),
       signal_store_(std::move(signal_store)) {
   if (vnpu::environment().hccl_async_error_handling_old_name) {
     TORCH_WARN_ONCE("Environment variable HCCL_ASYNC_ERROR_HANDLING is deprecated; use "
@@ -91,6 +92,7 @@ Watchdog::Watchdog(int rank, bool world, c10::intrusive_ptr<c10d::Store> signal_
 }
 
 Watchdog::~Watchdog() {
+  if (world_ && StatusSave::enabled()) StatusSave::instance().write(/*end=*/true);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
@@ -160,6 +162,7 @@ void Watchdog::poll_once() {
   if (dump && vnpu::environment().hccl_dump_on_timeout) dump_debug_info(rank_, std::chrono::seconds(3));
   // Asked through the pipe: best effort, in the background; the job goes on.
   if (dump_pipe_ && dump_pipe_->should_dump()) dump_debug_info(rank_, std::chrono::milliseconds(0));
+  if (world_ && StatusSave::enabled() && StatusSave::instance().due()) StatusSave::instance().write(/*end=*/false);
   if (watches_signal_ && !dumped_.load() &&
       now - last_signal_check_ >= std::chrono::milliseconds(vnpu::environment().hccl_coord_check_ms)) {
     last_signal_check_ = now;
@@ -202,6 +205,7 @@ void Watchdog::check_dump_signal() {
 }
 
 void Watchdog::failed(const std::string& message) {
+  if (StatusSave::enabled()) StatusSave::instance().write(/*end=*/false, message);
   // As torch_npu's dumpOnException: any failed collective (timed out, a peer
   // gone, a mismatch) dumps the trace first, and tells the other ranks to.
   if (vnpu::environment().hccl_dump_on_timeout) {

@@ -60,6 +60,7 @@
 
 #include "csrc/distributed/dump_pipe.h"
 #include "csrc/distributed/flight_recorder.h"
+#include "csrc/distributed/status_save.h"
 
 namespace torch_npu {
 
@@ -73,10 +74,16 @@ struct CollectiveInfo {
   int64_t timeout_ms;
 };
 
+// Where a collective's starts and ends go in the status files (status_save.h).
+struct StatusKey {
+  std::string pg_id, comm_id;
+};
+
 // One issued collective, shared by its task and the poller.
 struct InFlight {
   CollectiveInfo info;
   std::optional<uint64_t> trace_id;  // its flight-recorder entry
+  std::shared_ptr<const StatusKey> status;  // with TORCH_HCCL_STATUS_SAVE_ENABLE=1
   std::chrono::steady_clock::time_point issued;
   std::atomic<int> state{0};  // 0 queued, 1 running, 2 finished
   std::chrono::steady_clock::time_point began;  // written before state becomes 1
@@ -87,11 +94,13 @@ struct InFlight {
     began = std::chrono::steady_clock::now();
     state.store(1, std::memory_order_release);
     FlightRecorder::instance().started(trace_id);
+    if (status) StatusSave::instance().update(status->pg_id, status->comm_id, info.seq, info.type, "start");
   }
   // A failed collective stays "started" in the recorder, as a timed-out one
   // does in torch's.
   void end(bool succeeded) {
     if (succeeded) FlightRecorder::instance().completed(trace_id);
+    if (succeeded && status) StatusSave::instance().update(status->pg_id, status->comm_id, info.seq, info.type, "end");
     state.store(2, std::memory_order_release);
   }
 };
@@ -142,6 +151,7 @@ class Watchdog {
   const std::chrono::milliseconds exec_timeout_;
   const std::optional<std::chrono::seconds> heartbeat_timeout_;  // with TORCH_HCCL_ENABLE_MONITORING=1
   std::unique_ptr<DumpPipe> dump_pipe_;                // with monitoring, the world group's; the poller's own
+  const bool world_;                                     // the world group's (status files, dump pipe and signal)
   const c10::intrusive_ptr<c10d::Store> signal_store_;  // null: no dump signal
   bool watches_signal_ = false;                         // the world group's, with monitoring and dumps on
   std::chrono::steady_clock::time_point last_signal_check_;  // the poller's own

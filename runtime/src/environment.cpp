@@ -159,6 +159,13 @@ const std::vector<EnvironmentVariable>& environment_variables() {
        "path prefix of a named pipe per rank (`<prefix><rank>.pipe`, made by the world group with "
        "`TORCH_HCCL_ENABLE_MONITORING=1` and a trace buffer); writing to it dumps that rank's trace and stacks "
        "as above, and the job goes on"},
+      {"TORCH_HCCL_STATUS_SAVE_ENABLE", "0",
+       "1: each rank writes its process groups' last collectives (seq, op type, group, comm name, start/end) as "
+       "JSON to `TORCH_HCCL_STATUS_SAVE_PATH/torch_hccl_status-<rank>_<MASTER_ADDR>_<device>_<world size>_<pid>_"
+       "<ms>.log`, every `TORCH_HCCL_STATUS_SAVE_INTERVAL` s, when the world group ends and when a collective "
+       "fails, as torch_npu does"},
+      {"TORCH_HCCL_STATUS_SAVE_PATH", "/tmp", "directory of the status files above (made if missing)"},
+      {"TORCH_HCCL_STATUS_SAVE_INTERVAL", "2", "seconds between status writes (a positive integer)"},
       {"NSLB_CP", "unset",
        "directory where each rank appends its first `NSLB_MAX_RECORD_NUM` collectives' data volumes to "
        "`<MASTER_ADDR>_<comm name>_<RANK>.log` and then writes `end_<MASTER_ADDR>_<pid>.log`, as torch_npu does "
@@ -402,6 +409,14 @@ Environment parse_environment(const char* (*raw_lookup)(const char* name)) {
   env.hccl_dump_on_timeout = is_one(lookup("TORCH_HCCL_DUMP_ON_TIMEOUT"));
   if (const char* v = lookup_nonempty(lookup, "TORCH_HCCL_DEBUG_INFO_TEMP_FILE")) env.hccl_debug_info_temp_file = v;
   if (const char* v = lookup_nonempty(lookup, "TORCH_HCCL_DEBUG_INFO_PIPE_FILE")) env.hccl_debug_info_pipe_file = v;
+  env.hccl_status_save_enable = is_one(lookup("TORCH_HCCL_STATUS_SAVE_ENABLE"));
+  if (const char* v = lookup_nonempty(lookup, "TORCH_HCCL_STATUS_SAVE_PATH")) env.hccl_status_save_path = v;
+  if (const char* v = lookup_nonempty(lookup, "TORCH_HCCL_STATUS_SAVE_INTERVAL")) {
+    if (!parse_unsigned(v, &env.hccl_status_save_interval_s) || env.hccl_status_save_interval_s == 0) {
+      env.errors.push_back("TORCH_HCCL_STATUS_SAVE_INTERVAL must be a positive number of seconds, got " + quoted(v));
+      env.hccl_status_save_interval_s = 2;
+    }
+  }
   if (const char* v = lookup_nonempty(lookup, "NSLB_CP")) env.nslb_cp = v;
   if (const char* v = lookup_nonempty(lookup, "NSLB_MAX_RECORD_NUM")) {
     if (!parse_unsigned(v, &env.nslb_max_record_num)) {

@@ -73,6 +73,13 @@ struct Environment {
   // TORCH_HCCL_DEBUG_INFO_PIPE_FILE: with monitoring and a trace buffer, each
   // rank's <prefix><rank>.pipe; a write to it dumps as above (empty: none).
   std::string hccl_debug_info_pipe_file;
+  // TORCH_HCCL_STATUS_SAVE_ENABLE=1: each rank writes its groups' last
+  // collectives to TORCH_HCCL_STATUS_SAVE_PATH (/tmp) every
+  // TORCH_HCCL_STATUS_SAVE_INTERVAL (2) s, at the end and on a failure
+  // (csrc/distributed/status_save.h).
+  bool hccl_status_save_enable = false;
+  std::string hccl_status_save_path = "/tmp";
+  std::uint64_t hccl_status_save_interval_s = 2;
   // NSLB_CP: a directory where each rank records its first
   // NSLB_MAX_RECORD_NUM (1000) collectives' data volumes, for the network's
   // load balancer (csrc/distributed/nslb_record.h); empty: off.
