@@ -293,3 +293,13 @@ def test_sync_launch_streams_run_work_as_it_is_launched():
     assert again.is_sync_launch and again == s
     with pytest.raises(RuntimeError, match="Invalid device ID 99"):
         torch.npu.SyncLaunchStream(device=99)
+
+
+def test_a_negative_or_float_device_gives_a_stream_on_the_current_device():
+    # As torch.cuda.Stream (its device context ignores them), and real torch_npu.
+    with torch.npu.device(1):
+        for device in (-258, -128, -7, -1, -200.8, -0.2, 3.5):
+            s = torch.npu.Stream(device)
+            assert s.device_index == 1 and torch.npu.current_device() == 1, device
+    with pytest.raises(RuntimeError, match="Invalid device string"):
+        torch.npu.Stream("npu:x")

@@ -51,7 +51,11 @@ class Stream(torch.Stream):
             return stream
         if not isinstance(priority, int):
             raise TypeError(f"priority must be an int, got {type(priority).__name__}")
-        index = _index(device)
+        # As torch.cuda.Stream, which enters its device as a context: a
+        # negative index is ignored and a float names no device, so both
+        # give the current device (real torch_npu's test_with_device).
+        negative = isinstance(device, int) and not isinstance(device, bool) and device < 0
+        index = -1 if negative or isinstance(device, float) else _index(device)
         if index < 0:
             index = _C._current_device()
         _C._check_device(index)  # before torch.device narrows it to 8 bits
