@@ -20,6 +20,8 @@
 
 #include <vnpu/environment.h>
 
+#include "csrc/distributed/ivalue_json.h"
+
 namespace torch_npu {
 namespace {
 
@@ -57,57 +59,9 @@ c10::List<c10::IValue> sizes_list(const std::vector<std::vector<int64_t>>& all) 
   return out;
 }
 
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
-// JSON of the IValues a trace is made of (None, bool, int, double, string,
-// lists, tuples, dicts with string keys): the JSON dump writes the same
-// dict the pickled one holds, so the two cannot drift apart.
-std::string json_of(const c10::IValue& v) {
-  if (v.isNone()) return "null";
-  if (v.isBool()) return v.toBool() ? "true" : "false";
-  if (v.isInt()) return std::to_string(v.toInt());
-  if (v.isDouble()) {
-    char buf[32];
-    std::snprintf(buf, sizeof(buf), "%.17g", v.toDouble());
-    return buf;
-  }
-  if (v.isString()) return "\"" + json_escape(v.toStringRef()) + "\"";
-  auto items = [](const auto& list) {
-    std::string out = "[";
-    bool first = true;
-    for (const c10::IValue item : list) {
-      out += (first ? "" : ", ") + json_of(item);
-      first = false;
-    }
-    return out + "]";
-  };
-  if (v.isList()) return items(v.toListRef());
-  if (v.isTuple()) return items(v.toTupleRef().elements());
-  if (v.isGenericDict()) {
-    std::string out = "{";
-    bool first = true;
-    for (const auto& item : v.toGenericDict()) {
-      out += (first ? "\"" : ", \"") + json_escape(item.key().toStringRef()) + "\": " + json_of(item.value());
-      first = false;
-    }
-    return out + "}";
-  }
-  TORCH_INTERNAL_ASSERT(false, "flight recorder: no JSON for an IValue of type ", v.tagKind());
+// A group's last started / completed collective, once `e` reached that state.
+void raise_to(int64_t& last, const FlightRecorder::Entry& e) {
+  last = std::max(last, static_cast<int64_t>(e.collective_seq));
 }
 
 const char* state_of(const FlightRecorder::Entry& e) {
@@ -195,10 +149,7 @@ void FlightRecorder::started(std::optional<uint64_t> id) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (Entry* e = find(*id)) {
     e->started_ns = wall_ns();
-    if (!e->is_p2p) {
-      int64_t& last = status_[e->pg_id].last_started;
-      last = std::max(last, static_cast<int64_t>(e->collective_seq));
-    }
+    if (!e->is_p2p) raise_to(status_[e->pg_id].last_started, *e);
   }
 }
 
@@ -208,10 +159,7 @@ void FlightRecorder::completed(std::optional<uint64_t> id) {
   if (Entry* e = find(*id)) {
     e->completed_ns = wall_ns();
     if (records_starts_ && !e->started_ns) e->started_ns = e->completed_ns;
-    if (!e->is_p2p) {
-      int64_t& last = status_[e->pg_id].last_completed;
-      last = std::max(last, static_cast<int64_t>(e->collective_seq));
-    }
+    if (!e->is_p2p) raise_to(status_[e->pg_id].last_completed, *e);
   }
 }
 

@@ -47,10 +47,12 @@ std::optional<uint32_t> read_uint32(const HcclConfigMap& config, const std::stri
   return static_cast<uint32_t>(*v);
 }
 
-// A string setting, cut to HCCL's field (`max_length` with the terminator).
-void read_string(HcclConfigMap& config, const std::string& key, size_t max_length, const char* limit_name) {
+// A string setting, cut to HCCL's field (`max_length` with the terminator);
+// nullptr when absent.
+const std::string* read_string(HcclConfigMap& config, const std::string& key, size_t max_length,
+                               const char* limit_name) {
   auto it = config.find(key);
-  if (it == config.end()) return;
+  if (it == config.end()) return nullptr;
   auto* s = std::get_if<std::string>(&it->second);
   if (s == nullptr) wrong_type(key, "string");
   if (s->size() >= max_length) {
@@ -58,6 +60,7 @@ void read_string(HcclConfigMap& config, const std::string& key, size_t max_lengt
                ") which will be truncated to ", limit_name, " - 1.");
     s->resize(max_length - 1);
   }
+  return s;
 }
 
 }  // namespace
@@ -95,8 +98,9 @@ HcclCommConfig read_hccl_config(HcclConfigMap& config) {
   read_string(config, "hccl_algo", kAlgoMaxLength, "HCCL_COMM_ALGO_MAX_LENGTH");
   read_string(config, "hccl_retry_enable", kRetryEnableMaxLength, "HCCL_COMM_RETRY_ENABLE_MAX_LENGTH");
   read_string(config, "hccl_retry_params", kRetryParamsMaxLength, "HCCL_COMM_RETRY_PARAMS_MAX_LENGTH");
-  read_string(config, "hccl_buffer_name", kBufferNameMaxLength, "BUFFER_NAME_MAX_LENGTH");
-  if (auto it = config.find("hccl_buffer_name"); it != config.end()) out.buffer_name = std::get<std::string>(it->second);
+  if (const std::string* name = read_string(config, "hccl_buffer_name", kBufferNameMaxLength, "BUFFER_NAME_MAX_LENGTH")) {
+    out.buffer_name = *name;
+  }
   return out;
 }
 

@@ -28,8 +28,7 @@ struct HcclCommConfig {
 
 // Checks `config` in torch_npu's words (c10::Error with the DIST suffix),
 // truncates its long strings in place (with a warning) and returns the
-// settings vNPU's communicator uses. Reading a map a second time gives the
-// same settings without warnings.
+// settings vNPU's communicator uses.
 HcclCommConfig read_hccl_config(HcclConfigMap& config);
 
 }  // namespace torch_npu

@@ -283,6 +283,25 @@ c10::intrusive_ptr<c10d::Store> job_store(const c10::intrusive_ptr<c10d::Store>&
   return store;
 }
 
+// torch.distributed's default timeout for a group of a non-NCCL backend.
+constexpr std::chrono::milliseconds kDefaultGroupTimeout{30 * 60 * 1000};
+
+// HCCL's execution timeout of the job (HCCL_EXEC_TIMEOUT), in s (0: none).
+uint64_t job_exec_timeout_s() { return vnpu::environment().hccl_exec_timeout_s.value_or(kDefaultHcclExecTimeoutS); }
+
+// torch_npu's watchdog timeout for a group made with `group_timeout`: a
+// group left at the default 30 minutes (with the default error handling)
+// gets the execution timeout plus 30 minutes, so HCCL reports a stuck
+// collective before the watchdog; never, with an execution timeout of 0.
+std::chrono::milliseconds watchdog_timeout(std::chrono::milliseconds group_timeout) {
+  if (group_timeout != kDefaultGroupTimeout || vnpu::environment().hccl_async_error_handling != 1) {
+    return group_timeout;
+  }
+  const uint64_t exec_s = job_exec_timeout_s();
+  if (exec_s == 0) return std::chrono::milliseconds::max();
+  return std::chrono::milliseconds(static_cast<int64_t>(exec_s + 1800) * 1000);
+}
+
 uint64_t next_trace_pg_id() {
   static std::atomic<uint64_t> next{0};
   return next++;
@@ -308,7 +327,8 @@ ProcessGroupHCCL::ProcessGroupHCCL(const c10::intrusive_ptr<c10d::Store>& store,
       trace_pg_name_("group_name_" + options_->group_id) {
   options_->timeout = watchdog_timeout(options_->timeout);
   FlightRecorder::instance().record_pg_ranks(trace_pg_name_, "", global_ranks());
-  const TransportConfig config{options_->host_id, shm_slot_bytes(comm_config_), options_->timeout};
+  const TransportConfig config{options_->host_id, shm_slot_bytes(comm_config_), options_->timeout,
+                               collective_timeout()};
   transport_ = connect_transport(*store, rank, size, config, make_sockets);
   register_leasable_group(this);
 }
@@ -335,39 +355,12 @@ std::vector<uint32_t> ProcessGroupHCCL::global_ranks() const {
   return ranks;
 }
 
-namespace {
-
-// HCCL's execution timeout when HCCL_EXEC_TIMEOUT is unset (s).
-constexpr uint64_t kDefaultExecTimeoutS = 1836;
-// torch.distributed's default timeout for a group of a non-NCCL backend.
-constexpr std::chrono::milliseconds kDefaultGroupTimeout{30 * 60 * 1000};
-
-// HCCL's execution timeout for a group's collectives, in s (0: none).
-uint64_t exec_timeout_s(const HcclCommConfig& config) {
-  if (config.exec_timeout_s.has_value()) return static_cast<uint64_t>(std::max<int32_t>(*config.exec_timeout_s, 0));
-  return vnpu::environment().hccl_exec_timeout_s.value_or(kDefaultExecTimeoutS);
-}
-
-}  // namespace
-
-std::chrono::milliseconds ProcessGroupHCCL::watchdog_timeout(std::chrono::milliseconds group_timeout) {
-  if (group_timeout != kDefaultGroupTimeout || vnpu::environment().hccl_async_error_handling != 1) {
-    return group_timeout;
-  }
-  const uint64_t exec_s = vnpu::environment().hccl_exec_timeout_s.value_or(kDefaultExecTimeoutS);
-  if (exec_s == 0) return std::chrono::milliseconds::max();
-  return std::chrono::milliseconds(static_cast<int64_t>(exec_s + 1800) * 1000);
-}
-
-std::chrono::milliseconds ProcessGroupHCCL::collective_timeout(std::chrono::milliseconds group_timeout,
-                                                               const HcclCommConfig& config) {
-  const uint64_t exec_s = exec_timeout_s(config);
-  if (exec_s > 0) return std::min(group_timeout, std::chrono::milliseconds(static_cast<int64_t>(exec_s) * 1000));
-  return group_timeout;
-}
-
 std::chrono::milliseconds ProcessGroupHCCL::collective_timeout() const {
-  return collective_timeout(options_->timeout, comm_config_);
+  // The group's own execution timeout (hccl_config) first.
+  const std::optional<int32_t>& own = comm_config_.exec_timeout_s;
+  const uint64_t exec_s = own ? static_cast<uint64_t>(std::max<int32_t>(*own, 0)) : job_exec_timeout_s();
+  if (exec_s == 0) return options_->timeout;
+  return std::min(options_->timeout, std::chrono::milliseconds(static_cast<int64_t>(exec_s) * 1000));
 }
 
 size_t ProcessGroupHCCL::shm_slot_bytes(const HcclCommConfig& config) {

@@ -66,18 +66,12 @@ class ProcessGroupHCCL : public c10d::Backend {
   ProcessGroupHCCL(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                    c10::intrusive_ptr<Options> options, const SocketGroupFactory& make_sockets);
 
-  // How long a collective may take: the group's timeout, or the HCCL
-  // execution timeout when one is set (hccl_config's hccl_exec_timeout, else
-  // HCCL_EXEC_TIMEOUT), positive and earlier.
-  static std::chrono::milliseconds collective_timeout(std::chrono::milliseconds group_timeout,
-                                                      const HcclCommConfig& config);
+  // How long a collective may take: the group's (watchdog) timeout, or HCCL's
+  // execution timeout (hccl_config's hccl_exec_timeout, else
+  // HCCL_EXEC_TIMEOUT, else 1836 s; 0: none) when earlier. A group left at
+  // torch's default 30 minutes gets torch_npu's watchdog timeout, the
+  // execution timeout plus 30 minutes (its options show it).
   std::chrono::milliseconds collective_timeout() const;
-  // torch_npu's watchdog timeout for a group made with `group_timeout`: a
-  // group left at the default 30 minutes (with the default error handling)
-  // gets HCCL's execution timeout (HCCL_EXEC_TIMEOUT, 1836 s) plus 30
-  // minutes, so HCCL reports a stuck collective before the watchdog; never,
-  // with an execution timeout of 0. The group's options show it.
-  static std::chrono::milliseconds watchdog_timeout(std::chrono::milliseconds group_timeout);
   // The group's ranks in the world (Options.global_ranks_in_group; the world
   // group's are 0 .. size-1).
   std::vector<uint32_t> global_ranks() const;

@@ -1,5 +1,7 @@
 #include "csrc/distributed/status_save.h"
 
+#include <ATen/core/Dict.h>
+#include <ATen/core/List.h>
 #include <c10/util/Exception.h>
 
 #include <unistd.h>
@@ -11,6 +13,8 @@
 
 #include <vnpu/environment.h>
 
+#include "csrc/distributed/ivalue_json.h"
+
 namespace torch_npu {
 namespace {
 
@@ -19,20 +23,6 @@ int64_t wall_ms() {
       .count();
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-      out += buf;
-      continue;
-    }
-    out += c;
-  }
-  return out + "\"";
-}
 
 }  // namespace
 
@@ -72,15 +62,22 @@ void StatusSave::write(bool end, const std::string& exception) {
   if (!exception.empty()) exception_ = exception;
   if (entries_.empty()) return;
   if (first_write_ms_ == 0) first_write_ms_ = wall_ms();
-  std::string ops;
+  c10::List<c10::IValue> ops(c10::AnyType::get());
   for (const auto& [pg_id, e] : entries_) {
-    ops += (ops.empty() ? "" : ", ") + std::string("{\"seq\": ") + std::to_string(e.seq) + ", \"op_type\": " +
-           json_string(e.op_type) + ", \"pg_id\": " + json_string(pg_id) + ", \"comm_ids\": " + json_string(e.comm_id) +
-           ", \"status\": " + json_string(e.status) + "}";
+    c10::impl::GenericDict op(c10::StringType::get(), c10::AnyType::get());
+    op.insert("seq", static_cast<int64_t>(e.seq));
+    op.insert("op_type", e.op_type);
+    op.insert("pg_id", pg_id);
+    op.insert("comm_ids", e.comm_id);
+    op.insert("status", e.status);
+    ops.push_back(op);
   }
-  const std::string json = "{\"last_comm_op\": [" + ops + "], \"is_master\": " + (global_rank_ == 0 ? "true" : "false") +
-                           ", \"exception_message\": " + json_string(exception_) +
-                           ", \"global_pg_end_time\": " + std::to_string(end ? wall_ms() : first_write_ms_) + "}";
+  c10::impl::GenericDict status(c10::StringType::get(), c10::AnyType::get());
+  status.insert("last_comm_op", ops);
+  status.insert("is_master", global_rank_ == 0);
+  status.insert("exception_message", exception_);
+  status.insert("global_pg_end_time", end ? wall_ms() : first_write_ms_);
+  const std::string json = json_of(status);
   const char* master = std::getenv("MASTER_ADDR");  // torchrun's
   const std::string dir = vnpu::environment().hccl_status_save_path;
   const std::string path = dir + "/torch_hccl_status-" + std::to_string(global_rank_) + "_" +

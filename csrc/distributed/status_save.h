@@ -26,6 +26,11 @@
 
 namespace torch_npu {
 
+// Where a collective's starts and ends go: its group and communicator.
+struct StatusKey {
+  std::string pg_id, comm_id;
+};
+
 class StatusSave {
  public:
   static StatusSave& instance();

@@ -44,7 +44,7 @@ std::shared_ptr<Transport> connect_transport(c10d::Store& store, int rank, int s
                                              const SocketGroupFactory& make_sockets) {
   using vnpu::hccl::ShmGroup;
   // The whole group's sockets come first: every transport has them.
-  c10::intrusive_ptr<c10d::Backend> sockets = make_sockets("hccl_transport/", rank, size);
+  c10::intrusive_ptr<c10d::Backend> sockets = make_sockets("hccl_transport/", rank, size, config.sockets_timeout);
   TORCH_CHECK(sockets, "ProcessGroupHCCL: no transport backend");
   auto sockets_only = [&] { return std::make_shared<SocketTransport>(sockets); };
   if (size < 2 || config.host_id.empty()) return sockets_only();
@@ -110,7 +110,7 @@ std::shared_ptr<Transport> connect_transport(c10d::Store& store, int rank, int s
   if (hosts.size() == 1) return std::make_shared<ShmTransport>(sockets, shm);
   // Hierarchical: the hosts' leaders all-reduce across hosts over sockets of their own.
   c10::intrusive_ptr<c10d::Backend> leaders;
-  if (local_rank == 0) leaders = make_sockets("hccl_leaders/", host, static_cast<int>(hosts.size()));
+  if (local_rank == 0) leaders = make_sockets("hccl_leaders/", host, static_cast<int>(hosts.size()), config.sockets_timeout);
   return std::make_shared<HierarchicalTransport>(sockets, shm, leaders);
 }
 

@@ -115,11 +115,11 @@ class Transport {
 
 // Makes a ProcessGroupGloo over a prefix of the group's store for `size`
 // ranks: the whole group's ("hccl_transport/"), and the hosts' leaders'
-// ("hccl_leaders/") when the group spans hosts. The bindings provide it (they
-// own Python; this library includes no gloo header). Only called while the
-// group connects.
-using SocketGroupFactory =
-    std::function<c10::intrusive_ptr<c10d::Backend>(const std::string& prefix, int rank, int size)>;
+// ("hccl_leaders/") when the group spans hosts, with the timeout of its
+// operations. The bindings provide it (they own Python; this library
+// includes no gloo header). Only called while the group connects.
+using SocketGroupFactory = std::function<c10::intrusive_ptr<c10d::Backend>(
+    const std::string& prefix, int rank, int size, std::chrono::milliseconds timeout)>;
 
 // Where the group's ranks run, as connect_transport reads it.
 struct TransportConfig {
@@ -127,6 +127,7 @@ struct TransportConfig {
   std::string host_id;
   size_t shm_slot_bytes = 0;      // each rank's shared-memory slot
   std::chrono::milliseconds timeout{0};  // to connect the shared memory
+  std::chrono::milliseconds sockets_timeout{0};  // of the sockets' operations (the collectives' timeout)
 };
 
 // Collective over the group (every rank calls it): every rank posts its host

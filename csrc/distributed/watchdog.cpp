@@ -18,6 +18,10 @@ namespace {
 std::atomic<int64_t> g_dispatch_ms_for_testing{0};
 std::atomic<int64_t> g_exec_ms_for_testing{0};
 
+// The job-store key a rank whose collective failed sets to its rank
+// (torch_npu's EXCEPTION_DUMP): the other ranks' world groups dump on it.
+constexpr const char* kDumpSignalKey = "exception_dump";
+
 // torch_npu's log line (npu_logging::Logger): level letter, date, time, pid,
 // source, rank, message; on stderr.
 void log_line(char level, const std::string& message) {
@@ -29,8 +33,7 @@ void log_line(char level, const std::string& message) {
   localtime_r(&seconds, &tm);
   const char* rank = std::getenv("RANK");
   std::fprintf(stderr, "%c%02d%02d %02d:%02d:%02d.%06ld %d ProcessGroupHCCL.cpp] %s%s\n", level, tm.tm_mon + 1,
-               tm.tm_mday,
-               tm.tm_hour, tm.tm_min, tm.tm_sec, micros, static_cast<int>(getpid()),
+               tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, micros, static_cast<int>(getpid()),
                rank != nullptr ? ("[rank:" + std::string(rank) + "] ").c_str() : "", message.c_str());
   std::fflush(stderr);
 }
@@ -57,7 +60,7 @@ std::chrono::milliseconds dispatch_timeout() {
 std::chrono::milliseconds exec_dump_timeout() {
   if (const int64_t ms = g_exec_ms_for_testing.load()) return std::chrono::milliseconds(ms);
   std::int64_t exec = static_cast<std::int64_t>(vnpu::environment().hccl_exec_timeout_s.value_or(0));
-  if (exec <= 0) exec = 1836;  // torch_npu's default
+  if (exec <= 0) exec = static_cast<std::int64_t>(kDefaultHcclExecTimeoutS);
   return std::chrono::seconds(std::max<std::int64_t>(60, exec - 60));
 }
 
@@ -183,10 +186,6 @@ void Watchdog::check_not_aborted() const {
               "(TORCH_HCCL_ASYNC_ERROR_HANDLING=2); create a new process group to go on. The failure: ",
               abort_reason_);
 }
-
-namespace {
-constexpr const char* kDumpSignalKey = "exception_dump";  // torch_npu's EXCEPTION_DUMP
-}  // namespace
 
 void Watchdog::check_dump_signal() {
   try {

@@ -74,11 +74,6 @@ struct CollectiveInfo {
   int64_t timeout_ms;
 };
 
-// Where a collective's starts and ends go in the status files (status_save.h).
-struct StatusKey {
-  std::string pg_id, comm_id;
-};
-
 // One issued collective, shared by its task and the poller.
 struct InFlight {
   CollectiveInfo info;
@@ -104,6 +99,9 @@ struct InFlight {
     state.store(2, std::memory_order_release);
   }
 };
+
+// HCCL's execution timeout when HCCL_EXEC_TIMEOUT is unset (s), torch_npu's default.
+constexpr uint64_t kDefaultHcclExecTimeoutS = 1836;
 
 // The poller's limits from HCCL_EXEC_TIMEOUT, as real torch_npu computes them.
 std::chrono::milliseconds dispatch_timeout();

@@ -40,12 +40,9 @@ c10::intrusive_ptr<ProcessGroupHCCL> make_group(const c10::intrusive_ptr<c10d::S
                                                 c10::intrusive_ptr<Options> options) {
   TORCH_CHECK(size > 0 && rank >= 0 && rank < size, "ProcessGroupHCCL: rank ", rank, " is not in a group of size ",
               size);
-  // hccl_config checked (and its long strings cut) before the sockets are made.
-  auto checked = c10::make_intrusive<Options>(*options);
-  checked->timeout = ProcessGroupHCCL::watchdog_timeout(checked->timeout);
-  const auto timeout = ProcessGroupHCCL::collective_timeout(checked->timeout, read_hccl_config(checked->hccl_config));
   return c10::make_intrusive<ProcessGroupHCCL>(
-      store, rank, size, checked, [&](const std::string& prefix, int sockets_rank, int sockets_size) {
+      store, rank, size, options,
+      [&](const std::string& prefix, int sockets_rank, int sockets_size, std::chrono::milliseconds timeout) {
         return make_sockets(store, prefix, sockets_rank, sockets_size, timeout);
       });
 }
