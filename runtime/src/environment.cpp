@@ -142,7 +142,9 @@ const std::vector<EnvironmentVariable>& environment_variables() {
       {"HCCL_ASYNC_ERROR_HANDLING", "unset",
        "old name of `TORCH_HCCL_ASYNC_ERROR_HANDLING`, read with a deprecation warning when the new one is unset"},
       {"TORCH_HCCL_ENABLE_MONITORING", "0",
-       "1: a monitor thread ends the process when a collective is stuck past `TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC`"},
+       "1: a monitor thread ends the process when a collective is stuck past `TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC`; "
+       "the world group also reads the dump pipe (`TORCH_HCCL_DEBUG_INFO_PIPE_FILE`) and looks for other ranks' "
+       "dump signal (`TORCH_HCCL_COORD_CHECK_MILSEC`)"},
       {"TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC", "600", "seconds the monitor allows one collective (with monitoring on)"},
       {"TORCH_HCCL_COORD_CHECK_MILSEC", "1000",
        "with monitoring on, how often (ms) a rank looks in the store for another rank's signal to dump its flight "
@@ -151,7 +153,8 @@ const std::vector<EnvironmentVariable>& environment_variables() {
        "collectives the flight recorder keeps (all process groups together); 0: off. "
        "`torch_npu._C._distributed_c10d._dump_hccl_trace()` returns them in torch's flight-recorder pickle"},
       {"TORCH_HCCL_DUMP_ON_TIMEOUT", "0",
-       "1: when a collective times out, or has run `max(60, HCCL_EXEC_TIMEOUT - 60)` s, write the flight "
+       "1: when a collective fails (times out, finds a peer gone, mismatches), or has run "
+       "`max(60, HCCL_EXEC_TIMEOUT - 60)` s, write the flight "
        "recorder's trace to `TORCH_HCCL_DEBUG_INFO_TEMP_FILE<rank>` and every thread's Python stack to "
        "`...<rank>_py_traceback`"},
       {"TORCH_HCCL_DEBUG_INFO_TEMP_FILE", "/tmp/hccl_trace_rank_", "path prefix of the dumps above"},
