@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
@@ -19,14 +20,18 @@
 namespace torch_npu {
 namespace {
 
+constexpr const char* kCannotWrite =
+    "Failed to prepare HCCL status save directory. Please verify the path is accessible and writable.";
+
 std::mutex g_mutex;
 bool g_ended = false;  // guarded by g_mutex: the last record was taken
 
 // The directory, made if missing; raises as torch_npu does when it cannot be.
 void prepare_directory(const std::string& dir) {
-  if (::access(dir.c_str(), W_OK) != 0 && ::mkdir(dir.c_str(), S_IRWXU | S_IRGRP | S_IXGRP) != 0) {
-    TORCH_CHECK(false, "Failed to prepare HCCL status save directory. Please verify the path is accessible and "
-                "writable.", error_suffix(SubModule::kDIST, ErrCode::kNotFound));
+  // EEXIST: another rank made it meanwhile (a directory it cannot write fails at the file's open).
+  if (::access(dir.c_str(), W_OK) != 0 && ::mkdir(dir.c_str(), S_IRWXU | S_IRGRP | S_IXGRP) != 0 &&
+      errno != EEXIST) {
+    TORCH_CHECK(false, kCannotWrite, error_suffix(SubModule::kDIST, ErrCode::kNotFound));
   }
 }
 
@@ -55,8 +60,7 @@ void record_nslb_volume(c10d::OpType type, const std::vector<at::Tensor>& inputs
     const char* algo = std::getenv("HCCL_ALGO");
     const bool first = ::access(path.c_str(), F_OK) != 0;
     std::ofstream out(path, std::ios::app);
-    TORCH_CHECK(out, "Failed to prepare HCCL status save directory. Please verify the path is accessible and "
-                "writable.", error_suffix(SubModule::kDIST, ErrCode::kNotFound));
+    TORCH_CHECK(out, kCannotWrite, error_suffix(SubModule::kDIST, ErrCode::kNotFound));
     std::string name = c10d::opTypeToString(type);
     std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
     if (algo != nullptr && first) out << "HCCL_ALGO=" << algo << "\n";
