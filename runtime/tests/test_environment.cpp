@@ -155,6 +155,39 @@ TEST(Environment, HcclErrorHandlingMonitoringAndBuffer) {
   EXPECT_EQ(bad.errors[2], "HCCL_BUFFSIZE must be a positive number of MB, got '-1'");
 }
 
+TEST(Environment, HcclDebugFilesSettings) {
+  const vnpu::Environment defaults = vnpu_test::parse({});
+  EXPECT_EQ(defaults.hccl_coord_check_ms, 1000u);
+  EXPECT_FALSE(defaults.hccl_status_save_enable);
+  EXPECT_EQ(defaults.hccl_status_save_path, "/tmp");
+  EXPECT_EQ(defaults.hccl_status_save_interval_s, 2u);
+  EXPECT_TRUE(defaults.nslb_cp.empty() && defaults.hccl_debug_info_pipe_file.empty());
+  EXPECT_EQ(defaults.nslb_max_record_num, 1000u);
+  const vnpu::Environment set = vnpu_test::parse({{"TORCH_HCCL_COORD_CHECK_MILSEC", "200"},
+                                                  {"TORCH_HCCL_STATUS_SAVE_ENABLE", "1"},
+                                                  {"TORCH_HCCL_STATUS_SAVE_PATH", "/var/status"},
+                                                  {"TORCH_HCCL_STATUS_SAVE_INTERVAL", "5"},
+                                                  {"TORCH_HCCL_DEBUG_INFO_PIPE_FILE", "/tmp/pipe_"},
+                                                  {"NSLB_CP", "/tmp/nslb"},
+                                                  {"NSLB_MAX_RECORD_NUM", "10"}});
+  EXPECT_EQ(set.hccl_coord_check_ms, 200u);
+  EXPECT_TRUE(set.hccl_status_save_enable);
+  EXPECT_EQ(set.hccl_status_save_path, "/var/status");
+  EXPECT_EQ(set.hccl_status_save_interval_s, 5u);
+  EXPECT_EQ(set.hccl_debug_info_pipe_file, "/tmp/pipe_");
+  EXPECT_EQ(set.nslb_cp, "/tmp/nslb");
+  EXPECT_EQ(set.nslb_max_record_num, 10u);
+  const vnpu::Environment bad = vnpu_test::parse({{"TORCH_HCCL_COORD_CHECK_MILSEC", "0"},
+                                                  {"TORCH_HCCL_STATUS_SAVE_INTERVAL", "-2"},
+                                                  {"NSLB_MAX_RECORD_NUM", "ten"}});
+  ASSERT_EQ(bad.errors.size(), 3u);
+  EXPECT_EQ(bad.errors[0], "TORCH_HCCL_COORD_CHECK_MILSEC must be a positive number of milliseconds, got '0'");
+  EXPECT_EQ(bad.hccl_coord_check_ms, 1000u) << "a bad value leaves the default";
+  EXPECT_EQ(bad.errors[1], "TORCH_HCCL_STATUS_SAVE_INTERVAL must be a positive number of seconds, got '-2'");
+  EXPECT_EQ(bad.hccl_status_save_interval_s, 2u);
+  EXPECT_EQ(bad.errors[2], "NSLB_MAX_RECORD_NUM must be a number of collectives, got 'ten'");
+}
+
 TEST(Environment, SeveralErrorsAreAllReported) {
   const vnpu::Environment env =
       parse({{"VNPU_DEVICE_COUNT", "x"}, {"TASK_QUEUE_ENABLE", "9"}});
