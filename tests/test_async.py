@@ -2,6 +2,8 @@
 worker threads, in order; errors surface at the next sync point; streams and
 events order work across queues."""
 
+import time
+
 import pytest
 import torch
 from torch.testing import assert_close
@@ -431,3 +433,35 @@ def test_interpreter_exit_with_pending_work_and_autograd_threads():
         r = run_python(code)
         assert r.returncode == 0, f"rc={r.returncode} {r.stderr[-2000:]}"
         assert r.stdout.strip() == "end"
+
+
+def test_a_non_blocking_copy_to_pinned_memory_from_an_idle_stream_is_done_when_it_returns():
+    # Note [A non_blocking copy to the host from an idle stream is done at once]
+    # in csrc/ops/copy.cpp: programs read it at once (ZeroRedundancyOptimizer
+    # pickles the state it consolidated with non_blocking=True).
+    for n in (1, 3, 1000):
+        x = torch.arange(float(n)).npu() * 3
+        torch.npu.synchronize()
+        y = x.to("cpu", non_blocking=True)
+        assert y.is_pinned()
+        assert torch.equal(y, torch.arange(float(n)) * 3)  # no sync in between
+
+
+def test_a_non_blocking_copy_to_pinned_memory_behind_queued_kernels_stays_asynchronous():
+    a = torch.randn(768, 768).npu()
+    for _ in range(6):
+        a = torch.tanh(a @ a)
+    y = a[:2, :2].to("cpu", non_blocking=True)
+    queued = not torch.npu.current_stream().query()
+    torch.npu.synchronize()
+    assert queued, "the copy waited for the kernels before it"
+    assert_close(y, a[:2, :2].cpu())
+
+
+def test_a_non_blocking_copy_to_the_host_reports_the_streams_error():
+    x = torch.ones(2).npu()
+    _bad_gather()
+    while not torch.npu.current_stream().query():  # idle, the error recorded, nobody synchronized
+        time.sleep(0.001)
+    with pytest.raises(RuntimeError, match="gather"):
+        x.to("cpu", non_blocking=True)

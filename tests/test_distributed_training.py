@@ -17,6 +17,11 @@ def test_ddp_trains_like_one_process():
     torchrun("ddp_train.py", 2)
 
 
+def test_a_model_split_across_two_devices_per_rank_trains_like_one_process():
+    # One group's collectives on two devices' streams pair in issue order; ZeRO's consolidated state is right.
+    torchrun("model_parallel_train.py", 2)
+
+
 def test_sync_batch_norm_trains_like_batch_norm_on_the_whole_batch():
     torchrun("syncbn_train.py", 2)
 

@@ -477,7 +477,23 @@ bool ProcessGroupHCCL::runs_on_caller(const std::vector<at::Tensor>& tensors, co
   for (const auto& t : tensors) bytes += t.nbytes();
   if (bytes > kOnCallerMaxBytes || vnpu::environment().synchronous_launch()) return false;
   // Idle streams first: the transport is between collectives only then.
-  return stream_idle(current) && stream_idle(comm) && p2p_idle() && transport_->meet_peers();
+  const bool previous_done = !previous_comm_ || *previous_comm_ == comm || stream_idle(*previous_comm_);
+  return stream_idle(current) && stream_idle(comm) && previous_done && p2p_idle() && transport_->meet_peers();
+}
+
+// Note [A group's collectives run in issue order]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Each device has its own communication stream, and a process may issue
+// collectives of one group on tensors of several devices (DDP over a model
+// split across devices: one bucket per device). The transport pairs a
+// rank's collectives with its peers' by their order, so two of them running
+// at once on two devices' streams would exchange each other's data. HCCL
+// gives each device its own communicator; here one transport serves the
+// group, so a collective on another device's stream than the previous one
+// waits for that one, as the collectives of one device already do.
+void ProcessGroupHCCL::after_previous_collective(const c10::Stream& comm) {
+  if (previous_comm_ && *previous_comm_ != comm) order_after(*previous_comm_, comm);
+  previous_comm_ = comm;
 }
 
 bool ProcessGroupHCCL::p2p_idle() const {
@@ -522,8 +538,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue(const char* name, c10d:
                      watched(std::forward<Body>(body), flight, watchdog_));
   } else {
     order_after(current_stream(device), comm);  // after the caller's queued kernels, like a kernel
+    after_previous_collective(comm);
     record_on(all, comm);
   }
+  previous_comm_ = comm;
   {
     CurrentStreamScope on_comm(comm);
     // Queued even the first time: stage 1 checked the arguments, and a
@@ -556,6 +574,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue_p2p(const char* name, c
   std::lock_guard<std::mutex> issuing(issue_mutex_);  // see enqueue()
   watchdog_->check_not_aborted();
   order_after(current_stream(device), comm);
+  after_previous_collective(comm);
   record_on(all, comm);
   record_on(all, wait);
   c10::Event done(c10::DeviceType::PrivateUse1);
@@ -744,6 +763,7 @@ std::shared_ptr<CommLease> ProcessGroupHCCL::lease(const char* op) {
       info, FlightRecorder::instance().record(trace_pg_id_, trace_pg_name_, "", seq, 0, op, {}, {},
                                               options_->timeout.count(), /*is_p2p=*/false, std::move(stack)));
   if (StatusSave::enabled()) flight->status = status_key(device);
+  after_previous_collective(comm);
   c10::Event before(c10::DeviceType::PrivateUse1);
   before.record(comm);
   auto latch = std::make_shared<TurnLatch>();

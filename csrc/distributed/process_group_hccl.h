@@ -31,6 +31,7 @@
 #include <map>
 #include <set>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 
@@ -182,6 +183,10 @@ class ProcessGroupHCCL : public c10d::Backend {
   bool runs_on_caller(const std::vector<at::Tensor>& tensors, const c10::Stream& current,
                       const c10::Stream& comm);
   bool p2p_idle() const;
+  // Orders a collective about to be queued on `comm` after the group's
+  // previous one, when that one went to another device's communication
+  // stream (Note [A group's collectives run in issue order]). Under issue_mutex_.
+  void after_previous_collective(const c10::Stream& comm);
   // The group's key in the status files (status_save.h), for a collective on `device`.
   std::shared_ptr<const StatusKey> status_key(c10::DeviceIndex device);
   // Notes a work issued inside a group (group_start) and returns it.
@@ -197,6 +202,7 @@ class ProcessGroupHCCL : public c10d::Backend {
   std::map<c10::DeviceIndex, c10::Stream> comm_streams_;
   std::map<c10::DeviceIndex, c10::Stream> p2p_wait_streams_;
   uint64_t seq_ = 0;            // guarded by issue_mutex_
+  std::optional<c10::Stream> previous_comm_;  // the last collective's stream; guarded by issue_mutex_
   std::string comm_name_;       // set or fixed name; guarded by mutex_ (empty: neither yet)
   bool user_named_ = false;     // comm_name_ came from set_hccl_comm_name; guarded by mutex_
   std::set<int> p2p_peers_;     // ranks sent to or received from; guarded by mutex_

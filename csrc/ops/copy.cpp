@@ -83,8 +83,32 @@ void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool from
 
 // `into_pinned`: a non_blocking copy into pinned memory, which returns at
 // once (else the caller waits for the copy).
+//
+// Note [A non_blocking copy to the host from an idle stream is done at once]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// On the device, a copy with nothing queued before it is finished by the DMA
+// engine in microseconds, and programs read its destination without a sync
+// and are right in practice: PyTorch's own ZeroRedundancyOptimizer moves the
+// state it consolidates with `.to("cpu", non_blocking=True)` and pickles it
+// at once. Queued on an idle stream here, the copy would wait for the
+// worker to wake up while the host reads uninitialised memory. So when the
+// source stream is idle (and not capturing) the copy runs on the caller, as
+// a blocking one does; behind queued kernels it stays asynchronous. A
+// stream's earlier error raises at the call either way (the queued copy's
+// at its sync), as CUDA's copy returns the sticky error.
 void copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool into_pinned) {
   const c10::DeviceIndex device = src.device().index();
+  if (into_pinned) {
+    vnpu::Stream& stream = current_runtime_stream(device);
+    if (stream.query() && !stream.capturing()) {
+      with_torch_errors([&] { stream.synchronize(); });  // raises an earlier kernel's error, as CUDA's copy would
+      LaunchSnapshot snap;
+      launch_on_caller("copy_d2h", {}, snap, [src_ = snap.ref(src), dst_ = snap.alias_host(dst)]() {
+        dst_.view().copy_(src_.view());
+      });
+      return;
+    }
+  }
   LaunchSnapshot snap;
   launch(device, "copy_d2h", {}, snap, [src_ = snap.ref(src), dst_ = snap.alias_host(dst)]() {
     dst_.view().copy_(src_.view());
