@@ -110,3 +110,19 @@ def test_a_version_1_hook_is_placed_and_refuses_to_run(monkeypatch):
         y.sum().backward()
     with pytest.raises(ValueError, match="loss scale cannot be 0"):
         set_asd_loss_scale(0)
+
+
+def test_the_training_phase_setters_take_torch_npus_values_and_refuse_others():
+    # torch_npu.asd reports the phase through these; its collectives would check gradients in a training backward.
+    torch_npu._C._npu_set_module_train_state("train")
+    torch_npu._C._npu_set_call_state("backward")
+    torch_npu._C._npu_set_call_state("forward")
+    torch_npu._C._npu_set_module_train_state("infer")
+    with pytest.raises(RuntimeError, match="expected one of `forward`, `backward`"):
+        torch_npu._C._npu_set_call_state("eval")
+    with pytest.raises(RuntimeError, match="call_state must string"):
+        torch_npu._C._npu_set_call_state(1)
+    with pytest.raises(RuntimeError, match="expected one of `train`, `infer`"):
+        torch_npu._C._npu_set_module_train_state("eval")
+    with pytest.raises(RuntimeError, match="train_state must string"):
+        torch_npu._C._npu_set_module_train_state(None)

@@ -76,6 +76,18 @@ py::dict device_properties_dict(int64_t device) {
   return out;
 }
 
+// The phase torch_npu.asd last reported (_npu_set_call_state and
+// _npu_set_module_train_state); guarded by the GIL.
+struct SilentCheckPhase {
+  std::string call_state;   // "forward" or "backward"; empty: never set
+  std::string train_state;  // "train" or "infer"; empty: never set
+};
+
+SilentCheckPhase& silent_check_phase() {
+  static SilentCheckPhase phase;
+  return phase;
+}
+
 py::tuple stream_tuple(const c10::Stream& s) {
   return py::make_tuple(s.id(), static_cast<int>(s.device_index()), static_cast<int>(s.device_type()));
 }
@@ -186,6 +198,23 @@ PYBIND11_MODULE(_C, m) {
   // set_asd_loss_scale, the 1.0 checks, then do nothing
   // (torch_npu/utils/_asd_detector.py).
   m.def("_get_silent_check_version", [] { return 2; });
+  // The training phase torch_npu.asd reports for silent check 2.0 (its
+  // collectives check a source's gradients only in a training backward).
+  // vNPU keeps it, validated in torch_npu's words, but performs no checks
+  // (torch_npu/asd/asd.py).
+  m.def("_npu_set_call_state", [](const py::object& state) {
+    NPU_CHECK(py::isinstance<py::str>(state), "invalid value of call_state, call_state must string");
+    const std::string value = state.cast<std::string>();
+    NPU_CHECK(value == "forward" || value == "backward",
+              "invalid value of call_state, expected one of `forward`, `backward`");
+    silent_check_phase().call_state = value;
+  });
+  m.def("_npu_set_module_train_state", [](const py::object& state) {
+    NPU_CHECK(py::isinstance<py::str>(state), "invalid value of train_state, train_state must string");
+    const std::string value = state.cast<std::string>();
+    NPU_CHECK(value == "train" || value == "infer", "invalid value of train_state, expected one of `train`, `infer`");
+    silent_check_phase().train_state = value;
+  });
   m.def("_check_stream", [](int64_t id, int64_t d) { check_stream_id(id, checked_device_index(d)); });
   // Test utility: holds the current stream at a gate until open() (or a
   // minute passes, so a failing test cannot hang the process). Lets tests
