@@ -41,6 +41,21 @@ if [ ${#need_pip[@]} -gt 0 ]; then
   "$PYTHON" -m pip install -q --no-compile "${need_pip[@]}"
 fi
 
+# Byte-compiled torch, once. pip's --no-compile above leaves it to Python to
+# cache each module the first time a program imports it, but where
+# PYTHONDONTWRITEBYTECODE is set (this project's CI machines set it) nothing
+# is ever cached, and every process compiled torch's modules from source:
+# `import torch` took 3.1 s instead of 1.5 s, in every rank, DataLoader worker
+# and subprocess test. compileall on all cores takes a few seconds.
+if "$PYTHON" -c 'import sys; sys.exit(0 if sys.dont_write_bytecode else 1)'; then
+  torch_dir=$("$PYTHON" -c 'import importlib.util, os; print(os.path.dirname(importlib.util.find_spec("torch").origin))')
+  cached=$("$PYTHON" -c 'import importlib.util; print(importlib.util.cache_from_source(importlib.util.find_spec("torch").origin))')
+  if [ ! -f "$cached" ]; then
+    echo "[setup] byte-compiling torch (Python does not cache it here: PYTHONDONTWRITEBYTECODE)"
+    "$PYTHON" -m compileall -q -j 0 "$torch_dir" >/dev/null || true
+  fi
+fi
+
 need_apt=()
 command -v g++ >/dev/null || need_apt+=(g++)
 if [ $for_tests = 1 ]; then
@@ -79,6 +94,9 @@ PY
   ) 2>/dev/null
 }
 PWD_ROOT="$PWD"
+# torch_npu's own modules too, for the same reason (a checkout's __pycache__ is git-ignored).
+"$PYTHON" -c 'import sys; sys.exit(0 if sys.dont_write_bytecode else 1)' &&
+  { "$PYTHON" -m compileall -q -j 0 torch_npu >/dev/null || true; }
 if ! installed_here; then
   echo "[setup] pip install --no-build-isolation --no-deps -e ."
   # The extension is already built; the editable install only records the
