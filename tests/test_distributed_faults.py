@@ -178,14 +178,18 @@ def test_async_error_handling_2_aborts_the_group():
     torchrun("faults.py", 2, timeout=120, FAULT="stalled_peer", TORCH_HCCL_ASYNC_ERROR_HANDLING=2)
 
 
-def test_heartbeat_monitor_ends_a_stuck_collective():
-    # The group would wait 60 s; the monitor allows a collective 2 s.
-    out, took = torchrun_failing("faults.py", 2, FAULT="stalled_peer", GROUP_TIMEOUT_S=60,
-                                 TORCH_HCCL_ASYNC_ERROR_HANDLING=0, TORCH_HCCL_ENABLE_MONITORING=1,
-                                 TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC=2)
-    assert "[Rank 0] Heartbeat monitor timed out!" in out, out[-3000:]
-    assert "TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC" in out
-    assert took < 45, took
+def test_heartbeat_monitor_dumps_an_idle_rank_and_never_ends_a_waiting_one(tmp_path):
+    # As torch_npu's: the heartbeat beats while collectives are in flight (Note [The heartbeat beats while
+    # collectives are in flight]); rank 0 sleeps past it and dumps, rank 1 waits in a collective past it and does not.
+    prefix = str(tmp_path / "trace_")
+    proc = torchrun("faults.py", 2, timeout=120, FAULT="idle_rank", GROUP_TIMEOUT_S=60, TORCH_HCCL_ENABLE_MONITORING=1,
+                    TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC=2, TORCH_HCCL_DUMP_ON_TIMEOUT=1, TORCH_HCCL_TRACE_BUFFER_SIZE=100,
+                    TORCH_HCCL_DEBUG_INFO_TEMP_FILE=prefix)
+    assert "[Rank 0] First PG on this rank that detected no heartbeat of its watchdog." in proc.stderr, proc.stderr
+    assert "[Rank 1] First PG" not in proc.stderr
+    assert pathlib.Path(prefix + "0").exists()
+    assert "time.sleep(5)" in pathlib.Path(prefix + "0_py_traceback").read_text()
+    assert not pathlib.Path(prefix + "1").exists()
 
 
 def test_a_sticky_kernel_error_does_not_leave_the_peers_waiting():

@@ -151,17 +151,12 @@ void Watchdog::poll_once() {
       log_warning(work() + " dispatch success. This warning log can be ignored.");
       flight->dispatch_reported = false;
     }
-    if (state == 1 && heartbeat_timeout_ && now - flight->began > *heartbeat_timeout_) {
-      take_process_down("[Rank " + std::to_string(rank_) + "] Heartbeat monitor timed out! Process will be "
-                        "terminated after dumping debug info. A collective has been running for more than " +
-                        std::to_string(heartbeat_timeout_->count()) + " seconds (TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC) "
-                        "without finishing: a peer that stopped calling collectives, or a hang in the transport.");
-    }
     if (state < 2 && !flight->exec_checked && age > exec_timeout_) {
       flight->exec_checked = true;
       dump = true;
     }
   }
+  if (heartbeat_timeout_ && world_) dump |= heartbeat_stopped(!flights.empty(), now);
   if (dump && vnpu::environment().hccl_dump_on_timeout) dump_debug_info(rank_, std::chrono::seconds(3));
   // Asked through the pipe: best effort, in the background; the job goes on.
   if (dump_pipe_ && dump_pipe_->should_dump()) dump_debug_info(rank_, std::chrono::milliseconds(0));
@@ -177,6 +172,35 @@ void Watchdog::poll_once() {
                                     return f->state.load(std::memory_order_acquire) == 2 && !f->dispatch_reported;
                                   }),
                    in_flight_.end());
+}
+
+// Note [The heartbeat beats while collectives are in flight]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Real torch_npu's watchdog thread counts a heartbeat for each in-flight
+// work it examines, and its monitor (TORCH_HCCL_ENABLE_MONITORING=1) checks
+// every TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC that the count moved. A rank
+// waiting in a long collective therefore has a heartbeat; a rank with
+// nothing in flight for that long has none, and its world group logs it and,
+// with TORCH_HCCL_DUMP_ON_TIMEOUT=1, dumps the flight recorder's trace and
+// the Python stacks, then goes on (the dump counts as a beat, so an idle rank
+// dumps at most once per two periods). The monitor never ends the process:
+// a collective that hangs is ended by its own timeout. vNPU has no watchdog
+// thread that could hang in a driver call, so "no heartbeat" is exactly "no
+// collective in flight for a period".
+bool Watchdog::heartbeat_stopped(bool in_flight, std::chrono::steady_clock::time_point now) {
+  if (last_beat_ == std::chrono::steady_clock::time_point{}) last_beat_ = now;
+  if (in_flight) {
+    last_beat_ = now;
+    return false;
+  }
+  if (now - last_beat_ < *heartbeat_timeout_) return false;
+  last_beat_ = now;
+  if (!reported_no_heartbeat_) {
+    reported_no_heartbeat_ = true;
+    log_error("[Rank " + std::to_string(rank_) + "] First PG on this rank that detected no heartbeat of its "
+              "watchdog.");
+  }
+  return true;
 }
 
 void Watchdog::check_not_aborted() const {

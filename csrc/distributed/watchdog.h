@@ -17,9 +17,11 @@
 // fast path never changes what a failure does; in modes 0 and 2 its error
 // raises at the call.
 //
-// TORCH_HCCL_ENABLE_MONITORING=1 adds the heartbeat monitor to the poller:
-// it ends the process when one collective has been running for longer than
-// TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC, whatever its own deadline; and the
+// TORCH_HCCL_ENABLE_MONITORING=1 adds the heartbeat monitor to the world
+// group's poller: with no collective in flight for
+// TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC it reports that the watchdog had no
+// heartbeat and, with TORCH_HCCL_DUMP_ON_TIMEOUT=1, dumps and goes on (Note
+// [The heartbeat beats while collectives are in flight]); and the
 // world group's poller reads the dump pipe (dump_pipe.h) from the start and,
 // with TORCH_HCCL_DUMP_ON_TIMEOUT=1, looks every TORCH_HCCL_COORD_CHECK_MILSEC
 // for the store key "exception_dump" that a rank whose collective failed
@@ -136,6 +138,9 @@ class Watchdog {
   void poll_loop();
   void poll_once();
   [[noreturn]] void take_process_down(const std::string& message) const;
+  // Whether the heartbeat stopped: nothing in flight for a heartbeat period
+  // (reported once). The poller's own.
+  bool heartbeat_stopped(bool in_flight, std::chrono::steady_clock::time_point now);
   // Dumps once when another rank set the store's dump signal.
   void check_dump_signal();
 
@@ -154,6 +159,8 @@ class Watchdog {
   bool watches_signal_ = false;                         // the world group's, with monitoring and dumps on
   std::chrono::steady_clock::time_point last_signal_check_;  // the poller's own
   std::atomic<bool> dumped_{false};                     // this rank dumped for a failure or a signal
+  std::chrono::steady_clock::time_point last_beat_;      // the poller's own: a collective last seen in flight
+  bool reported_no_heartbeat_ = false;                   // the poller's own
   std::vector<std::shared_ptr<InFlight>> in_flight_;  // guarded by mutex_
   std::thread poller_;                                // started by the first issued()
 };

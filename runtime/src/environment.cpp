@@ -142,10 +142,12 @@ const std::vector<EnvironmentVariable>& environment_variables() {
       {"HCCL_ASYNC_ERROR_HANDLING", "unset",
        "old name of `TORCH_HCCL_ASYNC_ERROR_HANDLING`, read with a deprecation warning when the new one is unset"},
       {"TORCH_HCCL_ENABLE_MONITORING", "0",
-       "1: a monitor thread ends the process when a collective is stuck past `TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC`; "
-       "the world group also reads the dump pipe (`TORCH_HCCL_DEBUG_INFO_PIPE_FILE`) and looks for other ranks' "
-       "dump signal (`TORCH_HCCL_COORD_CHECK_MILSEC`)"},
-      {"TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC", "600", "seconds the monitor allows one collective (with monitoring on)"},
+       "1: the world group's heartbeat monitor: with no collective in flight for "
+       "`TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC` it logs that the watchdog had no heartbeat and, with "
+       "`TORCH_HCCL_DUMP_ON_TIMEOUT=1`, dumps the trace and goes on (as torch_npu's); it also reads the dump pipe "
+       "(`TORCH_HCCL_DEBUG_INFO_PIPE_FILE`) and looks for other ranks' dump signal (`TORCH_HCCL_COORD_CHECK_MILSEC`)"},
+      {"TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC", "600",
+       "seconds without a collective in flight after which the heartbeat monitor reports no heartbeat"},
       {"TORCH_HCCL_COORD_CHECK_MILSEC", "1000",
        "with monitoring on, how often (ms) a rank looks in the store for another rank's signal to dump its flight "
        "recorder (a rank whose collective failed signals the others when `TORCH_HCCL_DUMP_ON_TIMEOUT=1`)"},

@@ -12,6 +12,8 @@ FAULT=stalled_peer: rank 1 stops calling collectives; rank 0's all_reduce
 must fail within the group's timeout (4 s here, or HCCL_EXEC_TIMEOUT when that
 is shorter) with torch_npu's watchdog text, at the next sync (or at wait() with
 TORCH_HCCL_BLOCKING_WAIT=1), and destroy_process_group must return.
+FAULT=idle_rank: rank 0 sleeps between two all_reduces while rank 1 waits in
+the second; both finish.
 Prints "RANK r OK"."""
 
 import datetime
@@ -103,6 +105,16 @@ if fault == "wrong_devices":
         except RuntimeError as e:
             assert message in str(e), e
     dist.all_reduce(t)  # the group goes on
+    assert torch.equal(t.cpu(), torch.full((4,), 4.0))
+    dist.destroy_process_group()
+    print(f"RANK {rank} OK", flush=True)
+    os._exit(0)
+if fault == "idle_rank":
+    # (TORCH_HCCL_ENABLE_MONITORING=1, a 2 s heartbeat, dumps on): rank 0 has nothing in flight for 5 s, so its
+    # watchdog has no heartbeat and it dumps; rank 1 waits in an all_reduce all that time, which is a heartbeat.
+    if rank == 0:
+        time.sleep(5)
+    dist.all_reduce(t)
     assert torch.equal(t.cpu(), torch.full((4,), 4.0))
     dist.destroy_process_group()
     print(f"RANK {rank} OK", flush=True)
