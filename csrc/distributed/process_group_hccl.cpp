@@ -2,6 +2,8 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/zeros.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
@@ -954,11 +956,53 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::scatter(std::vector<at::Tensor>
                  });
 }
 
+namespace {
+
+// Note [reduce_scatter of any list of equal tensors]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// As NCCL's since PyTorch 2.3 (and torch_npu's since its reduce_scatter
+// took "tensorlist.size != world_size"): when the input tensors all have
+// one size, the list need not hold one tensor per rank of the output's size.
+// The inputs are laid end to end and rank r reduces elements
+// [r * n, (r + 1) * n) of that, n being the output's size: the tail past
+// world_size * n is ignored, and what is missing counts as zeros.
+bool reduces_a_flat_input(const std::vector<at::Tensor>& inputs, const at::Tensor& output, int size) {
+  for (const auto& t : inputs) {
+    if (!t.sizes().equals(inputs[0].sizes())) return false;  // the per-rank (uneven) form
+  }
+  return static_cast<int>(inputs.size()) != size || inputs[0].numel() != output.numel();
+}
+
+at::Tensor flat_reduce_scatter_input(const std::vector<at::Tensor>& inputs, const at::Tensor& output, int size) {
+  for (const auto& t : inputs) {
+    TORCH_CHECK(t.device() == output.device(),
+                "Corresponding input/output tensors to reduce_scatter must all reside on the same device");
+    TORCH_CHECK(t.scalar_type() == output.scalar_type(),
+                "ProcessGroupHCCL reduce_scatter: input and output tensors must have the same dtype, got ",
+                t.scalar_type(), " and ", output.scalar_type());
+  }
+  std::vector<at::Tensor> rows;
+  for (const auto& t : inputs) rows.push_back(t.reshape({-1}));
+  at::Tensor flat = at::cat(rows);
+  const int64_t need = output.numel() * size;
+  if (flat.numel() >= need) return flat.narrow(0, 0, need).contiguous();
+  return at::cat({flat, at::zeros({need - flat.numel()}, flat.options())});
+}
+
+}  // namespace
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter(std::vector<at::Tensor>& outputs,
                                                                 std::vector<std::vector<at::Tensor>>& inputs,
                                                                 const c10d::ReduceScatterOptions& opts) {
   check_single("reduce_scatter", outputs);
-  TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(),
+  TORCH_CHECK(inputs.size() == 1, "Tensor list operands to reduce_scatter must have the same length");
+  TORCH_CHECK(!inputs[0].empty(), "Tensor list operands to reduce_scatter must be non-empty");
+  if (reduces_a_flat_input(inputs[0], outputs[0], getSize())) {
+    // Note [reduce_scatter of any list of equal tensors].
+    at::Tensor flat = flat_reduce_scatter_input(inputs[0], outputs[0], getSize());
+    return _reduce_scatter_base(outputs[0], flat, opts);
+  }
+  TORCH_CHECK(static_cast<int>(inputs[0].size()) == getSize(),
               "ProcessGroupHCCL reduce_scatter: expected a list of ", getSize(), " input tensors");
   check_reduction("reduce_scatter", opts.reduceOp, outputs[0]);
   return enqueue("hccl:reduce_scatter", c10d::OpType::REDUCE_SCATTER, inputs[0], outputs,

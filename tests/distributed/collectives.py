@@ -135,6 +135,17 @@ o = torch.empty(2, device=dev)
 dist.reduce_scatter(o, [torch.full((2,), float(i + rank), device=dev) for i in range(world)])
 check("reduce_scatter", o, torch.full((2,), float(world * rank + world * (world - 1) / 2)))
 o = torch.empty(3, device=dev)
+# Any list of equal tensors (as NCCL's since PyTorch 2.3): laid end to end, the tail past world * n ignored and
+# what is missing counted as zeros. Rank r's input: k + 100 r at flat position k.
+for count, length in ((1, 2), (world + 1, 2), (world, 3)):
+    ins = [torch.arange(i * length, (i + 1) * length, dtype=torch.float32, device=dev) + 100 * rank
+           for i in range(count)]
+    part = torch.empty(2, device=dev)
+    dist.reduce_scatter(part, ins)
+    positions = torch.arange(2 * rank, 2 * rank + 2, dtype=torch.float32)
+    present = positions < count * length
+    check(f"reduce_scatter of {count} x {length}", part,
+          torch.where(present, world * positions + 100 * world * (world - 1) / 2, torch.zeros(2)))
 dist.reduce_scatter_tensor(o, torch.arange(3.0 * world, device=dev), op=dist.ReduceOp.AVG)
 check("reduce_scatter_tensor avg", o, torch.arange(3.0 * world)[3 * rank:3 * rank + 3])
 # all_to_all: even and uneven splits
