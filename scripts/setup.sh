@@ -47,13 +47,15 @@ fi
 # is ever cached, and every process compiled torch's modules from source:
 # `import torch` took 3.1 s instead of 1.5 s, in every rank, DataLoader worker
 # and subprocess test. compileall on all cores takes a few seconds.
-if "$PYTHON" -c 'import sys; sys.exit(0 if sys.dont_write_bytecode else 1)'; then
-  torch_dir=$("$PYTHON" -c 'import importlib.util, os; print(os.path.dirname(importlib.util.find_spec("torch").origin))')
-  cached=$("$PYTHON" -c 'import importlib.util; print(importlib.util.cache_from_source(importlib.util.find_spec("torch").origin))')
-  if [ ! -f "$cached" ]; then
-    echo "[setup] byte-compiling torch (Python does not cache it here: PYTHONDONTWRITEBYTECODE)"
-    "$PYTHON" -m compileall -q -j 0 "$torch_dir" >/dev/null || true
-  fi
+# Prints torch's folder when its bytecode is missing and Python will not cache it.
+torch_to_compile=$("$PYTHON" -c '
+import importlib.util, os, sys
+init = importlib.util.find_spec("torch").origin
+if sys.dont_write_bytecode and not os.path.exists(importlib.util.cache_from_source(init)):
+    print(os.path.dirname(init))')
+if [ -n "$torch_to_compile" ]; then
+  echo "[setup] byte-compiling torch (Python does not cache it here: PYTHONDONTWRITEBYTECODE)"
+  "$PYTHON" -m compileall -q -j 0 "$torch_to_compile" >/dev/null || true
 fi
 
 need_apt=()
@@ -94,7 +96,8 @@ PY
   ) 2>/dev/null
 }
 PWD_ROOT="$PWD"
-# torch_npu's own modules too, for the same reason (a checkout's __pycache__ is git-ignored).
+# torch_npu's own modules too, for the same reason (a checkout's __pycache__
+# is git-ignored; compileall skips what is up to date).
 "$PYTHON" -c 'import sys; sys.exit(0 if sys.dont_write_bytecode else 1)' &&
   { "$PYTHON" -m compileall -q -j 0 torch_npu >/dev/null || true; }
 if ! installed_here; then

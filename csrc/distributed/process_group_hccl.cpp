@@ -538,12 +538,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::enqueue(const char* name, c10d:
     vnpu::HostWaitScope waiting_for_peers;  // no GIL held while the peers arrive
     launch_on_caller(name, KernelOutputs(outputs), launch_snapshot(all),
                      watched(std::forward<Body>(body), flight, watchdog_));
+    previous_comm_ = comm;  // done already: nothing to order after it
   } else {
     order_after(current_stream(device), comm);  // after the caller's queued kernels, like a kernel
     after_previous_collective(comm);
     record_on(all, comm);
   }
-  previous_comm_ = comm;
   {
     CurrentStreamScope on_comm(comm);
     // Queued even the first time: stage 1 checked the arguments, and a

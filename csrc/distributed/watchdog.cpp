@@ -77,7 +77,8 @@ Watchdog::Watchdog(int rank, bool world, c10::intrusive_ptr<c10d::Store> signal_
                              ? std::optional<std::chrono::seconds>(vnpu::environment().hccl_heartbeat_timeout_s)
                              : std::nullopt),
       world_(world),
-      signal_store_(std::move(signal_store)) {
+      signal_store_(std::move(signal_store)),
+      last_beat_(std::chrono::steady_clock::now()) {
   if (vnpu::environment().hccl_async_error_handling_old_name) {
     TORCH_WARN_ONCE("Environment variable HCCL_ASYNC_ERROR_HANDLING is deprecated; use "
                     "TORCH_HCCL_ASYNC_ERROR_HANDLING instead");
@@ -188,7 +189,6 @@ void Watchdog::poll_once() {
 // thread that could hang in a driver call, so "no heartbeat" is exactly "no
 // collective in flight for a period".
 bool Watchdog::heartbeat_stopped(bool in_flight, std::chrono::steady_clock::time_point now) {
-  if (last_beat_ == std::chrono::steady_clock::time_point{}) last_beat_ = now;
   if (in_flight) {
     last_beat_ = now;
     return false;

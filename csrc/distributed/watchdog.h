@@ -159,7 +159,7 @@ class Watchdog {
   bool watches_signal_ = false;                         // the world group's, with monitoring and dumps on
   std::chrono::steady_clock::time_point last_signal_check_;  // the poller's own
   std::atomic<bool> dumped_{false};                     // this rank dumped for a failure or a signal
-  std::chrono::steady_clock::time_point last_beat_;      // the poller's own: a collective last seen in flight
+  std::chrono::steady_clock::time_point last_beat_;      // the poller's own: a collective last in flight, or the start
   bool reported_no_heartbeat_ = false;                   // the poller's own
   std::vector<std::shared_ptr<InFlight>> in_flight_;  // guarded by mutex_
   std::thread poller_;                                // started by the first issued()

@@ -93,26 +93,20 @@ void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool from
 // at once. Queued on an idle stream here, the copy would wait for the
 // worker to wake up while the host reads uninitialised memory. So when the
 // source stream is idle (and not capturing) the copy runs on the caller, as
-// a blocking one does; behind queued kernels it stays asynchronous. A
-// stream's earlier error raises at the call either way (the queued copy's
-// at its sync), as CUDA's copy returns the sticky error.
+// a blocking one does; behind queued kernels it stays asynchronous. On the
+// caller, a stream's earlier error raises at the call, as CUDA's copy
+// returns the sticky error.
 void copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool into_pinned) {
   const c10::DeviceIndex device = src.device().index();
-  if (into_pinned) {
-    vnpu::Stream& stream = current_runtime_stream(device);
-    if (stream.query() && !stream.capturing()) {
-      with_torch_errors([&] { stream.synchronize(); });  // raises an earlier kernel's error, as CUDA's copy would
-      LaunchSnapshot snap;
-      launch_on_caller("copy_d2h", {}, snap, [src_ = snap.ref(src), dst_ = snap.alias_host(dst)]() {
-        dst_.view().copy_(src_.view());
-      });
-      return;
-    }
-  }
   LaunchSnapshot snap;
-  launch(device, "copy_d2h", {}, snap, [src_ = snap.ref(src), dst_ = snap.alias_host(dst)]() {
-    dst_.view().copy_(src_.view());
-  });
+  auto copy = [src_ = snap.ref(src), dst_ = snap.alias_host(dst)]() { dst_.view().copy_(src_.view()); };
+  const vnpu::Stream& stream = current_runtime_stream(device);
+  if (into_pinned && stream.query() && !stream.capturing()) {
+    wait_for_current_stream(device);  // idle: only raises an earlier kernel's error
+    launch_on_caller("copy_d2h", {}, snap, std::move(copy));
+    return;
+  }
+  launch(device, "copy_d2h", {}, snap, std::move(copy));
   if (into_pinned) {
     record_pinned_use(dst.const_data_ptr(), current_stream(device));
   } else {

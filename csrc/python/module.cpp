@@ -76,16 +76,13 @@ py::dict device_properties_dict(int64_t device) {
   return out;
 }
 
-// The phase torch_npu.asd last reported (_npu_set_call_state and
-// _npu_set_module_train_state); guarded by the GIL.
-struct SilentCheckPhase {
-  std::string call_state;   // "forward" or "backward"; empty: never set
-  std::string train_state;  // "train" or "infer"; empty: never set
-};
-
-SilentCheckPhase& silent_check_phase() {
-  static SilentCheckPhase phase;
-  return phase;
+// Checks a training phase torch_npu.asd reports (`what` is "call_state" or
+// "train_state", one of `first` or `second`), in torch_npu's words.
+void check_silent_check_phase(const py::object& state, const char* what, const char* first, const char* second) {
+  NPU_CHECK(py::isinstance<py::str>(state), "invalid value of ", what, ", ", what, " must string");
+  const std::string value = state.cast<std::string>();
+  NPU_CHECK(value == first || value == second, "invalid value of ", what, ", expected one of `", first, "`, `",
+            second, "`");
 }
 
 py::tuple stream_tuple(const c10::Stream& s) {
@@ -200,21 +197,12 @@ PYBIND11_MODULE(_C, m) {
   m.def("_get_silent_check_version", [] { return 2; });
   // The training phase torch_npu.asd reports for silent check 2.0 (its
   // collectives check a source's gradients only in a training backward).
-  // vNPU keeps it, validated in torch_npu's words, but performs no checks
-  // (torch_npu/asd/asd.py).
-  m.def("_npu_set_call_state", [](const py::object& state) {
-    NPU_CHECK(py::isinstance<py::str>(state), "invalid value of call_state, call_state must string");
-    const std::string value = state.cast<std::string>();
-    NPU_CHECK(value == "forward" || value == "backward",
-              "invalid value of call_state, expected one of `forward`, `backward`");
-    silent_check_phase().call_state = value;
-  });
-  m.def("_npu_set_module_train_state", [](const py::object& state) {
-    NPU_CHECK(py::isinstance<py::str>(state), "invalid value of train_state, train_state must string");
-    const std::string value = state.cast<std::string>();
-    NPU_CHECK(value == "train" || value == "infer", "invalid value of train_state, expected one of `train`, `infer`");
-    silent_check_phase().train_state = value;
-  });
+  // vNPU performs no silent checks (torch_npu/asd/asd.py), so nothing reads
+  // the phase: it is validated in torch_npu's words and not kept.
+  m.def("_npu_set_call_state",
+        [](const py::object& state) { check_silent_check_phase(state, "call_state", "forward", "backward"); });
+  m.def("_npu_set_module_train_state",
+        [](const py::object& state) { check_silent_check_phase(state, "train_state", "train", "infer"); });
   m.def("_check_stream", [](int64_t id, int64_t d) { check_stream_id(id, checked_device_index(d)); });
   // Test utility: holds the current stream at a gate until open() (or a
   // minute passes, so a failing test cannot hang the process). Lets tests
