@@ -34,6 +34,12 @@ def test_every_collective_on_two_hosts_of_two_ranks():
     torchrun("collectives.py", 4, timeout=300, VNPU_HCCL_HOST="host{rank//2}")
 
 
+def test_communicator_creation_is_logged_and_sub_groups_derive_from_the_world():
+    # torch_npu's INFO lines on "torch.distributed"; ROOTINFO_SUBCOMM_ENABLE's
+    # groups take their ranks' hosts from the world group's, by world rank.
+    torchrun("sub_comm.py", 3, VNPU_HCCL_HOST="host{rank//2}")
+
+
 def test_host_identity_patterns():
     from torch_npu.distributed import _host_identity
     assert _host_identity("node", 3) == "node"

@@ -115,3 +115,33 @@ def test_op_plugin_debug_adds_the_aten_operator_and_set_logs_turns_it_on_and_off
 def test_aclnn_names_follow_op_plugins_convention():
     assert [torch_npu._C._aclnn_name_of(n) for n in ("aten::add", "aten::add_", "aten::native_layer_norm", "aten::mm")] \
         == ["aclnnAdd", "aclnnInplaceAdd", "aclnnNativeLayerNorm", "aclnnMm"]
+
+
+def test_log_context_sets_every_cpp_loggers_level_as_torch_npus_does():
+    # torch_npu._C._logging._LogContext.GetInstance().setLogs({qualified name: level}),
+    # which torch_npu's own tests call directly: a logger takes the level of
+    # the longest dotted prefix of its name that has one, else that of "torch".
+    code = OPS.replace('print("done")', """
+    context = torch_npu._C._logging._LogContext.GetInstance()
+    assert context is torch_npu._C._logging._LogContext.GetInstance()
+    context.setLogs({"torch_npu.op_plugin": 20})
+    torch.add(a, b)
+    context.setLogs({"torch_npu": 20})  # a prefix of the logger's name
+    torch.sub(a, b)
+    context.setLogs({"torch": 30, "torch_npu.op_plugin": 40})  # the longest prefix wins
+    torch.mul(a, b)
+    context.setLogs({"torch": 20})  # every logger's default
+    torch.div(a, b)
+    context.setLogs({})
+    torch.neg(a)
+    try:
+        context.setLogs({"torch_npu": "INFO"})
+    except TypeError:
+        print("refused")
+    print("done")""")
+    result = run_python(code)
+    assert "refused" in result.stdout, result.stdout + result.stderr
+    assert [line.split("] ", 1)[1].split(" ")[0] for line in _op_lines(result)] == ["aclnnAdd", "aclnnSub", "aclnnDiv"]
+    # TORCH_NPU_LOGS_FILTER applies to lines set this way too.
+    filtered = run_python(code, TORCH_NPU_LOGS_FILTER="-aclnnSub")
+    assert [line.split("] ", 1)[1].split(" ")[0] for line in _op_lines(filtered)] == ["aclnnAdd", "aclnnDiv"]

@@ -39,9 +39,6 @@ _OTHER_LAYERS = (
      "environment variable read through `os.getenv`/`os.environ.get`, once; `op_plugin`, each operator called on "
      "npu tensors as the aclnn operator real op-plugin launches for it (`aclnnAdd EXEC_NPU_CMD with ...`, "
      "on stderr in torch_npu's layout; `+op_plugin` adds a debug line per operator)"),
-    ("TORCH_NPU_LOGS_FILTER", "unset",
-     "filters TORCH_NPU_LOGS's lines: `-word` drops lines that hold it, then, if any `+word` is given, only "
-     "lines holding one of those are kept (`+aclnnMatmul,-aclnnAdd`; case-sensitive substrings); read at import"),
     ("PERF_DUMP_CONFIG", "unset",
      "`enable:true`: each outermost module call marks a training step, and step intervals are written to "
      "`$PERF_DUMP_PATH/perf_pt_<pid>_<device>.log` as `[STEPTIME]:<start ms>,<end ms>` (torch_npu/utils/_step.py)"),

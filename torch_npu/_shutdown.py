@@ -24,7 +24,8 @@ from torch_npu import _C
 def _flush_autograd_device_threads():
     if not _C._is_initialized():
         return
-    _C._set_op_plugin_log(0, "")  # the trivial backward below is no operator of the user's (TORCH_NPU_LOGS)
+    # The trivial backward below is no operator of the user's (TORCH_NPU_LOGS).
+    _C._logging._LogContext.GetInstance().setLogs({"torch_npu.op_plugin": 50})
     engine = torch.autograd.variable.Variable._execution_engine
     try:
         for index in range(_C._device_count()):

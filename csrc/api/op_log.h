@@ -8,12 +8,11 @@
 
 namespace torch_npu {
 
-// Thread-safe. `level` is the logging level of "torch_npu.op_plugin"
-// (10 DEBUG, 20 INFO; anything above INFO turns the log off). `filter` is
-// TORCH_NPU_LOGS_FILTER's text ("+kept,-dropped"; empty: no filter). While
-// on, a RecordFunction callback writes to stderr; off (the default),
-// nothing is installed and operators pay nothing.
-void set_op_plugin_log(int level, const std::string& filter);
+// Installs the RecordFunction callback that writes the log while the
+// "torch_npu.op_plugin" logger is at INFO or DEBUG (vnpu/log.h), and removes
+// it otherwise, so that operators pay nothing while the log is off. Called
+// whenever the levels change (_LogContext.setLogs). Thread-safe.
+void refresh_op_plugin_log();
 
 // The aclnn name op-plugin's convention gives an ATen operator:
 // "aten::add" -> "aclnnAdd", "aten::add_" -> "aclnnInplaceAdd",

@@ -14,6 +14,7 @@
 #include "csrc/distributed/flight_recorder.h"
 #include "csrc/distributed/nslb_record.h"
 #include "csrc/distributed/status_save.h"
+#include "csrc/distributed/sub_comm.h"
 #include "csrc/distributed/watchdog.h"
 #include "csrc/launch/launch.h"
 #include <vnpu/environment.h>
@@ -331,7 +332,19 @@ ProcessGroupHCCL::ProcessGroupHCCL(const c10::intrusive_ptr<c10d::Store>& store,
   FlightRecorder::instance().record_pg_ranks(trace_pg_name_, "", global_ranks());
   const TransportConfig config{options_->host_id, shm_slot_bytes(comm_config_), options_->timeout,
                                collective_timeout()};
-  transport_ = connect_transport(*store, rank, size, config, make_sockets);
+  // ROOTINFO_SUBCOMM_ENABLE: a sub-group derives its ranks' hosts from the
+  // world group's (sub_comm.h); read when the group is made, as torch_npu does.
+  const bool world = options_->global_ranks_in_group.empty();
+  std::vector<std::string> hosts;
+  if (!world && vnpu::environment_now().rootinfo_subcomm_enable) {
+    hosts = derived_hosts(options_->global_ranks_in_group);
+    comm_creation_.kind = hosts.empty() ? CommCreation::Kind::kDerivationFailed : CommCreation::Kind::kDerived;
+  }
+  const auto started = std::chrono::steady_clock::now();
+  transport_ = connect_transport(*store, rank, size, config, make_sockets, &hosts);
+  comm_creation_.took =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+  if (world) remember_world_hosts(this, std::move(hosts));
   register_leasable_group(this);
 }
 
@@ -374,7 +387,10 @@ size_t ProcessGroupHCCL::shm_slot_bytes(const HcclCommConfig& config) {
   return std::min(kChunkBytes, static_cast<size_t>(buffer_mb << 20) / 2);
 }
 
-ProcessGroupHCCL::~ProcessGroupHCCL() { unregister_leasable_group(this); }
+ProcessGroupHCCL::~ProcessGroupHCCL() {
+  forget_world_hosts(this);
+  unregister_leasable_group(this);
+}
 
 namespace {
 
@@ -399,6 +415,8 @@ c10::Stream ProcessGroupHCCL::comm_stream(c10::DeviceIndex device) {
     const c10::Stream stream = comm_config_.buffer_name.empty() ? communication_stream(device)
                                                                 : named_buffer_stream(comm_config_.buffer_name, device);
     it = comm_streams_.emplace(device, stream).first;
+    // Where torch_npu makes (and logs) the group's communicator on a device.
+    log_comm_created(comm_creation_, options_->group_id, device);
   }
   return it->second;
 }

@@ -36,6 +36,7 @@
 #include <variant>
 
 #include "csrc/distributed/hccl_comm_config.h"
+#include "csrc/distributed/sub_comm.h"
 
 namespace torch_npu {
 
@@ -199,6 +200,7 @@ class ProcessGroupHCCL : public c10d::Backend {
   const uint64_t trace_pg_id_;            // the group's number in the flight recorder (0, 1, ... per process)
   const std::string trace_pg_name_;       // its name there, torch_npu's "group_name_<group id>"
   std::shared_ptr<Transport> transport_;  // shared with the queued collectives; never null
+  CommCreation comm_creation_;            // how the transport was made, for the log (sub_comm.h)
   std::map<c10::DeviceIndex, c10::Stream> comm_streams_;
   std::map<c10::DeviceIndex, c10::Stream> p2p_wait_streams_;
   uint64_t seq_ = 0;            // guarded by issue_mutex_

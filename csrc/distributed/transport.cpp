@@ -41,7 +41,8 @@ void Transport::raise_mismatch(int rank, uint64_t mine, int other, uint64_t thei
 }
 
 std::shared_ptr<Transport> connect_transport(c10d::Store& store, int rank, int size, const TransportConfig& config,
-                                             const SocketGroupFactory& make_sockets) {
+                                             const SocketGroupFactory& make_sockets,
+                                             std::vector<std::string>* rank_hosts) {
   using vnpu::hccl::ShmGroup;
   // The whole group's sockets come first: every transport has them.
   c10::intrusive_ptr<c10d::Backend> sockets = make_sockets("hccl_transport/", rank, size, config.sockets_timeout);
@@ -53,11 +54,14 @@ std::shared_ptr<Transport> connect_transport(c10d::Store& store, int rank, int s
   // are numbered in the order of their first rank; a host's first rank is
   // its leader.
   store.set("hccl/host/" + std::to_string(rank), as_bytes(config.host_id));
+  const bool derived = rank_hosts != nullptr && !rank_hosts->empty();
+  TORCH_INTERNAL_ASSERT(!derived || static_cast<int>(rank_hosts->size()) == size, "derived hosts of another group");
   std::vector<std::string> hosts;        // host index -> identity
   std::vector<int> host_of(size);        // rank -> host index
   std::vector<int> local_ranks_of_mine;  // ranks on this rank's host
   for (int r = 0; r < size; ++r) {
-    const std::string id = as_string(store.get("hccl/host/" + std::to_string(r)));
+    const std::string id = derived ? (*rank_hosts)[r] : as_string(store.get("hccl/host/" + std::to_string(r)));
+    if (rank_hosts != nullptr && !derived) rank_hosts->push_back(id);
     auto it = std::find(hosts.begin(), hosts.end(), id);
     host_of[r] = static_cast<int>(it - hosts.begin());
     if (it == hosts.end()) hosts.push_back(id);

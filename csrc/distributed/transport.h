@@ -135,7 +135,14 @@ struct TransportConfig {
 // Shared memory needs a host of two ranks or more and none beyond what a
 // segment holds; if any rank fails to attach, all use sockets (with a warning
 // on the rank that failed). Blocks until the peers have posted.
+//
+// `rank_hosts`, when not null, is each group rank's host: given (not empty)
+// by a group that derives them from the world group's (sub_comm.h), the
+// ranks' hosts are not read from the store (each rank still posts its own,
+// so a peer that does not derive finds it); left empty, it is filled with
+// the hosts read (none when the group connects without shared memory).
 std::shared_ptr<Transport> connect_transport(c10d::Store& store, int rank, int size, const TransportConfig& config,
-                                             const SocketGroupFactory& make_sockets);
+                                             const SocketGroupFactory& make_sockets,
+                                             std::vector<std::string>* rank_hosts = nullptr);
 
 }  // namespace torch_npu

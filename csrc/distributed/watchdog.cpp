@@ -2,15 +2,13 @@
 
 #include <c10/util/Exception.h>
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
-#include <ctime>
 
 #include <vnpu/environment.h>
+#include <vnpu/log.h>
 
 namespace torch_npu {
 namespace {
@@ -22,24 +20,13 @@ std::atomic<int64_t> g_exec_ms_for_testing{0};
 // (torch_npu's EXCEPTION_DUMP): the other ranks' world groups dump on it.
 constexpr const char* kDumpSignalKey = "exception_dump";
 
-// torch_npu's log line (npu_logging::Logger): level letter, date, time, pid,
-// source, rank, message; on stderr.
-void log_line(char level, const std::string& message) {
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
-  const long micros = static_cast<long>(
-      std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() % 1000000);
-  std::tm tm{};
-  localtime_r(&seconds, &tm);
-  const char* rank = std::getenv("RANK");
-  std::fprintf(stderr, "%c%02d%02d %02d:%02d:%02d.%06ld %d ProcessGroupHCCL.cpp] %s%s\n", level, tm.tm_mon + 1,
-               tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, micros, static_cast<int>(getpid()),
-               rank != nullptr ? ("[rank:" + std::string(rank) + "] ").c_str() : "", message.c_str());
-  std::fflush(stderr);
+// torch_npu's ProcessGroupHCCL reports these whatever the log levels.
+void log_warning(const std::string& message) {
+  vnpu::log::write_always(vnpu::log::Level::kWarning, "ProcessGroupHCCL.cpp", message);
 }
-
-void log_warning(const std::string& message) { log_line('W', message); }
-void log_error(const std::string& message) { log_line('E', message); }
+void log_error(const std::string& message) {
+  vnpu::log::write_always(vnpu::log::Level::kError, "ProcessGroupHCCL.cpp", message);
+}
 
 bool tears_down() {
   const vnpu::Environment& env = vnpu::environment();

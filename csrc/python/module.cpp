@@ -35,6 +35,7 @@ void bind_streams(pybind11::module& m);
 void bind_strict_mode(pybind11::module& m);
 void bind_sanitizer(pybind11::module& m);
 void bind_op_route(pybind11::module& m);
+void bind_logging(pybind11::module& m);
 void bind_affinity(pybind11::module& m);
 void bind_ipc(pybind11::module& m);
 
@@ -226,6 +227,7 @@ PYBIND11_MODULE(_C, m) {
   bind_strict_mode(m);
   bind_sanitizer(m);
   bind_op_route(m);
+  bind_logging(m);
   bind_affinity(m);
   bind_ipc(m);
 
@@ -239,8 +241,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("_reset_fallback_counts", &reset_fallback_counts);
   m.def("_set_fallback_debug", &set_fallback_debug);
   m.def("_set_op_hooks_enabled", &set_op_hooks_enabled);
-  // TORCH_NPU_LOGS's op_plugin log (torch_npu._logging).
-  m.def("_set_op_plugin_log", &set_op_plugin_log);
   m.def("_aclnn_name_of", &aclnn_name_of);
   m.def("_sync_native_counts", &sync_native_counts);
   m.def("_reset_sync_native_counts", &reset_sync_native_counts);

@@ -127,6 +127,7 @@ const std::vector<EnvironmentVariable>& environment_variables() {
        "read peers' buffers directly and npu tensors sent through `torch.multiprocessing` alias the sender's "
        "memory; 0: private host memory; auto: 1 when `LOCAL_WORLD_SIZE` > 1"},
       {"LOCAL_WORLD_SIZE", "unset", "set by torchrun: ranks on this host (read for `VNPU_SHARED_DEVICE_MEMORY=auto`)"},
+      {"RANK", "unset", "set by torchrun: the rank torch_npu's log lines show (`[rank:N]`), read at each line"},
       {"HCCL_EXEC_TIMEOUT", "unset (1836)",
        "seconds a collective may run before it fails with the watchdog error (the group's timeout also "
        "applies, the earlier wins); 0: no limit beyond the group's"},
@@ -194,6 +195,15 @@ const std::vector<EnvironmentVariable>& environment_variables() {
       {"ASCEND_GLOBAL_LOG_LEVEL", "3",
        "CANN's log level for `ASCEND_LOGE/W/I/D` and `aclAppLog` in extensions: 0 debug, 1 info, 2 warning, "
        "3 error, 4 none; messages at or above it go to stderr"},
+      {"TORCH_NPU_LOGS_FILTER", "unset",
+       "filters torch_npu's log lines (`TORCH_NPU_LOGS`): `-word` drops lines that hold it, then, if any `+word` is "
+       "given, only lines holding one of those are kept (`+aclnnMatmul,-aclnnAdd`; case-sensitive substrings); "
+       "read whenever the log levels are set (at import, `torch._logging.set_logs`, `_LogContext.setLogs`)"},
+      {"ROOTINFO_SUBCOMM_ENABLE", "0",
+       "1: a process group of some of the world's ranks derives its communicator from the world group's (it "
+       "takes the ranks' hosts from it instead of exchanging them through the store) and logs torch_npu's "
+       "\"Create sub hccl comm by hcclCreateSubCommConfig success\" at the first collective (`torch.distributed` "
+       "logger at INFO); read when a group is made"},
   };
   return variables;
 }
@@ -444,6 +454,16 @@ Environment parse_environment(const char* (*raw_lookup)(const char* name)) {
       env.errors.push_back("ASCEND_GLOBAL_LOG_LEVEL should be 0, 1, 2, 3 or 4, but got " + quoted(v));
     }
   }
+  if (const char* v = lookup("TORCH_NPU_LOGS_FILTER")) env.logs_filter = v;
+  if (const char* v = lookup("RANK")) env.rank = v;
+  if (const char* v = lookup_nonempty(lookup, "ROOTINFO_SUBCOMM_ENABLE")) {
+    std::uint64_t flag = 0;
+    if (parse_unsigned(v, &flag)) {
+      env.rootinfo_subcomm_enable = flag != 0;  // torch_npu's GetBoolTypeOption: any other number enables
+    } else {
+      env.errors.push_back("ROOTINFO_SUBCOMM_ENABLE should be 0 or 1, but got " + quoted(v));
+    }
+  }
   env.inf_nan_mode = inf_nan_mode(lookup, env.chip_name, &env.errors);
 
   if (const char* v = lookup_nonempty(lookup, "ACL_OP_INIT_MODE")) {
@@ -471,5 +491,10 @@ const Environment& environment() {
 }
 
 Environment environment_now() { return parse_environment(&process_lookup); }
+
+std::string rank_now() {
+  const char* rank = process_lookup("RANK");
+  return rank != nullptr ? rank : "";
+}
 
 }  // namespace vnpu

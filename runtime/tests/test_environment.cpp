@@ -288,3 +288,20 @@ TEST(Environment, AclInitConfigPathIsCheckedAsRealTorchNpuChecksIt) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Environment, LogsFilterAndSubCommunicators) {
+  using vnpu_test::parse;
+  EXPECT_EQ(parse({}).logs_filter, "");
+  EXPECT_EQ(parse({{"TORCH_NPU_LOGS_FILTER", "+a,-b"}}).logs_filter, "+a,-b");
+  EXPECT_FALSE(parse({}).rootinfo_subcomm_enable);
+  EXPECT_TRUE(parse({{"ROOTINFO_SUBCOMM_ENABLE", "1"}}).rootinfo_subcomm_enable);
+  EXPECT_TRUE(parse({{"ROOTINFO_SUBCOMM_ENABLE", "2"}}).rootinfo_subcomm_enable);  // torch_npu: any other number
+  EXPECT_FALSE(parse({{"ROOTINFO_SUBCOMM_ENABLE", "0"}}).rootinfo_subcomm_enable);
+  const vnpu::Environment bad = parse({{"ROOTINFO_SUBCOMM_ENABLE", "yes"}});
+  ASSERT_EQ(bad.errors.size(), 1u);
+  EXPECT_EQ(bad.errors[0], "ROOTINFO_SUBCOMM_ENABLE should be 0 or 1, but got 'yes'");
+}
+
+}  // namespace

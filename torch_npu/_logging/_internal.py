@@ -6,7 +6,8 @@ On vNPU two names log: ``env`` (each environment variable read through
 ``os.getenv`` / ``os.environ.get``, once: torch_npu.utils.patch_getenv) and
 ``op_plugin`` (each operator called on npu tensors, as the aclnn operator
 real op-plugin launches for it, filtered by TORCH_NPU_LOGS_FILTER:
-csrc/api/op_log.h). The other names are accepted so that settings written
+csrc/api/op_log.h). ``torch.distributed`` at INFO also shows the hccl
+communicators' creation, as torch_npu's ProcessGroupHCCL logs it. The other names are accepted so that settings written
 for real torch_npu work, and stay silent: their sources (ACL, the dispatch
 queue, silent-check, recovery, symmetric memory) do not exist on a virtual
 device.
@@ -54,18 +55,17 @@ def _update_log_state_from_env():
 
 
 def _apply_to_cpp():
-    """Hands the op_plugin level (and TORCH_NPU_LOGS_FILTER) to the C++ log."""
+    """Hands every level torch._logging holds to the C++ logs (torch_npu's
+    LogContext.setLogs; it reads TORCH_NPU_LOGS_FILTER then)."""
     from torch_npu import _C
 
-    level = _torch_logging.log_state.log_qname_to_level.get(_LOG_NAMES["op_plugin"], logging.NOTSET)
-    if not isinstance(level, int):
-        level = logging.getLevelName(level) if isinstance(level, str) else logging.NOTSET
-    enabled = isinstance(level, int) and logging.NOTSET < level <= logging.INFO
-    _C._set_op_plugin_log(level if enabled else 0, os.environ.get("TORCH_NPU_LOGS_FILTER", ""))
+    levels = {name: level for name, level in _torch_logging.log_state.log_qname_to_level.items()
+              if isinstance(level, int)}
+    _C._logging._LogContext.GetInstance().setLogs(levels)
 
 
 def _set_logs_also_in_cpp(set_logs):
-    """torch._logging.set_logs, then the op_plugin level to C++, as real
+    """torch._logging.set_logs, then the levels to C++, as real
     torch_npu does; TORCH_LOGS / TORCH_NPU_LOGS take precedence, as in torch."""
     @functools.wraps(set_logs)
     def wrapper(*args, **kwargs):

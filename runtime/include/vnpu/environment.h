@@ -108,6 +108,17 @@ struct Environment {
   // ASCEND_GLOBAL_LOG_LEVEL: 0 debug, 1 info, 2 warning, 3 error, 4 none.
   int acl_log_level = 3;
 
+  // --- torch_npu's logs (vnpu/log.h) ----------------------------------
+  // TORCH_NPU_LOGS_FILTER: "+kept,-dropped" words over every log line.
+  std::string logs_filter;
+  // RANK (torchrun's) at this parse; log lines read it again (rank_now()).
+  std::string rank;
+
+  // --- hccl sub-communicators ----------------------------------------------
+  // ROOTINFO_SUBCOMM_ENABLE=1: a group of some of the world's ranks derives
+  // its communicator from the world group's (csrc/distributed/transport.h).
+  bool rootinfo_subcomm_enable = false;
+
   // The raw value of every variable in environment_variables() that is set.
   std::vector<std::pair<std::string, std::string>> raw_values;
 
@@ -136,6 +147,10 @@ const Environment& environment();
 // too (Runtime::planned_device_count). environment() is the first parse,
 // for the switches read elsewhere (launch mode, hccl, logging).
 Environment environment_now();
+
+// RANK as it is now ("" when unset): torchrun's, which torch_npu's log lines
+// show; read at each line, since scripts may set it after import.
+std::string rank_now();
 
 // Parses an environment from an explicit lookup function; used by tests.
 // `lookup` returns nullptr for unset variables.
