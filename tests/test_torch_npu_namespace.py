@@ -42,6 +42,32 @@ def test_subpackages_bound_at_import():
     assert result.stdout.strip() == "ok"
 
 
+def test_fused_ops_are_resolved_at_first_use_and_listed_from_the_start():
+    # Building some 400 operator packets and docstrings at import was a tenth
+    # of `import torch_npu` (issue 28); each is made on first access instead.
+    code = """
+        import torch, torch_npu
+        assert "npu_rms_norm" not in torch_npu.__dict__
+        assert "npu_rms_norm" in dir(torch_npu) and "npu_rms_norm" in torch_npu.__all__
+        assert "npu_hans_encode" in dir(torch_npu) and "npu_fusion_attention" in torch_npu.__all__
+        assert torch_npu.npu_rms_norm is torch.ops.npu.npu_rms_norm  # then kept in the module
+        assert "npu_rms_norm" in torch_npu.__dict__ and "Schemas:" in torch_npu.npu_rms_norm.__doc__
+        from torch_npu import npu_rotary_mul
+        assert npu_rotary_mul is torch.ops.npu.npu_rotary_mul
+        namespace = {}
+        exec("from torch_npu import *", namespace)
+        missing = [n for n in torch_npu.__all__ if n not in namespace]
+        assert not missing, missing
+        try:
+            torch_npu.npu_no_such_op
+        except AttributeError as e:
+            assert "has no attribute 'npu_no_such_op'" in str(e)
+        print("ok")
+    """
+    result = run_python(code)
+    assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-3000:]
+
+
 def test_unsupported_dtype_lists_the_quantized_dtypes_npu_storages_refuse():
     assert torch_npu.unsupported_dtype == [torch.quint8, torch.quint4x2, torch.quint2x4, torch.qint32, torch.qint8]
     with warnings.catch_warnings():

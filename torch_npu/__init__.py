@@ -41,8 +41,28 @@ from torch_npu import op_plugin as _op_plugin  # noqa: E402  (defines the fused 
 npu_format_cast = _op_plugin.documented("npu", "npu_format_cast")
 npu_format_cast_ = _op_plugin.documented("npu", "npu_format_cast_")
 
-_fused_ops = _op_plugin.exports()
-globals().update(_fused_ops)
+# The fused ops are resolved at first use (__getattr__): building the
+# packets and docstrings of some 400 operators is a tenth of the import.
+_fused_ops = _op_plugin.export_names()
+_lazy_fused_ops = frozenset(_fused_ops)
+
+
+def __getattr__(name):
+    if name in _lazy_fused_ops:
+        value = globals()[name] = _op_plugin.export(name)
+        return value
+    # Real torch_npu's torch_npu._ShardedGradScaler, imported at first use:
+    # it imports torch.distributed.fsdp, too heavy for every `import torch`.
+    if name == "_ShardedGradScaler":
+        from torch_npu.npu.amp.sharded_grad_scaler import _ShardedGradScaler
+        return _ShardedGradScaler
+    raise AttributeError(f"module 'torch_npu' has no attribute '{name}'")
+
+
+def __dir__():
+    return sorted(set(globals()) | _lazy_fused_ops)
+
+
 from torch_npu.npu.graphs import print_npugraph_tensor, save_npugraph_tensor  # noqa: E402,F401  (graph debugging)
 
 # torch_npu.utils (its heavier submodules load on first use) and the storage
@@ -162,12 +182,3 @@ elif _transfer != "0":
 
 __all__ = ["npu", "get_soc_version", "npu_format_cast", "npu_format_cast_", "get_npu_format", "erase_stream",
            "matmul_checksum", "HiFloat8Tensor", *_fused_ops]
-
-
-def __getattr__(name):
-    # Real torch_npu's torch_npu._ShardedGradScaler, imported at first use:
-    # it imports torch.distributed.fsdp, too heavy for every `import torch`.
-    if name == "_ShardedGradScaler":
-        from torch_npu.npu.amp.sharded_grad_scaler import _ShardedGradScaler
-        return _ShardedGradScaler
-    raise AttributeError(f"module 'torch_npu' has no attribute '{name}'")

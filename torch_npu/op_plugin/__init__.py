@@ -78,14 +78,30 @@ def documented(namespace, name):
     return exported
 
 
+_PYTHON_EXPORTS = {
+    "npu_grouped_matmul": lambda: npu_grouped_matmul,
+    "npu_apply_adam_w": lambda: npu_apply_adam_w,
+    "npu_bert_apply_adam": lambda: npu_bert_apply_adam,
+    "npu_hans_encode": lambda: hans.npu_hans_encode,
+    "npu_hans_decode": lambda: hans.npu_hans_decode,
+}
+
+
+def export_names():
+    """The name of every fused op torch_npu re-exports, in definition order."""
+    return list(dict.fromkeys([*EXPORTED, *EXPORTED_ATB, *_PYTHON_EXPORTS]))
+
+
+def export(name):
+    """The callable torch_npu.<name> is, documented (help(torch_npu.npu_rms_norm)
+    shows its schemas). torch_npu resolves these at first use (its module
+    __getattr__): making the packets and their docstrings for every operator
+    at import cost a tenth of the import (issue 28)."""
+    if name in _PYTHON_EXPORTS:
+        return _PYTHON_EXPORTS[name]()
+    return documented("atb" if name in EXPORTED_ATB else "npu", name)
+
+
 def exports():
-    """{name: callable} of every fused op torch_npu re-exports, each documented
-    (help(torch_npu.npu_rms_norm) shows its schemas)."""
-    names = {name: documented("npu", name) for name in EXPORTED}
-    names.update((name, documented("atb", name)) for name in EXPORTED_ATB)
-    names["npu_grouped_matmul"] = npu_grouped_matmul
-    names["npu_apply_adam_w"] = npu_apply_adam_w
-    names["npu_bert_apply_adam"] = npu_bert_apply_adam
-    names["npu_hans_encode"] = hans.npu_hans_encode
-    names["npu_hans_decode"] = hans.npu_hans_decode
-    return names
+    """{name: callable} of every fused op torch_npu re-exports."""
+    return {name: export(name) for name in export_names()}
