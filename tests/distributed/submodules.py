@@ -1,6 +1,7 @@
 """Run under torchrun (MODE unset) or torch_npu.distributed.run (MODE=run):
 torch_npu.distributed's submodules on 2 ranks over hccl. Prints "RANK r OK"."""
 
+import copy
 import os
 
 import torch
@@ -99,11 +100,6 @@ from torch_npu.distributed.pipelining import pipeline  # noqa: E402
 torch.manual_seed(0)
 net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3)).npu()
 example = torch.randn(2, 4, device="npu")
-try:
-    pipeline(net, (example,), split_spec={"2": SplitPoint.BEGINNING}, mode="fx")
-    raise AssertionError("mode='fx' ran")
-except RuntimeError as e:
-    assert "not supported on vNPU" in str(e)
 pipe = pipeline(net, (example,), split_spec={"2": SplitPoint.BEGINNING})
 assert pipe.num_stages == 2
 stage = pipe.build_stage(rank, torch.device("npu", rank))
@@ -115,6 +111,75 @@ if rank == 0:
 else:
     result = schedule.step()
     assert torch.allclose(result.cpu(), expected, rtol=1e-5, atol=1e-6), (result, expected)
+
+
+
+# --- pipeline(mode="fx"): a model torch.export cannot capture (data-dependent
+# Python in `gate`), traced with torch.fx and `gate` kept as a call; its None
+# argument is specialised away. Two stages, 1F1B with a loss, against eager.
+from torch.distributed.pipelining import Schedule1F1B  # noqa: E402
+
+
+class Gate(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x, mask=None):
+        assert mask is None
+        y = self.lin(x)
+        return y if float(y.abs().sum()) >= 0 else -y  # a Python branch on a value: export cannot trace it
+
+
+class GatedNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Linear(4, 8)
+        self.gate = Gate()
+        self.out = nn.Linear(8, 3)
+
+    def forward(self, x, mask=None):
+        return self.out(self.gate(torch.relu(self.inp(x)), mask))
+
+
+torch.manual_seed(1)
+gated = GatedNet().npu()
+reference = copy.deepcopy(gated)
+split = {"out": SplitPoint.BEGINNING}
+try:
+    pipeline(gated, (example, None), split_spec=split)
+    raise AssertionError("torch.export traced a data-dependent branch")
+except RuntimeError as e:
+    assert "cannot capture your model as a full graph" in str(e), e
+for bad, message in (({"atomic_units": ["no_such"]}, "does not have"), ({"atomic_units": "gate"}, "list of")):
+    try:
+        pipeline(gated, (example, None), split_spec=split, mode="fx", **bad)
+        raise AssertionError(bad)
+    except (ValueError, TypeError) as e:
+        assert message in str(e), e
+fx_pipe = pipeline(gated, (example, None), split_spec=split, mode="fx", atomic_units=["gate"])
+assert fx_pipe.num_stages == 2
+fx_stage = fx_pipe.build_stage(rank, torch.device("npu", rank))
+loss_fn = nn.MSELoss(reduction="sum")
+schedule = Schedule1F1B(fx_stage, 2, loss_fn=loss_fn, scale_grads=False)
+batch = torch.randn(4, 4, generator=gen)
+target = torch.randn(4, 3, generator=gen)
+want = reference(batch.npu())
+want_loss = loss_fn(want[:2], target[:2].npu()) + loss_fn(want[2:], target[2:].npu())
+want_loss.backward()
+losses = []
+if rank == 0:
+    schedule.step(batch.npu())
+    mine, theirs = fx_pipe.get_stage_module(0), reference
+    pairs = [(mine.get_submodule("inp").weight, theirs.inp.weight), (mine.get_submodule("gate").lin.weight,
+                                                                     theirs.gate.lin.weight)]
+else:
+    out = schedule.step(target=target.npu(), losses=losses)
+    assert torch.allclose(out.cpu(), want.detach().cpu(), rtol=1e-5, atol=1e-6), (out, want)
+    assert torch.allclose(sum(losses).cpu(), want_loss.detach().cpu(), rtol=1e-5), (losses, want_loss)
+    pairs = [(fx_pipe.get_stage_module(1).get_submodule("out").weight, reference.out.weight)]
+for got, expected in pairs:
+    assert torch.allclose(got.grad.cpu(), expected.grad.cpu(), rtol=1e-4, atol=1e-6), (got.grad, expected.grad)
 
 dist.barrier()
 dist.destroy_process_group()

@@ -3,9 +3,9 @@
 ``pipeline(module, mb_args, split_spec=...)`` (mode None or "export") is
 torch.distributed.pipelining's: it traces the npu module with torch.export
 and splits it into stages (``Pipe.build_stage(i, torch.device("npu", r))``).
-Real torch_npu adds ``mode="fx"`` (its own FX tracer, with ``atomic_units``
-leaf modules) for models torch.export cannot trace; vNPU has no such tracer
-and raises for it.
+``mode="fx"`` traces it with torch.fx instead, keeping the submodules named
+in ``atomic_units`` as calls, for models torch.export cannot capture, as real
+torch_npu's FX mode does (_fx_tracing.py).
 """
 
 from typing import Optional
@@ -22,9 +22,8 @@ def pipeline(module: torch.nn.Module, mb_args: tuple, mb_kwargs: Optional[dict] 
     if mode not in (None, "export", "fx"):
         raise ValueError("`mode` must be one of None, 'export', or 'fx'.")
     if mode == "fx":
-        raise RuntimeError("pipeline(mode='fx') is not supported on vNPU: torch_npu's FX tracer for pipelining "
-                           "(symbolic tracing with atomic_units leaf modules) is not emulated; use mode='export' "
-                           "(torch.export tracing)")
+        from torch_npu.distributed.pipelining._fx_tracing import pipeline_fx
+        return pipeline_fx(module, mb_args, mb_kwargs, split_spec, split_policy, atomic_units)
     if atomic_units is not None:
         raise ValueError("`atomic_units` is only supported when `mode='fx'`.")
     return _torch_pipeline(module, mb_args=mb_args, mb_kwargs=mb_kwargs, split_spec=split_spec,
@@ -32,5 +31,6 @@ def pipeline(module: torch.nn.Module, mb_args: tuple, mb_kwargs: Optional[dict] 
 
 
 pipeline.__module__ = __name__
+pipeline._torch_npu_pipelining_patch_applied = True  # as real torch_npu marks its pipeline
 
 __all__ = ["pipeline"]
