@@ -338,6 +338,8 @@ ProcessGroupHCCL::ProcessGroupHCCL(const c10::intrusive_ptr<c10d::Store>& store,
   std::vector<std::string> hosts;
   if (!world && vnpu::environment_now().rootinfo_subcomm_enable) {
     hosts = derived_hosts(options_->global_ranks_in_group);
+    // A group given a host of its own (Options._host_id) reads the hosts as usual.
+    if (hosts.size() != static_cast<size_t>(size) || hosts[rank] != options_->host_id) hosts.clear();
     comm_creation_.kind = hosts.empty() ? CommCreation::Kind::kDerivationFailed : CommCreation::Kind::kDerived;
   }
   const auto started = std::chrono::steady_clock::now();
