@@ -103,11 +103,13 @@ def _insert_split_points(gm, split_spec):
 def _drop_none_inputs(gm):
     """Removes the placeholders of arguments specialised to None (and FX's
     checks of them): the stages take only the inputs that carry data."""
+    specialised = set()
     for node in list(gm.graph.nodes):
         if node.op == "call_function" and node.target is fx._symbolic_trace._assert_is_none:
+            specialised.update(arg for arg in node.args if isinstance(arg, fx.Node))
             gm.graph.erase_node(node)
-    for node in list(gm.graph.nodes):
-        if node.op == "placeholder" and node.args == (None,) and not node.users:
+    for node in specialised:
+        if node.op == "placeholder" and not node.users:
             gm.graph.erase_node(node)
     gm.recompile()
 
