@@ -135,26 +135,32 @@ def _continuous_class(item):
     return cls if cls is not None and issubclass(cls, MultiProcContinuousTest) else None
 
 
+def kill_children():
+    for child in multiprocessing.active_children():
+        child.kill()
+        child.join(10)
+
+
 def pytest_runtest_teardown(item, nextitem):
     cls = _continuous_class(item)
     if cls is not None and nextitem is not None and getattr(nextitem, "cls", None) is cls:
         return
-    for child in multiprocessing.active_children():
-        child.kill()
-        child.join(10)
+    kill_children()
 '''
 
 # The way real torch_npu's own CI runs a file (`python FILE`: its run_tests()
 # calls unittest.main), for the files pytest cannot collect: TestCases whose
 # __init__ looks its test method up by name (pytest makes one with "runTest"),
 # module-level generator functions named test*. Each test's outcome is written
-# as JSON; children a test left running are killed after it, as above.
+# as JSON; children a test left running are killed after it (REAP_CHILDREN's
+# kill_children, from the same overlay folder).
 RUN_AS_MAIN = '''
 import json
-import multiprocessing
 import runpy
 import sys
 import unittest
+
+from vnpu_reap_children import kill_children
 
 path, out = sys.argv[1], sys.argv[2]
 deselected = set(sys.argv[3:])  # "Class.test_name", as NOT_RUN names them
@@ -199,9 +205,7 @@ class _Recorder(unittest.TextTestResult):
 
     def stopTest(self, test):
         super().stopTest(test)
-        for child in multiprocessing.active_children():
-            child.kill()
-            child.join(10)
+        kill_children()
 
 
 _main = unittest.main

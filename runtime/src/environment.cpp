@@ -455,7 +455,9 @@ Environment parse_environment(const char* (*raw_lookup)(const char* name)) {
     }
   }
   if (const char* v = lookup("TORCH_NPU_LOGS_FILTER")) env.logs_filter = v;
-  if (const char* v = lookup("RANK")) env.rank = v;
+  // RANK is only recorded here (raw_values): log lines read it as it is at
+  // each line (rank_now()), since scripts set it after import.
+  (void)lookup("RANK");
   if (const char* v = lookup_nonempty(lookup, "ROOTINFO_SUBCOMM_ENABLE")) {
     std::uint64_t flag = 0;
     if (parse_unsigned(v, &flag)) {

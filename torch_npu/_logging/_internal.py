@@ -7,14 +7,13 @@ On vNPU two names log: ``env`` (each environment variable read through
 ``op_plugin`` (each operator called on npu tensors, as the aclnn operator
 real op-plugin launches for it, filtered by TORCH_NPU_LOGS_FILTER:
 csrc/api/op_log.h). ``torch.distributed`` at INFO also shows the hccl
-communicators' creation, as torch_npu's ProcessGroupHCCL logs it. The other names are accepted so that settings written
-for real torch_npu work, and stay silent: their sources (ACL, the dispatch
-queue, silent-check, recovery, symmetric memory) do not exist on a virtual
-device.
+communicators' creation, as torch_npu's ProcessGroupHCCL logs it. The other
+names are accepted so that settings written for real torch_npu work, and stay
+silent: their sources (ACL, the dispatch queue, silent-check, recovery,
+symmetric memory) do not exist on a virtual device.
 """
 
 import functools
-import logging
 import os
 
 import torch._logging

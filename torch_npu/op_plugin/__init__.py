@@ -100,8 +100,3 @@ def export(name):
     if name in _PYTHON_EXPORTS:
         return _PYTHON_EXPORTS[name]()
     return documented("atb" if name in EXPORTED_ATB else "npu", name)
-
-
-def exports():
-    """{name: callable} of every fused op torch_npu re-exports."""
-    return {name: export(name) for name in export_names()}

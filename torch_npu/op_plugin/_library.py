@@ -30,7 +30,7 @@ EXPORTED = []
 # The same for torch.ops.atb: torch_npu re-exports these too (torch_npu._npu_paged_attention).
 EXPORTED_ATB = []
 # "npu::<packet>" -> the docstring of the Python function that implements it,
-# part of the exported operator's own docstring (exports() in __init__.py).
+# part of the exported operator's own docstring (export() in __init__.py).
 IMPLEMENTATION_DOCS = {}
 
 

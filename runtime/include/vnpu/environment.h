@@ -111,8 +111,6 @@ struct Environment {
   // --- torch_npu's logs (vnpu/log.h) ----------------------------------
   // TORCH_NPU_LOGS_FILTER: "+kept,-dropped" words over every log line.
   std::string logs_filter;
-  // RANK (torchrun's) at this parse; log lines read it again (rank_now()).
-  std::string rank;
 
   // --- hccl sub-communicators ----------------------------------------------
   // ROOTINFO_SUBCOMM_ENABLE=1: a group of some of the world's ranks derives
