@@ -87,7 +87,8 @@ def test_profiler_usable_without_importing_it():
     """
     result = run_python(code)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "ok"
+    # (before it, torch_npu's warning for a profile stopped while it records without a schedule)
+    assert result.stdout.strip().splitlines()[-1] == "ok"
 
 
 # --- asd: matmul_checksum --------------------------------------------------------------------

@@ -151,6 +151,13 @@ if any(_os.environ.get(_name) for _name in ("PERF_DUMP_CONFIG", "NPU_ASD_CONFIG"
 
     _add_perf_dump_patch()
 
+# Dynamic profiling without code changes (PROF_CONFIG_PATH, MSMONITOR_USE_DAEMON;
+# torch_npu/profiler/_non_intrusive_profile.py), imported only when one is set.
+if any(_os.environ.get(_name) for _name in ("PROF_CONFIG_PATH", "MSMONITOR_USE_DAEMON", "KINETO_USE_DAEMON")):
+    from torch_npu.profiler._non_intrusive_profile import _NonIntrusiveProfile
+
+    _NonIntrusiveProfile.init()
+
 from torch_npu.utils.hif8_tensor import HiFloat8Tensor  # noqa: E402
 from torch_npu import _philox_rand  # noqa: E402
 
@@ -168,6 +175,7 @@ def _add_npu_attention_to_context_parallel(_module):
 
 
 _call_after_import("torch.distributed.tensor", _register_npu_sharding_rules)
+
 # torch's context parallelism rings npu's attention kernel too, however it is imported
 _call_after_import("torch.distributed.tensor.experimental._context_parallel._attention",
                    _add_npu_attention_to_context_parallel)

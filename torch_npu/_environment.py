@@ -26,6 +26,10 @@ _OTHER_LAYERS = (
      "torch_npu.profiler's: each profile's `*_ascend_pt` folder (raw data, and with "
      "`tensorboard_trace_handler()` the analysis) goes under `$ASCEND_WORK_PATH/profiling_data` unless the "
      "handler names a `dir_name` (else under the current folder)"),
+    ("TORCH_NPU_WARNING_DISABLE", "0",
+     "1: torch_npu.profiler prints no warnings (its `[WARNING] ... profiler.py:` lines), as in torch_npu, "
+     "which also takes the deprecated name `TORCH_NPU_DISABLED_WARNING`; ranks other than 0 (`RANK`) print "
+     "none either; read at each warning"),
     ("VNPU_CHECK_MODE", "0",
      "1: strict chip mode for the whole run (`torch.npu.set_check_mode(True)` at import), "
      "with its findings printed at exit (docs/strict_mode.md)"),
@@ -55,6 +59,14 @@ _OTHER_LAYERS = (
     ("TORCH_TRANSFER_TO_NPU", "0",
      "1: `import torch_npu` (or torch's autoload of it) applies `torch_npu.contrib.transfer_to_npu`, so an "
      "unchanged CUDA script runs on npu; anything but 0 or 1 raises ValueError at import"),
+    ("PROF_CONFIG_PATH", "unset",
+     "a folder: dynamic profiling of an unchanged training script, as `dynamic_profile.init(folder)` when the "
+     "first optimizer is created and `dynamic_profile.step()` after each step of the optimizer created last; "
+     "edit `<folder>/profiler_config.json` to profile (docs/profiler.md)"),
+    ("MSMONITOR_USE_DAEMON", "0",
+     "1 (with `PROF_CONFIG_PATH` unset): the same, configured by dynolog through msmonitor's `IPCMonitor` "
+     "module, which vNPU does not bundle (without it: a warning, and no profiling)"),
+    ("KINETO_USE_DAEMON", "unset", "`MSMONITOR_USE_DAEMON`'s deprecated name (warns)"),
     ("VNPU_SKIP_BUILD", "unset",
      "build-time only: `pip install` skips the CMake build (used by `scripts/setup.sh`, which builds first)"),
 )

@@ -13,6 +13,7 @@ torch_npu: ``get_prof_dir()`` names the last folder made.
 import datetime
 import os
 import pathlib
+import shutil
 import socket
 
 __all__ = []
@@ -61,8 +62,15 @@ class ProfPathCreator:
         folder = root / f"{worker}_{os.getpid()}_{stamp}_ascend_pt"
         folder.mkdir(parents=True, exist_ok=True)
         self._prof_dir = folder
+        self.is_prof_inited = True  # until the profile's files are written (_ProfInterface.finalize_trace)
         return folder
 
     def get_prof_dir(self):
         """The last folder made (a str), or None."""
         return None if self._prof_dir is None else str(self._prof_dir)
+
+    def delete_prof_dir(self):
+        """Removes the last folder made (a profile stopped before it recorded anything)."""
+        if self._prof_dir is not None and self._prof_dir.is_dir():
+            shutil.rmtree(self._prof_dir)
+        self._prof_dir = None

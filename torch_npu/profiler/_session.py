@@ -81,9 +81,10 @@ def _claim_for_kineto(autograd_profile):
     replaces (restored if the start fails)."""
     global _kineto_owner
     with _lock:
-        # torch_npu's profile starts Kineto through its own autograd profile,
-        # which _KinetoProfile.prepare_trace has just stored as .profiler.
-        if _npu_owner is not None and getattr(_npu_owner.holder, "profiler", None) is not autograd_profile:
+        # torch_npu's profile starts Kineto through the native session
+        # (_c_profiler.py), which marks the autograd profile it makes; the
+        # native session itself admits one recording at a time.
+        if _npu_owner is not None and not getattr(autograd_profile, "_npu_native_session", False):
             raise _refusal("torch.profiler.profile", "torch_npu.profiler.profile", _npu_owner)
         if (_kineto_owner is not None and _kineto_owner.holder is not autograd_profile
                 and _kineto_owner.thread_id != threading.get_ident()):
@@ -98,6 +99,19 @@ def _unclaim_kineto(autograd_profile, restore=None):
     with _lock:
         if _kineto_owner is not None and _kineto_owner.holder is autograd_profile:
             _kineto_owner = restore
+
+
+def mark_as_npu_session(autograd_profile):
+    """Marks an autograd profile made by torch_npu's native session
+    (_c_profiler.py): it may start while a torch_npu.profiler.profile holds
+    the claim, since that profile is what starts it."""
+    autograd_profile._npu_native_session = True
+
+
+def close_prepared(autograd_profile):
+    """Ends a session that was prepared (warmed up) but never started."""
+    _return_kineto_to_idle(autograd_profile)
+    _unclaim_kineto(autograd_profile)
 
 
 def _return_kineto_to_idle(profile):

@@ -19,22 +19,23 @@ With ``analyse_flag=False`` only the raw data is written; ``analyse(path)``
 builds ASCEND_PROFILER_OUTPUT/ later, offline.
 """
 
-import datetime
 import gzip
 import json
 import os
 import pathlib
 import shutil
 import warnings
-from enum import Enum
 
 import torch
 import torch.profiler as _torch_profiler
 
+from torch_npu._C._profiler import ProfilerActivity
 from torch_npu.profiler import _session, analysis
-from torch_npu.profiler.experimental_config import _ExperimentalConfig
-from torch_npu.profiler._flops_hook import FlopsHookManager
+from torch_npu.profiler._profiler_action_controller import ProfActionController
 from torch_npu.profiler._profiler_path_creator import ProfPathCreator, _check_writable
+from torch_npu.profiler.analysis._npu_profiler import NpuProfiler
+from torch_npu.profiler.analysis.prof_common_func._constant import Constant, print_warn_msg
+from torch_npu.profiler.profiler_interface import _ProfInterface, supported_activities
 from torch_npu.profiler.scheduler import ProfilerAction, Schedule as schedule  # torch_npu's names
 
 __all__ = ["ProfilerActivity", "ProfilerAction", "analyse", "profile", "schedule", "supported_activities",
@@ -45,54 +46,50 @@ __all__ = ["ProfilerActivity", "ProfilerAction", "analyse", "profile", "schedule
 # gives an error instead of a Kineto crash.
 _session.install()
 
-
-class ProfilerActivity(Enum):
-    CPU = "CPU"
-    NPU = "NPU"
+_TORCH_ACTIVITY = {ProfilerActivity.CPU: _torch_profiler.ProfilerActivity.CPU,
+                   ProfilerActivity.NPU: _torch_profiler.ProfilerActivity.PrivateUse1}
 
 
-def _torch_activity(activity):
-    if activity in (ProfilerActivity.NPU, _torch_profiler.ProfilerActivity.PrivateUse1):
-        return _torch_profiler.ProfilerActivity.PrivateUse1
-    if activity in (ProfilerActivity.CPU, _torch_profiler.ProfilerActivity.CPU):
-        return _torch_profiler.ProfilerActivity.CPU
+def _npu_activity(activity):
+    """torch_npu's activity for one of torch_npu's or torch's (PrivateUse1 is the npu)."""
+    if isinstance(activity, ProfilerActivity):
+        return activity
+    for npu, torch_activity in _TORCH_ACTIVITY.items():
+        if activity == torch_activity:
+            return npu
     raise ValueError(f"Invalid profiler activity {activity!r}: expected torch_npu.profiler.ProfilerActivity.CPU or "
                      f".NPU")
 
 
-def supported_activities():
-    return {ProfilerActivity.CPU, ProfilerActivity.NPU}
-
-
-def _rank():
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        return torch.distributed.get_rank()
-    return int(os.environ.get("RANK", -1))
-
-
 class _NpuProfileMixin:
-    """What torch_npu's profiles add to torch's (profile and _KinetoProfile):
-    torch_npu's activities and experimental config, one profiling session per
-    process, the FLOPs ranges, and the raw-data folder each trace writes
-    (ProfPathCreator)."""
+    """What torch_npu's profiles (profile and _KinetoProfile) are over torch's:
+    each step of the recording is its ``_ProfInterface``'s (``prof_if``,
+    profiler_interface.py), which runs the npu profiler's native session and
+    writes the ``*_ascend_pt`` folder; torch's class keeps the rest
+    (key_averages(), events(), the exports, add_metadata into the trace).
+    One profiling session per process (_session.py)."""
 
-    def _npu_setup(self, activities, experimental_config):
-        """Records torch_npu's arguments; returns the torch activities to profile."""
-        if activities is None:
-            activities = [ProfilerActivity.CPU, ProfilerActivity.NPU]
-        if experimental_config is None:
-            experimental_config = _ExperimentalConfig()
-        if not isinstance(experimental_config, _ExperimentalConfig):
-            warnings.warn("Invalid parameter experimental_config, which must be a "
-                          "torch_npu.profiler._ExperimentalConfig, reset it to default.")
-            experimental_config = _ExperimentalConfig()
-        self.npu_experimental_config = experimental_config
-        self.npu_activities = sorted({a.value if isinstance(a, ProfilerActivity) else _torch_activity(a).name
-                                      for a in activities})
-        self._npu_metadata = {}
-        self._npu_start = datetime.datetime.now()
-        self._npu_folder = None
-        return sorted({_torch_activity(a) for a in activities}, key=lambda a: a.value)
+    def _npu_setup(self, activities, experimental_config, record_shapes, profile_memory, with_stack, with_flops,
+                   with_modules, schedule=None, custom_trace_id_callback=None):
+        """Makes the profile's _ProfInterface; returns the torch activities to give torch's class."""
+        activities = supported_activities() if activities is None else {_npu_activity(a) for a in activities}
+        self.prof_if = _ProfInterface(activities=activities, record_shapes=record_shapes,
+                                      profile_memory=profile_memory, with_stack=with_stack, with_flops=with_flops,
+                                      with_modules=with_modules, schedule=schedule, metadata={},
+                                      experimental_config=experimental_config,
+                                      custom_trace_id_callback=custom_trace_id_callback)
+        return sorted((_TORCH_ACTIVITY[a] for a in self.prof_if.activities), key=lambda a: a.value)
+
+    # torch's class keeps the recording's autograd profile as .profiler: here it
+    # is the one the native session recorded into.
+    @property
+    def profiler(self):
+        prof_if = self.__dict__.get("prof_if")
+        return None if prof_if is None else prof_if.kineto_profile
+
+    @profiler.setter
+    def profiler(self, value):
+        self.prof_if.kineto_profile = value
 
     def start(self):
         # Claimed before Kineto starts, under a lock: the start drops the GIL,
@@ -100,45 +97,49 @@ class _NpuProfileMixin:
         # Kineto). Note [One profiling session per process] in _session.py.
         _session.claim_for_npu_profile(self)
         try:
+            # The folders of this profile's traces go where its handler says
+            # (tensorboard_trace_handler), else to the default place.
+            handler = getattr(self, "on_trace_ready", None)
+            ProfPathCreator().init(worker_name=getattr(handler, "worker_name", None),
+                                   dir_name=getattr(handler, "dir_name", None))
             super().start()
         except BaseException:
             _session.release_npu_profile(self)
             raise
-        if self._counts_flops_as_ranges():
-            FlopsHookManager.install()
+        # As in torch_npu, an execution trace observer records from the profile's start to its stop,
+        # whatever the schedule records.
+        if getattr(self, "execution_trace_observer", None):
+            self.execution_trace_observer.start()
 
     def stop(self):
         try:
-            if self._counts_flops_as_ranges():
-                FlopsHookManager.uninstall()
             super().stop()
         finally:
             _session.release_npu_profile(self)
+        if getattr(self, "execution_trace_observer", None):
+            self.execution_trace_observer.stop()
+
+    # torch's steps of a recording (what _KinetoProfile.start()/stop() call)
+    def prepare_trace(self):
+        self.prof_if.init_trace()
 
     def start_trace(self):
-        # Each trace gets its folder when it starts, where the handler (if it
-        # is tensorboard_trace_handler) says, else at the default place.
-        handler = getattr(self, "on_trace_ready", None)
-        creator = ProfPathCreator()
-        creator.init(worker_name=getattr(handler, "worker_name", None), dir_name=getattr(handler, "dir_name", None))
-        self._npu_folder = creator.create_prof_dir()
-        self._npu_start = datetime.datetime.now()
-        super().start_trace()
+        self.prof_if.start_trace()
 
     def stop_trace(self):
-        super().stop_trace()
-        if self._npu_folder is not None:
-            _write_raw_data(self, self._npu_folder)
+        self.prof_if.stop_trace()
+        self.prof_if.finalize_trace()
 
-    def _counts_flops_as_ranges(self):
-        # with_flops and mstx: the operators' FLOPs as "mfu_flops" ranges (torch_npu/profiler/_flops_hook.py)
-        return self.with_flops and self.npu_experimental_config.tx_enabled
+    @property
+    def _npu_folder(self):
+        """The folder of the last trace (a pathlib.Path), or None."""
+        return pathlib.Path(self.prof_if.prof_path) if self.prof_if.prof_path else None
 
     def export_chrome_trace(self, path):
         _make_parent(path)
         raw = None if self._npu_folder is None else self._npu_folder / analysis.RAW_TRACE
         if raw is not None and raw.is_file():
-            # Kineto saves a trace once; the stop already saved it as the folder's raw data.
+            # Kineto saves a trace once; the finalize already saved it as the folder's raw data.
             if str(path).endswith(".gz"):
                 with open(raw, "rb") as src, gzip.open(path, "wb") as dst:
                     shutil.copyfileobj(src, dst)
@@ -147,7 +148,7 @@ class _NpuProfileMixin:
             return None
         return super().export_chrome_trace(path)
 
-    def export_stacks(self, path, metric="self_cpu_time_total"):
+    def export_stacks(self, path, metric=Constant.METRIC_CPU_TIME):
         _make_parent(path)
         return super().export_stacks(path, metric)
 
@@ -161,7 +162,7 @@ class _NpuProfileMixin:
         if not isinstance(key, str) or not isinstance(value, str):
             warnings.warn("The key and value of add_metadata must be str; the metadata is not recorded.")
             return
-        self._npu_metadata[key] = value
+        self.prof_if.metadata[key] = value
         super().add_metadata(key, value)
 
     def add_metadata_json(self, key, value):
@@ -169,37 +170,11 @@ class _NpuProfileMixin:
             warnings.warn("The key and value of add_metadata_json must be str; the metadata is not recorded.")
             return
         try:
-            self._npu_metadata[key] = json.loads(value)
+            self.prof_if.metadata[key] = json.loads(value)
         except ValueError:
             warnings.warn(f"add_metadata_json: the value for {key!r} is not JSON; the metadata is not recorded.")
             return
         super().add_metadata_json(key, value)
-
-    def _npu_info(self):
-        from torch_npu import __version__ as npu_version
-        return {
-            "config": {
-                "common_config": {
-                    "activities": self.npu_activities,
-                    "schedule": {} if getattr(self, "schedule", None) is None else {"enabled": True},
-                    "record_shapes": self.record_shapes,
-                    "profile_memory": self.profile_memory,
-                    "with_stack": self.with_stack,
-                    "with_flops": self.with_flops,
-                    "with_modules": self.with_modules,
-                },
-                "experimental_config": self.npu_experimental_config.to_dict(),
-            },
-            "start_info": {"start_time": self._npu_start.isoformat()},
-            "end_info": {"end_time": datetime.datetime.now().isoformat()},
-            "torch_npu_version": npu_version,
-            "torch_version": torch.__version__,
-            "cann_version": torch.npu.get_cann_version() if hasattr(torch.npu, "get_cann_version") else "",
-            "rank_id": _rank(),
-            "device": "vNPU (virtual Ascend NPU on the host CPU)",
-            # The chip the cost model estimates for (VNPU_CHIP).
-            "device_name": torch.npu.get_device_name() if torch.npu.is_available() else "",
-        }
 
 
 class _KinetoProfile(_NpuProfileMixin, _torch_profiler.profiler._KinetoProfile):
@@ -208,33 +183,33 @@ class _KinetoProfile(_NpuProfileMixin, _torch_profiler.profiler._KinetoProfile):
     ``analyse()`` to read."""
 
     def __init__(self, *, activities=None, record_shapes=False, profile_memory=False, with_stack=False,
-                 with_flops=False, with_modules=False, experimental_config=None, **kwargs):
-        super().__init__(activities=self._npu_setup(activities, experimental_config), record_shapes=record_shapes,
-                         profile_memory=profile_memory, with_stack=with_stack, with_flops=with_flops,
-                         with_modules=with_modules, **_torch_options(with_stack, kwargs))
+                 with_flops=False, with_modules=False, experimental_config=None, custom_trace_id_callback=None,
+                 **kwargs):
+        torch_activities = self._npu_setup(activities, experimental_config, record_shapes, profile_memory, with_stack,
+                                           with_flops, with_modules, custom_trace_id_callback=custom_trace_id_callback)
+        super().__init__(activities=torch_activities, record_shapes=record_shapes, profile_memory=profile_memory,
+                         with_stack=with_stack, with_flops=with_flops, with_modules=with_modules, **kwargs)
 
 
 class profile(_NpuProfileMixin, _torch_profiler.profile):
     """``with torch_npu.profiler.profile(activities=[...NPU], schedule=...,
-    on_trace_ready=tensorboard_trace_handler(dir)) as prof: ... prof.step()``."""
+    on_trace_ready=tensorboard_trace_handler(dir)) as prof: ... prof.step()``.
+    torch's class steps the schedule; each change of action runs torch_npu's
+    steps (ProfActionController, _profiler_action_controller.py)."""
 
     def __init__(self, activities=None, schedule=None, on_trace_ready=None, record_shapes=False,
                  profile_memory=False, with_stack=False, with_flops=False, with_modules=False,
-                 experimental_config=None, use_cuda=None, **kwargs):
-        super().__init__(activities=self._npu_setup(activities, experimental_config), schedule=schedule,
-                         on_trace_ready=on_trace_ready, record_shapes=record_shapes, profile_memory=profile_memory,
-                         with_stack=with_stack, with_flops=with_flops, with_modules=with_modules,
-                         **_torch_options(with_stack, kwargs))
+                 experimental_config=None, use_cuda=None, custom_trace_id_callback=None, **kwargs):
+        torch_activities = self._npu_setup(activities, experimental_config, record_shapes, profile_memory, with_stack,
+                                           with_flops, with_modules, schedule=schedule,
+                                           custom_trace_id_callback=custom_trace_id_callback)
+        super().__init__(activities=torch_activities, schedule=schedule, on_trace_ready=on_trace_ready,
+                         record_shapes=record_shapes, profile_memory=profile_memory, with_stack=with_stack,
+                         with_flops=with_flops, with_modules=with_modules, **kwargs)
+        self.action_controller = ProfActionController(self, self.prof_if, self.on_trace_ready)
 
-
-def _torch_options(with_stack, kwargs):
-    """torch.profiler's remaining options. torch keeps the Python stacks of its
-    events for export_stacks() only with its experimental config's verbose
-    flag; torch_npu's export_stacks() works with with_stack alone, so a
-    profile with stacks asks for it."""
-    if with_stack and "experimental_config" not in kwargs:
-        kwargs = dict(kwargs, experimental_config=torch._C._profiler._ExperimentalConfig(verbose=True))
-    return kwargs
+    def _transit_action(self, prev_action, current_action):
+        self.action_controller.transit_action(prev_action, current_action)
 
 
 def _make_parent(path):
@@ -242,22 +217,14 @@ def _make_parent(path):
     os.makedirs(parent, exist_ok=True)
 
 
-def _write_raw_data(prof, folder):
-    """A trace's raw data in its folder: the chrome trace (what analyse() reads),
-    profiler_info.json and profiler_metadata.json."""
+def _write_torch_profile(prof, folder):
+    """The raw data of a torch.profiler profile (not torch_npu's) in a folder of its own."""
     (folder / "FRAMEWORK").mkdir(parents=True, exist_ok=True)
     raw = folder / analysis.RAW_TRACE
     tmp = raw.with_name(raw.name + ".tmp")
     torch.profiler.profiler._KinetoProfile.export_chrome_trace(prof, str(tmp))
     os.replace(tmp, raw)
-    info = prof._npu_info() if isinstance(prof, _NpuProfileMixin) else {"config": {}}
-    analysis.write_atomically(folder / "profiler_info.json", json.dumps(info, indent=1))
-    metadata = dict(getattr(prof, "_npu_metadata", {}))
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        metadata["distributed_args"] = {"rank": torch.distributed.get_rank(),
-                                        "world_size": torch.distributed.get_world_size(),
-                                        "backend": torch.distributed.get_backend()}
-    analysis.write_atomically(folder / "profiler_metadata.json", json.dumps(metadata, indent=1))
+    analysis.write_atomically(folder / "profiler_info.json", json.dumps({"config": {}}, indent=1))
 
 
 def tensorboard_trace_handler(dir_name=None, worker_name=None, analyse_flag=True, async_mode=False):
@@ -278,18 +245,18 @@ def tensorboard_trace_handler(dir_name=None, worker_name=None, analyse_flag=True
     _check_writable(root)
 
     def handler(prof):
-        folder = getattr(prof, "_npu_folder", None)
-        if folder is None or not (folder / analysis.RAW_TRACE).is_file():
+        prof_if = getattr(prof, "prof_if", None)
+        if prof_if is None:
             # a profile of torch's own: its raw data is written here
             creator = ProfPathCreator()
             creator.init(worker_name=worker_name, dir_name=str(root))
             folder = creator.create_prof_dir()
-            _write_raw_data(prof, folder)
-        if analyse_flag:
-            analysis.write_outputs(folder)
-        handler.folders.append(folder)
+            _write_torch_profile(prof, folder)
+            if analyse_flag:
+                analysis.write_outputs(folder)
+        elif analyse_flag:
+            prof_if.analyse()  # a failed analysis warns, as in torch_npu
 
-    handler.folders = []
     handler.dir_name = str(root)  # where the profile makes its folders (ProfPathCreator)
     handler.worker_name = worker_name
     return handler
@@ -297,17 +264,21 @@ def tensorboard_trace_handler(dir_name=None, worker_name=None, analyse_flag=True
 
 def analyse(profiler_path, max_process_number=None, export_type=None):
     """Builds ASCEND_PROFILER_OUTPUT/ offline for a ``*_ascend_pt`` folder, or
-    for every one under ``profiler_path``."""
+    for every one under ``profiler_path`` (one after the other:
+    ``max_process_number`` is accepted and not needed). ``export_type``
+    ("text", "db" or both) overrides the one each profile was made with."""
     path = pathlib.Path(profiler_path)
     if not path.is_dir():
         raise ValueError(f"analyse: '{profiler_path}' is not a directory of profiling data")
-    folders = [path] if path.name.endswith("_ascend_pt") else sorted(path.glob("*_ascend_pt"))
-    done = []
-    for folder in folders:
-        if not (folder / analysis.RAW_TRACE).is_file():
-            warnings.warn(f"analyse: {folder} has no raw trace ({analysis.RAW_TRACE}); skipped")
-            continue
-        done.append(analysis.write_outputs(folder))
+    if export_type is not None:
+        requested = [export_type] if isinstance(export_type, str) else export_type
+        if not isinstance(requested, list) or not requested or not all(
+                t in (Constant.Text, Constant.Db) for t in requested):
+            print_warn_msg(f"Invalid parameter export_type: {export_type}, reset it to None.")
+            export_type = None
+        else:
+            export_type = sorted(set(requested))
+    done = NpuProfiler.analyse(str(path), export_type=export_type)
     if not done:
         raise ValueError(f"analyse: no profiling data (a *_ascend_pt folder with {analysis.RAW_TRACE}) under "
                          f"'{profiler_path}'")

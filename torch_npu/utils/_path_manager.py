@@ -1,8 +1,10 @@
 """torch_npu.utils._path_manager.PathManager: the path checks torch_npu's tools
 (and its testing package) run before reading or writing a file.
 
-Each check raises RuntimeError naming the path and what is wrong with it;
-the *_safety helpers create or remove a path after checking it.
+Each check raises RuntimeError naming the path and what is wrong with it.
+As in torch_npu, the check_input_* checks accept a path that does not exist
+yet (the caller makes it), the readable/writeable checks need an existing
+one; the *_safety helpers create or remove a path after checking it.
 """
 
 import os
@@ -27,29 +29,38 @@ class PathManager:
 
     @classmethod
     def check_input_directory_path(cls, path: str):
+        """A valid folder path; it may not exist yet (callers create it)."""
         cls._input_path_common_check(path)
-        if not os.path.isdir(path):
-            raise RuntimeError(f"The path is not a directory: {path}")
+        if os.path.isfile(path):
+            raise RuntimeError(f"Invalid input path is a file path: {path}")
 
     @classmethod
     def check_input_file_path(cls, path: str):
+        """A valid file path; it may not exist yet (callers create it)."""
         cls._input_path_common_check(path)
-        if not os.path.isfile(path):
-            raise RuntimeError(f"The path is not a file: {path}")
+        if os.path.isdir(path):
+            raise RuntimeError(f"Invalid input path is a directory path: {path}")
 
     @classmethod
     def check_directory_path_writeable(cls, path):
-        if os.path.islink(path):
-            raise RuntimeError(f"The path is a soft link, which is not allowed: {path}")
-        if os.path.exists(path) and not os.access(path, os.W_OK):
+        """An existing path this process may write (a file or a folder)."""
+        cls._existing_path_check(path)
+        if not os.access(path, os.W_OK):
             raise RuntimeError(f"The path is not writable: {path}")
 
     @classmethod
     def check_directory_path_readable(cls, path):
+        """An existing path this process may read (a file or a folder)."""
+        cls._existing_path_check(path)
+        if not os.access(path, os.R_OK):
+            raise RuntimeError(f"The path is not readable: {path}")
+
+    @classmethod
+    def _existing_path_check(cls, path):
         if os.path.islink(path):
             raise RuntimeError(f"The path is a soft link, which is not allowed: {path}")
-        if os.path.exists(path) and not os.access(path, os.R_OK):
-            raise RuntimeError(f"The path is not readable: {path}")
+        if not os.path.exists(path):
+            raise RuntimeError(f"The path does not exist: {path}")
 
     @classmethod
     def check_path_is_readable(cls, path: str):

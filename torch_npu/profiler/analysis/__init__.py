@@ -13,7 +13,10 @@ import io
 import json
 import os
 import pathlib
+import struct
 from collections import defaultdict
+
+from torch_npu.profiler.analysis.prof_common_func._path_manager import ProfilerPathManager
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 RAW_TRACE = os.path.join("FRAMEWORK", "torch.trace.json")
@@ -398,23 +401,47 @@ def estimate_track(trace):
     return events
 
 
+GC_RECORD = os.path.join("FRAMEWORK", "torch.gc_record")
+
+
+def gc_events(folder, info, base_us):
+    """The garbage collections the profile recorded (_profiler_gc_detect.py) as
+    "GC" events of the trace: their monotonic times are moved to the trace's
+    clock by the pair of readings of both clocks in end_info."""
+    path = pathlib.Path(folder) / GC_RECORD
+    end = info.get("end_info", {})
+    if not path.is_file() or "collectionTimeEnd" not in end or "MonotonicTimeEnd" not in end:
+        return []
+    record = struct.Struct("<3Q")  # Constant.GC_RECORD_FORMAT: pid, start, end
+    data = path.read_bytes()
+    offset_ns = end["collectionTimeEnd"] - end["MonotonicTimeEnd"]
+    events = []
+    for pid, start, stop in record.iter_unpack(data[:len(data) - len(data) % record.size]):
+        events.append({"ph": "X", "cat": "GC", "name": "GC", "pid": pid, "tid": pid,
+                       "ts": (start + offset_ns) / 1000.0 - base_us, "dur": (stop - start) / 1000.0, "args": {}})
+    return events
+
+
 def write_outputs(folder):
     """Writes ASCEND_PROFILER_OUTPUT/ of one ``*_ascend_pt`` folder from its raw trace."""
     folder = pathlib.Path(folder)
     raw = json.loads((folder / RAW_TRACE).read_text())
-    info_file = folder / "profiler_info.json"
-    info = json.loads(info_file.read_text()) if info_file.is_file() else {}
+    info_file = ProfilerPathManager.get_info_file_path(str(folder))  # profiler_info[_{rank}].json
+    info = json.loads(pathlib.Path(info_file).read_text()) if info_file else {}
     trace = Trace(raw, chip=info.get("device_name"))
     out = folder / OUTPUT_DIR
     out.mkdir(exist_ok=True)
     view = dict(raw)
+    extra = gc_events(folder, info, trace.base_us)
     if trace.roofline is not None:
-        view["traceEvents"] = list(raw.get("traceEvents", [])) + estimate_track(trace)
+        extra += estimate_track(trace)
+    if extra:
+        view["traceEvents"] = list(raw.get("traceEvents", [])) + extra
     write_atomically(out / "trace_view.json", json.dumps(view))
     files = [("operator_details.csv", operator_details(trace)), ("step_trace_time.csv", step_trace_time(trace))]
     # The device's files come from its activity: a CPU-only profile has none, as on Ascend.
     activities = info.get("config", {}).get("common_config", {}).get("activities")
-    if activities is None or "NPU" in activities:
+    if activities is None or {"NPU", "ProfilerActivity.NPU"} & set(activities):
         files += [("kernel_details.csv", kernel_details(trace)), ("op_statistic.csv", op_statistic(trace)),
                   ("task_time.csv", task_time(trace))]
     for name, (columns, rows) in files:
