@@ -176,6 +176,13 @@ def _add_npu_attention_to_context_parallel(_module):
 
 _call_after_import("torch.distributed.tensor", _register_npu_sharding_rules)
 
+
+def _register_npu_rpc_backend(_module):
+    from torch_npu.distributed.rpc import backend_registry
+    backend_registry._rpc_backend_registry()  # rpc.BackendType.NPU_TENSORPIPE
+
+
+_call_after_import("torch.distributed.rpc", _register_npu_rpc_backend)
 # torch's context parallelism rings npu's attention kernel too, however it is imported
 _call_after_import("torch.distributed.tensor.experimental._context_parallel._attention",
                    _add_npu_attention_to_context_parallel)

@@ -38,6 +38,7 @@ void bind_op_route(pybind11::module& m);
 void bind_logging(pybind11::module& m);
 void bind_affinity(pybind11::module& m);
 void bind_ipc(pybind11::module& m);
+void bind_rpc(pybind11::module& m);
 
 namespace {
 
@@ -230,6 +231,7 @@ PYBIND11_MODULE(_C, m) {
   bind_logging(m);
   bind_affinity(m);
   bind_ipc(m);
+  bind_rpc(m);
 
   // RNG.
   m.def("_default_generator", [](int64_t d) {

@@ -29,6 +29,8 @@ from datetime import datetime
 import torch
 from torch.fx.node import has_side_effect
 
+from torch_npu import _torch_library
+
 _NPUGRAPH_TENSOR_PTR_SPEC_MARKER = "host_tensor_ptr"
 _NPUGRAPH_TENSOR_BUFFER_SPEC_MARKER = "host_tensor_buffer"
 
@@ -151,9 +153,10 @@ def _save_npugraph_tensor_list(input, *, save_path=None, overwrite=False):
 
 def _define():
     lib = torch.library.Library("npu", "FRAGMENT")
-    lib.define("print_npugraph_tensor(Tensor input, *, str? tensor_name=None) -> ()")
-    lib.define("save_npugraph_tensor(Tensor input, *, str? save_path=None, bool overwrite=False) -> ()")
-    lib.define("save_npugraph_tensor.tensor_list(Tensor[] input, *, str? save_path=None, bool overwrite=False) -> ()")
+    for schema in ("print_npugraph_tensor(Tensor input, *, str? tensor_name=None) -> ()",
+                   "save_npugraph_tensor(Tensor input, *, str? save_path=None, bool overwrite=False) -> ()",
+                   "save_npugraph_tensor.tensor_list(Tensor[] input, *, str? save_path=None, bool overwrite=False) -> ()"):
+        _torch_library.define(lib, schema)  # TorchScript's builtin table kept exact
     # One kernel for every device (an empty list too, which has none): cpu
     # tensors are printed or saved at once, npu ones on their stream, and
     # meta / fake tensors (torch.compile's tracing) have nothing to show.

@@ -16,7 +16,7 @@ import sys
 
 import torch
 
-from torch_npu import _C
+from torch_npu import _C, _torch_library
 
 # torch.ops.npu is created by the C++ adaptor (npu_format_cast); add to it.
 _LIB = torch.library.Library("npu", "FRAGMENT")
@@ -129,7 +129,7 @@ def define(schema, fn, *, export=True, differentiable=True):
     require grad and backward through them warns; in "nothing" mode they do not
     require grad), instead of differentiating through the composition."""
     name = schema.split("(", 1)[0]  # "name" or "name.overload"
-    _LIB.define(schema)
+    _torch_library.define(_LIB, schema)  # TorchScript's builtin table kept exact
     impl = _with_capturable_host_constants(fn, "npu::" + name)
     if not differentiable:
         impl = _without_autograd(impl)
