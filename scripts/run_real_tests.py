@@ -46,6 +46,7 @@ then totals per directory, and writes everything to WORK/results.json.
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tarfile
@@ -347,6 +348,11 @@ HOST_MEMORY_BOUND = {
     # concatenates all ranks' inputs (0.9 GB): the kernel's OOM killer ends ranks on a 24 GiB host.
     "test/distributed/test_distributed.py::TestDistBackend::"
     "test_DistributedDataParallel_SyncBatchNorm_Diff_Input_Sizes_Running_Value",
+    # The file's parent holds a 4 GiB tensor (torch.rand(1024, 1024, 1024)) that 3 rpc workers share; worker0
+    # copies it to its npu and sends it to two workers, each receiving a CPU copy and moving it to its npu:
+    # about 32 GiB at once (the parent pytest process is the one the OOM killer ends).
+    "test/distributed/rpc/test_single_machine_multi_devices.py::TestRpc::test_remote_rref",
+    "test/distributed/rpc/test_single_machine_multi_devices.py::TestRpc::test_async_execution",
 }
 
 
@@ -382,6 +388,28 @@ def distributed_suite_env(env, temp_dir):
                 WORLD_SIZE=str(2 ** math.floor(math.log2(max(int(count), 1)))))
 
 
+def run_in_own_group(cmd, cwd, env, timeout):
+    """subprocess.run(cmd, capture_output=True, text=True, timeout=timeout) in a
+    session of its own, whose every process is killed when it ends: ranks and
+    workers a test spawned outlive a file's process that the OOM killer ended
+    (the reaper plugin runs in that process) and would hold their memory, and
+    the ports their peers wait on, through the files after it."""
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, _ = proc.communicate()
+        raise subprocess.TimeoutExpired(cmd, timeout, output=stdout) from e
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
+
+
 def run_file(path, env, timeout, rel, test_timeout=None):
     if rel in DISTRIBUTED_SUITE:
         import tempfile
@@ -391,14 +419,16 @@ def run_file(path, env, timeout, rel, test_timeout=None):
         os.remove(xml)
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "vnpu_reap_children",
            os.path.basename(path), f"--junitxml={xml}"]
+    returncode = None
     if test_timeout:
         cmd += [f"--timeout={test_timeout:g}", "--timeout-method=signal"]
     for test in sorted(NOT_RUN):
         if test.startswith(rel + "::"):
             cmd += ["--deselect", os.path.basename(path) + test[len(rel):]]
     try:
-        proc = subprocess.run(cmd, cwd=os.path.dirname(path), env=env, capture_output=True, text=True, timeout=timeout)
+        proc = run_in_own_group(cmd, os.path.dirname(path), env, timeout)
         output = proc.stdout[-6000:] + proc.stderr[-3000:]
+        returncode = proc.returncode
         timed_out = False
     except subprocess.TimeoutExpired as e:
         output = (e.stdout or b"")[-6000:].decode(errors="replace") if isinstance(e.stdout, bytes) else str(e.stdout)
@@ -418,6 +448,11 @@ def run_file(path, env, timeout, rel, test_timeout=None):
             counts[outcome] += 1
             cases.append({"name": f"{case.get('classname')}.{case.get('name')}", "outcome": outcome,
                           "message": message})
+    if not timed_out and not cases and returncode not in (0, 5):  # 5: no tests collected
+        # The process died before pytest wrote its report (a crash, the OOM killer): the file counts as one error.
+        counts["errors"] = 1
+        cases.append({"name": rel, "outcome": "errors",
+                      "message": f"the test process ended with status {returncode} before pytest's report"})
     if not timed_out and counts["errors"] and not counts["passed"] and not counts["failed"] and \
             any(marker in output for marker in PYTEST_ONLY_COLLECTION_ERRORS):
         return run_file_as_main(path, env, timeout, rel)
@@ -432,9 +467,8 @@ def run_file_as_main(path, env, timeout, rel):
     runner = os.path.join(env["PYTHONPATH"].split(os.pathsep)[0], "vnpu_run_as_main.py")
     deselected = [t[len(rel) + 2:].replace("::", ".") for t in sorted(NOT_RUN) if t.startswith(rel + "::")]
     try:
-        proc = subprocess.run([sys.executable, runner, os.path.basename(path), out, *deselected],
-                              cwd=os.path.dirname(path),
-                              env=env, capture_output=True, text=True, timeout=timeout)
+        proc = run_in_own_group([sys.executable, runner, os.path.basename(path), out, *deselected],
+                                os.path.dirname(path), env, timeout)
         output = "[run as `python FILE`: pytest cannot collect it]\n" + proc.stdout[-6000:] + proc.stderr[-3000:]
         timed_out = False
     except subprocess.TimeoutExpired:
