@@ -225,6 +225,24 @@ def test_a_cpu_only_profile_has_no_device_files(tmp_path):
     assert not (out / "kernel_details.csv").exists() and not (out / "task_time.csv").exists()
 
 
+def test_step_trace_time_leaves_out_tasks_launched_between_steps():
+    # a task whose op ran between two ProfilerStep ranges (an autograd thread's, a hook's) is in no step
+    def op(name, ts, dur, ext):
+        return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
+                "args": {"External id": ext}}
+
+    def kernel(name, ts, ext):
+        return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 0, "ts": ts, "dur": 5,
+                "args": {"External id": ext, "device": "0", "stream": "0"}}
+
+    events = [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "pid": 1, "tid": 1,
+               "ts": 100 * i, "dur": 50} for i in range(2)]
+    events += [op("aten::mm", 10, 20, 1), op("aten::add", 70, 10, 2), op("aten::mm", 110, 20, 3),
+               kernel("mm", 20, 1), kernel("add", 75, 2), kernel("mm", 120, 3)]
+    _, rows = analysis.step_trace_time(analysis.Trace({"traceEvents": events}))
+    assert [(r[1], r[2]) for r in rows] == [(0, 5.0), (1, 5.0)]
+
+
 def test_schedule_keeps_its_parameters_and_follows_torchs_cycle():
     import torch.profiler as tp
     A = npu_profiler.ProfilerAction
@@ -296,6 +314,20 @@ def test_hccl_profile_writes_one_folder_per_rank_with_communication(tmp_path):
         steps = _rows(out / "step_trace_time.csv")
         assert all(float(s["Communication"]) > 0 for s in steps)
         assert json.loads((folder / "profiler_metadata.json").read_text())["distributed_args"]["world_size"] == 2
+        # the db export of the same profile: each collective of communication.json, on the rank's own file
+        import sqlite3
+        rank = int(folder.name[len("rank")])
+        with sqlite3.connect(out / f"ascend_pytorch_profiler_{rank}.db") as db:
+            ops = db.execute("SELECT s.value, endNs - startNs FROM COMMUNICATION_OP op "
+                             "JOIN STRING_IDS s ON s.id = op.opName").fetchall()
+            assert db.execute("SELECT rankId FROM RANK_DEVICE_MAP").fetchall() == [(rank,)]
+        text = sorted((n, op["Communication Time Info"]["Elapse Time(ms)"]) for step in comm.values()
+                      for n, op in step["collective"].items())
+        assert [n for n, _ in sorted(ops)] == [n for n, _ in text]
+        assert [ns / 1e6 for _, ns in sorted(ops)] == pytest.approx([ms for _, ms in text], abs=1e-5)
+        with sqlite3.connect(out / "analysis.db") as db:
+            times = db.execute("SELECT hccl_op_name, elapse_time, step, type FROM CommAnalyzerTime").fetchall()
+        assert sorted((t[0], t[1]) for t in times) == text and {t[3] for t in times} == {"collective"}
 
 
 # --- torch.npu.utilization, Event timing against the trace ------------------------

@@ -10,9 +10,11 @@ On vNPU the recording is Kineto's, with the npu device activity of
 csrc/profiler (docs/profiler.md), so the session here runs one Kineto session
 through ``torch.autograd.profiler.profile``, and its finalize writes what the
 session recorded as the profile's raw data, ``<path>/FRAMEWORK/torch.trace.json``
-(what the analysis reads). It is plain Python: nothing here needs C++, and the
-module is registered under its real name by ``install()``
-(torch_npu/profiler/__init__.py).
+(what the analysis reads). A recording of the NPU activity also has CANN's
+raw-data folder, ``<path>/PROF_<n>_<timestamp>_<id>/``, made at the start and
+filled at the finalize (Note [The CANN raw-data folder] in _cann_raw_data.py).
+It is plain Python: nothing here needs C++, and the module is registered under
+its real name by ``install()`` (torch_npu/profiler/__init__.py).
 
 Note [The native session's states]
 idle --_init_profiler--> inited --_warmup_profiler--> warm --_start_profiler-->
@@ -177,6 +179,7 @@ class _Session:
         self.path = ""
         self.activities = set()
         self.kineto = None  # the torch.autograd.profiler.profile recording for it
+        self.cann_raw_data = None  # the recording's PROF_* folder (_cann_raw_data.CannRawData), with NPU
 
     def kineto_profile(self, config, activities):
         from torch.autograd import profiler as autograd_profiler
@@ -216,7 +219,7 @@ def _init_profiler(path, activities):
         _refuse_if_recording(state)
         state.path = _typed("path", path, str)
         state.activities = _activity_set(activities)
-        state.kineto = None
+        state.kineto, state.cann_raw_data = None, None
         state.state = "inited"
 
 
@@ -247,6 +250,24 @@ def _start_profiler(config, activities, scopes=None):
             state.kineto, state.state = None, "inited"
             raise
         state.state = "recording"
+        if ProfilerActivity.NPU in _activity_set(activities) and state.path:
+            state.cann_raw_data = _start_cann_raw_data(state.path)
+
+
+def _start_cann_raw_data(path):
+    """The recording's CANN raw-data folder on the current device, or None when it cannot be made
+    (reported: as a failed aclprofStart on Ascend, it costs the profile its device data, not the run)."""
+    from torch_npu.profiler._cann_raw_data import CannRawData
+    try:
+        return CannRawData.start(path, torch.npu.current_device())
+    except (OSError, RuntimeError) as err:
+        _report(f"Failed to start the CANN profiling data collection in {path}: {err}")
+        return None
+
+
+def _report(message):
+    from torch_npu.profiler.analysis.prof_common_func._constant import print_error_msg
+    print_error_msg(message)
 
 
 def _stop_profiler():
@@ -278,7 +299,12 @@ def _finalize_profiler():
             tmp = raw + ".tmp"
             kineto.export_chrome_trace(tmp)
             os.replace(tmp, raw)
-        state.kineto, state.state, state.path = None, "idle", ""
+            if state.cann_raw_data is not None:
+                try:
+                    state.cann_raw_data.finish(raw)
+                except (OSError, ValueError, KeyError) as err:
+                    _report(f"Failed to write the CANN profiling data of {state.cann_raw_data.path}: {err}")
+        state.kineto, state.state, state.path, state.cann_raw_data = None, "idle", "", None
 
 
 def install():

@@ -91,9 +91,11 @@ class _ExperimentalConfig:
     PipeUtilization there and AiCoreNone at Level0. vNPU has no AI Core
     counters: the value is recorded in profiler_info.json, and
     kernel_details.csv carries the cost model's estimate instead.
-    export_type: "text" (csv/json files) and/or "db" (msprof's database,
-    which needs CANN's analysis tools: the analysis then fails with
-    torch_npu's message, CannPackageManager).
+    export_type: "text" (csv/json files) and/or "db" (the sqlite
+    databases ascend_pytorch_profiler[_{rank}].db and analysis.db,
+    analysis/_db_export.py).
+    data_simplification: remove msprof's export from the CANN raw-data
+    folder after the analysis (the default), keeping the raw data only.
     mstx (msprof_tx, its deprecated name): the mstx ranges and marks the
     program emits are kept (``tx_enabled``), those of
     ``mstx_domain_include`` only, or all but ``mstx_domain_exclude``; with

@@ -9,11 +9,15 @@ profile as torch_npu does::
         profiler_info.json         the profile's configuration and versions
         profiler_metadata.json     add_metadata()'s values, the distributed setup
         FRAMEWORK/torch.trace.json the raw trace (what analyse() reads)
+        PROF_<n>_<time>_<id>/      with ProfilerActivity.NPU: CANN's raw data
+                                   (_cann_raw_data.py)
         ASCEND_PROFILER_OUTPUT/    trace_view.json, kernel_details.csv,
                                    op_statistic.csv, operator_details.csv,
                                    step_trace_time.csv, and with profile_memory
                                    operator_memory.csv / memory_record.csv,
-                                   with hccl communication.json
+                                   with hccl communication.json; with
+                                   export_type "db" ascend_pytorch_profiler.db
+                                   and analysis.db (analysis/_db_export.py)
 
 With ``analyse_flag=False`` only the raw data is written; ``analyse(path)``
 builds ASCEND_PROFILER_OUTPUT/ later, offline.

@@ -48,6 +48,7 @@ from torch_npu.profiler._profiler_path_creator import ProfPathCreator
 from torch_npu.profiler.analysis._npu_profiler import NpuProfiler
 from torch_npu.profiler.analysis.prof_common_func._constant import Constant, print_warn_msg
 from torch_npu.profiler.analysis.prof_common_func._file_manager import FileManager
+from torch_npu.profiler.analysis.prof_common_func._host_info import collect_env_vars
 from torch_npu.profiler.experimental_config import _ExperimentalConfig
 
 __all__ = ["supported_activities"]
@@ -293,7 +294,7 @@ class _ProfInterface:
 
     def _dump_metadata(self):
         if Constant.Text in self.experimental_config.export_type:
-            self.metadata.update(_env_vars())
+            self.metadata.update(collect_env_vars())
         self._add_group_info_to_metadata()
         self.metadata[self.TRACE_ID_KEY] = self.trace_id
         if not ProfPathCreator().is_prof_inited:
@@ -337,12 +338,3 @@ def _hccl_groups(dist):
         groups[comm_name] = {"group_name": name, "group_rank": dist.get_group_rank(group, rank),
                              "global_ranks": dist.get_process_group_ranks(group)}
     return groups
-
-
-_ENV_VARS = ("ASCEND_GLOBAL_LOG_LEVEL", "HCCL_RDMA_TC", "HCCL_RDMA_SL", "ACLNN_CACHE_LIMIT", "HOST_CACHE_CAPACITY",
-             "ASCEND_ENHANCE_ENABLE", "PYTORCH_NPU_ALLOC_CONF", "ASCEND_LAUNCH_BLOCKING", "HCCL_ALGO")
-
-
-def _env_vars():
-    """The settings torch_npu's text export records in the metadata, "" for those unset."""
-    return {"ENV_VARIABLES": {name: os.environ.get(name, "") for name in _ENV_VARS}}

@@ -135,7 +135,9 @@ def op_type(trace, task):
     return name.split("::", 1)[-1]
 
 
-def _shapes(op):
+def op_inputs(op):
+    """An op's recorded inputs as kernel_details.csv writes them: (shapes, data types, formats),
+    each ";"-separated ("" without record_shapes)."""
     dims = (op or {}).get("args", {}).get("Input Dims")
     if not dims:
         return "", "", ""
@@ -148,19 +150,29 @@ def _shapes(op):
 
 # --- the files -------------------------------------------------------------------
 
-def kernel_details(trace):
-    rows, last_end, task_ids = [], {}, defaultdict(int)
+def numbered_tasks(trace):
+    """Each device task, in time order, as (task, device, stream, task id): the Task ID counts the
+    tasks of each device's stream from 1, as kernel_details.csv, task_time.csv, the CANN raw data
+    and the db's TASK table number them."""
+    numbered, counts = [], defaultdict(int)
     for task in trace.tasks:
         args = task.get("args", {})
         stream = int(args.get("stream", task.get("tid", 0)) or 0)
         device = int(args.get("device", task.get("pid", 0)) or 0)
+        counts[(device, stream)] += 1
+        numbered.append((task, device, stream, counts[(device, stream)]))
+    return numbered
+
+
+def kernel_details(trace):
+    rows, last_end = [], {}
+    for task, device, stream, task_id in numbered_tasks(trace):
         wait = max(0.0, task["ts"] - last_end.get((device, stream), task["ts"]))
         last_end[(device, stream)] = task["ts"] + task["dur"]
-        task_ids[(device, stream)] += 1
-        shapes, dtypes, formats = _shapes(trace.launching_op(task))
+        shapes, dtypes, formats = op_inputs(trace.launching_op(task))
         step = trace.task_step(task)
         cost = trace.estimate(task)
-        rows.append([step if step is not None else "", device, MODEL_ID, task_ids[(device, stream)], stream,
+        rows.append([step if step is not None else "", device, MODEL_ID, task_id, stream,
                      task["name"], op_type(trace, task), "dynamic", core_type(task),
                      _us(trace.base_us + task["ts"]), _us(task["dur"]), _us(wait), 0, 0, "NO", shapes, dtypes,
                      formats, "N/A", "N/A", "N/A", _us(cost.seconds * 1e6) if cost else "",
@@ -179,14 +191,10 @@ TASK_TIME_COLUMNS = ["Device_id", "kernel_name", "kernel_type", "stream_id", "ta
 
 def task_time(trace):
     """msprof's task_time summary: every device task with its start, end and duration."""
-    rows, task_ids = [], defaultdict(int)
-    for task in trace.tasks:
-        args = task.get("args", {})
-        stream = int(args.get("stream", task.get("tid", 0)) or 0)
-        device = int(args.get("device", task.get("pid", 0)) or 0)
-        task_ids[(device, stream)] += 1
+    rows = []
+    for task, device, stream, task_id in numbered_tasks(trace):
         start = trace.base_us + task["ts"]
-        rows.append([device, task["name"], core_type(task), stream, task_ids[(device, stream)], _us(task["dur"]),
+        rows.append([device, task["name"], core_type(task), stream, task_id, _us(task["dur"]),
                      _us(start), _us(start + task["dur"])])
     return TASK_TIME_COLUMNS, rows
 
@@ -242,7 +250,7 @@ def operator_details(trace):
     rows = []
     for op in trace.cpu_ops:
         host_self = op["dur"] - sum(c["dur"] for c in children[id(op)])
-        shapes, _, _ = _shapes(op)
+        shapes, _, _ = op_inputs(op)
         stack = op.get("args", {}).get("Call stack", "")
         total = device_total(op)
         rows.append([op["name"], shapes, stack, _us(host_self), _us(op["dur"]), _us(device_self[id(op)]),
@@ -281,7 +289,10 @@ def _intersection(a, b):
 def step_trace_time(trace):
     by_step = defaultdict(list)
     for task in trace.tasks:
-        by_step[trace.task_step(task) if trace.steps else ""].append(task)
+        step = trace.task_step(task) if trace.steps else ""
+        if step is None:
+            continue  # launched between the steps: in no step's time, as torch_npu counts a step's launches only
+        by_step[step].append(task)
     windows = {int(s["name"].split("#", 1)[1]): s for s in trace.steps}
     rows = []
     for step in sorted(by_step, key=lambda s: (s == "", s)):
@@ -330,36 +341,56 @@ def _innermost_ops(ops, events):
     return innermost
 
 
-def memory_files(trace):
+def memory_timeline(trace):
+    """The npu memory events, in the trace's units (us of the trace's clock, bytes):
+    records, one per event: (ts, allocated, reserved, device); allocations, one per block
+    allocated: dicts of name (the innermost op that allocated it), bytes, device, ts and the totals
+    after the allocation, and, once freed within the profile, release_ts and the totals after it."""
     records, allocations, live = [], [], {}
     owners = _innermost_ops(trace.cpu_ops, [e for e in trace.memory if e["args"].get("Bytes", 0) > 0])
     for event in trace.memory:
         args = event["args"]
-        device = f"NPU:{args.get('Device Id', 0)}"
-        ts = _us(trace.base_us + event["ts"])
-        allocated, reserved = args.get("Total Allocated", 0) / MB, args.get("Total Reserved", 0) / MB
-        records.append(["PTA", ts, round(allocated, 4), round(reserved, 4), round(allocated, 4), "", device])
+        device = int(args.get("Device Id", 0) or 0)
+        allocated, reserved = args.get("Total Allocated", 0), args.get("Total Reserved", 0)
+        records.append((event["ts"], allocated, reserved, device))
         if args.get("Bytes", 0) > 0:
             op = owners[id(event)]
-            live[args.get("Addr")] = [op["name"] if op else "", round(args["Bytes"] / 1024, 3), ts, "", "", "", "",
-                                      round(allocated, 4), round(reserved, 4), round(allocated, 4), "", "", "", "",
-                                      device]
+            live[args.get("Addr")] = {"name": op["name"] if op else "", "bytes": args["Bytes"], "device": device,
+                                      "ts": event["ts"], "allocated": allocated, "reserved": reserved}
         else:
-            row = live.pop(args.get("Addr"), None)
-            if row is not None:
-                row[3] = row[4] = ts
-                row[5] = row[6] = _us(ts - row[2])
-                row[10] = row[12] = round(allocated, 4)
-                row[11] = round(reserved, 4)
-                allocations.append(row)
+            block = live.pop(args.get("Addr"), None)
+            if block is not None:
+                block.update(release_ts=event["ts"], release_allocated=allocated, release_reserved=reserved)
+                allocations.append(block)
     allocations.extend(live.values())  # never released within the profile
-    allocations.sort(key=lambda r: r[2])
-    return (OPERATOR_MEMORY_COLUMNS, allocations), (MEMORY_RECORD_COLUMNS, records)
+    allocations.sort(key=lambda b: b["ts"])
+    return records, allocations
 
 
-def communication(trace):
-    steps = defaultdict(dict)
-    counts = defaultdict(int)
+def memory_files(trace):
+    records, allocations = memory_timeline(trace)
+    record_rows = [["PTA", _us(trace.base_us + ts), round(allocated / MB, 4), round(reserved / MB, 4),
+                    round(allocated / MB, 4), "", f"NPU:{device}"] for ts, allocated, reserved, device in records]
+    allocation_rows = []
+    for block in allocations:
+        start = _us(trace.base_us + block["ts"])
+        row = [block["name"], round(block["bytes"] / 1024, 3), start, "", "", "", "",
+               round(block["allocated"] / MB, 4), round(block["reserved"] / MB, 4), round(block["allocated"] / MB, 4),
+               "", "", "", "", f"NPU:{block['device']}"]
+        if "release_ts" in block:
+            row[3] = row[4] = _us(trace.base_us + block["release_ts"])
+            # from the trace's own times: the epoch ones, near 2**51 us, are only good to 0.25 us
+            row[5] = row[6] = _us(block["release_ts"] - block["ts"])
+            row[10] = row[12] = round(block["release_allocated"] / MB, 4)
+            row[11] = round(block["release_reserved"] / MB, 4)
+        allocation_rows.append(row)
+    return (OPERATOR_MEMORY_COLUMNS, allocation_rows), (MEMORY_RECORD_COLUMNS, record_rows)
+
+
+def collectives(trace):
+    """The collectives (the hccl tasks) as (task, step key, op name): the step key is "step<N>"
+    ("step" outside steps), the name hcom_<op>__<n>, n counting that op in its step from 1."""
+    named, counts = [], defaultdict(int)
     for task in trace.tasks:
         if not is_communication(task):
             continue
@@ -367,7 +398,13 @@ def communication(trace):
         key = f"step{step}" if step is not None else "step"
         op = task["name"].split(":", 1)[1]
         counts[(key, op)] += 1
-        name = f"hcom_{op}__{counts[(key, op)]}"
+        named.append((task, key, f"hcom_{op}__{counts[(key, op)]}"))
+    return named
+
+
+def communication(trace):
+    steps = defaultdict(dict)
+    for task, key, name in collectives(trace):
         elapse_ms = task["dur"] / 1000.0
         steps[key].setdefault("collective", {})[name] = {
             "Communication Time Info": {
@@ -422,13 +459,37 @@ def gc_events(folder, info, base_us):
     return events
 
 
-def write_outputs(folder):
-    """Writes ASCEND_PROFILER_OUTPUT/ of one ``*_ascend_pt`` folder from its raw trace."""
+def read_trace(path):
+    """A chrome trace file's JSON. Kineto writes names as it finds them: with_stack's Python frames
+    can hold control characters, which strict JSON refuses, and bytes that are not UTF-8 (torch's
+    tracer names some frames from unset memory). Both are read as they are, the bytes as U+FFFD."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return json.load(f, strict=False)
+
+
+class Profile:
+    """One ``*_ascend_pt`` folder's data as the exports read it: ``raw`` (the chrome trace),
+    ``info`` (profiler_info[_{rank}].json, {} without) and ``trace`` (its events, parsed)."""
+
+    def __init__(self, folder):
+        self.folder = pathlib.Path(folder)
+        self.raw = read_trace(self.folder / RAW_TRACE)
+        info_file = ProfilerPathManager.get_info_file_path(str(self.folder))
+        self.info = json.loads(pathlib.Path(info_file).read_text()) if info_file else {}
+        self.trace = Trace(self.raw, chip=self.info.get("device_name"))
+
+    def has_npu_activity(self):
+        """Whether the device was profiled (a profile of torch's own, without profiler_info, counts)."""
+        activities = self.info.get("config", {}).get("common_config", {}).get("activities")
+        return activities is None or bool({"NPU", "ProfilerActivity.NPU"} & set(activities))
+
+
+def write_outputs(folder, profile=None):
+    """Writes ASCEND_PROFILER_OUTPUT/ of one ``*_ascend_pt`` folder from its raw trace (``profile``:
+    the folder's Profile, when the caller has read it already)."""
     folder = pathlib.Path(folder)
-    raw = json.loads((folder / RAW_TRACE).read_text())
-    info_file = ProfilerPathManager.get_info_file_path(str(folder))  # profiler_info[_{rank}].json
-    info = json.loads(pathlib.Path(info_file).read_text()) if info_file else {}
-    trace = Trace(raw, chip=info.get("device_name"))
+    profile = profile or Profile(folder)
+    raw, info, trace = profile.raw, profile.info, profile.trace
     out = folder / OUTPUT_DIR
     out.mkdir(exist_ok=True)
     view = dict(raw)
@@ -440,8 +501,7 @@ def write_outputs(folder):
     write_atomically(out / "trace_view.json", json.dumps(view))
     files = [("operator_details.csv", operator_details(trace)), ("step_trace_time.csv", step_trace_time(trace))]
     # The device's files come from its activity: a CPU-only profile has none, as on Ascend.
-    activities = info.get("config", {}).get("common_config", {}).get("activities")
-    if activities is None or {"NPU", "ProfilerActivity.NPU"} & set(activities):
+    if profile.has_npu_activity():
         files += [("kernel_details.csv", kernel_details(trace)), ("op_statistic.csv", op_statistic(trace)),
                   ("task_time.csv", task_time(trace))]
     for name, (columns, rows) in files:

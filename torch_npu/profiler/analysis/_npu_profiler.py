@@ -6,10 +6,14 @@ folder's ASCEND_PROFILER_OUTPUT/, EXPORT_CHROME_TRACE copies its trace to
 ``output_path``. export_stacks and export_memory_timeline need the events of
 the live profile, which vNPU's profile exports itself (profiler.py).
 
-export_type "db" asks for msprof's database, which only CANN's analysis
-tools write: with none (CannPackageManager), the analysis fails with
-torch_npu's message for a CANN package without that export, except for the
-chrome trace and stacks exports, where torch_npu ignores "db".
+A TENSORBOARD_TRACE_HANDLER analysis, as torch_npu's:
+- empties the folder's ASCEND_PROFILER_OUTPUT/ (the files are those of the
+  export types asked for now);
+- runs msprof's export on the CANN raw-data folder, if there is one
+  (_cann_export.py: its summaries, kept with data_simplification=False);
+- writes the text files for export_type "text" (analysis/__init__.py) and the
+  databases for "db" (_db_export.py), both for ["text", "db"]. The chrome
+  trace and stacks exports ignore "db", with torch_npu's warning.
 """
 
 import gzip
@@ -18,6 +22,7 @@ import os
 import shutil
 
 from torch_npu.profiler import analysis
+from torch_npu.profiler.analysis import _cann_export, _db_export
 from torch_npu.profiler.analysis.prof_common_func._cann_package_manager import CannPackageManager
 from torch_npu.profiler.analysis.prof_common_func._constant import Constant, print_warn_msg
 from torch_npu.profiler.analysis.prof_common_func._path_manager import ProfilerPathManager
@@ -37,9 +42,9 @@ class NpuProfiler:
             if not os.path.isfile(os.path.join(folder, analysis.RAW_TRACE)):
                 print_warn_msg(f"{folder} has no raw trace ({analysis.RAW_TRACE}); it is not analysed.")
                 continue
-            cls._check_export_type(folder, analysis_type, kwargs.get("export_type"))
+            export_type = cls._check_export_type(folder, analysis_type, kwargs.get("export_type"))
             if analysis_type == Constant.TENSORBOARD_TRACE_HANDLER:
-                done.append(analysis.write_outputs(folder))
+                done.append(cls._analyse_folder(folder, export_type))
             elif analysis_type == Constant.EXPORT_CHROME_TRACE:
                 cls._copy_trace(folder, output_path)
                 done.append(folder)
@@ -49,17 +54,37 @@ class NpuProfiler:
         return done
 
     @staticmethod
-    def _check_export_type(folder, analysis_type, requested=None):
-        """The export types of a folder's analysis (``requested`` else its profile's);
-        raises for "db" where it would be written."""
+    def _analyse_folder(folder, export_type):
+        """Builds one folder's ASCEND_PROFILER_OUTPUT/ in the export types asked for; returns it."""
+        out = ProfilerPathManager.get_output_path(folder)
+        shutil.rmtree(out, ignore_errors=True)
+        profile = analysis.Profile(folder)
+        experimental = profile.info.get(Constant.CONFIG, {}).get(Constant.EXPERIMENTAL_CONFIG) or {}
+        _cann_export.export(folder, data_simplification=experimental.get(Constant.DATA_SIMPLIFICATION, True)
+                            is not False)
+        os.makedirs(out, exist_ok=True)
+        if Constant.Text in export_type:
+            analysis.write_outputs(folder, profile)
+        if Constant.Db in export_type:
+            _db_export.export(folder, profile)
+        return out
+
+    @staticmethod
+    def _requested_export_type(folder):
+        info_file = ProfilerPathManager.get_info_file_path(folder)
+        info = {}
+        if info_file:
+            with open(info_file) as f:
+                info = json.load(f)
+        return (info.get(Constant.CONFIG, {}).get(Constant.EXPERIMENTAL_CONFIG) or {}).get(
+            Constant.EXPORT_TYPE, [Constant.Text])
+
+    @classmethod
+    def _check_export_type(cls, folder, analysis_type, requested=None):
+        """The export types of a folder's analysis (``requested`` else its profile's); raises for
+        "db" where the CANN package could not write it."""
         if requested is None:
-            info_file = ProfilerPathManager.get_info_file_path(folder)
-            info = {}
-            if info_file:
-                with open(info_file) as f:
-                    info = json.load(f)
-            requested = (info.get(Constant.CONFIG, {}).get(Constant.EXPERIMENTAL_CONFIG) or {}).get(
-                Constant.EXPORT_TYPE, [Constant.Text])
+            requested = cls._requested_export_type(folder)
         export_type = [requested] if isinstance(requested, str) else list(requested)
         if Constant.Db not in export_type:
             return export_type

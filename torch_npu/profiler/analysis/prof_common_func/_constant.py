@@ -137,6 +137,145 @@ class Constant:
     MSPROF_STATIC_ENV = "PROFILER_SAMPLECONFIG"
     MSPROF_DYNAMIC_ENV = "PROFILING_MODE"
 
+    # CANN's raw-data folder (PROF_<n>_<timestamp>_<id>/, _cann_raw_data.py) and msprof's export in it.
+    CANN_DIR_PATTERN = r"^PROF_\d+_\d+_[0-9a-zA-Z]+"
+    MINDSTUDIO_PROFILER_LOG = "mindstudio_profiler_log"
+
+    # Column types of the export_type "db" tables.
+    SQL_TEXT_TYPE = "TEXT"
+    SQL_INTEGER_TYPE = "INTEGER"
+    SQL_NUMERIC_TYPE = "NUMERIC"
+    SQL_REAL_TYPE = "REAL"
+
+
+class DbConstant:
+    """The names of export_type "db": its files, its tables, its reserved values."""
+    DB_INVALID_VALUE = 4294967295  # an absent id or number (msprof's UINT32_MAX)
+    DB_INVALID_CONNECTION_ID = -1
+
+    DB_ASCEND_PYTORCH_PROFILER = "ascend_pytorch_profiler.db"  # ascend_pytorch_profiler_{rank}.db on a rank
+    DB_ANALYSIS = "analysis.db"
+
+    # msprof's tables (on Ascend, msprof's own database, which torch_npu's analysis takes over)
+    TABLE_STRING_IDS = "STRING_IDS"
+    TABLE_ENUM_API_TYPE = "ENUM_API_TYPE"
+    TABLE_CANN_API = "CANN_API"
+    TABLE_TASK = "TASK"
+    TABLE_COMPUTE_TASK_INFO = "COMPUTE_TASK_INFO"
+    TABLE_COMMUNICATION_TASK_INFO = "COMMUNICATION_TASK_INFO"
+    TABLE_COMMUNICATION_OP = "COMMUNICATION_OP"
+    TABLE_SESSION_TIME_INFO = "SESSION_TIME_INFO"
+    TABLE_NPU_INFO = "NPU_INFO"
+    TABLE_MSTX_EVENTS = "MSTX_EVENTS"
+    TABLE_NPU_OP_MEM = "NPU_OP_MEM"
+    # torch_npu's tables
+    TABLE_PYTORCH_API = "PYTORCH_API"
+    TABLE_CONNECTION_IDS = "CONNECTION_IDS"
+    TABLE_PYTORCH_CALLCHAINS = "PYTORCH_CALLCHAINS"
+    TABLE_MEMORY_RECORD = "MEMORY_RECORD"
+    TABLE_OPERATOR_MEMORY = "OP_MEMORY"
+    TABLE_META_DATA = "META_DATA"
+    TABLE_RANK_DEVICE_MAP = "RANK_DEVICE_MAP"
+    TABLE_HOST_INFO = "HOST_INFO"
+    TABLE_STEP_TIME = "STEP_TIME"
+    TABLE_GC_RECORD = "GC_RECORD"
+    # analysis.db's tables
+    TABLE_ANALYZER_BANDWIDTH = "CommAnalyzerBandwidth"
+    TABLE_ANALYZER_MATRIX = "CommAnalyzerMatrix"
+    TABLE_ANALYZER_TIME = "CommAnalyzerTime"
+    TABLE_STEP_TRACE_TIME = "StepTraceTime"
+
+    # Where each writer's string ids and connection ids start, so that they never collide:
+    # msprof's from 0, the framework's and the memory's above.
+    START_STRING_ID_FWK_API = 1 << 28
+    START_STRING_ID_MEMORY = 2 << 28
+    START_CONNECTION_ID_FWK_API = 5 << 28
+
+
+def _columns(*spec):
+    """("name TYPE", ...) as [(name, TYPE), ...]."""
+    return [tuple(column.split()) for column in spec]
+
+
+_I, _T, _N = Constant.SQL_INTEGER_TYPE, Constant.SQL_TEXT_TYPE, Constant.SQL_NUMERIC_TYPE
+
+
+class TableColumnsManager:
+    """Each table's columns, in order, with their sqlite types: torch_npu's tables and the msprof
+    tables vNPU writes (msprof's "Profile Data File Reference (DB)"). Ids of strings (names, types,
+    shapes) are INTEGER columns that point into STRING_IDS."""
+    TableColumns = {
+        DbConstant.TABLE_STRING_IDS: _columns(f"id {_I}", f"value {_T}"),
+        DbConstant.TABLE_ENUM_API_TYPE: _columns(f"id {_I}", f"name {_T}"),
+        DbConstant.TABLE_CANN_API: _columns(f"startNs {_I}", f"endNs {_I}", f"type {_I}", f"globalTid {_I}",
+                                            f"connectionId {_I}", f"name {_I}"),
+        DbConstant.TABLE_TASK: _columns(f"startNs {_I}", f"endNs {_I}", f"deviceId {_I}", f"connectionId {_I}",
+                                        f"globalTaskId {_I}", f"globalPid {_I}", f"taskType {_I}", f"contextId {_I}",
+                                        f"streamId {_I}", f"taskId {_I}", f"modelId {_I}"),
+        DbConstant.TABLE_COMPUTE_TASK_INFO: _columns(
+            f"name {_I}", f"globalTaskId {_I}", f"blockNum {_I}", f"mixBlockNum {_I}", f"taskType {_I}",
+            f"opType {_I}", f"inputFormats {_I}", f"inputDataTypes {_I}", f"inputShapes {_I}", f"outputFormats {_I}",
+            f"outputDataTypes {_I}", f"outputShapes {_I}", f"attrInfo {_I}", f"opState {_I}", f"hf32Eligible {_I}"),
+        DbConstant.TABLE_COMMUNICATION_OP: _columns(
+            f"opName {_I}", f"startNs {_I}", f"endNs {_I}", f"connectionId {_I}", f"groupName {_I}", f"opId {_I}",
+            f"relay {_I}", f"retry {_I}", f"dataType {_I}", f"algType {_I}", f"count {_N}", f"opType {_I}",
+            f"deviceId {_I}"),
+        DbConstant.TABLE_SESSION_TIME_INFO: _columns(f"startTimeNs {_I}", f"endTimeNs {_I}"),
+        DbConstant.TABLE_NPU_INFO: _columns(f"id {_I}", f"name {_T}"),
+        DbConstant.TABLE_PYTORCH_API: _columns(
+            f"startNs {_T}", f"endNs {_T}", f"globalTid {_I}", f"connectionId {_I}", f"name {_I}",
+            f"sequenceNumber {_I}", f"fwdThreadId {_I}", f"inputDtypes {_I}", f"inputShapes {_I}",
+            f"callchainId {_I}", f"type {_I}"),
+        DbConstant.TABLE_CONNECTION_IDS: _columns(f"id {_I}", f"connectionId {_I}"),
+        DbConstant.TABLE_PYTORCH_CALLCHAINS: _columns(f"id {_I}", f"stack {_I}", f"stackDepth {_I}"),
+        DbConstant.TABLE_MEMORY_RECORD: _columns(
+            f"component {_I}", f"timestamp {_I}", f"totalAllocated {_I}", f"totalReserved {_I}", f"totalActive {_I}",
+            f"streamPtr {_I}", f"deviceId {_I}"),
+        DbConstant.TABLE_OPERATOR_MEMORY: _columns(
+            f"name {_I}", f"size {_I}", f"allocationTime {_I}", f"releaseTime {_I}", f"activeReleaseTime {_I}",
+            f"duration {_I}", f"activeDuration {_I}", f"allocationTotalAllocated {_I}",
+            f"allocationTotalReserved {_I}", f"allocationTotalActive {_I}", f"releaseTotalAllocated {_I}",
+            f"releaseTotalReserved {_I}", f"releaseTotalActive {_I}", f"streamPtr {_I}", f"deviceId {_I}"),
+        DbConstant.TABLE_META_DATA: _columns(f"name {_T}", f"value {_T}"),
+        DbConstant.TABLE_RANK_DEVICE_MAP: _columns(f"rankId {_I}", f"deviceId {_I}"),
+        DbConstant.TABLE_HOST_INFO: _columns(f"hostUid {_T}", f"hostName {_T}"),
+        DbConstant.TABLE_STEP_TIME: _columns(f"id {_I}", f"startNs {_I}", f"endNs {_I}"),
+        DbConstant.TABLE_GC_RECORD: _columns(f"startNs {_I}", f"endNs {_I}", f"globalTid {_I}"),
+        DbConstant.TABLE_ANALYZER_BANDWIDTH: _columns(
+            f"hccl_op_name {_T}", f"group_name {_T}", f"transport_type {_T}", f"transit_size {_N}",
+            f"transit_time {_N}", f"bandwidth {_N}", f"large_packet_ratio {_N}", f"package_size {_N}", f"count {_N}",
+            f"total_duration {_N}", f"step {_T}", f"type {_T}"),
+        DbConstant.TABLE_ANALYZER_MATRIX: _columns(
+            f"hccl_op_name {_T}", f"group_name {_T}", f"src_rank {_T}", f"dst_rank {_T}", f"transport_type {_T}",
+            f"transit_size {_N}", f"transit_time {_N}", f"bandwidth {_N}", f"step {_T}", f"type {_T}",
+            f"op_name {_T}"),
+        DbConstant.TABLE_ANALYZER_TIME: _columns(
+            f"hccl_op_name {_T}", f"group_name {_T}", f"start_timestamp {_N}", f"elapse_time {_N}",
+            f"transit_time {_N}", f"wait_time {_N}", f"synchronization_time {_N}", f"idle_time {_N}", f"step {_T}",
+            f"type {_T}"),
+        DbConstant.TABLE_STEP_TRACE_TIME: _columns(
+            f"deviceId {_I}", f"step {_T}", f"computing {_N}", f"communication_not_overlapped {_N}",
+            f"overlapped {_N}", f"communication {_N}", f"free {_N}", f"stage {_N}", f"bubble {_N}",
+            f"communication_not_overlapped_and_exclude_receive {_N}", f"preparing {_N}"),
+    }
+
+
+class ApiType:
+    """ENUM_API_TYPE: the kinds of API rows (CANN_API.type, PYTORCH_API.type)."""
+    ACL = 20000
+    MODEL = 15000
+    NODE = 10000
+    COMMUNICATION = 5500
+    RUNTIME = 5000
+    TORCH_OP = 50001
+    TASK_QUEUE = 50002
+    PYTHON_TRACE = 50003
+    MSTX_OP = 50004
+
+    NAMES = {ACL: "acl", MODEL: "model", NODE: "node", COMMUNICATION: "communication", RUNTIME: "runtime",
+             TORCH_OP: "op", TASK_QUEUE: "queue", PYTHON_TRACE: "trace", MSTX_OP: "mstx"}
+    FRAMEWORK = (TORCH_OP, TASK_QUEUE, PYTHON_TRACE, MSTX_OP)  # what torch_npu adds to msprof's
+
 
 def _console_line(level: str, message: str) -> str:
     stamp = time.strftime("[%Y-%m-%d %H:%M:%S]", time.localtime())

@@ -1,6 +1,7 @@
 """Where the parts of one ``*_ascend_pt`` profile folder are."""
 
 import os
+import re
 
 from torch_npu.profiler.analysis.prof_common_func._constant import Constant
 
@@ -23,6 +24,54 @@ class ProfilerPathManager:
     @classmethod
     def get_output_path(cls, profiler_path: str) -> str:
         return os.path.join(profiler_path, Constant.OUTPUT_DIR)
+
+    @classmethod
+    def get_cann_path(cls, profiler_path: str) -> str:
+        """The profile's CANN raw-data folder (PROF_<n>_<timestamp>_<id>/), '' when it has none
+        (a CPU-only profile)."""
+        if not os.path.isdir(profiler_path):
+            return ""
+        for name in sorted(os.listdir(profiler_path)):
+            path = os.path.join(profiler_path, name)
+            if re.match(Constant.CANN_DIR_PATTERN, name) and os.path.isdir(path):
+                return path
+        return ""
+
+    @classmethod
+    def get_host_path(cls, cann_path: str) -> str:
+        path = os.path.join(cann_path, "host") if cann_path else ""
+        return path if path and os.path.isdir(path) else ""
+
+    @classmethod
+    def get_device_path(cls, cann_path: str) -> list:
+        """The CANN raw-data folder's device_<id>/ folders."""
+        if not cann_path or not os.path.isdir(cann_path):
+            return []
+        return sorted(os.path.join(cann_path, name) for name in os.listdir(cann_path)
+                      if re.match(r"^device_\d+$", name) and os.path.isdir(os.path.join(cann_path, name)))
+
+    @classmethod
+    def get_device_id(cls, cann_path: str) -> list:
+        """The ids of the devices the CANN raw-data folder has data of."""
+        return sorted(int(os.path.basename(path).split("_", 1)[1]) for path in cls.get_device_path(cann_path))
+
+    @classmethod
+    def get_info_path(cls, profiler_path: str) -> str:
+        """The CANN raw-data folder's host/info.json, '' when there is none."""
+        path = os.path.join(cls.get_cann_path(profiler_path), "host", "info.json")
+        return path if os.path.isfile(path) else ""
+
+    @classmethod
+    def get_start_info_path(cls, cann_path: str) -> str:
+        """The CANN raw-data folder's host/start_info, else its first device's start_info.<id>, else ''."""
+        path = os.path.join(cann_path, "host", "start_info")
+        if os.path.isfile(path):
+            return path
+        for device_path in cls.get_device_path(cann_path):
+            path = os.path.join(device_path, "start_info." + os.path.basename(device_path).split("_", 1)[1])
+            if os.path.isfile(path):
+                return path
+        return ""
 
     @classmethod
     def get_profiler_path_list(cls, input_path: str) -> list:
