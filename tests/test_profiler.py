@@ -541,3 +541,34 @@ def test_a_memcpy_only_between_tensors_of_one_storage_descriptor():
     assert _copy_kernels(lambda: x.half().float()) == {"aclnnInplaceCopy"}  # converting
     nz = torch_npu.npu_format_cast(torch.randn(32, 32).npu(), 29)
     assert _copy_kernels(lambda: torch.empty(32, 32, device="npu").copy_(nz)) == {"aclnnInplaceCopy"}  # formats differ
+
+
+def test_memory_timeline_of_an_npu_training_step_with_foreach_sgd(tmp_path):
+    # The CPU copies a queued kernel keeps of its CPU arguments are freed on
+    # the stream worker, out of the profiler's sight; had their allocations
+    # been reported, torch's memory profiler would see their addresses
+    # allocated again without a free and refuse the timeline ("duplicate
+    # outputs: aten::_foreach_mul_", about every second profile before).
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+                                torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+                                torch.nn.Flatten(), torch.nn.Linear(32, 10), torch.nn.ReLU(),
+                                torch.nn.Linear(10, 10)).npu()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4, foreach=True)
+    x = torch.randn(1, 3, 8, 8, device="npu")
+    y = torch.rand_like(model(x))
+    for trial in range(6):
+        out = tmp_path / f"timeline{trial}.json"
+
+        def export(prof, out=out):
+            prof.export_memory_timeline(str(out), device="npu:0")
+
+        with torch_npu.profiler.profile(
+                activities=[torch_npu.profiler.ProfilerActivity.CPU, torch_npu.profiler.ProfilerActivity.NPU],
+                schedule=torch_npu.profiler.schedule(wait=0, warmup=0, active=3, repeat=1), on_trace_ready=export,
+                profile_memory=True, record_shapes=True, with_stack=True) as prof:
+            for _ in range(3):
+                optimizer.zero_grad(set_to_none=True)
+                torch.nn.functional.cross_entropy(model(x), y).backward()
+                optimizer.step()
+                prof.step()
+        assert out.stat().st_size > 0

@@ -1,5 +1,7 @@
 #include "csrc/launch/tensor_ref.h"
 
+#include <ATen/EmptyTensor.h>
+#include <c10/core/impl/alloc_cpu.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/from_blob.h>
 
@@ -79,12 +81,41 @@ TensorRef TensorRef::alias_host(const at::Tensor& tensor) {
   return ref;
 }
 
+namespace {
+
+// CPU memory the profiler is not told of: a task's own copies of its CPU
+// arguments are made on the host but freed on the stream worker when the task
+// ends, where the profiler (its state is the host thread's) cannot see the
+// free. Reported one way only, torch's memory profiler would see the address
+// allocated again without a free between ("duplicate outputs" in
+// export_memory_timeline); unreported both ways, these internal copies are
+// simply not part of the profile.
+class UnreportedCpuAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t bytes) override {
+    void* data = c10::alloc_cpu(bytes);
+    return {data, data, &c10::free_cpu, c10::Device(c10::kCPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &c10::free_cpu; }
+  void copy_data(void* dest, const void* src, std::size_t count) const final { default_copy_data(dest, src, count); }
+};
+
+at::Tensor task_owned_copy(const at::Tensor& tensor) {
+  static UnreportedCpuAllocator allocator;
+  at::Tensor copy = at::detail::empty_generic(tensor.sizes(), &allocator, c10::DispatchKeySet(c10::DispatchKey::CPU),
+                                              tensor.scalar_type(), std::nullopt);
+  copy.copy_(tensor);
+  return copy;
+}
+
+}  // namespace
+
 TensorRef::TensorRef(const at::Tensor& tensor) {
   if (!tensor.defined()) return;
   defined_ = true;
   if (tensor.device().is_cpu()) {
-    // Cloned: the caller may change its CPU tensor before the kernel runs.
-    cpu_ = tensor.clone();
+    // Copied: the caller may change its CPU tensor before the kernel runs.
+    cpu_ = task_owned_copy(tensor);
     // Python scalars arrive as "wrapped number" tensors, which type promotion
     // and TensorIterator treat differently from ordinary 0-dim tensors.
     if (tensor.unsafeGetTensorImpl()->is_wrapped_number()) cpu_.unsafeGetTensorImpl()->set_wrapped_number(true);
