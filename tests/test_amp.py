@@ -168,8 +168,13 @@ SHARDED_SCALER = r"""
 import copy
 import torch, torch_npu
 import torch.distributed as dist
-from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+from torch.distributed.fsdp import sharded_grad_scaler
 from torch_npu.npu.amp.sharded_grad_scaler import _ShardedGradScaler
+
+# torch_npu puts its scaler in torch's module, as real torch_npu does; the reference is torch's own.
+assert sharded_grad_scaler.ShardedGradScaler is _ShardedGradScaler
+ShardedGradScaler = _ShardedGradScaler.__mro__[1]
+assert ShardedGradScaler.__module__ == "torch.distributed.fsdp.sharded_grad_scaler"
 
 dist.init_process_group("cpu:gloo,npu:hccl", store=dist.HashStore(), rank=0, world_size=1)
 torch.manual_seed(0)

@@ -79,12 +79,15 @@ def test_import_torch_npu_leaves_inductor_codegen_alone():
 
 
 def test_inductor_cache_keys_name_the_npu_and_cann():
-    # Artifacts compiled for another device or CANN version are not reused.
+    # Artifacts compiled for another device or CANN version are not reused:
+    # the key names them from npu's Inductor setup on, which the first
+    # compilation runs (torch_npu/utils/_dynamo.py), as in real torch_npu.
     import torch
     from torch._inductor.codecache import CacheBase
 
-    import torch_npu  # noqa: F401
+    from torch_npu.utils import _dynamo
 
+    _dynamo._lazy_inductor_setup()
     system = CacheBase.get_system()
     assert system["device"]["name"] == torch.npu.get_device_properties(torch.npu.current_device()).name
     assert system["version"]["cann"] == torch.version.cann

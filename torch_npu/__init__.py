@@ -114,24 +114,11 @@ if _dist.is_available():
     _distributed.register()
     ParallelStore = _distributed.ParallelStore  # real torch_npu's export (torch_npu.ParallelStore)
 
-# Graph mode: `import torchair` resolves to torch_npu.dynamo.torchair; the
-# dynamo backends ("npu", ...) are entry points, Inductor's npu codegen is
-# found through torch.npu (torch_npu/_inductor): nothing heavy is imported here.
-from torch_npu import dynamo as _dynamo  # noqa: E402
-
-_dynamo.install_torchair_alias()
-torch.compiler.npugraph_mark_step_begin = _dynamo.npugraph_mark_step_begin
+# Graph mode: Dynamo, Inductor, torchair and NPU graph trees are set up when
+# first used; nothing heavy is imported here (Note [Lazy Dynamo and Inductor
+# setup] in torch_npu/utils/_dynamo.py).
+from torch_npu.utils import _dynamo as _dynamo_setup  # noqa: E402
 from torch_npu._after_import import call_after_import as _call_after_import  # noqa: E402
-from torch_npu.utils._dynamo import _register_dynamo_interface, _teach_dynamo_npu_streams  # noqa: E402
-
-_call_after_import("torch._dynamo.device_interface", _register_dynamo_interface)  # npu streams in traced code
-_call_after_import("torch._dynamo", _teach_dynamo_npu_streams)
-from torch_npu._inductor.cache_key import name_npu_in_cache_keys as _name_npu_in_cache_keys  # noqa: E402
-
-_call_after_import("torch._inductor.codecache", _name_npu_in_cache_keys)  # cache keys name the npu and CANN
-from torch_npu._inductor import retarget as _retarget  # noqa: E402
-
-_retarget.install()
 
 import os as _os  # noqa: E402
 
@@ -183,6 +170,14 @@ def _register_npu_rpc_backend(_module):
 
 
 _call_after_import("torch.distributed.rpc", _register_npu_rpc_backend)
+
+
+def _npu_sharded_grad_scaler(_module):
+    import importlib
+    importlib.import_module("torch_npu.npu.amp.sharded_grad_scaler")  # its import puts it in torch's module
+
+
+_call_after_import("torch.distributed.fsdp.sharded_grad_scaler", _npu_sharded_grad_scaler)
 # torch's context parallelism rings npu's attention kernel too, however it is imported
 _call_after_import("torch.distributed.tensor.experimental._context_parallel._attention",
                    _add_npu_attention_to_context_parallel)
@@ -194,6 +189,8 @@ if _transfer == "1":
     from torch_npu.contrib import transfer_to_npu as _transfer_to_npu  # noqa: F401
 elif _transfer != "0":
     raise ValueError(f"Invalid value for TORCH_TRANSFER_TO_NPU: {_transfer}. Only '0' or '1' is supported.")
+
+_dynamo_setup.add_dynamo_methods()  # last: with Dynamo imported already, its setup runs now
 
 __all__ = ["npu", "get_soc_version", "npu_format_cast", "npu_format_cast_", "get_npu_format", "erase_stream",
            "matmul_checksum", "HiFloat8Tensor", *_fused_ops]

@@ -67,6 +67,11 @@ _OTHER_LAYERS = (
      "1 (with `PROF_CONFIG_PATH` unset): the same, configured by dynolog through msmonitor's `IPCMonitor` "
      "module, which vNPU does not bundle (without it: a warning, and no profiling)"),
     ("KINETO_USE_DAEMON", "unset", "`MSMONITOR_USE_DAEMON`'s deprecated name (warns)"),
+    ("TORCHINDUCTOR_NPU_BACKEND", "default",
+     "real torch_npu's Inductor code generator for npu graphs (`default`: triton-ascend; `mlir`, `dvm`, "
+     "`ascendc`), also chosen per compilation by `torch.compile(options={\"npu_backend\": ...})` or "
+     "`torch._inductor.config.npu_backend`, which set it while they compile; vNPU compiles every choice "
+     "with Inductor's C++ backend, warning once for each name but `default` (docs/graph_mode.md)"),
     ("VNPU_SKIP_BUILD", "unset",
      "build-time only: `pip install` skips the CMake build (used by `scripts/setup.sh`, which builds first)"),
 )

@@ -10,8 +10,8 @@ follows them. The key also names vNPU's own part of the compilation (a hash
 of torch_npu/_inductor's sources, as Inductor's torch_key hashes torch's):
 which lowerings an npu graph keeps and the code its wrapper writes are
 decided there, so a cache written by another version of it is not taken as
-valid. Installed when Inductor's codecache is imported
-(torch_npu/__init__.py), before its first use.
+valid. Installed when torch_npu._inductor loads (the Inductor setup at the
+first compilation, torch_npu/utils/_dynamo.py), before Inductor's caches are used.
 """
 
 import functools

@@ -21,6 +21,10 @@ AOTAutograd's saved activations) may keep results across calls.
 Graphs that cannot be captured (a CPU fallback, a host copy, a sync inside)
 or that mutate a non-static input run without NPU graphs from then on, with
 one warning naming the reason, as Inductor does when it skips cudagraphs.
+
+A runner that recorded a graph is held (weakly) by its device's graph-tree
+manager (torch_npu/npu/_graph_tree.py): ``torch.compiler.reset()`` drops its
+recordings through it, and the runner starts over at its next call.
 """
 
 import functools
@@ -70,6 +74,18 @@ class NpuGraphRunner:
         # a compiled graph (functools.wraps copies __dict__) see it too.
         self._boxed_call = True
 
+    def reset(self):
+        """Forgets every recording (their graphs and pool are freed once
+        no replay holds them) and the reason NPU graphs were skipped."""
+        self.pool = None
+        self.seen = {}
+        self.demoted = set()
+        self.recorded = {}
+        self.disabled_reason = None
+
+    def graph_count(self):
+        return len(self.recorded)
+
     def _call_compiled(self, args):
         if getattr(self.compiled, "_boxed_call", False):
             return self.compiled(list(args))
@@ -111,6 +127,8 @@ class NpuGraphRunner:
                 raise
             self._disable(str(e).splitlines()[0])
             return None
+        from torch_npu.npu._graph_tree import get_manager
+        get_manager(npu_tensors[0].device.index).add_runner(self)
         return _Recorded(graph, static_inputs, outputs, copied)
 
     def __call__(self, *call_args):

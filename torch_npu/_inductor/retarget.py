@@ -7,8 +7,9 @@ Registered as a device of its own, npu would take the GPU-style branch of
 each and hit code the C++ backend does not support. So a graph whose
 tensors are all on one npu device is compiled *as a CPU graph*:
 
-1. ``compile_fx`` (wrapped after torch._inductor.compile_fx is imported)
-   passes AOTAutograd an inner compiler that, for each forward and backward
+1. ``compile_fx`` (wrapped after torch._inductor.compile_fx is imported,
+   torch_npu/utils/_dynamo.py; ``compile_npu_graph`` here) passes
+   AOTAutograd an inner compiler that, for each forward and backward
    graph, rewrites its npu devices to cpu and its fake tensors to CPU twins
    with the same layouts (extern kernels still run on npu and produce those),
 2. and compiles it with Inductor's CPU path, whose wrapper for this one
@@ -147,8 +148,8 @@ def compiling_device_index():
 
 # The wrapper of a retargeted graph subclasses wrapper.py's npu wrappers,
 # which subclass Inductor's: defining it imports Inductor's code generation,
-# and this module is imported with torch_npu. So the classes are made at the
-# first retargeted compilation and then kept here as module attributes
+# which a graph that takes the direct path (or fails before code generation)
+# never needs. So the classes are made at the first retargeted compilation and then kept here as module attributes
 # (``retarget.NpuRetargetWrapperCodegen``, through __getattr__), like any
 # class of the module. Importing wrapper.py from here, and never the
 # reverse, keeps the dependency one-way.
@@ -323,43 +324,33 @@ def _retargeting_inner(inner, index, npu_graphs=False):
     return compile_for_cpu
 
 
-def _wrap_compile_fx(module):
-    original = module.compile_fx
-    if getattr(original, "_npu_retargeting", False):
-        return
-
-    @functools.wraps(original)
-    def compile_fx(model_, example_inputs_, inner_compile=None, *args, **kwargs):
-        inner = inner_compile if inner_compile is not None else module.compile_fx_inner
-        index = graph_device_index(example_inputs_)
-        if index is None or getattr(inner, "_npu_retargeting", False):
-            return original(model_, example_inputs_, inner, *args, **kwargs)
-        # mode="reduce-overhead" turns cudagraphs on; Inductor turns it off
-        # again for a CPU graph, so decide here, for forward and backward.
-        patches = kwargs.get("config_patches") or {}
-        npu_graphs = bool(patches.get("triton.cudagraphs", torch._inductor.config.triton.cudagraphs))
-        retargeting = _retargeting_inner(inner, index, npu_graphs)
-        retargeting._npu_retargeting = True
-        # Patched here too, before AOTAutograd's cache computes its key from
-        # the config (the inner compiler patches it for the backward graph,
-        # which AOTAutograd compiles later, at the first backward).
-        with torch._inductor.config.patch(**_npu_cpp_config(), **_NPU_RANDOM_CONFIG):
-            if npu_graphs:
-                # NPU graphs wrap each compiled graph as it is compiled; a hit in
-                # AOTAutograd's cache would skip that (FX graph cache hits do not).
-                with torch._functorch.config.patch(enable_autograd_cache=False):
-                    return original(model_, example_inputs_, retargeting, *args, **kwargs)
-            return original(model_, example_inputs_, retargeting, *args, **kwargs)
-
-    compile_fx._npu_retargeting = True
-    module.compile_fx = compile_fx
-
-
-def install():
-    """At torch_npu import: nothing is imported, compile_fx is wrapped when it is."""
-    from torch_npu._after_import import call_after_import
-
-    call_after_import("torch._inductor.compile_fx", _wrap_compile_fx)
+def compile_npu_graph(original, module, model_, example_inputs_, inner_compile=None, *args, **kwargs):
+    """Inductor's compile_fx (``original``, of ``module``) for a graph with npu
+    inputs, compiled as a CPU graph when they are all on one npu device.
+    Called by the wrapper of compile_fx that torch_npu installs when Inductor
+    loads (torch_npu/utils/_dynamo.py), after npu's Inductor setup."""
+    inner = inner_compile if inner_compile is not None else module.compile_fx_inner
+    index = graph_device_index(example_inputs_)
+    # compile_fx calls itself (through the wrapper) for config patches and
+    # subgraphs: an inner compiler that retargets already is passed through.
+    if index is None or getattr(inner, "_npu_retargeting", False):
+        return original(model_, example_inputs_, inner, *args, **kwargs)
+    # mode="reduce-overhead" turns cudagraphs on; Inductor turns it off
+    # again for a CPU graph, so decide here, for forward and backward.
+    patches = kwargs.get("config_patches") or {}
+    npu_graphs = bool(patches.get("triton.cudagraphs", torch._inductor.config.triton.cudagraphs))
+    retargeting = _retargeting_inner(inner, index, npu_graphs)
+    retargeting._npu_retargeting = True
+    # Patched here too, before AOTAutograd's cache computes its key from
+    # the config (the inner compiler patches it for the backward graph,
+    # which AOTAutograd compiles later, at the first backward).
+    with torch._inductor.config.patch(**_npu_cpp_config(), **_NPU_RANDOM_CONFIG):
+        if npu_graphs:
+            # NPU graphs wrap each compiled graph as it is compiled; a hit in
+            # AOTAutograd's cache would skip that (FX graph cache hits do not).
+            with torch._functorch.config.patch(enable_autograd_cache=False):
+                return original(model_, example_inputs_, retargeting, *args, **kwargs)
+        return original(model_, example_inputs_, retargeting, *args, **kwargs)
 
 
 def retargeted_device(index):

@@ -1,115 +1,372 @@
-"""Real torch_npu's module for Dynamo's device glue: registers npu's
-DeviceInterface (torch_npu/utils/_dynamo_device.py) with Dynamo as soon as
-Dynamo loads (and with Inductor's npu backend at the first compile,
-torch_npu/_inductor/__init__.py), and teaches Dynamo npu's stream and event
-classes, which its tables name for CUDA and XPU only."""
+"""torch_npu's part of Dynamo and Inductor, set up when they are first used.
+
+Note [Lazy Dynamo and Inductor setup]
+``import torch_npu`` imports neither Dynamo, Inductor, torch_npu._inductor nor
+triton (tests/test_inductor_imports.py; a program that never compiles pays
+nothing for them). What it does install (``add_dynamo_methods``), each cheap:
+
+- ``_DynamoPostImportFinder`` on sys.meta_path: whoever imports torch._dynamo
+  first (``torch.compile``, ``torch.export``, ``list_backends``, a plain
+  import), ``_lazy_dynamo_setup`` runs right after Dynamo's own code. If
+  Dynamo was imported before torch_npu, it runs at ``import torch_npu``;
+- ``has_triton`` as ``torch.utils._triton.has_triton`` (npu is a triton
+  device when triton is installed);
+- the lazy ``torchair`` and ``npugraph_ex`` packages (torch_npu/dynamo);
+- ``torch._TorchCompileInductorWrapper`` taking the npu options
+  (``npu_backend``, ``enable_shape_handling``) and setting up Inductor for
+  npu (``_NpuBackendScope``) at the first compilation, not at torch.compile;
+- Inductor's npu config entries, added when torch._inductor.config loads;
+- a wrapper of Inductor's compile_fx, added when it loads: an npu graph
+  compiled through it, whatever the caller (torchair's backend, a custom
+  backend, ``torch._inductor.compile``), sets up Inductor for npu first and
+  is compiled for npu (torch_npu/_inductor/retarget.py);
+- ``torch.compiler.npugraph_mark_step_begin`` (torch_npu/npu/_graph_tree_state.py).
+
+``_lazy_dynamo_setup`` (once): npu's device interface; Dynamo's tables taught
+npu's streams, events, autocast and device queries; the "npu" and
+"npugraph_ex" backends (torch_npu/dynamo); npu's trace rules
+(torch_npu/dynamo/trace_rule.py); torchair loaded when torch.compile names
+"npu". It imports no Inductor code.
+
+``_lazy_inductor_setup`` (once, at the first compilation with Inductor or
+"npugraphs"): torch_npu._inductor (npu's code generation, registered for the
+requested ``npu_backend``), the "npugraphs" backend and the step marker
+(torch_npu/utils/_graph_tree.py), and the npu config entries.
+"""
+
+import functools
+import os
+import sys
+
+import torch
+
+from torch_npu._after_import import _AfterImport, call_after_import
+from torch_npu.utils._run_once import run_once
 
 __all__ = []
 
+_NPU_BACKEND_ENV = "TORCHINDUCTOR_NPU_BACKEND"
 
-def _register_dynamo_interface(device_interface_module):
-    """Dynamo's device interface for npu, registered as soon as Dynamo loads
-    it (torch_npu/__init__.py): Dynamo traces streams and events
-    (``torch.npu.Stream()``, ``torch.npu.current_stream()``, ``with
-    torch.npu.stream(s)``) through it with any backend, "aot_eager" as well
-    as Inductor."""
-    import torch
+
+def _this():
+    # The setup steps are looked up here at each call, never bound early:
+    # tests (and callers) replace them on the module.
+    return sys.modules[__name__]
+
+
+# --- Dynamo ---------------------------------------------------------------
+
+class _DynamoPostImportFinder(_AfterImport):
+    """Runs ``_lazy_dynamo_setup`` right after torch._dynamo's own code."""
+
+    def __init__(self):
+        super().__init__("torch._dynamo")
+
+    def after_exec(self, module):
+        _this()._lazy_dynamo_setup()
+
+
+def _install_dynamo_post_import_trigger():
+    if "torch._dynamo" in sys.modules:
+        _this()._lazy_dynamo_setup()
+    elif not any(isinstance(f, _DynamoPostImportFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _DynamoPostImportFinder())
+
+
+@run_once
+def _dynamo_register_interface_for_device():
+    """npu's DeviceInterface for Dynamo (torch_npu/utils/_dynamo_device.py):
+    Dynamo traces streams and events through it, with any backend."""
+    from torch._dynamo.device_interface import register_interface_for_device
+
     from torch_npu.utils._dynamo_device import NpuInterface
 
-    device_interface_module.register_interface_for_device("npu", NpuInterface)
+    register_interface_for_device("npu", NpuInterface)
     for index in range(torch.npu.device_count()):
-        device_interface_module.register_interface_for_device(f"npu:{index}", NpuInterface)
+        register_interface_for_device(f"npu:{index}", NpuInterface)
 
 
-def _teach_dynamo_npu_streams(dynamo):
-    """After ``torch._dynamo`` loads: Dynamo puts stream and event objects in
-    the graph for the classes its ``_in_graph_classes`` lists and the
-    current-stream functions its handler table names. Both list CUDA's and
-    XPU's by name; npu's are added, so ``torch.npu.Stream()``,
-    ``torch.npu.Event()`` and ``torch.npu.current_stream()`` trace as
-    ``torch.cuda``'s do, instead of Dynamo stepping into their Python code
-    (which calls into torch_npu._C and graph-breaks). ``with
-    torch.npu.stream(s)`` is handled through the device interface above."""
-    import torch
-    from torch._dynamo.trace_rules import get_torch_obj_rule_map
-    from torch._dynamo.variables.torch import TorchInGraphFunctionVariable
-    from torch._dynamo.variables.user_defined import UserDefinedClassVariable
+@functools.lru_cache(None)
+def has_triton() -> bool:
+    """``torch.utils._triton.has_triton`` with npu among the devices triton
+    compiles for: triton is installed and one of cuda, xpu, cpu (with
+    triton's cpu backend) or npu is available. Without the triton package
+    it is False at once, importing nothing (vNPU's case: npu graphs are
+    compiled by Inductor's C++ backend)."""
+    from torch.utils._triton import has_triton_package
 
-    # Both are cached functions returning the table they build once: adding
-    # to the table is what every later lookup sees.
-    UserDefinedClassVariable._in_graph_classes().update({torch.npu.Stream, torch.npu.Event})
-    handlers = TorchInGraphFunctionVariable._get_handlers()
-    generic = handlers.get(torch.accelerator.current_stream)
-    if generic is not None:  # device-agnostic: the stream state of the device it is asked for
-        handlers.setdefault(torch.npu.current_stream, generic)
-    # The calls are put in the graph rather than stepped into (``torch.npu.stream``
-    # has the device interface's handler, a stream context in the graph).
-    rules = get_torch_obj_rule_map()
-    for fn in (torch.npu.current_stream, torch.npu.stream):
-        if fn in handlers:
-            rules.setdefault(fn, TorchInGraphFunctionVariable)
-    _fold_npu_device_queries(rules, TorchInGraphFunctionVariable)
-    _teach_dynamo_npu_autocast()
+    if not has_triton_package():
+        return False
+    from torch._dynamo.device_interface import get_interface_for_device
+
+    def triton_has_cpu_backend():
+        import triton.backends
+        return "cpu" in triton.backends.backends
+
+    _this()._dynamo_register_interface_for_device()
+    extra_checks = {"cuda": lambda: True, "xpu": lambda: True, "cpu": triton_has_cpu_backend, "npu": lambda: True}
+    return any(get_interface_for_device(device).is_available() and check()
+               for device, check in extra_checks.items())
 
 
-def _teach_dynamo_npu_autocast():
-    """``with torch.npu.amp.autocast(...)`` in traced code becomes the graph's
-    autocast region, as ``torch.cuda.amp.autocast`` does: Dynamo knows the
-    CUDA and CPU classes by name and would otherwise step into the npu one's
-    constructor (torch_npu's Python over its C extension) and break the
-    graph. Its arguments are bound by its own signature (enabled, dtype,
-    cache_enabled) and handed on as ``torch.amp.autocast("npu", ...)``. An
-    instance made outside (the decorator form) is an ``autocast`` object,
-    which Dynamo already reads by its attributes."""
-    import inspect
+def patch_has_triton():
+    from torch.utils import _triton
+    _triton.has_triton = has_triton
 
-    import torch
-    from torch._dynamo.variables import torch as torch_variables
-    from torch._dynamo.variables.base import VariableTracker
-    from torch._dynamo.variables.constant import ConstantVariable
-    from torch._dynamo.variables.ctx_manager import AutocastModeVariable
 
-    npu_autocast = torch.npu.amp.autocast
-    manager_class = torch_variables.TorchCtxManagerClassVariable
-    if npu_autocast in torch_variables.supported_ctx_manager_classes:
+def patch_dynamo_optimize():
+    """``torch.compile(..., backend="npu")`` loads torchair at once, so that a
+    failure to load it is raised there rather than at the first call."""
+    from torch_npu.dynamo import _get_global_npu_backend
+
+    optimize = torch._dynamo.optimize
+    if getattr(optimize, "_npu", False):
         return
-    torch_variables.supported_ctx_manager_classes[npu_autocast] = None
-    original_call = manager_class.call_function
 
-    def call_function(self, tx, args, kwargs):
-        if self.value is not npu_autocast:
-            return original_call(self, tx, args, kwargs)
-        bound = inspect.signature(npu_autocast).bind(*args, **kwargs)
-        bound.apply_defaults()
-        # A default is a Python value, an argument the tracer's variable.
-        arguments = {key: value if isinstance(value, VariableTracker) else ConstantVariable.create(value)
-                     for key, value in bound.arguments.items()}
-        return AutocastModeVariable.create(torch.amp.autocast_mode.autocast, [ConstantVariable.create("npu")],
-                                           arguments)
+    @functools.wraps(optimize)
+    def npu_optimize(*args, **kwargs):
+        backend = kwargs.get("backend", args[0] if len(args) == 1 else None)
+        name = backend if isinstance(backend, str) else getattr(backend, "compiler_name", None)
+        if name == "npu":
+            _get_global_npu_backend(name)
+        return optimize(*args, **kwargs)
 
-    manager_class.call_function = call_function
+    npu_optimize._npu = True
+    torch._dynamo.optimize = npu_optimize
 
 
-def _fold_npu_device_queries(rules, in_graph):
-    """``torch.npu.current_device()`` and friends fold to constants in traced
-    code, as ``torch.cuda``'s do: the current device (and whether npu is
-    initialized) under a guard that recompiles when it changes; availability,
-    the device count and a device's properties as plain constants. Without
-    this Dynamo refuses to step into them (they are torch_npu's Python over
-    its C extension) and breaks the graph."""
-    import torch
-    from torch._dynamo.variables import torch as torch_variables
-
-    guarded = (torch.npu.current_device, torch.npu.is_initialized)
-    plain = (torch.npu.is_available, torch.npu.device_count, torch.npu.get_device_properties,
-             torch.npu.get_device_name)
-    for fn in guarded:
-        torch_variables.constant_fold_functions_need_guards.setdefault(fn)
-    for fn in guarded + plain:
-        torch_variables.constant_fold_functions.setdefault(fn)
-        rules.setdefault(fn, in_graph)
+_COMPLETED_DYNAMO_SETUP_STEPS = set()
 
 
-def _dynamo_register_interface_for_device():
-    from torch_npu._inductor import codegen_classes
-    codegen_classes()  # registers the interface, the backend and the op overrides once
+def _run_dynamo_setup_step(name, step):
+    """Each step of the Dynamo setup succeeds once: a retry after a failed
+    later step does not repeat (or duplicate) the earlier ones."""
+    if name not in _COMPLETED_DYNAMO_SETUP_STEPS:
+        step()
+        _COMPLETED_DYNAMO_SETUP_STEPS.add(name)
+
+
+@run_once
+def _lazy_dynamo_setup():
+    """npu's part of Dynamo, once Dynamo is imported (Note [Lazy Dynamo and Inductor setup])."""
+    from torch_npu.dynamo import _register_backends
+    from torch_npu.dynamo.trace_rule import _patch_npu_trace_rules
+    from torch_npu.utils._dynamo_variables import teach_dynamo_npu
+
+    _run_dynamo_setup_step("device_interface", _this()._dynamo_register_interface_for_device)
+    _run_dynamo_setup_step("variables", teach_dynamo_npu)
+    _run_dynamo_setup_step("backends", _register_backends)
+    _run_dynamo_setup_step("trace_rules", _patch_npu_trace_rules)
+    _run_dynamo_setup_step("dynamo_optimize", patch_dynamo_optimize)
+
+
+# --- Inductor -------------------------------------------------------------
+
+# Inductor's config entries for npu (torch._inductor.config.npu_backend, ...),
+# as real torch_npu adds them: (name, default, type).
+_NPU_INDUCTOR_CONFIG = (
+    ("npu_backend", "default", str),
+    ("enable_shape_handling", False, bool),
+    ("shape_handling_configs", [], list),
+    ("shape_handling_dict", None, dict),
+)
+
+
+def _add_npu_inductor_config(config):
+    """Adds the npu entries to Inductor's config module (when it loads)."""
+    from torch.utils._config_module import Config, _ConfigEntry
+
+    added = False
+    for name, default, value_type in _NPU_INDUCTOR_CONFIG:
+        if name not in config._config:
+            config._config[name] = _ConfigEntry(Config(default=default, value_type=value_type), name)
+            added = True
+    if added:  # the module caches its dict and hash; both now miss the new entries
+        config._hash_dirty_var.set(True)
+        config._get_dict_dirty_keys_var.set(None)
+
+
+@run_once
+def _inject_inductor_npu_backend_config():
+    import torch._inductor.config as config
+    _add_npu_inductor_config(config)
+
+
+class _InductorNpuRegistry:
+    """Which ``npu_backend`` torch_npu._inductor has registered for."""
+
+    _disabled_register = False
+    _loaded_backend = None
+
+    @classmethod
+    def register_inductor_npu(cls):
+        if cls._disabled_register:
+            return
+        backend = os.environ.get(_NPU_BACKEND_ENV, "default")
+        if cls._loaded_backend != backend:
+            if "torch_npu._inductor" in sys.modules:
+                sys.modules["torch_npu._inductor"]._load_backend()
+            else:
+                import torch_npu._inductor  # noqa: F401  (its import loads the backend)
+            cls._loaded_backend = backend
+
+    @classmethod
+    def has_initialized(cls):
+        return cls._loaded_backend is not None
+
+
+def register_inductor_npu():
+    _InductorNpuRegistry.register_inductor_npu()
+
+
+def is_inductor_npu_initialized():
+    return _InductorNpuRegistry.has_initialized()
+
+
+def disable_register_inductor_npu():
+    _InductorNpuRegistry._disabled_register = True
+
+
+def enable_register_inductor_npu():
+    _InductorNpuRegistry._disabled_register = False
+
+
+def _resolve_npu_backend(selected=None):
+    """The npu_backend of one compilation: its options, else Inductor's config, else the environment."""
+    if selected not in (None, "", "default"):
+        return selected
+    config = sys.modules.get("torch._inductor.config")
+    configured = getattr(config, "npu_backend", None)
+    if configured not in (None, "", "default"):
+        return configured
+    return os.environ.get(_NPU_BACKEND_ENV, "default")
+
+
+class _NpuBackendScope:
+    """One compilation's ``npu_backend``: named by TORCHINDUCTOR_NPU_BACKEND
+    while it compiles, with Inductor set up for npu, and the environment
+    put back afterwards (also when entering fails)."""
+
+    def __init__(self, backend):
+        self.backend = backend
+        self._saved = None
+
+    def __enter__(self):
+        self._saved = os.environ.get(_NPU_BACKEND_ENV)
+        try:
+            os.environ[_NPU_BACKEND_ENV] = self.backend
+            _this().register_inductor_npu()
+            _this()._lazy_inductor_setup()
+        except BaseException:
+            self._restore()
+            raise
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self._restore()
+        return False
+
+    def _restore(self):
+        if self._saved is None:
+            os.environ.pop(_NPU_BACKEND_ENV, None)
+        else:
+            os.environ[_NPU_BACKEND_ENV] = self._saved
+
+
+@run_once
+def _patch_shape_handling():
+    """``options={"enable_shape_handling": True}``: on the chip, torch_npu pads
+    or splits the inputs of each call to a few "gear" sizes, so that few
+    shapes are compiled. vNPU compiles each shape as it comes (Dynamo's
+    dynamic shapes): the results are the same, more graphs may be compiled."""
+    import warnings
+    warnings.warn("torch_npu: enable_shape_handling is accepted and has no effect on vNPU: inputs are not padded "
+                  "or split to gear sizes; each input shape is compiled as it comes")
+
+
+@run_once
+def _lazy_inductor_setup():
+    """npu's part of Inductor (Note [Lazy Dynamo and Inductor setup])."""
+    from torch_npu.utils._graph_tree import _apply_npugraph_tree_methods
+
+    _this().register_inductor_npu()
+    _apply_npugraph_tree_methods()
+    _inject_inductor_npu_backend_config()
+
+
+def patch_inductor_wrapper():
+    """``torch.compile``'s Inductor wrapper for npu: the npu options, the
+    Dynamo setup at torch.compile, the Inductor setup at the first compilation."""
+    wrapper = torch._TorchCompileInductorWrapper
+    if getattr(wrapper.__init__, "_npu", False):
+        return
+    init, apply_options, call = wrapper.__init__, wrapper.apply_options, wrapper.__call__
+
+    def npu_apply_options(self, options):
+        apply_options(self, options)
+        if options and options.get("enable_shape_handling", False):
+            if getattr(self, "_npu_in_init", False):
+                self._npu_shape_handling = True  # after Dynamo's setup, below
+            else:
+                _this()._patch_shape_handling()
+
+    def npu_init(self, mode, options, dynamic, *args, **kwargs):
+        self._npu_in_init, self._npu_shape_handling = True, False
+        try:
+            init(self, mode, options, dynamic, *args, **kwargs)
+            shape_handling = self._npu_shape_handling
+        finally:
+            del self._npu_in_init, self._npu_shape_handling
+        _this()._lazy_dynamo_setup()
+        if shape_handling:
+            _this()._patch_shape_handling()
+        backend = _resolve_npu_backend(self.config.get("npu_backend"))
+        if backend != "default":
+            with _this()._NpuBackendScope(backend):
+                pass  # another backend is set up (or refused) at torch.compile already
+
+    def npu_call(self, model_, inputs_):
+        with _this()._NpuBackendScope(_resolve_npu_backend(self.config.get("npu_backend"))):
+            return call(self, model_, inputs_)
+
+    npu_init._npu = True
+    wrapper.__init__, wrapper.apply_options, wrapper.__call__ = npu_init, npu_apply_options, npu_call
+
+
+def _compile_npu_graphs_for_npu(compile_fx_module):
+    """Wraps Inductor's compile_fx (Note [Lazy Dynamo and Inductor setup])."""
+    original = compile_fx_module.compile_fx
+    if getattr(original, "_npu", False):
+        return
+
+    @functools.wraps(original)
+    def compile_fx(model_, example_inputs_, *args, **kwargs):
+        if not any(isinstance(t, torch.Tensor) and t.device.type == "npu" for t in example_inputs_):
+            return original(model_, example_inputs_, *args, **kwargs)
+        _this()._lazy_inductor_setup()
+        from torch_npu._inductor.retarget import compile_npu_graph
+        return compile_npu_graph(original, compile_fx_module, model_, example_inputs_, *args, **kwargs)
+
+    compile_fx._npu = True
+    compile_fx_module.compile_fx = compile_fx
+
+
+# --- at import torch_npu --------------------------------------------------
+
+@run_once
+def install_npugraph_mark_step_trigger():
+    from torch_npu.npu._graph_tree_state import npugraph_mark_step_begin
+    torch.compiler.npugraph_mark_step_begin = npugraph_mark_step_begin
+
+
+def add_dynamo_methods():
+    """What ``import torch_npu`` installs (Note [Lazy Dynamo and Inductor setup])."""
+    from torch_npu.dynamo import _install_lazy_torchair
+
+    patch_has_triton()
+    _install_lazy_torchair()
+    patch_inductor_wrapper()
+    install_npugraph_mark_step_trigger()
+    call_after_import("torch._inductor.config", _add_npu_inductor_config)
+    call_after_import("torch._inductor.compile_fx", _compile_npu_graphs_for_npu)
+    _install_dynamo_post_import_trigger()  # last: with Dynamo imported already, the setup runs now

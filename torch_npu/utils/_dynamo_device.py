@@ -1,6 +1,6 @@
 """Dynamo's view of npu (torch._dynamo.device_interface.DeviceInterface), at
-real torch_npu's module path (torch_npu.utils._dynamo_device);
-torch_npu._inductor registers it for the npu device.
+real torch_npu's module path (torch_npu.utils._dynamo_device); the Dynamo
+setup registers it for the npu device (torch_npu/utils/_dynamo.py).
 
 Its Worker answers for Inductor's compile workers, which must not touch the
 device: set_device only records the index, and current_device and the device

@@ -25,7 +25,7 @@ __all__ = ["cache_compile", "readable_cache", "set_dim_gears"]
 def cache_compile(func, *, config=None, backend=None, dynamic=True, cache_dir=None, global_rank=None, tp_rank=None,
                   pp_rank=None, custom_decompositions=None, ge_cache=False, **kwargs):
     """The method ``func`` of an nn.Module, compiled with torchair's backend at its first call."""
-    from torch_npu.dynamo.torchair.backend import get_npu_backend
+    from torch_npu.dynamo.torchair.npu_fx_compiler import get_npu_backend
     from torch_npu.dynamo.torchair.configs.compiler_config import CompilerConfig
 
     if not isinstance(func, types.MethodType):

@@ -23,3 +23,15 @@ class _ShardedGradScaler(ShardedGradScaler):
         super().__init__(device=device, init_scale=init_scale, backoff_factor=backoff_factor,
                          growth_factor=growth_factor, growth_interval=growth_interval, enabled=enabled,
                          process_group=process_group)
+
+
+def _replace_torchs():
+    """As real torch_npu does, torch's FSDP module hands out this scaler too
+    (``torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler``). Done
+    whenever torch's module is imported, before or after torch_npu
+    (torch_npu/__init__.py), and by this module's own import."""
+    from torch.distributed.fsdp import sharded_grad_scaler
+    sharded_grad_scaler.ShardedGradScaler = _ShardedGradScaler
+
+
+_replace_torchs()

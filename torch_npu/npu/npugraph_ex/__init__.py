@@ -20,13 +20,5 @@ __all__ = ["compile_fx", "register_replacement"]
 def compile_fx(gm, example_inputs=None, options=None):
     """Compiles an ATen-level FX graph (AOTAutograd's forward or backward) with
     Inductor and replays it as an NPU graph from the second call on."""
-    from torch._inductor.compile_fx import compile_fx_inner
-    from torch_npu._inductor.npugraph_runner import npugraph_inner_compile
-    from torch_npu.dynamo import check_npugraph_ex_options
-    from torch_npu.npu.npugraph_ex import _patterns
-
-    check_npugraph_ex_options(options)
-    if example_inputs is None:
-        raise ValueError("npugraph_ex.compile_fx: example_inputs are needed to compile the graph")
-    with _patterns.applied(("npugraph_ex",)):
-        return npugraph_inner_compile(compile_fx_inner)(gm, list(example_inputs))
+    import npugraph_ex
+    return npugraph_ex.compile_fx(gm, example_inputs, options)

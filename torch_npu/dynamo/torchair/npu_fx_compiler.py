@@ -1,4 +1,4 @@
-"""torchair.get_npu_backend: a dynamo backend over Inductor for npu."""
+"""torchair.get_npu_backend (real torchair's npu_fx_compiler module): a dynamo backend over Inductor for npu."""
 
 import datetime
 import itertools
