@@ -63,6 +63,14 @@ assert rules[torch.npu.manual_seed] is SkipFunctionVariable
 assert torch._dynamo.trace_rules.torch_name_rule_map.count(trace_rule.skip_functions_npu) == 1
 # Found through the loaded modules: no second copy under a torch.npu.* name.
 assert [n for n in sys.modules if n.startswith("torch.npu.")] == []
+# Graph-safe RNG, as for CUDA: the default generator's state is swapped in place and replays draws.
+from torch._functorch._aot_autograd.utils import get_default_generator, supports_graphsafe_rng
+assert supports_graphsafe_rng(torch.device("npu"))
+generator = get_default_generator(torch.device("npu:0"))
+saved = generator.clone_state()
+first = torch.rand(5, device="npu")
+generator.graphsafe_set_state(saved)
+assert torch.equal(torch.rand(5, device="npu"), first)
 """)
 
 

@@ -58,7 +58,7 @@ from torch_npu.npu.memory import (  # noqa: F401
     get_allocator_backend, host_empty_cache, memory_stats_as_nested_dict,
 )
 from torch_npu.npu.random import (  # noqa: F401
-    _get_rng_state_offset, _set_rng_state_offset, get_rng_state, get_rng_state_all, initial_seed, manual_seed,
+    _get_generator, _get_rng_state_offset, _set_rng_state_offset, get_rng_state, get_rng_state_all, initial_seed, manual_seed,
     manual_seed_all, seed, seed_all, set_rng_state, set_rng_state_all,
 )
 from torch_npu.npu._backends import (  # noqa: F401

@@ -70,6 +70,12 @@ def _state_generator(device) -> torch.Generator:
     return _generator(device)
 
 
+def _get_generator(device: torch.device) -> torch.Generator:
+    """The default generator of an npu device (torch.cuda's name: AOTAutograd's
+    graph-safe RNG asks the device module for it, torch_npu/utils/_dynamo.py)."""
+    return _state_generator(device)
+
+
 def get_rng_state(device="npu") -> torch.Tensor:
     return _state_generator(device).get_state()
 

@@ -158,6 +158,19 @@ def _lazy_dynamo_setup():
     _run_dynamo_setup_step("backends", _register_backends)
     _run_dynamo_setup_step("trace_rules", _patch_npu_trace_rules)
     _run_dynamo_setup_step("dynamo_optimize", patch_dynamo_optimize)
+    _run_dynamo_setup_step("graphsafe_rng", _register_graphsafe_rng)
+
+
+def _register_graphsafe_rng():
+    """npu's generator can swap its state in place (graphsafe_get_state /
+    graphsafe_set_state, csrc/core/npu_generator.h), which is what AOTAutograd's
+    RNG functionalization needs to replay random ops in captured graphs, as
+    for CUDA: torch._functorch's supports_graphsafe_rng(npu) is then True."""
+    from torch._functorch._aot_autograd import utils
+
+    if hasattr(utils, "register_graphsafe_rng_device_type") and \
+            not utils.supports_graphsafe_rng(torch.device("npu")):
+        utils.register_graphsafe_rng_device_type("npu")
 
 
 # --- Inductor -------------------------------------------------------------
