@@ -63,12 +63,7 @@ _job_numbers = itertools.count(1)  # msprof numbers the collections of a process
 
 
 def _write(path, text):
-    """Writes ``text`` to ``path`` whole (a temporary name, then a rename)."""
-    tmp = f"{path}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, _FILE_MODE)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    analysis.write_atomically(path, text, _FILE_MODE)
 
 
 def _json_lines(records):

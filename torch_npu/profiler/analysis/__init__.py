@@ -16,6 +16,7 @@ import pathlib
 import struct
 from collections import defaultdict
 
+from torch_npu.profiler.analysis.prof_common_func._file_manager import write_atomically  # noqa: F401  (re-exported)
 from torch_npu.profiler.analysis.prof_common_func._path_manager import ProfilerPathManager
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
@@ -47,14 +48,6 @@ MB = 1024 * 1024
 
 
 # --- writing ------------------------------------------------------------------
-
-def write_atomically(path, text):
-    path = pathlib.Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", newline="") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
 
 def _csv_text(columns, rows):
     buf = io.StringIO()

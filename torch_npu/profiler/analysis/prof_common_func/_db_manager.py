@@ -83,18 +83,17 @@ class DbManager:
     @classmethod
     def execute_sql(cls, conn, sql: str, params=()) -> bool:
         """Runs one statement and commits; False (with the error printed) when it fails."""
-        try:
-            conn.cursor().execute(sql, params)
-            conn.commit()
-            return True
-        except sqlite3.Error as err:
-            _sqlite_error(err)
-            return False
+        return cls._run_and_commit(conn, lambda cursor: cursor.execute(sql, params))
 
     @classmethod
     def executemany_sql(cls, conn, sql: str, rows) -> bool:
+        """Runs one statement for each row and commits; False (with the error printed) when it fails."""
+        return cls._run_and_commit(conn, lambda cursor: cursor.executemany(sql, rows))
+
+    @staticmethod
+    def _run_and_commit(conn, run) -> bool:
         try:
-            conn.cursor().executemany(sql, rows)
+            run(conn.cursor())
             conn.commit()
             return True
         except sqlite3.Error as err:

@@ -18,6 +18,26 @@ __all__ = []
 _DATA_FILE_MODE = 0o640
 
 
+def write_atomically(path, data, mode=0o666):
+    """Writes ``data`` (text or bytes) to ``path`` whole: to a temporary name
+    in the same folder, then renamed, so a process killed mid-write leaves
+    whole files only. ``mode``: a new file's permissions (before the umask).
+    The profiler's one writer: the analysis, the CANN raw-data folder and
+    FileManager write through it."""
+    path = os.fspath(path)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        with os.fdopen(fd, "wb") as f:
+            f.write(payload)
+        os.replace(tmp, path)
+    except OSError:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
 class FileManager:
     @classmethod
     def file_read_all(cls, file_path: str, mode: str = "r"):
@@ -70,14 +90,8 @@ class FileManager:
     @staticmethod
     def _write(output_path, payload):
         output_path = os.path.abspath(output_path)
-        tmp = f"{output_path}.{os.getpid()}.tmp"
         try:
             os.makedirs(os.path.dirname(output_path), exist_ok=True)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, _DATA_FILE_MODE)
-            with os.fdopen(fd, "wb") as f:
-                f.write(payload)
-            os.replace(tmp, output_path)
+            write_atomically(output_path, payload, _DATA_FILE_MODE)
         except OSError as err:
-            if os.path.exists(tmp):
-                os.remove(tmp)
             raise RuntimeError(f"Can't create file: {output_path}" + prof_error(ErrCode.SYSCALL)) from err
