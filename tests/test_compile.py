@@ -616,6 +616,45 @@ def test_streams_and_events_trace_into_one_graph(backend):
         torch.testing.assert_close(compiled(x).cpu(), (x.cpu() + 2) * 3 + 1)
 
 
+def test_stream_context_leaves_real_torch_npus_switch_nodes_and_a_graph_run_as_is_switches():
+    # Real torch_npu's Dynamo patch: the stream to come back to (current_stream),
+    # then set_stream(s) and set_stream back, around the region, in that order.
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class StreamOfEachOp(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.seen = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.seen.append((func.__name__.split(".")[0], torch.npu.current_stream()))
+            return func(*args, **(kwargs or {}))
+
+    torch._dynamo.reset()
+    graphs = []
+    mode = StreamOfEachOp()
+
+    def as_is(gm, example_inputs):
+        graphs.append(gm)
+
+        def run(*args):
+            with mode:
+                return gm(*args)
+        return run
+
+    x = torch.randn(8, 8).npu()
+    default = torch.npu.current_stream()
+    out = torch.compile(_stream_region, backend=as_is, fullgraph=True)(x)
+    torch.testing.assert_close(out.cpu(), (x.cpu() + 2) * 3 + 1)
+    names = [n.name for n in graphs[0].graph.nodes]
+    switches = [n for n in names if n.startswith(("current_stream", "set_stream"))]
+    assert switches[:3] == ["current_stream", "set_stream", "set_stream_1"], names
+    assert names.index("set_stream") < names.index("r_1") < names.index("set_stream_1")
+    streams = {name: stream for name, stream in mode.seen}
+    assert streams["mul"] != default and streams["add"] == default  # the region ran on the side stream
+    assert torch.npu.current_stream() == default
+
+
 def test_npugraph_ex_takes_its_options_and_refuses_unknown_ones():
     torch._dynamo.reset()
     add = torch.compile(lambda x, y: x + y, backend="npugraph_ex", options={"clone_input": False},

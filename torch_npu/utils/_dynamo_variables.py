@@ -8,6 +8,7 @@ __all__ = []
 
 def teach_dynamo_npu():
     _teach_dynamo_npu_streams()
+    _put_npu_stream_switches_in_the_graph()
     _teach_dynamo_npu_autocast()
     _keep_npu_stream_and_event_types()
 
@@ -33,6 +34,48 @@ def _teach_dynamo_npu_streams():
     generic = handlers.get(torch.accelerator.current_stream)
     if generic is not None:  # device-agnostic: the stream state of the device it is asked for
         handlers.setdefault(torch.npu.current_stream, generic)
+
+
+def _put_npu_stream_switches_in_the_graph():
+    """``with torch.npu.stream(s)`` in traced code leaves in the graph, as real
+    torch_npu's Dynamo patch does on torch 2.12 and later: a ``current_stream``
+    node (the stream to come back to) where the context is made, a
+    ``set_stream(s)`` node where it is entered and a ``set_stream`` back to
+    the saved stream where it is left. torch's own stream context (kept
+    underneath) annotates the nodes inside with their stream, which is what
+    AOTAutograd and Inductor schedule by; the two switches are what a
+    backend that runs the FX graph as it is (``eager``, a custom backend that
+    returns ``gm``) needs to run the region on ``s``, and what backends that
+    look for stream switches in the graph find."""
+    from torch._dynamo.device_interface import get_interface_for_device
+    from torch._dynamo.variables.builder import wrap_fx_proxy_cls
+    from torch._dynamo.variables.streams import StreamContextVariable, StreamVariable
+    from torch._dynamo.variables.torch import TorchInGraphFunctionVariable
+
+    interface = get_interface_for_device("npu")
+
+    class NpuStreamContextVariable(StreamContextVariable):
+        def __init__(self, stream, saved_stream=None, **kwargs):
+            self.saved_stream = saved_stream
+            super().__init__(stream, **kwargs)
+
+        def _switch_to(self, tx, stream):
+            tx.output.create_proxy("call_function", interface.set_stream, (stream.as_proxy(),), {})
+
+        def enter(self, tx, *args):
+            self._switch_to(tx, self.get_stream())
+            return super().enter(tx)
+
+        def exit(self, tx, *args):
+            self._switch_to(tx, self.saved_stream)
+            return super().exit(tx, *args)
+
+    def enter_npu_stream(self, tx, stream):
+        saved = wrap_fx_proxy_cls(StreamVariable, tx,
+                                  tx.output.create_proxy("call_function", interface.current_stream, (None,), {}))
+        return NpuStreamContextVariable(stream, saved_stream=saved)
+
+    TorchInGraphFunctionVariable._get_handlers()[interface.stream] = enter_npu_stream
 
 
 def _teach_dynamo_npu_autocast():
