@@ -4,6 +4,7 @@ Every check is compiled against eager (npu, or cpu as the reference)."""
 
 import copy
 import os
+import warnings
 
 import pytest
 import torch
@@ -846,3 +847,30 @@ def test_an_event_between_fused_ops_keeps_their_inputs_alive(backend):
     compiled = torch.compile(_event_between_fusable_ops, backend=backend)
     for _ in range(2):
         torch.testing.assert_close(compiled(x, y).cpu(), (x.cpu() * y.cpu()) + y.cpu())
+
+
+def test_deterministic_level_guard_recompiles_when_the_level_changes():
+    from torch_npu.dynamo._deterministic_guard import install_npu_deterministic_level_guard
+
+    assert install_npu_deterministic_level_guard() is False  # outside a compilation
+    levels = []
+
+    def guarded(gm, example_inputs):
+        assert install_npu_deterministic_level_guard()
+        levels.append(torch.npu._get_deterministic_level())
+        return gm
+
+    torch._dynamo.reset()
+    before = torch.are_deterministic_algorithms_enabled()
+    f = torch.compile(lambda x: x * 3, backend=guarded, fullgraph=True, dynamic=False)
+    x = torch.ones(4, device="npu")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for level in (1, 2, 1, 2, 0):
+                torch.npu.set_deterministic_level(level)
+                assert torch.equal(f(x).cpu(), torch.full((4,), 3.0))
+    finally:
+        torch_npu._C._npu_set_deterministic_level(0)
+        torch.use_deterministic_algorithms(before)
+    assert levels == [1, 2, 0]  # each level compiled once, then taken from the cache

@@ -311,13 +311,61 @@ def test_set_deterministic_level_switches_torch_and_warns_on_change():
         with pytest.warns(UserWarning, match="'torch.use_deterministic_algorithms' has been configured to 'True'"):
             torch.npu.set_deterministic_level(1)
         assert torch.are_deterministic_algorithms_enabled()
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            torch.npu.set_deterministic_level(1)  # no change, no warning
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.npu.set_deterministic_level(1)  # no change: only real torch_npu's advice, at every call
+        assert [str(w.message)[:52] for w in caught] == ["After using 'torch_npu.npu.set_deterministic_level',"]
         with pytest.warns(UserWarning, match="configured to 'False'"):
             torch.npu.set_deterministic_level(0)
         assert not torch.are_deterministic_algorithms_enabled()
     finally:
+        torch.use_deterministic_algorithms(before)
+
+
+def test_deterministic_level_2_gives_bits_independent_of_the_core_count():
+    # Note [Deterministic level 2]: a kernel's team is one thread, so a parallel
+    # reduction gives the bits of a one-thread CPU run whatever the process's threads.
+    x = torch.randn(1 << 22, generator=torch.Generator().manual_seed(0))
+    on_npu = x.npu()
+    threads, before = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    try:
+        torch.set_num_threads(1)
+        one_thread = x.sum()
+        with pytest.warns(UserWarning, match="do not use 'torch.use_deterministic_algorithms' anymore"):
+            torch.npu.set_deterministic_level(2)
+        assert torch.npu._get_deterministic_level() == 2
+        for count in (2, 4, 8):
+            torch.set_num_threads(count)
+            assert torch.equal(on_npu.sum().cpu(), one_thread)
+        torch.use_deterministic_algorithms(False)  # the level in effect follows torch's switch
+        assert torch.npu._get_deterministic_level() == 0
+        with pytest.raises(RuntimeError, match=r"set_deterministic_level\(3\)' \(batch consistency\) is not supported"):
+            torch.npu.set_deterministic_level(3)
+        assert not torch.are_deterministic_algorithms_enabled()  # put back when the level is refused
+    finally:
+        torch.set_num_threads(threads)
+        torch_npu._C._npu_set_deterministic_level(0)
+        torch.use_deterministic_algorithms(before)
+
+
+def test_the_first_kernel_on_a_new_stream_takes_the_deterministic_team_too():
+    # ATen sets a thread's OpenMP count to the process's at its first parallel
+    # loop; on a new stream's worker that once undid the kernel's team, so the
+    # first reduction there gave other bits than the next ones.
+    x = torch.randn(1 << 22, generator=torch.Generator().manual_seed(1)).npu()
+    threads, before = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    try:
+        torch.set_num_threads(4)
+        torch.use_deterministic_algorithms(True)
+        for _ in range(3):
+            fresh = torch.npu.Stream()
+            fresh.wait_stream(torch.npu.current_stream())
+            with torch.npu.stream(fresh):
+                first, second = x.sum(), x.sum()
+            torch.npu.current_stream().wait_stream(fresh)
+            assert torch.equal(first.cpu(), second.cpu())
+    finally:
+        torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(before)
 
 

@@ -72,7 +72,7 @@ bool run_asking_again(const at::Tensor& out, const Part& part) {
   if (rows < 2 * vnpu::kFirstRowsDivisor || !vnpu::rechecks_host(work, threads, max_threads)) return false;
   const int64_t first = rows / vnpu::kFirstRowsDivisor;
   part(0, first);
-  ScopedIntraOpThreads rest(vnpu::intra_op_threads(work, max_threads, host_blocked_for_intra_op_threads()), threads);
+  ScopedIntraOpThreads rest(kernel_intra_op_threads(work, max_threads), threads);
   part(first, rows - first);
   return true;
 }

@@ -35,6 +35,26 @@ int64_t stage_work();
 // alone, and repeated calls give the same bits.
 bool host_blocked_for_intra_op_threads();
 
+// Note [Deterministic level 2]
+// torch_npu.npu.set_deterministic_level: 0 off, 1 torch's deterministic
+// algorithms, 2 CANN's "strong consistency" on top (the chip's kernels give
+// the same bits whatever the number of AI cores they run on), 3 batch
+// invariance. On vNPU level 1 gives the same bits from call to call on one
+// machine (Note [Deterministic team sizes]), but a team's size still follows
+// the machine's cores, and ATen's parallel reductions split their input by
+// it. Level 2 (while deterministic algorithms are on, as real torch_npu's
+// effective level) runs every kernel with a team of one: the bits no longer
+// depend on the machine's core count. Level 3 is refused: no kernel here
+// promises results independent of the batch size.
+void set_deterministic_level(int level);
+int deterministic_level();
+
+// The intra-op threads of one kernel of `work` elements, from the process's
+// `max_threads`: the rule of vnpu/intra_op_threads.h, with the host state
+// Note [Deterministic team sizes] reads and a team of one at Note
+// [Deterministic level 2].
+int kernel_intra_op_threads(int64_t work, int max_threads);
+
 class ScopedIntraOpThreads {
  public:
   // `current`: the thread's count now, when the caller has read it already.

@@ -1,9 +1,11 @@
 #include "csrc/launch/launch.h"
 
 #include <ATen/Context.h>
+#include <ATen/Parallel.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 
 #include <algorithm>
+#include <atomic>
 #include <stdexcept>
 #include <unordered_set>
 #include <utility>
@@ -22,10 +24,7 @@
 namespace torch_npu {
 namespace {
 
-int intra_op_threads(int64_t work, int max_threads) {
-  // The rule and its reasons: runtime/include/vnpu/intra_op_threads.h.
-  return vnpu::intra_op_threads(work, max_threads, host_blocked_for_intra_op_threads());
-}
+std::atomic<int> g_deterministic_level{0};
 
 thread_local int t_stage_max_threads = 0;
 thread_local int64_t t_stage_work = -1;
@@ -34,10 +33,16 @@ thread_local int64_t t_stage_work = -1;
 // for ATen's OpenMP loops and for MKL's GEMMs alike.
 class IntraOpThreads {
  public:
-  explicit IntraOpThreads(int64_t work, int max_threads = omp_get_max_threads())
+  // at::get_num_threads(), not omp_get_max_threads(): it also runs ATen's
+  // once-per-thread set-up of the thread's OpenMP count (to the process's,
+  // torch.set_num_threads), which would otherwise run inside the first
+  // parallel loop on a new stream worker and undo the count chosen here for
+  // that one kernel, whose bits then followed the process's count
+  // (Note [Deterministic team sizes]).
+  explicit IntraOpThreads(int64_t work, int max_threads = at::get_num_threads())
       : saved_max_(std::exchange(t_stage_max_threads, max_threads)),
         saved_work_(std::exchange(t_stage_work, work)),
-        scope_(intra_op_threads(work, max_threads), max_threads) {}
+        scope_(kernel_intra_op_threads(work, max_threads), max_threads) {}
   ~IntraOpThreads() {
     t_stage_max_threads = saved_max_;
     t_stage_work = saved_work_;
@@ -54,6 +59,27 @@ class IntraOpThreads {
 bool host_blocked_for_intra_op_threads() {
   // Note [Deterministic team sizes] (intra_op_thread_count.h)
   return !at::globalContext().deterministicAlgorithms() && vnpu::blocked_host_threads() > 0;
+}
+
+void set_deterministic_level(int level) {
+  TORCH_CHECK_VALUE(level >= 0 && level <= 3, "'torch_npu.npu.set_deterministic_level' supports configuring 0/1/2/3.");
+  TORCH_CHECK(level != 3,
+              "'torch_npu.npu.set_deterministic_level(3)' (batch consistency) is not supported on vNPU: its kernels "
+              "(ATen's CPU kernels and MKL's GEMMs, which pick their blocking by shape) do not promise results "
+              "independent of the batch size. Use level 2 for results independent of the machine's core count.");
+  g_deterministic_level.store(level, std::memory_order_relaxed);
+}
+
+int deterministic_level() { return g_deterministic_level.load(std::memory_order_relaxed); }
+
+int kernel_intra_op_threads(int64_t work, int max_threads) {
+  // Note [Deterministic level 2]
+  if (C10_UNLIKELY(g_deterministic_level.load(std::memory_order_relaxed) >= 2) &&
+      at::globalContext().deterministicAlgorithms()) {
+    return 1;
+  }
+  // The rule and its reasons: runtime/include/vnpu/intra_op_threads.h.
+  return vnpu::intra_op_threads(work, max_threads, host_blocked_for_intra_op_threads());
 }
 
 int stage_max_threads() { return t_stage_max_threads > 0 ? t_stage_max_threads : omp_get_max_threads(); }

@@ -87,7 +87,8 @@ from torch_npu.npu.core_limits import (  # noqa: F401
 from torch_npu.npu.recovery import (  # noqa: F401
     _get_uce_addr, check_uce_in_memory, restart_device, stop_device, stress_detect)
 from torch_npu.npu.deterministic import (  # noqa: F401
-    disable_deterministic_with_backward, enable_deterministic_with_backward, set_deterministic_level)
+    _get_deterministic_level, disable_deterministic_with_backward, enable_deterministic_with_backward,
+    set_deterministic_level)
 from torch_npu.npu.mstx import mstx  # noqa: F401
 from torch_npu.npu.host_memory import (  # noqa: F401
     host_memory_stats, host_memory_stats_as_nested_dict, reset_accumulated_host_memory_stats,

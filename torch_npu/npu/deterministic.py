@@ -61,29 +61,62 @@ def disable_deterministic_with_backward(tensor):
     return _DeterministicEnd.apply(tensor)
 
 
-_MAX_LEVEL = 3
+def _set_level_in_c(level):
+    import torch_npu._C
+    torch_npu._C._npu_set_deterministic_level(level)
 
 
 def set_deterministic_level(level):
     """torch_npu's determinism levels: 0 off, 1 deterministic algorithms
-    (torch.use_deterministic_algorithms(True)), 2 and 3 stricter guarantees
-    of the CANN kernels (3: results independent of the batch size).
+    (``torch.use_deterministic_algorithms(True)``), 2 on top of that results
+    independent of the machine (CANN's "strong consistency"), 3 results
+    independent of the batch size.
 
-    Levels 0 and 1 switch torch.use_deterministic_algorithms, warning as real
-    torch_npu does when that changes its setting. vNPU's kernels are ATen's
-    CPU kernels and MKL's GEMMs, whose blocking follows the shapes and the
-    thread count, so it cannot promise levels 2 and 3: those raise.
+    As real torch_npu: level 0 turns torch's deterministic algorithms off and
+    levels 1-3 on, warning when that changes torch's setting, and every call
+    warns not to call ``torch.use_deterministic_algorithms`` afterwards (the
+    level in effect follows it: ``_get_deterministic_level``). On vNPU level
+    2 runs each kernel with one intra-op thread, so its bits do not depend on
+    the machine's core count (Note [Deterministic level 2],
+    csrc/launch/intra_op_thread_count.h); level 3 raises: no kernel here
+    promises results independent of the batch size.
     """
-    if isinstance(level, bool) or not isinstance(level, int) or not 0 <= level <= _MAX_LEVEL:
+    if isinstance(level, bool) or not isinstance(level, int) or not 0 <= level <= 3:
         raise ValueError("'torch_npu.npu.set_deterministic_level' supports configuring 0/1/2/3.")
-    if level >= 2:
-        raise RuntimeError(f"torch.npu.set_deterministic_level({level}) is not supported on vNPU: levels 2 and 3 "
-                           "promise kernel guarantees beyond torch's deterministic algorithms (3: the same result "
-                           "whatever the batch size), and vNPU's CPU kernels (MKL GEMMs blocked by shape and thread "
-                           "count) do not make them. Use level 1.")
-    wanted = level == 1
-    if torch.are_deterministic_algorithms_enabled() != wanted:
-        warnings.warn("The current configuration value of 'torch_npu.npu.set_deterministic_level' conflicts with "
-                      "'torch.use_deterministic_algorithms'. 'torch.use_deterministic_algorithms' has been "
-                      f"configured to '{wanted}'.")
-        torch.use_deterministic_algorithms(wanted)
+    enabled = torch.are_deterministic_algorithms_enabled()
+    wanted = level >= 1
+    changed = False
+    try:
+        if wanted != enabled:
+            warnings.warn("The current configuration value of 'torch_npu.npu.set_deterministic_level' conflicts "
+                          "with 'torch.use_deterministic_algorithms'. 'torch.use_deterministic_algorithms' has "
+                          f"been configured to '{wanted}'.")
+            torch.use_deterministic_algorithms(wanted)
+            changed = True
+        _set_level_in_c(level)
+    except Exception:
+        if changed:
+            torch.use_deterministic_algorithms(enabled)
+        raise
+    warnings.warn("After using 'torch_npu.npu.set_deterministic_level', please do not use "
+                  "'torch.use_deterministic_algorithms' anymore, as it may cause unknown errors.")
+
+
+def _sync_deterministic_level(level):
+    """The level in effect given torch's deterministic-algorithms switch,
+    which may have been turned since: 1 if it is on with level 0, 0 if it is
+    off with a level above 0 (kept as the new level, as real torch_npu)."""
+    enabled = torch.are_deterministic_algorithms_enabled()
+    if level == 0 and enabled:
+        level = 1
+    elif level >= 1 and not enabled:
+        level = 0
+    else:
+        return level
+    _set_level_in_c(level)
+    return level
+
+
+def _get_deterministic_level():
+    import torch_npu._C
+    return _sync_deterministic_level(torch_npu._C._npu_get_deterministic_level())

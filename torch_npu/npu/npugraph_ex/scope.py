@@ -16,13 +16,15 @@ def limit_core_num(op_aicore_num: int, op_vectorcore_num: int, stream=None):
 def deterministic(level: int):
     """The operators inside run at this determinism level
     (torch.npu.set_deterministic_level's levels). vNPU's kernels are
-    deterministic at level 1 already; levels 2 and 3 are refused as
-    set_deterministic_level refuses them."""
+    deterministic at level 1 already; levels 2 and 3 are refused for a
+    scope: vNPU makes level 2 (a team of one thread per kernel) for the
+    whole process only, with torch.npu.set_deterministic_level(2), and
+    level 3 not at all."""
     from torch_npu.dynamo.torchair import scope
     if isinstance(level, bool) or not isinstance(level, int) or not 0 <= level <= 3:
         raise ValueError(f"npugraph_ex.scope.deterministic() supports levels 0/1/2/3, got {level!r}")
     if level >= 2:
-        raise RuntimeError(f"npugraph_ex.scope.deterministic({level}) is not supported on vNPU: levels 2 and 3 "
-                           "promise kernel guarantees vNPU's CPU kernels do not make (see "
-                           "torch.npu.set_deterministic_level). Use level 0 or 1.")
+        raise RuntimeError(f"npugraph_ex.scope.deterministic({level}) is not supported on vNPU: it makes level 2 "
+                           "for the whole process only (torch.npu.set_deterministic_level(2)) and level 3 not at "
+                           "all. Use level 0 or 1 here.")
     return scope._Scope([("_deterministic_level", str(level))], namespace="npugraph_ex")
