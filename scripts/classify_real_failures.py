@@ -57,10 +57,25 @@ def get_npu_backend(compiler_config=None):
 '''
 
 
+# What differs between two runs of the same failure: object addresses, the
+# time and process id of glog-style log lines (torch's logging format,
+# "I1207 02:25:05.718000 6604 file.py:318]"), temporary directories and the
+# debug directories named for the time and the process.
+_RUN_SPECIFIC = (
+    (re.compile(r"0x[0-9a-fA-F]+"), "0x?"),
+    (re.compile(r"\b([IWEF])\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ "), r"\1<time> <pid> "),
+    (re.compile(r"/tmp/tmp[\w.-]+"), "/tmp/tmp?"),
+    (re.compile(r"run_\d{4}(_\d+)+-pid_\d+"), "run_<time>-pid_?"),
+)
+
+
 def normalized(message):
-    """A failure's whole message with object addresses blanked: two failures
-    are the same when these agree."""
-    return re.sub(r"0x[0-9a-fA-F]+", "0x?", (message or "").strip())
+    """A failure's whole message with what is particular to one run blanked
+    (_RUN_SPECIFIC): two failures are the same when these agree."""
+    message = (message or "").strip()
+    for pattern, blank in _RUN_SPECIFIC:
+        message = pattern.sub(blank, message)
+    return message
 
 
 def names_torch_npu(text):
@@ -134,6 +149,7 @@ def main():
     with open(os.path.join(null_dir, "torchair.py"), "w") as f:
         f.write(NULL_TORCHAIR)
     env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    env.setdefault("PYTHONHASHSEED", "0")  # as scripts/run_real_tests.py runs the files
     # The runner's overlay serves the snapshot's torch_npu.testing; the null package the rest.
     env["PYTHONPATH"] = os.pathsep.join([os.path.join(work, "_vnpu_overlay"), null_dir])
 

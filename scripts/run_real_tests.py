@@ -519,6 +519,10 @@ def main():
         if importlib.util.find_spec("pytest_timeout") is None:
             parser.error("--test-timeout needs pytest-timeout: pip install pytest-timeout")
     env = dict(os.environ)
+    # One hash seed for every run (unless one is given): messages that print a
+    # set (test_config's missing keys) then name the same element first in this
+    # run and in scripts/classify_real_failures.py's run without vNPU.
+    env.setdefault("PYTHONHASHSEED", "0")
     # A PYTHONPATH given (a vNPU checkout that is not the installed one) comes after the overlay.
     env["PYTHONPATH"] = os.pathsep.join([overlay, os.path.join(work, "test", "cpp_extensions")] +
                                         ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
