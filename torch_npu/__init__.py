@@ -56,6 +56,10 @@ def __getattr__(name):
     if name == "_ShardedGradScaler":
         from torch_npu.npu.amp.sharded_grad_scaler import _ShardedGradScaler
         return _ShardedGradScaler
+    # Attention-FFN disaggregation's schedule context (real torch_npu imports it with the package).
+    if name == "_afd":
+        import importlib
+        return importlib.import_module("torch_npu._afd")
     raise AttributeError(f"module 'torch_npu' has no attribute '{name}'")
 
 
