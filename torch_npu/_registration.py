@@ -9,14 +9,6 @@ import torch
 
 from torch_npu import _C
 
-# Pure view ops must stay metadata-only and are never given the
-# synchronous native kernel (see csrc/launch/sync_kernel.h); these are ops with
-# CPU kernels that npu must not claim at all.
-_NOT_NATIVE = [
-    # Quantized/mkldnn internals: not meaningful on a dense device.
-    "to_mkldnn", "mkldnn_reorder_conv2d_weight",
-]
-
 _registered = False
 sync_native_ops = frozenset()
 
@@ -27,7 +19,9 @@ def register():
         return
     _registered = True
     torch.utils.rename_privateuse1_backend("npu")
-    sync_native_ops = frozenset(_C._init(_NOT_NATIVE))
+    # The C++ side (csrc/api/backend_setup.h), once: also what a C++ program's
+    # torch_npu::init_npu sets up without Python.
+    sync_native_ops = frozenset(_C._init())
     _C._register_accelerator_graph()  # torch.accelerator.Graph on npu (keyed by the backend's name)
 
     import torch_npu.npu as npu_module

@@ -3,13 +3,18 @@
 
 #include <c10/util/Exception.h>
 
+#include "csrc/api/backend_setup.h"
 #include "csrc/core/npu_caching_allocator.h"
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_stream.h"
 
 namespace torch_npu {
 
-void init_npu(const c10::DeviceIndex device_index) { set_current_device(device_index); }
+void init_npu(const c10::DeviceIndex device_index) {
+  // Without Python (a C++ program on libtorch_npu) nothing else sets the backend up.
+  set_up_backend(default_non_native_ops());
+  set_current_device(device_index);
+}
 
 void init_npu(const std::string& device_str) { init_npu(c10::Device(device_str)); }
 

@@ -4,6 +4,7 @@
 
 #include <torch/csrc/utils/pybind.h>
 
+#include "csrc/api/backend_setup.h"
 #include "csrc/api/op_hook.h"
 #include "csrc/api/op_log.h"
 #include "csrc/core/npu_caching_allocator.h"
@@ -28,7 +29,6 @@
 
 namespace torch_npu {
 
-void register_format_serialization();
 void bind_memory(pybind11::module& m);
 void bind_distributed(pybind11::module& m);
 void bind_graphs(pybind11::module& m);
@@ -97,16 +97,7 @@ py::tuple stream_tuple(const c10::Stream& s) {
 PYBIND11_MODULE(_C, m) {
   m.doc() = "vNPU: torch_npu for a virtual Ascend NPU (C++ adaptor)";
 
-  m.def("_init", [](const std::vector<std::string>& excluded) {
-    register_hooks();
-    install_gil_release_on_host_waits();
-    register_format_serialization();
-    install_device_memory_cpu_allocator();
-    // Static initialisation registered the C++ kernels; what comes next
-    // (sync-native, Python) notes its own route.
-    note_hand_written_routes();
-    return register_sync_native_kernels(excluded);
-  });
+  m.def("_init", [] { return set_up_backend(default_non_native_ops()); });
   m.def("_environment", &environment_dict);
   m.def("_environment_variables", &environment_variables);
 
