@@ -2,7 +2,8 @@
 
 A sparse npu tensor keeps its layout; its indices and values are npu
 tensors. ATen's device-generic sparse kernels run with npu members, the
-CPU-only ones (coalescing, sparse GEMMs, softmax) take the CPU fallback, and
+CPU-only ones (sparse GEMMs, softmax) take the CPU fallback, coalescing and
+max() have npu kernels of vNPU's own, and
 ops that do not apply raise ATen's own message.
 """
 
@@ -291,3 +292,50 @@ def test_sparse_add_edge_cases_match_cpu(case):
         assert torch.equal(results[1][1], results[0][1])
     else:
         assert results[1][1] == results[0][1]
+
+
+def test_conversions_on_a_device_other_than_the_current_one_stay_there():
+    # A CPU-kernel route makes the result's members on the argument's device, not the current one.
+    d = torch.tensor([[0.0, 1.0, 0.0], [2.0, 0.0, 3.0]])
+    with torch.npu.device(0):
+        n = d.to("npu:1")
+        for sparse in (n.to_sparse(), n.to_sparse(2), n.to_sparse_csr()):
+            assert sparse.device == torch.device("npu:1") and sparse.values().device == torch.device("npu:1")
+            assert torch.equal(sparse.to_dense().cpu(), d)
+
+
+@pytest.mark.parametrize("shape, sparse_dim", [((5, 6), 2), ((6, 5, 4), 1), ((4, 3, 2), 3), ((4, 3), 0)])
+def test_coalesce_runs_on_npu_and_matches_cpu(shape, sparse_dim):
+    g = torch.Generator().manual_seed(sparse_dim)
+    nnz = 40
+    indices = (torch.stack([torch.randint(0, n, (nnz,), generator=g) for n in shape[:sparse_dim]]) if sparse_dim
+               else torch.empty(0, nnz, dtype=torch.long))
+    values = torch.randn((nnz,) + shape[sparse_dim:], generator=g)
+    expected = torch.sparse_coo_tensor(indices, values, shape).coalesce()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no CPU fallback announced
+        actual = torch.sparse_coo_tensor(indices.npu(), values.npu(), shape).coalesce()
+    assert actual.is_coalesced() and actual._values().device.type == "npu"
+    assert torch.equal(actual._indices().cpu(), expected._indices())
+    assert_close(actual._values().cpu(), expected._values())
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_coalesce_of_half_values_adds_in_float32_and_rounds_once(dtype):
+    # Many duplicates per index: the chip adds them in float32; so does vNPU (the CPU kernel adds in half).
+    g = torch.Generator().manual_seed(1)
+    indices = torch.randint(0, 8, (1, 4000), generator=g)
+    values = torch.randn(4000, generator=g).to(dtype)
+    exact = torch.sparse_coo_tensor(indices, values.double(), (8,)).coalesce()._values()
+    actual = torch.sparse_coo_tensor(indices.npu(), values.npu(), (8,)).coalesce()._values().cpu()
+    assert actual.dtype == dtype and torch.equal(actual, exact.to(dtype))
+
+
+def test_max_of_a_sparse_tensor_counts_its_implicit_zeros():
+    for values in ([-3.0, -1.0, -2.0], [4.0, -1.0, 2.0]):
+        s = torch.sparse_coo_tensor([[0, 1, 1], [1, 0, 0]], values, (3, 3))  # (1, 0) twice: they add up
+        assert torch.equal(s.npu().max().cpu(), s.to_dense().max())
+    full = torch.sparse_coo_tensor([[0, 0, 1, 1], [0, 1, 0, 1]], [-4.0, -3.0, -2.0, -5.0], (2, 2))
+    assert full.npu().max().item() == -2.0  # every element stored: no zero to count
+    with pytest.raises(RuntimeError, match="Expected reduction dim to be specified"):
+        torch.sparse_coo_tensor(torch.empty(2, 0, dtype=torch.long), torch.empty(0), (0, 3)).npu().max()

@@ -2,6 +2,7 @@
 
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/SparseCsrTensorUtils.h>
+#include <c10/core/DeviceGuard.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_sparse_compressed_tensor_unsafe.h>
 #include <ATen/ops/_sparse_coo_tensor_unsafe.h>
@@ -192,6 +193,10 @@ void sync_native_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   const size_t num_args = schema.arguments().size();
   auto args = torch::jit::last(*stack, num_args);
   const c10::DeviceIndex device = op_device(op, args);
+  // As a generated kernel's device guard: what the CPU kernel makes (a sparse
+  // result's members, through the sparse factories) is made on the arguments'
+  // device, not the current one.
+  const c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
   check_strict_mode(op, npu_dtypes_of(args));
   count_call(op);
   if (current_runtime_stream(device).capturing()) {

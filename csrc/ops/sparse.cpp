@@ -11,7 +11,9 @@
 // GEMMs, softmax: ATen's CPU loops) take the CPU fallback, which moves the
 // arguments to the host, runs the SparseCPU kernel and moves the results back
 // (announced once per op, as for dense ops without an npu kernel). add.out,
-// which gradient accumulation and sparse SGD run, has its own kernel.
+// which gradient accumulation and sparse SGD run, has its own kernel, and
+// max() (torch_npu's, which ATen lacks for sparse tensors) and _coalesce
+// (dense npu ops, no CPU fallback) have their own.
 #include <ATen/ATen.h>
 #include <ATen/SparseCsrTensorImpl.h>
 #include <ATen/native/SparseTensorUtils.h>
@@ -107,10 +109,62 @@ void add_out_sparse(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::j
   stack->emplace_back(out);
 }
 
+// _coalesce on npu, from dense npu ops (so it queues, with no CPU fallback):
+// the indices flattened to one linear index, sorted and made unique, and
+// the values of each index added up with index_add_. Half and bfloat16
+// values add up in float32 and round once, as the chip's kernel does (the
+// CPU kernel adds them in their own precision).
+at::Tensor coalesce_sparse(const at::Tensor& self) {
+  const int64_t sparse_dim = self.sparse_dim();
+  const at::Tensor indices = self._indices();
+  const at::Tensor values = self._values();
+  const auto options = self.options();
+  if (self._nnz() < 2) {
+    return at::_sparse_coo_tensor_unsafe(indices.clone(), values.clone(), self.sizes(), options)._coalesced_(true);
+  }
+  const bool reduced = values.scalar_type() == at::kHalf || values.scalar_type() == at::kBFloat16;
+  const at::Tensor summands = reduced ? values.to(at::kFloat) : values;
+  // Row-major over the sparse dimensions (none: every entry is the one element there is).
+  at::Tensor linear = sparse_dim == 0 ? at::zeros({self._nnz()}, indices.options()) : indices.select(0, 0);
+  for (int64_t d = 1; d < sparse_dim; ++d) linear = linear.mul(self.size(d)).add_(indices.select(0, d));
+  auto [unique, inverse, counts] = at::_unique2(linear, /*sorted=*/true, /*return_inverse=*/true,
+                                                /*return_counts=*/false);
+  std::vector<int64_t> value_sizes = summands.sizes().vec();
+  value_sizes[0] = unique.size(0);
+  at::Tensor sums = at::zeros(value_sizes, summands.options()).index_add_(0, inverse, summands);
+  if (reduced) sums = sums.to(values.scalar_type());
+  // The linear index back to one row per sparse dimension, last dimension first.
+  at::Tensor rest = unique;
+  std::vector<at::Tensor> rows(sparse_dim);
+  for (int64_t d = sparse_dim - 1; d >= 0; --d) {
+    rows[d] = rest.remainder(self.size(d));
+    rest = rest.div(self.size(d), "floor");
+  }
+  const at::Tensor new_indices = sparse_dim == 0 ? indices.new_empty({0, unique.size(0)}) : at::stack(rows);
+  return at::_sparse_coo_tensor_unsafe(new_indices, sums, self.sizes(), options)._coalesced_(true);
+}
+
+// max() of a COO tensor, as torch_npu has it (ATen has no sparse max): the
+// largest element of the tensor it stands for, implicit zeros included.
+// Duplicate indices add up first (coalesce); an element no index names is 0.
+at::Tensor max_sparse(const at::Tensor& self) {
+  TORCH_CHECK(self.numel() > 0, "max(): Expected reduction dim to be specified for input.numel() == 0. "
+              "Specify the reduction dim with the 'dim' argument.");
+  const at::Tensor coalesced = self.coalesce();
+  const at::Tensor values = coalesced._values();
+  const at::Tensor zero = at::zeros({}, values.options());
+  if (values.numel() == 0) return zero;
+  at::Tensor largest = values.max();
+  const bool implicit_zeros = values.numel() < self.numel();  // some element is not stored
+  return implicit_zeros ? at::maximum(largest, zero) : largest;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
   m.impl("add.out", torch::CppFunction::makeFromBoxedFunction<&add_out_sparse>());
+  m.impl("max", TORCH_FN(max_sparse));
+  m.impl("_coalesce", TORCH_FN(coalesce_sparse));
   for (const char* name : kGenericSparseCooOps) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&run_generic_coo_kernel>());
   }
