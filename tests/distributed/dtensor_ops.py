@@ -266,6 +266,24 @@ out = torch_npu.npu_fusion_attention(dt(q, Shard(1), mesh2), dt(k, Shard(1), mes
                                      "BNSD", scale=0.125)
 expect("attention on a 2-d mesh", same(out[0], ref[0]) and out[0].placements == (Shard(1), Shard(1)))
 
+# --- repeat_interleave with an int count: recorded whole, sharded with its gradient
+# (csrc/ops/repeat_interleave.cpp, _repeat_interleave_rules.py); odd sizes split unevenly over 2 ranks
+for shape, dim in [((3, 5), 1), ((4, 3), 0), ((3, 5), 0), ((4, 6), None), ((5, 2), -1)]:
+    x = torch.randn(shape, device="npu", requires_grad=True)
+    ref = torch.repeat_interleave(x, 3, dim=dim)
+    grad = torch.randn_like(ref)
+    ref.backward(grad)
+    for p in [Shard(0), Shard(1), Replicate()]:
+        dx = dt(x, p)
+        out = torch.repeat_interleave(dx, 3, dim=dim)
+        backward(out, grad)
+        expect(f"repeat_interleave {shape} dim={dim} {p}", same(out, ref.detach()) and same(dx.grad, x.grad))
+x = torch.randn(3, 4, device="npu")
+out = torch.repeat_interleave(dt(x, Shard(0)), 2, dim=1)  # along another dimension: the sharding stays
+expect("repeat_interleave keeps a sharding off its dim", out.placements == (Shard(0),))
+out = torch.repeat_interleave(dt(x, Shard(1)), 2, dim=1)  # 4 columns split evenly: each rank repeats its own
+expect("repeat_interleave keeps an even sharding on its dim", out.placements == (Shard(1),))
+
 # --- bad input
 try:
     torch_npu.npu_rms_norm(dt(torch.randn(4, 16, device="npu"), Shard(0)), torch.randn(16, device="npu"))

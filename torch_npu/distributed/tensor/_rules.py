@@ -1,6 +1,7 @@
 """Every sharding rule vNPU registers: its npu fused operators (see _sharding), npu SDPA (_sdpa_rules)."""
 
-from torch_npu.distributed.tensor import _attention_rules, _math_rules, _matmul_rules, _sdpa_rules  # noqa: F401
+from torch_npu.distributed.tensor import (  # noqa: F401
+    _attention_rules, _math_rules, _matmul_rules, _repeat_interleave_rules, _sdpa_rules)
 from torch_npu.distributed.tensor._sharding import install_dtensor_handlers
 
 install_dtensor_handlers()
