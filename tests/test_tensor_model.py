@@ -38,9 +38,9 @@ def test_lazy_clone_shares_until_written(write):
 def test_lazy_clone_reads_do_not_copy_and_free_safely():
     x = torch.arange(1000.0, device="npu")
     y = torch._lazy_clone(x)
-    # On npu any kernel's access gives the clone its own copy (after the
-    # queued work): the values are what cpu gives.
+    # A kernel that reads the clone leaves it shared (as on cpu): the values are what cpu gives.
     assert torch.equal((y + 1).cpu(), torch.arange(1000.0) + 1)
+    assert torch._C._is_cow_tensor(y)
     assert torch.equal(x.cpu(), torch.arange(1000.0))
     del x
     assert torch.equal(y.cpu(), torch.arange(1000.0))
@@ -51,6 +51,20 @@ def test_lazy_clone_reads_do_not_copy_and_free_safely():
     z.record_stream(s)  # finds the shared block
     del y, z
     torch.npu.synchronize()
+
+
+def test_copy_on_write_clones_stay_shared_when_read_and_split_when_written():
+    # A kernel that only reads a lazy clone leaves it copy-on-write (ATen reads inputs through
+    # const_data_ptr); one that writes it, in place or as out=, gives it its own memory first.
+    t = torch.arange(4.0, device="npu")
+    clone = t._lazy_clone()
+    assert torch.equal((t + clone).cpu(), torch.arange(4.0) * 2)
+    assert torch._C._is_cow_tensor(t) and torch._C._is_cow_tensor(clone)
+    clone.add_(10)
+    out = t._lazy_clone()
+    torch.mul(t, 3, out=out)
+    assert torch.equal(t.cpu(), torch.arange(4.0))
+    assert torch.equal(clone.cpu(), torch.arange(4.0) + 10) and torch.equal(out.cpu(), torch.arange(4.0) * 3)
 
 
 # --- lazy modules -------------------------------------------------------------
@@ -232,3 +246,4 @@ def test_one_hot_takes_int32_indices_as_on_ascend():
         with pytest.raises(RuntimeError) as npu_error:
             bad("npu")
         assert str(npu_error.value) == str(cpu_error.value)
+

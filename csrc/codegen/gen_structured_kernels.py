@@ -123,11 +123,12 @@ class Unsupported(Exception):
 # "{c}" = its capture (argument name + "_").
 BY_VALUE = "{a}", "{c}"
 ARG_RULES: dict[str, tuple[str, str]] = {
-    "const at::Tensor &": ("snap.ref({a})", "{c}.view()"),
-    "const ::std::optional<at::Tensor> &": ("snap.ref({a})", "{c}.optional_view()"),
-    "const at::ITensorListRef &": ("snap.refs({a})", "views({c})"),
-    "at::TensorList": ("snap.refs({a})", "views({c})"),
-    "const c10::List<::std::optional<at::Tensor>> &": ("snap.refs({a})", "optional_views({c})"),
+    # Read-only tensors (TensorRef's read_only: a copy-on-write input stays unmaterialized).
+    "const at::Tensor &": ("snap.read({a})", "{c}.view()"),
+    "const ::std::optional<at::Tensor> &": ("snap.read({a})", "{c}.optional_view()"),
+    "const at::ITensorListRef &": ("snap.reads({a})", "views({c})"),
+    "at::TensorList": ("snap.refs({a})", "views({c})"),  # also the C++ type of a mutated list (Tensor(a!)[])
+    "const c10::List<::std::optional<at::Tensor>> &": ("snap.reads({a})", "optional_views({c})"),
     "at::IntArrayRef": ("{a}.vec()", "{c}"),
     "c10::SymIntArrayRef": ("C10_AS_INTARRAYREF_SLOW({a}).vec()", "{c}"),
     "c10::SymInt": ("{a}.guard_int(__FILE__, __LINE__)", "{c}"),

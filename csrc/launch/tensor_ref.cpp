@@ -52,6 +52,28 @@ TensorRef LaunchSnapshot::ref(const std::optional<at::Tensor>& tensor) {
   return TensorRef(tensor);
 }
 
+TensorRef LaunchSnapshot::read(const at::Tensor& tensor) {
+  note(tensor);
+  return TensorRef(tensor, /*read_only=*/true);
+}
+
+TensorRef LaunchSnapshot::read(const std::optional<at::Tensor>& tensor) {
+  if (tensor.has_value()) note(*tensor);
+  return TensorRef(tensor, /*read_only=*/true);
+}
+
+std::vector<TensorRef> LaunchSnapshot::reads(at::ITensorListRef tensors) {
+  for (const at::Tensor& t : tensors) note(t);
+  return snapshot(tensors, /*read_only=*/true);
+}
+
+std::vector<TensorRef> LaunchSnapshot::reads(const c10::List<std::optional<at::Tensor>>& tensors) {
+  for (const std::optional<at::Tensor>& t : tensors) {
+    if (t.has_value()) note(*t);
+  }
+  return snapshot(tensors, /*read_only=*/true);
+}
+
 std::vector<TensorRef> LaunchSnapshot::refs(at::ITensorListRef tensors) {
   for (const at::Tensor& t : tensors) note(t);
   return snapshot(tensors);
@@ -110,7 +132,7 @@ at::Tensor task_owned_copy(const at::Tensor& tensor) {
 
 }  // namespace
 
-TensorRef::TensorRef(const at::Tensor& tensor) {
+TensorRef::TensorRef(const at::Tensor& tensor, bool read_only) {
   if (!tensor.defined()) return;
   defined_ = true;
   if (tensor.device().is_cpu()) {
@@ -122,7 +144,7 @@ TensorRef::TensorRef(const at::Tensor& tensor) {
     return;
   }
   dtype_ = tensor.scalar_type();
-  data_ = tensor.data_ptr();
+  data_ = read_only ? const_cast<void*>(tensor.const_data_ptr()) : tensor.data_ptr();
   conj_ = tensor.is_conj();
   neg_ = tensor.is_neg();
   snapshot_metadata(tensor, dims_);
@@ -142,17 +164,17 @@ at::Tensor TensorRef::view() const {
   return view;
 }
 
-std::vector<TensorRef> snapshot(at::ITensorListRef tensors) {
+std::vector<TensorRef> snapshot(at::ITensorListRef tensors, bool read_only) {
   std::vector<TensorRef> refs;
   refs.reserve(tensors.size());
-  for (const at::Tensor& t : tensors) refs.emplace_back(t);
+  for (const at::Tensor& t : tensors) refs.emplace_back(t, read_only);
   return refs;
 }
 
-std::vector<TensorRef> snapshot(const c10::List<std::optional<at::Tensor>>& tensors) {
+std::vector<TensorRef> snapshot(const c10::List<std::optional<at::Tensor>>& tensors, bool read_only) {
   std::vector<TensorRef> refs;
   refs.reserve(tensors.size());
-  for (const std::optional<at::Tensor>& t : tensors) refs.emplace_back(t);
+  for (const std::optional<at::Tensor>& t : tensors) refs.emplace_back(t, read_only);
   return refs;
 }
 

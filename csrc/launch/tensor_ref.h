@@ -23,9 +23,13 @@ namespace torch_npu {
 class TensorRef {
  public:
   TensorRef() = default;
-  explicit TensorRef(const at::Tensor& tensor);
-  explicit TensorRef(const std::optional<at::Tensor>& tensor)
-      : TensorRef(tensor.has_value() ? *tensor : at::Tensor()) {}
+  // `read_only`: the kernel only reads the tensor (its schema does not
+  // mutate it). Its data pointer is then taken without materializing a
+  // copy-on-write tensor (a `_lazy_clone`), as ATen's kernels read inputs
+  // through const_data_ptr(); a tensor the kernel writes is materialized.
+  explicit TensorRef(const at::Tensor& tensor, bool read_only = false);
+  explicit TensorRef(const std::optional<at::Tensor>& tensor, bool read_only = false)
+      : TensorRef(tensor.has_value() ? *tensor : at::Tensor(), read_only) {}
 
   // A CPU tensor's memory, aliased rather than cloned. Only for host memory
   // that provably outlives the task: pinned memory whose use is recorded on
@@ -66,6 +70,11 @@ class LaunchSnapshot {
   TensorRef ref(const std::optional<at::Tensor>& tensor);
   std::vector<TensorRef> refs(at::ITensorListRef tensors);
   std::vector<TensorRef> refs(const c10::List<std::optional<at::Tensor>>& tensors);
+  // The same, for arguments the kernel only reads (TensorRef's `read_only`).
+  TensorRef read(const at::Tensor& tensor);
+  TensorRef read(const std::optional<at::Tensor>& tensor);
+  std::vector<TensorRef> reads(at::ITensorListRef tensors);
+  std::vector<TensorRef> reads(const c10::List<std::optional<at::Tensor>>& tensors);
   // TensorRef::alias_host, noted.
   TensorRef alias_host(const at::Tensor& tensor);
   // Notes a tensor the kernel reaches another way (undefined: nothing).
@@ -108,8 +117,8 @@ inline uint64_t mix_launch_signature(uint64_t signature, uint64_t value) noexcep
 }
 
 // Snapshots of a tensor list (cat, stack, _foreach_*), not noted anywhere.
-std::vector<TensorRef> snapshot(at::ITensorListRef tensors);
-std::vector<TensorRef> snapshot(const c10::List<std::optional<at::Tensor>>& tensors);
+std::vector<TensorRef> snapshot(at::ITensorListRef tensors, bool read_only = false);
+std::vector<TensorRef> snapshot(const c10::List<std::optional<at::Tensor>>& tensors, bool read_only = false);
 std::vector<at::Tensor> views(const std::vector<TensorRef>& refs);
 c10::List<std::optional<at::Tensor>> optional_views(const std::vector<TensorRef>& refs);
 
