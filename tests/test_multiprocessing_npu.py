@@ -27,6 +27,9 @@ def test_refusals_match_torchs():
         ForkingPickler.dumps(t.requires_grad_() * 2)
     with pytest.raises(RuntimeError, match=r"Cannot share a torch.npu.Event"):
         ForkingPickler.dumps(torch.npu.Event())
+    for storage in (torch.UntypedStorage(4, device="meta"), torch.UntypedStorage(4)):  # as _share_cuda_ words it
+        with pytest.raises(RuntimeError, match="_share_npu_: only available on NPU"):
+            storage._share_npu_()
 
 
 SHARING = """

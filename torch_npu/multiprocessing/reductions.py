@@ -59,6 +59,8 @@ def _share_npu_(self):
     storage_offset_bytes, ref_counter_handle, ref_counter_offset,
     event_handle, event_sync_required), as torch's _share_cuda_."""
     storage = self._untyped_storage if isinstance(self, torch.TypedStorage) else self
+    if storage.device.type != "npu":  # torch's words for its CPU and CUDA forms
+        raise RuntimeError("_share_npu_: only available on NPU")
     nbytes = storage.nbytes()
     device = storage.device.index
     if nbytes == 0:
