@@ -573,3 +573,17 @@ def test_isin_of_a_scalar_is_a_0_dim_answer_as_on_cpu():
         got = torch.isin(element, test.npu(), invert=invert)
         assert got.shape == want.shape == torch.Size([])
         assert got.device.type == "npu" and got.item() == want.item()
+
+
+def test_addcmul_refuses_a_cpu_scalar_as_self_or_tensor1_as_on_cuda():
+    a, b = torch.rand(2, 2, device="npu"), torch.rand(2, 2, device="npu")
+    scalar = torch.tensor(2.0)
+    with pytest.raises(RuntimeError, match="CPU Scalar support for tensor1 argument is not supported when calling "
+                                           "addcmul on NPU tensors. However, CPU Scalar support for tensor2"):
+        torch.addcmul(a, scalar, b, value=0.5)
+    with pytest.raises(RuntimeError, match="CPU Scalar support for self argument"):
+        torch.addcmul(scalar, a, b)
+    with pytest.raises(RuntimeError, match="CPU Scalar support for tensor1 argument"):
+        a.clone().addcmul_(scalar, b)
+    # as tensor2 it is supported, as on CUDA
+    assert torch.allclose(torch.addcmul(a, b, scalar, value=0.5).cpu(), a.cpu() + 0.5 * b.cpu() * 2.0)

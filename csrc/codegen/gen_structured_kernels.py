@@ -92,6 +92,14 @@ QUIET_STAGE_2: dict[str, str] = {
 # ATen's meta function refuses the mix ("self and mat2 must have the same
 # dtype"), so the functional variant redispatches it first with the matrices
 # in float32, which computes the same. Op -> the code run before meta.
+# Arguments a CPU scalar (a 0-dim CPU tensor) may not be, as CUDA's kernel
+# refuses them with these words (PointwiseOpsKernel.cu) and real torch_npu's
+# tests expect on npu: op -> [(argument, message tail)], every variant.
+CPU_SCALARS_REFUSED: dict[str, list[tuple[str, str]]] = {
+    "addcmul": [("self", ""),
+                ("tensor1", " However, CPU Scalar support for tensor2 is supported, please swap your tensor1 and "
+                            "tensor2 terms.")],
+}
 BEFORE_META: dict[str, str] = {
     "addmm": ("if (self.scalar_type() == at::kFloat && mat1.scalar_type() == mat2.scalar_type() &&\n"
               "      (mat1.scalar_type() == at::kHalf || mat1.scalar_type() == at::kBFloat16)) {\n"
@@ -251,6 +259,10 @@ def gen_variant(g: NativeFunctionsGroup, f: NativeFunction) -> str:
     if k is SchemaKind.out:  # torch_npu's words for an `out=` tensor off the npu
         lines.extend(f"  check_output_on_npu({a.name});" for a in f.func.arguments.out)
     lines.append(f"  const c10::DeviceIndex device = {check}(\"{op}\", {', '.join(tensors)});")
+    for arg, tail in CPU_SCALARS_REFUSED.get(str(g.functional.func.name.name), []):
+        base_name = str(g.functional.func.name.name)
+        lines.append(f"  TORCH_CHECK(!({arg}.device().is_cpu() && {arg}.dim() == 0), \"CPU Scalar support for {arg} "
+                     f"argument is not supported when calling {base_name} on NPU tensors.{tail}\");")
     # An argument replaced by a converted value, for meta and stage 2.
     replaced: dict[str, str] = {}
     if str(g.functional.func.name.name) in INT64_INDICES:

@@ -7,6 +7,11 @@ torch.amp's skips only the optimizer whose gradients overflowed."""
 
 import torch
 from torch.amp.grad_scaler import OptState
+from torch.amp.grad_scaler import _refresh_per_optimizer_state
+
+
+# Real torch_npu's module has torch's per-optimizer state factory too (its tests read it here).
+_refresh_per_optimizer_state = _refresh_per_optimizer_state
 
 
 class GradScaler(torch.amp.GradScaler):
