@@ -42,6 +42,28 @@ def test_torch_npu_run_main_hands_torchrun_the_parallel_rendezvous():
         assert (args.rdzv_backend, args.rdzv_endpoint) == ("parallel", "elsewhere:54321")
 
 
+def test_the_torch_npu_run_command_is_torch_npus_launcher():
+    from importlib.metadata import entry_points
+    (script,) = [e for e in entry_points(group="console_scripts") if e.name == "torch_npu_run"]
+    assert script.value == "torch_npu.distributed.run:_main"  # the "parallel" rendezvous, as real torch_npu's
+
+
+def test_parallel_urls_rendezvous_right_after_import_torch_npu():
+    # A worker's own rendezvous("parallel://...") works after `import torch_npu` alone (real torch_npu's
+    # sample_torch_npu_run_store.py); the rendezvous module, which loads torchelastic, is imported then.
+    code = (
+        "import sys, torch, torch_npu\n"
+        "assert 'torch_npu.distributed.rendezvous' not in sys.modules\n"
+        "from torch.distributed.rendezvous import rendezvous\n"
+        f"store, rank, world = next(rendezvous('parallel://127.0.0.1:{free_port()}?rank=0&world_size=1'))\n"
+        "store.set('k', 'v')\n"
+        "assert (rank, world, store.get('k')) == (0, 1, b'v')\n"
+        "print('OK')\n")
+    proc = subprocess.run([sys.executable, "-c", code], env=clean_env(), capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr[-4000:]
+
+
 def test_torch_npu_run_parse_args():
     code = (
         "import torch_npu\n"

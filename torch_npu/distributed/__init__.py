@@ -74,10 +74,23 @@ def is_available():
     return dist.is_available()
 
 
+def _parallel_url_rendezvous(url, *args, **kwargs):
+    """``parallel://host:port?rank=R&world_size=W`` (torch.distributed.rendezvous), registered at
+    ``import torch_npu`` as in real torch_npu; its module (which loads torchelastic's rendezvous
+    API, 16 ms) is imported at the first such URL."""
+    from torch_npu.distributed import rendezvous
+    return rendezvous._parallel_rendezvous_handler(url, *args, **kwargs)
+
+
 def register():
-    """Registers "hccl" (npu's default backend) with torch.distributed, once."""
+    """Registers "hccl" (npu's default backend) and the "parallel://" rendezvous with torch.distributed, once."""
     if "hccl" in dist.Backend.backend_list:
         return
     dist.Backend.register_backend("hccl", _create_hccl, extended_api=True, devices=["npu"])
     dist.is_hccl_available = is_hccl_available
     dist.reinit_process_group = reinit_process_group  # as torch_npu's distributed patches
+    from torch.distributed.rendezvous import register_rendezvous_handler
+    try:
+        register_rendezvous_handler("parallel", _parallel_url_rendezvous)
+    except RuntimeError:  # already registered (torch_npu.distributed.rendezvous, imported first)
+        pass

@@ -141,7 +141,7 @@ def _rendezvous_init():
     """Registers "parallel" with init_process_group's URL handlers and torchelastic's, once."""
     try:
         register_rendezvous_handler("parallel", _parallel_rendezvous_handler)
-    except RuntimeError:  # already registered
+    except RuntimeError:  # already registered (at import torch_npu: a trampoline to the same handler)
         pass
     if "parallel" not in rendezvous_handler_registry._registry:
         rendezvous_handler_registry.register("parallel", _create_parallel_handler)
