@@ -474,6 +474,12 @@ def test_legacy_tensor_types():
     # A torch.Size is sizes, not data, as for torch.FloatTensor(t.size()).
     like = torch.npu.FloatTensor(torch.zeros(4, 2).size())
     assert like.shape == torch.FloatTensor(torch.zeros(4, 2).size()).shape == (4, 2)
+    # Tensor.type takes the class as CUDA's (the string form too), and the class names itself as CUDA's does
+    x = torch.randn(2, 2, dtype=torch.float64)
+    for target in (torch.npu.FloatTensor, "torch.npu.FloatTensor"):
+        moved = x.type(target)
+        assert moved.dtype == torch.float32 and moved.device.type == "npu" and moved.type() == "torch.npu.FloatTensor"
+    assert repr(torch.npu.IntTensor) == "<class 'torch.npu.IntTensor'>"
 
 
 # --- serialization -------------------------------------------------------------

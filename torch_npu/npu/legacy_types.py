@@ -40,8 +40,13 @@ def _make(name, dtype):
             raise TypeError(f"torch.npu.{name}() expects sizes (ints) or data, got {args!r}")
         return torch.empty(args, dtype=dtype, device=target)
 
-    return _LegacyTensorMeta(name, (), {"__new__": __new__, "dtype": dtype, "is_npu": True,
-                                        "__doc__": f"npu tensor of dtype {dtype} (legacy constructor)."})
+    cls = _LegacyTensorMeta(name, (), {"__new__": __new__, "dtype": dtype, "is_npu": True,
+                                       "__doc__": f"npu tensor of dtype {dtype} (legacy constructor)."})
+    # Tensor.type(cls) reads the class's C-level name, as for torch.cuda.FloatTensor (whose name is
+    # "torch.cuda.FloatTensor"): a heap type's is its __name__. Module and qualified name keep its
+    # repr and pickling as torch.npu.FloatTensor.
+    cls.__name__, cls.__qualname__, cls.__module__ = f"torch.npu.{name}", name, "torch.npu"
+    return cls
 
 
 globals().update({name: _make(name, dtype) for name, dtype in _TYPES.items()})
