@@ -276,3 +276,17 @@ def test_fused_optimizer_steps_are_queued_and_equal_cpu(make):
             opt.step()
     for a, b in zip(cpu.parameters(), npu.parameters()):
         torch.testing.assert_close(b.detach().cpu(), a.detach(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint8])
+def test_histc_counts_integer_tensors_in_their_dtype_as_cuda(dtype):
+    # ATen's CPU histogram takes floats only; CUDA's (and torch_npu's) count integers too.
+    x = torch.randint(0, 50, (1000,), generator=torch.Generator().manual_seed(0)).to(dtype)
+    counts = torch.histc(x.npu(), bins=10, min=0, max=49)
+    assert counts.dtype == dtype
+    assert torch.equal(counts.cpu().long(), torch.histc(x.float(), bins=10, min=0, max=49).long())
+    out = torch.empty(10, dtype=dtype, device="npu")
+    torch.histc(x.npu(), bins=10, min=0, max=49, out=out)
+    assert torch.equal(out.cpu(), counts.cpu())
+    with pytest.raises(RuntimeError, match="should have the same dtype"):
+        torch.histc(x.npu(), bins=10, min=0, max=49, out=torch.empty(10, device="npu"))
