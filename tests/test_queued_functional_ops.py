@@ -290,3 +290,29 @@ def test_histc_counts_integer_tensors_in_their_dtype_as_cuda(dtype):
     assert torch.equal(out.cpu(), counts.cpu())
     with pytest.raises(RuntimeError, match="should have the same dtype"):
         torch.histc(x.npu(), bins=10, min=0, max=49, out=torch.empty(10, device="npu"))
+
+
+@pytest.mark.parametrize("dim", [None, 0, 1, -1])
+def test_repeat_interleave_is_recorded_whole_with_torch_npus_gradient(dim):
+    # csrc/ops/repeat_interleave.cpp: autograd records the operator (its backward is
+    # npu::repeat_interleave_backward_int), as real torch_npu's; gradients as on cpu.
+    x = torch.randn(3, 4, generator=torch.Generator().manual_seed(0))
+    a, b = x.clone().requires_grad_(), x.npu().requires_grad_()
+    ya, yb = a.repeat_interleave(3, dim=dim), b.repeat_interleave(3, dim=dim)
+    assert "RepeatInterleave" in yb.grad_fn.name() and torch.equal(yb.detach().cpu(), ya.detach())
+    g = torch.randn(ya.shape, generator=torch.Generator().manual_seed(1))
+    ya.backward(g)
+    yb.backward(g.npu())
+    torch.testing.assert_close(b.grad.cpu(), a.grad)
+
+
+def test_repeat_interleave_under_functorch_transforms():
+    # functorch refuses C++ autograd functions: under a transform ATen's composite runs instead.
+    x = torch.randn(3, 4, generator=torch.Generator().manual_seed(0))
+
+    def f(t):
+        return t.repeat_interleave(2, dim=0).sin().sum()
+
+    torch.testing.assert_close(torch.func.grad(f)(x.npu()).cpu(), torch.func.grad(f)(x))
+    batched = torch.vmap(lambda t: t.repeat_interleave(2))(x.npu())
+    assert torch.equal(batched.cpu(), torch.vmap(lambda t: t.repeat_interleave(2))(x))

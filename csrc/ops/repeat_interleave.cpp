@@ -14,6 +14,8 @@
 // the gradient; below autograd the composite runs as before.
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <ATen/ops/repeat_interleave_native.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
@@ -53,6 +55,12 @@ class RepeatInterleaveInt : public torch::autograd::Function<RepeatInterleaveInt
 
 at::Tensor repeat_interleave_self_int_autograd(const at::Tensor& self, c10::SymInt repeats, std::optional<int64_t> dim,
                                                std::optional<c10::SymInt> output_size) {
+  // Under a functorch transform (grad, vmap, jvp), which refuses C++ autograd
+  // functions, ATen's composite runs here instead: its views differentiate as before.
+  // (A transform in progress includes its front-mode key in the thread's dispatch keys.)
+  if (c10::impl::tls_is_dispatch_key_included(c10::DispatchKey::FuncTorchDynamicLayerFrontMode)) {
+    return at::native::repeat_interleave_symint(self, std::move(repeats), dim, std::move(output_size));
+  }
   return RepeatInterleaveInt::apply(self, std::move(repeats), dim, std::move(output_size));
 }
 
