@@ -43,9 +43,13 @@ bool host_blocked_for_intra_op_threads();
 // machine (Note [Deterministic team sizes]), but a team's size still follows
 // the machine's cores, and ATen's parallel reductions split their input by
 // it. Level 2 (while deterministic algorithms are on, as real torch_npu's
-// effective level) runs every kernel with a team of one: the bits no longer
-// depend on the machine's core count. Level 3 is refused: no kernel here
-// promises results independent of the batch size.
+// effective level) runs every eager kernel with a team of one: the bits no
+// longer depend on the machine's core count. Kernels Inductor compiled keep
+// the team size they were generated with (`#pragma omp parallel
+// num_threads(N)`, N from torch._inductor.config.cpp.threads or the
+// process's threads at compile time): set cpp.threads = 1 to compile them
+// for level 2. Level 3 is refused: no kernel here promises results
+// independent of the batch size.
 void set_deterministic_level(int level);
 int deterministic_level();
 

@@ -76,9 +76,10 @@ def set_deterministic_level(level):
     levels 1-3 on, warning when that changes torch's setting, and every call
     warns not to call ``torch.use_deterministic_algorithms`` afterwards (the
     level in effect follows it: ``_get_deterministic_level``). On vNPU level
-    2 runs each kernel with one intra-op thread, so its bits do not depend on
-    the machine's core count (Note [Deterministic level 2],
-    csrc/launch/intra_op_thread_count.h); level 3 raises: no kernel here
+    2 runs each eager kernel with one intra-op thread, so its bits do not
+    depend on the machine's core count (Note [Deterministic level 2],
+    csrc/launch/intra_op_thread_count.h; compiled kernels keep the thread
+    count Inductor generated them with); level 3 raises: no kernel here
     promises results independent of the batch size.
     """
     if isinstance(level, bool) or not isinstance(level, int) or not 0 <= level <= 3:
