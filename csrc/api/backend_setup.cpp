@@ -2,6 +2,7 @@
 
 #include <c10/core/DeviceType.h>
 
+#include <exception>
 #include <mutex>
 
 #include "csrc/core/npu_gil.h"
@@ -20,9 +21,17 @@ namespace {
 // torch_npu's does: a C++ program's static objects (at::Device("npu:0") at
 // namespace scope) are made after its libraries' and can name the device.
 // Python's torch.utils.rename_privateuse1_backend("npu") registers the same name again.
+// A process whose PrivateUse1 backend already has another name keeps it:
+// an exception here would end the process while the library loads, so it is
+// left to `import torch_npu` (torch.utils.rename_privateuse1_backend) to
+// report, as a Python error.
 const bool kNameRegistered = [] {
-  c10::register_privateuse1_backend("npu");
-  return true;
+  try {
+    c10::register_privateuse1_backend("npu");
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
 }();
 
 }  // namespace
