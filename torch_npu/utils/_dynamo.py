@@ -31,7 +31,8 @@ npu's streams, events, autocast and device queries; the "npu" and
 ``_lazy_inductor_setup`` (once, at the first compilation with Inductor or
 "npugraphs"): torch_npu._inductor (npu's code generation, registered for the
 requested ``npu_backend``), the "npugraphs" backend and the step marker
-(torch_npu/utils/_graph_tree.py), and the npu config entries.
+(torch_npu/utils/_graph_tree.py). (The npu config entries are added when
+Inductor's config loads, above: nothing here needs to add them again.)
 """
 
 import functools
@@ -199,12 +200,6 @@ def _add_npu_inductor_config(config):
         config._get_dict_dirty_keys_var.set(None)
 
 
-@run_once
-def _inject_inductor_npu_backend_config():
-    import torch._inductor.config as config
-    _add_npu_inductor_config(config)
-
-
 class _InductorNpuRegistry:
     """Which ``npu_backend`` torch_npu._inductor has registered for."""
 
@@ -304,7 +299,6 @@ def _lazy_inductor_setup():
 
     _this().register_inductor_npu()
     _apply_npugraph_tree_methods()
-    _inject_inductor_npu_backend_config()
 
 
 def patch_inductor_wrapper():
