@@ -50,7 +50,7 @@ bool host_blocked_for_intra_op_threads();
 // process's threads at compile time): set cpp.threads = 1 to compile them
 // for level 2. Level 3 is refused: no kernel here promises results
 // independent of the batch size.
-void set_deterministic_level(int level);
+void set_deterministic_level(int64_t level);  // checks the level (0-2 accepted)
 int deterministic_level();
 
 // The intra-op threads of one kernel of `work` elements, from the process's

@@ -61,13 +61,13 @@ bool host_blocked_for_intra_op_threads() {
   return !at::globalContext().deterministicAlgorithms() && vnpu::blocked_host_threads() > 0;
 }
 
-void set_deterministic_level(int level) {
+void set_deterministic_level(int64_t level) {
   TORCH_CHECK_VALUE(level >= 0 && level <= 3, "'torch_npu.npu.set_deterministic_level' supports configuring 0/1/2/3.");
   TORCH_CHECK(level != 3,
               "'torch_npu.npu.set_deterministic_level(3)' (batch consistency) is not supported on vNPU: its kernels "
               "(ATen's CPU kernels and MKL's GEMMs, which pick their blocking by shape) do not promise results "
               "independent of the batch size. Use level 2 for results independent of the machine's core count.");
-  g_deterministic_level.store(level, std::memory_order_relaxed);
+  g_deterministic_level.store(static_cast<int>(level), std::memory_order_relaxed);
 }
 
 int deterministic_level() { return g_deterministic_level.load(std::memory_order_relaxed); }

@@ -136,10 +136,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_npu_is_support_inf_nan", [] { return !saturation_mode(); });
   m.def("_npu_read_float_status", [](const at::Tensor& out, bool clear) { read_float_status(out, clear); });
   // Note [Deterministic level 2] (csrc/launch/intra_op_thread_count.h)
-  m.def("_npu_set_deterministic_level", [](int64_t level) {
-    TORCH_CHECK_VALUE(level >= 0 && level <= 3, "'torch_npu.npu.set_deterministic_level' supports configuring 0/1/2/3.");
-    set_deterministic_level(static_cast<int>(level));
-  });
+  m.def("_npu_set_deterministic_level", &set_deterministic_level);
   m.def("_npu_get_deterministic_level", [] { return deterministic_level(); });
   m.def("_npu_get_soc_version", [] { return device_properties(resolve_device_index(-1)).soc_version; });
   m.def("_utilization", [](int64_t d) { return device_utilization(resolve_device_index(d)); });
