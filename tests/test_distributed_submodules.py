@@ -4,7 +4,7 @@ rendezvous, rpc, tensor) on 2 ranks over hccl."""
 import subprocess
 import sys
 
-from conftest import clean_env
+from conftest import clean_env, run_python
 from torchrun_jobs import SCRIPTS, free_port, torchrun
 
 
@@ -59,8 +59,7 @@ def test_parallel_urls_rendezvous_right_after_import_torch_npu():
         "store.set('k', 'v')\n"
         "assert (rank, world, store.get('k')) == (0, 1, b'v')\n"
         "print('OK')\n")
-    proc = subprocess.run([sys.executable, "-c", code], env=clean_env(), capture_output=True, text=True,
-                          timeout=120)
+    proc = run_python(code)
     assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr[-4000:]
 
 
@@ -73,8 +72,7 @@ def test_torch_npu_run_parse_args():
         "('true', 's.py', ['--x'])\n"
         "assert parse_args(['s.py']).enable_tiered_parallel_tcpstore == 'false'\n"
         "print('OK')\n")
-    proc = subprocess.run([sys.executable, "-c", code], env=clean_env(), capture_output=True, text=True,
-                          timeout=120)
+    proc = run_python(code)
     assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr[-4000:]
 
 
