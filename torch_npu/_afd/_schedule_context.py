@@ -149,15 +149,18 @@ class ScheduleContextHolder:
         else:
             raise _Refused(f"schedule_mode={common.schedule_mode} is not supported: 0 (FFN) or 1 (attention)")
 
-    def _token_info_layout(self, info_bytes, window_size):
-        """(aligned size of the token-info area, bytes left for token data) of a window."""
+    def _token_data_area(self, info_bytes, window, window_size, name):
+        """(address, bytes) of a window's token data: what follows its token-info
+        area, aligned to 512."""
         aligned = _align_up(info_bytes)
         if aligned > _UINT64_MAX:
             raise _Refused(f"the token-info size {info_bytes} overflows when aligned to {_ALIGN}")
         if window_size <= aligned:
             raise _Refused(f"the window ({window_size} bytes) must be larger than its token-info area "
                            f"({aligned} bytes)")
-        return aligned, window_size - aligned
+        if window + aligned > _UINT64_MAX:
+            raise _Refused(f"{name} plus its token-info area overflows 64 bits")
+        return window + aligned, window_size - aligned
 
     def _init_ffn(self):
         common, ffn = self._context.common, self._context.ffn
@@ -166,16 +169,14 @@ class ScheduleContextHolder:
         if per_batch > _UINT64_MAX:
             raise _Refused("the token-info size overflows 64 bits")
         info = _product("the token-info size", per_batch, common.micro_batch_num, common.session_num)
-        aligned, data_bytes = self._token_info_layout(info, self._ffn_window_size)
-        if self._ffn_window + aligned > _UINT64_MAX:
-            raise _Refused("ffn_window plus its token-info area overflows 64 bits")
+        data, data_bytes = self._token_data_area(info, self._ffn_window, self._ffn_window_size, "ffn_window")
         flags = torch.full((common.session_num * common.micro_batch_num, per_batch // 4), _INT32_MAX,
                            dtype=torch.int32)
         flags[:, :2] = 0  # no token yet, layer 0
         window = self._window(self._ffn_window, info, "ffn_window")
         window.copy_(flags.view(torch.int8).reshape(-1))
         ffn.token_info_buf, ffn.token_info_buf_size = self._ffn_window, info
-        ffn.token_data_buf, ffn.token_data_buf_size = self._ffn_window + aligned, data_bytes
+        ffn.token_data_buf, ffn.token_data_buf_size = data, data_bytes
         ffn.layer_ids_buf_size = ffn.session_ids_buf_size = ffn.micro_batch_ids_buf_size = 4 * common.session_num
         ffn.expert_ids_buf_size = 4 * common.session_num * common.micro_batch_size * common.selected_expert_num
 
@@ -183,12 +184,11 @@ class ScheduleContextHolder:
         common, attention = self._context.common, self._context.attention
         info = _product("the token-info size", 4, common.selected_expert_num, common.micro_batch_size,
                         common.micro_batch_num)
-        aligned, data_bytes = self._token_info_layout(info, self._attention_window_size)
-        if self._attention_window + aligned > _UINT64_MAX:
-            raise _Refused("attention_window plus its token-info area overflows 64 bits")
+        data, data_bytes = self._token_data_area(info, self._attention_window, self._attention_window_size,
+                                                 "attention_window")
         self._window(self._attention_window, info, "attention_window").zero_()
         attention.token_info_buf, attention.token_info_buf_size = self._attention_window, info
-        attention.token_data_buf, attention.token_data_buf_size = self._attention_window + aligned, data_bytes
+        attention.token_data_buf, attention.token_data_buf_size = data, data_bytes
         # The scheduler scans from (micro_batch_id + 1) % micro_batch_num: it starts at batch 0.
         attention.micro_batch_id = common.micro_batch_num - 1
 
