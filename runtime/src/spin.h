@@ -30,4 +30,24 @@ bool spin_until(std::chrono::microseconds spin_time, Ready ready) {
   }
 }
 
+// spin_until(), reading `ready()` less often as the wait goes on: between
+// two reads it pauses 1, 2, 4, ... up to `max_pauses` times. For a flag
+// another thread writes (Note [A worker that polls less often]).
+template <typename Ready>
+bool spin_until_with_backoff(std::chrono::microseconds spin_time, unsigned max_pauses, Ready ready) {
+  const auto deadline = std::chrono::steady_clock::now() + spin_time;
+  unsigned pauses = 1, since_clock = 0;
+  for (;;) {
+    if (ready()) return true;
+    for (unsigned i = 0; i < pauses; ++i) cpu_relax();
+    since_clock += pauses;
+    if (pauses < max_pauses) pauses *= 2;
+    // Reading the clock costs more than a pause; do it now and then.
+    if (since_clock >= 64) {
+      since_clock = 0;
+      if (std::chrono::steady_clock::now() >= deadline) return ready();
+    }
+  }
+}
+
 }  // namespace vnpu::detail

@@ -12,12 +12,14 @@
 #include "vnpu/error.h"
 #include "vnpu/host_wait.h"
 #include "process_fence.h"
+#include "prefetch.h"
 #include "spin.h"
 
 namespace vnpu {
 namespace {
 
 using detail::spin_until;
+using detail::spin_until_with_backoff;
 
 thread_local Stream* t_running = nullptr;  // Stream::running_on_this_thread
 
@@ -51,6 +53,7 @@ void on_fork_in_child() { g_fork_generation.fetch_add(1, std::memory_order_relax
 // benchmarks/README.md, "Figures behind the Notes").
 constexpr std::chrono::microseconds kWorkerSpinTime{150};
 constexpr std::chrono::microseconds kHostSpinTime{30};
+constexpr unsigned kWorkerPollPauses = 16;
 
 void name_worker_thread(std::thread& thread, int device_index, int stream_index) {
 #if defined(__linux__)
@@ -132,6 +135,7 @@ std::uint64_t Stream::enqueue_erased(TaskKind kind, const char* name, const Eras
   const std::uint64_t seq = next_seq_;
   ring_[seq % kCapacity].emplace(info, callable);
   publish(seq);
+  warm_slot(ring_[(seq + 1) % kCapacity]);
   return seq;
 }
 
@@ -160,6 +164,20 @@ std::unique_lock<std::mutex> Stream::lock_free_slot() {
   }
 }
 
+void Stream::warm_slot(const Task& slot) {
+  // Note [Warm the next slot]: the next launch writes its task into slot
+  // seq + 1, untouched since the worker finished task seq + 1 - kCapacity,
+  // so its lines sit in another core's cache or in L3. Asking for them for
+  // writing now lets the fetch overlap the caller's own work (Python,
+  // dispatch) until the next launch, instead of stalling that launch's
+  // stores. The first kWarmSlotBytes cover the header and a small kernel's
+  // captures (three TensorRefs and its outputs).
+  const char* bytes = reinterpret_cast<const char*>(&slot);
+  for (std::size_t offset = 0; offset < kWarmSlotBytes; offset += 64) {
+    detail::prefetch_for_write(bytes + offset);
+  }
+}
+
 void Stream::publish(std::uint64_t seq) {
   // The store of enqueued_seq_ and the load of worker_sleeping_ pair with the
   // worker's store of worker_sleeping_ and load of enqueued_seq_ (Dekker): at
@@ -173,6 +191,7 @@ void Stream::publish(std::uint64_t seq) {
     enqueued_seq_.store(seq, std::memory_order_seq_cst);
   }
   next_seq_ = seq + 1;
+  queued_seq_.store(seq, std::memory_order_release);
   if (worker_sleeping_.load(std::memory_order_seq_cst)) {
     // Taking the mutex orders this notify after the worker's wait began (or
     // after its predicate check, which then sees the new task).
@@ -188,6 +207,7 @@ std::uint64_t Stream::run_inline(Task& task) {
   std::lock_guard<std::mutex> lock(producer_mutex_);
   const std::uint64_t seq = next_seq_++;
   enqueued_seq_.store(seq, std::memory_order_seq_cst);
+  queued_seq_.store(seq, std::memory_order_release);
 
   // Completion is published even when the task throws, so events and
   // synchronize() behave as in asynchronous mode; the exception itself goes
@@ -213,7 +233,14 @@ void Stream::worker_loop() {
   for (;;) {
     const std::uint64_t available = enqueued_seq_.load(std::memory_order_acquire);
     if (available == done) {
-      if (spin_until(kWorkerSpinTime, [&] { return enqueued_seq_.load(std::memory_order_acquire) != done; })) {
+      // Note [A worker that polls less often]: each read of enqueued_seq_
+      // takes a copy of its line to this core, and the host's next launch
+      // must then take the line back before its store completes, which the
+      // launch's next locked instruction (a mutex, the GIL) waits for. Read
+      // at most every kWorkerPollPauses pauses, most launches find the line
+      // still theirs.
+      if (spin_until_with_backoff(kWorkerSpinTime, kWorkerPollPauses,
+                                  [&] { return enqueued_seq_.load(std::memory_order_acquire) != done; })) {
         continue;
       }
       std::unique_lock<std::mutex> lock(wake_mutex_);

@@ -3,6 +3,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <stdexcept>
 #include <thread>
@@ -553,6 +554,26 @@ TEST(Stream, ErasedCallablesRunInlineOrBoxed) {
   // Both moved into their slots and destroyed there (small and large were
   // moved from, so only this test's reference is left).
   EXPECT_EQ(released.use_count(), 1);
+}
+
+// Note [Slots on cache lines of their own] (task.h): every slot of the
+// ring starts on a cache line and its callable starts one too, after the
+// header, so the header the worker clears and the next slot's callable
+// never share a line.
+TEST(Stream, SlotsAndTheirCallablesStartOnCacheLines) {
+  EXPECT_EQ(sizeof(vnpu::Task) % 64, 0u);
+  Stream stream(0, 0, 0, false);
+  std::vector<std::uintptr_t> offsets;
+  struct RecordsItsAddress {
+    std::vector<std::uintptr_t>* offsets;
+    void operator()() { offsets->push_back(reinterpret_cast<std::uintptr_t>(this) % 64); }
+  };
+  for (int i = 0; i < 5; ++i) {
+    RecordsItsAddress task{&offsets};
+    stream.enqueue_erased(vnpu::TaskKind::kKernel, "records", vnpu::erase(task));
+  }
+  stream.synchronize();
+  EXPECT_EQ(offsets, std::vector<std::uintptr_t>(5, 0));
 }
 
 TEST(Stream, AbortWakesHostWaitersWithAnError) {

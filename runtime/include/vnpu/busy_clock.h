@@ -6,7 +6,10 @@
 // and end() when the queue is empty again: two clock reads per batch, not per
 // task, so a busy stream pays nothing per kernel.
 //
-// Thread-safety: every method may be called from any thread.
+// Thread-safety: every method may be called from any thread. A clock has a
+// cache line of its own: workers write it once per batch, and a host that
+// keeps a worker just busy makes every task a batch (Note [Lines of one
+// writer], stream.h).
 #pragma once
 
 #include <cstdint>
@@ -14,7 +17,7 @@
 
 namespace vnpu {
 
-class BusyClock {
+class alignas(64) BusyClock {
  public:
   BusyClock();
   void begin();

@@ -108,7 +108,7 @@ class Stream {
   }
 
   // Sequence number of the last enqueued task (0 when none).
-  std::uint64_t last_enqueued() const { return enqueued_seq_.load(std::memory_order_acquire); }
+  std::uint64_t last_enqueued() const { return queued_seq_.load(std::memory_order_acquire); }
   // Sequence number of the last completed task (run or failed).
   std::uint64_t last_completed() const { return completed_seq_.load(std::memory_order_acquire); }
 
@@ -200,6 +200,8 @@ class Stream {
   // worker (with the lock released) while the ring is full.
   std::unique_lock<std::mutex> lock_free_slot();
   void publish(std::uint64_t seq);
+  static constexpr std::size_t kWarmSlotBytes = 512;
+  static void warm_slot(const Task& slot);
   void worker_loop();
   void run_task(Task& task, std::uint64_t seq);
   void record_error(const Task& task, std::uint64_t seq, std::exception_ptr error);
@@ -216,9 +218,23 @@ class Stream {
   BusyClock* const busy_;
 
   std::unique_ptr<Task[]> ring_;
-  std::mutex producer_mutex_;     // serialises producers
+
+  // Note [Lines of one writer]: the producer's state, the two sequence
+  // numbers and the worker's sleep/wake state each start a cache line of
+  // their own, so the line a thread writes on every launch (or every task)
+  // holds nothing the other side reads on every task (or launch): the
+  // worker reads ring_ and busy_ above for each task, and with them on the
+  // producer mutex's line, each launch's lock took that line from the
+  // worker's core and the worker's next task took it back.
+  alignas(64) std::mutex producer_mutex_;  // serialises producers
   std::uint64_t next_seq_ = 1;    // guarded by producer_mutex_
   std::uint64_t free_through_ = kCapacity;  // slots up to this seq are free; guarded by producer_mutex_
+  // enqueued_seq_ again, for the host's readers (last_enqueued(): every
+  // free of a block, events): the worker polls enqueued_seq_'s line, so a
+  // read of it on the host's core waited for that line to come back. This
+  // copy is written after enqueued_seq_ (never ahead of it) on the
+  // producer's own line, which the worker never reads.
+  std::atomic<std::uint64_t> queued_seq_{0};
   std::shared_ptr<Graph> capture_;  // guarded by producer_mutex_
   std::size_t captured_tasks_ = 0;  // guarded by producer_mutex_
   std::atomic<bool> capturing_{false};
@@ -227,7 +243,7 @@ class Stream {
   alignas(64) std::atomic<std::uint64_t> completed_seq_{0};
 
   // Worker sleep/wake.
-  std::mutex wake_mutex_;
+  alignas(64) std::mutex wake_mutex_;
   std::condition_variable wake_cv_;
   std::atomic<bool> worker_sleeping_{false};
   // Launches publish without a fence; the worker fences the process before
