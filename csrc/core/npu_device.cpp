@@ -61,6 +61,15 @@ namespace {
 // runtime can be made from the environment. Returns the device count.
 c10::DeviceIndex checked_device_count() {
   check_not_forked();
+  // Once the runtime is made its init error and device count are fixed.
+  // Every kernel's allocation passes here (twice): read them in place rather
+  // than copy the message each time.
+  if (C10_LIKELY(vnpu::Runtime::instance_made())) {
+    const vnpu::Runtime& runtime = vnpu::Runtime::instance();
+    NPU_CHECK_WITH(Error, ErrCode::kUnavail, runtime.init_error().empty(),
+                   "The virtual NPU could not be initialised: ", runtime.init_error());
+    return static_cast<c10::DeviceIndex>(runtime.device_count());
+  }
   const auto& init_error = device_init_error();
   NPU_CHECK_WITH(Error, ErrCode::kUnavail, init_error.empty(),
                  "The virtual NPU could not be initialised: ", init_error);
