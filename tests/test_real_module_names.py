@@ -114,3 +114,20 @@ def test_serialization_load_and_save_async_from_their_real_module():
     assert loaded["w"].device.type == "npu" and loaded["w"].tolist() == [0.0, 1.0, 2.0, 3.0]
     buffer.seek(0)
     assert load(buffer, map_location="cpu")["w"].device.type == "cpu"
+
+
+def test_compat_shims_are_the_installed_torchs_helpers():
+    from torch.distributed.tensor._ops import _matrix_ops
+    from torch.distributed.tensor._ops import utils as dtensor_op_utils
+    from torch.utils._config_module import _ConfigEntry, Config
+
+    from torch_npu._compat import distributed, utils, version
+
+    assert version.CURRENT_VERSION == tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+    assert version.MIN_SUPPORTED_VERSION <= version.CURRENT_VERSION
+    assert version._major_minor("2.14.0a0+git1234") == (2, 14) and version._major_minor("3.0") == (3, 0)
+    assert distributed.register_op_strategy is dtensor_op_utils.register_op_strategy
+    assert distributed.register_prop_rule is dtensor_op_utils.register_prop_rule
+    assert distributed._mm_like_strategy is _matrix_ops._mm_like_strategy
+    entry = utils.make_config_entry(Config(default=3), name="npu_option")
+    assert isinstance(entry, _ConfigEntry) and entry.default == 3
