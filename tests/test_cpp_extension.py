@@ -311,3 +311,49 @@ def test_jit_load_of_a_one_op_extension(tmp_path):
          build_directory=str(tmp_path), is_python_module=False, verbose=False)
     x = torch.randn(100)
     torch.testing.assert_close(torch.ops.vnpu_jit.jit_double(x.npu()).cpu(), x * 2)
+
+
+def test_the_generator_class_is_torch_npus_with_its_methods(ext):
+    # A generator of the extension's own: philox_npu_state hands out (seed, offset) and moves the offset by
+    # groups of 4; a clone continues from the same state; the philox offset is the generator's offset.
+    seed, first, second, from_copy, offset, get_offset, captured = ext.own_generator_draws(77)
+    assert (seed, first, second, from_copy, offset, get_offset, captured) == (77, 0, 12, 12, 100, 100, 0)
+    # The default generator: what torch.npu's state says.
+    torch.npu.manual_seed(5)
+    before = torch.npu.default_generators[0].get_offset()
+    assert ext.default_philox_offset() == before and torch.npu.default_generators[0].get_offset() == before + 4
+    # During a capture a fixed (seed, offset) would replay the same numbers: refused.
+    g = torch.npu.NPUGraph()
+    with pytest.raises(RuntimeError, match="philox_npu_state is not supported during an NPU graph capture"):
+        with torch.npu.graph(g):
+            ext.default_philox_offset()
+
+
+def test_npu_hooks_events_sync_debug_and_swapped_memory(ext, capfd):
+    assert ext.hooks_are_torch_npus()
+    with pytest.raises(RuntimeError, match="NPUEvent::ipc_handle is not supported on the virtual NPU"):
+        ext.event_ipc_handle()
+    try:
+        ext.set_sync_debug_mode_and_sync(1)
+        assert torch.npu.get_sync_debug_mode() == 1
+        # A pybind11 function does not turn TORCH_WARN into a Python warning: it is printed.
+        capfd.readouterr()
+        ext.set_sync_debug_mode_and_sync(1)
+        assert "Warning: called a synchronizing NPU operation" in capfd.readouterr().err
+        with pytest.raises(RuntimeError, match="called a synchronizing NPU operation"):
+            ext.set_sync_debug_mode_and_sync(2)
+    finally:
+        torch.npu.set_sync_debug_mode(0)
+    ext.set_sync_debug_mode_and_sync(0)  # disabled: nothing
+    t = ext.swapped([3, 5])
+    assert t.device.type == "npu" and t.dtype == torch.float16 and t.shape == (3, 5)
+
+
+def test_op_plugin_ops_h_and_the_aclop_builder(ext):
+    x = torch.empty(1).npu()
+    want = torch_npu._npu_dropout_gen_mask(x, [200], 0.25, 11, 4)
+    assert torch.equal(ext.ops_h_dropout_mask(x, 200, 0.25, 11, 4).cpu(), want.cpu())
+    a, b = torch.ones(4).npu(), torch.ones(4).npu()
+    message = ext.aclop_builder(a, b)
+    assert "OpCommand::Run(Add): running CANN operators by name" in message and "not supported on vNPU" in message
+    assert ext.custom_handler_sync(a) == 1

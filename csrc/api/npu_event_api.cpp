@@ -27,6 +27,21 @@ NPUEvent::NPUEvent() = default;
 
 NPUEvent::NPUEvent(unsigned int flags) : flags_(flags) {}
 
+namespace {
+[[noreturn]] void refuse_ipc(const char* what) {
+  TORCH_CHECK(false, what, " is not supported on the virtual NPU: there are no IPC event handles to share between "
+              "processes (torch.npu.Event(interprocess=True) refuses too). Synchronize the producer's stream before "
+              "sharing the memory instead.",
+              torch_npu::error_suffix(torch_npu::SubModule::kPTA, torch_npu::ErrCode::kNotSupport));
+}
+}  // namespace
+
+NPUEvent::NPUEvent(c10::DeviceIndex device_index, const aclrtIpcEventHandle* handle) {
+  refuse_ipc("NPUEvent(device_index, const aclrtIpcEventHandle*)");
+}
+
+void NPUEvent::ipc_handle(aclrtIpcEventHandle* handle) { refuse_ipc("NPUEvent::ipc_handle"); }
+
 NPUEvent::~NPUEvent() { torch_npu::destroy_event(event_); }
 
 NPUEvent::NPUEvent(NPUEvent&& other) noexcept { moveHelper(std::move(other)); }

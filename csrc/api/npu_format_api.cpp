@@ -48,5 +48,16 @@ at::Tensor empty_with_format(c10::IntArrayRef sizes, const c10::TensorOptions& o
   return format == base ? out : npu_format_cast(out, format);
 }
 
+at::Tensor empty_with_swapped_memory(c10::IntArrayRef size, c10::optional<at::ScalarType> dtype_opt,
+                                     c10::optional<c10::Device> device_opt) {
+  // torch_npu.empty_with_swapped_memory (torch_npu/op_plugin/tensor_ops.py),
+  // through the dispatcher: its checks and messages are the Python API's.
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("npu::empty_with_swapped_memory", "")
+                             .typed<at::Tensor(c10::IntArrayRef, std::optional<at::ScalarType>,
+                                               std::optional<c10::Device>)>();
+  return op.call(size, dtype_opt, device_opt);
+}
+
 }  // namespace native
 }  // namespace at_npu

@@ -5,6 +5,7 @@
 #include "csrc/core/npu_device.h"
 #include "csrc/core/npu_error.h"
 #include "csrc/core/npu_stream.h"
+#include "csrc/launch/sync_point.h"
 #include "torch_npu/csrc/core/npu/NPUFunctions.h"
 #include "torch_npu/csrc/core/npu/NPUStream.h"
 #include <vnpu/stream.h>
@@ -142,5 +143,20 @@ aclError SetDevice(c10::DeviceIndex device) { return aclrtSetDevice(device); }
 aclError MaybeSetDevice(c10::DeviceIndex device) { return aclrtSetDevice(device); }
 
 void stream_synchronize(aclrtStream stream) { NPU_CHECK_ERROR(aclrtSynchronizeStream(stream)); }
+
+// The mode lives in the launch layer (torch.npu.set_sync_debug_mode's).
+void WarningState::set_sync_debug_mode(SyncDebugMode level) {
+  torch_npu::set_sync_debug_mode(static_cast<int>(level));
+}
+SyncDebugMode WarningState::get_sync_debug_mode() {
+  return static_cast<SyncDebugMode>(torch_npu::sync_debug_mode());
+}
+
+WarningState& warning_state() {
+  static WarningState state;
+  return state;
+}
+
+void warn_or_error_on_sync() { torch_npu::report_sync_point(); }
 
 }  // namespace c10_npu

@@ -50,13 +50,31 @@ at::Generator handle_of(const NpuGenerator* generator) {
 
 }  // namespace
 
-NpuGenerator::NpuGenerator(c10::DeviceIndex device, uint64_t seed)
-    : at_npu::NPUGeneratorImpl(c10::Device(c10::DeviceType::PrivateUse1, device),
-                               c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
-      seed_(seed) {}
+}  // namespace torch_npu
 
-void NpuGenerator::set_current_seed(uint64_t seed) {
-  if (capturing_rng(device().index()) != nullptr) {
+namespace at_npu {
+
+using torch_npu::CaptureRng;
+
+NPUGeneratorImpl::NPUGeneratorImpl(c10::DeviceIndex device_index)
+    : c10::GeneratorImpl(c10::Device(c10::DeviceType::PrivateUse1,
+                                     device_index < 0 ? torch_npu::current_device() : device_index),
+                         c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)) {
+  torch_npu::check_device_index(device().index());
+}
+
+// The key function: the type's information lives here, in _C, for every
+// extension's dynamic_cast.
+NPUGeneratorImpl::~NPUGeneratorImpl() = default;
+
+c10::DeviceType NPUGeneratorImpl::device_type() { return c10::DeviceType::PrivateUse1; }
+
+std::shared_ptr<NPUGeneratorImpl> NPUGeneratorImpl::clone() const {
+  return std::shared_ptr<NPUGeneratorImpl>(clone_impl());
+}
+
+void NPUGeneratorImpl::set_current_seed(uint64_t seed) {
+  if (torch_npu::capturing_rng(device().index()) != nullptr) {
     // The graph's draws follow the generator's seed at each replay; a
     // capture cannot give it another one (CUDA's rule, in torch_npu's words).
     TORCH_CHECK(seed == seed_, "NPUGeneratorImpl::set_current_seed can be called during stream capture only if "
@@ -64,56 +82,98 @@ void NpuGenerator::set_current_seed(uint64_t seed) {
     return;
   }
   seed_ = seed;
-  offset_ = 0;
+  philox_offset_per_thread_ = 0;
 }
-void NpuGenerator::set_offset(uint64_t offset) { offset_ = offset; }
-uint64_t NpuGenerator::get_offset() const { return offset_; }
-uint64_t NpuGenerator::current_seed() const { return seed_; }
+void NPUGeneratorImpl::set_offset(uint64_t offset) { philox_offset_per_thread_ = offset; }
+uint64_t NPUGeneratorImpl::get_offset() const { return philox_offset_per_thread_; }
+uint64_t NPUGeneratorImpl::current_seed() const { return seed_; }
+void NPUGeneratorImpl::set_philox_offset_per_thread(uint64_t offset) { philox_offset_per_thread_ = offset; }
+uint64_t NPUGeneratorImpl::philox_offset_per_thread() const { return philox_offset_per_thread_; }
 
-uint64_t NpuGenerator::seed() {
+uint64_t NPUGeneratorImpl::seed() {
   std::random_device rd;
   const uint64_t s = (static_cast<uint64_t>(rd()) << 32) | rd();
   set_current_seed(s);
   return s;
 }
 
-void NpuGenerator::set_state(const c10::TensorImpl& new_state) {
+void NPUGeneratorImpl::set_state(const c10::TensorImpl& new_state) {
   // A CPU, strided, contiguous byte tensor, as for CPU generators: a meta or
   // npu tensor has no host bytes to read, a strided one would be misread.
   at::detail::check_rng_state(new_state);
-  TORCH_CHECK(new_state.numel() == static_cast<int64_t>(kStateBytes),
-              "RNG state is wrong size: expected ", kStateBytes, " bytes, got ", new_state.numel());
+  TORCH_CHECK(new_state.numel() == static_cast<int64_t>(torch_npu::kStateBytes),
+              "RNG state is wrong size: expected ", torch_npu::kStateBytes, " bytes, got ", new_state.numel());
   uint64_t values[2];
-  std::memcpy(values, new_state.data(), kStateBytes);
-  if (std::shared_ptr<CaptureRng> rng = capturing_rng(device().index())) {
+  std::memcpy(values, new_state.data(), torch_npu::kStateBytes);
+  if (std::shared_ptr<CaptureRng> rng = torch_npu::capturing_rng(device().index())) {
     // During a capture the offset is the capture's own draw count (what
     // get_state returned there): checkpointing's recompute replays draws.
     set_current_seed(values[0]);
-    rng->set_draws_of(handle_of(this), values[1]);
+    rng->set_draws_of(torch_npu::handle_of(this), values[1]);
     return;
   }
   seed_ = values[0];
-  offset_ = values[1];
+  philox_offset_per_thread_ = values[1];
 }
 
-c10::intrusive_ptr<c10::TensorImpl> NpuGenerator::get_state() const {
+c10::intrusive_ptr<c10::TensorImpl> NPUGeneratorImpl::get_state() const {
   // A host tensor made without dispatching (as CUDA's generator does):
   // under FakeTensorMode or a tracing mode at::empty would return a tensor
   // without data to copy into.
-  auto state = at::detail::empty_cpu({static_cast<int64_t>(kStateBytes)}, c10::ScalarType::Byte,
+  auto state = at::detail::empty_cpu({static_cast<int64_t>(torch_npu::kStateBytes)}, c10::ScalarType::Byte,
                                      std::nullopt, std::nullopt, std::nullopt, std::nullopt);
-  const std::shared_ptr<CaptureRng> rng = capturing_rng(device().index());
-  const uint64_t values[2] = {seed_, rng ? rng->draws_of(handle_of(this)) : offset_};
-  std::memcpy(state.data_ptr(), values, kStateBytes);
+  const std::shared_ptr<CaptureRng> rng = torch_npu::capturing_rng(device().index());
+  const uint64_t values[2] = {seed_, rng ? rng->draws_of(torch_npu::handle_of(this)) : philox_offset_per_thread_};
+  std::memcpy(state.data_ptr(), values, torch_npu::kStateBytes);
   return state.getIntrusivePtr();
 }
 
-OpSeed NpuGenerator::next_op_seed() { return OpSeed{seed_, offset_++, -1}; }
-
-std::pair<uint64_t, uint64_t> NpuGenerator::philox_engine_inputs(uint64_t increment) {
-  const uint64_t offset = offset_;
-  offset_ += ((increment + 3) / 4) * 4;
+std::pair<uint64_t, uint64_t> NPUGeneratorImpl::philox_engine_inputs(uint64_t increment) {
+  const uint64_t offset = philox_offset_per_thread_;
+  philox_offset_per_thread_ += ((increment + 3) / 4) * 4;
   return {seed_, offset};
+}
+
+PhiloxNpuState NPUGeneratorImpl::philox_npu_state(uint64_t increment) {
+  // Note [Random ops in NPU graphs]: vNPU's own random ops take their draws
+  // from the replay's state; an extension kernel given a fixed (seed, offset)
+  // at capture would draw the same numbers at every replay.
+  NPU_CHECK_WITH(Error, torch_npu::ErrCode::kNotSupport, torch_npu::capturing_rng(device().index()) == nullptr,
+                 "NPUGeneratorImpl::philox_npu_state is not supported during an NPU graph capture on vNPU: a "
+                 "captured kernel would draw the same numbers at every replay. Draw outside the capture, or use "
+                 "torch_npu's random operators, which draw fresh numbers at each replay.");
+  const auto [seed, offset] = philox_engine_inputs(increment);
+  return PhiloxNpuState(seed, offset);
+}
+
+void NPUGeneratorImpl::graphsafe_set_state(const c10::intrusive_ptr<c10::GeneratorImpl>& state) {
+  const auto* other = dynamic_cast<const NPUGeneratorImpl*>(state.get());
+  TORCH_CHECK(other != nullptr, "graphsafe_set_state: expected the state of an npu generator (from "
+              "graphsafe_get_state), got one of a ", state ? c10::DeviceTypeName(state->device().type()) : "null",
+              " generator");
+  seed_ = other->seed_;
+  philox_offset_per_thread_ = other->philox_offset_per_thread_;
+}
+
+c10::intrusive_ptr<c10::GeneratorImpl> NPUGeneratorImpl::graphsafe_get_state() const {
+  return c10::intrusive_ptr<c10::GeneratorImpl>::reclaim(clone_impl());
+}
+
+NPUGeneratorImpl* NPUGeneratorImpl::clone_impl() const {
+  auto* copy = new NPUGeneratorImpl(device().index());
+  copy->seed_ = seed_;
+  copy->philox_offset_per_thread_ = philox_offset_per_thread_;
+  return copy;
+}
+
+}  // namespace at_npu
+
+namespace torch_npu {
+
+OpSeed next_op_seed(NpuGenerator& generator) {
+  const uint64_t offset = generator.philox_offset_per_thread();
+  generator.set_philox_offset_per_thread(offset + 1);
+  return OpSeed{generator.current_seed(), offset, -1};
 }
 
 // Note [Random ops in NPU graphs]
@@ -191,25 +251,6 @@ ReplayRngScope::ReplayRngScope(const std::vector<std::pair<uint64_t, uint64_t>>*
 }
 ReplayRngScope::~ReplayRngScope() { t_replay_rng = previous_; }
 
-void NpuGenerator::graphsafe_set_state(const c10::intrusive_ptr<c10::GeneratorImpl>& state) {
-  const auto* other = dynamic_cast<const NpuGenerator*>(state.get());
-  TORCH_CHECK(other != nullptr, "graphsafe_set_state: expected the state of an npu generator (from "
-              "graphsafe_get_state), got one of a ", state ? c10::DeviceTypeName(state->device().type()) : "null",
-              " generator");
-  seed_ = other->seed_;
-  offset_ = other->offset_;
-}
-
-c10::intrusive_ptr<c10::GeneratorImpl> NpuGenerator::graphsafe_get_state() const {
-  return c10::intrusive_ptr<c10::GeneratorImpl>::reclaim(clone_impl());
-}
-
-NpuGenerator* NpuGenerator::clone_impl() const {
-  auto* copy = new NpuGenerator(device().index(), seed_);
-  copy->offset_ = offset_;
-  return copy;
-}
-
 at::Generator new_generator(c10::DeviceIndex device) {
   if (device < 0) device = current_device();
   check_device_index(device);
@@ -242,13 +283,10 @@ OpSeed draw_op_seed(const std::optional<at::Generator>& generator, c10::DeviceIn
     return rng->draw(gen);
   }
   std::lock_guard<std::mutex> lock(gen.mutex());
-  return at::check_generator<NpuGenerator>(gen)->next_op_seed();
+  return next_op_seed(*at::check_generator<NpuGenerator>(gen));
 }
 
 at::Generator cpu_generator_for(const OpSeed& seed) { return at::make_generator<at::CPUGeneratorImpl>(seed.value()); }
 
 }  // namespace torch_npu
 
-// The key function of torch_npu's public generator type: its type
-// information lives here, in _C, for every extension's dynamic_cast.
-at_npu::NPUGeneratorImpl::~NPUGeneratorImpl() = default;

@@ -39,36 +39,13 @@ struct OpSeed {
   uint64_t value() const;
 };
 
-// The npu generator: at_npu::NPUGeneratorImpl, the type torch_npu's C++ API
-// names, so extensions may at::check_generator it.
-class NpuGenerator final : public at_npu::NPUGeneratorImpl {
- public:
-  explicit NpuGenerator(c10::DeviceIndex device, uint64_t seed = c10::default_rng_seed_val);
+// The npu generator is torch_npu's public at_npu::NPUGeneratorImpl
+// (torch_npu/csrc/aten/NPUGeneratorImpl.h), defined in npu_generator.cpp.
+using NpuGenerator = at_npu::NPUGeneratorImpl;
 
-  void set_current_seed(uint64_t seed) override;
-  void set_offset(uint64_t offset) override;
-  uint64_t get_offset() const override;
-  uint64_t current_seed() const override;
-  uint64_t seed() override;
-  void set_state(const c10::TensorImpl& new_state) override;
-  c10::intrusive_ptr<c10::TensorImpl> get_state() const override;
-  // The state as a generator object (what graph-safe RNG code, e.g.
-  // MindSpeed's, saves and restores): a copy of (seed, offset).
-  void graphsafe_set_state(const c10::intrusive_ptr<c10::GeneratorImpl>& state) override;
-  c10::intrusive_ptr<c10::GeneratorImpl> graphsafe_get_state() const override;
-  static c10::DeviceType device_type() { return c10::DeviceType::PrivateUse1; }
-
-  // Seed for the next random op's CPU generator; advances the offset.
-  OpSeed next_op_seed();
-  // (seed, offset), then the offset advanced by `increment` rounded up to 4
-  // (CUDA's Philox rule): what a kernel given them would draw from.
-  std::pair<uint64_t, uint64_t> philox_engine_inputs(uint64_t increment) override;
-
- private:
-  NpuGenerator* clone_impl() const override;
-  uint64_t seed_;
-  uint64_t offset_ = 0;
-};
+// Seed for the next random op's CPU generator; advances the offset by one.
+// The caller holds the generator's mutex.
+OpSeed next_op_seed(NpuGenerator& generator);
 
 // A new generator for `device` (-1: current device); checks the index.
 at::Generator new_generator(c10::DeviceIndex device);

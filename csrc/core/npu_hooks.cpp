@@ -4,6 +4,7 @@
 #include <c10/core/Storage.h>
 
 #include "csrc/core/npu_hooks.h"
+#include "torch_npu/csrc/core/npu/NPUHooksInterface.h"
 
 #include <atomic>
 
@@ -15,44 +16,45 @@
 #include "csrc/core/npu_stream.h"
 #include <vnpu/runtime.h>
 
+namespace c10_npu {
+
+// torch_npu's public hooks type (NPUHooksInterface.h), defined over the
+// adaptor's device, generator and allocator functions.
+bool NPUHooksInterface::isBuilt() const { return true; }
+bool NPUHooksInterface::isAvailable() const { return torch_npu::device_count() > 0; }
+bool NPUHooksInterface::hasPrimaryContext(c10::DeviceIndex device_index) const {
+  return torch_npu::is_initialized();
+}
+void NPUHooksInterface::init() const {
+  if (torch_npu::device_count() > 0) torch_npu::mark_initialized();
+}
+c10::DeviceIndex NPUHooksInterface::deviceCount() const { return torch_npu::device_count(); }
+void NPUHooksInterface::setCurrentDevice(c10::DeviceIndex device) const { torch_npu::set_current_device(device); }
+c10::DeviceIndex NPUHooksInterface::getCurrentDevice() const { return torch_npu::current_device(); }
+c10::DeviceIndex NPUHooksInterface::exchangeDevice(c10::DeviceIndex device) const {
+  const auto old = torch_npu::current_device();
+  torch_npu::set_current_device(device);
+  return old;
+}
+c10::DeviceIndex NPUHooksInterface::maybeExchangeDevice(c10::DeviceIndex device) const {
+  return exchangeDevice(device);
+}
+bool NPUHooksInterface::isPinnedPtr(const void* data) const { return torch_npu::is_pinned_host_pointer(data); }
+c10::Allocator* NPUHooksInterface::getPinnedMemoryAllocator() const { return torch_npu::pinned_host_allocator(); }
+at::Device NPUHooksInterface::getDeviceFromPtr(void* data) const {
+  const int device = vnpu::Runtime::instance().device_of_pointer(data);
+  NPU_CHECK(device >= 0, "The pointer does not belong to any NPU device");
+  return torch_npu::npu_device(static_cast<c10::DeviceIndex>(device));
+}
+
+at::PrivateUse1HooksInterface* get_npu_hooks() {
+  static NPUHooksInterface hooks;
+  return &hooks;
+}
+
+}  // namespace c10_npu
+
 namespace torch_npu {
-namespace {
-
-struct NpuHooks final : public at::PrivateUse1HooksInterface {
-  bool isBuilt() const override { return true; }
-  bool isAvailable() const override { return device_count() > 0; }
-  bool hasPrimaryContext(c10::DeviceIndex device_index) const override { return is_initialized(); }
-  void init() const override {
-    if (device_count() > 0) mark_initialized();
-  }
-  c10::DeviceIndex deviceCount() const override { return device_count(); }
-  void setCurrentDevice(c10::DeviceIndex device) const override { set_current_device(device); }
-  c10::DeviceIndex getCurrentDevice() const override { return current_device(); }
-  c10::DeviceIndex exchangeDevice(c10::DeviceIndex device) const override {
-    const auto old = current_device();
-    set_current_device(device);
-    return old;
-  }
-  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex device) const override {
-    return exchangeDevice(device);
-  }
-  bool isPinnedPtr(const void* data) const override { return is_pinned_host_pointer(data); }
-  c10::Allocator* getPinnedMemoryAllocator() const override { return pinned_host_allocator(); }
-  c10::Device getDeviceFromPtr(void* data) const override {
-    const int device = vnpu::Runtime::instance().device_of_pointer(data);
-    NPU_CHECK(device >= 0, "The pointer does not belong to any NPU device");
-    return npu_device(static_cast<c10::DeviceIndex>(device));
-  }
-  const at::Generator& getDefaultGenerator(c10::DeviceIndex device_index) const override {
-    return default_generator(device_index);
-  }
-  at::Generator getNewGenerator(c10::DeviceIndex device_index) const override {
-    return new_generator(device_index);
-  }
-  void resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_bytes) const override;
-};
-
-}  // namespace
 
 namespace {
 std::atomic<StorageResizer> g_storage_resizer{nullptr};
@@ -60,15 +62,19 @@ std::atomic<StorageResizer> g_storage_resizer{nullptr};
 
 void set_storage_resizer(StorageResizer resizer) { g_storage_resizer.store(resizer); }
 
-void NpuHooks::resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_bytes) const {
+}  // namespace torch_npu
+
+void c10_npu::NPUHooksInterface::resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_bytes) const {
+  using namespace torch_npu;
   StorageResizer resizer = g_storage_resizer.load();
   NPU_CHECK_WITH(Error, ErrCode::kInternal, resizer != nullptr, "npu storage resizing is not registered");
   resizer(storage, new_bytes);
 }
 
+namespace torch_npu {
+
 void register_hooks() {
-  static NpuHooks hooks;
-  at::RegisterPrivateUse1HooksInterface(&hooks);
+  at::RegisterPrivateUse1HooksInterface(c10_npu::get_npu_hooks());
   // Generic code (torch.UntypedStorage(n, device="npu"), deserialisation)
   // looks the allocator up by device type.
   c10::SetAllocator(c10::DeviceType::PrivateUse1, npu_caching_allocator());

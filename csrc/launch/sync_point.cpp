@@ -16,13 +16,17 @@ std::atomic<int> g_sync_debug_mode{0};
 void set_sync_debug_mode(int mode) { g_sync_debug_mode.store(mode); }
 int sync_debug_mode() { return g_sync_debug_mode.load(); }
 
-void sync_current_stream(c10::DeviceIndex device) {
+void report_sync_point() {
   const int mode = g_sync_debug_mode.load(std::memory_order_relaxed);
   if (mode == 1) {
     TORCH_WARN("called a synchronizing NPU operation");
   } else if (mode == 2) {
     TORCH_CHECK(false, "called a synchronizing NPU operation");
   }
+}
+
+void sync_current_stream(c10::DeviceIndex device) {
+  report_sync_point();
   wait_for_current_stream(device);
 }
 

@@ -18,5 +18,8 @@ void wait_for_current_stream(c10::DeviceIndex device);
 // sync_current_stream (implicit synchronisation).
 void set_sync_debug_mode(int mode);
 int sync_debug_mode();
+// What the mode says to do at a synchronisation point: warn, raise, or
+// nothing (c10_npu::warn_or_error_on_sync).
+void report_sync_point();
 
 }  // namespace torch_npu

@@ -19,12 +19,14 @@
 #include "torch_npu/csrc/core/npu/NPUFunctions.h"
 #include "torch_npu/csrc/core/npu/NPUGraph.h"
 #include "torch_npu/csrc/core/npu/NPUGuard.h"
+#include "torch_npu/csrc/core/npu/NPUHooksInterface.h"
 #include "torch_npu/csrc/core/npu/NPUStream.h"
 #include "torch_npu/csrc/core/npu/SecondaryStreamGuard.h"
 #include "torch_npu/csrc/framework/OpCommand.h"
 #include "torch_npu/csrc/framework/OpHook.h"
 #include "torch_npu/csrc/inductor/aoti_torch/generated/c_shim_npu.h"
 #include "torch_npu/csrc/libs/init_npu.h"
+#include "third_party/op-plugin/op_plugin/include/ops.h"
 #include <torch/csrc/inductor/aoti_torch/utils.h>
 
 namespace {
@@ -242,6 +244,87 @@ void register_op_hooks() {
   });
 }
 
+// torch_npu's generator class used directly, as an extension's RNG kernel
+// does: a generator of its own, philox_npu_state for a kernel's (seed,
+// offset), a clone that continues from the same state.
+std::vector<uint64_t> own_generator_draws(uint64_t seed) {
+  at::Generator gen = at::make_generator<at_npu::NPUGeneratorImpl>(0);
+  auto* impl = at::check_generator<at_npu::NPUGeneratorImpl>(gen);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  impl->set_current_seed(seed);
+  const at_npu::PhiloxNpuState first = impl->philox_npu_state(10);
+  std::shared_ptr<at_npu::NPUGeneratorImpl> copy = impl->clone();
+  const at_npu::PhiloxNpuState second = impl->philox_npu_state(1);
+  const at_npu::PhiloxNpuState from_copy = copy->philox_npu_state(1);
+  impl->set_philox_offset_per_thread(100);
+  return {first.seed_.val, first.offset_.val, second.offset_.val, from_copy.offset_.val,
+          impl->philox_offset_per_thread(), impl->get_offset(), static_cast<uint64_t>(first.captured_)};
+}
+
+// philox_npu_state of the default generator (the caller may be capturing).
+uint64_t default_philox_offset() {
+  at::Generator gen = at_npu::detail::getDefaultNPUGenerator(-1);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return at::check_generator<at_npu::NPUGeneratorImpl>(gen)->philox_npu_state(4).offset_.val;
+}
+
+// The registered PrivateUse1 hooks are torch_npu's NPUHooksInterface.
+bool hooks_are_torch_npus() {
+  at::PrivateUse1HooksInterface* hooks = c10_npu::get_npu_hooks();
+  return dynamic_cast<c10_npu::NPUHooksInterface*>(hooks) != nullptr &&
+         &hooks->getDefaultGenerator(0) == &at_npu::detail::getDefaultNPUGenerator(0) &&
+         hooks->isAvailable() && hooks->deviceCount() == c10_npu::device_count();
+}
+
+std::string event_ipc_handle() {
+  c10_npu::NPUEvent event;
+  aclrtIpcEventHandle handle;
+  event.ipc_handle(&handle);
+  return "no error";
+}
+
+// The sync debug mode set through c10_npu::warning_state(), then a sync point.
+void set_sync_debug_mode_and_sync(int level) {
+  c10_npu::warning_state().set_sync_debug_mode(static_cast<c10_npu::SyncDebugMode>(level));
+  c10_npu::warn_or_error_on_sync();
+}
+
+at::Tensor swapped(std::vector<int64_t> size) {
+  return at_npu::native::empty_with_swapped_memory(size, at::kHalf, c10::Device(c10::DeviceType::PrivateUse1, 0));
+}
+
+at::Tensor ops_h_dropout_mask(const at::Tensor& self, int64_t numel, double p, int64_t seed, int64_t offset) {
+  return at_npu::native::npu_dropout_gen_mask(self, {numel}, p, seed, offset, true, c10::nullopt);
+}
+
+// The aclop builder as op-plugin code writes it: Run() names the operator
+// and refuses, a custom handler runs (Sync(): before Run returns).
+std::string aclop_builder(const at::Tensor& a, const at::Tensor& b) {
+  at::Tensor out = at::empty_like(a);
+  const std::vector<int64_t> perm = {0};
+  try {
+    at_npu::native::OpCommand cmd;
+    cmd.Name("Add").Input(a).Input(b, "x2").Input(perm, at::kLong).Input(c10::Scalar(2.0), at::kFloat).Output(out)
+        .Attr("alpha", 1.0f).Attr("unused", true, false).Run();
+  } catch (const c10::Error& e) {
+    return e.what_without_backtrace();
+  }
+  return "ran";
+}
+
+double custom_handler_sync(const at::Tensor& x) {
+  at::Tensor out = x.clone();
+  std::atomic<int> ran{0};
+  at_npu::native::OpCommand cmd;
+  cmd.Name("Triple").Input(x).Output(out).Sync().SetCustomHandler([&ran] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ran = 1;
+    return 0;
+  });
+  cmd.Run();
+  return ran.load();  // 1: Sync() made Run wait for the handler
+}
+
 }  // namespace
 
 TORCH_LIBRARY(vnpu_ext, m) { m.def("scaled_add(Tensor x, float scale, Tensor bias) -> Tensor"); }
@@ -278,6 +361,15 @@ std::vector<int64_t> trace_tracker_counts() {
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("own_generator_draws", &own_generator_draws);
+  m.def("default_philox_offset", &default_philox_offset);
+  m.def("hooks_are_torch_npus", &hooks_are_torch_npus);
+  m.def("event_ipc_handle", &event_ipc_handle);
+  m.def("set_sync_debug_mode_and_sync", &set_sync_debug_mode_and_sync);
+  m.def("swapped", &swapped);
+  m.def("ops_h_dropout_mask", &ops_h_dropout_mask);
+  m.def("aclop_builder", &aclop_builder);
+  m.def("custom_handler_sync", &custom_handler_sync);
   m.def("scaled_add", &scaled_add);
   m.def("failing_op", &failing_op);
   m.def("sleep_on_stream", &sleep_on_stream);

@@ -72,6 +72,12 @@ typedef enum aclrtStreamStatus { ACL_STREAM_STATUS_COMPLETE = 0, ACL_STREAM_STAT
 #define ACL_CONTINUE_ON_FAILURE 0x00000000u
 #define ACL_STOP_ON_FAILURE 0x00000001u
 
+// What aclrtIpcGetEventHandle fills for another process to open an event
+// with (CANN's layout is opaque to callers).
+typedef struct aclrtIpcEventHandle {
+  char reserved[64];
+} aclrtIpcEventHandle;
+
 typedef void (*aclrtCallback)(void* userData);
 
 /* Devices. The current device is the calling thread's torch.npu.current_device(). */

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include <c10/core/Device.h>
+#include <c10/util/Optional.h>
 
 #include "third_party/acl/inc/acl/acl_rt.h"
 #include "torch_npu/csrc/core/npu/NPUMacros.h"
@@ -20,6 +21,10 @@ struct C10_NPU_API NPUEvent {
   NPUEvent();
   // flags: ACL_EVENT_TIME_LINE (timing), ACL_EVENT_SYNC, ...
   explicit NPUEvent(unsigned int flags);
+  // An event shared by another process (ipc_handle): interprocess events
+  // are not supported on the virtual NPU (torch.npu.Event(interprocess=True)
+  // refuses too), so this raises.
+  NPUEvent(c10::DeviceIndex device_index, const aclrtIpcEventHandle* handle);
   ~NPUEvent();
 
   NPUEvent(const NPUEvent&) = delete;
@@ -29,7 +34,7 @@ struct C10_NPU_API NPUEvent {
 
   operator aclrtEvent() const { return event(); }
 
-  std::optional<c10::Device> device() const {
+  c10::optional<at::Device> device() const {
     if (!is_created_) return std::nullopt;
     return c10::Device(c10::DeviceType::PrivateUse1, device_index_);
   }
@@ -49,6 +54,9 @@ struct C10_NPU_API NPUEvent {
   // Milliseconds from this event's record to `other`'s (both timing events, both completed).
   float elapsed_time(const NPUEvent& other) const;
   void synchronize() const;
+  // The handle another process would open this event with: raises, as the
+  // IPC constructor above.
+  void ipc_handle(aclrtIpcEventHandle* handle);
 
  private:
   void createEvent(c10::DeviceIndex device_index);

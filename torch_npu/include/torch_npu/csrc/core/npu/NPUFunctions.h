@@ -26,4 +26,22 @@ C10_NPU_API aclError SetDevice(c10::DeviceIndex device);
 C10_NPU_API aclError MaybeSetDevice(c10::DeviceIndex device);
 C10_NPU_API void stream_synchronize(aclrtStream stream);
 
+// torch.npu.set_sync_debug_mode's levels: what an operation that makes the
+// host wait for the device (.item(), a copy to the host) does.
+enum class SyncDebugMode { L_DISABLED = 0, L_WARN, L_ERROR };
+
+// The process's sync debug mode (one for the process, shared with
+// torch.npu.set_sync_debug_mode / get_sync_debug_mode).
+class C10_NPU_API WarningState {
+ public:
+  void set_sync_debug_mode(SyncDebugMode level);
+  SyncDebugMode get_sync_debug_mode();
+};
+
+C10_NPU_API WarningState& warning_state();
+
+// Called at a synchronising operation: warns or raises as the mode says
+// ("called a synchronizing NPU operation"), does nothing when disabled.
+C10_NPU_API void warn_or_error_on_sync();
+
 }  // namespace c10_npu

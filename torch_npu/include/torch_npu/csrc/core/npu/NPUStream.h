@@ -32,6 +32,7 @@ class C10_NPU_API NPUStream {
   // Checks that `stream` is an npu stream.
   explicit NPUStream(c10::Stream stream);
   explicit NPUStream(Unchecked, c10::Stream stream) : stream_(stream) {}
+  ~NPUStream() = default;
 
   bool operator==(const NPUStream& other) const noexcept { return unwrap() == other.unwrap(); }
   bool operator!=(const NPUStream& other) const noexcept { return unwrap() != other.unwrap(); }
