@@ -320,7 +320,7 @@ ProcessGroupHCCL::Options::Options(bool high_priority)
 
 ProcessGroupHCCL::ProcessGroupHCCL(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                    c10::intrusive_ptr<Options> options, const SocketGroupFactory& make_sockets)
-    : Backend(rank, size),
+    : c10d_npu::ProcessGroupHCCL(rank, size),
       // A copy: as in torch_npu, later changes to the caller's Options
       // (reused for another group) do not change this group's.
       options_(c10::make_intrusive<Options>(*options)),
@@ -632,6 +632,33 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::grouped(c10::intrusive_ptr<Work
   std::lock_guard<std::mutex> lock(mutex_);
   if (group_depth_ > 0) group_works_.push_back(GroupedWork{work, device, is_p2p});
   return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::batch_isend_irecv(std::vector<std::string>& op_type,
+                                                                   std::vector<at::Tensor>& tensors,
+                                                                   std::vector<int64_t> remote_rank_list) {
+  TORCH_CHECK(!op_type.empty() && op_type.size() == tensors.size() && tensors.size() == remote_rank_list.size(),
+              "ProcessGroupHCCL::batch_isend_irecv: op_type, tensors and remote_rank_list should have one entry per "
+              "operation, got ", op_type.size(), ", ", tensors.size(), " and ", remote_rank_list.size(),
+              error_suffix(SubModule::kDIST, ErrCode::kParam));
+  for (size_t i = 0; i < op_type.size(); ++i) {
+    TORCH_CHECK(op_type[i] == "isend" || op_type[i] == "irecv", "ProcessGroupHCCL::batch_isend_irecv: op_type[", i,
+                "] should be 'isend' or 'irecv', got '", op_type[i], "'", error_suffix(SubModule::kDIST, ErrCode::kParam));
+  }
+  group_start();
+  c10::intrusive_ptr<c10d::Work> last;
+  try {
+    for (size_t i = 0; i < op_type.size(); ++i) {
+      std::vector<at::Tensor> one{tensors[i]};
+      const int peer = static_cast<int>(remote_rank_list[i]);
+      last = op_type[i] == "isend" ? send(one, peer, 0) : recv(one, peer, 0);
+    }
+  } catch (...) {
+    group_end();
+    throw;
+  }
+  group_end();
+  return last;
 }
 
 void ProcessGroupHCCL::group_start() {
@@ -1201,3 +1228,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::barrier(const c10d::BarrierOpti
 }
 
 }  // namespace torch_npu
+
+// The key function of torch_npu's public backend type.
+c10d_npu::ProcessGroupHCCL::~ProcessGroupHCCL() = default;

@@ -26,6 +26,7 @@
 #include <c10/core/Stream.h>
 
 #include "csrc/core/comm_lease.h"
+#include "torch_npu/csrc/distributed/ProcessGroupHCCL.hpp"
 #include "csrc/distributed/transport.h"
 
 #include <map>
@@ -44,7 +45,9 @@ class Watchdog;
 struct StatusKey;
 class WorkHCCL;
 
-class ProcessGroupHCCL : public c10d::Backend {
+// Derives from torch_npu's public type (ProcessGroupHCCL.hpp) so that
+// extensions can dynamic_cast a group's backend to it.
+class ProcessGroupHCCL : public c10d_npu::ProcessGroupHCCL {
  public:
   // ProcessGroupHCCL.Options, with torch_npu's fields.
   struct Options : c10d::Backend::Options {
@@ -113,6 +116,12 @@ class ProcessGroupHCCL : public c10d::Backend {
   // safe). Groups nest; the outermost end completes them.
   void group_start();
   void group_end();
+  // torch_npu's batch_isend_irecv: the sends ("isend") and receives
+  // ("irecv") issued between group_start and group_end; returns the last
+  // one's work, which completes with the group.
+  c10::intrusive_ptr<c10d::Work> batch_isend_irecv(std::vector<std::string>& op_type,
+                                                   std::vector<at::Tensor>& tensors,
+                                                   std::vector<int64_t> remote_rank_list) override;
 
   bool supportsCoalescing() const override { return false; }
   void setSequenceNumberForGroup() override {}

@@ -125,6 +125,8 @@ void bind_distributed(py::module& m) {
            py::arg("timeout") = std::chrono::milliseconds(30 * 60 * 1000))
       .def("_group_start", &ProcessGroupHCCL::group_start, py::call_guard<py::gil_scoped_release>())
       .def("_group_end", &ProcessGroupHCCL::group_end, py::call_guard<py::gil_scoped_release>())
+      .def("batch_isend_irecv", &ProcessGroupHCCL::batch_isend_irecv, py::arg("op_type"), py::arg("tensors"),
+           py::arg("remote_rank_list"), py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("options", &ProcessGroupHCCL::options)
       .def_property_readonly("_uses_shared_memory", &ProcessGroupHCCL::uses_shared_memory)
       .def_property_readonly("_uses_zero_copy", &ProcessGroupHCCL::uses_zero_copy)

@@ -349,6 +349,19 @@ assert all(w.is_completed() for w in works), [w.is_completed() for w in works]
 check("grouped all_reduce", x, torch.full((BIG,), world * (world + 1) / 2))
 check("grouped recv", got, torch.full((BIG,), float((rank - 1) % world + 1)))
 check("grouped all_reduce after the send", y, torch.full((BIG,), world * (world + 1) / 2))
+# The backend's own batch_isend_irecv (real torch_npu's ProcessGroupHCCL method, by group rank): one work
+# completes the whole batch.
+payload, got2 = torch.full((4,), rank + 0.5, device=dev), torch.empty(4, device=dev)
+work = hccl.batch_isend_irecv(["isend", "irecv"], [payload, got2], [(rank + 1) % world, (rank - 1) % world])
+work.wait()
+check("backend batch_isend_irecv", got2, torch.full((4,), (rank - 1) % world + 0.5))
+for bad_types, bad_tensors, bad_ranks, message in [(["send"], [got2], [0], "should be 'isend' or 'irecv'"),
+                                                    (["isend"], [got2, got2], [0], "one entry per operation")]:
+    try:
+        hccl.batch_isend_irecv(bad_types, bad_tensors, bad_ranks)
+        raise AssertionError("bad batch_isend_irecv accepted")
+    except RuntimeError as e:
+        assert message in str(e), e
 try:
     hccl._group_end()
     raise AssertionError("an unmatched _group_end was accepted")
