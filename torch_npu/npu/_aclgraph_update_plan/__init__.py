@@ -13,20 +13,5 @@ A source is ``{"kind": "input", "index": i}`` (the i-th new input),
 them), ``{"kind": "none"}`` or ``{"kind": "list", "items": [sources]}``.
 """
 
-from torch_npu.npu._aclgraph_update_plan.resolver import (
-    ACLGRAPH_UPDATE_PLAN_GLOBAL,
-    build_cpu_update_input_for_graph,
-    resolve_aclgraph_update_plan,
-    update_aclgraph_records_for_graph,
-    validate_aclgraph_update_plan,
-    validate_aclgraph_update_plan_for_graph,
-)
-
-__all__ = [
-    "ACLGRAPH_UPDATE_PLAN_GLOBAL",
-    "build_cpu_update_input_for_graph",
-    "resolve_aclgraph_update_plan",
-    "update_aclgraph_records_for_graph",
-    "validate_aclgraph_update_plan",
-    "validate_aclgraph_update_plan_for_graph",
-]
+from torch_npu.npu._aclgraph_update_plan.resolver import *  # noqa: F401,F403
+from torch_npu.npu._aclgraph_update_plan.resolver import __all__  # noqa: F401
