@@ -463,8 +463,12 @@ def test_npu_graph_modes_train_like_eager_and_replay(backend):
             assert close(out, want, 1e-5)
             for p, q in zip(model.parameters(), reference.parameters()):
                 assert close(p.grad, q.grad, 1e-4)
-        # Forward and backward each: warmed up, captured once, then replayed.
-        assert count.captures == 2 and count.replays == 8
+        # Forward and backward each: warmed up, captured, then replayed (every call after the warm-up
+        # replays). The backward's inputs that Inductor calls static are the forward's fresh outputs: the
+        # runner copies those whose address moved between the warm-up and the capture, and records again
+        # (once) when one that had kept its address by chance moves later, which the allocator's state
+        # left by earlier tests in the process decides.
+        assert count.replays == 8 and count.captures in (2, 3), (count.captures, count.replays)
         with torch.no_grad():
             kept = []
             for i in range(2):
