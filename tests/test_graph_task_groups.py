@@ -299,6 +299,10 @@ def test_a_replay_queued_before_a_late_update_waits_for_that_update():
     with torch.npu.graph(g, auto_dispatch_capture=True):
         out, _ = torch_npu.npu_fused_infer_attention_score(q, k, v, actual_seq_lengths_kv=[32], **kwargs)
     update_stream, opener = g.graph_dispatch_mode.update_stream, torch.npu.Stream()
+    # Pool streams are handed out round robin (as CUDA's): in a process that made many, torch.npu.Stream()
+    # may return the update stream itself, behind whose gate the opening record would then wait forever.
+    while opener == update_stream:
+        opener = torch.npu.Stream()
     for lengths in ([32], [5], [17]):
         gate = torch.npu.ExternalEvent()
         gate.wait(update_stream)  # holds the update until the replay is queued
