@@ -150,6 +150,8 @@ def test_output_layout_and_columns(tmp_path):
     assert sorted(k["Step Id"] for k in mm) == ["2", "3"]
     assert mm[0]["Input Shapes"] == "128,128;128,128" and mm[0]["Input Data Types"] == "FLOAT;FLOAT"
     assert float(mm[0]["Duration(us)"]) > 0
+    # Block Num: the kernel's thread team (tests/test_kernel_thread_teams.py): a 16K-element relu runs alone
+    assert {k["Block Num"] for k in kernels if k["Name"] == "relu"} == {"1"}
     stats = {r["OP Type"]: r for r in _rows(out / "op_statistic.csv")}
     assert list(next(iter(stats.values()))) == analysis.OP_STATISTIC_COLUMNS
     assert stats["mm"]["Count"] == "2"

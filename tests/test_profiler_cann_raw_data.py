@@ -60,6 +60,7 @@ def test_an_npu_profile_has_the_prof_folder_with_its_kernels_task_for_task(tmp_p
     for task, kernel in zip(tasks, kernels):
         assert (task["name"], task["streamId"], task["taskId"], task["taskType"]) == (
             kernel["Name"], int(kernel["Stream ID"]), int(kernel["Task ID"]), kernel["Accelerator Core"])
+        assert task["blockNum"] == int(kernel["Block Num"])
         # kernel_details.csv gives microseconds to 3 decimals from its own rounded start and end, so the
         # two durations may differ by 1 ns, plus the float error of the conversion.
         assert task["endNs"] - task["startNs"] == pytest.approx(float(kernel["Duration(us)"]) * 1000, abs=1.01)

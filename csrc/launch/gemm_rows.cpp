@@ -12,6 +12,7 @@
 #include <vnpu/helper_team.h>
 #include <vnpu/host_wait.h>
 #include <vnpu/intra_op_threads.h>
+#include <vnpu/trace.h>
 
 #include "csrc/launch/intra_op_thread_count.h"
 
@@ -72,7 +73,9 @@ bool run_asking_again(const at::Tensor& out, const Part& part) {
   if (rows < 2 * vnpu::kFirstRowsDivisor || !vnpu::rechecks_host(work, threads, max_threads)) return false;
   const int64_t first = rows / vnpu::kFirstRowsDivisor;
   part(0, first);
-  ScopedIntraOpThreads rest(kernel_intra_op_threads(work, max_threads), threads);
+  const int rest_threads = kernel_intra_op_threads(work, max_threads);
+  vnpu::set_running_task_block_dim(rest_threads);  // the profile's Block Num: the larger team
+  ScopedIntraOpThreads rest(rest_threads, threads);
   part(first, rows - first);
   return true;
 }

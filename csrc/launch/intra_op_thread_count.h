@@ -17,6 +17,11 @@ extern "C" __attribute__((weak)) int MKL_Set_Num_Threads_Local(int);
 
 namespace torch_npu {
 
+// The threads the intra-op rule chooses teams from: VNPU_HOST_CORES where
+// set (a simulated host of that many cores), else `process_threads`
+// (torch.get_num_threads()).
+int intra_op_max_threads(int process_threads);
+int calling_thread_intra_op_max_threads();  // with the calling thread's torch.get_num_threads()
 // Inside stage 2: the threads the process gave the stage before the
 // intra-op rule chose its count (torch.get_num_threads() on the launching
 // side); outside, omp_get_max_threads(). Defined in launch.cpp.

@@ -20,6 +20,7 @@
 #include <vnpu/host_wait.h>
 #include <vnpu/intra_op_threads.h>
 #include <vnpu/stream.h>
+#include <vnpu/trace.h>
 
 namespace torch_npu {
 namespace {
@@ -39,10 +40,16 @@ class IntraOpThreads {
   // parallel loop on a new stream worker and undo the count chosen here for
   // that one kernel, whose bits then followed the process's count
   // (Note [Deterministic team sizes]).
-  explicit IntraOpThreads(int64_t work, int max_threads = at::get_num_threads())
-      : saved_max_(std::exchange(t_stage_max_threads, max_threads)),
+  explicit IntraOpThreads(int64_t work, int process_threads = at::get_num_threads())
+      : saved_max_(std::exchange(t_stage_max_threads, intra_op_max_threads(process_threads))),
         saved_work_(std::exchange(t_stage_work, work)),
-        scope_(kernel_intra_op_threads(work, max_threads), max_threads) {}
+        scope_(reported(kernel_intra_op_threads(work, t_stage_max_threads)), process_threads) {}
+  // The team, as the profile's Block Num (vnpu/trace.h).
+  static int reported(int threads) {
+    vnpu::set_running_task_block_dim(threads);
+    return threads;
+  }
+
   ~IntraOpThreads() {
     t_stage_max_threads = saved_max_;
     t_stage_work = saved_work_;
@@ -81,6 +88,13 @@ int kernel_intra_op_threads(int64_t work, int max_threads) {
   // The rule and its reasons: runtime/include/vnpu/intra_op_threads.h.
   return vnpu::intra_op_threads(work, max_threads, host_blocked_for_intra_op_threads());
 }
+
+int intra_op_max_threads(int process_threads) {
+  static const int host_cores = vnpu::environment().host_cores;  // VNPU_HOST_CORES
+  return host_cores > 0 ? host_cores : process_threads;
+}
+
+int calling_thread_intra_op_max_threads() { return intra_op_max_threads(at::get_num_threads()); }
 
 int stage_max_threads() { return t_stage_max_threads > 0 ? t_stage_max_threads : omp_get_max_threads(); }
 int64_t stage_work() { return t_stage_work; }

@@ -145,6 +145,8 @@ class NpuActivitySession final : public libkineto::IActivityProfilerSession {
       activity.addMetadataQuoted("stream", std::to_string(stream_id));
       activity.addMetadataQuoted("device", std::to_string(record.device_index));
       if (record.failed) activity.addMetadataQuoted("failed", "true");
+      // The threads its body computed with (vnpu/trace.h), where CANN's profiles give a kernel's block dim.
+      if (record.block_dim > 0) activity.addMetadataQuoted("block num", std::to_string(record.block_dim));
       activity.log(logger);
     }
   }

@@ -138,6 +138,9 @@ PYBIND11_MODULE(_C, m) {
   // Note [Deterministic level 2] (csrc/launch/intra_op_thread_count.h)
   m.def("_npu_set_deterministic_level", &set_deterministic_level);
   m.def("_npu_get_deterministic_level", [] { return deterministic_level(); });
+  // The threads kernel teams are chosen from (VNPU_HOST_CORES or torch.get_num_threads()), for Inductor's
+  // npu settings (torch_npu/_inductor/retarget.py).
+  m.def("_intra_op_max_threads", [] { return calling_thread_intra_op_max_threads(); });
   m.def("_npu_get_soc_version", [] { return device_properties(resolve_device_index(-1)).soc_version; });
   m.def("_utilization", [](int64_t d) { return device_utilization(resolve_device_index(d)); });
   m.def("_mem_get_info", [](int64_t d) {

@@ -93,6 +93,12 @@ const std::vector<EnvironmentVariable>& environment_variables() {
        "0: run kernels synchronously on the caller; 1 or 2: asynchronous launch queue; anything "
        "else: \"TASK_QUEUE_ENABLE should be 0, 1 or 2\""},
       {"ASCEND_LAUNCH_BLOCKING", "0", "1: synchronous kernels, errors raised at the failing call"},
+      {"VNPU_HOST_CORES", "torch.get_num_threads()",
+       "the core count (1-1024) from which each kernel's thread team is chosen, as on a host of that many cores: "
+       "a kernel under 32768 elements runs on 1 thread, a larger one on cores - 1 beside a working host, one of "
+       "262144 elements or more on all of them while the host waits for the device (docs/architecture.md, "
+       "\"Intra-op threads in stage 2\"); for reproducing another machine's teams and testing the rule. Profiles show each "
+       "kernel's team as its `Block Num`"},
       {"TORCH_NPU_FALLBACK_CPU_DISABLE", "0",
        "1: ops without an npu kernel raise instead of falling back to the CPU"},
       {"TORCH_NPU_COMPACT_ERROR_OUTPUT", "0",
@@ -348,6 +354,16 @@ Environment parse_environment(const char* (*raw_lookup)(const char* name)) {
       env.launch_blocking = s == "1";
     } else {
       env.errors.push_back("ASCEND_LAUNCH_BLOCKING should be 0 or 1, but got " + quoted(v));
+    }
+  }
+
+  if (const char* v = lookup_nonempty(lookup, "VNPU_HOST_CORES")) {
+    std::uint64_t cores = 0;
+    if (parse_unsigned(v, &cores) && cores >= 1 && cores <= 1024) {
+      env.host_cores = static_cast<int>(cores);
+    } else {
+      env.errors.push_back("VNPU_HOST_CORES must be an integer between 1 and 1024 (the cores kernels' thread teams "
+                           "are chosen from), got " + quoted(v));
     }
   }
 

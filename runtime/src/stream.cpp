@@ -281,6 +281,7 @@ void Stream::run_task(Task& task, std::uint64_t seq) {
   // Later tasks run even after a failure (Note [Asynchronous errors]).
   const TraceHook hook = trace_hook();
   const std::int64_t start = hook != nullptr ? steady_now_ns() : 0;
+  if (hook != nullptr) reset_running_task_block_dim();
   bool failed = false;
   RunningTaskOf running(this);
   try {
@@ -298,6 +299,7 @@ void Stream::run_task(Task& task, std::uint64_t seq) {
     record.start_ns = start;
     record.end_ns = steady_now_ns();
     record.failed = failed;
+    record.block_dim = running_task_block_dim();
     hook(record);
   }
 }
@@ -513,6 +515,7 @@ struct Stream::CallerGate::State {
   std::condition_variable cv;
   bool reached = false;  // the worker is at the gate: all earlier work is done
   bool open = false;     // the caller is done: the worker may go on
+  int block_dim = 0;     // the threads the caller's work reported (trace.h), for the gate task's record
 };
 
 Stream::CallerGate::CallerGate(Stream& stream, const char* name)
@@ -522,6 +525,7 @@ Stream::CallerGate::CallerGate(Stream& stream, const char* name)
     state->reached = true;
     state->cv.notify_all();
     state->cv.wait(lock, [&] { return state->open; });
+    set_running_task_block_dim(state->block_dim);
   });
   // Wait for the worker to reach the gate; blocking, so let the adaptor
   // release the GIL meanwhile (no runtime lock is held here).
@@ -534,11 +538,17 @@ Stream::CallerGate::CallerGate(Stream& stream, const char* name)
   }
   previous_running_ = t_running;
   t_running = &stream;
+  previous_block_dim_ = running_task_block_dim();
+  reset_running_task_block_dim();
 }
 
 Stream::CallerGate::~CallerGate() {
   t_running = previous_running_;
+  const int block_dim = running_task_block_dim();
+  reset_running_task_block_dim();
+  set_running_task_block_dim(previous_block_dim_);
   std::lock_guard<std::mutex> lock(state_->mutex);
+  state_->block_dim = block_dim;
   state_->open = true;
   state_->cv.notify_all();
 }

@@ -11,6 +11,7 @@ namespace {
 
 std::atomic<TraceHook> g_trace_hook{nullptr};
 thread_local std::uint64_t t_correlation_id = 0;
+thread_local int t_block_dim = 0;
 
 }  // namespace
 
@@ -39,6 +40,10 @@ std::int32_t this_thread_system_id() {
   thread_local const auto id = static_cast<std::int32_t>(syscall(SYS_gettid));
   return id;
 }
+
+void set_running_task_block_dim(int threads) { t_block_dim = threads > t_block_dim ? threads : t_block_dim; }
+int running_task_block_dim() { return t_block_dim; }
+void reset_running_task_block_dim() { t_block_dim = 0; }
 
 void set_correlation_id(std::uint64_t id) { t_correlation_id = id; }
 std::uint64_t correlation_id() { return t_correlation_id; }

@@ -94,6 +94,16 @@ TEST(Environment, DeviceMemory) {
   }
 }
 
+TEST(Environment, HostCores) {
+  EXPECT_EQ(parse({}).host_cores, 0);  // unset: the process's threads
+  EXPECT_EQ(parse({{"VNPU_HOST_CORES", "16"}}).host_cores, 16);
+  for (const char* value : {"0", "-2", "1025", "many"}) {
+    const vnpu::Environment bad = parse({{"VNPU_HOST_CORES", value}});
+    ASSERT_EQ(bad.errors.size(), 1u) << value;
+    EXPECT_NE(bad.errors[0].find("VNPU_HOST_CORES must be an integer between 1 and 1024"), std::string::npos);
+  }
+}
+
 TEST(Environment, FlagsAndRawStrings) {
   const vnpu::Environment env = parse({
       {"TORCH_NPU_FALLBACK_CPU_DISABLE", "1"},

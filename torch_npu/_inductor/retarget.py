@@ -241,14 +241,17 @@ def _npu_cpp_config():
     """Inductor's C++ settings for npu graphs, as eager npu kernels run
     (Note [Device threads beside the host] in runtime/include/vnpu/intra_op_threads.h):
 
-    - ``cpp.threads``: one core fewer than the intra-op threads, left to the
+    - ``cpp.threads``: one core fewer than the intra-op threads (``VNPU_HOST_CORES``
+      where set, else ``torch.get_num_threads()``), left to the
       host thread that issues work meanwhile. (Eager kernels take every core
       while a host thread waits for the device; a compiled kernel's thread
       count is fixed when it is generated.)
     - ``cpp.min_chunk_size``: loops under _SERIAL_WORK_ELEMENTS run serially.
     """
     threads = torch._inductor.config.cpp.threads
-    threads = threads if threads > 0 else max(1, torch.get_num_threads() - 1)
+    if threads <= 0:
+        from torch_npu import _C  # VNPU_HOST_CORES, as eager kernels read it
+        threads = max(1, _C._intra_op_max_threads() - 1)
     min_chunk = max(torch._inductor.config.cpp.min_chunk_size, -(-_SERIAL_WORK_ELEMENTS // threads))
     return {"cpp.threads": threads, "cpp.min_chunk_size": min_chunk}
 

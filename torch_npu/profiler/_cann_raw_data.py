@@ -27,7 +27,7 @@ own, JSON lines whose times are unix-epoch nanoseconds (the trace's clock)::
     device_<id>/info.json.<id>              the device: id, chip name
     device_<id>/data/task_track.jsonl       each task the device ran, in time order: streamId, taskId (from 1
                                             in each stream), name, taskType (AI_CORE, DMA, HCCL), startNs,
-                                            endNs, connectionId
+                                            endNs, connectionId, blockNum (a kernel's threads)
 
 ``connectionId`` is the Kineto correlation of the launch: a task, its launch call and its op share it
 (the db's TASK, CANN_API and CONNECTION_IDS tables link through it). The records are the trace's
@@ -138,7 +138,8 @@ class CannRawData:
             connection = task.get("args", {}).get("External id")
             tasks.setdefault(device, []).append({
                 "streamId": stream, "taskId": task_id, "name": task["name"], "taskType": analysis.core_type(task),
-                "startNs": ns(task["ts"]), "endNs": ns(task["ts"] + task["dur"]), "connectionId": connection})
+                "startNs": ns(task["ts"]), "endNs": ns(task["ts"] + task["dur"]), "connectionId": connection,
+                "blockNum": analysis.block_num(task)})
             op = trace.launching_op(task)
             if op is not None and connection not in nodes:
                 shapes, dtypes, formats = analysis.op_inputs(op)

@@ -33,6 +33,10 @@ struct Environment {
   // --- launch queue -----------------------------------------------------
   int task_queue_enable = 1;     // TASK_QUEUE_ENABLE: 0 sync, 1 and 2 async
   bool launch_blocking = false;  // ASCEND_LAUNCH_BLOCKING=1: run kernels inline
+  // VNPU_HOST_CORES: the cores the intra-op rule (vnpu/intra_op_threads.h)
+  // gives kernels teams from, as on a host of that many cores; 0 (unset):
+  // the process's threads, torch.get_num_threads().
+  int host_cores = 0;
 
   // --- framework adaptor switches (consumed by csrc/) -------------------
   bool fallback_cpu_disable = false;   // TORCH_NPU_FALLBACK_CPU_DISABLE=1

@@ -193,6 +193,7 @@ class Stream {
     std::shared_ptr<State> state_;
     std::uint64_t seq_ = 0;
     Stream* previous_running_ = nullptr;
+    int previous_block_dim_ = 0;  // the caller's own task's, when it runs one
   };
 
   std::uint64_t run_inline(Task& task);

@@ -44,6 +44,9 @@ struct TaskRecord {
   std::int64_t start_ns = 0;  // steady clock
   std::int64_t end_ns = 0;
   bool failed = false;
+  // The threads the task's body computed with, as it reported them
+  // (set_running_task_block_dim); 0 when it reported none (copies, markers).
+  int block_dim = 0;
 };
 
 using TraceHook = void (*)(const TaskRecord& record);
@@ -57,6 +60,17 @@ std::int64_t steady_now_ns();
 
 // The calling thread's system thread id (gettid), as profilers name threads.
 std::int32_t this_thread_system_id();
+
+// Reported by a running task's body: the threads it computes with (a
+// kernel's intra-op team, which the adaptor chooses: vnpu/intra_op_threads.h).
+// Profiles show it where CANN's show a kernel's block dim, the AI cores it
+// ran on. A thread-local store: cheap enough to call whether or not a trace
+// hook is installed; a body that reports twice (a GEMM that asks for more
+// threads after its first rows) leaves the larger count.
+void set_running_task_block_dim(int threads);
+// What the running task's body reported so far (0: nothing); for run_task.
+int running_task_block_dim();
+void reset_running_task_block_dim();
 
 // The correlation id given to tasks the calling thread enqueues (0: none).
 void set_correlation_id(std::uint64_t id);

@@ -122,6 +122,12 @@ def core_type(task):
     return "AI_CORE"
 
 
+def block_num(task):
+    """A kernel's Block Num: the threads its stage 2 computed with (its intra-op team, VNPU_HOST_CORES in
+    the README), where CANN counts the AI cores a kernel ran on; 0 for tasks that report none."""
+    return int(task.get("args", {}).get("block num", 0) or 0)
+
+
 def op_type(trace, task):
     op = trace.launching_op(task)
     name = op["name"] if op is not None else task["name"]
@@ -167,8 +173,8 @@ def kernel_details(trace):
         cost = trace.estimate(task)
         rows.append([step if step is not None else "", device, MODEL_ID, task_id, stream,
                      task["name"], op_type(trace, task), "dynamic", core_type(task),
-                     _us(trace.base_us + task["ts"]), _us(task["dur"]), _us(wait), 0, 0, "NO", shapes, dtypes,
-                     formats, "N/A", "N/A", "N/A", _us(cost.seconds * 1e6) if cost else "",
+                     _us(trace.base_us + task["ts"]), _us(task["dur"]), _us(wait), block_num(task), 0, "NO", shapes,
+                     dtypes, formats, "N/A", "N/A", "N/A", _us(cost.seconds * 1e6) if cost else "",
                      cost.bound if cost else ""])
     if not trace.steps:
         columns = KERNEL_COLUMNS[1:]

@@ -51,7 +51,7 @@ def _summaries(records):
             duration = task["endNs"] - task["startNs"]
             op_rows.append([device, MODEL_ID, task["taskId"], stream, task["name"],
                             node["opType"], "dynamic", task["taskType"], _us(task["startNs"]),
-                            _us(duration), _us(wait), 0, 0, "NO", node.get("inputShapes", ""),
+                            _us(duration), _us(wait), task.get("blockNum", 0), 0, "NO", node.get("inputShapes", ""),
                             node.get("inputDataTypes", ""), node.get("inputFormats", ""), "N/A", "N/A", "N/A",
                             "N/A"])
             time_rows.append([device, task["name"], task["taskType"], stream, task["taskId"], _us(duration),
