@@ -307,6 +307,49 @@ def export(repo, rev, work):
         tar.extractall(work)
 
 
+# Files of real torch_npu's git submodules that its tests read (git archive
+# leaves submodules out): test/npu/test_public_bindings.py adds op-plugin's and
+# torchair's allowlists of public names to its own. Each comes from that
+# submodule's mirror (what `fetch` made under /work/.mirror) at the commit the
+# snapshot pins. A mirror that lacks the pinned commit gives its newest commit
+# not after the snapshot's, and the runner says so; no mirror, no file (the
+# test then warns and runs with its own allowlist only).
+SUBMODULE_FILES = (
+    ("third_party/op-plugin", "/work/.mirror/Ascend+op-plugin/repo", "test/allowlist_for_publicAPI.json"),
+    ("third_party/torchair/torchair", "/work/.mirror/Ascend+torchair/repo", "tests/st/allowlist_for_publicAPI.json"),
+)
+
+
+def export_submodule_files(repo, rev, work):
+    """Writes SUBMODULE_FILES into the work directory; returns where each came from."""
+    git_dir = repo if os.path.isdir(os.path.join(repo, "objects")) else os.path.join(repo, ".git")
+    provenance = {}
+    for submodule, mirror, path in SUBMODULE_FILES:
+        target = os.path.join(work, submodule, path)
+        pinned = subprocess.run(["git", "--git-dir", git_dir, "rev-parse", f"{rev}:{submodule}"],
+                                capture_output=True, text=True).stdout.strip()
+        if not pinned or not os.path.isdir(mirror):
+            provenance[submodule] = f"not exported: {'no mirror at ' + mirror if pinned else 'not a submodule here'}"
+            continue
+        commit, note = pinned, "the pinned commit"
+        if subprocess.run(["git", "--git-dir", mirror, "cat-file", "-e", pinned + "^{commit}"],
+                          capture_output=True).returncode != 0:
+            snapshot_date = subprocess.run(["git", "--git-dir", git_dir, "log", "-1", "--format=%cI", rev],
+                                           capture_output=True, text=True).stdout.strip()
+            commit = subprocess.run(["git", "--git-dir", mirror, "rev-list", "-1", f"--before={snapshot_date}",
+                                     "HEAD"], capture_output=True, text=True).stdout.strip()
+            note = f"the mirror lacks the pinned commit {pinned}: its newest commit before the snapshot's"
+        data = subprocess.run(["git", "--git-dir", mirror, "show", f"{commit}:{path}"], capture_output=True).stdout
+        if not commit or not data:
+            provenance[submodule] = f"not exported: {path} not at {commit or 'any commit'} of {mirror}"
+            continue
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "wb") as f:
+            f.write(data)
+        provenance[submodule] = f"{path} at {commit} ({note})"
+    return provenance
+
+
 def provide_cann_libraries(work):
     """Puts vNPU's ACL runtime where the tests link CANN's: test/allocator and
     test/npu link -lascendcl from third_party/acl/libs, which on a machine
@@ -561,6 +604,9 @@ def main():
         export(args.repo, args.rev, work)
         render_testing_utils(work)
     provide_cann_libraries(work)
+    submodule_files = export_submodule_files(args.repo, args.rev, work)
+    for submodule, source in submodule_files.items():
+        print(f"{submodule}: {source}")
     overlay = os.path.join(work, "_vnpu_overlay")
     os.makedirs(overlay, exist_ok=True)
     with open(os.path.join(overlay, "sitecustomize.py"), "w") as f:
@@ -586,7 +632,7 @@ def main():
         env["DISABLED_TESTS_FILE"] = os.path.join(work, "test", "unsupported_test_cases",
                                                   ".pytorch-disabled-tests.json")
 
-    results = {"build": {}, "files": {}}
+    results = {"build": {}, "submodule_files": submodule_files, "files": {}}
     if args.build_cpp_extensions:
         results["build"] = build_cpp_extensions(work, env, timeout=1800)
         for name, result in results["build"].items():

@@ -203,5 +203,11 @@ elif _transfer != "0":
 
 _dynamo_setup.add_dynamo_methods()  # last: with Dynamo imported already, its setup runs now
 
-__all__ = ["npu", "get_soc_version", "npu_format_cast", "npu_format_cast_", "get_npu_format", "erase_stream",
-           "matmul_checksum", "HiFloat8Tensor", *_fused_ops]
+# Real torch_npu's __all__: its three Python names, then the operators its
+# op-plugin marks exposed (torch_npu.utils.exposed_api). Every other fused op
+# (and npu_format_cast, get_npu_format, ...) is an attribute all the same, and
+# reports a module (torch._ops.npu) that says it is not listed here.
+from torch_npu.utils.exposed_api import public_npu_functions as _public_npu_functions  # noqa: E402
+
+__all__ = ["HiFloat8Tensor", "erase_stream", "matmul_checksum",
+           *sorted(set(_fused_ops) & set(_public_npu_functions))]

@@ -38,7 +38,7 @@ def register():
     torch.nn.parameter.UninitializedTensorMixin._allowed_methods.append(torch.Tensor.npu)
     _install_backends_module()
     from torch_npu.npu import comm
-    comm.install()  # nn.DataParallel's torch._C._scatter, _broadcast_coalesced, ...
+    comm._install()  # nn.DataParallel's torch._C._scatter, _broadcast_coalesced, ...
 
 
 def _install_backends_module():

@@ -13,6 +13,9 @@ import torch
 import torch.distributed as dist
 from torch.distributed.distributed_c10d import GroupMember, _get_default_group, _rank_not_in_group, _warn_not_in_group
 
+# Real torch_npu's __all__ (the uneven collectives are torch_npu.distributed's).
+__all__ = ["is_hccl_available", "reinit_process_group"]
+
 
 def is_hccl_available():
     return "hccl" in dist.Backend.backend_list

@@ -72,8 +72,8 @@ from torch_npu.npu.check_mode import check_mode_report, get_check_mode, set_chec
 from torch_npu.npu import amp, utils  # noqa: F401
 from torch_npu.npu import aclnn, config  # noqa: F401
 from torch_npu.npu.backend_config import CubeMathType, conv, matmul  # noqa: F401
-from torch_npu.npu.legacy_types import *  # noqa: F401,F403
-from torch_npu.npu.legacy_storages import *  # noqa: F401,F403
+from torch_npu.npu._legacy_types import *  # noqa: F401,F403
+from torch_npu.npu._legacy_storages import *  # noqa: F401,F403
 from torch_npu.npu.streams import ExternalStream  # noqa: F401
 from torch_npu.npu.streams import _launch_host_func, _subscribe_report, _unsubscribe_report  # noqa: F401
 from torch_npu.npu.graphs import (  # noqa: F401

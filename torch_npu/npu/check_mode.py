@@ -27,7 +27,7 @@ from torch_npu import _C
 from torch_npu.npu.device import _is_pre_910b
 from torch_npu.npu.options import get_option
 
-__all__ = ["check_mode_report", "get_check_mode", "set_check_mode"]
+__all__ = ["check_mode_report", "get_check_mode", "set_check_mode", "native_on_chip"]
 
 _DATA = pathlib.Path(__file__).resolve().parent.parent / "tools" / "data"
 _FLOATS_A2 = "DT_FLOAT,DT_FLOAT16,DT_BFLOAT16"

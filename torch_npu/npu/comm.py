@@ -141,7 +141,7 @@ def _moved(t, target):
     return t.to(target, non_blocking=target.type != "cpu")
 
 
-def install():
+def _install():
     """Publishes these as torch._C._broadcast, ... where torch lacks them (CPU builds)."""
     for name, fn in (("_broadcast", broadcast), ("_broadcast_out", broadcast_out),
                      ("_broadcast_coalesced", broadcast_coalesced), ("_scatter", scatter),

@@ -11,7 +11,7 @@ import sys
 import torch
 
 from torch_npu import _C
-from torch_npu.npu.device import _index, _lazy_init, device_count, is_initialized
+from torch_npu.npu.device import _index, _lazy_init, device_count as _device_count, is_initialized as _is_initialized
 
 
 def _device(device) -> int:
@@ -146,9 +146,9 @@ def memory_snapshot(mempool_id=None) -> list:
         pool_id = tuple(mempool_id)
         device = _C._npu_mempool_device(pool_id)
         return [s for s in _C._memory_snapshot(device) if tuple(s["segment_pool_id"]) == pool_id]
-    if not is_initialized():
+    if not _is_initialized():
         return []
-    return [segment for d in range(device_count()) for segment in _C._memory_snapshot(d)]
+    return [segment for d in range(_device_count()) for segment in _C._memory_snapshot(d)]
 
 
 _HISTORY_ENABLED = (None, "state", "all")
@@ -188,7 +188,7 @@ def _snapshot(device=None) -> dict:
     """torch.cuda.memory._snapshot(): every segment of every device (each
     block with the stack that allocated it, when recorded) and each device's
     trace of allocator events (see _record_memory_history)."""
-    traces = [_C._npu_memory_trace(d) for d in range(device_count())] if is_initialized() else []
+    traces = [_C._npu_memory_trace(d) for d in range(_device_count())] if _is_initialized() else []
     return {"segments": memory_snapshot(), "device_traces": traces}
 
 

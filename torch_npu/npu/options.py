@@ -11,7 +11,7 @@ import warnings
 import torch
 
 from torch_npu import _C
-from torch_npu.utils._error_code import ErrCode, pta_error
+from torch_npu.utils._error_code import ErrCode as _ErrCode, pta_error as _pta_error
 
 # Allowed values per option; None means any string.
 _OPTIONS = {
@@ -41,21 +41,21 @@ def _check(key, value):
     # torch_npu's checks and messages (its npu_config.set_option, and the C++
     # option table for unknown names).
     if not isinstance(key, str):
-        raise TypeError(f"npu option name must be a str, but got {type(key).__name__}" + pta_error(ErrCode.PARAM))
+        raise TypeError(f"npu option name must be a str, but got {type(key).__name__}" + _pta_error(_ErrCode.PARAM))
     if key not in _OPTIONS:
-        raise RuntimeError(f"invalid npu option name:{key}" + pta_error(ErrCode.PARAM))
+        raise RuntimeError(f"invalid npu option name:{key}" + _pta_error(_ErrCode.PARAM))
     allowed = _OPTIONS[key]
     if key == "ACL_AICORE_NUM":
         if not (str(value).isdigit() and 1 <= int(value) <= 32):
             raise ValueError(f"value of {key} should be an integer from 1 to 32 but got {value}" +
-                             pta_error(ErrCode.PARAM))
+                             _pta_error(_ErrCode.PARAM))
         return
     if allowed is None:
         if not isinstance(value, str):
-            raise ValueError(f"value of {key} should be a str but got {value!r}" + pta_error(ErrCode.PARAM))
+            raise ValueError(f"value of {key} should be a str but got {value!r}" + _pta_error(_ErrCode.PARAM))
         return
     if value not in allowed:
-        raise ValueError(f"value of {key} should be in {list(allowed)} but got {value}" + pta_error(ErrCode.PARAM))
+        raise ValueError(f"value of {key} should be in {list(allowed)} but got {value}" + _pta_error(_ErrCode.PARAM))
 
 
 def set_option(option, value=None):
@@ -64,7 +64,7 @@ def set_option(option, value=None):
     if isinstance(option, str) and value is not None:
         option = {option: value}
     if not isinstance(option, dict):
-        raise TypeError("npu option must be a dict." + pta_error(ErrCode.PARAM))
+        raise TypeError("npu option must be a dict." + _pta_error(_ErrCode.PARAM))
     for key, val in option.items():
         _check(key, val)
     for key, val in option.items():

@@ -5,6 +5,10 @@ import torch
 from torch_npu import _C
 from torch_npu.npu.device import _index, _lazy_init, device_count
 
+# Real torch_npu's: the names this module defines (device_count is the device module's).
+__all__ = ["get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all", "manual_seed",
+           "manual_seed_all", "seed", "seed_all", "initial_seed"]
+
 
 def _generator(device=None) -> torch.Generator:
     _lazy_init()

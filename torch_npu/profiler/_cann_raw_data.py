@@ -63,7 +63,7 @@ _job_numbers = itertools.count(1)  # msprof numbers the collections of a process
 
 
 def _write(path, text):
-    analysis.write_atomically(path, text, _FILE_MODE)
+    analysis._write_atomically(path, text, _FILE_MODE)
 
 
 def _json_lines(records):

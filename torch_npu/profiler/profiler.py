@@ -42,8 +42,9 @@ from torch_npu.profiler.analysis.prof_common_func._constant import Constant, pri
 from torch_npu.profiler.profiler_interface import _ProfInterface, supported_activities
 from torch_npu.profiler.scheduler import ProfilerAction, Schedule as schedule  # torch_npu's names
 
-__all__ = ["ProfilerActivity", "ProfilerAction", "analyse", "profile", "schedule", "supported_activities",
-           "tensorboard_trace_handler"]
+# Real torch_npu's: ProfilerActivity, ProfilerAction and schedule are here by
+# name, torch_npu.profiler's to list.
+__all__ = ["supported_activities", "analyse", "tensorboard_trace_handler", "profile"]
 
 
 # torch.profiler's own sessions claim too, so that mixing it with torch_npu.profiler
@@ -228,7 +229,7 @@ def _write_torch_profile(prof, folder):
     tmp = raw.with_name(raw.name + ".tmp")
     torch.profiler.profiler._KinetoProfile.export_chrome_trace(prof, str(tmp))
     os.replace(tmp, raw)
-    analysis.write_atomically(folder / "profiler_info.json", json.dumps({"config": {}}, indent=1))
+    analysis._write_atomically(folder / "profiler_info.json", json.dumps({"config": {}}, indent=1))
 
 
 def tensorboard_trace_handler(dir_name=None, worker_name=None, analyse_flag=True, async_mode=False):

@@ -14,7 +14,7 @@ import copy
 import dataclasses
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils import _pytree as pytree
 
 from torch_npu import _C
 from torch_npu.npu.device import _is_pre_910b
@@ -65,7 +65,7 @@ class CompatibilityReport:
 
 def _max_diff(a, b):
     worst = 0.0
-    for x, y in zip(tree_flatten(a)[0], tree_flatten(b)[0]):
+    for x, y in zip(pytree.tree_flatten(a)[0], pytree.tree_flatten(b)[0]):
         if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and x.is_floating_point():
             worst = max(worst, (x.detach().cpu().double() - y.detach().double()).abs().max().item()
                         if x.numel() else 0.0)
@@ -73,7 +73,7 @@ def _max_diff(a, b):
 
 
 def _backward(outputs):
-    tensors = [o for o in tree_flatten(outputs)[0] if isinstance(o, torch.Tensor) and o.requires_grad]
+    tensors = [o for o in pytree.tree_flatten(outputs)[0] if isinstance(o, torch.Tensor) and o.requires_grad]
     if tensors:
         sum(t.float().sum() for t in tensors).backward()
     return bool(tensors)
@@ -99,10 +99,10 @@ class _OpLog(torch.utils._python_dispatch.TorchDispatchMode):
         entry = self.ops.setdefault(name, {"calls": 0, "dtypes": set(), "native": native_on_chip(func.name()),
                                            "risk": ""})
         entry["calls"] += 1
-        for t in tree_flatten((args, kwargs))[0]:
+        for t in pytree.tree_flatten((args, kwargs))[0]:
             if isinstance(t, torch.Tensor):
                 entry["dtypes"].add(str(t.dtype).replace("torch.", ""))
-        for t in tree_flatten(out)[0]:
+        for t in pytree.tree_flatten(out)[0]:
             if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel() and t.device.type != "meta":
                 biggest = t.detach().abs().max().item()
                 low = t.dtype == torch.float16 or (t.dtype == torch.float32 and _is_pre_910b(self.chip))
@@ -125,14 +125,14 @@ def check_model(model, example_inputs, device="npu", backward=True, strict=False
     for name, tensor in list(model.named_parameters()) + list(model.named_buffers()):
         if tensor.dtype in _WEAK_DTYPES:
             report.dtype_issues.append(f"{name}: {_WEAK_DTYPES[tensor.dtype]}")
-    for i, t in enumerate(tree_flatten(example_inputs)[0]):
+    for i, t in enumerate(pytree.tree_flatten(example_inputs)[0]):
         if isinstance(t, torch.Tensor) and t.dtype in _WEAK_DTYPES:
             report.dtype_issues.append(f"input {i}: {_WEAK_DTYPES[t.dtype]}")
 
     cpu_model = copy.deepcopy(model).cpu()
     npu_model = copy.deepcopy(model).to(device)
-    cpu_inputs = tree_map(lambda t: t.cpu() if isinstance(t, torch.Tensor) else t, example_inputs)
-    npu_inputs = tree_map(lambda t: t.to(device) if isinstance(t, torch.Tensor) else t, example_inputs)
+    cpu_inputs = pytree.tree_map(lambda t: t.cpu() if isinstance(t, torch.Tensor) else t, example_inputs)
+    npu_inputs = pytree.tree_map(lambda t: t.to(device) if isinstance(t, torch.Tensor) else t, example_inputs)
 
     strict = strict or chip is not None
     before_fallback = _C._fallback_counts()
@@ -167,7 +167,7 @@ def check_model(model, example_inputs, device="npu", backward=True, strict=False
             report.ops = log.ops
             check_mode.set_check_mode(was_on)
     report.compatible = True
-    first = tree_flatten(npu_out)[0]
+    first = pytree.tree_flatten(npu_out)[0]
     report.output_shape = tuple(first[0].shape) if first and isinstance(first[0], torch.Tensor) else ()
 
     cpu_out = cpu_model(*cpu_inputs)

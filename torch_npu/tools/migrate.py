@@ -48,7 +48,8 @@ import sys
 import tokenize
 from dataclasses import asdict, dataclass, field
 
-__all__ = ["Change", "Finding", "MigrationReport", "ModelMigrator", "main", "migrate_path", "migrate_source"]
+__all__ = ["Change", "Finding", "MigrationReport", "ModelMigrator", "main", "migrate_path", "migrate_source",
+           "write_report"]
 
 _DEVICE = re.compile(r"^cuda(:\d+)?$")
 _BACKEND_CALLS = {"init_process_group", "new_group", "new_subgroups", "init_device_mesh", "Backend"}

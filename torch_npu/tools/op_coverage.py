@@ -23,7 +23,7 @@ import time
 import warnings
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils import _pytree as pytree
 
 import torch_npu
 from torch_npu import _C
@@ -55,10 +55,10 @@ def _to(device):
 
 
 def _compare(actual, expected, dtype, random):
-    actual = tree_map(_to("cpu"), actual)
+    actual = pytree.tree_map(_to("cpu"), actual)
     if random:
-        a, _ = tree_flatten(actual)
-        e, _ = tree_flatten(expected)
+        a, _ = pytree.tree_flatten(actual)
+        e, _ = pytree.tree_flatten(expected)
         for x, y in zip(a, e):
             if isinstance(y, torch.Tensor) and (x.shape != y.shape or x.dtype != y.dtype):
                 raise AssertionError(f"shape/dtype differ: {tuple(x.shape)} {x.dtype} vs {tuple(y.shape)} {y.dtype}")
@@ -73,8 +73,8 @@ def _grads(op, sample, device):
     sample = sample.transform(lambda x: x.detach().to(device).requires_grad_(x.requires_grad)
                               if isinstance(x, torch.Tensor) else x)
     out = op(sample.input, *sample.args, **sample.kwargs)
-    outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor) and o.requires_grad]
-    inputs = [t for t in tree_flatten((sample.input, sample.args, sample.kwargs))[0]
+    outs = [o for o in pytree.tree_flatten(out)[0] if isinstance(o, torch.Tensor) and o.requires_grad]
+    inputs = [t for t in pytree.tree_flatten((sample.input, sample.args, sample.kwargs))[0]
               if isinstance(t, torch.Tensor) and t.requires_grad]
     if not outs or not inputs:
         return None

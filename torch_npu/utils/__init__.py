@@ -22,9 +22,14 @@ from torch_npu.utils.affinity import _set_thread_affinity as set_thread_affinity
 from torch_npu.npu.utils import get_cann_version  # noqa: F401  (real torch_npu re-exports it here)
 from torch_npu.utils._asd_detector import register_asd_hook, set_asd_loss_scale  # noqa: F401
 
-__all__ = ["save_async", "set_thread_affinity", "reset_thread_affinity", "get_cann_version", "npu_combine_tensors",
-           "get_part_combined_tensor", "is_combined_tensor_valid",
-           "register_asd_hook", "set_asd_loss_scale", "print_error_log", "print_warn_log", "print_info_log"]
+# Real torch_npu's __all__: the log and silent-check helpers above are here by
+# name but not listed (their module says so).
+__all__ = ["npu_combine_tensors", "get_part_combined_tensor", "is_combined_tensor_valid", "FlopsCounter",
+           "set_thread_affinity", "reset_thread_affinity", "save_async", "get_cann_version"]
+
+from torch_npu._public_names import report_public_module  # noqa: E402
+
+report_public_module(__name__)  # save_async
 
 _LAZY_SUBMODULES = ("collect_env", "flops_count", "cpp_extension")
 

@@ -31,7 +31,7 @@ except (ImportError, NameError, AttributeError, OSError):
     torch_npu = None
     TORCH_NPU_AVAILABLE = False
 
-__all__ = []
+# No __all__, as real torch_npu's: every public name here is this module's own.
 
 SystemEnv = collections.namedtuple("SystemEnv", [
     "torch_version", "torch_npu_version", "is_debug_build", "gcc_version", "clang_version", "cmake_version",

@@ -9,6 +9,10 @@ from torch_npu.utils._save_async import save_async
 
 __all__ = ["load", "save_async"]
 
+from torch_npu._public_names import report_public_module  # noqa: E402
+
+report_public_module(__name__)
+
 
 def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None, **pickle_load_args):
     """torch.load (npu tensors come back on npu, or where map_location says)."""

@@ -17,7 +17,7 @@ from .multihead_attention import MultiheadAttention
 from .fusedcolorjitter import FusedColorJitter
 from .drop_path import NpuDropPath
 from .focus import Focus
-from .batchnorm_with_int32_count import FastBatchNorm1d, FastBatchNorm2d, FastBatchNorm3d, FastSyncBatchNorm
+from ._batchnorm_with_int32_count import FastBatchNorm1d, FastBatchNorm2d, FastBatchNorm3d, FastSyncBatchNorm
 from .linear_a8w8_quant import LinearA8W8Quant
 from .linear_quant import LinearQuant
 from .linear_weight_quant import LinearWeightQuant
@@ -27,7 +27,6 @@ from .npu_modules import DropoutWithByteMask
 __all__ = [
     "ChannelShuffle", "Prefetcher", "LabelSmoothingCrossEntropy", "ROIAlign", "DCNv2",
     "ModulatedDeformConv", "Mish", "BiLSTM", "PSROIPool", "SiLU", "Swish", "NpuFairseqDropout",
-    "NpuCachedDropout", "NpuPreGenDropout", "MultiheadAttention", "FusedColorJitter", "NpuDropPath", "Focus",
-    "FastBatchNorm1d", "FastBatchNorm2d", "FastBatchNorm3d", "FastSyncBatchNorm",
+    "NpuCachedDropout", "MultiheadAttention", "FusedColorJitter", "NpuDropPath", "Focus",
     "LinearA8W8Quant", "LinearQuant", "LinearWeightQuant", "QuantConv2d", "DropoutWithByteMask",
 ]

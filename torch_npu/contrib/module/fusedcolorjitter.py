@@ -33,7 +33,7 @@ _YIQ_TO_RGB = np.linalg.inv(_RGB_TO_YIQ)
 _MID_GREY = 127.5
 
 
-def hue_saturation_matrix(hue, saturation):
+def _hue_saturation_matrix(hue, saturation):
     """The 3x3 matrix M with rgb_row @ M = the hue-rotated, saturation-scaled colour."""
     theta = hue * 2 * math.pi
     chroma = saturation * np.array([[math.cos(theta), -math.sin(theta)],
@@ -88,7 +88,7 @@ class FusedColorJitter(torch.nn.Module):
         contrast = self._draw(self.contrast, 1.0)
         saturation = self._draw(self.saturation, 1.0)
         hue = self._draw(self.hue, 0.0)
-        matrix = hue_saturation_matrix(hue, saturation) * (brightness * contrast)
+        matrix = _hue_saturation_matrix(hue, saturation) * (brightness * contrast)
         return matrix, np.float32((1. - contrast) * brightness * _MID_GREY)
 
     def forward(self, img):

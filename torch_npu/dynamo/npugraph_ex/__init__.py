@@ -19,7 +19,7 @@ __all__ = ["CompilerConfig", "get_npu_backend", "compile_fx"]
 _OPTIONS = {"clone_input": bool}
 
 
-def check_options(options):
+def _check_options(options):
     if options is not None and not isinstance(options, dict):
         raise TypeError(f"npugraph_ex: options should be a dict, got {type(options).__name__}")
     for name, value in (options or {}).items():
@@ -40,7 +40,7 @@ def get_npu_backend(*, compiler_config=None, custom_decompositions=None):
     backend = torchair_backend(compiler_config=compiler_config, custom_decompositions=custom_decompositions)
 
     def npugraph_ex_backend(gm, example_inputs, options=None, **kwargs):
-        check_options(options)
+        _check_options(options)
         return backend(gm, example_inputs, **kwargs)
 
     return npugraph_ex_backend
@@ -54,7 +54,7 @@ def compile_fx(gm, example_inputs=None, options=None):
     from torch_npu._inductor.npugraph_runner import npugraph_inner_compile
     from torch_npu.npu.npugraph_ex import _patterns
 
-    check_options(options)
+    _check_options(options)
     if example_inputs is None:
         raise ValueError("npugraph_ex.compile_fx: example_inputs are needed to compile the graph")
     with _patterns.applied(("npugraph_ex",)):

@@ -25,7 +25,7 @@ __all__ = ["npu_stream_switch", "npu_wait_tensor", "super_kernel", "limit_core_n
 _LIBRARIES = []
 
 
-def define_scope_ops(namespace):
+def _define_scope_ops(namespace):
     """``torch.ops.<namespace>.scope_enter`` / ``scope_exit``, defined once."""
     ops = getattr(torch.ops, namespace)
     if hasattr(ops, "scope_enter"):
@@ -50,7 +50,7 @@ def define_scope_ops(namespace):
 
 
 # Defined when this module loads, not when a scope is made inside traced code.
-_SCOPE_OPS = {namespace: define_scope_ops(namespace) for namespace in ("air", "npugraph_ex")}
+_SCOPE_OPS = {namespace: _define_scope_ops(namespace) for namespace in ("air", "npugraph_ex")}
 
 
 class _Scope:

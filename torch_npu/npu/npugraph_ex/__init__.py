@@ -16,6 +16,10 @@ from torch_npu.npu.npugraph_ex._patterns import register_replacement
 
 __all__ = ["compile_fx", "register_replacement"]
 
+from torch_npu._public_names import report_public_module  # noqa: E402
+
+report_public_module(__name__)  # register_replacement
+
 
 def compile_fx(gm, example_inputs=None, options=None):
     """Compiles an ATen-level FX graph (AOTAutograd's forward or backward) with

@@ -14,10 +14,10 @@ import json
 import os
 import pathlib
 import struct
-from collections import defaultdict
+from collections import defaultdict as _defaultdict
 
-from torch_npu.profiler.analysis.prof_common_func._file_manager import write_atomically  # noqa: F401  (re-exported)
-from torch_npu.profiler.analysis.prof_common_func._path_manager import ProfilerPathManager
+from torch_npu.profiler.analysis.prof_common_func._file_manager import write_atomically as _write_atomically
+from torch_npu.profiler.analysis.prof_common_func._path_manager import ProfilerPathManager as _ProfilerPathManager
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 RAW_TRACE = os.path.join("FRAMEWORK", "torch.trace.json")
@@ -153,7 +153,7 @@ def numbered_tasks(trace):
     """Each device task, in time order, as (task, device, stream, task id): the Task ID counts the
     tasks of each device's stream from 1, as kernel_details.csv, task_time.csv, the CANN raw data
     and the db's TASK table number them."""
-    numbered, counts = [], defaultdict(int)
+    numbered, counts = [], _defaultdict(int)
     for task in trace.tasks:
         args = task.get("args", {})
         stream = int(args.get("stream", task.get("tid", 0)) or 0)
@@ -199,7 +199,7 @@ def task_time(trace):
 
 
 def op_statistic(trace):
-    groups, estimates = defaultdict(list), defaultdict(list)
+    groups, estimates = _defaultdict(list), _defaultdict(list)
     for task in trace.tasks:
         key = (op_type(trace, task), core_type(task))
         groups[key].append(task["dur"])
@@ -216,8 +216,8 @@ def op_statistic(trace):
 
 def _children(ops):
     """Direct children of each op: ops on the same thread nested in its span."""
-    children = defaultdict(list)
-    by_thread = defaultdict(list)
+    children = _defaultdict(list)
+    by_thread = _defaultdict(list)
     for op in ops:
         by_thread[(op.get("pid"), op.get("tid"))].append(op)
     for thread_ops in by_thread.values():
@@ -233,7 +233,7 @@ def _children(ops):
 
 
 def operator_details(trace):
-    device_self = defaultdict(float)
+    device_self = _defaultdict(float)
     for task in trace.tasks:
         op = trace.launching_op(task)
         if op is not None:
@@ -286,7 +286,7 @@ def _intersection(a, b):
 
 
 def step_trace_time(trace):
-    by_step = defaultdict(list)
+    by_step = _defaultdict(list)
     for task in trace.tasks:
         step = trace.task_step(task) if trace.steps else ""
         if step is None:
@@ -318,7 +318,7 @@ def _innermost_ops(ops, events):
     """For each event (by id), the innermost op of its thread whose span holds
     it: one sweep per thread over ops and events in time order, keeping the
     stack of open ops (ops on a thread nest)."""
-    ops_by_thread, events_by_thread = defaultdict(list), defaultdict(list)
+    ops_by_thread, events_by_thread = _defaultdict(list), _defaultdict(list)
     for op in ops:
         ops_by_thread[op.get("tid")].append(op)
     for event in events:
@@ -389,7 +389,7 @@ def memory_files(trace):
 def collectives(trace):
     """The collectives (the hccl tasks) as (task, step key, op name): the step key is "step<N>"
     ("step" outside steps), the name hcom_<op>__<n>, n counting that op in its step from 1."""
-    named, counts = [], defaultdict(int)
+    named, counts = [], _defaultdict(int)
     for task in trace.tasks:
         if not is_communication(task):
             continue
@@ -402,7 +402,7 @@ def collectives(trace):
 
 
 def communication(trace):
-    steps = defaultdict(dict)
+    steps = _defaultdict(dict)
     for task, key, name in collectives(trace):
         elapse_ms = task["dur"] / 1000.0
         steps[key].setdefault("collective", {})[name] = {
@@ -473,7 +473,7 @@ class Profile:
     def __init__(self, folder):
         self.folder = pathlib.Path(folder)
         self.raw = read_trace(self.folder / RAW_TRACE)
-        info_file = ProfilerPathManager.get_info_file_path(str(self.folder))
+        info_file = _ProfilerPathManager.get_info_file_path(str(self.folder))
         self.info = json.loads(pathlib.Path(info_file).read_text()) if info_file else {}
         self.trace = Trace(self.raw, chip=self.info.get("device_name"))
 
@@ -497,19 +497,19 @@ def write_outputs(folder, profile=None):
         extra += estimate_track(trace)
     if extra:
         view["traceEvents"] = list(raw.get("traceEvents", [])) + extra
-    write_atomically(out / "trace_view.json", json.dumps(view))
+    _write_atomically(out / "trace_view.json", json.dumps(view))
     files = [("operator_details.csv", operator_details(trace)), ("step_trace_time.csv", step_trace_time(trace))]
     # The device's files come from its activity: a CPU-only profile has none, as on Ascend.
     if profile.has_npu_activity():
         files += [("kernel_details.csv", kernel_details(trace)), ("op_statistic.csv", op_statistic(trace)),
                   ("task_time.csv", task_time(trace))]
     for name, (columns, rows) in files:
-        write_atomically(out / name, _csv_text(columns, rows))
+        _write_atomically(out / name, _csv_text(columns, rows))
     if raw.get("profile_memory") or trace.memory:
         (op_columns, op_rows), (record_columns, record_rows) = memory_files(trace)
-        write_atomically(out / "operator_memory.csv", _csv_text(op_columns, op_rows))
-        write_atomically(out / "memory_record.csv", _csv_text(record_columns, record_rows))
+        _write_atomically(out / "operator_memory.csv", _csv_text(op_columns, op_rows))
+        _write_atomically(out / "memory_record.csv", _csv_text(record_columns, record_rows))
     comm = communication(trace)
     if comm:
-        write_atomically(out / "communication.json", json.dumps(comm, indent=1))
+        _write_atomically(out / "communication.json", json.dumps(comm, indent=1))
     return out

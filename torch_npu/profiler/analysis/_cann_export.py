@@ -20,7 +20,8 @@ import os
 import shutil
 
 from torch_npu.profiler import _cann_raw_data
-from torch_npu.profiler.analysis import MODEL_ID, TASK_TIME_COLUMNS, _csv_text, write_atomically
+from torch_npu.profiler.analysis import MODEL_ID, TASK_TIME_COLUMNS, _csv_text
+from torch_npu.profiler.analysis.prof_common_func._file_manager import write_atomically
 from torch_npu.profiler.analysis.prof_common_func._constant import Constant
 from torch_npu.profiler.analysis.prof_common_func._path_manager import ProfilerPathManager
 

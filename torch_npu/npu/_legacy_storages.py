@@ -3,8 +3,10 @@
 Like torch.cuda.FloatStorage: a TypedStorage of one dtype on npu (created on
 the current device), deprecated in favour of torch.UntypedStorage as in
 PyTorch, and registered in torch._storage_classes so torch.is_storage and
-serialization know them. TypedStorage finds the device from the class's
-module name, hence ``__module__ = "torch.npu"``.
+serialization know them. TypedStorage finds the device from the last part
+of the class's module name; the classes report ``torch_npu.npu``, the public
+module that defines them in real torch_npu (and where pickle finds them by
+name), whose last part is ``npu``.
 """
 
 import torch
@@ -34,6 +36,11 @@ class _NpuLegacyStorage(_LegacyStorage):
     def _new_shared_filename(cls, manager, obj, size, *, device=None, dtype=None):
         raise RuntimeError("_new_shared_filename: Not available for NPU storage")
 
+# The ten real torch_npu defines (and lists in torch_npu.npu's __all__); the
+# complex ones are vNPU's, as torch.cuda has them, and report torch.npu.
+_REAL_TORCH_NPU = {"ByteStorage", "CharStorage", "ShortStorage", "IntStorage", "LongStorage", "HalfStorage",
+                   "FloatStorage", "DoubleStorage", "BFloat16Storage", "BoolStorage"}
+
 
 def _make(name, dtype):
     def public_dtype(cls):
@@ -43,7 +50,7 @@ def _make(name, dtype):
     cls = type(name, (_NpuLegacyStorage,), {
         "dtype": classproperty(public_dtype),
         "_dtype": classproperty(lambda cls: dtype),
-        "__module__": "torch.npu",
+        "__module__": "torch_npu.npu" if name in _REAL_TORCH_NPU else "torch.npu",
         "__doc__": f"Legacy npu storage of dtype {dtype} (use torch.UntypedStorage).",
     })
     torch._storage_classes.add(cls)
