@@ -88,6 +88,18 @@ def case_mlp_step(device):
     return step
 
 
+def case_tiny_backward(device):
+    """A forward and backward pass of a few small ops (what test suites of tiny
+    models do thousands of times): the autograd engine's own cost per pass,
+    Note [npu backward on the calling thread]."""
+    w = torch.randn(16, device=device, requires_grad=True)
+    x = torch.randn(16, device=device)
+
+    def step():
+        (x * w).sum().backward()
+    return step
+
+
 def case_transformer_step(device):
     """A small transformer encoder layer (d128, 4 heads, ff 256), batch 8,
     sequence 32: forward, loss, backward, AdamW step, loss.item()."""
@@ -116,6 +128,7 @@ CASES = [
     ("mm 64x256x512 fp32", case_mm_64x256x512, 500, None),
     ("add_ 128K in place", case_inplace_add_128k, 2000, None),
     ("MLP train step (784-256-10, b32)", case_mlp_step, 300, 1.3),
+    ("fwd+bwd of 16 elements (mul, sum)", case_tiny_backward, 3000, None),
     ("transformer layer step (d128, b8x32)", case_transformer_step, 50, None),
 ]
 

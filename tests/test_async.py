@@ -407,11 +407,13 @@ def test_stream_priority():
     assert torch.npu.Stream().priority == 0
 
 
-def test_interpreter_exit_with_pending_work_and_autograd_threads():
-    # Backward passes on several devices (autograd device threads) and a
-    # kernel still queued at exit: the interpreter must exit cleanly (a
-    # teardown race used to abort with "terminate called without an active
-    # exception"). Repeated because the race is not hit every time.
+@pytest.mark.parametrize("device_threads", ["0", "1"])
+def test_interpreter_exit_with_pending_work_and_autograd_threads(device_threads):
+    # Backward passes on several devices (on autograd's device threads with
+    # VNPU_AUTOGRAD_DEVICE_THREADS=1, else on their callers) and a kernel
+    # still queued at exit: the interpreter must exit cleanly (a teardown race
+    # on the device threads used to abort with "terminate called without an
+    # active exception"). Repeated because the race is not hit every time.
     code = """
         import threading
         import torch, torch_npu
@@ -430,7 +432,7 @@ def test_interpreter_exit_with_pending_work_and_autograd_threads():
         print("end")
     """
     for _ in range(3):
-        r = run_python(code)
+        r = run_python(code, VNPU_AUTOGRAD_DEVICE_THREADS=device_threads)
         assert r.returncode == 0, f"rc={r.returncode} {r.stderr[-2000:]}"
         assert r.stdout.strip() == "end"
 

@@ -45,5 +45,9 @@ class _CallerThreadEngine(torch._C._ImperativeEngine):
 
 
 def install():
-    if not isinstance(Variable._execution_engine, _CallerThreadEngine):
+    if not installed():
         Variable._execution_engine = _CallerThreadEngine()
+
+
+def installed():
+    return isinstance(Variable._execution_engine, _CallerThreadEngine)

@@ -12,6 +12,11 @@ enough to hit the window often.
 At exit we run one trivial backward per device that ran autograd work,
 straight through the engine (no stashed context), which makes every device
 thread finish with, and release, the previous graph task first.
+
+Only where backward passes from Python reach the device threads at all,
+under VNPU_AUTOGRAD_DEVICE_THREADS=1: by default they run on their calling
+thread (Note [npu backward on the calling thread], _backward_on_caller.py),
+and a backward started from C++ stashes no Python object.
 """
 
 import atexit
@@ -22,7 +27,9 @@ from torch_npu import _C
 
 
 def _flush_autograd_device_threads():
-    if not _C._is_initialized():
+    from torch_npu import _backward_on_caller
+
+    if not _C._is_initialized() or _backward_on_caller.installed():
         return
     # The trivial backward below is no operator of the user's (TORCH_NPU_LOGS).
     _C._logging._LogContext.GetInstance().setLogs({"torch_npu.op_plugin": 50})
