@@ -221,6 +221,8 @@ def _module_name_mismatches(module):
     for name in dir(module):
         if listed is None and name.startswith("_"):
             continue
+        if name == "transfer_to_npu":
+            continue  # contrib loads it at first access, and it patches torch.cuda for the rest of the process
         obj = getattr(module, name)
         if not (callable(obj) or inspect.isclass(obj) or isinstance(obj, torch.dtype)):
             continue
