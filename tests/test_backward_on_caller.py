@@ -95,3 +95,24 @@ def test_device_threads_on_request_give_the_same_gradients():
     assert on_caller.returncode == 0 and device_threads.returncode == 0, on_caller.stderr + device_threads.stderr
     assert "MAIN True" in on_caller.stdout and "MAIN False" in device_threads.stdout
     assert on_caller.stdout.split("GRAD")[1] == device_threads.stdout.split("GRAD")[1]
+
+
+def test_concurrent_backward_passes_from_two_threads_accumulate_like_cpu():
+    # Each thread now runs its own pass (the npu device thread used to take them one at a time);
+    # AccumulateGrad's lock keeps the shared leaf's gradient whole, as on cpu.
+    def accumulate(device):
+        w = torch.linspace(-1, 1, 64, device=device).requires_grad_()
+
+        def work(k):
+            for _ in range(20):
+                (w * k).sin().sum().backward()
+
+        threads = [threading.Thread(target=work, args=(k,)) for k in (1.0, 2.0)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert not any(t.is_alive() for t in threads)
+        return w.grad.cpu()
+
+    torch.testing.assert_close(accumulate("npu"), accumulate("cpu"), rtol=1e-5, atol=1e-5)
