@@ -290,3 +290,6 @@ def test_acl_op_init_mode_out_of_range_warns_with_torch_npus_words():
     r = run_python(_PROBE, ACL_OP_INIT_MODE="999")
     assert r.returncode == 0 and "use ok" in r.stdout, r.stderr
     assert "Get env ACL_OP_INIT_MODE not in [0, 1, 2], so reset it to the default value 0." in r.stderr
+    # torch.npu.set_device initialises the device (aclrtSetDevice), so the warning comes with it alone
+    r = run_python("import torch, torch_npu; torch.npu.set_device(0)", ACL_OP_INIT_MODE="999")
+    assert r.returncode == 0 and "ACL_OP_INIT_MODE not in [0, 1, 2]" in r.stderr, r.stderr

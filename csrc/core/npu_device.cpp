@@ -120,8 +120,10 @@ c10::DeviceIndex resolve_device_index(int64_t device) {
 c10::DeviceIndex current_device_or_minus_one() noexcept { return t_current_device; }
 
 void set_current_device(c10::DeviceIndex index) {
-  check_device_index(index);
-  mark_initialized();
+  // As aclrtSetDevice, which initialises the device: the runtime is made here
+  // if it was not (its environment warnings, such as ACL_OP_INIT_MODE's,
+  // print then, as CANN's do at aclInit).
+  runtime_device(index);
   t_current_device = index;
 }
 
