@@ -9,7 +9,7 @@ the stream workers, so the engine's npu thread only queues them, and each
 backward pass paid two cross-thread wake-ups (the caller waking the npu
 thread, the npu thread waking the caller at the end), plus a GIL hand-off
 for every Python hook on the way. On the 2-core machine that was most of a
-small backward pass (benchmarks/bench_ops.py's "backward" case).
+small backward pass (benchmarks/bench_ops.py's "fwd+bwd of 16 elements" case).
 
 So every backward pass started from Python (``Tensor.backward``,
 ``torch.autograd.backward``, ``torch.autograd.grad``: all go through

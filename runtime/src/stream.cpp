@@ -281,7 +281,7 @@ void Stream::run_task(Task& task, std::uint64_t seq) {
   // Later tasks run even after a failure (Note [Asynchronous errors]).
   const TraceHook hook = trace_hook();
   const std::int64_t start = hook != nullptr ? steady_now_ns() : 0;
-  if (hook != nullptr) reset_running_task_block_dim();
+  if (hook != nullptr) exchange_running_task_block_dim(0);
   bool failed = false;
   RunningTaskOf running(this);
   try {
@@ -299,7 +299,7 @@ void Stream::run_task(Task& task, std::uint64_t seq) {
     record.start_ns = start;
     record.end_ns = steady_now_ns();
     record.failed = failed;
-    record.block_dim = running_task_block_dim();
+    record.block_dim = exchange_running_task_block_dim(0);
     hook(record);
   }
 }
@@ -538,15 +538,12 @@ Stream::CallerGate::CallerGate(Stream& stream, const char* name)
   }
   previous_running_ = t_running;
   t_running = &stream;
-  previous_block_dim_ = running_task_block_dim();
-  reset_running_task_block_dim();
+  previous_block_dim_ = exchange_running_task_block_dim(0);
 }
 
 Stream::CallerGate::~CallerGate() {
   t_running = previous_running_;
-  const int block_dim = running_task_block_dim();
-  reset_running_task_block_dim();
-  set_running_task_block_dim(previous_block_dim_);
+  const int block_dim = exchange_running_task_block_dim(previous_block_dim_);
   std::lock_guard<std::mutex> lock(state_->mutex);
   state_->block_dim = block_dim;
   state_->open = true;

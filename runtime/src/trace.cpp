@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <utility>
 
 namespace vnpu {
 namespace {
@@ -42,8 +43,7 @@ std::int32_t this_thread_system_id() {
 }
 
 void set_running_task_block_dim(int threads) { t_block_dim = threads > t_block_dim ? threads : t_block_dim; }
-int running_task_block_dim() { return t_block_dim; }
-void reset_running_task_block_dim() { t_block_dim = 0; }
+int exchange_running_task_block_dim(int value) { return std::exchange(t_block_dim, value); }
 
 void set_correlation_id(std::uint64_t id) { t_correlation_id = id; }
 std::uint64_t correlation_id() { return t_correlation_id; }

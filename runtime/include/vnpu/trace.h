@@ -68,9 +68,10 @@ std::int32_t this_thread_system_id();
 // hook is installed; a body that reports twice (a GEMM that asks for more
 // threads after its first rows) leaves the larger count.
 void set_running_task_block_dim(int threads);
-// What the running task's body reported so far (0: nothing); for run_task.
-int running_task_block_dim();
-void reset_running_task_block_dim();
+// What the calling thread's running task reported so far (0: nothing),
+// replaced by `value`: 0 to start a task's count, or the count of a task
+// the thread was running before (Stream's caller gate).
+int exchange_running_task_block_dim(int value);
 
 // The correlation id given to tasks the calling thread enqueues (0: none).
 void set_correlation_id(std::uint64_t id);
