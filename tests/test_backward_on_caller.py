@@ -97,6 +97,12 @@ def test_device_threads_on_request_give_the_same_gradients():
     assert on_caller.stdout.split("GRAD")[1] == device_threads.stdout.split("GRAD")[1]
 
 
+def test_a_bad_device_threads_value_is_refused_at_import():
+    r = run_python("import torch_npu", VNPU_AUTOGRAD_DEVICE_THREADS="yes")
+    assert r.returncode != 0
+    assert "VNPU_AUTOGRAD_DEVICE_THREADS must be 0 or 1, but got 'yes'" in r.stderr
+
+
 def test_concurrent_backward_passes_from_two_threads_accumulate_like_cpu():
     # Each thread now runs its own pass (the npu device thread used to take them one at a time);
     # AccumulateGrad's lock keeps the shared leaf's gradient whole, as on cpu.

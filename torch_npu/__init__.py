@@ -132,10 +132,9 @@ _check_mode._enable_from_environment(_os.environ.get("VNPU_CHECK_MODE", "0"))  #
 
 # Backward passes run on their calling thread, not on autograd's npu thread
 # (Note [npu backward on the calling thread], torch_npu/_backward_on_caller.py).
-if _os.environ.get("VNPU_AUTOGRAD_DEVICE_THREADS", "0") != "1":
-    from torch_npu import _backward_on_caller
+from torch_npu import _backward_on_caller  # noqa: E402
 
-    _backward_on_caller.install()
+_backward_on_caller.install_from_environment(_os.environ.get("VNPU_AUTOGRAD_DEVICE_THREADS", "0"))
 
 if _os.environ.get("TORCH_NPU_SANITIZER", "0") not in ("", "0"):  # stream race checks for a whole run
     from torch_npu.npu import _sanitizer as _npu_sanitizer  # imported only then: it imports torch.cuda._sanitizer

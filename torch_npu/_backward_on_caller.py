@@ -49,5 +49,13 @@ def install():
         Variable._execution_engine = _CallerThreadEngine()
 
 
+def install_from_environment(value):
+    """VNPU_AUTOGRAD_DEVICE_THREADS: "1" keeps autograd's device threads, "0" installs the engine."""
+    if value not in ("0", "1"):
+        raise ValueError(f"VNPU_AUTOGRAD_DEVICE_THREADS must be 0 or 1, but got {value!r}")
+    if value == "0":
+        install()
+
+
 def installed():
     return isinstance(Variable._execution_engine, _CallerThreadEngine)

@@ -37,7 +37,7 @@ _OTHER_LAYERS = (
      "1: backward passes started from Python run their npu part on autograd's npu device thread, as on a GPU; "
      "0: on the calling thread, as `torch.autograd.set_multithreading_enabled(False)` runs them, which saves the "
      "two cross-thread wake-ups per backward pass that the virtual NPU gains nothing from "
-     "(torch_npu/_backward_on_caller.py)"),
+     "(torch_npu/_backward_on_caller.py); anything else raises ValueError at import"),
     ("TORCH_NPU_SANITIZER", "unset",
      "set (to anything but 0): the NPU Sanitizer for the whole run (`torch_npu.npu._sanitizer.enable_npu_sanitizer()` "
      "at import, for the main thread): unsynchronised cross-stream accesses to a tensor, and reuse of memory freed "
