@@ -24,9 +24,10 @@ def test_an_npu_backward_runs_its_hooks_on_the_calling_thread():
     assert torch.equal(grad.cpu(), torch.full((8,), 3.0))
     # and from another Python thread too, which gets its own pass
     result = {}
-    worker = threading.Thread(target=lambda: result.update(seen=_hook_threads("npu")[0]))
+    worker = threading.Thread(target=lambda: result.update(seen=_hook_threads("npu")[0]), daemon=True)
     worker.start()
     worker.join(60)
+    assert not worker.is_alive(), "the backward pass on the second thread did not finish"
     assert result["seen"] == [worker]
     # torch.autograd.grad goes through the same engine entry
     w = torch.randn(8, device="npu", requires_grad=True)
@@ -113,7 +114,7 @@ def test_concurrent_backward_passes_from_two_threads_accumulate_like_cpu():
             for _ in range(20):
                 (w * k).sin().sum().backward()
 
-        threads = [threading.Thread(target=work, args=(k,)) for k in (1.0, 2.0)]
+        threads = [threading.Thread(target=work, args=(k,), daemon=True) for k in (1.0, 2.0)]
         for t in threads:
             t.start()
         for t in threads:
