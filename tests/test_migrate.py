@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from conftest import clean_env
+from torchrun_jobs import free_port
 from torch_npu.tools.migrate import MigrationReport, ModelMigrator, migrate_path, migrate_source
 
 PROJECT = pathlib.Path(__file__).parent / "migration_project"
@@ -102,19 +103,12 @@ def test_a_cuda_project_migrates_and_trains_on_npu(tmp_path):
     assert 'init_process_group("hccl"' in train and "torch.npu.amp" in train and "import torch_npu" in train
     assert 'print("cuda is not available")' in train  # strings are left alone
     assert (PROJECT / "train.py").read_text().count("cuda") > 10  # the input is untouched
-    env = clean_env(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), OMP_NUM_THREADS="1")
+    env = clean_env(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), OMP_NUM_THREADS="1")
     proc = subprocess.run([sys.executable, "train.py"], cwd=out, env=env, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     losses = [float(v) for v in proc.stdout.split("LOSSES", 1)[1].split()]
     assert len(losses) == 4 and losses[-1] < losses[0]
-
-
-def _free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_cli_dry_run_and_report(tmp_path):
