@@ -6,6 +6,7 @@
 #include <c10/core/CachingDeviceAllocator.h>
 #include <torch/library.h>
 
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -169,6 +170,18 @@ class NpuCachingAllocator final : public c10::DeviceAllocator {
 
 NpuCachingAllocator g_allocator;
 
+// Each device's ordinary allocator once ordinary_allocator() made it (the
+// runtime, leaked on purpose, keeps it for the life of the process): every
+// kernel's output is allocated here, and the device checks and runtime
+// lookups of ordinary_allocator() cost a tenth of a small op's launch.
+std::atomic<vnpu::CachingAllocator*> g_ordinary[kMaxDevices];
+
+vnpu::CachingAllocator* made_ordinary_allocator(c10::DeviceIndex device) {
+  if (device < 0 || device >= kMaxDevices) return nullptr;
+  check_not_forked();  // a forked child inherits the pointers, not the devices
+  return g_ordinary[device].load(std::memory_order_acquire);
+}
+
 // What caching_allocator_alloc handed out and caching_allocator_delete may
 // free (every other block belongs to a tensor).
 std::mutex g_raw_mutex;
@@ -179,7 +192,8 @@ std::unordered_set<void*> g_raw_blocks;  // guarded by g_raw_mutex
 c10::Allocator* npu_caching_allocator() { return &g_allocator; }
 
 c10::DataPtr allocate_on(c10::DeviceIndex device, size_t bytes) {
-  check_device_index(device);
+  vnpu::CachingAllocator* ordinary = made_ordinary_allocator(device);
+  if (ordinary == nullptr) check_device_index(device);  // else checked when it was made
   if (bytes == 0) return c10::DataPtr(nullptr, nullptr, &delete_npu_memory, npu_device(device));
   vnpu::Stream& stream = current_runtime_stream(device);
   vnpu::CachingAllocator* pool = routed_pool(device, stream);  // NPU graphs, MemPool
@@ -187,7 +201,7 @@ c10::DataPtr allocate_on(c10::DeviceIndex device, size_t bytes) {
     void* ptr = pluggable->malloc(bytes, device, current_stream(device));
     return c10::DataPtr(ptr, ptr, &delete_npu_memory, npu_device(device));
   }
-  vnpu::CachingAllocator& allocator = pool != nullptr ? *pool : ordinary_allocator(device);
+  vnpu::CachingAllocator& allocator = pool != nullptr ? *pool : ordinary != nullptr ? *ordinary : ordinary_allocator(device);
   ContextScope stack(RecordContext::kState);  // the memory history's, gathered outside the allocator's lock
   // kOutOfMemory becomes torch.OutOfMemoryError.
   vnpu::Block* block = with_torch_errors([&] { return allocator.allocate(bytes, stream); });
@@ -219,9 +233,12 @@ vnpu::DeviceAllocator& runtime_allocators(c10::DeviceIndex device) { return runt
 // Errors surface at the first allocation, not when the environment is read.
 vnpu::CachingAllocator& ordinary_allocator(c10::DeviceIndex device) {
   vnpu::DeviceAllocator& allocators = runtime_device(device).allocator();
-  if (vnpu::CachingAllocator* made = allocators.ordinary_if_created()) return *made;
-  vnpu::CachingAllocator* made = with_config_errors([&] { return &allocators.ordinary(); });
-  warn_about_options_turned_off(made->config());
+  vnpu::CachingAllocator* made = allocators.ordinary_if_created();
+  if (made == nullptr) {
+    made = with_config_errors([&] { return &allocators.ordinary(); });
+    warn_about_options_turned_off(made->config());
+  }
+  g_ordinary[device].store(made, std::memory_order_release);
   return *made;
 }
 

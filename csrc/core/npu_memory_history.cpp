@@ -174,8 +174,11 @@ ContextScope::ContextScope(RecordContext needed) {
   // Python frames (the GIL is taken when this thread may), TorchScript ones,
   // and C++ ones for stacks="all".
   t_pending_context = torch::CapturedTraceback::gather(true, true, g_cpp_stacks.load(std::memory_order_relaxed));
+  gathered_ = true;
 }
 
-ContextScope::~ContextScope() { t_pending_context.reset(); }
+ContextScope::~ContextScope() {
+  if (gathered_) t_pending_context.reset();
+}
 
 }  // namespace torch_npu

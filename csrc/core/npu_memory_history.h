@@ -78,6 +78,9 @@ class ContextScope {
   ~ContextScope();
   ContextScope(const ContextScope&) = delete;
   ContextScope& operator=(const ContextScope&) = delete;
+
+ private:
+  bool gathered_ = false;  // with the history off (the usual case) there is nothing to drop
 };
 
 }  // namespace torch_npu

@@ -33,9 +33,12 @@ struct Block {
   std::uint64_t free_seq = 0;   // last task queued on `stream` when it was freed
   std::uint64_t last_used = 0;  // the allocator's clock when it was freed (GC age)
 
+  bool held = false;             // freed and held back from its pool (Note [Held blocks])
+
   bool is_split() const { return prev != nullptr || next != nullptr; }
-  // Free and in its pool (not allocated, not waiting for record_stream users).
-  bool in_pool() const { return !allocated && pending.empty(); }
+  // Free and in its pool (not allocated, not waiting for record_stream users,
+  // not held back).
+  bool in_pool() const { return !allocated && pending.empty() && !held; }
 };
 
 namespace {
@@ -295,6 +298,10 @@ Block* CachingAllocator::allocate_block(std::size_t bytes, Stream& stream, bool 
   }
   if (!deferred_.empty() || !unreleased_.empty()) process_deferred();
   ++clock_;
+  if (held_count_ > 0) {
+    if (Block* held = take_held(size, stream)) return hand_out(held, bytes);
+    return_held_blocks();
+  }
 
   Block* block = caching_ ? find_free_block(pool, stream, size) : nullptr;
   if (block == nullptr) {
@@ -346,6 +353,7 @@ Block* CachingAllocator::retry_after_releasing_cache(std::unique_lock<std::mutex
   lock.unlock();
   release_peers_(*this);
   lock.lock();
+  return_held_blocks();
   return reserve_segment(pool, stream, size, segment_bytes);
 }
 
@@ -371,6 +379,7 @@ bool CachingAllocator::wait_until_cache_is_idle(std::unique_lock<std::mutex>& lo
   lock.unlock();  // the streams' workers may need the mutex to free tensors
   for (const auto& [stream, seq] : furthest) stream->wait_completed(seq);
   lock.lock();
+  return_held_blocks();  // freed by other threads meanwhile
   process_deferred();
   return true;
 }
@@ -469,6 +478,11 @@ Block* CachingAllocator::take_block(Block* block, std::size_t size, std::size_t 
     update(stats_.inactive_split, small, 1);
     update(stats_.inactive_split_bytes, small, static_cast<std::int64_t>(rest));
   }
+  return hand_out(block, requested);
+}
+
+Block* CachingAllocator::hand_out(Block* block, std::size_t requested) {
+  const bool small = block->small;
   block->allocated = true;
   block->requested_size = requested;
   const auto bytes = static_cast<std::int64_t>(block->size);
@@ -487,6 +501,7 @@ Block* CachingAllocator::allocate_cached(std::size_t bytes, Stream& stream) {
   if (bytes == 0 || !caching_) return nullptr;
   std::unique_lock<std::mutex> lock(mutex_);
   const std::size_t size = round_size(std::min(bytes, kMaxRequestBytes));
+  return_held_blocks();
   if (!deferred_.empty() || !unreleased_.empty()) process_deferred();
   Block* block = find_free_block(pool_for(size), stream, size);
   if (block == nullptr) return nullptr;
@@ -525,7 +540,7 @@ void CachingAllocator::free_taken(Block* block) {
     deferred_.push_back(block);
     return;
   }
-  finish_free(block);
+  finish_free(block, /*may_hold=*/true);
   if (!unreleased_.empty()) process_deferred();
 }
 
@@ -537,13 +552,16 @@ void CachingAllocator::record_stream(Block* block, Stream& stream) {
   }
 }
 
-void CachingAllocator::finish_free(Block* block) {
+void CachingAllocator::finish_free(Block* block, bool may_hold) {
   update(stats_.active, block->small, -1);
   update(stats_.active_bytes, block->small, -static_cast<std::int64_t>(block->size));
   block->last_used = clock_;
   trace_block(BlockTraceEvent::kReturned, block);  // before a merge can change the block
   block->requested_size = 0;
-  if (caching_) {
+  if (may_hold && caching_ && block->small && held_count_ < kHeldBlocks) {
+    block->held = true;  // Note [Held blocks]
+    held_[held_count_++] = block;
+  } else if (caching_) {
     return_to_pool(block);
   } else if (stream_passed(block->stream, block->free_seq)) {
     release_segment(block);
@@ -561,6 +579,47 @@ void CachingAllocator::return_to_pool(Block* block) {
     update(stats_.inactive_split_bytes, block->small, static_cast<std::int64_t>(block->size));
   }
   pool_insert(pool, block);
+}
+
+// Note [Held blocks]
+// A small op's output is carved from a 2 MiB segment, and when it dies it is
+// merged back with its free neighbour, only for the next op's output, of the
+// same size, to be split off again: per op a tree erase and insert each way
+// and a split-off Block, most of the caching allocator's cost on the launch
+// path (docs/architecture.md, "Where a small op's microseconds go"). So the
+// last few small blocks freed directly (not through record_stream's
+// deferral) are held back from their pool, unmerged, with every statistic
+// but the inactive-split pair already counted as freed. An allocation of
+// exactly a held block's size on its stream takes it back as it is; any
+// other request first returns every held block to its pool (merging as a
+// free would have), and so do all the allocator's other operations: the
+// statistics, snapshots and releases see the pools as if nothing had been
+// held. Which address a request gets may differ, as CUDA's promises nothing
+// about addresses either.
+Block* CachingAllocator::take_held(std::size_t size, Stream& stream) {
+  for (std::size_t i = held_count_; i-- > 0;) {
+    Block* block = held_[i];
+    if (block->size != size || block->stream != &stream) continue;
+    for (std::size_t j = i + 1; j < held_count_; ++j) held_[j - 1] = held_[j];
+    --held_count_;
+    block->held = false;
+    return block;
+  }
+  return nullptr;
+}
+
+void CachingAllocator::return_held_blocks() {
+  while (held_count_ > 0) {
+    Block* block = held_[--held_count_];
+    block->held = false;
+    return_to_pool(block);
+  }
+}
+
+void CachingAllocator::return_held_blocks() const {
+  // Logically const: returning held blocks changes nothing a caller can
+  // observe except through the statistics and snapshot it is about to read.
+  const_cast<CachingAllocator*>(this)->return_held_blocks();
 }
 
 Block* CachingAllocator::merge(Block* block, Block* neighbour, Pool& pool) {
@@ -717,6 +776,7 @@ void CachingAllocator::process_deferred() {
 
 void CachingAllocator::empty_cache() {
   std::unique_lock<std::mutex> lock(mutex_);
+  return_held_blocks();
   process_deferred();
   wait_until_cache_is_idle(lock);
   release_idle_segments();
@@ -724,6 +784,7 @@ void CachingAllocator::empty_cache() {
 
 void CachingAllocator::retire_stream(Stream& dead, Stream& heir) {
   std::lock_guard<std::mutex> lock(mutex_);
+  return_held_blocks();
   for (Block* head : segments_) {
     for (Block* block = head; block != nullptr; block = block->next) {
       if (block->stream == &dead) {
@@ -759,6 +820,7 @@ double CachingAllocator::memory_fraction() const {
 
 AllocatorStats CachingAllocator::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
+  return_held_blocks();
   AllocatorStats stats = stats_;
   const std::size_t max_split = config_.max_split_size_bytes;
   stats.max_split_size =
@@ -768,6 +830,7 @@ AllocatorStats CachingAllocator::stats() const {
 
 void CachingAllocator::reset_peak_stats() {
   std::lock_guard<std::mutex> lock(mutex_);
+  return_held_blocks();  // the inactive-split peaks as if nothing were held
   for (StatArray* array : {&stats_.allocation, &stats_.segment, &stats_.active, &stats_.inactive_split,
                            &stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes,
                            &stats_.inactive_split_bytes, &stats_.requested_bytes}) {
@@ -795,6 +858,7 @@ void CachingAllocator::reset_accumulated_stats() {
 
 std::vector<SegmentInfo> CachingAllocator::snapshot() const {
   std::lock_guard<std::mutex> lock(mutex_);
+  return_held_blocks();
   std::vector<SegmentInfo> segments;
   segments.reserve(segments_.size());
   for (const Block* head : segments_) {

@@ -773,3 +773,156 @@ TEST(CachingAllocator, BlockTraceReportsHandOutAndReturnAfterRecordStreamUsersPa
 }
 
 }  // namespace
+
+// Note [Held blocks]: a small block freed directly is held back unmerged for
+// the next request of its size; everything else sees it back in its pool.
+namespace held {
+
+// What the snapshot says the inactive-split statistics must be: the free
+// blocks of segments that are split.
+std::pair<std::int64_t, std::int64_t> inactive_split_of(const std::vector<vnpu::SegmentInfo>& segments) {
+  std::int64_t count = 0, bytes = 0;
+  for (const auto& segment : segments) {
+    if (segment.blocks.size() < 2) continue;
+    for (const auto& block : segment.blocks) {
+      if (block.active) continue;
+      count += 1;
+      bytes += static_cast<std::int64_t>(block.size);
+    }
+  }
+  return {count, bytes};
+}
+
+}  // namespace held
+
+TEST(CachingAllocatorHeldBlocks, TheNextRequestOfItsSizeGetsTheSameBlock) {
+  Fixture f;
+  Block* a = f.allocator.allocate(4 * kKiB, f.s0);
+  Block* b = f.allocator.allocate(4 * kKiB, f.s0);
+  const auto a_addr = addr(a);
+  f.allocator.free(a);
+  Block* c = f.allocator.allocate(4 * kKiB, f.s0);
+  EXPECT_EQ(addr(c), a_addr);
+  const AllocatorStats s = f.stats();
+  EXPECT_EQ(s.allocation[kAggregateStat].current, 2);
+  EXPECT_EQ(s.allocation[kAggregateStat].allocated, 3);
+  EXPECT_EQ(s.allocation[kAggregateStat].freed, 1);
+  EXPECT_EQ(s.active_bytes[kAggregateStat].current, static_cast<std::int64_t>(8 * kKiB));
+  EXPECT_EQ(s.inactive_split[kAggregateStat].current, 1);  // the segment's rest
+  EXPECT_EQ(s.inactive_split_bytes[kAggregateStat].current, static_cast<std::int64_t>(2 * kMiB - 8 * kKiB));
+  f.allocator.free(b);
+  f.allocator.free(c);
+}
+
+TEST(CachingAllocatorHeldBlocks, StatisticsAndSnapshotSeeThemMergedBack) {
+  Fixture f;
+  Block* a = f.allocator.allocate(4 * kKiB, f.s0);
+  f.allocator.free(a);
+  const AllocatorStats s = f.stats();
+  EXPECT_EQ(s.active[kAggregateStat].current, 0);
+  EXPECT_EQ(s.inactive_split[kAggregateStat].current, 0);  // one whole free segment
+  EXPECT_EQ(s.inactive_split_bytes[kAggregateStat].current, 0);
+  const auto segments = f.allocator.snapshot();
+  ASSERT_EQ(segments.size(), 1u);
+  ASSERT_EQ(segments[0].blocks.size(), 1u);
+  EXPECT_EQ(segments[0].blocks[0].size, 2 * kMiB);
+  EXPECT_FALSE(segments[0].blocks[0].allocated);
+}
+
+TEST(CachingAllocatorHeldBlocks, ARequestOfAnotherSizeMayUseTheirMemory) {
+  Fixture f;
+  Block* a = f.allocator.allocate(4 * kKiB, f.s0);
+  const auto a_addr = addr(a);
+  f.allocator.free(a);
+  Block* b = f.allocator.allocate(8 * kKiB, f.s0);  // merged back first: b starts where a did
+  EXPECT_EQ(addr(b), a_addr);
+  EXPECT_EQ(f.reserved(), static_cast<std::int64_t>(2 * kMiB));
+  f.allocator.free(b);
+}
+
+TEST(CachingAllocatorHeldBlocks, AnotherStreamDoesNotGetThem) {
+  Fixture f;
+  Block* a = f.allocator.allocate(4 * kKiB, f.s0);
+  f.allocator.free(a);
+  Block* b = f.allocator.allocate(4 * kKiB, f.s1);  // s1's own segment
+  EXPECT_EQ(f.reserved(), static_cast<std::int64_t>(4 * kMiB));
+  f.allocator.free(b);
+}
+
+TEST(CachingAllocatorHeldBlocks, EmptyCacheReleasesTheirSegments) {
+  Fixture f;
+  Block* a = f.allocator.allocate(4 * kKiB, f.s0);
+  f.allocator.free(a);
+  f.allocator.empty_cache();
+  EXPECT_EQ(f.reserved(), 0);
+  EXPECT_TRUE(f.allocator.snapshot().empty());
+}
+
+TEST(CachingAllocatorHeldBlocks, ABlockARecordedStreamStillUsesIsNotHeld) {
+  Fixture f;
+  StreamBlocker blocker(f.s1);
+  Block* a = f.allocator.allocate(4 * kKiB, f.s0);
+  f.allocator.record_stream(a, f.s1);
+  const auto a_addr = addr(a);
+  f.allocator.free(a);
+  Block* b = f.allocator.allocate(4 * kKiB, f.s0);  // a still active for s1
+  EXPECT_NE(addr(b), a_addr);
+  blocker.open();
+  f.allocator.free(b);
+}
+
+TEST(CachingAllocatorHeldBlocks, PeakStatisticsAreThoseOfMergedPools) {
+  Fixture f;
+  std::vector<Block*> blocks;
+  for (int i = 0; i < 4; ++i) blocks.push_back(f.allocator.allocate(4 * kKiB, f.s0));
+  f.allocator.free(blocks[0]);
+  f.allocator.free(blocks[2]);  // two held, each between allocated neighbours
+  f.allocator.reset_peak_stats();
+  const AllocatorStats s = f.stats();
+  EXPECT_EQ(s.inactive_split[kAggregateStat].current, 3);  // blocks 0 and 2, and the segment's rest
+  EXPECT_EQ(s.inactive_split[kAggregateStat].peak, 3);
+  f.allocator.free(blocks[1]);
+  f.allocator.free(blocks[3]);
+}
+
+// Random small requests on two streams, frees in random order, the
+// statistics checked against the snapshot after every step: held blocks
+// never leave the two out of step.
+TEST(CachingAllocatorHeldBlocks, StatisticsAgreeWithTheSnapshotThroughRandomUse) {
+  Fixture f;
+  std::mt19937 rng(7);
+  const std::size_t sizes[] = {512, 1 * kKiB, 4 * kKiB, 4 * kKiB, 8 * kKiB, 100 * kKiB};
+  std::vector<Block*> live;
+  std::int64_t requested = 0;
+  std::map<Block*, std::size_t> asked;
+  for (int step = 0; step < 2000; ++step) {
+    if (live.empty() || rng() % 2 == 0) {
+      const std::size_t bytes = sizes[rng() % std::size(sizes)];
+      Block* block = f.allocator.allocate(bytes, rng() % 4 == 0 ? f.s1 : f.s0);
+      live.push_back(block);
+      asked[block] = bytes;
+      requested += static_cast<std::int64_t>(bytes);
+    } else {
+      const std::size_t i = rng() % live.size();
+      requested -= static_cast<std::int64_t>(asked[live[i]]);
+      asked.erase(live[i]);
+      f.allocator.free(live[i]);
+      live[i] = live.back();
+      live.pop_back();
+    }
+    if (step % 3 != 0) continue;
+    const AllocatorStats s = f.stats();
+    const auto segments = f.allocator.snapshot();
+    const auto [count, bytes] = held::inactive_split_of(segments);
+    ASSERT_EQ(s.inactive_split[kAggregateStat].current, count) << "step " << step;
+    ASSERT_EQ(s.inactive_split_bytes[kAggregateStat].current, bytes) << "step " << step;
+    ASSERT_EQ(s.allocation[kAggregateStat].current, static_cast<std::int64_t>(live.size()));
+    ASSERT_EQ(s.requested_bytes[kAggregateStat].current, requested);
+    std::int64_t active = 0;
+    for (const auto& segment : segments) active += static_cast<std::int64_t>(segment.active_size);
+    ASSERT_EQ(s.active_bytes[kAggregateStat].current, active);
+  }
+  for (Block* block : live) f.allocator.free(block);
+  f.allocator.empty_cache();
+  EXPECT_EQ(f.reserved(), 0);
+}

@@ -245,7 +245,17 @@ class CachingAllocator {
   // Hands out `size` bytes of the free `block` (splitting off the rest), for
   // a request of `requested` bytes: counted, registered by address, traced.
   Block* take_block(Block* block, std::size_t size, std::size_t requested);
-  void finish_free(Block* block);
+  // take_block's second half: marks `block` allocated for `requested` bytes,
+  // counted, registered and traced.
+  Block* hand_out(Block* block, std::size_t requested);
+  // A freed block back under the allocator's control: to its pool, or, with
+  // `may_hold`, possibly held back (Note [Held blocks]).
+  void finish_free(Block* block, bool may_hold = false);
+  // Note [Held blocks]: the held block of exactly `size` bytes on `stream`,
+  // taken out of the held set (nullptr: none); every held block to its pool.
+  Block* take_held(std::size_t size, Stream& stream);
+  void return_held_blocks();
+  void return_held_blocks() const;
   void return_to_pool(Block* block);
   Block* merge(Block* block, Block* neighbour, Pool& pool);
   void release_segment(Block* head);
@@ -288,6 +298,9 @@ class CachingAllocator {
   double fraction_ = 1.0;
   bool fraction_set_ = false;
   std::uint64_t clock_ = 0;  // counts allocations; ages cached blocks for GC
+  static constexpr std::size_t kHeldBlocks = 4;
+  std::array<Block*, kHeldBlocks> held_{};  // Note [Held blocks], oldest first
+  std::size_t held_count_ = 0;
   std::vector<BlockSet::node_type> spare_nodes_;  // Note [Recycled nodes]
   std::vector<Block*> spare_blocks_;
 };
