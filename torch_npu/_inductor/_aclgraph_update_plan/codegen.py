@@ -11,6 +11,8 @@ wrapper then writes the plan next to its launcher::
 
     call._torch_npu_aclgraph_update_plan = [{"op": ..., "updates": {...}}]
 
+(set on the function behind ``call``, which may be a bound method)
+
 and the replay (NpuGraphRunner) resolves it against each call's inputs to
 update the captured operators before it replays (the plan's format and its
 checks: torch_npu/npu/_aclgraph_update_plan).
@@ -61,10 +63,16 @@ def _plan_error(message: str) -> RuntimeError:
 def generating_for_npu_graphs():
     """Marks the Inductor compilations inside as ones whose compiled graph
     NpuGraphRunner replays, so their wrappers write update plans."""
+    import torch
+
     previous = getattr(_state, "npu_graphs", False)
     _state.npu_graphs = True
+    # Their code differs by the plan: a cached compilation without one would
+    # leave the replay unable to update (the cache keys them apart).
+    tag = f"{torch.compiler.config.cache_key_tag}|torch_npu:aclgraph-update-plan"
     try:
-        yield
+        with torch.compiler.config.patch(cache_key_tag=tag):
+            yield
     finally:
         _state.npu_graphs = previous
 
@@ -259,13 +267,17 @@ def append_inductor_aclgraph_update_plan_for_codegen_node(wrapper: Any, node: An
 def emit_inductor_aclgraph_update_plan_for_wrapper(wrapper: Any, result: Any,
                                                    is_graph_partition_subgraph: bool) -> None:
     """Writes the collected plan as an attribute of the wrapper's launcher
-    (``call``), where the replay reads it. With graph partitions only the
-    partitions' launchers carry plans: each partition is replayed alone."""
+    (``call``), where the replay reads it. A graph split into partitions
+    leaves its plans to the partitions' launchers, which are replayed one by
+    one. With torch's graph_partition on and no partition made, ``call`` is
+    the bound method of the module's Runner: the attribute goes on its
+    function, which the method's attribute lookup reaches."""
     from torch._inductor import config
 
     plan = getattr(wrapper, "torch_npu_aclgraph_update_plan", None)
     if not plan or not should_generate_inductor_aclgraph_update_plan():
         return
-    if config.graph_partition and not is_graph_partition_subgraph:
+    if config.graph_partition and not is_graph_partition_subgraph and getattr(wrapper, "all_partition_names", None):
         return
-    result.writeline(f"{wrapper.launcher_fn_name}.{ACLGRAPH_UPDATE_PLAN_GLOBAL} = {plan!r}")
+    launcher = wrapper.launcher_fn_name
+    result.writeline(f"setattr(getattr({launcher}, '__func__', {launcher}), {ACLGRAPH_UPDATE_PLAN_GLOBAL!r}, {plan!r})")
