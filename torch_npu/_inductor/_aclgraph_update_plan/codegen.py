@@ -181,7 +181,8 @@ def _graph_input_index(value: Any, graph_input_names: Sequence[str], graph_input
     return None
 
 
-def _source_of(value: Any, graph_input_names: Sequence[str], graph_inputs: Dict[str, Any], where: str) -> Dict[str, Any]:
+def _source_of(value: Any, graph_input_names: Sequence[str], graph_inputs: Dict[str, Any],
+               where: str) -> Dict[str, Any]:
     import torch
 
     index = _graph_input_index(value, graph_input_names, graph_inputs)
