@@ -299,6 +299,15 @@ def _saves_rng_state(gm):
     return any(node.target in ops for node in gm.graph.nodes)
 
 
+def _writing_update_plans(npu_graphs):
+    """While a graph NpuGraphRunner will replay compiles, its wrapper writes
+    an ACLGraph update plan (torch_npu/_inductor/_aclgraph_update_plan)."""
+    if not npu_graphs:
+        return contextlib.nullcontext()
+    from torch_npu._inductor._aclgraph_update_plan.codegen import generating_for_npu_graphs
+    return generating_for_npu_graphs()
+
+
 def _retargeting_inner(inner, index, npu_graphs=False):
     @functools.wraps(inner)
     def compile_for_cpu(gm, example_inputs, *args, **kwargs):
@@ -315,13 +324,15 @@ def _retargeting_inner(inner, index, npu_graphs=False):
         with _cpu_codegen_is_npus(index), _random_operators_fall_back(), \
                 torch.compiler.config.patch(cache_key_tag=tag), \
                 torch._inductor.config.patch(**{"cpp.weight_prepack": False, **_npu_cpp_config(), **_NPU_RANDOM_CONFIG}):
-            compiled = inner(gm, cpu_inputs, *args, **kwargs)
+            with _writing_update_plans(npu_graphs):
+                compiled = inner(gm, cpu_inputs, *args, **kwargs)
         if npu_graphs:
             # mode="reduce-overhead": what CUDA graphs are to cuda, NPU graphs are here.
-            from torch_npu._inductor.npugraph_runner import NpuGraphRunner
+            from torch_npu._inductor.npugraph_runner import NpuGraphRunner, ints_only_updated
             return NpuGraphRunner(compiled, kwargs.get("static_input_idxs") or (),
                                   getattr(compiled, "mutated_input_idxs", ()) or (),
-                                  name="backward graph" if kwargs.get("is_backward") else "graph")
+                                  name="backward graph" if kwargs.get("is_backward") else "graph",
+                                  updated_ints=ints_only_updated(gm, example_inputs))
         return compiled
 
     return compile_for_cpu

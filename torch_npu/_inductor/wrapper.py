@@ -65,6 +65,25 @@ class NpuPythonWrapperCodegen(_NpuKernels, PythonWrapperCodegen):
         self.imports.writeline("from torch_npu._inductor.codecache import npu_cpp_pybinding")
         self.imports.writeline("from torch_npu._C import _empty_strided_npu as empty_strided_npu")
 
+    # ACLGraph update plans (torch_npu/_inductor/_aclgraph_update_plan): each
+    # extern kernel whose operator has an NpuGraph handler gets an entry, and
+    # the plan is written as an attribute of ``call`` for the NPU graph
+    # replay to read. Subgraph wrappers (torch.cond branches) write none.
+    def generate_fallback_kernel(self, node) -> None:
+        from torch_npu._inductor._aclgraph_update_plan import append_inductor_aclgraph_update_plan_for_codegen_node
+        append_inductor_aclgraph_update_plan_for_codegen_node(self, node)
+        super().generate_fallback_kernel(node)
+
+    def generate_extern_kernel_alloc(self, extern_kernel, *args, **kwargs) -> None:
+        from torch_npu._inductor._aclgraph_update_plan import append_inductor_aclgraph_update_plan_for_codegen_node
+        append_inductor_aclgraph_update_plan_for_codegen_node(self, extern_kernel)
+        super().generate_extern_kernel_alloc(extern_kernel, *args, **kwargs)
+
+    def generate_after_suffix(self, result) -> None:
+        from torch_npu._inductor._aclgraph_update_plan import emit_inductor_aclgraph_update_plan_for_wrapper
+        super().generate_after_suffix(result)
+        emit_inductor_aclgraph_update_plan_for_wrapper(self, result, is_graph_partition_subgraph=False)
+
 
 class NpuCppWrapperUnsupported(CppWrapperCpu):
     """Inductor's C++ wrapper calls kernels from C++, outside stream order."""
