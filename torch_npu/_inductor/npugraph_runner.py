@@ -22,17 +22,34 @@ Graphs that cannot be captured (a CPU fallback, a host copy, a sync inside)
 or that mutate a non-static input run without NPU graphs from then on, with
 one warning naming the reason, as Inductor does when it skips cudagraphs.
 
-A runner that recorded a graph is held (weakly) by its device's graph-tree
-manager (torch_npu/npu/_graph_tree.py): ``torch.compiler.reset()`` drops its
-recordings through it, and the runner starts over at its next call.
+torchair's modes use it; Inductor's ``mode="reduce-overhead"`` and the
+"npugraphs" backend use the NPU graph trees instead
+(torch_npu/npu/_graph_tree.py), whose replays share one pool and overwrite
+the previous generation's outputs, as CUDA graph trees do. A runner that
+recorded a graph is held (weakly) here: ``torch.compiler.reset()`` drops its
+recordings (``reset_runners``), and the runner starts over at its next call.
 """
 
 import functools
 import warnings
+import weakref
 
 import torch
 
 __all__ = ["NpuGraphRunner", "npugraph_inner_compile"]
+
+_recording_runners = weakref.WeakSet()
+
+
+def reset_runners():
+    """Drops the recordings of every runner (``torch.compiler.reset()``)."""
+    for runner in list(_recording_runners):
+        runner.reset()
+    _recording_runners.clear()
+
+
+def recorded_graph_count():
+    return sum(runner.graph_count() for runner in list(_recording_runners))
 
 
 def _signature(args):
@@ -127,8 +144,7 @@ class NpuGraphRunner:
                 raise
             self._disable(str(e).splitlines()[0])
             return None
-        from torch_npu.npu._graph_tree import get_manager
-        get_manager(npu_tensors[0].device.index).add_runner(self)
+        _recording_runners.add(self)
         return _Recorded(graph, static_inputs, outputs, copied)
 
     def __call__(self, *call_args):
