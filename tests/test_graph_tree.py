@@ -228,7 +228,8 @@ def test_a_capture_vnpu_refuses_runs_without_graphs():
     x = torch.randn(2, device=DEVICE)
     f = tree_function(fn, [x])
     results = []
-    with pytest.warns(UserWarning, match="skipping NPU graphs for .*: operation not permitted when stream is capturing"):
+    refusal = "skipping NPU graphs for .*: operation not permitted when stream is capturing"
+    with pytest.warns(UserWarning, match=refusal):
         for i in range(4):
             step()
             results.append(f([x + i])[0])

@@ -56,7 +56,6 @@ import weakref
 from collections import defaultdict
 
 import torch
-from torch import Tensor
 from torch._dynamo.callback import CallbackTrigger
 from torch._dynamo.mutation_guard import GenerationTracker
 from torch._dynamo.utils import preserve_rng_state
@@ -715,7 +714,8 @@ class NPUGraphNode(_trees.CUDAGraphNode):
                     return refcount == 3
                 return refcount == 2
 
-            self.outputs_weakrefs[i] = StorageWeakRefWrapper(out, extra_ref_check=functools.partial(check_refcount, i=i))
+            check = functools.partial(check_refcount, i=i)
+            self.outputs_weakrefs[i] = StorageWeakRefWrapper(out, extra_ref_check=check)
             self.cached_tensor_outputs.append(out)
 
     @staticmethod
