@@ -404,9 +404,18 @@ def _storage_alias(storage):
 
 def _detach_live_outputs(node):
     """Moves the outputs of ``node`` (a graph or warm-up node) that are still
-    held out of the pool (``_detach_from_pool``)."""
-    for ref in node.outputs_weakrefs:
-        cdata = None if ref is None else ref()
+    held out of the pool (``_detach_from_pool``). A graph node that was
+    handing out a held tensor as its cached output stops caching: its next
+    replay makes new output tensors."""
+    held = [i for i, ref in enumerate(node.outputs_weakrefs) if ref is not None and ref() is not None]
+    if not held:
+        return
+    cached = getattr(node, "cached_tensor_outputs", None)
+    if cached and any(cached[i] is not None for i in held):
+        node.remove_node_cached_tensors()
+    for i in held:
+        ref = node.outputs_weakrefs[i]
+        cdata = ref()
         if cdata is None:
             continue
         storage = torch.UntypedStorage._new_with_weak_ptr(cdata)
@@ -1068,8 +1077,6 @@ class NPUGraphTreeManager(_trees.CUDAGraphTreeManager):
         # Warm-up outputs too: they own pool blocks that graphs recorded
         # earlier used for intermediates, which their replays overwrite.
         for node in self.current_node._path_from_root:
-            if isinstance(node, NPUGraphNode):
-                node.remove_node_cached_tensors()
             _detach_live_outputs(node)
 
     def apply_checkpoint_execution_state_in_allocator(self):
