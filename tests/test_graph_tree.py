@@ -288,3 +288,44 @@ def test_inductor_reduce_overhead_outputs_survive_later_steps():
     for i, out in enumerate(kept):
         torch.testing.assert_close(out, fn(torch.full((32,), float(i) / 4, device=DEVICE)))
     assert gt.get_manager(0).node_count() == 1
+
+
+def test_dynamic_shapes_record_one_function_per_size():
+    fn = lambda a: (a * 2).softmax(0)  # noqa: E731
+    compiled = torch.compile(fn, mode="reduce-overhead", dynamic=True)
+    results = []
+    for n in (4, 8, 4, 8, 4, 8, 16):
+        x = torch.arange(n, dtype=torch.float32, device=DEVICE)
+        results.append((compiled(x), x))
+    for out, x in results:
+        torch.testing.assert_close(out, fn(x))
+    manager = gt.get_manager(0)
+    assert len(manager.ids_to_funcs) == 3 and manager.node_count() == 2  # 16 came once: warmed up only
+
+
+def test_functions_that_mutate_their_inputs_run_without_graphs_and_buffers_stay_in_place():
+    def fn(x, y):
+        x.add_(1)
+        return x * y
+
+    compiled = torch.compile(fn, mode="reduce-overhead")
+    x, y = torch.zeros(4, device=DEVICE), torch.full((4,), 2.0, device=DEVICE)
+    x_eager = x.clone()
+    with CountGraphs() as count:
+        for _ in range(4):
+            torch.testing.assert_close(compiled(x, y), fn(x_eager, y))
+            torch.testing.assert_close(x, x_eager)
+    assert count.replays == 0
+    torch.manual_seed(0)
+    norm = nn.BatchNorm1d(4).to(DEVICE)
+    reference = copy.deepcopy(norm)
+    compiled = torch.compile(norm, mode="reduce-overhead")
+    with torch.no_grad():
+        for _ in range(4):
+            step()
+            inp = torch.randn(8, 4, device=DEVICE)
+            torch.testing.assert_close(compiled(inp), reference(inp))
+    # The running statistics are buffers the graph updates where they are.
+    torch.testing.assert_close(norm.running_mean, reference.running_mean)
+    torch.testing.assert_close(norm.running_var, reference.running_var)
+    assert gt.get_manager(0).node_count() == 1
