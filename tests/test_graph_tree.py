@@ -329,3 +329,13 @@ def test_functions_that_mutate_their_inputs_run_without_graphs_and_buffers_stay_
     torch.testing.assert_close(norm.running_mean, reference.running_mean)
     torch.testing.assert_close(norm.running_var, reference.running_var)
     assert gt.get_manager(0).node_count() == 1
+
+
+def test_outputs_keep_their_npu_format_across_replays():
+    fn = lambda a: torch_npu.npu_format_cast(a * 2, torch_npu.Format.FRACTAL_NZ)  # noqa: E731
+    f = tree_function(fn, [torch.ones(4, 4, device=DEVICE)])
+    for i in range(4):  # warm-up, record, replays
+        step()
+        out = f([torch.full((4, 4), float(i), device=DEVICE)])[0]
+        assert torch_npu.get_npu_format(out) == torch_npu.Format.FRACTAL_NZ
+        torch.testing.assert_close(out, torch.full((4, 4), 2.0 * i, device=DEVICE))

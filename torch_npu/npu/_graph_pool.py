@@ -108,9 +108,13 @@ def _npu_checkPoolLiveAllocations(device, pool, expected_live_allocations):
 
 def _construct_NPU_Tensor_From_Storage_And_Metadata(metadata, storage):
     """A tensor over ``storage`` with the size, stride, storage offset and
-    dtype of ``metadata`` (a graph tree's ``_tensor_metadata``), on npu."""
+    dtype of ``metadata`` (a graph tree's ``_tensor_metadata``), on npu, and
+    its ``npu_format`` if it names one (vNPU's formats are labels on tensors)."""
     out = torch.empty(0, dtype=metadata["dtype"], device=storage.device)
     out.set_(storage, metadata["storage_offset"], metadata["size"], metadata["stride"])
+    npu_format = metadata.get("npu_format")
+    if npu_format is not None:
+        torch.ops.npu.npu_format_cast_.acl_format(out, int(npu_format))
     return out
 
 

@@ -397,6 +397,11 @@ class AliasesNewOutput(_trees.AliasesNewOutput):
         self.index = index
 
 
+# The formats a tensor gets from its dimensions (real torch_npu's base formats):
+# NCHW, NHWC, ND, NCDHW, NDHWC, NC, NCL.
+_BASE_FORMATS = frozenset((0, 1, 2, 30, 27, 35, 47))
+
+
 def _storage_alias(storage):
     """A storage over ``storage``'s memory that does not own it."""
     return torch_npu._C._construct_storage_from_data_pointer(storage.data_ptr(), storage.device, storage.nbytes())
@@ -693,8 +698,8 @@ class NPUGraphNode(_trees.CUDAGraphNode):
             if alias is None:
                 self.owned_output_storages.append(storage)
                 alias = aliases[storage.data_ptr()] = _storage_alias(storage)
-            result[i] = torch.empty(0, dtype=o.dtype, device=o.device).set_(
-                alias, o.storage_offset(), o.size(), o.stride())
+            result[i] = self._reconstruct_from_tensor_metadata(self._tensor_metadata(o, ignore_storage_offset=False),
+                                                               storage=alias)
         return result
 
     def _initialize_cached_tensors(self):
@@ -760,6 +765,18 @@ class NPUGraphNode(_trees.CUDAGraphNode):
         for depth, output_index in newly_dead:
             _check(not is_live(self.path_weakrefs[depth][output_index]),
                    "not is_live(self.path_weakrefs[depth][output_index])")
+
+    @staticmethod
+    def _tensor_metadata(x, ignore_storage_offset=True):
+        """torch's metadata of ``x``, and its npu format when that is a private
+        one (FRACTAL_NZ, ...), which tensors made over the same memory
+        would not have."""
+        metadata = _trees.CUDAGraphNode._tensor_metadata(x, ignore_storage_offset)
+        if _is_npu(x):
+            npu_format = torch.ops.npu.get_npu_format(x)
+            if npu_format not in _BASE_FORMATS:
+                metadata["npu_format"] = npu_format
+        return metadata
 
     def _reconstruct_from_tensor_metadata(self, metadata, storage=None):
         s = self.create_storage(metadata) if storage is None else storage
