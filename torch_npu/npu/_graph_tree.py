@@ -25,6 +25,10 @@ What is PyTorch's and what is NPU's:
   where torch asserts) and warnings in NPU wording, and the two places where
   vNPU's allocator differs (Note [Graph-tree outputs own their memory]).
 
+One file, as real torch_npu's: its tests patch module names (check_memory_pool,
+get_npugraph_segments, _use_npu_memory_pool_manager, NPUGraphNode, ...) and
+expect the nodes, the manager and the pool checks to look them up here.
+
 Note [Graph-tree outputs own their memory]
 CUDA graph trees return the recorded outputs themselves and let the pool
 free their blocks when they die; before the next recording they restore the
