@@ -16,7 +16,9 @@ Then NPU graphs: the whole eager step (forward, backward, SGD) captured
 once in a torch.npu.NPUGraph and replayed, against eager npu: the host time
 to issue one step (target <= 0.3), and the step time to the end of its
 device work; also torchair's "reduce-overhead" mode (compiled graphs
-replayed as NPU graphs) against compiled npu.
+replayed as NPU graphs, each returning copies) and Inductor's
+(torch.compile(mode="reduce-overhead"): the NPU graph trees, whose replays
+share one pool) against compiled npu.
 
     python benchmarks/bench_compile.py --gemm-share
 
@@ -171,7 +173,7 @@ def graphs_section(args):
 
     print("\nNPU graphs, same step; eager vs the whole step captured and replayed; ms")
     print(f"{'d':>5} {'eager host':>11} {'graph host':>11} {'host ratio':>11} {'eager step':>11} {'graph step':>11}"
-          f" {'step ratio':>11} {'ind npu':>9} {'ro npu':>9} {'ro/ind':>7}")
+          f" {'step ratio':>11} {'ind npu':>9} {'ro npu':>9} {'ro/ind':>7} {'tree npu':>9} {'tree/ind':>9}")
     for d in [int(v) for v in args.dims.split(",")]:
         torch.manual_seed(0)
         base = make_model(args, d)
@@ -191,9 +193,14 @@ def graphs_section(args):
             step, sync = make_step(model, "npu")
             time_steps(step, sync, x, 2)  # warm-up, capture
             compiled[name] = time_steps(step, sync, x, args.steps)[0]
+        torch._dynamo.reset()
+        step, sync = make_step(torch.compile(copy.deepcopy(base).npu(), mode="reduce-overhead"), "npu")
+        time_steps(step, sync, x, 3)  # warm-up, recording, first replay
+        compiled["tree"] = time_steps(step, sync, x, args.steps)[0]
         print(f"{d:>5} {eager_host * 1e3:>11.3f} {graph_host * 1e3:>11.3f} {graph_host / eager_host:>11.3f}"
               f" {eager_total * 1e3:>11.3f} {graph_total * 1e3:>11.3f} {graph_total / eager_total:>11.2f}"
-              f" {compiled['ind'] * 1e3:>9.3f} {compiled['ro'] * 1e3:>9.3f} {compiled['ro'] / compiled['ind']:>7.2f}")
+              f" {compiled['ind'] * 1e3:>9.3f} {compiled['ro'] * 1e3:>9.3f} {compiled['ro'] / compiled['ind']:>7.2f}"
+              f" {compiled['tree'] * 1e3:>9.3f} {compiled['tree'] / compiled['ind']:>9.2f}")
 
 
 def gemm_share_section(args):

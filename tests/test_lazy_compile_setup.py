@@ -263,14 +263,18 @@ for _ in range(3):  # warm-up, capture, replay
     torch.testing.assert_close(compiled(x), f(x))
 from torch_npu.npu import _graph_tree
 manager = _graph_tree.get_manager(0)
-assert manager.graph_count() == 1 and len(manager.warned_functions) == 0
-runner = next(iter(manager._runners))
-torch.compiler.reset()
-assert runner.graph_count() == 0 and _graph_tree.get_manager(0, create_if_none_exists=False) is None
+assert manager.node_count() == 1 and len(manager.warned_functions) == 0
+import gc, weakref
+dropped = [weakref.ref(manager), weakref.ref(next(manager.get_roots()))]
+del manager
+torch.compiler.reset()  # drops the compiled functions, and with the last of them the tree
+assert _graph_tree.get_manager(0, create_if_none_exists=False) is None
+gc.collect()
+assert all(ref() is None for ref in dropped)
 compiled = torch.compile(f, backend="npugraphs")
 for _ in range(3):
     torch.testing.assert_close(compiled(x), f(x))
-assert _graph_tree.get_manager(0).graph_count() == 1
+assert _graph_tree.get_manager(0).node_count() == 1
 from torch_npu.utils._graph_tree import NpugraphsBackend
 try:
     NpugraphsBackend()(None, [], options={})

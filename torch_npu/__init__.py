@@ -99,6 +99,9 @@ from torch_npu import _client_names  # noqa: E402
 from torch_npu import optim  # noqa: E402,F401
 
 _client_names.install()
+from torch_npu.npu import _graph_pool  # noqa: E402
+
+_graph_pool.install()  # the allocator bindings of NPU graph trees, under real torch_npu's names
 
 # The other subpackages real torch_npu binds at import, so that
 # torch_npu.profiler.profile(...) works without `import torch_npu.profiler`

@@ -27,17 +27,34 @@ kernels call operators with NpuGraph handlers: Note [Update plans in
 compiled NPU graph replays]) are captured with ``auto_dispatch_capture``,
 and each replay first updates the captured operators from the call's inputs.
 
-A runner that recorded a graph is held (weakly) by its device's graph-tree
-manager (torch_npu/npu/_graph_tree.py): ``torch.compiler.reset()`` drops its
-recordings through it, and the runner starts over at its next call.
+torchair's modes use it; Inductor's ``mode="reduce-overhead"`` and the
+"npugraphs" backend use the NPU graph trees instead
+(torch_npu/npu/_graph_tree.py), whose replays share one pool and overwrite
+the previous generation's outputs, as CUDA graph trees do. A runner that
+recorded a graph is held (weakly) here: ``torch.compiler.reset()`` drops its
+recordings (``reset_runners``), and the runner starts over at its next call.
 """
 
 import functools
 import warnings
+import weakref
 
 import torch
 
 __all__ = ["NpuGraphRunner", "npugraph_inner_compile"]
+
+_recording_runners = weakref.WeakSet()
+
+
+def reset_runners():
+    """Drops the recordings of every runner (``torch.compiler.reset()``)."""
+    for runner in list(_recording_runners):
+        runner.reset()
+    _recording_runners.clear()
+
+
+def recorded_graph_count():
+    return sum(runner.graph_count() for runner in list(_recording_runners))
 
 
 def _signature(args, updated_ints=frozenset()):
@@ -213,8 +230,7 @@ class NpuGraphRunner:
         if self.update_plan:
             from torch_npu.npu._aclgraph_update_plan import validate_aclgraph_update_plan_for_graph
             validate_aclgraph_update_plan_for_graph(self.update_plan, graph)
-        from torch_npu.npu._graph_tree import get_manager
-        get_manager(npu_tensors[0].device.index).add_runner(self)
+        _recording_runners.add(self)
         return _Recorded(graph, static_inputs, outputs, copied)
 
     def _update(self, recorded, args):

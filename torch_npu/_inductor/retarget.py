@@ -308,11 +308,66 @@ def _writing_update_plans(npu_graphs):
     return generating_for_npu_graphs()
 
 
+def _npu_graphs_of(compiled, gm, index, kwargs, example_inputs):
+    """``compiled`` (boxed) replayed as NPU graphs, for mode="reduce-overhead":
+    a function of the device's NPU graph tree (torch_npu/npu/_graph_tree.py),
+    as Inductor's cudagraphify makes one of the CUDA graph tree; with
+    ``torch._inductor.config.triton.cudagraph_trees`` off, a graph per input
+    signature that returns copies (``NpuGraphRunner``)."""
+    static = tuple(kwargs.get("static_input_idxs") or ())
+    mutated = tuple(getattr(compiled, "mutated_input_idxs", ()) or ())
+    is_backward = bool(kwargs.get("is_backward"))
+    from torch_npu._inductor.npugraph_runner import NpuGraphRunner, _update_plan_of, ints_only_updated
+    if not torch._inductor.config.triton.cudagraph_trees or _update_plan_of(compiled):
+        # A graph whose captured operators are updated per call (an ACLGraph
+        # update plan) replays through NpuGraphRunner, which applies the plan.
+        return NpuGraphRunner(compiled, static, mutated, name="backward graph" if is_backward else "graph",
+                              updated_ints=ints_only_updated(gm, example_inputs))
+    from torch._dynamo.utils import preserve_rng_state
+    from torch._inductor.cudagraph_utils import get_placeholder_info
+
+    from torch_npu.npu._graph_tree import npugraphify_impl
+
+    tree_kwargs = dict(device_index=index, is_backward=is_backward, is_inference=bool(kwargs.get("is_inference")),
+                       stack_traces=None, placeholders=get_placeholder_info(gm.graph),
+                       mutated_input_idxs=mutated)
+    deferred = []
+
+    def run(new_inputs):
+        # The tree's function is made at the first call, which has the real inputs.
+        if not deferred:
+            with preserve_rng_state():
+                deferred.append(npugraphify_impl(compiled, new_inputs, static, **tree_kwargs))
+        return deferred[0](new_inputs)
+
+    run._boxed_call = True
+    return run
+
+
+def _backward_beside_npu_graphs(compiled, index):
+    """A backward compiled without NPU graphs whose forward replays them: tells
+    the tree the pending backward ran (Note [Backward Generation Handling] in
+    torch's cudagraph_trees), as Inductor's maybe_handle_backward_generation."""
+    def run(new_inputs):
+        from torch_npu.npu._graph_tree import get_manager
+
+        manager = get_manager(index, create_if_none_exists=False)
+        if manager is not None:
+            manager.set_to_running_backward()
+        return compiled(new_inputs)
+
+    run._boxed_call = True
+    return run
+
+
 def _retargeting_inner(inner, index, npu_graphs=False):
     @functools.wraps(inner)
     def compile_for_cpu(gm, example_inputs, *args, **kwargs):
         if graph_device_index(example_inputs) != index or _has_npu_constants(gm) or _saves_rng_state(gm):
-            return inner(gm, example_inputs, *args, **kwargs)
+            compiled = inner(gm, example_inputs, *args, **kwargs)
+            if npu_graphs and kwargs.get("is_backward") and torch._inductor.config.triton.cudagraph_trees:
+                return _backward_beside_npu_graphs(compiled, index)
+            return compiled
         from torch._guards import detect_fake_mode
 
         fake_mode = detect_fake_mode(example_inputs)
@@ -328,11 +383,7 @@ def _retargeting_inner(inner, index, npu_graphs=False):
                 compiled = inner(gm, cpu_inputs, *args, **kwargs)
         if npu_graphs:
             # mode="reduce-overhead": what CUDA graphs are to cuda, NPU graphs are here.
-            from torch_npu._inductor.npugraph_runner import NpuGraphRunner, ints_only_updated
-            return NpuGraphRunner(compiled, kwargs.get("static_input_idxs") or (),
-                                  getattr(compiled, "mutated_input_idxs", ()) or (),
-                                  name="backward graph" if kwargs.get("is_backward") else "graph",
-                                  updated_ints=ints_only_updated(gm, example_inputs))
+            return _npu_graphs_of(compiled, gm, index, kwargs, example_inputs)
         return compiled
 
     return compile_for_cpu

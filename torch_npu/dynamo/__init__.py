@@ -268,10 +268,13 @@ class _NpugraphsBackendEntryPoint:
 
     @staticmethod
     def reset():
-        # Only graph trees that exist are reset: this must not import them.
+        # Only graph trees and runners that exist are reset: this must not import them.
         graph_tree = sys.modules.get("torch_npu.npu._graph_tree")
         if graph_tree is not None:
             graph_tree.reset_npugraph_trees()
+        runners = sys.modules.get("torch_npu._inductor.npugraph_runner")
+        if runners is not None:
+            runners.reset_runners()
 
 
 _npugraphs_backend_entrypoint = _NpugraphsBackendEntryPoint()

@@ -22,9 +22,8 @@ def mark_step_begin() -> None:
 def npugraph_mark_step_begin():
     """``torch.compiler.npugraph_mark_step_begin()``, real torch_npu's
     counterpart of ``torch.compiler.cudagraph_mark_step_begin()``: tells the
-    NPU-graph backends that a new iteration begins, so that outputs of the
-    previous one may be overwritten. vNPU's replays return fresh outputs and
-    never overwrite what an earlier call returned (torch_npu/npu/_graph_tree.py),
-    so a marked step frees nothing here; programs that need the call on the
-    hardware keep it."""
+    NPU graph trees (torch_npu/npu/_graph_tree.py) that a new iteration
+    begins, so that the next compiled call may replay over the outputs of the
+    previous one even while a backward is pending for them (outputs still
+    held then move out of the trees' pool with their values)."""
     mark_step_begin()

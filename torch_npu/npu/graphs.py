@@ -253,7 +253,11 @@ class NPUGraph(_C._NPUGraph):
         super().replay()
 
     def capture_begin(self, pool=None, capture_error_mode="global"):
-        """Begins capturing the current stream's work (prefer ``torch.npu.graph``)."""
+        """Begins capturing the current stream's work (prefer ``torch.npu.graph``).
+        ``pool`` (0, 0) names no pool, as c10's null MempoolId does for CUDA
+        graphs: the capture gets a private pool of its own."""
+        if pool is not None and tuple(pool) == (0, 0):
+            pool = None
         super().capture_begin(pool=pool, capture_error_mode=capture_error_mode)
         self._capture_stream = _stream_key(torch.npu.current_stream())
         _CAPTURING[self._capture_stream] = self
