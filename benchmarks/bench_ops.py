@@ -100,6 +100,15 @@ def case_tiny_backward(device):
     return step
 
 
+def case_foreach_sgd(device):
+    """An SGD step's update of 24 small parameters (12 64x64 weights, 12
+    biases): the one _foreach_add_ torch.optim issues for npu as for CUDA
+    (Note [One task per foreach call])."""
+    params = [torch.randn(s, device=device) for s in [(64, 64), (64,)] * 12]
+    grads = [torch.randn_like(p) for p in params]
+    return lambda: torch._foreach_add_(params, grads, alpha=-1e-3)
+
+
 def case_transformer_step(device):
     """A small transformer encoder layer (d128, 4 heads, ff 256), batch 8,
     sequence 32: forward, loss, backward, AdamW step, loss.item()."""
@@ -129,6 +138,7 @@ CASES = [
     ("add_ 128K in place", case_inplace_add_128k, 2000, None),
     ("MLP train step (784-256-10, b32)", case_mlp_step, 300, 1.3),
     ("fwd+bwd of 16 elements (mul, sum)", case_tiny_backward, 3000, None),
+    ("_foreach_add_ of 24 params", case_foreach_sgd, 2000, None),
     ("transformer layer step (d128, b8x32)", case_transformer_step, 50, None),
 ]
 
