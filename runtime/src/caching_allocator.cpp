@@ -586,7 +586,7 @@ void CachingAllocator::return_to_pool(Block* block) {
 // merged back with its free neighbour, only for the next op's output, of the
 // same size, to be split off again: per op a tree erase and insert each way
 // and a split-off Block, most of the caching allocator's cost on the launch
-// path (docs/architecture.md, "Where a small op's microseconds go"). So the
+// path (docs/architecture.md, "Where a small op's host time goes"). So the
 // last few small blocks freed directly (not through record_stream's
 // deferral) are held back from their pool, unmerged, with every statistic
 // but the inactive-split pair already counted as freed. An allocation of
