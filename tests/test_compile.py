@@ -12,6 +12,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import torch_npu
+from graph_counting import CountGraphs
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -406,30 +407,6 @@ def test_torchair_run_eagerly_and_pbtxt():
         torch.compile(lambda a: a * 2, backend=torchair.get_npu_backend(compiler_config=config))(x)
 
 
-class _CountGraphs:
-    """Counts NPU graph captures and replays while active."""
-
-    def __enter__(self):
-        import torch_npu.npu.graphs as graphs
-        self.graphs, self.captures, self.replays = graphs, 0, 0
-        self.begin, self.replay = graphs.NPUGraph.capture_begin, graphs.NPUGraph.replay
-        counter = self
-
-        def begin(graph, *args, **kwargs):
-            counter.captures += 1
-            return counter.begin(graph, *args, **kwargs)
-
-        def replay(graph):
-            counter.replays += 1
-            return counter.replay(graph)
-
-        graphs.NPUGraph.capture_begin, graphs.NPUGraph.replay = begin, replay
-        return self
-
-    def __exit__(self, *exc):
-        self.graphs.NPUGraph.capture_begin, self.graphs.NPUGraph.replay = self.begin, self.replay
-
-
 def _graph_backend(name):
     import torchair
     if name in ("npugraph_ex", "npugraphs"):
@@ -450,7 +427,7 @@ def test_npu_graph_modes_train_like_eager_and_replay(backend):
     else:
         compiled = torch.compile(model, backend=_graph_backend(backend))
     g = torch.Generator().manual_seed(1)
-    with _CountGraphs() as count:
+    with CountGraphs() as count:
         for _ in range(5):
             torch.compiler.npugraph_mark_step_begin()  # real torch_npu's step API
             x = torch.randn(8, 16, generator=g).npu()
@@ -491,7 +468,7 @@ def test_npu_graph_mode_skips_graphs_it_cannot_capture():
     # does (counted, logged). Refused captures: tests/test_graph_tree.py.
     f = torch.compile(lambda a: a * 2 + torch.arange(4.0).to("npu") * 0, backend="npugraphs")
     x = torch.tensor([0.0, 1.0, 0.0, 3.0], device="npu")
-    with _CountGraphs() as count:
+    with CountGraphs() as count:
         results = [f(x) for _ in range(3)]
     for r in results:
         assert r.cpu().tolist() == [0.0, 2.0, 0.0, 6.0]

@@ -14,6 +14,7 @@ import torch
 import torch.nn as nn
 
 import torch_npu
+from graph_counting import CountGraphs
 from torch_npu.npu import _graph_tree as gt
 
 DEVICE = "npu:0"
@@ -37,30 +38,6 @@ def boxed(fn):
         out = fn(*args)
         return list(out) if isinstance(out, (tuple, list)) else [out]
     return model
-
-
-class CountGraphs:
-    """Counts NPU graph captures and replays while active."""
-
-    def __enter__(self):
-        import torch_npu.npu.graphs as graphs
-        self.graphs, self.captures, self.replays = graphs, 0, 0
-        self.begin, self.replay = graphs.NPUGraph.capture_begin, graphs.NPUGraph.replay
-        counter = self
-
-        def begin(graph, *args, **kwargs):
-            counter.captures += 1
-            return counter.begin(graph, *args, **kwargs)
-
-        def replay(graph):
-            counter.replays += 1
-            return counter.replay(graph)
-
-        graphs.NPUGraph.capture_begin, graphs.NPUGraph.replay = begin, replay
-        return self
-
-    def __exit__(self, *exc):
-        self.graphs.NPUGraph.capture_begin, self.graphs.NPUGraph.replay = self.begin, self.replay
 
 
 def tree_function(fn, example, static_input_idxs=(), is_inference=True):
