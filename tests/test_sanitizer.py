@@ -300,6 +300,9 @@ def test_disabled_sanitizer_leaves_no_trace():
     assert not _sanitizer.npu_sanitizer.enabled
     assert not _C._npu_trace_enabled()
     x = torch.ones(N, device="npu")
+    # The host waits for x's fill, so the value read below is defined; nothing
+    # orders the two streams, so the sanitizer, on, would report the read.
+    torch.npu.synchronize()
     side = torch.npu.Stream()
     with torch.npu.stream(side):
         y = x + 1  # a race, unreported when off
