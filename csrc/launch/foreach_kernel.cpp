@@ -42,7 +42,7 @@ bool floating(c10::ScalarType dtype) {
 
 bool plain_scalar(const c10::Scalar& s) { return !s.isComplex() && !s.isBoolean(); }
 
-bool one_task_call(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args) {
+bool one_task_call(c10::ArrayRef<c10::IValue> args) {
   if (args.empty() || !args[0].isTensorList()) return false;
   const c10::ArrayRef<c10::IValue> self = args[0].toListRef();
   if (self.empty()) return false;
@@ -54,11 +54,9 @@ bool one_task_call(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue>
       return false;
     }
   }
-  const auto& arguments = schema.arguments();
   for (size_t k = 1; k < args.size(); ++k) {
     const c10::IValue& arg = args[k];
-    const c10::TypePtr& type = arguments[k].real_type();
-    if (type->kind() == c10::ListType::Kind && arg.isTensorList()) {
+    if (arg.isTensorList()) {
       const c10::ArrayRef<c10::IValue> list = arg.toListRef();
       if (list.size() != self.size()) return false;
       for (size_t i = 0; i < list.size(); ++i) {
@@ -75,7 +73,7 @@ bool one_task_call(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue>
       if (!t.defined() || t.dim() != 0 || t.is_complex() || !(t.device() == device || t.is_cpu())) return false;
     } else if (arg.isScalar()) {
       if (!plain_scalar(arg.toScalar())) return false;
-    } else if (arg.isList() && type->kind() == c10::ListType::Kind) {
+    } else if (arg.isList()) {
       // Scalar[] (a list per position)
       const c10::ArrayRef<c10::IValue> list = arg.toListRef();
       if (list.size() != self.size()) return false;
@@ -89,15 +87,12 @@ bool one_task_call(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue>
   return true;
 }
 
-// The npu tensors the call writes: its `Tensor(a!)[]` list.
-std::vector<at::Tensor> written_list(c10::ArrayRef<c10::IValue> args) { return args[0].toTensorVector(); }
-
 void foreach_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/, torch::jit::Stack* stack) {
   StrictOpScope strict_op(op);
   const auto& schema = op.schema();
   const size_t num_args = schema.arguments().size();
   const auto args = torch::jit::last(*stack, num_args);
-  if (!one_task_call(schema, args)) {
+  if (!one_task_call(args)) {
     // ATen's own loop (the kernel CPU shares with every device but CUDA),
     // whose per-tensor ops dispatch to npu one by one.
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
@@ -111,7 +106,7 @@ void foreach_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/,
   LaunchSnapshot snap;
   if (schema.returns().empty()) {  // in place: writes its first list
     BoxedSnapshot call(schema, args, device, snap);
-    launch<true>(device, name, KernelOutputs(written_list(args)), snap, [call = std::move(call), op]() {
+    launch<true>(device, name, KernelOutputs(args[0].toTensorVector()), snap, [call = std::move(call), op]() {
       torch::jit::Stack cpu_stack = call.to_stack();
       op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu_stack);
     });
@@ -147,10 +142,10 @@ void foreach_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/,
 // route (the `.out` overloads, the reductions _foreach_norm, _foreach_max and
 // _foreach_powsum, _foreach_mm, and addcmul/addcdiv's `.Tensor` overloads,
 // whose scalars come as a 1-D tensor, keep ATen's loop).
-constexpr const char* kUnary[] = {"abs",   "acos",  "asin",  "atan",  "ceil",       "cos",   "cosh",    "erf",
-                                  "erfc",  "exp",   "expm1", "floor", "frac",       "lgamma", "log",    "log10",
-                                  "log1p", "log2",  "neg",   "reciprocal",         "round", "rsqrt",  "sigmoid",
-                                  "sign",  "sin",   "sinh",  "sqrt",  "tan",        "tanh",  "trunc"};
+constexpr const char* kUnary[] = {"abs",  "acos",  "asin",  "atan",       "ceil",  "cos",   "cosh",    "erf",
+                                  "erfc", "exp",   "expm1", "floor",      "frac",  "lgamma", "log",    "log10",
+                                  "log1p", "log2", "neg",   "reciprocal", "round", "rsqrt", "sigmoid", "sign",
+                                  "sin",  "sinh",  "sqrt",  "tan",        "tanh",  "trunc"};
 constexpr const char* kBinary[] = {
     "add.List",        "add.Scalar",         "add.ScalarList",   "add.Tensor",        "sub.List",
     "sub.Scalar",      "sub.ScalarList",     "mul.List",         "mul.Scalar",        "mul.ScalarList",

@@ -22,16 +22,11 @@ later access raise).
 import torch
 
 from torch_npu import _C
+from torch_npu.npu.device import _get_device_index
 
 __all__ = []
 
 _NO_POOL = (0, 0)
-
-
-def _device_index(device):
-    if isinstance(device, int):
-        return device
-    return torch.device(device).index or 0
 
 
 def _is_no_pool(pool):
@@ -42,7 +37,7 @@ def _npu_beginAllocateCurrentThreadToPool(device, pool):
     """This thread's allocations on ``device`` go to ``pool`` until
     ``_npu_endAllocateToPool``. Takes a use of the pool, as CUDA's does."""
     if not _is_no_pool(pool):
-        _C._npu_begin_allocate_to_pool(_device_index(device), tuple(pool))
+        _C._npu_begin_allocate_to_pool(_get_device_index(device, optional=True), tuple(pool))
 
 
 def _npu_endAllocateToPool(device, pool):
@@ -50,7 +45,7 @@ def _npu_endAllocateToPool(device, pool):
     binding also gives back the use the routing took (CUDA's leaves that to
     ``_npu_releasePool``)."""
     if not _is_no_pool(pool):
-        _C._npu_end_allocate_to_pool(_device_index(device), tuple(pool))
+        _C._npu_end_allocate_to_pool(_get_device_index(device, optional=True), tuple(pool))
 
 
 def _npu_releasePool(device, pool):
@@ -66,15 +61,18 @@ def _pool_segments(pool):
     return torch.npu.memory.memory_snapshot(tuple(pool))
 
 
-def _live_block_addresses(segments):
-    addresses = set()
+def blocks_by_address(segments):
+    """(address, block) for every block of ``segments`` (as ``memory_snapshot``
+    gives them), each segment's blocks in address order."""
     for segment in segments:
         address = segment["address"]
         for block in segment["blocks"]:
-            if block["state"] == "active_allocated":
-                addresses.add(address)
+            yield address, block
             address += block["size"]
-    return addresses
+
+
+def _live_block_addresses(segments):
+    return {address for address, block in blocks_by_address(segments) if block["state"] == "active_allocated"}
 
 
 class AllocatorState:
@@ -97,7 +95,7 @@ class AllocatorState:
 def _npu_getCheckpointState(device, pool):
     """The state of ``pool``'s blocks now (an ``AllocatorState``)."""
     pool = tuple(pool)
-    return AllocatorState(_device_index(device), pool, _pool_segments(pool))
+    return AllocatorState(_get_device_index(device, optional=True), pool, _pool_segments(pool))
 
 
 def _npu_checkPoolLiveAllocations(device, pool, expected_live_allocations):

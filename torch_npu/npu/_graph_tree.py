@@ -97,6 +97,7 @@ from torch.utils._ordered_set import OrderedSet
 from torch.utils.weak import TensorWeakRef
 
 import torch_npu
+from torch_npu.npu._graph_pool import blocks_by_address
 from torch_npu.npu._graph_tree_state import MarkStepBox, mark_step_begin  # noqa: F401
 from torch_npu.npu._npugraph_conditional_nodes import (
     ControlFlowOpWarmupDispatchMode,
@@ -851,14 +852,8 @@ def get_npugraph_segments(pool_id):
 
 def get_block_addrs(pool_id, live_only=True):
     """The addresses of the blocks of ``pool_id`` (only the allocated ones if ``live_only``)."""
-    blocks = []
-    for segment in get_npugraph_segments(pool_id):
-        addr = segment["address"]
-        for block in segment["blocks"]:
-            if block["state"] == "active_allocated" or not live_only:
-                blocks.append(addr)
-            addr += block["size"]
-    return blocks
+    return [addr for addr, block in blocks_by_address(get_npugraph_segments(pool_id))
+            if block["state"] == "active_allocated" or not live_only]
 
 
 def check_memory_pool(device, pool_id, live_storages_ptrs):
@@ -874,15 +869,12 @@ def check_memory_pool(device, pool_id, live_storages_ptrs):
     gc.collect()
     torch.npu.synchronize()
     allocated_not_in_live_storages = {}
-    for segment in get_npugraph_segments(pool_id):
-        addr = segment["address"]
-        for block in segment["blocks"]:
-            if block["state"] == "active_allocated":
-                if addr not in unique_storages:
-                    allocated_not_in_live_storages[addr] = block
-                else:
-                    unique_storages.remove(addr)
-            addr += block["size"]
+    for addr, block in blocks_by_address(get_npugraph_segments(pool_id)):
+        if block["state"] == "active_allocated":
+            if addr not in unique_storages:
+                allocated_not_in_live_storages[addr] = block
+            else:
+                unique_storages.remove(addr)
     torch._check(
         len(unique_storages) == 0,
         lambda: f"These storage data ptrs are not allocated in pool {pool_id} but should be {unique_storages}",
