@@ -196,6 +196,7 @@ def pytest_runtest_logreport(report):
 # kill_children, from the same overlay folder).
 RUN_AS_MAIN = '''
 import json
+import os
 import runpy
 import sys
 import unittest
@@ -259,6 +260,7 @@ def _recorded_main(*args, **kwargs):
 
 unittest.main = _recorded_main
 sys.argv = [path]
+sys.path.insert(0, os.path.dirname(os.path.abspath(path)))  # as `python FILE` puts the file's folder first
 try:
     runpy.run_path(path, run_name="__main__")
 finally:
@@ -267,7 +269,10 @@ finally:
 '''
 
 # pytest's collection errors that come from pytest itself, not from the file.
-PYTEST_ONLY_COLLECTION_ERRORS = ("has no attribute 'runTest'", "'yield' keyword is allowed in fixtures, but not in tests")
+PYTEST_ONLY_COLLECTION_ERRORS = ("has no attribute 'runTest'", "'yield' keyword is allowed in fixtures, but not in tests",
+                                 # a TestCase class made with type(name, bases, dict(OtherClass.__dict__)):
+                                 # its copied __dict__ descriptor breaks pytest's dir() (test/onnx)
+                                 "descriptor '__dict__' for")
 
 BUILD_EACH = '''
 # Builds the extensions of a setup.py one at a time (vNPU's run_real_tests.py).

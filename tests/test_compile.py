@@ -287,6 +287,25 @@ def test_fused_ops_inside_a_compiled_region():
     assert close(torch.compile(f, fullgraph=True)(*args), f(*args), 1e-5)
 
 
+def test_layout_ops_compile_and_keep_returning_fresh_tensors():
+    # npu_broadcast, npu_transpose, npu_reshape, npu_slice and npu_indexing copy
+    # a result that aliases their input; the check must work on the fake and
+    # functional tensors of torch.compile (it read data pointers, which they lack).
+    def f(x):
+        b = torch_npu.npu_broadcast(x[:, :1], (3, 4))
+        t = torch_npu.npu_transpose(x, (1, 0), True)
+        r = torch_npu.npu_reshape(x, (4, 3))
+        s = torch_npu.npu_slice(x, [0, 1], [2, 2])
+        i = torch_npu.npu_indexing(x, [0, 0], [3, 4], [1, 2])
+        return b * 2 + 1, t + 1, r * 3, s - 1, i * 1
+    x = torch.randn(3, 4).npu()
+    for compiled, eager in zip(torch.compile(f, fullgraph=True)(x), f(x)):
+        assert torch.equal(compiled.cpu(), eager.cpu())
+    before = x.clone()
+    torch_npu.npu_broadcast(x, (3, 4)).add_(1)  # a fresh tensor: x stays
+    assert torch.equal(x.cpu(), before.cpu())
+
+
 def test_a_kernel_error_in_compiled_code_is_reported_like_eager():
     g = torch.compile(lambda x, i: x[i] * 2)
     x = torch.randn(100, device="npu")

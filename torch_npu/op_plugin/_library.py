@@ -32,6 +32,10 @@ EXPORTED_ATB = []
 # "npu::<packet>" -> the docstring of the Python function that implements it,
 # part of the exported operator's own docstring (export() in __init__.py).
 IMPLEMENTATION_DOCS = {}
+# "npu::<packet>.<overload>" -> the Python function that implements it, for
+# the callers that want the composition itself rather than the operator
+# (torch_npu.onnx exports some operators as the ATen operators they compose).
+COMPOSITIONS = {}
 
 
 def _strict_mode_on():
@@ -135,6 +139,7 @@ def define(schema, fn, *, export=True, differentiable=True):
         impl = _without_autograd(impl)
     _LIB.impl(name, impl, "CompositeImplicitAutograd" if differentiable else "CompositeExplicitAutograd")
     _C._note_op_route("npu::" + name, "python_composite")
+    COMPOSITIONS["npu::" + (name if "." in name else name + ".default")] = fn
     packet = name.split(".", 1)[0]
     if export and packet not in EXPORTED:
         EXPORTED.append(packet)

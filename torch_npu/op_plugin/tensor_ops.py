@@ -20,7 +20,9 @@ from torch_npu.op_plugin._library import check, define, define_mutating
 
 def _fresh(t, source):
     """t, copied if it shares storage with ``source`` (a view or source itself)."""
-    if t.untyped_storage().data_ptr() == source.untyped_storage().data_ptr():
+    # _is_alias_of compares storages, which fake and functional tensors
+    # (torch.compile, torch.export) have too; their data pointers they have not.
+    if torch._C._is_alias_of(t, source):
         return t.clone(memory_format=torch.contiguous_format)
     return t.contiguous()
 
