@@ -213,17 +213,16 @@ assert os.environ["TORCHINDUCTOR_NPU_BACKEND"] == "default"
 """)
 
 
-def test_shape_handling_is_accepted_with_a_warning_and_changes_no_result():
+def test_shape_handling_set_up_by_the_wrapper_pads_to_gears():
     _ok("""
-import warnings, torch, torch_npu
-f = lambda x: x.sum(0) * 2
-with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter("always")
-    compiled = torch.compile(f, options={"enable_shape_handling": True})
-assert any("enable_shape_handling" in str(w.message) for w in caught)
-for batch in (3, 5):
+import torch, torch_npu
+from torch._dynamo.utils import counters
+f = lambda x: x * 2 + 1
+compiled = torch.compile(f, options={"enable_shape_handling": True}, dynamic=False)
+for batch in (3, 4):  # both run as the gear 4
     x = torch.randn(batch, 4, device="npu")
     torch.testing.assert_close(compiled(x), f(x))
+assert counters["stats"]["unique_graphs"] == 1, counters["stats"]
 """)
 
 

@@ -18,6 +18,9 @@ import torch  # noqa: E402
 __version__ = "2.13.0+vnpu1"
 
 from torch_npu import _C  # noqa: E402  (the C++ adaptor; registers kernels on load)
+from torch_npu import _c_lazy  # noqa: E402
+
+_C.__getattr__ = _c_lazy.c_getattr  # the bindings vNPU writes in Python, imported at first use
 from torch_npu import _registration  # noqa: E402
 
 _registration.register()

@@ -154,3 +154,5 @@ def _load_backend():
 
 
 _load_backend()
+
+from torch_npu._inductor.shape_handling import NPUShapeHandling, patch_shape_handling  # noqa: E402,F401

@@ -281,15 +281,13 @@ class _NpuBackendScope:
             os.environ[_NPU_BACKEND_ENV] = self._saved
 
 
-@run_once
 def _patch_shape_handling():
-    """``options={"enable_shape_handling": True}``: on the chip, torch_npu pads
-    or splits the inputs of each call to a few "gear" sizes, so that few
-    shapes are compiled. vNPU compiles each shape as it comes (Dynamo's
-    dynamic shapes): the results are the same, more graphs may be compiled."""
-    import warnings
-    warnings.warn("torch_npu: enable_shape_handling is accepted and has no effect on vNPU: inputs are not padded "
-                  "or split to gear sizes; each input shape is compiled as it comes")
+    """``options={"enable_shape_handling": True}``: inputs padded or split to
+    gear sizes (torch_npu/_inductor/shape_handling.py). Looked up on
+    torch_npu._inductor at each call, as real torch_npu's wrapper does."""
+    import torch_npu._inductor
+
+    torch_npu._inductor.patch_shape_handling()
 
 
 @run_once

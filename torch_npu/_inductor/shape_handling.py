@@ -1,0 +1,301 @@
+"""Shape handling for torch.compile: few compiled shapes for many input shapes.
+
+    torch.compile(fn, options={"enable_shape_handling": True,
+                               "shape_handling_configs": [{"type": "BATCHSIZE", "max_size": 64}, ...]})
+
+Each call's inputs are padded up to the nearest "gear" of their batch (and
+sequence) dimension, and a batch above the largest gear is split into chunks
+that each run through the compiled function; the outputs are concatenated
+and the padding sliced off (torch_npu/_inductor/_shape_gears.py). So a
+function called with batch sizes 3, 4, 5 and 6 compiles twice (gears 4 and
+8), not four times. Real torch_npu's option and names; docs/graph_mode.md.
+
+A config (one per dimension type, two at most):
+    type        "BATCHSIZE" or "SEQLEN" (required)
+    dimensions  the dimension's index: one for BATCHSIZE (default 0); for
+                SEQLEN one for all tensors or one per listed tensor (default 1)
+    indices     which flattened input tensors it applies to (default: every
+                tensor that has the dimension, decided at the first call)
+    value       the padding value (default 0.0)
+    gears       explicit sizes; else min_size..max_size (default 1..1024) by
+                policy "TIMES" (the powers of two between them)
+
+Padding changes what a function computes unless its rows are independent
+(a reduction over the batch sees the padding): it is for functions whose
+batch elements do not interact, as on the chip.
+"""
+
+import copy
+import functools
+import inspect
+import logging
+import warnings
+from typing import Any, Callable, Dict, List, Optional
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_unflatten
+
+from torch_npu._inductor._shape_gears import _NPUShapeHandling, ShapePolicy, ShapeType
+
+__all__ = ["NPUShapeHandling"]
+
+_log = logging.getLogger(__name__)
+
+_TYPES = {"BATCHSIZE": ShapeType.BATCHSIZE, "SEQLEN": ShapeType.SEQLEN}
+_POLICIES = {"TIMES": ShapePolicy.TIMES, "CUSTOM": ShapePolicy.CUSTOM}
+_DEFAULT_DIMENSION = {"BATCHSIZE": 0, "SEQLEN": 1}
+
+
+class NPUShapeHandling(_NPUShapeHandling):
+    """Gears for the dimensions `configs` describe (module docstring).
+
+    Without configs, the batch dimension (0) of every input tensor, gears
+    1..1024. The four optional hooks replace how a call's arguments become
+    tensors and back: transform_pre_fn(*args, **kwargs) -> tensors,
+    transform_post_fn(groups) -> (args per call, kwargs per call),
+    recover_pre_fn(outputs per call) -> tensor groups, recover_post_fn(tensors)
+    -> the result.
+    """
+
+    def __init__(self, configs: Optional[List[Dict[str, Any]]] = None,
+                 transform_pre_fn: Optional[Callable] = None, transform_post_fn: Optional[Callable] = None,
+                 recover_pre_fn: Optional[Callable] = None, recover_post_fn: Optional[Callable] = None) -> None:
+        super().__init__()
+        self.transform_pre_fn, self.transform_post_fn = transform_pre_fn, transform_post_fn
+        self.recover_pre_fn, self.recover_post_fn = recover_pre_fn, recover_post_fn
+        self.delay_init = False
+        if configs:
+            self._validate_configs(configs)
+            self.configs = configs
+            self._initialize_from_configs(configs)
+        else:
+            self.delay_init = True
+            self.configs = [{"type": "BATCHSIZE", "dimensions": [0], "indices": [], "value": 0.0, "gears": [],
+                             "min_size": 1, "max_size": 1024, "policy": "TIMES"}]
+
+    # --- configs -------------------------------------------------------------
+
+    def _validate_configs(self, configs: List[Dict[str, Any]]) -> None:
+        """ValueError naming the config and field for anything malformed;
+        an int `dimensions` becomes a one-element list."""
+        if not configs:
+            return
+        if len(configs) > 2:
+            raise ValueError("NPUShapeHandling currently supports only two dimensions.")
+        for i, config in enumerate(configs):
+            if "type" not in config:
+                raise ValueError(f"Config {i} missing required field: type.")
+            kind = config["type"]
+            if not isinstance(kind, str):
+                raise ValueError(f"Config {i} type must be a str, got {type(kind)}.")
+            if kind not in _TYPES:
+                raise ValueError(f"Invalid 'type' in config[{i}]: {kind}. Must be one of: 'BATCHSIZE', 'SEQLEN'.")
+            if isinstance(config.get("dimensions"), int):
+                config["dimensions"] = [config["dimensions"]]
+            for field in ("dimensions", "indices", "gears"):
+                if field not in config:
+                    continue
+                if not isinstance(config[field], (list, tuple)):
+                    raise ValueError(f"Config {i} {field} must be a list, got {type(config[field])}.")
+                if not all(isinstance(item, int) for item in config[field]):
+                    raise ValueError(f"Config {i} {field} must contain integers.")
+            if kind == "BATCHSIZE" and len(config.get("dimensions", ())) > 1:
+                warnings.warn("For BATCHSIZE, only the first element of 'dimensions' is used")
+                config["dimensions"] = [config["dimensions"][0]]
+            for field in ("min_size", "max_size"):
+                if field in config and not isinstance(config[field], int):
+                    raise ValueError(f"Config {i} {field} must be an integer, got {type(config[field])}.")
+            if "value" in config and not isinstance(config["value"], (int, float)):
+                raise ValueError(f"Config {i} 'value' must be a number, got {type(config['value'])}.")
+            if "policy" in config:
+                if not isinstance(config["policy"], str):
+                    raise ValueError(f"Config {i} 'policy' must be a str, got {type(config['policy'])}.")
+                if config["policy"] not in _POLICIES:
+                    raise ValueError(f"Invalid 'policy' in config[{i}]: {config['policy']}. "
+                                     "Must be one of: 'TIMES', 'CUSTOM'.")
+        if len(configs) == 2 and configs[0]["type"] == configs[1]["type"]:
+            raise ValueError("Cannot initialize the same type repeatedly.")
+
+    def _initialize_from_configs(self, configs: List[Dict[str, Any]]) -> None:
+        """Initialises each config whose tensors are known; the others wait
+        for the first call (delay_init)."""
+        for config in configs:
+            kind = config["type"]
+            indices = list(config.get("indices", []))
+            dimensions = list(config.get("dimensions", []))
+            if kind == "BATCHSIZE" and not dimensions:
+                dimensions = [0]
+            elif kind == "SEQLEN" and indices:
+                if not dimensions:
+                    dimensions = [1]
+                if len(dimensions) == 1:
+                    dimensions = dimensions * len(indices)
+            if not dimensions or not indices:
+                self.delay_init = True
+                continue
+            value = config.get("value", 0.0)
+            if config.get("gears"):
+                self.initialize(_TYPES[kind], list(config["gears"]), dimensions, indices, value)
+            else:
+                self.initialize(_TYPES[kind], config.get("min_size", 1), config.get("max_size", 1024),
+                                _POLICIES[config.get("policy", "TIMES")], dimensions, indices, value)
+
+    def _construct_indices(self, tensors: List[torch.Tensor], dimensions, dimension_type) -> List[int]:
+        """The positions of the tensors that have the config's dimension."""
+        dimensions = list(dimensions) or [_DEFAULT_DIMENSION[dimension_type]]
+        if dimension_type == "BATCHSIZE" or len(dimensions) == 1:
+            dimensions = [dimensions[0]] * len(tensors)
+        return [i for i, (dim, tensor) in enumerate(zip(dimensions, tensors)) if tensor.ndim > dim]
+
+    def delay_initialize(self, tensors: List[torch.Tensor]) -> None:
+        """Completes the configs without indices from the first call's tensors."""
+        pending = []
+        for config in self.configs:
+            if not config.get("indices"):
+                config["indices"] = self._construct_indices(tensors, config.get("dimensions", []), config["type"])
+                pending.append(config)
+        if pending:
+            self._initialize_from_configs(pending)
+        self.delay_init = False
+
+    # --- tensors ---------------------------------------------------------------
+
+    def transform(self, tensors: List[torch.Tensor]) -> List[List[torch.Tensor]]:
+        if self.delay_init:
+            self.delay_initialize(list(tensors))
+        return super().transform(tensors)
+
+    def recover(self, tensor_groups: List[List[torch.Tensor]]) -> List[torch.Tensor]:
+        return super().recover(tensor_groups)
+
+    def get_shape_safe(self, item):
+        """Shapes of a (nested) structure of tensors, for logs: the type of anything else."""
+        if isinstance(item, torch.Tensor):
+            return list(item.shape)
+        if isinstance(item, (list, tuple)):
+            return [self.get_shape_safe(i) for i in item]
+        return type(item)
+
+    # --- a call's arguments and results ----------------------------------------
+
+    def flatten_to_tensors(self, structure: Any):
+        """(tensors, their positions among the leaves, the leaves, the tree spec)."""
+        leaves, spec = tree_flatten(structure)
+        indices = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+        return [leaves[i] for i in indices], indices, leaves, spec
+
+    def unflatten_from_tensors(self, tensors, indices, leaves, spec) -> Any:
+        leaves = list(leaves)
+        for index, tensor in zip(indices, tensors):
+            leaves[index] = tensor
+        return tree_unflatten(leaves, spec)
+
+    def transform_hook(self, *args: Any, **kwargs: Any):
+        """A call's arguments -> (args of each call to make, kwargs of each)."""
+        if self.transform_pre_fn:
+            tensors = self.transform_pre_fn(*args, **kwargs)
+        else:
+            tensors, indices, leaves, spec = self.flatten_to_tensors((args, kwargs))
+        if _log.isEnabledFor(logging.INFO):
+            _log.info("[Transform] %d input tensors, shapes %s", len(tensors), self.get_shape_safe(list(tensors)))
+        groups = self.transform(tensors=list(tensors))
+        if _log.isEnabledFor(logging.INFO):
+            _log.info("[Transform] into %s", [self.get_shape_safe(g) for g in groups])
+        if self.transform_post_fn:
+            result = self.transform_post_fn(groups)
+        else:
+            result = zip(*[self.unflatten_from_tensors(group, indices, leaves, spec) for group in groups])
+        if not result:
+            _log.error("shape handling: transform_post_fn returned %r instead of (args, kwargs) per call", result)
+        return result
+
+    def recover_hook(self, groups: List[Any]) -> Any:
+        """The results of each call -> the result of one call on the original arguments."""
+        if self.recover_pre_fn:
+            tensor_groups = self.recover_pre_fn(groups)
+        else:
+            tensor_groups, indices, leaves, spec = [], [], [], None
+            for result in groups:
+                tensors, indices, leaves, spec = self.flatten_to_tensors(result)
+                tensor_groups.append(tensors)
+        recovered = self.recover(tensor_groups=tensor_groups)
+        if self.recover_post_fn:
+            return self.recover_post_fn(recovered)
+        return self.unflatten_from_tensors(recovered, indices, leaves, spec)
+
+
+def unified_copy(data: Any) -> Any:
+    """An independent copy: tensors cloned (detached), containers rebuilt,
+    other objects deep-copied where they can be (else returned as they are)."""
+    if data is None:
+        return None
+    if isinstance(data, torch.Tensor):
+        return data.clone().detach()
+    if isinstance(data, dict):
+        return {key: unified_copy(value) for key, value in data.items()}
+    if isinstance(data, list):
+        return [unified_copy(item) for item in data]
+    if isinstance(data, tuple):
+        return tuple(unified_copy(item) for item in data)
+    try:
+        return copy.deepcopy(data)
+    except (TypeError, ValueError):
+        return data
+
+
+def _handling_for(compiler_config):
+    """The NPUShapeHandling a torch.compile with these Inductor options uses, or None."""
+    if not isinstance(compiler_config, dict) or not compiler_config.get("enable_shape_handling", False):
+        return None
+    hooks = compiler_config.get("shape_handling_dict") or {}
+    return NPUShapeHandling(configs=compiler_config.get("shape_handling_configs"),
+                            transform_pre_fn=hooks.get("trans_pre_fn"), transform_post_fn=hooks.get("trans_post_fn"),
+                            recover_pre_fn=hooks.get("re_pre_fn"), recover_post_fn=hooks.get("re_post_fn"))
+
+
+def patch_dynamo_context():
+    """Makes a function compiled with shape handling run through its gears:
+    Dynamo's optimize context (what torch.compile returns a function through)
+    builds the NPUShapeHandling from the Inductor options it was given, and
+    the function it returns transforms each call's arguments, calls the
+    compiled function once per group and recovers the result. Modules and
+    classes are compiled as they are, as in real torch_npu."""
+    from torch._dynamo.eval_frame import _TorchDynamoContext
+
+    if getattr(_TorchDynamoContext.__call__, "_npu_shape_handling", False):
+        return
+    original_init, original_call = _TorchDynamoContext.__init__, _TorchDynamoContext.__call__
+
+    def init(self, callback, *args, **kwargs):
+        original_init(self, callback, *args, **kwargs)
+        self._npu_shape_handling = _handling_for(kwargs.get("compiler_config"))
+
+    def call(self, fn):
+        compiled = original_call(self, fn)
+        handling = getattr(self, "_npu_shape_handling", None)
+        if handling is None or isinstance(fn, torch.nn.Module) or inspect.isclass(fn):
+            return compiled
+
+        @functools.wraps(compiled)
+        def through_gears(*args, **kwargs):
+            args_per_call, kwargs_per_call = handling.transform_hook(*args, **kwargs)
+            calls = list(zip(args_per_call, kwargs_per_call))
+            # With several calls, an earlier call's outputs may live in memory
+            # a later replay reuses (NPU graphs): keep copies.
+            results = [compiled(*a, **k) for a, k in calls]
+            if len(calls) > 1:
+                results = [unified_copy(r) for r in results]
+            return handling.recover_hook(results)
+        return through_gears
+
+    call._npu_shape_handling = True
+    _TorchDynamoContext.__init__, _TorchDynamoContext.__call__ = init, call
+
+
+def patch_shape_handling():
+    """Installs shape handling (once); torch.compile's Inductor wrapper calls
+    it when its options enable shape handling."""
+    if getattr(patch_shape_handling, "_is_patched", False):
+        return
+    patch_dynamo_context()
+    patch_shape_handling._is_patched = True
