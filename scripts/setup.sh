@@ -47,15 +47,18 @@ fi
 # is ever cached, and every process compiled torch's modules from source:
 # `import torch` took 3.1 s instead of 1.5 s, in every rank, DataLoader worker
 # and subprocess test. compileall on all cores takes a few seconds.
-# Prints torch's folder when its bytecode is missing and Python will not cache it.
+# Prints the folders of torch and torchgen (which `import torch` imports) whose
+# bytecode is missing where Python will not cache it.
 torch_to_compile=$("$PYTHON" -c '
 import importlib.util, os, sys
-init = importlib.util.find_spec("torch").origin
-if sys.dont_write_bytecode and not os.path.exists(importlib.util.cache_from_source(init)):
-    print(os.path.dirname(init))')
+for package in ("torch", "torchgen"):
+    init = importlib.util.find_spec(package).origin
+    if sys.dont_write_bytecode and not os.path.exists(importlib.util.cache_from_source(init)):
+        print(os.path.dirname(init))')
 if [ -n "$torch_to_compile" ]; then
   echo "[setup] byte-compiling torch (Python does not cache it here: PYTHONDONTWRITEBYTECODE)"
-  "$PYTHON" -m compileall -q -j 0 "$torch_to_compile" >/dev/null || true
+  # shellcheck disable=SC2086  # one folder per line
+  "$PYTHON" -m compileall -q -j 0 $torch_to_compile >/dev/null || true
 fi
 
 need_apt=()
