@@ -46,6 +46,45 @@ _POLICIES = {"TIMES": ShapePolicy.TIMES, "CUSTOM": ShapePolicy.CUSTOM}
 _DEFAULT_DIMENSION = {"BATCHSIZE": 0, "SEQLEN": 1}
 
 
+def _is_int_list(value):
+    return isinstance(value, (list, tuple)) and all(isinstance(v, int) for v in value)
+
+
+# field -> (what a valid value is, the test); "type" is checked first, separately.
+_FIELD_RULES = {
+    "dimensions": ("an int or a list of ints", lambda v: isinstance(v, int) or _is_int_list(v)),
+    "indices": ("a list of ints", _is_int_list),
+    "gears": ("a list of ints", _is_int_list),
+    "min_size": ("an int", lambda v: isinstance(v, int)),
+    "max_size": ("an int", lambda v: isinstance(v, int)),
+    "value": ("a number", lambda v: isinstance(v, (int, float))),
+    "policy": (f"one of {sorted(_POLICIES)}", lambda v: isinstance(v, str) and v in _POLICIES),
+}
+
+
+def _config_problem(config):
+    """What is wrong with one config, or None."""
+    kind = config.get("type")
+    if not isinstance(kind, str) or kind not in _TYPES:
+        return f"'type' must be one of {sorted(_TYPES)}, got {kind!r}"
+    for field, (wanted, valid) in _FIELD_RULES.items():
+        if field in config and not valid(config[field]):
+            return f"'{field}' must be {wanted}, got {config[field]!r}"
+    return None
+
+
+def _placement(config):
+    """(dimensions, indices) of a config, one dimension per listed tensor for
+    SEQLEN; None while its tensors are not known yet."""
+    indices = list(config.get("indices") or ())
+    if not indices:
+        return None
+    dimensions = list(config.get("dimensions") or (_DEFAULT_DIMENSION[config["type"]],))
+    if config["type"] == "SEQLEN" and len(dimensions) == 1:
+        dimensions *= len(indices)
+    return dimensions, indices
+
+
 class NPUShapeHandling(_NPUShapeHandling):
     """Gears for the dimensions `configs` describe (module docstring).
 
@@ -76,69 +115,41 @@ class NPUShapeHandling(_NPUShapeHandling):
     # --- configs -------------------------------------------------------------
 
     def _validate_configs(self, configs: List[Dict[str, Any]]) -> None:
-        """ValueError naming the config and field for anything malformed;
-        an int `dimensions` becomes a one-element list."""
+        """Raises ValueError naming the config and the field for anything
+        malformed; normalises `dimensions` to a list (one entry for BATCHSIZE)."""
         if not configs:
             return
-        if len(configs) > 2:
-            raise ValueError("NPUShapeHandling currently supports only two dimensions.")
+        if len(configs) > len(_TYPES):
+            raise ValueError(f"NPUShapeHandling takes one config per dimension type, {len(_TYPES)} at most; "
+                             f"got {len(configs)}.")
         for i, config in enumerate(configs):
-            if "type" not in config:
-                raise ValueError(f"Config {i} missing required field: type.")
-            kind = config["type"]
-            if not isinstance(kind, str):
-                raise ValueError(f"Config {i} type must be a str, got {type(kind)}.")
-            if kind not in _TYPES:
-                raise ValueError(f"Invalid 'type' in config[{i}]: {kind}. Must be one of: 'BATCHSIZE', 'SEQLEN'.")
-            if isinstance(config.get("dimensions"), int):
-                config["dimensions"] = [config["dimensions"]]
-            for field in ("dimensions", "indices", "gears"):
-                if field not in config:
-                    continue
-                if not isinstance(config[field], (list, tuple)):
-                    raise ValueError(f"Config {i} {field} must be a list, got {type(config[field])}.")
-                if not all(isinstance(item, int) for item in config[field]):
-                    raise ValueError(f"Config {i} {field} must contain integers.")
-            if kind == "BATCHSIZE" and len(config.get("dimensions", ())) > 1:
-                warnings.warn("For BATCHSIZE, only the first element of 'dimensions' is used")
-                config["dimensions"] = [config["dimensions"][0]]
-            for field in ("min_size", "max_size"):
-                if field in config and not isinstance(config[field], int):
-                    raise ValueError(f"Config {i} {field} must be an integer, got {type(config[field])}.")
-            if "value" in config and not isinstance(config["value"], (int, float)):
-                raise ValueError(f"Config {i} 'value' must be a number, got {type(config['value'])}.")
-            if "policy" in config:
-                if not isinstance(config["policy"], str):
-                    raise ValueError(f"Config {i} 'policy' must be a str, got {type(config['policy'])}.")
-                if config["policy"] not in _POLICIES:
-                    raise ValueError(f"Invalid 'policy' in config[{i}]: {config['policy']}. "
-                                     "Must be one of: 'TIMES', 'CUSTOM'.")
-        if len(configs) == 2 and configs[0]["type"] == configs[1]["type"]:
-            raise ValueError("Cannot initialize the same type repeatedly.")
+            problem = _config_problem(config)
+            if problem:
+                raise ValueError(f"shape_handling_configs[{i}]: {problem}")
+            dimensions = config.get("dimensions")
+            if isinstance(dimensions, int):
+                config["dimensions"] = [dimensions]
+            elif config["type"] == "BATCHSIZE" and dimensions is not None and len(dimensions) > 1:
+                warnings.warn(f"shape_handling_configs[{i}]: BATCHSIZE uses one dimension; taking {dimensions[0]}")
+                config["dimensions"] = [dimensions[0]]
+        kinds = [config["type"] for config in configs]
+        if len(set(kinds)) != len(kinds):
+            raise ValueError(f"shape_handling_configs: each type may appear once, got {kinds}.")
 
     def _initialize_from_configs(self, configs: List[Dict[str, Any]]) -> None:
-        """Initialises each config whose tensors are known; the others wait
-        for the first call (delay_init)."""
+        """Hands each config whose tensors are known to the core; a config
+        without `indices` waits for the first call (delay_init)."""
         for config in configs:
-            kind = config["type"]
-            indices = list(config.get("indices", []))
-            dimensions = list(config.get("dimensions", []))
-            if kind == "BATCHSIZE" and not dimensions:
-                dimensions = [0]
-            elif kind == "SEQLEN" and indices:
-                if not dimensions:
-                    dimensions = [1]
-                if len(dimensions) == 1:
-                    dimensions = dimensions * len(indices)
-            if not dimensions or not indices:
+            placement = _placement(config)
+            if placement is None:
                 self.delay_init = True
                 continue
-            value = config.get("value", 0.0)
+            kind, value = _TYPES[config["type"]], config.get("value", 0.0)
             if config.get("gears"):
-                self.initialize(_TYPES[kind], list(config["gears"]), dimensions, indices, value)
+                sizes = (list(config["gears"]),)
             else:
-                self.initialize(_TYPES[kind], config.get("min_size", 1), config.get("max_size", 1024),
-                                _POLICIES[config.get("policy", "TIMES")], dimensions, indices, value)
+                sizes = (config.get("min_size", 1), config.get("max_size", 1024), _POLICIES[config.get("policy", "TIMES")])
+            self.initialize(kind, *sizes, *placement, value)
 
     def _construct_indices(self, tensors: List[torch.Tensor], dimensions, dimension_type) -> List[int]:
         """The positions of the tensors that have the config's dimension."""

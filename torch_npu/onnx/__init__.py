@@ -6,10 +6,9 @@ parts: the operators that export as the standard operators they compose
 writes for the others (wrapper_onnx_ops). docs/onnx.md.
 """
 
-from .wrapper_onnx_ops import _add_onnx_ops
-from .wrapper_ops_combined import _add_ops_combined_for_onnx
+from torch_npu.onnx import wrapper_onnx_ops, wrapper_ops_combined
 
 __all__ = []
 
-_add_onnx_ops()
-_add_ops_combined_for_onnx()
+for _install in (wrapper_onnx_ops.register_custom_node_symbolics, wrapper_ops_combined.install_export_forms):
+    _install()

@@ -148,10 +148,11 @@ def _custom_node_symbolic(schema, node_type, renames):
     return symbolic
 
 
-def _add_onnx_ops():
+def register_custom_node_symbolics():
+    """Registers the symbolic of every operator in CUSTOM_NODES that vNPU defines (idempotent)."""
     register = torch.onnx.register_custom_op_symbolic
     for name, (node_type, renames) in CUSTOM_NODES.items():
-        packet = getattr(torch.ops.npu, name, None) if hasattr(torch.ops.npu, name) else None
+        packet = getattr(torch.ops.npu, name, None)
         if packet is None:
             continue  # an operator vNPU does not define
         # The symbolic is looked up by operator name, whatever the overload;

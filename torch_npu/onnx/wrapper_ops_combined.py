@@ -82,7 +82,8 @@ class _ExportAware:
         return f"<torch_npu.{self.__name__}: {self.__wrapped__!r}, exported to ONNX as its composition>"
 
 
-def _add_ops_combined_for_onnx():
+def install_export_forms():
+    """Replaces torch_npu.<name> for each of COMBINED_OPS with its export-aware form (once)."""
     for name in COMBINED_OPS:
         current = getattr(torch_npu, name)
         if getattr(current, "__wrapped__", None) is not None:
