@@ -348,3 +348,22 @@ def test_run_once_makes_other_threads_wait_for_the_running_step():
     first.join(10)
     second.join(10)
     assert calls == [1] and seen == [True]
+
+
+def test_disabled_registration_leaves_inductor_without_an_npu_backend():
+    _ok("""
+import torch, torch_npu
+from torch_npu.utils import _dynamo
+_dynamo.disable_register_inductor_npu()
+x = torch.randn(4, 4).npu()
+try:
+    torch.compile(lambda a: a - 1)(x)
+except Exception as e:
+    assert "registration is disabled" in str(e), e
+else:
+    raise AssertionError("compiled without an npu backend")
+assert not _dynamo.is_inductor_npu_initialized()
+_dynamo.enable_register_inductor_npu()
+torch._dynamo.reset()
+assert torch.equal(torch.compile(lambda a: a - 1)(x).cpu(), (x - 1).cpu())
+""")

@@ -40,6 +40,11 @@ def codegen_classes():
                "CppWrapperCodegen": NpuCppWrapperUnsupported, "WrapperFxCodegen": None}
     global _registered
     if not _registered:
+        from torch_npu.utils._dynamo import _InductorNpuRegistry
+        if _InductorNpuRegistry._disabled_register:
+            raise RuntimeError("Inductor has no npu backend: its registration is disabled "
+                               "(torch_npu.utils._dynamo.disable_register_inductor_npu()); call "
+                               "enable_register_inductor_npu() before compiling npu code.")
         _registered = True
         _register(classes)
     return classes
