@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""How close vNPU's Python files are to real torch_npu's files of the same path.
+
+vNPU reads real torch_npu's code to learn and never copies it; this measures it.
+
+    python scripts/similarity_to_real.py [--base REV] [FILE ...]   (default: the .py files changed since REV, main)
+
+Per file: `same` = share of our non-trivial lines (stripped, > 25 chars) found verbatim in real's file;
+`shape` = difflib ratio of the two files' token streams with names, strings and numbers normalized
+(a paraphrase with renamed variables scores high). Data-only modules (constants, headers)
+are marked. A file of 10 or more such lines is flagged `<-- over` when shape > 0.5 or same > 0.2; independently written files score shape
+0.1-0.4. White-box tests fix names and signatures, re-export modules are lists of names,
+so a flag is a prompt to read both files, not a verdict. Real torch_npu is read from the
+bare mirror `fetch` makes (/work/.mirror/Ascend+pytorch/repo).
+"""
+import ast
+import difflib
+import io
+import keyword
+import os
+import subprocess
+import sys
+import tokenize
+
+R = "/work/.mirror/Ascend+pytorch/repo"
+DATA = ("_constant.py", "_csv_headers.py")
+
+
+def tokens(src):
+    out = []
+    try:
+        for t in tokenize.generate_tokens(io.StringIO(src).readline):
+            if t.type in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT):
+                continue
+            if t.type == tokenize.NAME:
+                out.append(t.string if keyword.iskeyword(t.string) else "N")
+            elif t.type == tokenize.STRING:
+                out.append("S")
+            elif t.type == tokenize.NUMBER:
+                out.append("0")
+            else:
+                out.append(t.string)
+    except (tokenize.TokenError, IndentationError):
+        pass
+    return out
+
+
+def strip_docstrings(src):
+    try:
+        tree = ast.parse(src)
+    except SyntaxError:
+        return src
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body and \
+                isinstance(node.body[0], ast.Expr) and isinstance(getattr(node.body[0], "value", None), ast.Constant) \
+                and isinstance(node.body[0].value.value, str):
+            node.body = node.body[1:] or [ast.Pass()]
+    return ast.unparse(tree)
+
+
+def compare(path):
+    real = subprocess.run(["git", "--git-dir", R, "show", "HEAD:" + path], capture_output=True, text=True).stdout
+    ours = open(path).read() if os.path.exists(path) else ""
+    if not real or not ours:
+        return None
+    rl = set(l.strip() for l in real.splitlines() if len(l.strip()) > 25)
+    ol = [l.strip() for l in ours.splitlines() if len(l.strip()) > 25]
+    same = sum(l in rl for l in ol) / max(1, len(ol))
+    a, b = tokens(strip_docstrings(ours)), tokens(strip_docstrings(real))
+    shape = difflib.SequenceMatcher(None, a, b, autojunk=False).ratio() if a and b else 0.0
+    return same, shape, len(ol)
+
+
+def main():
+    args = sys.argv[1:]
+    base = "main"
+    if args[:1] == ["--base"]:
+        base, args = args[1], args[2:]
+    files = args or subprocess.run(["git", "diff", "--name-only", f"{base}...HEAD", "--", "torch_npu"],
+                                   capture_output=True, text=True).stdout.split()
+    rows = []
+    for f in files:
+        if f.endswith(".py"):
+            r = compare(f)
+            if r:
+                rows.append((r[1], r[0], r[2], f))
+    for shape, same, n, f in sorted(rows, reverse=True):
+        flag = " (data)" if f.endswith(DATA) else ""
+        bad = " <-- over" if not flag and n >= 10 and (shape > 0.5 or same > 0.2) else ""
+        print(f"shape {shape:.2f}  same {same:.2f}  lines {n:4d}  {f}{flag}{bad}")
+
+
+main()
