@@ -10,5 +10,5 @@ from torch_npu.onnx import wrapper_onnx_ops, wrapper_ops_combined
 
 __all__ = []
 
-for _install in (wrapper_onnx_ops.register_custom_node_symbolics, wrapper_ops_combined.install_export_forms):
+for _install in (wrapper_onnx_ops._register_custom_node_symbolics, wrapper_ops_combined._install_export_forms):
     _install()

@@ -148,7 +148,7 @@ def _custom_node_symbolic(schema, node_type, renames):
     return symbolic
 
 
-def register_custom_node_symbolics():
+def _register_custom_node_symbolics():
     """Registers the symbolic of every operator in CUSTOM_NODES that vNPU defines (idempotent)."""
     register = torch.onnx.register_custom_op_symbolic
     for name, (node_type, renames) in CUSTOM_NODES.items():

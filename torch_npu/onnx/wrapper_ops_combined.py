@@ -82,7 +82,7 @@ class _ExportAware:
         return f"<torch_npu.{self.__name__}: {self.__wrapped__!r}, exported to ONNX as its composition>"
 
 
-def install_export_forms():
+def _install_export_forms():
     """Replaces torch_npu.<name> for each of COMBINED_OPS with its export-aware form (once)."""
     for name in COMBINED_OPS:
         current = getattr(torch_npu, name)
