@@ -176,9 +176,6 @@ class NPUShapeHandling(_NPUShapeHandling):
             self.delay_initialize(list(tensors))
         return super().transform(tensors)
 
-    def recover(self, tensor_groups: List[List[torch.Tensor]]) -> List[torch.Tensor]:
-        return super().recover(tensor_groups)
-
     def get_shape_safe(self, item):
         """Shapes of a (nested) structure of tensors, for logs: the type of anything else."""
         if isinstance(item, torch.Tensor):
@@ -292,11 +289,9 @@ def patch_dynamo_context():
             args_per_call, kwargs_per_call = handling.transform_hook(*args, **kwargs)
             calls = list(zip(args_per_call, kwargs_per_call))
             # With several calls, an earlier call's outputs may live in memory
-            # a later replay reuses (NPU graphs): keep copies.
-            results = [compiled(*a, **k) for a, k in calls]
-            if len(calls) > 1:
-                results = [unified_copy(r) for r in results]
-            return handling.recover_hook(results)
+            # the next replay reuses (NPU graphs): each is copied before that call.
+            keep = unified_copy if len(calls) > 1 else (lambda result: result)
+            return handling.recover_hook([keep(compiled(*a, **k)) for a, k in calls])
         return through_gears
 
     call._npu_shape_handling = True

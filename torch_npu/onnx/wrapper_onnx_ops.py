@@ -99,17 +99,14 @@ CUSTOM_NODES = {
 }
 
 
-def _is_tensor_type(jit_type):
-    if isinstance(jit_type, torch.OptionalType):
-        jit_type = jit_type.getElementType()
-    return isinstance(jit_type, torch.TensorType)
+def _given_type(jit_type):
+    """The type of an argument's value when one is given (T of an `Optional[T]`)."""
+    return jit_type.getElementType() if isinstance(jit_type, torch.OptionalType) else jit_type
 
 
 def _attribute(helper, value, argument, node_type):
     """(suffix, value) of a non-tensor argument, or None when it was not given."""
-    jit_type = argument.type
-    if isinstance(jit_type, torch.OptionalType):
-        jit_type = jit_type.getElementType()
+    jit_type = _given_type(argument.type)
     kind = jit_type.kind()
     if kind == "ListType":
         element = jit_type.getElementType().kind()
@@ -135,7 +132,7 @@ def _custom_node_symbolic(schema, node_type, renames):
         from torch.onnx import symbolic_helper as helper  # the exporter's, loaded with it
         inputs, attributes = [], {}
         for argument, value in zip(schema.arguments, args):
-            if _is_tensor_type(argument.type):
+            if isinstance(_given_type(argument.type), torch.TensorType):
                 inputs.append(value)
                 continue
             attribute = _attribute(helper, value, argument, node_type)
