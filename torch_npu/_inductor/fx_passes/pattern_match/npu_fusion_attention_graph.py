@@ -100,11 +100,10 @@ _LIB.impl("npu_fa_backward", _fa_backward, "PrivateUse1")
 _LIB.impl("npu_fa", _fa_meta, "Meta")
 _LIB.impl("npu_fa_backward", _fa_backward_meta, "Meta")
 
-# forward's arguments after (query, key, value), in order: their names and defaults
-_OPTIONS = (("head_num", None), ("input_layout", None), ("pse", None), ("padding_mask", None), ("atten_mask", None),
-            ("scale", 1.0), ("keep_prob", 1.0), ("pre_tockens", _MAX), ("next_tockens", _MAX), ("inner_precise", 0),
-            ("prefix", None), ("actual_seq_qlen", None), ("actual_seq_kvlen", None), ("sparse_mode", 0),
-            ("gen_mask_parallel", True), ("sync", False))
+# forward's arguments after (query, key, value), in order
+_OPTION_NAMES = ("head_num", "input_layout", "pse", "padding_mask", "atten_mask", "scale", "keep_prob", "pre_tockens",
+                 "next_tockens", "inner_precise", "prefix", "actual_seq_qlen", "actual_seq_kvlen", "sparse_mode",
+                 "gen_mask_parallel", "sync")
 
 
 class NpuGraphAttentionFunction(Function):
@@ -115,10 +114,9 @@ class NpuGraphAttentionFunction(Function):
     def forward(ctx, query, key, value, head_num, input_layout, pse=None, padding_mask=None, atten_mask=None,
                 scale=1.0, keep_prob=1.0, pre_tockens=_MAX, next_tockens=_MAX, inner_precise=0, prefix=None,
                 actual_seq_qlen=None, actual_seq_kvlen=None, sparse_mode=0, gen_mask_parallel=True, sync=False):
-        options = dict(zip((name for name, _ in _OPTIONS), (head_num, input_layout, pse, padding_mask, atten_mask,
-                                                            scale, keep_prob, pre_tockens, next_tockens,
-                                                            inner_precise, prefix, actual_seq_qlen, actual_seq_kvlen,
-                                                            sparse_mode, gen_mask_parallel, sync)))
+        options = dict(zip(_OPTION_NAMES, (head_num, input_layout, pse, padding_mask, atten_mask, scale, keep_prob,
+                                           pre_tockens, next_tockens, inner_precise, prefix, actual_seq_qlen,
+                                           actual_seq_kvlen, sparse_mode, gen_mask_parallel, sync)))
         results = torch.ops.npu_graph.npu_fa(query, key, value, **options)
         ctx.save_for_backward(query, key, value, pse, padding_mask, atten_mask, *results)
         ctx.options = {k: v for k, v in options.items() if k not in ("pse", "padding_mask", "atten_mask")}
@@ -134,7 +132,7 @@ class NpuGraphAttentionFunction(Function):
             query, key, value, grad_out, head_num, input_layout, pse=pse, padding_mask=padding_mask,
             atten_mask=atten_mask, softmax_max=softmax_max, softmax_sum=softmax_sum, softmax_in=softmax_out,
             attention_in=out, scale_value=scale, seed=seed, offset=offset, numels=numels, **options)
-        return (dq, dk, dv, None, None, dpse if pse is not None else None) + (None,) * (len(_OPTIONS) - 3)
+        return (dq, dk, dv, None, None, dpse if pse is not None else None) + (None,) * (len(_OPTION_NAMES) - 3)
 
 
 def npu_fusion_attention_graph(query, key, value, head_num, input_layout, pse=None, padding_mask=None,
