@@ -33,11 +33,13 @@ from torch_npu.utils import _dynamo
 from torch_npu import dynamo
 for prefix in ("torch._dynamo", "torch._inductor", "torch_npu._inductor", "triton", "torch_npu.dynamo.torchair"):
     assert not loaded(prefix), loaded(prefix)
-assert torch.utils._triton.has_triton is _dynamo.has_triton and not torch.utils._triton.has_triton()
+assert "torch.utils._triton" not in sys.modules  # patched at its import (Inductor's), below
 assert any(isinstance(f, _dynamo._DynamoPostImportFinder) for f in sys.meta_path)
 assert isinstance(sys.modules["torchair"], dynamo._LazyTorchair)
 assert isinstance(sys.modules["npugraph_ex"], dynamo._LazyNpuGraphEx)
 assert not _dynamo._lazy_dynamo_setup.has_run and not _dynamo._lazy_inductor_setup.has_run
+from torch.utils._triton import has_triton
+assert has_triton is _dynamo.has_triton and not has_triton()
 """)
 
 

@@ -54,6 +54,11 @@ def __getattr__(name):
     if name in _lazy_fused_ops:
         value = globals()[name] = _op_plugin.export(name)
         return value
+    # The HiFloat8 tensor subclass, imported at first use (its module is
+    # torch_npu.utils.hif8_tensor, as in real torch_npu).
+    if name == "HiFloat8Tensor":
+        from torch_npu.utils.hif8_tensor import HiFloat8Tensor
+        return HiFloat8Tensor
     # Real torch_npu's torch_npu._ShardedGradScaler, imported at first use:
     # it imports torch.distributed.fsdp, too heavy for every `import torch`.
     if name == "_ShardedGradScaler":
@@ -161,7 +166,6 @@ if any(_os.environ.get(_name) for _name in ("PROF_CONFIG_PATH", "MSMONITOR_USE_D
 
     _NonIntrusiveProfile.init()
 
-from torch_npu.utils.hif8_tensor import HiFloat8Tensor  # noqa: E402
 from torch_npu import _philox_rand  # noqa: E402
 
 _philox_rand.register()  # rngprims.philox_rand on npu (torch's is CUDA's only)

@@ -42,6 +42,14 @@ def report_public_module(module_name, names=None):
             obj.__module__ = module_name
 
 
+def defined_in(namespace):
+    """``defined_here`` of the module whose globals are ``namespace``, for a
+    module to name its own at its end: ``__all__ = defined_in(globals())``."""
+    return [name for name, obj in namespace.items()
+            if not name.startswith("_") and (inspect.isfunction(obj) or inspect.isclass(obj))
+            and obj.__module__ == namespace["__name__"]]
+
+
 def defined_here(module):
     """The public names of the functions and classes ``module`` defines
     itself, in definition order: the ``__all__`` of a module whose public

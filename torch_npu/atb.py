@@ -10,7 +10,7 @@ as ``out=[...]``, as on Ascend.
 
 import torch
 
-from torch_npu.op_plugin.atb import _atb_ops  # noqa: F401  (defines torch.ops.atb)
+import torch_npu.op_plugin  # noqa: F401  (defines torch.ops.atb; op_plugin/atb/_atb_ops.py computes them)
 from torch_npu.op_plugin._out_list import with_out_list
 
 __all__ = [

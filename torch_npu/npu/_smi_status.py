@@ -29,7 +29,7 @@ def status_dir() -> str:
 
 class _Publisher:
     def __init__(self):
-        self._path = os.path.join(status_dir(), f"{os.getpid()}.json")
+        self._path = None  # set at the first write: most processes never use a device
         self._busy = {}  # device -> (time_ns, busy_ns) at the previous write
         self._lock = threading.Lock()  # publish vs remove (at exit, the thread still runs)
         self._written = False
@@ -58,7 +58,9 @@ class _Publisher:
         with self._lock:
             if self._closed:
                 return
-            os.makedirs(status_dir(), exist_ok=True)
+            if self._path is None:
+                self._path = os.path.join(status_dir(), f"{os.getpid()}.json")
+            os.makedirs(os.path.dirname(self._path), exist_ok=True)
             tmp = self._path + ".tmp"
             with open(tmp, "w") as f:
                 json.dump(status, f)

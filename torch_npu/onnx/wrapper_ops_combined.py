@@ -17,7 +17,7 @@ replacement is the operator itself, autograd and all.
 import torch
 
 import torch_npu
-from torch_npu.op_plugin._library import COMPOSITIONS
+from torch_npu.op_plugin._library import composition
 
 __all__ = []
 
@@ -46,14 +46,14 @@ def _accepts(schema, args, kwargs):
 
 def _decomposed(packet):
     """`packet` (a torch.ops.npu overload packet) called as its composition:
-    the Python function op_plugin defines the operator with (COMPOSITIONS),
+    the Python function op_plugin defines the operator with (composition()),
     whose ATen operators an exporter's tracer records one by one."""
     overloads = [getattr(packet, name) for name in packet.overloads()]
 
     def call(*args, **kwargs):
         for overload in overloads:
             if _accepts(overload._schema, args, kwargs):
-                return COMPOSITIONS[f"npu::{packet.__name__}.{overload._overloadname}"](*args, **kwargs)
+                return composition(f"npu::{packet.__name__}.{overload._overloadname}")(*args, **kwargs)
         return packet(*args, **kwargs)  # the operator's own error for arguments no overload takes
     return call
 

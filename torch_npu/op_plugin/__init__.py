@@ -7,22 +7,64 @@ Ascend kernels.
 
 from typing import Optional, Tuple, Union
 
+import importlib
 import inspect
-import sys
 
 import torch
 
-from torch_npu.op_plugin import activation, attention, moe, norm, optimizer, rotary  # noqa: F401
-from torch_npu.op_plugin import boxes, dense, dtype_cast, tensor_ops  # noqa: F401
-from torch_npu.op_plugin import float_status, multi_head_attention, nms, quant, rnn, rotated_boxes  # noqa: F401
-from torch_npu.op_plugin import bert_attention, dynamic_quant, kv_cache, sampling, scatter  # noqa: F401
-from torch_npu.op_plugin import infer_attention, infer_ops, moe_routing, mx_quant  # noqa: F401
-from torch_npu.op_plugin import activation_quant, backward, ffn, fusion_attention_v3, infer_cache, mc2  # noqa: F401
-from torch_npu.op_plugin import hans, moe_permute, norm_quant, quant_matmul, sparse_attention  # noqa: F401
-from torch_npu.op_plugin import cross_entropy  # noqa: F401
-from torch_npu.op_plugin.atb import _atb_ops  # noqa: F401
-from torch_npu.op_plugin._library import EXPORTED, EXPORTED_ATB, IMPLEMENTATION_DOCS
+from torch_npu.op_plugin import _library
+from torch_npu.op_plugin._library import EXPORTED, EXPORTED_ATB
 from torch_npu.op_plugin._out_list import with_out_list
+
+# Every family, in the order torch_npu defines their operators.
+FAMILIES = (
+    "activation", "attention", "moe", "norm", "optimizer", "rotary", "boxes", "dense", "dtype_cast", "tensor_ops",
+    "float_status", "multi_head_attention", "nms", "quant", "rnn", "rotated_boxes", "bert_attention",
+    "dynamic_quant", "kv_cache", "sampling", "scatter", "infer_attention", "infer_ops", "moe_routing", "mx_quant",
+    "activation_quant", "backward", "ffn", "fusion_attention_v3", "infer_cache", "mc2", "hans", "moe_permute",
+    "norm_quant", "quant_matmul", "sparse_attention", "cross_entropy", "atb._atb_ops",
+)
+
+
+def declared_operators(manifest):
+    """(namespace, schema, family, function, differentiable) of each operator ``manifest`` declares."""
+    for line in manifest.DECLARED.splitlines():
+        namespace, schema, family, function, differentiable = line.split("\t")
+        yield namespace, schema, family, function, differentiable == "1"
+
+
+def _define_operators():
+    """Declares the manifest's operators and imports the families that must be
+    imported now (Note [Operators declared before their family] in _library.py);
+    every family, where there is no manifest."""
+    try:
+        from torch_npu.op_plugin import _manifest
+    except ImportError:  # scripts/gen_op_manifest.py reads the families' own definitions
+        for family in FAMILIES:
+            importlib.import_module(f"{__name__}.{family}")
+        return
+    EXPORTED.extend(_manifest.EXPORTED)
+    EXPORTED_ATB.extend(_manifest.EXPORTED_ATB)
+    for namespace, schema, family, function, differentiable in declared_operators(_manifest):
+        _library.declare(namespace, schema, family, function, differentiable)
+    for family in _manifest.EAGER_FAMILIES:
+        importlib.import_module(f"{__name__}.{family}")
+
+
+_define_operators()
+# Nothing uses npu_prefetch's (empty) result (ffn.py): keep graphs from
+# dropping it, as op-plugin does.
+torch.fx.node.has_side_effect(torch.ops.npu.npu_prefetch.default)
+
+
+_PACKAGES = {family.split(".", 1)[0] for family in FAMILIES}
+
+
+def __getattr__(name):
+    # torch_npu.op_plugin.norm before anything imported it (most families are imported at first use)
+    if name in _PACKAGES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def npu_grouped_matmul(x, weight, *, bias=None, group_list=None, split_item=0, group_type=None, group_list_type=0,
@@ -65,7 +107,7 @@ def _operator_doc(namespace, name):
     packet = getattr(getattr(torch.ops, namespace), name)
     schemas = "\n".join(f"    {getattr(packet, overload)._schema}" for overload in packet.overloads())
     doc = f"torch_npu.{name}: the operator torch.ops.{namespace}.{name}.\n\nSchemas:\n{schemas}\n"
-    implementation = IMPLEMENTATION_DOCS.get(f"{namespace}::{name}")
+    implementation = _library.implementation_doc(namespace, name)
     if implementation:
         doc += "\n" + inspect.cleandoc(implementation) + "\n"
     return doc
@@ -83,8 +125,8 @@ _PYTHON_EXPORTS = {
     "npu_grouped_matmul": lambda: npu_grouped_matmul,
     "npu_apply_adam_w": lambda: npu_apply_adam_w,
     "npu_bert_apply_adam": lambda: npu_bert_apply_adam,
-    "npu_hans_encode": lambda: hans.npu_hans_encode,
-    "npu_hans_decode": lambda: hans.npu_hans_decode,
+    "npu_hans_encode": lambda: importlib.import_module(f"{__name__}.hans").npu_hans_encode,
+    "npu_hans_decode": lambda: importlib.import_module(f"{__name__}.hans").npu_hans_decode,
 }
 
 
@@ -103,18 +145,5 @@ def export(name):
     return documented("atb" if name in EXPORTED_ATB else "npu", name)
 
 
-# Each family's public names are the operators' implementations it defines,
-# not the helpers (define, check) or the other families' functions it
-# imports: real torch_npu's test_public_bindings holds every public module to
-# that (torch_npu/_public_names.py). The package's own are its Python
-# operators and the two export helpers.
-def _list_public_names():
-    from torch_npu._public_names import defined_here
-    for name, module in list(sys.modules.items()):
-        if name.startswith(__name__ + ".") and not name.rsplit(".", 1)[1].startswith("_") and \
-                not hasattr(module, "__all__"):
-            module.__all__ = defined_here(module)
-
-
-_list_public_names()
-__all__ = ["npu_grouped_matmul", "npu_apply_adam_w", "npu_bert_apply_adam", "documented", "export_names", "export"]
+__all__ = ["npu_grouped_matmul", "npu_apply_adam_w", "npu_bert_apply_adam", "documented", "export_names", "export",
+           "declared_operators"]

@@ -9,9 +9,12 @@ separate meta kernel. On npu every ATen operator inside runs asynchronously on
 the stream, so a fused op is a short chain of queued kernels; the costly ones
 (attention) are built on ATen's fused CPU kernels, not on materialised
 intermediates. See docs/fused_ops.md.
+
+Most families are imported at the first call of one of their operators, not
+with torch_npu (Note [Operators declared before their family]).
 """
 
-import functools
+import importlib
 import sys
 
 import torch
@@ -32,10 +35,30 @@ EXPORTED_ATB = []
 # "npu::<packet>" -> the docstring of the Python function that implements it,
 # part of the exported operator's own docstring (export() in __init__.py).
 IMPLEMENTATION_DOCS = {}
-# "npu::<packet>.<overload>" -> the Python function that implements it, for
-# the callers that want the composition itself rather than the operator
-# (torch_npu.onnx exports some operators as the ATen operators they compose).
-COMPOSITIONS = {}
+# "npu::<packet>.<overload>" -> the _Kernel registered for it, in definition
+# order; its function is what callers that want the composition itself rather
+# than the operator use (composition(): torch_npu.onnx exports some operators
+# as the ATen operators they compose).
+KERNELS = {}
+
+
+# Note [Operators declared before their family]
+# Importing the ~40 family modules is most of what the fused operators cost
+# at import (their ~1200 functions and code objects, about half the objects
+# torch_npu's import leaves behind, which brings forward the full garbage
+# collection `import torch` leaves pending; issue 28, item 0). So
+# op_plugin/_manifest.py, generated from the families by
+# scripts/gen_op_manifest.py, lists each operator of the families whose import
+# does nothing but define operators: its schema, family and function.
+# torch_npu's import declares those operators from it: schema and kernel are
+# registered as define() registers them, but the kernel's function is found at
+# its first call, by importing the family, whose define() calls then hand the
+# declared kernels their functions. Schemas, TorchScript, FakeTensor and
+# torch.compile see the operator before its family is imported, as they do
+# any registered operator. Families that register anything else (Functionalize
+# kernels, autograd formulas, ATen overrides) are imported with torch_npu, and
+# without the manifest every family is. tests/test_op_manifest.py checks the
+# manifest against the families.
 
 
 def _strict_mode_on():
@@ -88,39 +111,138 @@ def _dtensor_sharding():
     return _sharding
 
 
-def _with_capturable_host_constants(fn, op_name):
-    """``fn`` with its host copies capturable in an NPU graph: on the device a
-    fused op's host arguments (sequence lengths, index lists) are kernel
-    arguments fixed at capture; the composition makes small device tensors
-    of them (Note in csrc/core/npu_capture.h)."""
-    set_capturable = _C._npu_set_host_constants_capturable
-    qualified_name = op_name if "." in op_name else op_name + ".default"
+class _Kernel:
+    """The kernel registered for one fused operator: its function with the
+    host copies capturable in an NPU graph. On the device a fused op's host
+    arguments (sequence lengths, index lists) are kernel arguments fixed at
+    capture; the composition makes small device tensors of them (Note in
+    csrc/core/npu_capture.h). Also refuses host tensors in strict mode, and
+    hands DTensor arguments to torch_npu's sharding rules.
 
-    @functools.wraps(fn)
-    def impl(*args, **kwargs):
+    One slotted object per operator rather than a closure made by
+    functools.wraps (a function, its cells and a __dict__): every object
+    torch_npu's import leaves behind brings Python's next full garbage
+    collection closer. ``fn`` is None until the family is imported (Note
+    [Operators declared before their family])."""
+
+    __slots__ = ("fn", "op_name", "qualified_name", "schema", "no_grad", "family", "__name__", "__qualname__")
+
+    def __init__(self, fn, op_name, schema, no_grad, family, fn_name):
+        self.fn = fn
+        self.op_name = op_name
+        self.qualified_name = op_name if "." in op_name else op_name + ".default"
+        self.schema = schema  # as written in the family, for the manifest
+        # Autograd's fallback calls a kernel without autograd by redispatching,
+        # which leaves grad mode on: the ATen operators of a composition would
+        # still record a graph. A kernel on the chip records none.
+        self.no_grad = no_grad
+        self.family = family  # "norm" for torch_npu.op_plugin.norm
+        self.__name__ = self.__qualname__ = fn_name
+
+    @property
+    def __wrapped__(self):
+        return self.function()
+
+    def function(self):
+        """The Python function that implements the operator, its family imported if need be."""
+        if self.fn is None:
+            importlib.import_module(f"{__package__}.{self.family}")
+            if self.fn is None:
+                raise RuntimeError(
+                    f"{self.op_name} is declared by torch_npu/op_plugin/_manifest.py as an operator of "
+                    f"{__package__}.{self.family}, which does not define it: the manifest is out of date; "
+                    "run `python scripts/gen_op_manifest.py`.")
+        return self.fn
+
+    def __call__(self, *args, **kwargs):
+        if self.no_grad:
+            with torch.no_grad():
+                return self._run(args, kwargs)
+        return self._run(args, kwargs)
+
+    def _run(self, args, kwargs):
         if _strict_mode_on():
-            _check_not_all_host(op_name, args, kwargs)
+            _check_not_all_host(self.op_name, args, kwargs)
         if _DTENSOR_MODULE in sys.modules and _has_dtensor(args, kwargs):
             sharding = _dtensor_sharding()
-            if sharding.has_rule(qualified_name):
-                return sharding.dtensor_call(qualified_name, args, kwargs)
-        previous = set_capturable(True)
+            if sharding.has_rule(self.qualified_name):
+                return sharding.dtensor_call(self.qualified_name, args, kwargs)
+        fn = self.fn if self.fn is not None else self.function()
+        previous = _C._npu_set_host_constants_capturable(True)
         try:
             return fn(*args, **kwargs)
         finally:
-            set_capturable(previous)
-    return impl
+            _C._npu_set_host_constants_capturable(previous)
+
+    def __repr__(self):
+        return f"<kernel of {self.op_name}: {self.fn!r}>"
 
 
-def _without_autograd(fn):
-    # Autograd's fallback calls a kernel without autograd by redispatching,
-    # which leaves grad mode on: the ATen operators of a composition would
-    # still record a graph. A kernel on the chip records none.
-    @functools.wraps(fn)
-    def impl(*args, **kwargs):
-        with torch.no_grad():
-            return fn(*args, **kwargs)
-    return impl
+def _family_of_caller():
+    """The family (``norm``, ``atb._atb_ops``) whose module called define()."""
+    frame = sys._getframe(1)
+    while frame.f_globals.get("__name__") == __name__:
+        frame = frame.f_back
+    return frame.f_globals["__name__"][len(__package__) + 1:]
+
+
+def _register(lib, schema, kernel, dispatch_key):
+    name = schema.split("(", 1)[0]  # "name" or "name.overload"
+    if lib is _LIB:
+        _torch_library.define(lib, schema)  # TorchScript's builtin table kept exact
+    else:
+        lib.define(schema)
+    lib.impl(name, kernel, dispatch_key)
+    _C._note_op_route(kernel.op_name, "python_composite")
+    KERNELS[kernel.qualified_name] = kernel
+
+
+def _define(lib, schema, fn, export, differentiable):
+    namespace = lib.ns
+    name = schema.split("(", 1)[0]
+    op_name = f"{namespace}::{name}"
+    kernel = KERNELS.get(op_name if "." in name else op_name + ".default")
+    if kernel is None:
+        kernel = _Kernel(fn, op_name, schema, not differentiable, _family_of_caller(), fn.__name__)
+        _register(lib, schema, kernel, "CompositeImplicitAutograd" if differentiable else "CompositeExplicitAutograd")
+    elif kernel.fn is None and kernel.schema == schema and kernel.no_grad == (not differentiable):
+        kernel.fn = fn  # declared from the manifest; its family is being imported now
+    else:
+        raise RuntimeError(
+            f"{op_name} is defined twice, or differently from torch_npu/op_plugin/_manifest.py "
+            f"(there: {kernel.schema!r}, differentiable={not kernel.no_grad}); if the family changed, run "
+            "`python scripts/gen_op_manifest.py`.")
+    packet = name.split(".", 1)[0]
+    exported = EXPORTED if lib is _LIB else EXPORTED_ATB
+    if export and packet not in exported:
+        exported.append(packet)
+    if fn.__doc__:
+        IMPLEMENTATION_DOCS.setdefault(f"{namespace}::{packet}", fn.__doc__)
+    return fn
+
+
+def declare(namespace, schema, family, fn_name, differentiable):
+    """Registers an operator of the manifest, its function left to its family
+    (Note [Operators declared before their family])."""
+    lib = _LIB if namespace == "npu" else _ATB_LIB
+    name = schema.split("(", 1)[0]
+    kernel = _Kernel(None, f"{namespace}::{name}", schema, not differentiable, family, fn_name)
+    _register(lib, schema, kernel, "CompositeImplicitAutograd" if differentiable else "CompositeExplicitAutograd")
+
+
+def composition(qualified_name):
+    """The Python function of ``"npu::<packet>.<overload>"``, its family imported if need be."""
+    return KERNELS[qualified_name].function()
+
+
+def implementation_doc(namespace, packet):
+    """The docstring of the function implementing ``<namespace>::<packet>`` (its first overload's), or None."""
+    prefix = f"{namespace}::{packet}."
+    for qualified_name, kernel in KERNELS.items():
+        if qualified_name.startswith(prefix):
+            kernel.function()
+            break
+    return IMPLEMENTATION_DOCS.get(f"{namespace}::{packet}")
 
 
 def define(schema, fn, *, export=True, differentiable=True):
@@ -132,20 +254,7 @@ def define(schema, fn, *, export=True, differentiable=True):
     formula (``torch._C._set_autograd_fallback_mode``: by default its outputs
     require grad and backward through them warns; in "nothing" mode they do not
     require grad), instead of differentiating through the composition."""
-    name = schema.split("(", 1)[0]  # "name" or "name.overload"
-    _torch_library.define(_LIB, schema)  # TorchScript's builtin table kept exact
-    impl = _with_capturable_host_constants(fn, "npu::" + name)
-    if not differentiable:
-        impl = _without_autograd(impl)
-    _LIB.impl(name, impl, "CompositeImplicitAutograd" if differentiable else "CompositeExplicitAutograd")
-    _C._note_op_route("npu::" + name, "python_composite")
-    COMPOSITIONS["npu::" + (name if "." in name else name + ".default")] = fn
-    packet = name.split(".", 1)[0]
-    if export and packet not in EXPORTED:
-        EXPORTED.append(packet)
-    if fn.__doc__:
-        IMPLEMENTATION_DOCS.setdefault("npu::" + packet, fn.__doc__)
-    return fn
+    return _define(_LIB, schema, fn, export, differentiable)
 
 
 def define_mutating(schema, fn, inplace_schema, inplace_fn, *, export=True):
@@ -195,16 +304,7 @@ def _functionalized_inplace(functional):
 
 def define_atb(schema, fn, *, export=True):
     """Defines ``atb::<schema>`` with ``fn`` as its implementation on every device."""
-    name = schema.split("(", 1)[0]
-    _ATB_LIB.define(schema)
-    _ATB_LIB.impl(name, _with_capturable_host_constants(fn, "atb::" + name), "CompositeImplicitAutograd")
-    _C._note_op_route("atb::" + name, "python_composite")
-    packet = name.split(".", 1)[0]
-    if export and packet not in EXPORTED_ATB:
-        EXPORTED_ATB.append(packet)
-    if fn.__doc__:
-        IMPLEMENTATION_DOCS.setdefault("atb::" + packet, fn.__doc__)
-    return fn
+    return _define(_ATB_LIB, schema, fn, export, differentiable=True)
 
 
 def check(cond, message):

@@ -8,6 +8,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from torch_npu._public_names import defined_in
 from torch_npu.op_plugin._library import check, define, define_mutating
 
 
@@ -154,3 +155,5 @@ def _silu_backward(ctx, grad):
 torch.library.register_autograd("npu::npu_silu", _silu_backward, setup_context=_silu_setup_context)
 define("npu_confusion_transpose(Tensor self, int[] perm, int[] shape, bool transpose_first) -> Tensor",
        npu_confusion_transpose)
+
+__all__ = defined_in(globals())  # the operators' implementations (torch_npu/_public_names.py)

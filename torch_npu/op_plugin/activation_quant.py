@@ -59,6 +59,7 @@ import torch
 
 from torch_npu import _dtypes
 from torch_npu._hifloat8 import encode as _hif8_encode
+from torch_npu._public_names import defined_in
 from torch_npu.op_plugin._library import check, define
 from torch_npu.op_plugin.activation import npu_gelu, npu_swiglu, npu_swiglu_backward
 from torch_npu.op_plugin.dynamic_quant import npu_quantize
@@ -977,3 +978,5 @@ define("_quantize_per_tensor_impl.out(Tensor inputs, Tensor scales, Tensor zero_
        "Tensor(a!) result) -> Tensor(a!)", _quantize_per_tensor_impl_out)
 define("_quantize_per_channel_impl.out(Tensor inputs, Tensor scales, Tensor zero_points, int axis, ScalarType dtype, "
        "*, Tensor(a!) result) -> Tensor(a!)", _quantize_per_channel_impl_out)
+
+__all__ = defined_in(globals())  # the operators' implementations (torch_npu/_public_names.py)

@@ -22,6 +22,7 @@ need, but the two are not separately the kernel's values.
 
 import torch
 
+from torch_npu._public_names import defined_in
 from torch_npu.op_plugin._library import check, define
 
 _LAYOUTS = ("BSH", "SBH", "BSND", "BNSD", "TND")
@@ -776,10 +777,18 @@ def npu_dropout_with_add_softmax(self, x1, alpha, prob, dim):
     return keep.to(torch.uint8), soft, out
 
 
-define("npu_scaled_masked_softmax(Tensor x, Tensor mask, Scalar scale=1, bool fixed_triu_mask=False) -> Tensor",
-       lambda x, mask, scale=1, fixed_triu_mask=False: npu_scaled_masked_softmax(x, mask, float(scale),
-                                                                                  fixed_triu_mask))
-define("npu_dropout_with_add_softmax(Tensor self, Tensor x1, Scalar alpha, float prob, int dim) "
-       "-> (Tensor, Tensor, Tensor)",
-       lambda self, x1, alpha, prob, dim: npu_dropout_with_add_softmax(self, x1, float(alpha), prob, dim))
+# The schemas take Scalars; the compositions above take floats.
+def _scaled_masked_softmax_op(x, mask, scale=1, fixed_triu_mask=False):
+    return npu_scaled_masked_softmax(x, mask, float(scale), fixed_triu_mask)
 
+
+def _dropout_with_add_softmax_op(self, x1, alpha, prob, dim):
+    return npu_dropout_with_add_softmax(self, x1, float(alpha), prob, dim)
+
+
+define("npu_scaled_masked_softmax(Tensor x, Tensor mask, Scalar scale=1, bool fixed_triu_mask=False) -> Tensor",
+       _scaled_masked_softmax_op)
+define("npu_dropout_with_add_softmax(Tensor self, Tensor x1, Scalar alpha, float prob, int dim) "
+       "-> (Tensor, Tensor, Tensor)", _dropout_with_add_softmax_op)
+
+__all__ = defined_in(globals())  # the operators' implementations (torch_npu/_public_names.py)

@@ -73,6 +73,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from torch_npu._public_names import defined_in
 from torch_npu.op_plugin._library import check, define
 from torch_npu.op_plugin import boxes as _boxes
 
@@ -272,7 +273,12 @@ def _extreme_backward(fn):
               "should have the same shape.")
         d = _wrap_dim(fn, dim, len(sizes))
         return torch.ops.aten.value_selecting_reduction_backward(grad, d, indices.long(), list(sizes), keepdim)
+    backward.__name__ = backward.__qualname__ = fn
     return backward
+
+
+npu_max_backward = _extreme_backward("npu_max_backward")
+npu_min_backward = _extreme_backward("npu_min_backward")
 
 
 def npu_gather_backward(grad, self_size, dim, index, sparse_grad):
@@ -1082,9 +1088,9 @@ define("npu_dropout_with_add_softmax_backward(Tensor grad, Tensor mask, Tensor s
        "float prob, int dim) -> (Tensor, Tensor)", npu_dropout_with_add_softmax_backward)
 
 define("npu_max_backward(Tensor grad, int dim, Tensor indices, SymInt[] sizes, bool keepdim) -> Tensor",
-       _extreme_backward("npu_max_backward"))
+       npu_max_backward)
 define("npu_min_backward(Tensor grad, int dim, Tensor indices, SymInt[] sizes, bool keepdim) -> Tensor",
-       _extreme_backward("npu_min_backward"))
+       npu_min_backward)
 define("npu_gather_backward(Tensor grad, SymInt[] self_size, int dim, Tensor index, bool sparse_grad) -> Tensor",
        npu_gather_backward)
 define("repeat_interleave_backward_int(Tensor grad, Tensor self, SymInt repeats, int? dim=None) -> Tensor",
@@ -1207,3 +1213,5 @@ define("stft_backward(Tensor grad_output, Tensor self, int n_fft, int? hop_lengt
 define("npu_sim_exponential_(Tensor(a!) self, float lambd=1, *, Generator? generator=None) -> Tensor(a!)",
        npu_sim_exponential_)
 define("_amp_foreach_non_finite_check(Tensor[] scaled_grads) -> bool", _amp_foreach_non_finite_check)
+
+__all__ = defined_in(globals())  # the operators' implementations (torch_npu/_public_names.py)

@@ -25,6 +25,7 @@ operands, are not supported on vNPU (their layouts are not documented).
 
 import torch
 
+from torch_npu._public_names import defined_in
 from torch_npu.op_plugin._library import check, define
 
 
@@ -110,3 +111,5 @@ define("npu_fused_attention_score_fwd(Tensor query_layer, Tensor key_layer, Tens
        npu_fused_attention_score_fwd)
 define("npu_fused_attention_score(Tensor query_layer, Tensor key_layer, Tensor value_layer, "
        f"Tensor attention_mask, Scalar scale, float keep_prob, {_FLAGS}) -> Tensor", npu_fused_attention_score)
+
+__all__ = defined_in(globals())  # the operators' implementations (torch_npu/_public_names.py)

@@ -15,6 +15,7 @@ import math
 import torch
 
 from torch_npu.npu.device import _device_is_pre_910b
+from torch_npu._public_names import defined_in
 from torch_npu.op_plugin._library import check, define
 
 _EPS_IOU = 1e-7   # npu_iou / npu_ptiou denominators
@@ -360,3 +361,5 @@ define("npu_roi_align(Tensor self, Tensor rois, float spatial_scale, int pooled_
        "int sample_num, int roi_end_mode) -> Tensor", npu_roi_align)
 define("npu_ps_roi_pooling(Tensor self, Tensor rois, float spatial_scale, int group_size, int output_dim) -> Tensor",
        npu_ps_roi_pooling)
+
+__all__ = defined_in(globals())  # the operators' implementations (torch_npu/_public_names.py)

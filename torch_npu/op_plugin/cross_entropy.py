@@ -14,6 +14,7 @@ npu_cross_entropy_loss_backward's, computed from the saved log_prob.
 import torch
 import torch.nn.functional as F
 
+from torch_npu._public_names import defined_in
 from torch_npu.op_plugin._library import check, define
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -77,3 +78,5 @@ define("npu_cross_entropy_loss_backward(Tensor grad_loss, Tensor log_prob, Tenso
        "Tensor? grad_zloss=None, Tensor? lse_for_zloss=None, str reduction='mean', int ignore_index=-100, "
        "float label_smoothing=0.0, float lse_square_scale_for_zloss=0.0) -> Tensor",
        npu_cross_entropy_loss_backward)
+
+__all__ = defined_in(globals())  # the operators' implementations (torch_npu/_public_names.py)

@@ -9,6 +9,7 @@ autograd gives the backward the real ops register separately.
 import torch
 import torch.nn.functional as F
 
+from torch_npu._public_names import defined_in
 from torch_npu.op_plugin._library import check, define
 
 
@@ -77,3 +78,5 @@ define("npu_conv_transpose2d(Tensor input, Tensor weight, Tensor? bias, int[] pa
        "int[] stride, int[] dilation, int groups) -> Tensor", npu_conv_transpose2d)
 define("npu_convolution_transpose(Tensor input, Tensor weight, Tensor? bias, int[] padding, int[] output_padding, "
        "int[] stride, int[] dilation, int groups) -> Tensor", npu_convolution_transpose)
+
+__all__ = defined_in(globals())  # the operators' implementations (torch_npu/_public_names.py)

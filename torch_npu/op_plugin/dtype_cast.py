@@ -18,6 +18,7 @@ has a grad_fn (real torch_npu's test_npu_dtype_cast_double_backward).
 import torch
 
 from torch_npu import _dtypes, _hifloat8
+from torch_npu._public_names import defined_in
 from torch_npu.op_plugin._library import check, define
 
 _HIFLOAT8 = _dtypes.DType.hifloat8
@@ -130,3 +131,5 @@ define("npu_dtype_cast_(Tensor(a!) self, Tensor src) -> Tensor(a!)", npu_dtype_c
 define("npu_dtype_cast_backward(Tensor grad, ScalarType dtype, int? grad_dtype=None, int? input_dtype=None) "
        "-> Tensor", npu_dtype_cast_backward)
 define("_npu_dtype_cast_backward(Tensor grad, ScalarType dtype) -> Tensor", _npu_dtype_cast_backward)
+
+__all__ = defined_in(globals())  # the operators' implementations (torch_npu/_public_names.py)

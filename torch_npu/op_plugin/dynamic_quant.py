@@ -38,6 +38,7 @@ type, rounding to nearest even).
 import torch
 
 from torch_npu import _dtypes
+from torch_npu._public_names import defined_in
 from torch_npu.op_plugin._library import check, define
 from torch_npu.op_plugin.tensor_ops import _pack_int4
 
@@ -263,3 +264,5 @@ define("npu_dynamic_quant(Tensor input, *, Tensor? smooth_scales=None, Tensor? g
 define("npu_dynamic_quant_asymmetric(Tensor input, *, Tensor? smooth_scales=None, Tensor? group_index=None, "
        "int? dst_type=None, str quant_mode=\"pertoken\", float dst_type_max=0.0) -> (Tensor, Tensor, Tensor)",
        npu_dynamic_quant_asymmetric)
+
+__all__ = defined_in(globals())  # the operators' implementations (torch_npu/_public_names.py)

@@ -24,6 +24,7 @@ first activated: N1 = 2 * K2.
 import torch
 import torch.nn.functional as F
 
+from torch_npu._public_names import defined_in
 from torch_npu.op_plugin._library import check, define
 from torch_npu.op_plugin.activation import npu_fast_gelu
 from torch_npu.op_plugin.quant import _saturate_int8, _scale_value
@@ -229,5 +230,7 @@ define("npu_ffn(Tensor x, Tensor weight1, Tensor weight2, str activation, *, int
        "int? inner_precise=None, ScalarType? output_dtype=None) -> Tensor", npu_ffn, differentiable=False)
 define("npu_prefetch(Tensor self, Tensor? dependency, int max_size, int offset=0) -> ()", npu_prefetch,
        differentiable=False)
-# Nothing uses its (empty) result: keep graphs from dropping it, as op-plugin does.
-torch.fx.node.has_side_effect(torch.ops.npu.npu_prefetch.default)
+# Nothing uses npu_prefetch's (empty) result; op_plugin/__init__.py keeps
+# graphs from dropping it, with ffn.py imported or not.
+
+__all__ = defined_in(globals())  # the operators' implementations (torch_npu/_public_names.py)

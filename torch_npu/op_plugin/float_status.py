@@ -27,6 +27,7 @@ As op-plugin's kernels:
 import torch
 
 from torch_npu import _C
+from torch_npu._public_names import defined_in
 from torch_npu.op_plugin._library import check, define
 
 _STATUS_SIZE = 8  # words of the status buffer on Ascend
@@ -108,3 +109,5 @@ def _amp_unscale(scaled_grads, found_inf, inv_scale):
 
 _ATEN = torch.library.Library("aten", "IMPL")
 _ATEN.impl("_amp_foreach_non_finite_check_and_unscale_", _amp_unscale, "AutogradPrivateUse1")
+
+__all__ = defined_in(globals())  # the operators' implementations (torch_npu/_public_names.py)

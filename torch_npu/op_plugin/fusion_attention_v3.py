@@ -50,6 +50,7 @@ Emulation choices:
 import torch
 
 from torch_npu.op_plugin import attention as _att
+from torch_npu._public_names import defined_in
 from torch_npu.op_plugin._library import check, define
 
 _MAX = 2147483647
@@ -613,3 +614,5 @@ define(f"_npu_fusion_attention_v3_get_max_workspace({_V3_ARGS.format(prefix='int
        _npu_fusion_attention_v3_get_max_workspace)
 define(f"_npu_fusion_attention_grad_v3_get_max_workspace({_GRAD_V3_ARGS.format(prefix='int[]')}) -> Tensor",
        _npu_fusion_attention_grad_v3_get_max_workspace)
+
+__all__ = defined_in(globals())  # the operators' implementations (torch_npu/_public_names.py)

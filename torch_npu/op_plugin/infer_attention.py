@@ -38,6 +38,7 @@ cache layout.
 import torch
 import torch.nn.functional as F
 
+from torch_npu._public_names import defined_in
 from torch_npu.op_plugin._library import check, define
 from torch_npu.op_plugin.attention import _band_masked
 
@@ -600,3 +601,5 @@ define("_npu_fused_infer_attention_score_v2_infer_output(Tensor query, Tensor va
        "int? value_dtype=None, str input_layout=\"BSH\", Tensor? quant_scale_out=None, Tensor? block_table=None, "
        "int num_query_heads=1, int num_key_value_heads=0, bool return_softmax_lse=False, Tensor? query_rope=None, "
        "int? out_dtype=None) -> (Tensor, Tensor)", _npu_fused_infer_attention_score_v2_infer_output)
+
+__all__ = defined_in(globals())  # the operators' implementations (torch_npu/_public_names.py)

@@ -69,6 +69,7 @@ trace under FakeTensor / torch.compile.
 
 import torch
 
+from torch_npu._public_names import defined_in
 from torch_npu.op_plugin._library import check, define
 from torch_npu.op_plugin.kv_cache import _check as _check_pa_args, _write as _write_slots
 from torch_npu.op_plugin.norm import npu_rms_norm
@@ -1111,3 +1112,5 @@ define("npu_ring_attention_update(Tensor prev_attn_out, Tensor prev_softmax_max,
        "Tensor cur_attn_out, Tensor cur_softmax_max, Tensor cur_softmax_sum, *, Tensor? actual_seq_qlen=None, "
        "str input_layout=\"SBH\", str input_softmax_layout=\"\") -> (Tensor, Tensor, Tensor)",
        npu_ring_attention_update)
+
+__all__ = defined_in(globals())  # the operators' implementations (torch_npu/_public_names.py)

@@ -10,6 +10,7 @@ All three are inference operators: op-plugin registers no backward for them
 
 import torch
 
+from torch_npu._public_names import defined_in
 from torch_npu.op_plugin._library import check, define
 from torch_npu.op_plugin.quant import _saturate_int8, _scale_value
 
@@ -218,3 +219,5 @@ define("npu_clipped_swiglu(Tensor x, *, Tensor? group_index=None, int dim=-1, fl
 define("npu_transpose_batchmatmul(Tensor input, Tensor weight, *, Tensor? bias=None, Tensor? scale=None, "
        "int[]? perm_x1=None, int[]? perm_x2=None, int[]? perm_y=None, int? batch_split_factor=1) -> Tensor",
        npu_transpose_batchmatmul)
+
+__all__ = defined_in(globals())  # the operators' implementations (torch_npu/_public_names.py)

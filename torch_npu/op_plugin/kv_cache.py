@@ -30,6 +30,7 @@ functional form, then copy_ into the caches), as scatter.py's do.
 
 import torch
 
+from torch_npu._public_names import defined_in
 from torch_npu.op_plugin._library import _LIB, check, define
 
 
@@ -187,3 +188,5 @@ def _functionalized_gather(key_cache, value_cache, block_tables, seq_lens, key, 
 
 
 _LIB.impl("npu_gather_pa_kv_cache", _functionalized_gather, "Functionalize")
+
+__all__ = defined_in(globals())  # the operators' implementations (torch_npu/_public_names.py)

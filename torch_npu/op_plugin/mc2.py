@@ -71,6 +71,7 @@ import torch
 import torch.distributed as dist
 
 from torch_npu import _dtypes
+from torch_npu._public_names import defined_in
 from torch_npu.op_plugin._library import check, define
 from torch_npu.op_plugin.quant import _scale_value
 
@@ -1556,3 +1557,5 @@ define("npu_moe_distribute_combine_add_rms_norm(Tensor expand_x, Tensor expert_i
        npu_moe_distribute_combine_add_rms_norm)
 define("_npu_distribute_barrier(Tensor x_ref, str group, int world_size, *, Tensor? time_out=None, "
        "Tensor? elastic_info=None) -> Tensor", _npu_distribute_barrier)
+
+__all__ = defined_in(globals())  # the operators' implementations (torch_npu/_public_names.py)

@@ -8,6 +8,7 @@ choice is row ``j * N + i`` of the expanded tokens.
 
 import torch
 
+from torch_npu._public_names import defined_in
 from torch_npu.op_plugin._library import check, define
 from torch_npu.op_plugin.quant import _saturate_int8, _scale_value
 from torch_npu.op_plugin.tensor_ops import _unpack_int4
@@ -275,3 +276,5 @@ define("npu_grouped_matmul(" + _GMM_ARGS.format(group_list="Tensor?") + "int[]? 
        "int? per_token_scale_dtype=None) -> Tensor[]", _grouped_matmul_op, export=False)
 define("npu_grouped_matmul.List(" + _GMM_ARGS.format(group_list="int[]?") + "ScalarType? output_dtype=None) "
        "-> Tensor[]", _grouped_matmul_op, export=False)
+
+__all__ = defined_in(globals())  # the operators' implementations (torch_npu/_public_names.py)

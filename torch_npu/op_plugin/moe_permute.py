@@ -40,6 +40,7 @@ Shapes never depend on tensor values, so the ops trace under FakeTensor / torch.
 import torch
 
 from torch_npu.op_plugin import moe, moe_routing
+from torch_npu._public_names import defined_in
 from torch_npu.op_plugin._library import check, define
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
@@ -621,3 +622,5 @@ define("npu_moe_init_routing_quant(Tensor x, Tensor expert_idx, *, Tensor? scale
 define("npu_moe_update_expert(Tensor expert_ids, Tensor eplb_table, *, Tensor? expert_scales=None, "
        "Tensor? pruning_threshold=None, Tensor? active_mask=None, int local_rank_id=-1, int world_size=-1, "
        "int balance_mode=0) -> (Tensor, Tensor)", npu_moe_update_expert)
+
+__all__ = defined_in(globals())  # the operators' implementations (torch_npu/_public_names.py)

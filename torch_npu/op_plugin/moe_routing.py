@@ -23,6 +23,7 @@ unwritten (beyond the active rows, padding slots) are zeros here.
 
 import torch
 
+from torch_npu._public_names import defined_in
 from torch_npu.op_plugin._library import check, define
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
@@ -532,3 +533,5 @@ define("npu_grouped_matmul_finalize_routing(Tensor x, Tensor w, Tensor group_lis
        "int? shared_input_offset=0, int? output_bs=0, int? group_list_type=1, int[]? tuning_config=None, "
        "int? x_dtype=None, int? w_dtype=None, int? scale_dtype=None, int? pertoken_scale_dtype=None) -> Tensor",
        npu_grouped_matmul_finalize_routing)
+
+__all__ = defined_in(globals())  # the operators' implementations (torch_npu/_public_names.py)

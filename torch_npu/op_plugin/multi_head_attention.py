@@ -25,6 +25,7 @@ generator when dropout_prob > 0, and all ones otherwise.
 import torch
 import torch.nn.functional as F
 
+from torch_npu._public_names import defined_in
 from torch_npu.op_plugin._library import check, define
 from torch_npu.op_plugin.backward import _mask_bytes, _unpack_keep
 
@@ -87,3 +88,5 @@ define("npu_multi_head_attention(Tensor query, Tensor key, Tensor value, Tensor 
        "Tensor? value_bias, Tensor? out_proj_bias, Tensor? dropout_mask, int attn_head_num, int attn_dim_per_head, "
        "int src_len, int tgt_len, float dropout_prob, bool softmax_use_float) "
        "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)", npu_multi_head_attention)
+
+__all__ = defined_in(globals())  # the operators' implementations (torch_npu/_public_names.py)

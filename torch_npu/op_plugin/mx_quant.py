@@ -70,6 +70,7 @@ import collections
 import torch
 
 from torch_npu import _dtypes
+from torch_npu._public_names import defined_in
 from torch_npu.op_plugin._library import check, define
 
 _Elem = collections.namedtuple("_Elem", "name dtype emax max")
@@ -466,3 +467,5 @@ define("npu_dynamic_block_mx_quant(Tensor input, *, str round_mode=\"rint\", int
        "float dst_type_max=0.0) -> (Tensor, Tensor, Tensor)", npu_dynamic_block_mx_quant)
 define("npu_dynamic_dual_level_mx_quant(Tensor input, *, Tensor? smooth_scale=None, str round_mode=\"rint\") "
        "-> (Tensor, Tensor, Tensor)", npu_dynamic_dual_level_mx_quant)
+
+__all__ = defined_in(globals())  # the operators' implementations (torch_npu/_public_names.py)

@@ -10,6 +10,7 @@ device. A box is suppressed when its IoU with a kept box is greater than
 
 import torch
 
+from torch_npu._public_names import defined_in
 from torch_npu.op_plugin._library import check, define
 from torch_npu.op_plugin.rotated_boxes import _xywht, rotated_intersection
 
@@ -114,3 +115,5 @@ define("npu_nms_rotated(Tensor self, Tensor scores, float iou_threshold, float s
 define("npu_batch_nms(Tensor self, Tensor scores, float score_threshold, float iou_threshold, "
        "int max_size_per_class, int max_total_size, bool change_coordinate_frame=False, "
        "bool transpose_box=False) -> (Tensor, Tensor, Tensor, Tensor)", npu_batch_nms)
+
+__all__ = defined_in(globals())  # the operators' implementations (torch_npu/_public_names.py)

@@ -8,6 +8,7 @@ float32 and returned in x's dtype, as the Ascend kernel does.
 
 import torch
 
+from torch_npu._public_names import defined_in
 from torch_npu.op_plugin._library import check, define
 
 
@@ -63,3 +64,5 @@ define("npu_rms_norm_backward(Tensor dy, Tensor self, Tensor gamma, Tensor rstd)
        npu_rms_norm_backward)
 define("npu_add_rms_norm(Tensor x1, Tensor x2, Tensor gamma, float epsilon=1e-06) -> (Tensor, Tensor, Tensor)",
        npu_add_rms_norm)
+
+__all__ = defined_in(globals())  # the operators' implementations (torch_npu/_public_names.py)

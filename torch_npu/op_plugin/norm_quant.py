@@ -75,6 +75,7 @@ import torch
 import torch.nn.functional as F
 
 from torch_npu import _dtypes, _hifloat8
+from torch_npu._public_names import defined_in
 from torch_npu.op_plugin._library import check, define
 from torch_npu.op_plugin.dynamic_quant import _TARGETS, _finish
 from torch_npu.op_plugin.mx_quant import npu_dynamic_mx_quant
@@ -597,3 +598,5 @@ define("npu_group_norm_swish(Tensor input, int num_groups, Tensor weight, Tensor
 define("npu_group_norm_swish_grad(Tensor grad, Tensor input, int num_groups, Tensor weight, Tensor bias, "
        "Tensor mean, Tensor rstd, bool[3] grad_input_mask, float? swish_scale=1.0) -> (Tensor, Tensor, Tensor)",
        npu_group_norm_swish_grad)
+
+__all__ = defined_in(globals())  # the operators' implementations (torch_npu/_public_names.py)

@@ -5,6 +5,7 @@ wrappers unpack that tuple (torch_npu/op_plugin/__init__.py)."""
 
 import torch
 
+from torch_npu._public_names import defined_in
 from torch_npu.op_plugin._library import check, define
 
 
@@ -31,11 +32,15 @@ def npu_apply_adam_w(beta1_power, beta2_power, lr, weight_decay, beta1, beta2, e
     return var, m, v
 
 
+def _apply_adam_w_out(*args, var, m, v):
+    # The schema's amsgrad and maximize are optional bools.
+    return npu_apply_adam_w(*args[:9], bool(args[9]), bool(args[10]), var, m, v)
+
+
 define("npu_apply_adam_w.out(Scalar beta1_power, Scalar beta2_power, Scalar lr, Scalar weight_decay, "
        "Scalar beta1, Scalar beta2, Scalar epsilon, Tensor grad, Tensor? max_grad_norm, bool? amsgrad, "
        "bool? maximize, *, Tensor(a!) var, Tensor(b!) m, Tensor(c!) v) -> (Tensor(a!), Tensor(b!), Tensor(c!))",
-       lambda *args, var, m, v: npu_apply_adam_w(*args[:9], bool(args[9]), bool(args[10]), var, m, v),
-       export=False)
+       _apply_adam_w_out, export=False)
 
 
 def npu_bert_apply_adam(lr, beta1, beta2, epsilon, grad, max_grad_norm, global_grad_norm, weight_decay,
@@ -80,3 +85,5 @@ define("npu_bert_apply_adam.out(Scalar lr, Scalar beta1, Scalar beta2, Scalar ep
        "Scalar max_grad_norm, Scalar global_grad_norm, Scalar weight_decay, Scalar? step_size=None, "
        "int adam_mode=0, *, Tensor(a!) var, Tensor(b!) m, Tensor(c!) v) -> (Tensor(a!), Tensor(b!), Tensor(c!))",
        npu_bert_apply_adam, export=False)
+
+__all__ = defined_in(globals())  # the operators' implementations (torch_npu/_public_names.py)

@@ -42,6 +42,7 @@ error wins (the first one on ties).
 
 import torch
 
+from torch_npu._public_names import defined_in
 from torch_npu.op_plugin._library import check, define
 from torch_npu.op_plugin.tensor_ops import _pack_int4, _unpack_int4
 
@@ -248,3 +249,5 @@ define("npu_weight_quant_batchmatmul(Tensor x, Tensor weight, Tensor antiquant_s
 define("npu_ifmr(Tensor data, Tensor data_min, Tensor data_max, Tensor cumsum, float min_percentile, "
        "float max_percentile, float search_start, float search_end, float search_step, bool with_offset) "
        "-> (Tensor, Tensor)", npu_ifmr)
+
+__all__ = defined_in(globals())  # the operators' implementations (torch_npu/_public_names.py)

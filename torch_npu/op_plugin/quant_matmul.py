@@ -60,6 +60,7 @@ import torch
 import torch.nn.functional as F
 
 from torch_npu import _dtypes, _hifloat8
+from torch_npu._public_names import defined_in
 from torch_npu.op_plugin._library import check, define
 from torch_npu.op_plugin.mx_quant import _E2M1, _E2M1_GRID, _E4M3, _E5M2, _along, _concrete, _finish_y, _scaler
 from torch_npu.op_plugin.quant import _saturate_int8, _scale_value
@@ -1271,3 +1272,4 @@ define("npu_quant_conv2d(Tensor input, Tensor weight, Tensor scale, int[2] strid
        "Tensor? bias=None, Tensor? offset=None, int? input_dtype=None, int? weight_dtype=None) -> Tensor",
        npu_quant_conv2d)
 
+__all__ = defined_in(globals())  # the operators' implementations (torch_npu/_public_names.py)

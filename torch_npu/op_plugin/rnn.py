@@ -28,6 +28,7 @@ between layers only, so one layer has none, as in torch.
 
 import torch
 
+from torch_npu._public_names import defined_in
 from torch_npu.op_plugin._library import check, define
 
 
@@ -154,3 +155,5 @@ define("npu_lstm_cell(Tensor input, Tensor w_ih, Tensor w_hh, Tensor h, Tensor c
 define("npu_gru(Tensor input, Tensor hx, Tensor weight_input, Tensor weight_hidden, Tensor bias_input, "
        "Tensor bias_hidden, Tensor seq_length, bool has_biases, int num_layers, float dropout, bool train, "
        "bool bidirectional, bool batch_first) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)", npu_gru)
+
+__all__ = defined_in(globals())  # the operators' implementations (torch_npu/_public_names.py)

@@ -8,6 +8,7 @@ the last dimension: ``cat(-x2, x1)``) or 'interleave' (each even/odd pair:
 
 import torch
 
+from torch_npu._public_names import defined_in
 from torch_npu.op_plugin._library import check, define
 
 _MODES = ("half", "interleave")
@@ -94,3 +95,5 @@ define("npu_rotary_mul_backward(Tensor grad, Tensor self, Tensor r1, Tensor r2, 
        "-> (Tensor, Tensor, Tensor)", npu_rotary_mul_backward)
 define("npu_apply_rotary_pos_emb(Tensor(a!) query, Tensor(b!) key, Tensor cos, Tensor sin, str layout=\"BSND\", "
        "str rotary_mode=\"half\") -> (Tensor(a!), Tensor(b!))", npu_apply_rotary_pos_emb)
+
+__all__ = defined_in(globals())  # the operators' implementations (torch_npu/_public_names.py)

@@ -32,6 +32,7 @@ import math
 
 import torch
 
+from torch_npu._public_names import defined_in
 from torch_npu.op_plugin._library import check, define
 
 
@@ -188,3 +189,5 @@ define("npu_rotated_iou(Tensor self, Tensor query_boxes, bool trans=False, int m
 define("npu_rotated_overlaps(Tensor self, Tensor query_boxes, bool trans=False) -> Tensor", npu_rotated_overlaps)
 define("npu_rotated_box_encode(Tensor self, Tensor gt_bboxes, Tensor weight) -> Tensor", npu_rotated_box_encode)
 define("npu_rotated_box_decode(Tensor self, Tensor deltas, Tensor weight) -> Tensor", npu_rotated_box_decode)
+
+__all__ = defined_in(globals())  # the operators' implementations (torch_npu/_public_names.py)

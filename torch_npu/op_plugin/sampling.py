@@ -12,6 +12,7 @@ error (reported at the next synchronisation, as a kernel error).
 
 import torch
 
+from torch_npu._public_names import defined_in
 from torch_npu.op_plugin._library import check, define
 
 
@@ -38,3 +39,5 @@ def npu_top_k_top_p(logits, p=None, k=None):
 
 
 define("npu_top_k_top_p(Tensor logits, Tensor? p=None, Tensor? k=None) -> Tensor", npu_top_k_top_p)
+
+__all__ = defined_in(globals())  # the operators' implementations (torch_npu/_public_names.py)

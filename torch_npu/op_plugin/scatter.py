@@ -23,6 +23,7 @@ each ``_`` form becomes its out-of-place form, one node, then a write-back
 import torch
 
 from torch_npu import _dtypes
+from torch_npu._public_names import defined_in
 from torch_npu.op_plugin._library import check, define_mutating
 
 
@@ -121,3 +122,5 @@ _QUANT_ARGS = ("Tensor indices, Tensor updates, Tensor quant_scales, Tensor? qua
                "int quant_axis=-1, str reduce='update', int? dst_type=None, str? round_mode='rint'")
 define_mutating(f"npu_quant_scatter(Tensor self, {_QUANT_ARGS}) -> Tensor", npu_quant_scatter,
                 f"npu_quant_scatter_(Tensor(a!) self, {_QUANT_ARGS}) -> Tensor(a!)", npu_quant_scatter_)
+
+__all__ = defined_in(globals())  # the operators' implementations (torch_npu/_public_names.py)

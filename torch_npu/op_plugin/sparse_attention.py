@@ -51,6 +51,7 @@ import torch
 import torch.nn.functional as F
 
 from torch_npu import _dtypes, _hifloat8
+from torch_npu._public_names import defined_in
 from torch_npu.op_plugin._library import _LIB, check, define
 
 _I64MAX = 9223372036854775807
@@ -2018,3 +2019,5 @@ define("npu_nsa_select_attention_infer(Tensor query, Tensor key, Tensor value, T
 define("npu_nsa_compress_infer.cache(Tensor input, Tensor weight, Tensor slot_mapping, int compress_block_size, "
        "int compress_stride, int page_block_size, *, Tensor? block_table=None, int[]? actual_seq_len=None, "
        "Tensor(a!) cache) -> Tensor(a!)", npu_nsa_compress_infer)
+
+__all__ = defined_in(globals())  # the operators' implementations (torch_npu/_public_names.py)

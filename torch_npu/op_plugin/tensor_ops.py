@@ -15,6 +15,7 @@ the schema promises.
 import torch
 import torch.nn.functional as F
 
+from torch_npu._public_names import defined_in
 from torch_npu.op_plugin._library import check, define, define_mutating
 
 
@@ -347,3 +348,5 @@ define("empty_with_swapped_memory(int[] size, ScalarType? dtype=None, Device? de
        empty_with_swapped_memory)
 define("npu_random_choice_with_mask(Tensor x, int count=256, int seed=0, int seed2=0) -> (Tensor, Tensor)",
        npu_random_choice_with_mask)
+
+__all__ = defined_in(globals())  # the operators' implementations (torch_npu/_public_names.py)

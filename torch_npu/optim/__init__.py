@@ -19,13 +19,25 @@ __all__ = [
     "NpuFusedBertAdam", "NpuFusedRMSprop", "NpuFusedRMSpropTF",
 ]
 
-from .npu_fused_optim_base import NpuFusedOptimizerBase
-from .npu_fused_sgd import NpuFusedSGD
-from .npu_fused_adadelta import NpuFusedAdadelta
-from .npu_fused_lamb import NpuFusedLamb
-from .npu_fused_adam import NpuFusedAdam
-from .npu_fused_adamw import NpuFusedAdamW
-from .npu_fused_adamp import NpuFusedAdamP
-from .npu_fused_bert_adam import NpuFusedBertAdam
-from .npu_fused_rmsprop import NpuFusedRMSprop
-from .npu_fused_rmsprop_tf import NpuFusedRMSpropTF
+import importlib
+
+# Each optimizer's module, imported at first use: every process imports this
+# package with torch_npu, few build a fused optimizer.
+_MODULES = {
+    "NpuFusedOptimizerBase": "npu_fused_optim_base", "NpuFusedSGD": "npu_fused_sgd",
+    "NpuFusedAdadelta": "npu_fused_adadelta", "NpuFusedLamb": "npu_fused_lamb", "NpuFusedAdam": "npu_fused_adam",
+    "NpuFusedAdamW": "npu_fused_adamw", "NpuFusedAdamP": "npu_fused_adamp",
+    "NpuFusedBertAdam": "npu_fused_bert_adam", "NpuFusedRMSprop": "npu_fused_rmsprop",
+    "NpuFusedRMSpropTF": "npu_fused_rmsprop_tf",
+}
+
+
+def __getattr__(name):
+    if name in _MODULES:
+        value = globals()[name] = getattr(importlib.import_module(f"{__name__}.{_MODULES[name]}"), name)
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_MODULES))

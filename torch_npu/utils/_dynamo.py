@@ -110,9 +110,13 @@ def has_triton() -> bool:
                for device, check in extra_checks.items())
 
 
-def patch_has_triton():
-    from torch.utils import _triton
+def _patch_has_triton(_triton):
     _triton.has_triton = has_triton
+
+
+def patch_has_triton():
+    # At torch.utils._triton's import (Inductor's), not with torch_npu's.
+    call_after_import("torch.utils._triton", _patch_has_triton)
 
 
 def patch_dynamo_optimize():

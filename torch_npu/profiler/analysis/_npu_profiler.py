@@ -22,7 +22,6 @@ import os
 import shutil
 
 from torch_npu.profiler import analysis
-from torch_npu.profiler.analysis import _cann_export, _db_export
 from torch_npu.profiler.analysis.prof_common_func._cann_package_manager import CannPackageManager
 from torch_npu.profiler.analysis.prof_common_func._constant import Constant, print_warn_msg
 from torch_npu.profiler.analysis.prof_common_func._path_manager import ProfilerPathManager
@@ -56,6 +55,10 @@ class NpuProfiler:
     @staticmethod
     def _analyse_folder(folder, export_type):
         """Builds one folder's ASCEND_PROFILER_OUTPUT/ in the export types asked for; returns it."""
+        # The exporters (sqlite3 and the CANN layout) are imported by the first
+        # analysis, not with torch_npu: every process imports this module.
+        from torch_npu.profiler.analysis import _cann_export, _db_export
+
         out = ProfilerPathManager.get_output_path(folder)
         shutil.rmtree(out, ignore_errors=True)
         profile = analysis.Profile(folder)
