@@ -31,7 +31,7 @@ MANIFEST = os.path.join(ROOT, "torch_npu", "op_plugin", "_manifest.py")
 # define its operators, and build plain values (a call of a name defined or
 # imported in the module, a class of its own, a few constructors of plain
 # values, a string's own methods).
-_DEFINERS = {"define", "define_atb"}
+_DEFINERS = {"define", "define_atb", "define_mutating", "define_functionalization"}
 _PLAIN_ATTRIBUTE_CALLS = {"torch.device", "collections.namedtuple", "struct.Struct"}
 _STRING_METHODS = {"format", "join", "replace"}
 
@@ -73,8 +73,9 @@ def why_eager(module, kernels):
         if not _defines_only(statement):
             return f"line {statement.lineno}: {ast.unparse(statement).splitlines()[0][:80]}"
     for kernel in kernels:
-        if function_name(module, kernel.fn) is None:
-            return f"{kernel.op_name}'s function ({kernel.fn.__name__}) is not an attribute of the module"
+        fn = kernel.fn
+        if fn is not None and function_name(module, fn) is None:
+            return f"{kernel.op_name}'s function ({fn.__name__}) is not an attribute of the module"
     return None
 
 
@@ -92,7 +93,7 @@ def render():
     from torch_npu.op_plugin import _library
 
     by_family = {family: [] for family in op_plugin.FAMILIES}
-    for kernel in _library.KERNELS.values():
+    for kernel in [*_library.KERNELS.values(), *_library.FUNCTIONALIZATIONS.values()]:
         by_family[kernel.family].append(kernel)
     declared, eager = [], []
     for family in op_plugin.FAMILIES:
@@ -132,6 +133,19 @@ def render():
                       "0" if kernel.no_grad else "1")
             assert not any("\t" in f or "\n" in f or '"""' in f or "\\" in f for f in fields), fields
             lines.append("\t".join(fields))
+    lines.append('"""')
+    lines += [
+        "",
+        "# The Functionalize kernel of each in-place operator of those families, one line each: operator,",
+        "# family, and the family's function or (define_mutating's generic kernel) the functional operator.",
+        'FUNCTIONALIZED = """\\',
+    ]
+    for kernel in _library.FUNCTIONALIZATIONS.values():
+        if kernel.family in declared:
+            module = sys.modules[f"torch_npu.op_plugin.{kernel.family}"]
+            function = function_name(module, kernel.fn) if kernel.fn is not None else ""
+            lines.append("\t".join((kernel.op_name.split("::", 1)[1], kernel.family, function,
+                                    kernel.functional or "")))
     lines.append('"""')
     return "\n".join(lines) + "\n", eager, declared
 

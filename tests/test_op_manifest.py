@@ -115,3 +115,28 @@ def test_a_family_that_defines_a_declared_operator_differently_is_refused():
         _library.define("vnpu_test_changed(Tensor self) -> Tensor", f, differentiable=False)
     _library.define("vnpu_test_changed(Tensor self) -> Tensor", f)
     assert torch.equal(torch.ops.npu.vnpu_test_changed(torch.full((2,), 3.0)), torch.full((2,), 3.0))
+
+
+def test_a_declared_in_place_operator_functionalizes_before_its_family_is_imported():
+    run = _run("""
+        import sys
+        import torch, torch_npu
+        from torch.fx.experimental.proxy_tensor import make_fx
+        print("before:", "torch_npu.op_plugin.scatter" in sys.modules)
+
+        def f(x, indices, updates):
+            torch.ops.npu.npu_scatter_nd_update_(x, indices, updates)
+            return x
+
+        x = torch.zeros(4, 3).npu()
+        indices = torch.tensor([[1], [3]]).npu()
+        updates = torch.arange(6.0).view(2, 3).npu()
+        graph = make_fx(torch.func.functionalize(f))(x.clone(), indices, updates)
+        print("nodes:", [str(n.target) for n in graph.graph.nodes if n.op == "call_function"])
+        print("equal:", torch.equal(graph(x.clone(), indices, updates).cpu(), f(x.clone(), indices, updates).cpu()))
+    """)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0] == "before: False"
+    assert "npu.npu_scatter_nd_update.default" in lines[1] and "npu_scatter_nd_update_" not in lines[1], lines[1]
+    assert lines[2] == "equal: True"

@@ -47,6 +47,8 @@ def _define_operators():
     EXPORTED_ATB.extend(_manifest.EXPORTED_ATB)
     for namespace, schema, family, function, differentiable in declared_operators(_manifest):
         _library.declare(namespace, schema, family, function, differentiable)
+    for line in _manifest.FUNCTIONALIZED.splitlines():
+        _library.declare_functionalization(*line.split("\t"))
     for family in _manifest.EAGER_FAMILIES:
         importlib.import_module(f"{__name__}.{family}")
 

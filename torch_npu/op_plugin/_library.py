@@ -55,10 +55,12 @@ KERNELS = {}
 # its first call, by importing the family, whose define() calls then hand the
 # declared kernels their functions. Schemas, TorchScript, FakeTensor and
 # torch.compile see the operator before its family is imported, as they do
-# any registered operator. Families that register anything else (Functionalize
-# kernels, autograd formulas, ATen overrides) are imported with torch_npu, and
-# without the manifest every family is. tests/test_op_manifest.py checks the
-# manifest against the families.
+# any registered operator. The Functionalize kernels of their in-place
+# operators are declared the same way (define_mutating,
+# define_functionalization). Families that register anything else (an
+# autograd formula, an ATen override) are imported with torch_npu, and without
+# the manifest every family is. tests/test_op_manifest.py checks the manifest
+# against the families.
 
 
 def _strict_mode_on():
@@ -270,9 +272,69 @@ def define_mutating(schema, fn, inplace_schema, inplace_fn, *, export=True):
     in-place operators])."""
     define(schema, fn, export=export, differentiable=False)
     define(inplace_schema, inplace_fn, export=export, differentiable=False)
-    functional = getattr(torch.ops.npu, schema.split("(", 1)[0]).default
-    _LIB.impl(inplace_schema.split("(", 1)[0], _functionalized_inplace(functional), "Functionalize")
+    inplace = inplace_schema.split("(", 1)[0]
+    _functionalize(_Functionalization("npu::" + inplace, _family_of_caller(), functional=schema.split("(", 1)[0]))
     return fn
+
+
+def define_functionalization(name, fn):
+    """Registers ``fn`` as the Functionalize kernel of the in-place operator
+    ``npu::<name>``, for an operator whose write-back define_mutating's
+    generic kernel does not express (several mutated inputs, say)."""
+    _functionalize(_Functionalization("npu::" + name, _family_of_caller(), fn=fn, fn_name=fn.__name__))
+    return fn
+
+
+def declare_functionalization(name, family, fn_name, functional):
+    """Registers a Functionalize kernel of the manifest: the generic one when
+    ``functional`` names the functional operator, else the family's
+    ``fn_name``, found at its first call."""
+    _functionalize(_Functionalization("npu::" + name, family, fn_name=fn_name or None, functional=functional or None))
+
+
+# "npu::<name>" -> the Functionalize kernel registered for the in-place operator, in registration order.
+FUNCTIONALIZATIONS = {}
+
+
+class _Functionalization:
+    """The Functionalize kernel of an in-place operator: define_mutating's
+    generic kernel over the functional operator ``functional``, or a family's
+    own function (``fn``, None until the family is imported when declared
+    from the manifest)."""
+
+    __slots__ = ("op_name", "family", "fn", "fn_name", "functional")
+
+    def __init__(self, op_name, family, fn=None, fn_name=None, functional=None):
+        self.op_name = op_name
+        self.family = family
+        self.fn = fn
+        self.fn_name = fn_name
+        self.functional = functional
+
+    def __call__(self, *args, **kwargs):
+        if self.functional is not None:
+            return _functionalized_inplace(getattr(torch.ops.npu, self.functional).default, *args, **kwargs)
+        if self.fn is None:
+            importlib.import_module(f"{__package__}.{self.family}")
+            if self.fn is None:
+                raise RuntimeError(
+                    f"{self.op_name}'s Functionalize kernel is declared by torch_npu/op_plugin/_manifest.py as "
+                    f"{__package__}.{self.family}.{self.fn_name}, which does not register it: the manifest is out "
+                    "of date; run `python scripts/gen_op_manifest.py`.")
+        return self.fn(*args, **kwargs)
+
+
+def _functionalize(kernel):
+    declared = FUNCTIONALIZATIONS.get(kernel.op_name)
+    if declared is None:
+        _LIB.impl(kernel.op_name.split("::", 1)[1], kernel, "Functionalize")
+        FUNCTIONALIZATIONS[kernel.op_name] = kernel
+    elif declared.fn is None and declared.functional == kernel.functional and declared.fn_name == kernel.fn_name:
+        declared.fn = kernel.fn  # declared from the manifest; its family is being imported now
+    else:
+        raise RuntimeError(
+            f"{kernel.op_name}'s Functionalize kernel is registered twice, or differently from "
+            "torch_npu/op_plugin/_manifest.py; if the family changed, run `python scripts/gen_op_manifest.py`.")
 
 
 # Note [Functionalized in-place operators]
@@ -284,22 +346,20 @@ def define_mutating(schema, fn, inplace_schema, inplace_fn, *, export=True):
 # new value of the mutated input (replace + commit): the mutation is recorded
 # on the wrapper, and functionalization's epilogue writes it back into the
 # caller's tensor with one copy_, exactly as for ATen's own in-place ops.
-def _functionalized_inplace(functional):
-    def kernel(x, *args, **kwargs):
-        def unwrap(v):
-            if isinstance(v, torch.Tensor) and torch._is_functional_tensor(v):
-                torch._sync(v)
-                return torch._from_functional_tensor(v)
-            return v
-        inner_args = [unwrap(a) for a in args]
-        inner_kwargs = {k: unwrap(v) for k, v in kwargs.items()}
-        with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.Functionalize)):
-            result = functional(unwrap(x), *inner_args, **inner_kwargs)
-        torch._functionalize_replace(x, result)
-        torch._functionalize_commit_update(x)
-        torch._functionalize_sync(x)
-        return x
-    return kernel
+def _functionalized_inplace(functional, x, *args, **kwargs):
+    def unwrap(v):
+        if isinstance(v, torch.Tensor) and torch._is_functional_tensor(v):
+            torch._sync(v)
+            return torch._from_functional_tensor(v)
+        return v
+    inner_args = [unwrap(a) for a in args]
+    inner_kwargs = {k: unwrap(v) for k, v in kwargs.items()}
+    with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.Functionalize)):
+        result = functional(unwrap(x), *inner_args, **inner_kwargs)
+    torch._functionalize_replace(x, result)
+    torch._functionalize_commit_update(x)
+    torch._functionalize_sync(x)
+    return x
 
 
 def define_atb(schema, fn, *, export=True):

@@ -31,7 +31,7 @@ functional form, then copy_ into the caches), as scatter.py's do.
 import torch
 
 from torch_npu._public_names import defined_in
-from torch_npu.op_plugin._library import _LIB, check, define
+from torch_npu.op_plugin._library import check, define, define_functionalization
 
 
 def _write(fn, name, tokens, cache, slots, nz):
@@ -110,7 +110,7 @@ def _functionalized(key, value, key_cache, value_cache, slot_mapping, **kwargs):
     value_cache.copy_(new_value_cache)
 
 
-_LIB.impl("npu_scatter_pa_kv_cache", _functionalized, "Functionalize")
+define_functionalization("npu_scatter_pa_kv_cache", _functionalized)
 
 
 def _gather_rows(fn, name, cache, out, nz, block_ids, offsets, valid):
@@ -187,6 +187,6 @@ def _functionalized_gather(key_cache, value_cache, block_tables, seq_lens, key, 
     value.copy_(new_value)
 
 
-_LIB.impl("npu_gather_pa_kv_cache", _functionalized_gather, "Functionalize")
+define_functionalization("npu_gather_pa_kv_cache", _functionalized_gather)
 
 __all__ = defined_in(globals())  # the operators' implementations (torch_npu/_public_names.py)

@@ -52,7 +52,7 @@ import torch.nn.functional as F
 
 from torch_npu import _dtypes, _hifloat8
 from torch_npu._public_names import defined_in
-from torch_npu.op_plugin._library import _LIB, check, define
+from torch_npu.op_plugin._library import check, define, define_functionalization
 
 _I64MAX = 9223372036854775807
 _HALF = (torch.float16, torch.bfloat16)
@@ -1983,7 +1983,7 @@ def _mla_prolog_v3_functionalized(token_x, weight_dq, weight_uq_qr, weight_uk, w
     return outs[:5]
 
 
-_LIB.impl("npu_mla_prolog_v3", _mla_prolog_v3_functionalized, "Functionalize")
+define_functionalization("npu_mla_prolog_v3", _mla_prolog_v3_functionalized)
 
 define("npu_block_sparse_attention(Tensor query, Tensor key, Tensor value, Tensor block_sparse_mask, "
        "int[] block_shape, *, str q_input_layout='TND', str kv_input_layout='TND', int num_key_value_heads=1, "

@@ -199,8 +199,12 @@ def _extreme(fn, reduce):
             dim = x.names.index(dim)
         values, indices = reduce(x, dim, keepdim)
         return values, indices.to(torch.int32)
-    op.__name__ = fn
+    op.__name__ = op.__qualname__ = fn
     return op
+
+
+npu_max = _extreme("npu_max", torch.max)
+npu_min = _extreme("npu_min", torch.min)
 
 
 def npu_random_choice_with_mask(x, count=256, seed=0, seed2=0):
@@ -331,13 +335,13 @@ define("npu_pad(Tensor input, int[] paddings) -> Tensor", npu_pad, differentiabl
 define("npu_sign_bits_pack(Tensor self, int size) -> Tensor", npu_sign_bits_pack)
 define("npu_sign_bits_unpack(Tensor input, int size, ScalarType dtype) -> Tensor", npu_sign_bits_unpack)
 define("npu_max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
-       _extreme("npu_max", torch.max))
+       npu_max)
 define("npu_max.names_dim(Tensor self, str dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
-       _extreme("npu_max", torch.max), export=False)
+       npu_max, export=False)
 define("npu_min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
-       _extreme("npu_min", torch.min))
+       npu_min)
 define("npu_min.names_dim(Tensor self, str dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
-       _extreme("npu_min", torch.min), export=False)
+       npu_min, export=False)
 define("npu_anti_quant(Tensor x, Tensor scale, *, Tensor? offset=None, ScalarType? dst_dtype=None, "
        "ScalarType? src_dtype=None) -> Tensor", npu_anti_quant)
 define("empty_with_format(int[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
