@@ -1,57 +1,28 @@
 """An event of the device's trace (msprof's msprof_*.json), with the fields the analysis added
 while reading it: ``ts_ns``/``end_ns`` (int ns), ``is_ai_core`` and ``unique_id``."""
 
+from torch_npu.profiler.analysis.prof_bean._bean_fields import entry
+
 __all__ = []
 
 
 class EventBean:
+    ts = entry("ts_ns", 0)
+    end_ns = entry("end_ns", 0)
+    dur = entry("dur", 0)
+    pid = entry("pid", "")
+    tid = entry("tid", 0)
+    name = entry("name", "")
+    id = entry("id")
+    ph = entry("ph")
+    args = entry("args", {})
+    is_ai_core = entry("is_ai_core", False)
+    unique_id = entry("unique_id", "")
+
     def __init__(self, data: dict):
         self._data = data
 
     @property
-    def ts(self) -> int:
-        return self._data.get("ts_ns", 0)
-
-    @property
-    def end_ns(self) -> int:
-        return self._data.get("end_ns", 0)
-
-    @property
-    def dur(self):
-        return self._data.get("dur", 0)
-
-    @property
-    def pid(self):
-        return self._data.get("pid", "")
-
-    @property
-    def tid(self):
-        return self._data.get("tid", 0)
-
-    @property
-    def name(self) -> str:
-        return self._data.get("name", "")
-
-    @property
-    def id(self):
-        return self._data.get("id")
-
-    @property
-    def ph(self):
-        return self._data.get("ph")
-
-    @property
-    def args(self) -> dict:
-        return self._data.get("args", {})
-
-    @property
-    def is_ai_core(self) -> bool:
-        return self._data.get("is_ai_core", False)
-
-    @property
-    def unique_id(self) -> str:
-        return self._data.get("unique_id", "")
-
-    @property
     def event(self) -> dict:
+        """The event itself, to write back to the trace."""
         return self._data

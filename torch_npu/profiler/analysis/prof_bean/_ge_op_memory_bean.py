@@ -2,67 +2,36 @@
 profile's operator_memory.csv: named "cann::<name>", its release time computed from its allocation
 time and duration, sizes in MB (GE reports no active memory and no stream)."""
 
-from torch_npu.profiler.analysis.prof_common_func._constant import (
-    Constant, convert_ns2us_str, convert_us2ns,
-)
+from torch_npu.profiler.analysis.prof_bean._bean_fields import entry, kb_to_mb
+from torch_npu.profiler.analysis.prof_common_func._constant import convert_ns2us_str, convert_us2ns
 
 __all__ = []
 
-_PREFIX = "cann::"
-
-
-def _mb(value_kb) -> float:
-    return float(value_kb) / Constant.KB_TO_MB
-
 
 class GeOpMemoryBean:
+    name = entry("Name", "", convert=lambda name: "cann::" + name)
+    size = entry("Size(KB)")
+    allocation_time = entry("Allocation Time(us)")
+    dur = entry("Duration(us)")
+    allocation_total_allocated = entry("Allocation Total Allocated(KB)", 0, convert=kb_to_mb)
+    allocation_total_reserved = entry("Allocation Total Reserved(KB)", 0, convert=kb_to_mb)
+    release_total_allocated = entry("Release Total Allocated(KB)", 0, convert=kb_to_mb)
+    release_total_reserved = entry("Release Total Reserved(KB)", 0, convert=kb_to_mb)
+    device = entry("Device", "")
+
     def __init__(self, data: dict):
         self._data = data
 
     @property
-    def row(self) -> list:
-        return [self.name, self.size, self.allocation_time, self.release_time, None, self.dur, None,
-                self.allocation_total_allocated, self.allocation_total_reserved, None,
-                self.release_total_allocated, self.release_total_reserved, None, None, self.device]
-
-    @property
-    def name(self) -> str:
-        return _PREFIX + self._data.get("Name", "")
-
-    @property
-    def size(self):
-        return self._data.get("Size(KB)")
-
-    @property
-    def allocation_time(self):
-        return self._data.get("Allocation Time(us)")
-
-    @property
-    def dur(self):
-        return self._data.get("Duration(us)")
-
-    @property
     def release_time(self) -> str:
         """Allocation time + duration, in the trace's spelling of us (exact, tab-terminated)."""
-        end_ns = convert_us2ns(self.allocation_time) + convert_us2ns(self.dur)
-        return convert_ns2us_str(end_ns, "\t")
+        return convert_ns2us_str(convert_us2ns(self.allocation_time) + convert_us2ns(self.dur), "\t")
 
     @property
-    def allocation_total_allocated(self) -> float:
-        return _mb(self._data.get("Allocation Total Allocated(KB)", 0))
-
-    @property
-    def allocation_total_reserved(self) -> float:
-        return _mb(self._data.get("Allocation Total Reserved(KB)", 0))
-
-    @property
-    def release_total_allocated(self) -> float:
-        return _mb(self._data.get("Release Total Allocated(KB)", 0))
-
-    @property
-    def release_total_reserved(self) -> float:
-        return _mb(self._data.get("Release Total Reserved(KB)", 0))
-
-    @property
-    def device(self) -> str:
-        return self._data.get("Device", "")
+    def row(self) -> list:
+        # operator_memory.csv's columns; what GE does not report (active times and sizes, the stream)
+        # is None
+        unknown = None
+        return [self.name, self.size, self.allocation_time, self.release_time, unknown, self.dur, unknown,
+                self.allocation_total_allocated, self.allocation_total_reserved, unknown,
+                self.release_total_allocated, self.release_total_reserved, unknown, unknown, self.device]

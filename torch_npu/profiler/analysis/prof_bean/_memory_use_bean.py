@@ -12,97 +12,52 @@ Sizes are bytes; the ``*_for_db`` properties give them as recorded, the others i
 MB (the totals), as memory_record.csv shows them.
 """
 
-import struct
-
+from torch_npu.profiler.analysis.prof_bean._bean_fields import PackedRecord, entry
 from torch_npu.profiler.analysis.prof_common_func._constant import Constant
 
 __all__ = []
 
-_FIXED = struct.Struct("<7q2b3B2Q")
-_FIELDS = ("ptr", "time_ns", "alloc_size", "total_allocated", "total_reserved", "total_active", "stream_ptr",
-           "device_type", "device_index", "component_type", "data_type", "allocator_type", "tid", "pid")
 _NPU_DEVICE_TYPE = 20  # c10::DeviceType::PrivateUse1, the NPU's
 
 
-class MemoryUseBean:
-    CONSTANT_STRUCT_SIZE = _FIXED.size
+def _in_kb(size):
+    return size / Constant.B_TO_KB
+
+
+def _in_mb(size):
+    return size / Constant.B_TO_MB
+
+
+class MemoryUseBean(PackedRecord):
+    LAYOUT = "<7q2b3B2Q"
+    FIELDS = ("ptr", "time_ns", "alloc_size", "total_allocated", "total_reserved", "total_active",
+              "stream_ptr", "device_type", "device_index", "component_type", "data_type", "allocator_type",
+              "tid", "pid")
+
+    ptr = entry("ptr")
+    time_ns = entry("time_ns")
+    stream_ptr = entry("stream_ptr")
+    device_type = entry("device_type")
+    device_index = entry("device_index")
+    component_type = entry("component_type")
+    data_type = entry("data_type")
+    allocator_type = entry("allocator_type")
+    tid = entry("tid")
+    pid = entry("pid")
+
+    # sizes as recorded (bytes) ...
+    alloc_size_for_db = entry("alloc_size")
+    total_allocated_for_db = entry("total_allocated")
+    total_reserved_for_db = entry("total_reserved")
+    total_active_for_db = entry("total_active")
+    # ... and as the CSV files show them
+    alloc_size = entry("alloc_size", convert=_in_kb)
+    total_allocated = entry("total_allocated", convert=_in_mb)
+    total_reserved = entry("total_reserved", convert=_in_mb)
+    total_active = entry("total_active", convert=_in_mb)
 
     def __init__(self, data: dict):
-        self._fields = dict(zip(_FIELDS, _FIXED.unpack(data.get(Constant.CONSTANT_BYTES))))
+        self._unpack_tagged(data)
 
     def is_npu(self) -> bool:
         return self.device_type == _NPU_DEVICE_TYPE
-
-    @property
-    def ptr(self) -> int:
-        return self._fields["ptr"]
-
-    @property
-    def time_ns(self) -> int:
-        return self._fields["time_ns"]
-
-    @property
-    def stream_ptr(self) -> int:
-        return self._fields["stream_ptr"]
-
-    @property
-    def device_type(self) -> int:
-        return self._fields["device_type"]
-
-    @property
-    def device_index(self) -> int:
-        return self._fields["device_index"]
-
-    @property
-    def component_type(self) -> int:
-        return self._fields["component_type"]
-
-    @property
-    def data_type(self) -> int:
-        return self._fields["data_type"]
-
-    @property
-    def allocator_type(self) -> int:
-        return self._fields["allocator_type"]
-
-    @property
-    def tid(self) -> int:
-        return self._fields["tid"]
-
-    @property
-    def pid(self) -> int:
-        return self._fields["pid"]
-
-    # sizes: as recorded (bytes) ...
-    @property
-    def alloc_size_for_db(self) -> int:
-        return self._fields["alloc_size"]
-
-    @property
-    def total_allocated_for_db(self) -> int:
-        return self._fields["total_allocated"]
-
-    @property
-    def total_reserved_for_db(self) -> int:
-        return self._fields["total_reserved"]
-
-    @property
-    def total_active_for_db(self) -> int:
-        return self._fields["total_active"]
-
-    # ... and as the CSV files show them
-    @property
-    def alloc_size(self) -> float:
-        return self._fields["alloc_size"] / Constant.B_TO_KB
-
-    @property
-    def total_allocated(self) -> float:
-        return self._fields["total_allocated"] / Constant.B_TO_MB
-
-    @property
-    def total_reserved(self) -> float:
-        return self._fields["total_reserved"] / Constant.B_TO_MB
-
-    @property
-    def total_active(self) -> float:
-        return self._fields["total_active"] / Constant.B_TO_MB

@@ -1,38 +1,21 @@
-"""One Python call or return seen by the Python tracer (FRAMEWORK/torch.python_tracer_func).
+"""One Python call or return seen by the Python tracer (FRAMEWORK/torch.python_tracer_func): its
+time, thread and process, the hash of the function (named in torch.python_tracer_hash) and the kind
+of event (``trace_tag``: call, return, ...)."""
 
-Record, little-endian: u64 start_ns, thread_id, process_id, key (the hash of the function, named in
-torch.python_tracer_hash); u8 trace_tag (which kind of event: call, return, ...).
-"""
-
-import struct
+from torch_npu.profiler.analysis.prof_bean._bean_fields import PackedRecord, entry
 
 __all__ = []
 
-_RECORD = struct.Struct("<4QB")
 
+class PythonTracerFuncBean(PackedRecord):
+    LAYOUT = "<4QB"
+    FIELDS = ("start_ns", "tid", "pid", "key", "trace_tag")
 
-class PythonTracerFuncBean:
-    SIZE = _RECORD.size
+    start_ns = entry("start_ns")
+    tid = entry("tid")
+    pid = entry("pid")
+    key = entry("key")
+    trace_tag = entry("trace_tag")
 
     def __init__(self, data: bytes):
-        self._start_ns, self._tid, self._pid, self._key, self._trace_tag = _RECORD.unpack(data)
-
-    @property
-    def start_ns(self) -> int:
-        return self._start_ns
-
-    @property
-    def tid(self) -> int:
-        return self._tid
-
-    @property
-    def pid(self) -> int:
-        return self._pid
-
-    @property
-    def key(self) -> int:
-        return self._key
-
-    @property
-    def trace_tag(self) -> int:
-        return self._trace_tag
+        self._unpack(data)

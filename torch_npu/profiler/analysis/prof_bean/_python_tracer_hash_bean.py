@@ -1,27 +1,19 @@
-"""A name the Python tracer hashed (FRAMEWORK/torch.python_tracer_hash): fixed part u64 key, then
-the name under tag 1."""
+"""A name the Python tracer hashed (FRAMEWORK/torch.python_tracer_hash): the hash (u64) and, under
+tag 1, the name."""
 
-import struct
-
-from torch_npu.profiler.analysis.prof_common_func._constant import Constant
+from torch_npu.profiler.analysis.prof_bean._bean_fields import PackedRecord, entry
 
 __all__ = []
 
-_FIXED = struct.Struct("<Q")
 _TAG_VALUE = 1
 
 
-class PythonTracerHashBean:
-    CONSTANT_STRUCT_SIZE = _FIXED.size
+class PythonTracerHashBean(PackedRecord):
+    LAYOUT = "<Q"
+    FIELDS = ("key",)
+
+    key = entry("key")
+    value = entry("value", default="")
 
     def __init__(self, data: dict):
-        (self._key,) = _FIXED.unpack(data.get(Constant.CONSTANT_BYTES))
-        self._value = data.get(_TAG_VALUE, "")
-
-    @property
-    def key(self) -> int:
-        return self._key
-
-    @property
-    def value(self) -> str:
-        return self._value
+        self._unpack_tagged(data)["value"] = data.get(_TAG_VALUE, "")

@@ -12,70 +12,40 @@ call stack (4). ``args`` is what the trace shows of the op: its sequence number 
 and whichever optional fields it has, under PyTorch's names.
 """
 
-import struct
-
+from torch_npu.profiler.analysis.prof_bean._bean_fields import PackedRecord, entry
 from torch_npu.profiler.analysis.prof_common_func._constant import Constant
 
 __all__ = []
 
-_FIXED = struct.Struct("<3q4QB?")
-_FIELDS = ("start_ns", "end_ns", "sequence_number", "pid", "tid", "end_tid", "fwd_tid", "scope", "is_async")
 _TAG_NAME = 1
 _ARG_TAGS = {2: Constant.INPUT_DTYPES, 3: Constant.INPUT_SHAPES, 4: Constant.CALL_STACK}
 
 
-class TorchOpBean:
-    CONSTANT_STRUCT_SIZE = _FIXED.size
+class TorchOpBean(PackedRecord):
+    LAYOUT = "<3q4QB?"
+    FIELDS = ("start_ns", "end_ns", "sequence_number", "pid", "tid", "end_tid", "fwd_tid", "scope", "is_async")
+
+    is_torch_op = True
+    pid = entry("pid")
+    tid = entry("tid")
+    scope = entry("scope")
+    is_async = entry("is_async")
+    ts = entry("start_ns")
+    end_ns = entry("end_ns")
+    name = entry("name")
+    args = entry("args")
 
     def __init__(self, data: dict):
-        self._fields = dict(zip(_FIELDS, _FIXED.unpack(data.get(Constant.CONSTANT_BYTES))))
-        self._name = data.get(_TAG_NAME, "")
-        self._args = {Constant.SEQUENCE_NUMBER: self._fields["sequence_number"],
-                      Constant.FORWARD_THREAD_ID: self._fields["fwd_tid"]}
-        for tag, arg in _ARG_TAGS.items():
-            if tag in data:
-                self._args[arg] = data[tag]
-
-    @property
-    def pid(self) -> int:
-        return self._fields["pid"]
-
-    @property
-    def tid(self) -> int:
-        return self._fields["tid"]
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def scope(self) -> int:
-        return self._fields["scope"]
-
-    @property
-    def is_async(self) -> bool:
-        return self._fields["is_async"]
-
-    @property
-    def ts(self) -> int:
-        return self._fields["start_ns"]
-
-    @property
-    def end_ns(self) -> int:
-        return self._fields["end_ns"]
+        fields = self._unpack_tagged(data)
+        fields["name"] = data.get(_TAG_NAME, "")
+        shown = {Constant.SEQUENCE_NUMBER: fields["sequence_number"], Constant.FORWARD_THREAD_ID: fields["fwd_tid"]}
+        shown.update((arg, data[tag]) for tag, arg in _ARG_TAGS.items() if tag in data)
+        fields["args"] = shown
 
     @property
     def dur(self) -> int:
-        return self._fields["end_ns"] - self._fields["start_ns"]
-
-    @property
-    def args(self) -> dict:
-        return self._args
+        return self.end_ns - self.ts
 
     @property
     def call_stack(self) -> str:
-        return self._args.get(Constant.CALL_STACK, "")
-
-    @property
-    def is_torch_op(self) -> bool:
-        return True
+        return self.args.get(Constant.CALL_STACK, "")
