@@ -15,6 +15,7 @@ $RANK) only, and not at all with TORCH_NPU_WARNING_DISABLE=1 (or its
 deprecated name TORCH_NPU_DISABLED_WARNING=1); both are read at each warning.
 """
 
+import decimal
 import os
 import time
 
@@ -140,6 +141,31 @@ class Constant:
     # CANN's raw-data folder (PROF_<n>_<timestamp>_<id>/, _cann_raw_data.py) and msprof's export in it.
     CANN_DIR_PATTERN = r"^PROF_\d+_\d+_[0-9a-zA-Z]+"
     MINDSTUDIO_PROFILER_LOG = "mindstudio_profiler_log"
+
+    # Keys of a torch op's args in the trace (PyTorch's own spellings).
+    INPUT_SHAPES = "Input Dims"
+    INPUT_DTYPES = "Input type"
+    CALL_STACK = "Call stack"
+    SEQUENCE_NUMBER = "Sequence number"
+    FORWARD_THREAD_ID = "Fwd thread id"
+
+    # A decoded binary record is handed to its bean as a dict: its fixed-size
+    # part under this key, each variable-length field under its tag (an int).
+    CONSTANT_BYTES = "constant_bytes"
+
+    # Names of the trace's metadata ("ph": "M") events (Chrome trace format).
+    PROCESS_NAME = "process_name"
+    PROCESS_LABEL = "process_labels"
+    PROCESS_SORT = "process_sort_index"
+    THREAD_NAME = "thread_name"
+    THREAD_SORT = "thread_sort_index"
+
+    # Keys of one feature's description (FeatureManager).
+    Compatibility = "compatibility"
+    FeatureVersion = "feature_version"
+    AffectedComponent = "affected_component"
+    AffectedComponentVersion = "affected_component_version"
+    InfoLog = "info_log"
 
     # Column types of the export_type "db" tables.
     SQL_TEXT_TYPE = "TEXT"
@@ -275,6 +301,47 @@ class ApiType:
     NAMES = {ACL: "acl", MODEL: "model", NODE: "node", COMMUNICATION: "communication", RUNTIME: "runtime",
              TORCH_OP: "op", TASK_QUEUE: "queue", PYTHON_TRACE: "trace", MSTX_OP: "mstx"}
     FRAMEWORK = (TORCH_OP, TASK_QUEUE, PYTHON_TRACE, MSTX_OP)  # what torch_npu adds to msprof's
+
+
+def _require_int_ns(value):
+    """Checks a time in ns: an int, or float("inf") for "never"."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"a time in ns must be an int, got {type(value).__name__}")
+    if isinstance(value, float) and value != float("inf"):
+        raise TypeError(f"a time in ns must be an int, got the float {value!r}")
+
+
+def convert_ns2us_float(ns) -> float:
+    """ns (an int) as a float number of us."""
+    _require_int_ns(ns)
+    return ns / Constant.NS_TO_US
+
+
+def convert_ns2us_str(ns, tail: str = "") -> str:
+    """ns (an int) as us with three decimals, exactly (no float rounding), then ``tail``:
+    1459635878536856678 -> "1459635878536856.678"."""
+    _require_int_ns(ns)
+    if ns == float("inf"):
+        return "inf" + tail
+    sign = "-" if ns < 0 else ""
+    whole, frac = divmod(abs(ns), Constant.NS_TO_US)
+    return f"{sign}{whole}.{frac:03d}{tail}"
+
+
+def convert_us2ns(us, tail: str = "\t") -> int:
+    """A time in us (a number, or text such as "12.345\t" in the trace's spelling) as int ns.
+    Text is converted digit by digit, so "1459635878536856.678" -> 1459635878536856678; a float
+    goes through its shortest repr first."""
+    text = us.strip().rstrip(tail).strip() if isinstance(us, str) else repr(float(us))
+    try:
+        return int(decimal.Decimal(text) * Constant.NS_TO_US)
+    except decimal.InvalidOperation as err:
+        raise ValueError(f"not a time in us: {us!r}") from err
+
+
+def contact_2num(high_num: int, low_num: int) -> int:
+    """Two 32-bit halves as one 64-bit number (``high_num`` in the upper half)."""
+    return (high_num << 32) | low_num
 
 
 def _console_line(level: str, message: str) -> str:

@@ -2,6 +2,7 @@
 
 import os
 import re
+import stat
 
 from torch_npu.profiler.analysis.prof_common_func._constant import Constant
 
@@ -11,15 +12,20 @@ __all__ = []
 class ProfilerPathManager:
     @classmethod
     def get_realpath(cls, path: str) -> str:
-        """``path`` with ``~`` expanded and links resolved."""
-        return os.path.realpath(os.path.expanduser(str(path)))
+        """``path`` with ``~`` expanded, as an absolute path with no links in it. A path that is itself
+        a soft link is refused (RuntimeError), as torch_npu refuses to follow one."""
+        path = os.path.expanduser(str(path))
+        if os.path.islink(path):
+            raise RuntimeError(f"The path is a soft link, which is not allowed: {path}")
+        return os.path.realpath(path)
 
     @classmethod
     def get_fwk_path(cls, profiler_path: str) -> str:
-        """The folder of the framework's raw data (FRAMEWORK/), '' when there is no profile folder."""
+        """The profile's folder of the framework's raw data (FRAMEWORK/), '' when it has none."""
         if not profiler_path:
             return ""
-        return os.path.join(profiler_path, Constant.FRAMEWORK_DIR)
+        path = os.path.join(profiler_path, Constant.FRAMEWORK_DIR)
+        return path if os.path.isdir(path) else ""
 
     @classmethod
     def get_output_path(cls, profiler_path: str) -> str:
@@ -74,15 +80,80 @@ class ProfilerPathManager:
         return ""
 
     @classmethod
+    def is_profiler_path(cls, path: str) -> bool:
+        """Whether ``path`` is a profile folder: one named *_ascend_pt, or one holding the framework's
+        raw data (FRAMEWORK/) or CANN's (PROF_*/)."""
+        if not os.path.isdir(path):
+            return False
+        return (os.path.basename(os.path.normpath(path)).endswith("_ascend_pt")
+                or bool(cls.get_fwk_path(path)) or bool(cls.get_cann_path(path)))
+
+    @classmethod
     def get_profiler_path_list(cls, input_path: str) -> list:
         """The profile folders at ``input_path``: itself when it is one, else those directly under it."""
-        input_path = cls.get_realpath(input_path)
-        if os.path.basename(input_path).endswith("_ascend_pt"):
+        if cls.is_profiler_path(input_path):
             return [input_path]
         if not os.path.isdir(input_path):
             return []
-        return sorted(os.path.join(input_path, name) for name in os.listdir(input_path)
-                      if name.endswith("_ascend_pt") and os.path.isdir(os.path.join(input_path, name)))
+        return sorted(path for path in (os.path.join(input_path, name) for name in os.listdir(input_path))
+                      if cls.is_profiler_path(path))
+
+    @classmethod
+    def get_host_start_log_path(cls, profiler_path: str) -> str:
+        """The CANN raw-data folder's host/host_start.log, '' when there is none."""
+        cann_path = cls.get_cann_path(profiler_path)
+        path = os.path.join(cann_path, "host", "host_start.log") if cann_path else ""
+        return path if path and os.path.isfile(path) else ""
+
+    @classmethod
+    def _files_in(cls, folder: str) -> list:
+        if not os.path.isdir(folder):
+            return []
+        return sorted(path for path in (os.path.join(folder, name) for name in os.listdir(folder))
+                      if os.path.isfile(path))
+
+    @classmethod
+    def get_output_all_file_list_by_type(cls, cann_path: str, output_type: str) -> list:
+        """The files msprof exported into the CANN raw-data folder's ``output_type`` folder
+        (mindstudio_profiler_output, ...)."""
+        return cls._files_in(os.path.join(cann_path, output_type))
+
+    @classmethod
+    def get_analyze_all_file(cls, cann_path: str, analyze_type: str) -> list:
+        """The files of the CANN raw-data folder's analysis folder ``analyze_type``."""
+        return cls._files_in(os.path.join(cann_path, analyze_type))
+
+    @classmethod
+    def get_all_subdir(cls, path: str, max_depth: int = None) -> list:
+        """Every folder under ``path`` (soft links not followed), down to ``max_depth`` levels below
+        its direct subfolders (0: those only; None: all)."""
+        found = []
+        level = [path]
+        depth = 0
+        while level and (max_depth is None or depth <= max_depth):
+            children = []
+            for folder in level:
+                try:
+                    entries = list(os.scandir(folder))
+                except OSError:
+                    continue
+                children.extend(entry.path for entry in entries if entry.is_dir(follow_symlinks=False))
+            found.extend(children)
+            level = children
+            depth += 1
+        return found
+
+    @classmethod
+    def check_path_permission(cls, path: str) -> bool:
+        """Whether ``path`` (an executable torch_npu would run, such as msprof) is safe: it exists,
+        belongs to root or to this user, and no one else may write it."""
+        try:
+            info = os.stat(path)
+        except OSError:
+            return False
+        if info.st_uid not in (0, os.geteuid()):
+            return False
+        return not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
     @classmethod
     def get_info_file_path(cls, profiler_path: str) -> str:

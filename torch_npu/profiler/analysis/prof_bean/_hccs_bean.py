@@ -1,0 +1,9 @@
+"""A row of msprof's hccs.csv (HCCS link bandwidth), copied as it is to the profile's output."""
+
+from torch_npu.profiler.analysis.prof_bean._csv_row_bean import CsvRowBean
+
+__all__ = []
+
+
+class HccsBean(CsvRowBean):
+    pass
