@@ -18,6 +18,7 @@ from torch_npu.utils._error_code import ErrCode, prof_error
 from torch_npu.profiler._profiler_path_creator import ProfPathCreator
 from torch_npu.profiler.analysis.prof_common_func._constant import Constant, print_error_msg, print_warn_msg
 from torch_npu.profiler.analysis.prof_common_func._file_manager import FileManager
+from torch_npu.profiler.analysis.prof_common_func._path_manager import ProfilerPathManager
 
 __all__ = []
 
@@ -49,7 +50,10 @@ class ProfGCDetector:
         if not self.save_info:
             return
         payload = b"".join(struct.pack(Constant.GC_RECORD_FORMAT, *record) for record in self.save_info)
-        output_path = os.path.join(ProfPathCreator().get_prof_dir(), Constant.FRAMEWORK_DIR, self.SAVE_FILE)
+        prof_dir = ProfPathCreator().get_prof_dir()
+        # FRAMEWORK/ may not exist yet (get_fwk_path then answers ''): the file creates it.
+        fwk_dir = ProfilerPathManager.get_fwk_path(prof_dir) or os.path.join(prof_dir, Constant.FRAMEWORK_DIR)
+        output_path = os.path.join(fwk_dir, self.SAVE_FILE)
         try:
             FileManager.create_bin_file_by_path(output_path, payload)
         except Exception:  # noqa: BLE001 - a lost record must not fail the profile
