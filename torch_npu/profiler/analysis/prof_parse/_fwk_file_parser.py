@@ -28,6 +28,10 @@ def _log_warning(message, *args):
         pass
 
 
+# get_fwk_api's entry holding (Str2IdManager, ConnectionIdManager, CallChainIdManager) that numbered its rows
+ID_MANAGERS = "id_managers"
+
+
 class FwkFileTag(Enum):
     """The framework's record files: (file name, bean, whether the records carry TLV text)."""
     TORCH_OP = ("torch.op_range", TorchOpBean, True)
@@ -142,4 +146,5 @@ class FwkFileParser:
                 row[TorchOpDataOri.CONNECTION_ID] = self.connection_ids.get_id_from_connection_ids([mark.corr_id])
                 row[TorchOpDataOri.NAME] = self.str_ids.get_id_from_str(mark.origin_name)
                 rows[key].append(row + [ApiType.TASK_QUEUE])
+        rows[ID_MANAGERS] = (self.str_ids, self.connection_ids, self.callchain_ids)
         return rows
