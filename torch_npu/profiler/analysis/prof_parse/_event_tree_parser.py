@@ -3,6 +3,7 @@
 times, a parent and children, and tag-specific ``extra_fields``."""
 
 import itertools
+import os
 from dataclasses import dataclass, field
 from enum import IntEnum
 from queue import PriorityQueue
@@ -146,3 +147,68 @@ def build_event_tree(sorted_events: list) -> None:
             return None
     finish_until(float("inf"))
     return None
+
+
+@dataclass
+class _AllocationFields:
+    """An allocator record as torch's memory profiler reads an Allocation event's extra fields."""
+    ptr: int
+    id: int
+    allocation_id: int
+    alloc_size: int
+    total_allocated: int
+    total_reserved: int
+    total_active: int
+    device_type: int
+    device_index: int
+
+    @property
+    def device(self) -> torch.device:
+        if self.device_type == _DeviceType.NPU:
+            return torch.device("npu", max(self.device_index, 0))
+        return torch.device("cpu")
+
+
+@dataclass
+class _TorchOpFields:
+    name: str
+    forward_tid: int
+    end_time_ns: int
+    inputs: list = field(default_factory=list)
+    allow_tf32_cublas: bool = False
+
+
+class EventTree:
+    """The profile's torch ops and allocator records, linked per thread (build_event_tree)."""
+
+    def __init__(self, profiler_path: str):
+        self.sorted_events = sorted(self._load(profiler_path), key=lambda event: event.start_time_ns)
+        build_event_tree(self.sorted_events)
+
+    @staticmethod
+    def _load(profiler_path: str) -> list:
+        from ._fwk_file_parser import FwkFileParser, FwkFileTag
+        from ..prof_bean._memory_use_bean import MemoryUseBean
+        parser = FwkFileParser(profiler_path)
+        events = []
+        for op in parser.get_file_data_by_tag(FwkFileTag.TORCH_OP):
+            events.append(_ProfilerEvent(_EventType.TorchOp, op.tid, op.ts, op.end_ns, op.name,
+                                         _TorchOpFields(op.name, getattr(op, "fwd_tid", 0) or 0, op.end_ns)))
+        path = os.path.join(parser._fwk_path or "", "torch.memory_usage")
+        if os.path.isfile(path):
+            from ..prof_common_func._tlv_decoder import TLVDecoder
+            with open(path, "rb") as handle:
+                records = TLVDecoder.decode(handle.read(), MemoryUseBean, MemoryUseBean.record_size())
+            blocks = {}  # ptr -> allocation id, while the block lives
+            for number, record in enumerate(records):
+                size = record.alloc_size_for_db
+                allocation_id = blocks.setdefault(record.ptr, number) if size > 0 else blocks.pop(record.ptr, number)
+                fields = _AllocationFields(record.ptr, allocation_id, allocation_id, size,
+                                           record.total_allocated_for_db, record.total_reserved_for_db,
+                                           record.total_active_for_db, record.device_type, record.device_index)
+                events.append(_ProfilerEvent(_EventType.Allocation, record.tid, record.time_ns, record.time_ns,
+                                             "[memory]", fields))
+        return events
+
+    def get_root_nodes(self) -> list:
+        return [event for event in self.sorted_events if event.parent is None]
