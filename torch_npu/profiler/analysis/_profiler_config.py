@@ -9,10 +9,10 @@ import json
 import os
 import re
 
-from .prof_common_func._constant import Constant
-from .prof_common_func._file_manager import FileManager
-from .prof_common_func._path_manager import ProfilerPathManager
-from .prof_common_func._singleton import Singleton
+from torch_npu.profiler.analysis.prof_common_func._constant import Constant
+from torch_npu.profiler.analysis.prof_common_func._file_manager import FileManager
+from torch_npu.profiler.analysis.prof_common_func._path_manager import ProfilerPathManager
+from torch_npu.profiler.analysis.prof_common_func._singleton import Singleton
 
 __all__ = []
 
@@ -79,15 +79,15 @@ class ProfilerConfig:
 
     def get_parser_bean(self) -> list:
         """(CANNDataEnum, bean class) of the msprof CSVs copied into the output for this config."""
-        from .prof_parse._cann_file_parser import CANNDataEnum
-        from .prof_bean._ai_cpu_bean import AiCpuBean
-        from .prof_bean._l2_cache_bean import L2CacheBean
-        from .prof_bean._api_statistic_bean import ApiStatisticBean
-        from .prof_bean._op_statistic_bean import OpStatisticBean
-        from .prof_bean._nic_bean import NicBean
-        from .prof_bean._roce_bean import RoCEBean
-        from .prof_bean._pcie_bean import PcieBean
-        from .prof_bean._hccs_bean import HccsBean
+        from torch_npu.profiler.analysis.prof_parse._cann_file_parser import CANNDataEnum
+        from torch_npu.profiler.analysis.prof_bean._ai_cpu_bean import AiCpuBean
+        from torch_npu.profiler.analysis.prof_bean._l2_cache_bean import L2CacheBean
+        from torch_npu.profiler.analysis.prof_bean._api_statistic_bean import ApiStatisticBean
+        from torch_npu.profiler.analysis.prof_bean._op_statistic_bean import OpStatisticBean
+        from torch_npu.profiler.analysis.prof_bean._nic_bean import NicBean
+        from torch_npu.profiler.analysis.prof_bean._roce_bean import RoCEBean
+        from torch_npu.profiler.analysis.prof_bean._pcie_bean import PcieBean
+        from torch_npu.profiler.analysis.prof_bean._hccs_bean import HccsBean
         beans = []
         if self._profiler_level != Constant.LEVEL_NONE:
             beans.append((CANNDataEnum.OP_STATISTIC, OpStatisticBean))

@@ -7,11 +7,11 @@ import re
 from collections import defaultdict
 from enum import Enum
 
-from ..prof_bean._event_bean import EventBean
-from ..prof_common_func._constant import convert_us2ns
-from ..prof_common_func._file_manager import FileManager
-from ..prof_common_func._log import ProfilerLogger
-from ..prof_common_func._path_manager import ProfilerPathManager
+from torch_npu.profiler.analysis.prof_bean._event_bean import EventBean
+from torch_npu.profiler.analysis.prof_common_func._constant import convert_us2ns
+from torch_npu.profiler.analysis.prof_common_func._file_manager import FileManager
+from torch_npu.profiler.analysis.prof_common_func._log import ProfilerLogger
+from torch_npu.profiler.analysis.prof_common_func._path_manager import ProfilerPathManager
 
 __all__ = []
 

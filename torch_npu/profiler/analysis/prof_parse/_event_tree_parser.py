@@ -11,7 +11,7 @@ from queue import PriorityQueue
 import torch
 from torch._C._profiler import _EventType
 
-from ..prof_common_func._constant import print_error_msg
+from torch_npu.profiler.analysis.prof_common_func._constant import print_error_msg
 
 __all__ = []
 
@@ -187,8 +187,8 @@ class EventTree:
 
     @staticmethod
     def _load(profiler_path: str) -> list:
-        from ._fwk_file_parser import FwkFileParser, FwkFileTag
-        from ..prof_bean._memory_use_bean import MemoryUseBean
+        from torch_npu.profiler.analysis.prof_parse._fwk_file_parser import FwkFileParser, FwkFileTag
+        from torch_npu.profiler.analysis.prof_bean._memory_use_bean import MemoryUseBean
         parser = FwkFileParser(profiler_path)
         events = []
         for op in parser.get_file_data_by_tag(FwkFileTag.TORCH_OP):
@@ -196,7 +196,7 @@ class EventTree:
                                          _TorchOpFields(op.name, getattr(op, "fwd_tid", 0) or 0, op.end_ns)))
         path = os.path.join(parser._fwk_path or "", "torch.memory_usage")
         if os.path.isfile(path):
-            from ..prof_common_func._tlv_decoder import TLVDecoder
+            from torch_npu.profiler.analysis.prof_common_func._tlv_decoder import TLVDecoder
             with open(path, "rb") as handle:
                 records = TLVDecoder.decode(handle.read(), MemoryUseBean, MemoryUseBean.record_size())
             blocks = {}  # ptr -> allocation id, while the block lives

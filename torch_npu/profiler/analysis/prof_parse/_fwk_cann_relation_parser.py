@@ -3,10 +3,10 @@ where each profiler step ran on the device."""
 
 import bisect
 
-from .._profiler_config import ProfilerConfig
-from ..prof_common_func._constant import Constant
-from ..prof_common_func._log import ProfilerLogger
-from ._cann_file_parser import CANNFileParser
+from torch_npu.profiler.analysis._profiler_config import ProfilerConfig
+from torch_npu.profiler.analysis.prof_common_func._constant import Constant
+from torch_npu.profiler.analysis.prof_common_func._log import ProfilerLogger
+from torch_npu.profiler.analysis.prof_parse._cann_file_parser import CANNFileParser
 
 __all__ = []
 

@@ -5,18 +5,18 @@ import os
 from collections import defaultdict
 from enum import Enum
 
-from .._profiler_config import ProfilerConfig
-from ..prof_bean._gc_record_bean import GCRecordBean
-from ..prof_bean._op_mark_bean import OpMarkBean
-from ..prof_bean._torch_op_bean import TorchOpBean
-from ..prof_common_func._binary_decoder import BinaryDecoder
-from ..prof_common_func._constant import ApiType, Constant, TorchOpDataOri, contact_2num
-from ..prof_common_func._file_manager import FileManager
-from ..prof_common_func._id_manager import CallChainIdManager, ConnectionIdManager, Str2IdManager
-from ..prof_common_func._log import ProfilerLogger
-from ..prof_common_func._path_manager import ProfilerPathManager
-from ..prof_common_func._tlv_decoder import TLVDecoder
-from ..prof_common_func._trace_event_manager import TraceEventManager
+from torch_npu.profiler.analysis._profiler_config import ProfilerConfig
+from torch_npu.profiler.analysis.prof_bean._gc_record_bean import GCRecordBean
+from torch_npu.profiler.analysis.prof_bean._op_mark_bean import OpMarkBean
+from torch_npu.profiler.analysis.prof_bean._torch_op_bean import TorchOpBean
+from torch_npu.profiler.analysis.prof_common_func._binary_decoder import BinaryDecoder
+from torch_npu.profiler.analysis.prof_common_func._constant import ApiType, Constant, TorchOpDataOri, contact_2num
+from torch_npu.profiler.analysis.prof_common_func._file_manager import FileManager
+from torch_npu.profiler.analysis.prof_common_func._id_manager import CallChainIdManager, ConnectionIdManager, Str2IdManager
+from torch_npu.profiler.analysis.prof_common_func._log import ProfilerLogger
+from torch_npu.profiler.analysis.prof_common_func._path_manager import ProfilerPathManager
+from torch_npu.profiler.analysis.prof_common_func._tlv_decoder import TLVDecoder
+from torch_npu.profiler.analysis.prof_common_func._trace_event_manager import TraceEventManager
 
 __all__ = []
 

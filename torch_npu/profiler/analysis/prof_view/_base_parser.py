@@ -3,8 +3,8 @@ returns ``(status, result)`` where status is Constant.SUCCESS or Constant.FAIL."
 
 import logging
 
-from ..prof_common_func._constant import Constant
-from ..prof_common_func._log import ProfilerLogger
+from torch_npu.profiler.analysis.prof_common_func._constant import Constant
+from torch_npu.profiler.analysis.prof_common_func._log import ProfilerLogger
 
 __all__ = []
 
@@ -19,9 +19,10 @@ def step_logger():
 
 
 class BaseParser:
+    """Keeps the step's name and parameters; profiler_path and output_path are read out of them."""
+
     def __init__(self, name: str, param_dict: dict):
-        self._name = name
-        self._param_dict = param_dict
+        self._name, self._param_dict = name, param_dict
         self._profiler_path = param_dict.get("profiler_path")
         self._output_path = param_dict.get("output_path")
         self.logger = step_logger()

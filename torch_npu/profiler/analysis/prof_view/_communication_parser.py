@@ -1,10 +1,10 @@
 """communication.json / communication_matrix.json: msprof's communication analysis, split by the
 profile's steps, each op sorted into point-to-point or collective, with totals per group."""
 
-from ..prof_common_func._constant import Constant, convert_us2ns
-from ..prof_common_func._file_manager import FileManager
-from ..prof_parse._cann_file_parser import CANNDataEnum, CANNFileParser
-from ._base_parser import BaseParser
+from torch_npu.profiler.analysis.prof_common_func._constant import Constant, convert_us2ns
+from torch_npu.profiler.analysis.prof_common_func._file_manager import FileManager
+from torch_npu.profiler.analysis.prof_parse._cann_file_parser import CANNDataEnum, CANNFileParser
+from torch_npu.profiler.analysis.prof_view._base_parser import BaseParser
 
 __all__ = []
 

@@ -1,13 +1,13 @@
 """kernel_details.csv: msprof's op_summary rows (one per device task) under the analysis's column
 names; Level0 without AI-core metrics keeps only the basic columns (and the tensor ones)."""
 
-from .._profiler_config import ProfilerConfig
-from ..prof_bean._op_summary_bean import OpSummaryBean
-from ..prof_common_func._constant import Constant
-from ..prof_common_func._csv_headers import CsvHeaders
-from ..prof_common_func._file_manager import FileManager
-from ..prof_parse._cann_file_parser import CANNDataEnum, CANNFileParser
-from ._base_parser import BaseParser
+from torch_npu.profiler.analysis._profiler_config import ProfilerConfig
+from torch_npu.profiler.analysis.prof_bean._op_summary_bean import OpSummaryBean
+from torch_npu.profiler.analysis.prof_common_func._constant import Constant
+from torch_npu.profiler.analysis.prof_common_func._csv_headers import CsvHeaders
+from torch_npu.profiler.analysis.prof_common_func._file_manager import FileManager
+from torch_npu.profiler.analysis.prof_parse._cann_file_parser import CANNDataEnum, CANNFileParser
+from torch_npu.profiler.analysis.prof_view._base_parser import BaseParser
 
 __all__ = []
 

@@ -9,10 +9,10 @@ import torch
 from torch.profiler import _memory_profiler as _torch_mp
 from torch.profiler._memory_profiler import _CATEGORY_TO_COLORS, _CATEGORY_TO_INDEX, Action, Category  # noqa: F401
 
-from ..prof_common_func._constant import Constant
-from ..prof_common_func._file_manager import FileManager
-from ..prof_parse._event_tree_parser import EventTree, _DeviceType
-from ._base_parser import BaseParser
+from torch_npu.profiler.analysis.prof_common_func._constant import Constant
+from torch_npu.profiler.analysis.prof_common_func._file_manager import FileManager
+from torch_npu.profiler.analysis.prof_parse._event_tree_parser import EventTree, _DeviceType
+from torch_npu.profiler.analysis.prof_view._base_parser import BaseParser
 
 __all__ = []
 

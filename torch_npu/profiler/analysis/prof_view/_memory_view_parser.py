@@ -1,10 +1,10 @@
 """memory_record.csv and operator_memory.csv: the framework's allocator records next to CANN's
 (GE / workspace) ones."""
 
-from ..prof_common_func._constant import Constant
-from ..prof_common_func._file_manager import FileManager
-from ..prof_common_func._path_manager import ProfilerPathManager
-from ._base_parser import BaseParser
+from torch_npu.profiler.analysis.prof_common_func._constant import Constant
+from torch_npu.profiler.analysis.prof_common_func._file_manager import FileManager
+from torch_npu.profiler.analysis.prof_common_func._path_manager import ProfilerPathManager
+from torch_npu.profiler.analysis.prof_view._base_parser import BaseParser
 
 __all__ = []
 

@@ -3,8 +3,8 @@ how much of it computing hides), free time, and the host-side preparation before
 
 from collections import defaultdict
 
-from ..prof_common_func._constant import Constant
-from ._base_parser import BaseParser
+from torch_npu.profiler.analysis.prof_common_func._constant import Constant
+from torch_npu.profiler.analysis.prof_view._base_parser import BaseParser
 
 __all__ = []
 

@@ -3,9 +3,9 @@ levels below Level1 drop the analysis tracks their data cannot fill."""
 
 import os
 
-from .._profiler_config import ProfilerConfig
-from ..prof_common_func._constant import Constant
-from ._base_parser import BaseParser
+from torch_npu.profiler.analysis._profiler_config import ProfilerConfig
+from torch_npu.profiler.analysis.prof_common_func._constant import Constant
+from torch_npu.profiler.analysis.prof_view._base_parser import BaseParser
 
 __all__ = []
 

@@ -5,11 +5,11 @@ import os
 import shutil
 import subprocess
 
-from ..._profiler_config import ProfilerConfig
-from ...prof_common_func._constant import Constant
-from ...prof_common_func._log import ProfilerLogger
-from ...prof_common_func._path_manager import ProfilerPathManager
-from .._base_parser import BaseParser
+from torch_npu.profiler.analysis._profiler_config import ProfilerConfig
+from torch_npu.profiler.analysis.prof_common_func._constant import Constant
+from torch_npu.profiler.analysis.prof_common_func._log import ProfilerLogger
+from torch_npu.profiler.analysis.prof_common_func._path_manager import ProfilerPathManager
+from torch_npu.profiler.analysis.prof_view._base_parser import BaseParser
 
 __all__ = []
 

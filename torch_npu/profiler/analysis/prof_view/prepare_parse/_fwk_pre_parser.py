@@ -1,10 +1,10 @@
 """The first steps of the analysis: read the framework's records once and hand them to the steps
 that need them (the torch ops, the task-queue spans, and the api rows of export_type "db")."""
 
-from ...prof_common_func._constant import Constant
-from ...prof_common_func._log import ProfilerLogger
-from ...prof_parse._fwk_file_parser import FwkFileParser, FwkFileTag
-from .._base_parser import BaseParser
+from torch_npu.profiler.analysis.prof_common_func._constant import Constant
+from torch_npu.profiler.analysis.prof_common_func._log import ProfilerLogger
+from torch_npu.profiler.analysis.prof_parse._fwk_file_parser import FwkFileParser, FwkFileTag
+from torch_npu.profiler.analysis.prof_view._base_parser import BaseParser
 
 __all__ = []
 

@@ -6,14 +6,14 @@ import json
 import os
 import re
 
-from ..._profiler_config import ProfilerConfig
-from ...prof_common_func._constant import Constant, DbConstant, TableColumnsManager
-from ...prof_common_func._db_manager import TorchDb
-from ...prof_common_func._file_manager import FileManager
-from ...prof_common_func._host_info import collect_env_vars, get_host_info
-from ...prof_common_func._log import ProfilerLogger
-from ...prof_common_func._path_manager import ProfilerPathManager
-from .._base_parser import BaseParser
+from torch_npu.profiler.analysis._profiler_config import ProfilerConfig
+from torch_npu.profiler.analysis.prof_common_func._constant import Constant, DbConstant, TableColumnsManager
+from torch_npu.profiler.analysis.prof_common_func._db_manager import TorchDb
+from torch_npu.profiler.analysis.prof_common_func._file_manager import FileManager
+from torch_npu.profiler.analysis.prof_common_func._host_info import collect_env_vars, get_host_info
+from torch_npu.profiler.analysis.prof_common_func._log import ProfilerLogger
+from torch_npu.profiler.analysis.prof_common_func._path_manager import ProfilerPathManager
+from torch_npu.profiler.analysis.prof_view._base_parser import BaseParser
 
 __all__ = []
 

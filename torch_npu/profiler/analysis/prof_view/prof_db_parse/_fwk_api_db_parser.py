@@ -7,11 +7,11 @@ inside that item's dequeue)."""
 import bisect
 from collections import defaultdict
 
-from ...prof_common_func._constant import ApiType, Constant, DbConstant, TableColumnsManager, TorchOpDataOri
-from ...prof_common_func._db_manager import TorchDb
-from ...prof_common_func._id_manager import CallChainIdManager, ConnectionIdManager, Str2IdManager
-from ...prof_parse._fwk_file_parser import ID_MANAGERS
-from .._base_parser import BaseParser
+from torch_npu.profiler.analysis.prof_common_func._constant import ApiType, Constant, DbConstant, TableColumnsManager, TorchOpDataOri
+from torch_npu.profiler.analysis.prof_common_func._db_manager import TorchDb
+from torch_npu.profiler.analysis.prof_common_func._id_manager import CallChainIdManager, ConnectionIdManager, Str2IdManager
+from torch_npu.profiler.analysis.prof_parse._fwk_file_parser import ID_MANAGERS
+from torch_npu.profiler.analysis.prof_view._base_parser import BaseParser
 
 __all__ = []
 
