@@ -76,7 +76,14 @@ class FwkFileParser:
         return spans[True], spans[False]
 
     def get_python_trace_data(self) -> list:
-        return []  # vNPU's exporter writes the Python tracer's events itself
+        """The Python tracer's events from its record files: none in a profile vNPU wrote (its exporter
+        puts the tracer's events into trace_view.json itself, docs/profiler.md). Decoding the record
+        files of a profile taken on Ascend is not supported."""
+        if any(name.startswith("torch.python_tracer") for name in self._file_names):
+            raise NotImplementedError(
+                "FwkFileParser.get_python_trace_data: decoding the Python tracer's record files of a profile "
+                "taken by real torch_npu is not supported on vNPU.")
+        return []
 
     def get_gc_record_trace_data(self) -> list:
         return [TraceEventManager.create_x_event(record, "GC") for record in

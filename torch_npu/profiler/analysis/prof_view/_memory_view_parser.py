@@ -54,5 +54,7 @@ class MemoryViewParser(BaseParser):
         return Constant.SUCCESS, None
 
     def generate_view(self, deps_data: dict):
-        """Writes nothing until the framework memory records are wired in (vNPU's exporter writes
-        memory_record.csv itself)."""
+        raise NotImplementedError(
+            "MemoryViewParser.generate_view is not supported on vNPU: vNPU's own exporter "
+            "(torch_npu.profiler.analysis, docs/profiler.md) writes memory_record.csv and operator_memory.csv; "
+            "this step of real torch_npu's msprof-based pipeline is here for its helpers only.")

@@ -59,4 +59,7 @@ class TraceStepTimeParser(BaseParser):
         return row[self._DEVICE_START] - row[self._HOST_START]
 
     def run(self, deps_data: dict):
-        return Constant.SUCCESS, None
+        raise NotImplementedError(
+            "TraceStepTimeParser.run is not supported on vNPU: vNPU's own exporter (torch_npu.profiler.analysis, "
+            "docs/profiler.md) writes step_trace_time.csv; this step of real torch_npu's msprof-based pipeline is "
+            "here for its helpers only.")

@@ -32,4 +32,7 @@ class TraceViewParser(BaseParser):
                 if event.get("name") not in pruned and (event.get("args") or {}).get("name") not in pruned]
 
     def run(self, deps_data: dict):
-        return Constant.SUCCESS, None
+        raise NotImplementedError(
+            "TraceViewParser.run is not supported on vNPU: vNPU's own exporter (torch_npu.profiler.analysis, "
+            "docs/profiler.md) writes trace_view.json; this step of real torch_npu's msprof-based pipeline is "
+            "here for its helpers only.")
