@@ -74,3 +74,7 @@ class TorchOpNode:
         while ancestor.parent_node is not None:
             ancestor.corr_id_total.append(corr_id)
             ancestor = ancestor.parent_node
+
+    def update_corr_id_total(self, corr_id):
+        """Counts a launch made while this op (a step) ran, without walking up its ancestors."""
+        self.corr_id_total.append(corr_id)

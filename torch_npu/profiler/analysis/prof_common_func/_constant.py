@@ -134,6 +134,18 @@ class Constant:
     SUCCESS = 0
     FAIL = 1
 
+    # Names of the analysis steps (keys of the results a step hands to the steps depending on it).
+    TORCH_OP_PARSER = "torch_op_parser"
+    TASK_QUEUE_PARSER = "task_queue_parser"
+    DB_PRE_PARSER = "db_pre_parser"
+    STEP_INFO_PARSER = "step_info_parser"
+    # Groups of framework api rows (FwkFileParser.get_fwk_api's keys).
+    TORCH_OP_DATA = "torch_op_data"
+    ENQUEUE_DATA = "enqueue_data"
+    DEQUEUE_DATA = "dequeue_data"
+    PYTHON_TRACE_DATA = "python_trace_data"
+    MSTX_OP_DATA = "mstx_op_data"
+
     # msprof's own switches: set, they mean a CANN-level profile is running.
     MSPROF_STATIC_ENV = "PROFILER_SAMPLECONFIG"
     MSPROF_DYNAMIC_ENV = "PROFILING_MODE"
@@ -284,6 +296,21 @@ class TableColumnsManager:
             f"overlapped {_N}", f"communication {_N}", f"free {_N}", f"stage {_N}", f"bubble {_N}",
             f"communication_not_overlapped_and_exclude_receive {_N}", f"preparing {_N}"),
     }
+
+
+class TorchOpDataOri:
+    """Columns of a framework api row as FwkFileParser.get_fwk_api builds it (before its api type,
+    appended last)."""
+    START_NS = 0
+    END_NS = 1
+    GLOBAL_TID = 2
+    CONNECTION_ID = 3
+    NAME = 4
+    SEQUENCE_NUM = 5
+    FWD_THREAD_ID = 6
+    INPUT_DIMS = 7
+    INPUT_SHAPES = 8
+    CALL_STACK = 9
 
 
 class ApiType:

@@ -1,0 +1,1 @@
+"""prof_parse: steps of the profile analysis (loaded on demand, never by import torch_npu)."""
