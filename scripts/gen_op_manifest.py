@@ -86,6 +86,16 @@ def function_name(module, fn):
     return next((name for name, value in vars(module).items() if value is fn), None)
 
 
+def _text_block(name, rows):
+    """``NAME = \"\"\"...\"\"\"``: one tab-separated line per row (fields free of tabs, newlines,
+    backslashes and triple quotes)."""
+    block = [f'{name} = """\\']
+    for fields in rows:
+        assert not any("\t" in f or "\n" in f or '"""' in f or "\\" in f for f in fields), fields
+        block.append("\t".join(fields))
+    return block + ['"""']
+
+
 def render():
     sys.modules["torch_npu.op_plugin._manifest"] = None  # every family defines its own operators
     import torch  # noqa: F401  (autoloads torch_npu)
@@ -123,30 +133,27 @@ def render():
         "# Each operator of the other families, one line each: namespace, schema, family, function and",
         "# differentiable (1 or 0), tab-separated. One string rather than a tuple per operator: torch_npu's",
         "# import keeps nothing of it but the kernels it declares.",
-        'DECLARED = """\\',
     ]
+    declared_rows = []
     for kernel in _library.KERNELS.values():
         if kernel.family in declared:
             module = sys.modules[f"torch_npu.op_plugin.{kernel.family}"]
-            namespace = kernel.op_name.split("::", 1)[0]
-            fields = (namespace, kernel.schema, kernel.family, function_name(module, kernel.fn),
-                      "0" if kernel.no_grad else "1")
-            assert not any("\t" in f or "\n" in f or '"""' in f or "\\" in f for f in fields), fields
-            lines.append("\t".join(fields))
-    lines.append('"""')
+            declared_rows.append((kernel.op_name.split("::", 1)[0], kernel.schema, kernel.family,
+                                  function_name(module, kernel.fn), "0" if kernel.no_grad else "1"))
+    lines += _text_block("DECLARED", declared_rows)
     lines += [
         "",
         "# The Functionalize kernel of each in-place operator of those families, one line each: operator,",
         "# family, and the family's function or (define_mutating's generic kernel) the functional operator.",
-        'FUNCTIONALIZED = """\\',
     ]
+    functionalized_rows = []
     for kernel in _library.FUNCTIONALIZATIONS.values():
         if kernel.family in declared:
             module = sys.modules[f"torch_npu.op_plugin.{kernel.family}"]
             function = function_name(module, kernel.fn) if kernel.fn is not None else ""
-            lines.append("\t".join((kernel.op_name.split("::", 1)[1], kernel.family, function,
-                                    kernel.functional or "")))
-    lines.append('"""')
+            functionalized_rows.append((kernel.op_name.split("::", 1)[1], kernel.family, function,
+                                        kernel.functional or ""))
+    lines += _text_block("FUNCTIONALIZED", functionalized_rows)
     return "\n".join(lines) + "\n", eager, declared
 
 

@@ -148,12 +148,8 @@ class _Kernel:
     def function(self):
         """The Python function that implements the operator, its family imported if need be."""
         if self.fn is None:
-            importlib.import_module(f"{__package__}.{self.family}")
-            if self.fn is None:
-                raise RuntimeError(
-                    f"{self.op_name} is declared by torch_npu/op_plugin/_manifest.py as an operator of "
-                    f"{__package__}.{self.family}, which does not define it: the manifest is out of date; "
-                    "run `python scripts/gen_op_manifest.py`.")
+            _import_family(self, f"{self.op_name} is declared by torch_npu/op_plugin/_manifest.py as an operator "
+                                 f"of {__package__}.{self.family}, which does not define it")
         return self.fn
 
     def __call__(self, *args, **kwargs):
@@ -178,6 +174,14 @@ class _Kernel:
 
     def __repr__(self):
         return f"<kernel of {self.op_name}: {self.fn!r}>"
+
+
+def _import_family(kernel, missing):
+    """Imports ``kernel``'s family, whose definitions hand the kernel its function;
+    ``missing`` says what is wrong when they do not."""
+    importlib.import_module(f"{__package__}.{kernel.family}")
+    if kernel.fn is None:
+        raise RuntimeError(f"{missing}: the manifest is out of date; run `python scripts/gen_op_manifest.py`.")
 
 
 def _family_of_caller():
@@ -315,12 +319,9 @@ class _Functionalization:
         if self.functional is not None:
             return _functionalized_inplace(getattr(torch.ops.npu, self.functional).default, *args, **kwargs)
         if self.fn is None:
-            importlib.import_module(f"{__package__}.{self.family}")
-            if self.fn is None:
-                raise RuntimeError(
-                    f"{self.op_name}'s Functionalize kernel is declared by torch_npu/op_plugin/_manifest.py as "
-                    f"{__package__}.{self.family}.{self.fn_name}, which does not register it: the manifest is out "
-                    "of date; run `python scripts/gen_op_manifest.py`.")
+            _import_family(self, f"{self.op_name}'s Functionalize kernel is declared by "
+                                 f"torch_npu/op_plugin/_manifest.py as {__package__}.{self.family}.{self.fn_name}, "
+                                 "which does not register it")
         return self.fn(*args, **kwargs)
 
 
