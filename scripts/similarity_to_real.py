@@ -12,6 +12,14 @@ are marked. A file of 10 or more such lines is flagged `<-- over` when shape > 0
 0.1-0.4. White-box tests fix names and signatures, re-export modules are lists of names,
 so a flag is a prompt to read both files, not a verdict. Real torch_npu is read from the
 bare mirror `fetch` makes (/work/.mirror/Ascend+pytorch/repo).
+
+Some modules of both projects are adaptations of one PyTorch module (torch_npu/npu/_graph_tree.py
+of torch/_inductor/cudagraph_trees.py, the rpc options of torch/distributed/rpc/options.py, ...):
+PyTorch's code is BSD-licensed and meant to be reused, and two adaptations of it look alike.
+`torch` is the shape of our file against that PyTorch module (from the installed torch; the
+same path under torch/, torch/cuda/ for torch_npu/npu/, or the ANCESTORS entry); a flagged
+file whose `torch` shape is 0.6 or more, or at least its `shape`, is marked `(common ancestor)`:
+read it against PyTorch's module, not real torch_npu's.
 """
 import ast
 import difflib
@@ -24,6 +32,16 @@ import tokenize
 
 R = "/work/.mirror/Ascend+pytorch/repo"
 DATA = ("_constant.py", "_csv_headers.py")
+TORCH = os.path.dirname(os.path.dirname(os.path.abspath(__import__("torch").__file__)))
+# Our module -> the PyTorch module it adapts, where the path does not say.
+ANCESTORS = {
+    "torch_npu/npu/_graph_tree.py": "torch/_inductor/cudagraph_trees.py",
+    "torch_npu/npu/mstx.py": "torch/cuda/nvtx.py",
+    "torch_npu/utils/_dynamo_device.py": "torch/_dynamo/device_interface.py",
+    "torch_npu/utils/collect_env.py": "torch/utils/collect_env.py",
+    "torch_npu/npu/_sanitizer.py": "torch/cuda/_sanitizer.py",
+    "torch_npu/npu/_memory_viz.py": "torch/cuda/_memory_viz.py",
+}
 
 
 def tokens(src):
@@ -68,7 +86,22 @@ def compare(path):
     same = sum(l in rl for l in ol) / max(1, len(ol))
     a, b = tokens(strip_docstrings(ours)), tokens(strip_docstrings(real))
     shape = difflib.SequenceMatcher(None, a, b, autojunk=False).ratio() if a and b else 0.0
-    return same, shape, len(ol)
+    return same, shape, len(ol), torch_shape(path, a)
+
+
+def torch_shape(path, ours_tokens):
+    """Shape of our file against the PyTorch module it adapts (0.0 if none)."""
+    rel = path[len("torch_npu/"):]
+    candidates = [ANCESTORS.get(path), "torch/" + rel]
+    if rel.startswith("npu/"):
+        candidates.append("torch/cuda/" + rel[len("npu/"):])
+    for candidate in filter(None, candidates):
+        full = os.path.join(TORCH, candidate)
+        if os.path.isfile(full):
+            theirs = tokens(strip_docstrings(open(full).read()))
+            if theirs and ours_tokens:
+                return difflib.SequenceMatcher(None, ours_tokens, theirs, autojunk=False).ratio()
+    return 0.0
 
 
 def main():
@@ -83,11 +116,12 @@ def main():
         if f.endswith(".py"):
             r = compare(f)
             if r:
-                rows.append((r[1], r[0], r[2], f))
-    for shape, same, n, f in sorted(rows, reverse=True):
+                rows.append((r[1], r[0], r[2], r[3], f))
+    for shape, same, n, torch_ratio, f in sorted(rows, reverse=True):
         flag = " (data)" if f.endswith(DATA) else ""
-        bad = " <-- over" if not flag and n >= 10 and (shape > 0.5 or same > 0.2) else ""
-        print(f"shape {shape:.2f}  same {same:.2f}  lines {n:4d}  {f}{flag}{bad}")
+        if not flag and n >= 10 and (shape > 0.5 or same > 0.2):
+            flag = " (common ancestor)" if torch_ratio >= min(shape, 0.6) else " <-- over"
+        print(f"shape {shape:.2f}  same {same:.2f}  torch {torch_ratio:.2f}  lines {n:4d}  {f}{flag}")
 
 
 main()
