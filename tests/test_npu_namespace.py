@@ -239,6 +239,47 @@ def test_mstx_push_pop_domains_annotate_and_the_c_backend():
     assert seen == [("stubbed", "dom")]
 
 
+def test_mstx_refusals_use_torch_npus_words_and_mark_allows_an_empty_domain():
+    mstx = torch.npu.mstx
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mstx.mark("ok", domain="")  # accepted: only the ranges insist on a domain
+        assert mstx.range_start("x", domain="") == 0
+        mstx.range_end("not an id")
+        assert mstx.range_push("x", stream=object()) == -1
+
+        @mstx.mstx_range("")  # refused range: the function still runs, once
+        def unnamed():
+            return 5
+        assert unnamed() == 5 and unnamed.__name__ == "unnamed"
+    assert [str(w.message) for w in caught] == [
+        "Invalid domain for mstx.range_start func. Please input valid domain string.",
+        "Invalid message for mstx.range_end function. Please provide the return value from mstx.range_start.",
+        "Invalid stream for mstx.range_push func. Please input valid stream.",
+        "Invalid message for mstx.range_start function. Please provide a valid message string.",
+    ]
+
+
+def test_mstx_ranges_by_id_end_on_any_thread_and_pushes_nest_per_thread():
+    import threading
+    mstx = torch.npu.mstx
+    started = mstx.range_start("crosses-threads")
+    depths = []
+
+    def other_thread():
+        mstx.range_end(started)
+        depths.append(mstx.range_push("own-stack", domain="per-thread"))
+        depths.append(mstx.range_pop("per-thread"))
+
+    assert mstx.range_push("main-stack", domain="per-thread") == 0
+    worker = threading.Thread(target=other_thread)
+    worker.start()
+    worker.join()
+    assert depths == [0, 0]  # the main thread's push is not on the other thread's stack
+    assert mstx.range_pop("per-thread") == 0 and mstx.range_pop("per-thread") == -1
+    assert mstx.range_start("next") > started
+
+
 # --- fixed answers ------------------------------------------------------------------------
 
 def test_fixed_answers():

@@ -571,6 +571,65 @@ def test_the_kernel_check_traces_each_operator_synchronously_and_builds_the_debu
     assert not (run / "opp_debug_path").exists()  # removed at exit
 
 
+@pytest.fixture
+def debug_package(tmp_path, monkeypatch):
+    """An operator package, a debug kernel build and a run folder; the
+    environment the manager redirects is restored afterwards."""
+    opp, dbg, run = tmp_path / "opp", tmp_path / "dbg", tmp_path / "run"
+    (opp / "built-in" / "op_impl" / "ai_core" / "tbe" / "kernel").mkdir(parents=True)
+    (opp / "built-in" / "op_impl" / "ai_core" / "tbe" / "kernel" / "release.o").write_text("r")
+    (dbg / "built-in" / "op_impl" / "ai_core" / "tbe" / "kernel").mkdir(parents=True)
+    (dbg / "built-in" / "op_impl" / "ai_core" / "tbe" / "kernel" / "debug.o").write_text("d")
+    run.mkdir()
+    monkeypatch.chdir(run)
+    monkeypatch.setenv("ASCEND_OPP_PATH", str(opp))
+    monkeypatch.setenv("ASCEND_OPP_DEBUG_PATH", str(dbg))
+    monkeypatch.delenv("ASCEND_LAUNCH_BLOCKING", raising=False)
+    return opp, dbg, run
+
+
+def test_the_debug_package_replaces_an_earlier_copy_and_clearing_spares_the_debug_kernels(debug_package):
+    from torch_npu.npu._kernel_check import KernelPathManager
+
+    opp, dbg, run = debug_package
+    manager = KernelPathManager()
+    copy = run / "opp_debug_path"
+    kernels = copy / "built-in" / "op_impl" / "ai_core" / "tbe" / "kernel"
+    assert sorted(p.name for p in kernels.iterdir()) == ["debug.o"]  # the release kernel is not in the copy
+    (copy / "stale.txt").write_text("from an earlier run")
+    manager.make_opp_debug_path()
+    assert not (copy / "stale.txt").exists() and kernels.is_symlink()
+    manager.clear_debug_env()
+    assert not copy.exists() and not (run / "opp_debug.lock").exists()
+    assert (dbg / "built-in" / "op_impl" / "ai_core" / "tbe" / "kernel" / "debug.o").exists()
+    assert (opp / "built-in" / "op_impl" / "ai_core" / "tbe" / "kernel" / "release.o").exists()
+
+
+def test_a_rank_that_finds_the_directory_locked_leaves_the_package_to_the_holder(debug_package, capsys):
+    import fcntl
+    import os
+
+    from torch_npu.npu._kernel_check import KernelPathManager
+
+    _, _, run = debug_package
+    with open(run / "opp_debug.lock", "w") as other_rank:  # flock conflicts between open files, even in one process
+        fcntl.flock(other_rank, fcntl.LOCK_EX)
+        manager = KernelPathManager()
+    assert "[WARNING] Permission denied to execute" in capsys.readouterr().out
+    assert not (run / "opp_debug_path").exists()
+    assert os.environ["ASCEND_OPP_PATH"] == manager.opp_debug_path and os.environ["ASCEND_LAUNCH_BLOCKING"] == "1"
+
+
+def test_a_missing_operator_package_is_reported_and_nothing_is_built(debug_package, monkeypatch, capsys):
+    from torch_npu.npu._kernel_check import KernelPathManager
+
+    _, _, run = debug_package
+    monkeypatch.setenv("ASCEND_OPP_PATH", str(run / "nowhere"))
+    KernelPathManager()
+    assert "[ERROR] ASCEND_OPP_PATH is not exists." in capsys.readouterr().out
+    assert not (run / "opp_debug_path").exists()
+
+
 def test_erase_stream_takes_back_a_recorded_stream_and_ignores_unknown_memory():
     from torch_npu.npu._stream_check import NPURecordStreamHandler, NPUTensorInfo
 

@@ -126,3 +126,37 @@ def test_the_training_phase_setters_take_torch_npus_values_and_refuse_others():
         torch_npu._C._npu_set_module_train_state("eval")
     with pytest.raises(RuntimeError, match="train_state must string"):
         torch_npu._C._npu_set_module_train_state(None)
+
+
+def test_each_rotated_perf_log_starts_with_the_header(tmp_path, monkeypatch):
+    import logging
+
+    from torch_npu.utils import _step
+    monkeypatch.setattr(_step.perf_dump_state, "local_uuid", "L")
+    monkeypatch.setattr(_step.perf_dump_state, "uuid", "1.2.3.4_5")
+    path = tmp_path / "perf_pt_1_0.log"
+    handler = _step.CustomRotatingFileHandler(str(path), maxBytes=60, backupCount=3)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger = logging.getLogger("test_rotated_perf_log")
+    logger.propagate = False
+    logger.addHandler(handler)
+    try:
+        for step in range(6):
+            logger.warning("[STEPTIME]:%d,%d", 1000 + step, 1001 + step)
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
+    header = ["[LOCALUUID]:L", "[FRAMEWORK]:PyTorch", "[UUID]:1.2.3.4_5"]
+    current = path.read_text().splitlines()
+    assert current[:3] == header and current[3].startswith("[STEPTIME]:"), current
+    assert (tmp_path / "perf_pt_1_0.log.1").read_text().splitlines()[:3] == header
+    assert (path.stat().st_mode & 0o777) == 0o640
+
+
+def test_deleting_old_perf_logs_keeps_other_devices_and_links(tmp_path):
+    from torch_npu.utils._step import delete_pref_pt_logs
+    for name in ("perf_pt_11_0.log", "perf_pt_11_0.log.2", "perf_pt_11_1.log", "other_0.log"):
+        (tmp_path / name).write_text("x")
+    (tmp_path / "perf_pt_12_0.log").symlink_to(tmp_path / "other_0.log")
+    delete_pref_pt_logs(str(tmp_path), 0)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other_0.log", "perf_pt_11_1.log", "perf_pt_12_0.log"]

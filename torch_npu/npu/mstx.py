@@ -28,87 +28,137 @@ import torch
 __all__ = ["mstx", "annotate"]
 
 
-class _Backend:
-    """The annotations behind torch_npu._C._mstx's functions."""
+# ---------------------------------------------------------------------------
+# Back end: what torch_npu._C._mstx does on vNPU
 
-    lock = threading.Lock()
-    ids = itertools.count(1)
-    open_ranges = {}  # range id -> entered record_function
-    stacks = threading.local()  # per thread: domain -> entered record_functions
+class _ProfilerAnnotations:
+    """Markers as torch.profiler annotations. Ranges by id may end on any
+    thread (hence the lock); pushed ranges nest per thread and per domain."""
 
-    @staticmethod
-    def enter(message, domain):
-        ctx = torch.autograd.profiler.record_function(message, None if domain == "default" else domain)
-        ctx.__enter__()
-        return ctx
-
-    @staticmethod
-    def mark_on_host(message, domain="default"):
-        _Backend.enter(message, domain).__exit__(None, None, None)
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._by_id = {}  # range id -> its open annotation
+        self._per_thread = threading.local()
 
     @staticmethod
-    def mark(message, stream_id=0, device_index=0, device_type=0, domain="default"):
-        _Backend.mark_on_host(message, domain)
+    def _begin(message, domain):
+        # The domain travels as the event's argument; "default" is left out.
+        annotation = torch.autograd.profiler.record_function(message, None if domain == "default" else domain)
+        annotation.__enter__()
+        return annotation
 
     @staticmethod
-    def range_start_on_host(message, domain="default"):
-        ctx = _Backend.enter(message, domain)
-        with _Backend.lock:
-            range_id = next(_Backend.ids)
-            _Backend.open_ranges[range_id] = ctx
+    def _end(annotation):
+        annotation.__exit__(None, None, None)
+
+    def _pushed(self, domain):
+        if not hasattr(self._per_thread, "domains"):
+            self._per_thread.domains = {}
+        return self._per_thread.domains.setdefault(domain, [])
+
+    def mark_on_host(self, message, domain="default"):
+        self._end(self._begin(message, domain))
+
+    def range_start_on_host(self, message, domain="default"):
+        annotation = self._begin(message, domain)
+        with self._lock:
+            range_id = next(self._ids)
+            self._by_id[range_id] = annotation
         return range_id
 
-    @staticmethod
-    def range_start(message, stream_id=0, device_index=0, device_type=0, domain="default"):
-        return _Backend.range_start_on_host(message, domain)
+    def range_end(self, range_id, domain="default"):
+        with self._lock:
+            annotation = self._by_id.pop(range_id, None)
+        if annotation is not None:  # an unknown or already ended id is ignored
+            self._end(annotation)
 
-    @staticmethod
-    def range_end(range_id, domain="default"):
-        with _Backend.lock:
-            ctx = _Backend.open_ranges.pop(range_id, None)
-        if ctx is not None:
-            ctx.__exit__(None, None, None)
+    def range_push_on_host(self, message, domain="default"):
+        """Returns the new range's depth: 0 for the outermost."""
+        pushed = self._pushed(domain)
+        pushed.append(self._begin(message, domain))
+        return len(pushed) - 1
 
-    @staticmethod
-    def stack(domain):
-        stacks = _Backend.stacks.__dict__.setdefault("by_domain", {})
-        return stacks.setdefault(domain, [])
-
-    @staticmethod
-    def range_push_on_host(message, domain="default"):
-        stack = _Backend.stack(domain)
-        stack.append(_Backend.enter(message, domain))
-        return len(stack) - 1  # the depth of the new range
-
-    @staticmethod
-    def range_push(message, stream_id=0, device_index=0, device_type=0, domain="default"):
-        return _Backend.range_push_on_host(message, domain)
-
-    @staticmethod
-    def range_pop(domain="default"):
-        stack = _Backend.stack(domain)
-        if not stack:
+    def range_pop(self, domain="default"):
+        """Returns the depth of the range it closed, -1 when there was none."""
+        pushed = self._pushed(domain)
+        if not pushed:
             return -1
-        depth = len(stack) - 1
-        stack.pop().__exit__(None, None, None)
-        return depth
+        self._end(pushed.pop())
+        return len(pushed)
+
+    # A range on a stream is recorded on the host like any other.
+    def mark(self, message, stream_id=0, device_index=0, device_type=0, domain="default"):
+        self.mark_on_host(message, domain)
+
+    def range_start(self, message, stream_id=0, device_index=0, device_type=0, domain="default"):
+        return self.range_start_on_host(message, domain)
+
+    def range_push(self, message, stream_id=0, device_index=0, device_type=0, domain="default"):
+        return self.range_push_on_host(message, domain)
+
+
+_ENTRY_POINTS = ("mark", "mark_on_host", "range_start", "range_start_on_host", "range_end",
+                 "range_push", "range_push_on_host", "range_pop")
 
 
 def _install_backend():
-    """torch_npu._C._mstx, as real torch_npu's C++ module names it."""
+    """Publishes the back end as torch_npu._C._mstx, the extension module
+    real torch_npu's markers call (kept when one is already there)."""
     from torch_npu import _C
-    if not hasattr(_C, "_mstx"):
-        module = types.ModuleType("torch_npu._C._mstx", "mstx markers (torch_npu/npu/mstx.py)")
-        for name in ("mark", "mark_on_host", "range_start", "range_start_on_host", "range_end", "range_push",
-                     "range_push_on_host", "range_pop"):
-            setattr(module, "_" + name, getattr(_Backend, name))
-        _C._mstx = module
-    return _C._mstx
+    if hasattr(_C, "_mstx"):
+        return _C._mstx
+    annotations = _ProfilerAnnotations()
+    module = types.ModuleType("torch_npu._C._mstx", "mstx markers (torch_npu/npu/mstx.py)")
+    for name in _ENTRY_POINTS:
+        setattr(module, f"_{name}", getattr(annotations, name))
+    _C._mstx = module
+    return module
 
 
-def _backend():
+def _call_backend(entry, message, stream, domain):
+    """Calls _C._mstx's `entry` for `stream`, or its host variant when there
+    is none; looked up each time so that a replaced function is used."""
     from torch_npu import _C
-    return _C._mstx
+    if not stream:
+        return getattr(_C._mstx, f"_{entry}_on_host")(message, domain)
+    return getattr(_C._mstx, f"_{entry}")(message, stream.stream_id, stream.device_index, stream.device_type,
+                                          domain)
+
+
+# ---------------------------------------------------------------------------
+# Front end
+
+# torch_npu's warnings, word for word: each function words them its own way.
+_WARNINGS = {
+    "mark": {
+        "message": "Invalid message for mstx.mark function. Please provide a valid message string.",
+        "domain": "Invalid domain for mstx.mark function. Please provide a valid domain string.",
+        "stream": "Invalid stream for mstx.mark function. Please provide a valid stream.",
+    },
+    "range_start": {
+        "message": "Invalid message for mstx.range_start function. Please provide a valid message string.",
+        "domain": "Invalid domain for mstx.range_start func. Please input valid domain string.",
+        "stream": "Invalid stream for mstx.range_start func. Please input valid stream.",
+    },
+    "range_push": {
+        "message": "Invalid message for mstx.range_push func. Please input valid message string.",
+        "domain": "Invalid domain for mstx.range_push func. Please input valid domain string.",
+        "stream": "Invalid stream for mstx.range_push func. Please input valid stream.",
+    },
+    "range_end": {
+        "range_id": "Invalid message for mstx.range_end function. Please provide the return value from "
+                    "mstx.range_start.",
+        "domain": "Invalid domain for mstx.range_end func. Please input valid domain string.",
+    },
+    "range_pop": {
+        "domain": "Invalid domain for mstx.range_pop func. Please input valid domain string.",
+    },
+}
+
+
+def _is_text(value, may_be_empty=False):
+    return isinstance(value, str) and (may_be_empty or value != "")
 
 
 def _is_npu_stream(stream):
@@ -116,96 +166,91 @@ def _is_npu_stream(stream):
     return isinstance(stream, Stream)
 
 
-def _stream_args(stream):
-    return stream.stream_id, stream.device_index, stream.device_type
+def _refuse(entry, argument):
+    """Warns that `argument` of mstx.`entry` was unusable; the caller then
+    returns its refused value."""
+    warnings.warn(_WARNINGS[entry][argument])
+
+
+def _bad_marker_argument(entry, message, stream, domain):
+    """The first unusable argument of mark / range_start / range_push
+    (checked in this order), or None. Only mark accepts an empty domain."""
+    if not _is_text(message):
+        return "message"
+    if not _is_text(domain, may_be_empty=entry == "mark"):
+        return "domain"
+    if stream and not _is_npu_stream(stream):
+        return "stream"
+    return None
+
+
+def _open_marker(entry, message, stream, domain, refused):
+    bad = _bad_marker_argument(entry, message, stream, domain)
+    if bad is not None:
+        _refuse(entry, bad)
+        return refused
+    return _call_backend(entry, message, stream, domain)
+
+
+def _in_range(func, message, stream, domain):
+    """`func`, each call of it inside a range_start / range_end pair."""
+
+    @functools.wraps(func)
+    def ranged(*args, **kwargs):
+        range_id = mstx.range_start(message, stream, domain)
+        try:
+            return func(*args, **kwargs)
+        finally:
+            mstx.range_end(range_id, domain)
+
+    return ranged
 
 
 class mstx:
     @staticmethod
     def mark(message: str = "", stream=None, domain: str = "default"):
         """A zero-length annotation named ``message``."""
-        if not message or not isinstance(message, str):
-            warnings.warn("Invalid message for mstx.mark function. Please provide a valid message string.")
-            return
-        if not isinstance(domain, str):
-            warnings.warn("Invalid domain for mstx.mark function. Please provide a valid domain string.")
-            return
-        if stream:
-            if not _is_npu_stream(stream):
-                warnings.warn("Invalid stream for mstx.mark function. Please provide a valid stream.")
-                return
-            _backend()._mark(message, *_stream_args(stream), domain)
-        else:
-            _backend()._mark_on_host(message, domain)
-
-    @staticmethod
-    def range_push(message: str, stream=None, domain: str = "default") -> int:
-        """Opens a nested annotation; returns its depth in ``domain`` (-1 when refused)."""
-        if not message or not isinstance(message, str):
-            warnings.warn("Invalid message for mstx.range_push func. Please input valid message string.")
-            return -1
-        if not domain or not isinstance(domain, str):
-            warnings.warn("Invalid domain for mstx.range_push func. Please input valid domain string.")
-            return -1
-        if stream:
-            if not _is_npu_stream(stream):
-                warnings.warn("Invalid stream for mstx.range_push func. Please input valid stream.")
-                return -1
-            return _backend()._range_push(message, *_stream_args(stream), domain)
-        return _backend()._range_push_on_host(message, domain)
-
-    @staticmethod
-    def range_pop(domain: str = "default") -> int:
-        """Closes the innermost range_push of ``domain``; returns its depth (-1 when none)."""
-        if not domain or not isinstance(domain, str):
-            warnings.warn("Invalid domain for mstx.range_pop func. Please input valid domain string.")
-            return -1
-        return _backend()._range_pop(domain)
+        _open_marker("mark", message, stream, domain, refused=None)
 
     @staticmethod
     def range_start(message: str, stream=None, domain: str = "default") -> int:
         """Opens an annotation named ``message``; returns its id for range_end (0 when refused)."""
-        if not message or not isinstance(message, str):
-            warnings.warn("Invalid message for mstx.range_start function. Please provide a valid message string.")
-            return 0
-        if not domain or not isinstance(domain, str):
-            warnings.warn("Invalid domain for mstx.range_start func. Please input valid domain string.")
-            return 0
-        if stream:
-            if not _is_npu_stream(stream):
-                warnings.warn("Invalid stream for mstx.range_start func. Please input valid stream.")
-                return 0
-            return _backend()._range_start(message, *_stream_args(stream), domain)
-        return _backend()._range_start_on_host(message, domain)
+        return _open_marker("range_start", message, stream, domain, refused=0)
 
     @staticmethod
     def range_end(range_id: int, domain: str = "default"):
         """Closes the annotation range_start returned ``range_id`` for."""
         if not isinstance(range_id, int):
-            warnings.warn("Invalid message for mstx.range_end function. Please provide the return value from "
-                          "mstx.range_start.")
-            return
-        if not domain or not isinstance(domain, str):
-            warnings.warn("Invalid domain for mstx.range_end func. Please input valid domain string.")
-            return
-        _backend()._range_end(range_id, domain)
+            _refuse("range_end", "range_id")
+        elif not _is_text(domain):
+            _refuse("range_end", "domain")
+        else:
+            from torch_npu import _C
+            _C._mstx._range_end(range_id, domain)
+
+    @staticmethod
+    def range_push(message: str, stream=None, domain: str = "default") -> int:
+        """Opens a nested annotation; returns its depth in ``domain`` (-1 when refused)."""
+        return _open_marker("range_push", message, stream, domain, refused=-1)
+
+    @staticmethod
+    def range_pop(domain: str = "default") -> int:
+        """Closes the innermost range_push of ``domain``; returns its depth (-1 when none)."""
+        if _is_text(domain):
+            from torch_npu import _C
+            return _C._mstx._range_pop(domain)
+        _refuse("range_pop", "domain")
+        return -1
 
     @staticmethod
     def mstx_range(message: str, stream=None, domain: str = "default"):
         """Decorator: the call runs inside a range named ``message``."""
-        def wrapper(func):
-            def inner(*args, **kwargs):
-                range_id = mstx.range_start(message, stream, domain)
-                try:
-                    return func(*args, **kwargs)
-                finally:
-                    mstx.range_end(range_id, domain)
-            return inner
-        return wrapper
+        return lambda func: _in_range(func, message, stream, domain)
 
 
 class annotate:
-    """A range as a context manager or a decorator (the function's name when no message)."""
+    """A range as a context manager, or as a decorator: each call of the
+    function in a range named ``message``, or the function's name."""
 
     def __init__(self, message: str = "", stream=None, domain: str = "default"):
         self.message = message
@@ -218,21 +263,12 @@ class annotate:
         return self
 
     def __exit__(self, exc_type, exc_val, exc_tb):
-        if self.range_id is not None:
-            mstx.range_end(self.range_id, self.domain)
-            self.range_id = None
+        opened, self.range_id = self.range_id, None
+        if opened is not None:
+            mstx.range_end(opened, self.domain)
 
     def __call__(self, func):
-        message = self.message or func.__name__
-
-        @functools.wraps(func)
-        def inner(*args, **kwargs):
-            range_id = mstx.range_start(message, self.stream, self.domain)
-            try:
-                return func(*args, **kwargs)
-            finally:
-                mstx.range_end(range_id, self.domain)
-        return inner
+        return _in_range(func, self.message or func.__name__, self.stream, self.domain)
 
 
 mstx.annotate = annotate
