@@ -7,14 +7,10 @@ Drop path keeps or drops a residual branch per sample: with keep = 1 - drop_prob
 so each sample is either zeroed or scaled by 1 / keep.
 
 Drawing ``u`` sits on the forward's critical path, so the module takes it
-from a queue that a forward pre-hook on the model fills on a side stream
-(``NpuDropPath.enable_droppath_ensemble(model)``), as real torch_npu does:
-
-- a call finds its queue through (shape, device, dtype) of its input; if the
-  queue is empty, the call only counts itself as a request and returns ``x``
-  unchanged (so the first step, which discovers the shapes, drops nothing);
-- before every forward of the hooked model, each queue is topped up to its
-  request count, and every call of that step consumes one tensor.
+from a queue per input (shape, device, dtype) that a forward pre-hook on the
+model fills on a side stream (``NpuDropPath.enable_droppath_ensemble(model)``),
+as real torch_npu does; ``_draw_ahead`` describes the protocol. The first
+step, which discovers the shapes, drops nothing.
 
 Note [Drop path hook order]: the model gets two pre-hooks, one that draws on
 the side stream and one that makes the current stream wait for the side
@@ -26,11 +22,12 @@ waits second: the same tensors, the draw still overlapping earlier work, and
 no race.
 """
 
-import collections
 from typing import Optional
 
 import torch
 import torch.nn as nn
+
+from ._draw_ahead import DrawAheadQueue, queue_for, refill_on, wait_for
 
 __all__ = ["NpuDropPath", "npu_drop_path"]
 
@@ -40,42 +37,6 @@ def npu_drop_path(x: torch.Tensor, random_tensor: torch.Tensor, keep_prob: float
     over the non-batch dimensions: x / keep_prob * floor(keep_prob + random_tensor)."""
     keep_mask = torch.floor(random_tensor + keep_prob)  # 1 with probability keep_prob, else 0
     return x.div(keep_prob) * keep_mask
-
-
-class _RandomQueue:
-    """Random tensors drawn ahead for the inputs of one (shape, device, dtype)."""
-
-    def __init__(self, input_shape: torch.Size, device: torch.device, dtype: torch.dtype):
-        # One number per sample, broadcast over the rest of the sample.
-        self.draw_shape = (input_shape[0],) + (1,) * (len(input_shape) - 1)
-        self.device = device
-        self.dtype = dtype
-        self.per_step = 0  # calls made with an empty queue: how many a step consumes
-        self.ready = collections.deque()
-
-    def take(self) -> Optional[torch.Tensor]:
-        """The next drawn tensor; None (and one more request) when none is ready."""
-        if self.ready:
-            return self.ready.popleft()
-        self.per_step += 1
-        return None
-
-    def refill(self) -> None:
-        while len(self.ready) < self.per_step:
-            self.ready.append(torch.rand(self.draw_shape, dtype=self.dtype, device=self.device))
-
-
-def _draw_ahead(queues, side_stream):
-    """Tops every queue up on ``side_stream`` (outside autograd: the draws are inputs, not results)."""
-    with torch.no_grad(), torch.npu.stream(side_stream):
-        for queue in queues.values():
-            queue.refill()
-
-
-
-def _wait_for(side_stream):
-    """The forward reads the draws only after they are written."""
-    torch.npu.current_stream().wait_stream(side_stream)
 
 
 class NpuDropPath(nn.Module):
@@ -95,11 +56,12 @@ class NpuDropPath(nn.Module):
         self.keep_prob = 1 - drop_prob
 
     @staticmethod
-    def _queue_for(x: torch.Tensor) -> _RandomQueue:
-        key = (x.shape, x.device, x.dtype)
-        if key not in NpuDropPath.task_dict:
-            NpuDropPath.task_dict[key] = _RandomQueue(x.shape, x.device, x.dtype)
-        return NpuDropPath.task_dict[key]
+    def _queue_for(x: torch.Tensor) -> DrawAheadQueue:
+        # One number per sample, broadcast over the rest of the sample.
+        draw_shape = (x.shape[0],) + (1,) * (x.dim() - 1)
+        dtype, device = x.dtype, x.device
+        return queue_for(NpuDropPath.task_dict, (x.shape, device, dtype),
+                         lambda: torch.rand(draw_shape, dtype=dtype, device=device))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         active = self.training and self.drop_prob != 0.
@@ -119,5 +81,6 @@ class NpuDropPath(nn.Module):
         if cls.droppath_stream is None:
             cls.droppath_stream = torch.npu.Stream()
         # Hooks run in registration order: draw, then wait (the Note).
-        model.register_forward_pre_hook(lambda module, inputs: _draw_ahead(cls.task_dict, cls.droppath_stream))
-        model.register_forward_pre_hook(lambda module, inputs: _wait_for(cls.droppath_stream))
+        model.register_forward_pre_hook(lambda module, inputs: refill_on(cls.droppath_stream,
+                                                                         cls.task_dict.values()))
+        model.register_forward_pre_hook(lambda module, inputs: wait_for(cls.droppath_stream))
