@@ -99,3 +99,28 @@ def test_each_key_has_its_own_mask_queue(fresh_task_queues):
     assert len(cm.NpuCachedDropout.task_dict) == 4
     assert dropout(b).shape == b.shape and other_p(a).shape == a.shape and dropout(a).shape == a.shape
     assert dropout(a) is a  # one request per step for this key: its mask is used up
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_npu_pregen_dropout_matches_dropout_on_cpu_with_the_bits_it_shows(dtype):
+    saved = (set(cm.NpuPreGenDropout.prob), dict(cm.NpuPreGenDropout.task_dict))
+    cm.NpuPreGenDropout.prob.clear()
+    cm.NpuPreGenDropout.task_dict.clear()
+    try:
+        p = 0.3
+        dropout = cm.NpuPreGenDropout(p)
+        cm.NpuPreGenDropout.enable_dropout_ensemble(nn.Sequential(nn.Identity()))
+        for shape in ((5, 70), (3, 2, 128), (1,)):  # padded to 384, exactly 768, padded to 128 elements
+            x = rnd(*shape, seed=166, dtype=dtype)
+            packed = dropout([x.shape, x.dtype, x.device]).cpu()  # the slice the next call takes
+            assert packed.dtype == torch.uint8 and packed.numel() * 8 % 128 == 0
+            out = dropout(x.to(NPU)).cpu()
+            # Bit i of the slice (least significant first) keeps element i.
+            bits = (packed[:, None].int() >> torch.arange(8)) & 1
+            keep = bits.flatten()[:x.numel()].view(shape).bool()
+            assert_close(out, x * keep.to(dtype) / (1 - p))
+    finally:
+        cm.NpuPreGenDropout.prob.clear()
+        cm.NpuPreGenDropout.prob.update(saved[0])
+        cm.NpuPreGenDropout.task_dict.clear()
+        cm.NpuPreGenDropout.task_dict.update(saved[1])
