@@ -64,6 +64,18 @@ def test_warmup_mode_runs_the_cond_eagerly():
     torch.testing.assert_close(got.cpu(), -x.cpu())
 
 
+def test_warmup_mode_records_nested_conds_then_runs_them_eagerly():
+    # The throw-away capture meets the inner cond while capturing: it must nest, not capture again.
+    x, inner = torch.randn(6, device="npu"), torch.tensor(False, device="npu")
+
+    def branch(t, q):
+        return torch.cond(q, lambda u: u * 10, lambda u: u * 100, (t,)) + 1
+
+    with ControlFlowOpWarmupDispatchMode():
+        got = torch.cond(torch.tensor(True, device="npu"), branch, lambda t, q: t.neg(), (x, inner))
+    torch.testing.assert_close(got.cpu(), x.cpu() * 100 + 1)
+
+
 def test_bad_predicates_and_unclosed_nodes_are_refused():
     x = torch.randn(3, device="npu")
     int_pred, host_pred = torch.tensor(1, dtype=torch.int32, device="npu"), torch.tensor(True)

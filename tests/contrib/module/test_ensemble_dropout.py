@@ -69,3 +69,58 @@ def test_npu_pregen_dropout_takes_slices_of_one_bit_mask_per_probability():
         cm.NpuPreGenDropout.prob.update(saved[0])
         cm.NpuPreGenDropout.task_dict.clear()
         cm.NpuPreGenDropout.task_dict.update(saved[1])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_npu_cached_dropout_matches_dropout_on_cpu_with_the_same_mask(fresh_task_queues, dtype):
+    p = 0.4
+    x = rnd(64, 48, seed=163, dtype=dtype)
+    dropout = cm.NpuCachedDropout(p)
+    model = nn.Sequential(nn.Identity())
+    assert dropout(x.to(NPU)) is not None  # registers the request
+    cm.NpuCachedDropout.enable_dropout_ensemble(model)
+    model(x.to(NPU))  # draws this shape's mask after the forward
+    for _ in range(2):
+        out = dropout(x.to(NPU)).cpu()
+        model(x.to(NPU))  # the next step's mask
+        keep = out != 0  # x has no zeros: a zero output is a dropped element
+        assert out.dtype == dtype and 0.5 < keep.float().mean().item() < 0.7
+        assert_close(out, x * keep.to(dtype) / (1 - p))  # the CPU's dropout, with the mask the npu drew
+
+
+def test_each_key_has_its_own_mask_queue(fresh_task_queues):
+    # Another shape, dtype or p is another queue: a mask drawn for one is never applied to another.
+    dropout, other_p = cm.NpuCachedDropout(0.5), cm.NpuCachedDropout(0.25)
+    a, b = rnd(8, 8, seed=164).to(NPU), rnd(4, 8, seed=165).to(NPU)
+    model = nn.Sequential(nn.Identity())
+    assert dropout(a) is a and dropout(b) is b and other_p(a) is a and dropout(a.half()) is not None
+    cm.NpuCachedDropout.enable_dropout_ensemble(model)
+    model(a)
+    assert len(cm.NpuCachedDropout.task_dict) == 4
+    assert dropout(b).shape == b.shape and other_p(a).shape == a.shape and dropout(a).shape == a.shape
+    assert dropout(a) is a  # one request per step for this key: its mask is used up
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_npu_pregen_dropout_matches_dropout_on_cpu_with_the_bits_it_shows(dtype):
+    saved = (set(cm.NpuPreGenDropout.prob), dict(cm.NpuPreGenDropout.task_dict))
+    cm.NpuPreGenDropout.prob.clear()
+    cm.NpuPreGenDropout.task_dict.clear()
+    try:
+        p = 0.3
+        dropout = cm.NpuPreGenDropout(p)
+        cm.NpuPreGenDropout.enable_dropout_ensemble(nn.Sequential(nn.Identity()))
+        for shape in ((5, 70), (3, 2, 128), (1,)):  # padded to 384, exactly 768, padded to 128 elements
+            x = rnd(*shape, seed=166, dtype=dtype)
+            packed = dropout([x.shape, x.dtype, x.device]).cpu()  # the slice the next call takes
+            assert packed.dtype == torch.uint8 and packed.numel() * 8 % 128 == 0
+            out = dropout(x.to(NPU)).cpu()
+            # Bit i of the slice (least significant first) keeps element i.
+            bits = (packed[:, None].int() >> torch.arange(8)) & 1
+            keep = bits.flatten()[:x.numel()].view(shape).bool()
+            assert_close(out, x * keep.to(dtype) / (1 - p))
+    finally:
+        cm.NpuPreGenDropout.prob.clear()
+        cm.NpuPreGenDropout.prob.update(saved[0])
+        cm.NpuPreGenDropout.task_dict.clear()
+        cm.NpuPreGenDropout.task_dict.update(saved[1])

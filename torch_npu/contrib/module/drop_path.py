@@ -1,93 +1,86 @@
-"""Drop path (stochastic depth) whose random tensors are drawn ahead on a side stream.
+"""NpuDropPath: stochastic depth (timm's DropPath) with its random numbers drawn ahead.
 
-Reference: timm's DropPath. Per sample, the whole residual branch is kept
-with probability keep = 1 - drop_prob and then scaled by 1 / keep:
-out = x / keep * floor(keep + U[0, 1)), U of shape (batch, 1, ..., 1).
+Drop path keeps or drops a residual branch per sample: with keep = 1 - drop_prob,
 
-Real torch_npu's NpuDropPath takes the random tensors from a queue filled by
-a forward pre-hook on a side stream (``enable_droppath_ensemble(model)``),
-so drawing them overlaps the forward. The protocol is kept as is: a call
-whose (shape, device, dtype) has no queued tensor only registers the
-request and returns ``x`` unchanged; once the hook has run, each call
-consumes one queued tensor.
+    out = x / keep * floor(keep + u),    u ~ U[0, 1) of shape (batch, 1, ..., 1)
 
-One change in order: real torch_npu registers the hook that makes the
-current stream wait for the side stream before the hook that draws, so a
-step consumes tensors drawn after that wait, and reading them races with
-the side stream's kernel (on a chip the draw usually wins; on vNPU's
-asynchronous streams a test saw all-zero masks). Here the draw comes
-first, then the wait: the same tensors, the same overlap with earlier work,
-and no race.
+so each sample is either zeroed or scaled by 1 / keep.
+
+Drawing ``u`` sits on the forward's critical path, so the module takes it
+from a queue per input (shape, device, dtype) that a forward pre-hook on the
+model fills on a side stream (``NpuDropPath.enable_droppath_ensemble(model)``),
+as real torch_npu does; ``_draw_ahead`` describes the protocol. The first
+step, which discovers the shapes, drops nothing.
+
+Note [Drop path hook order]: the model gets two pre-hooks, one that draws on
+the side stream and one that makes the current stream wait for the side
+stream. Real torch_npu registers the wait first, so the step's tensors are
+drawn after the wait and the forward may read them while the side stream is
+still writing them (harmless on a chip, where the draw is fast; vNPU's
+asynchronous streams made a test see all-zero masks). vNPU draws first and
+waits second: the same tensors, the draw still overlapping earlier work, and
+no race.
 """
+
+from typing import Optional
 
 import torch
 import torch.nn as nn
 
+from ._draw_ahead import DrawAheadQueue, queue_for, refill_on, wait_for
+
 __all__ = ["NpuDropPath", "npu_drop_path"]
 
 
-def npu_drop_path(x, random_tensor, keep_prob=0.):
-    """x / keep_prob * floor(keep_prob + random_tensor) (``random_tensor`` is consumed)."""
-    random_tensor = random_tensor + keep_prob
-    return x.div(keep_prob) * random_tensor.floor_()
-
-
-class _DropPathTask:
-    """The random tensors queued for one (shape, device, dtype, ndim) and how many a step needs."""
-
-    def __init__(self, shape, device, dtype, ndim, drop_prob):
-        self.shape = shape
-        self.device = device
-        self.dtype = dtype
-        self.ndim = ndim
-        self.drop_prob = drop_prob
-        self.request_count = 0
-        self.rand_queue = []
+def npu_drop_path(x: torch.Tensor, random_tensor: torch.Tensor, keep_prob: float = 0.) -> torch.Tensor:
+    """Applies drop path to ``x`` given ``random_tensor`` ~ U[0, 1), broadcast
+    over the non-batch dimensions: x / keep_prob * floor(keep_prob + random_tensor)."""
+    keep_mask = torch.floor(random_tensor + keep_prob)  # 1 with probability keep_prob, else 0
+    return x.div(keep_prob) * keep_mask
 
 
 class NpuDropPath(nn.Module):
-    """NpuDropPath(drop_prob): identity in eval mode or when drop_prob == 0."""
+    """Drop path with pre-drawn randomness; an identity in eval mode and when
+    ``drop_prob`` is 0. See the module docstring for the protocol."""
 
+    # Shared by every instance: the side stream and the queues it fills.
     task_dict = {}
     droppath_stream = None
 
-    def __init__(self, drop_prob=None):
+    def __init__(self, drop_prob: Optional[float] = None):
         super().__init__()
-        if drop_prob is None or not 0. <= drop_prob < 1.:
+        valid = drop_prob is not None and 0. <= drop_prob < 1.
+        if not valid:
             raise ValueError(f"drop_prob should be in [0, 1), but got {drop_prob}")
         self.drop_prob = drop_prob
         self.keep_prob = 1 - drop_prob
 
-    def forward(self, x):
-        if self.drop_prob == 0. or not self.training:
+    @staticmethod
+    def _queue_for(x: torch.Tensor) -> DrawAheadQueue:
+        # One number per sample, broadcast over the rest of the sample.
+        draw_shape = (x.shape[0],) + (1,) * (x.dim() - 1)
+        dtype, device = x.dtype, x.device
+        return queue_for(NpuDropPath.task_dict, (x.shape, device, dtype),
+                         lambda: torch.rand(draw_shape, dtype=dtype, device=device))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        active = self.training and self.drop_prob != 0.
+        if not active:
             return x
         if not isinstance(x, torch.Tensor):
             raise RuntimeError("input type error!")
-        key = (x.shape, x.device, x.dtype, x.ndim)
-        task = NpuDropPath.task_dict.get(key)
-        if task is None:
-            task = _DropPathTask(x.shape, x.device, x.dtype, x.ndim, self.drop_prob)
-            NpuDropPath.task_dict[key] = task
-        if not task.rand_queue:
-            task.request_count += 1
+        random_tensor = self._queue_for(x).take()
+        if random_tensor is None:
             return x
-        return npu_drop_path(x, task.rand_queue.pop(0), self.keep_prob)
+        return npu_drop_path(x, random_tensor, self.keep_prob)
 
     @classmethod
-    def enable_droppath_ensemble(cls, model):
-        """Hooks ``model`` to draw the next step's random tensors on a side stream before its forward."""
+    def enable_droppath_ensemble(cls, model: nn.Module) -> None:
+        """Hooks ``model`` so that before each forward the random tensors its
+        drop paths consume are drawn on a side stream (Note [Drop path hook order])."""
         if cls.droppath_stream is None:
             cls.droppath_stream = torch.npu.Stream()
-
-        def wait_for_random_tensors(module, inputs):
-            torch.npu.current_stream().wait_stream(cls.droppath_stream)
-
-        def draw_random_tensors(module, inputs):
-            with torch.npu.stream(cls.droppath_stream), torch.no_grad():
-                for task in cls.task_dict.values():
-                    shape = (task.shape[0],) + (1,) * (task.ndim - 1)
-                    while len(task.rand_queue) < task.request_count:
-                        task.rand_queue.append(torch.rand(shape, dtype=task.dtype, device=task.device))
-
-        model.register_forward_pre_hook(draw_random_tensors)
-        model.register_forward_pre_hook(wait_for_random_tensors)  # after the draw: see the module's docstring
+        # Hooks run in registration order: draw, then wait (the Note).
+        model.register_forward_pre_hook(lambda module, inputs: refill_on(cls.droppath_stream,
+                                                                         cls.task_dict.values()))
+        model.register_forward_pre_hook(lambda module, inputs: wait_for(cls.droppath_stream))

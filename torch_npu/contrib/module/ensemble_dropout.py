@@ -1,45 +1,43 @@
-"""Dropout whose masks are drawn ahead, after each forward (fairseq models).
+"""NpuCachedDropout (alias NpuFairseqDropout): dropout with its masks drawn ahead.
 
-Real torch_npu's NpuCachedDropout (alias NpuFairseqDropout) generates the
-masks with npu_dropout_gen_mask in a forward hook and applies them with
-npu_dropout_do_mask, so mask generation leaves the critical path. vNPU keeps
-the protocol and writes the mask as a bool keep-mask from ``torch.rand``,
-applied as x * keep / (1 - p):
+Made for fairseq models, where many dropouts of few shapes run per step.
+Each mask is drawn on a side stream after the model's forward, for the next
+step, so drawing it leaves the forward's critical path (``_draw_ahead``
+describes the queue protocol). Real torch_npu draws packed bit masks with
+``npu_dropout_gen_mask`` and applies them with ``npu_dropout_do_mask``;
+vNPU draws a bool keep-mask, ``rand >= p``, and applies it as
+``x * keep / (1 - p)``: the same distribution and scaling.
 
-- a call whose (shape, dtype, device, p) has no queued mask registers the
-  request and returns ``x`` unchanged (as real torch_npu does, including in
-  eval mode: the module has no training switch of its own);
-- ``enable_dropout_ensemble(model)`` adds a forward hook that tops up every
-  queue to its request count, so from the next step on each call consumes
-  one mask;
-- called with ``[shape, dtype, device]`` instead of a tensor, it returns the
-  queued mask itself (or None), for ops that apply it themselves.
+Behaviour a caller sees:
+- the first call of each (shape, dtype, device, p) returns ``x`` unchanged;
+  once ``enable_dropout_ensemble(model)`` has hooked the model and a
+  forward has run, every call consumes one mask. The module has no eval
+  switch of its own (real torch_npu's neither): the hooks decide.
+- ``dropout([shape, dtype, device])`` returns the next mask itself (None
+  while there is none), for callers that apply it themselves.
 """
 
 import torch
 
+from ._draw_ahead import queue_for, refill_on, wait_for
+
 __all__ = ["NpuCachedDropout", "NpuFairseqDropout"]
 
 
-class _DropOutTask:
-    """The masks queued for one (shape, dtype, device, p) and how many a step needs."""
-
-    def __init__(self, shape, dtype, device, p):
-        self.shape = shape
-        self.dtype = dtype
-        self.device = device
-        self.p = p
-        self.request_count = 0
-        self.mask_queue = []
-
-
-def _apply_mask(x, keep, p):
-    return x * keep.to(x.dtype) / (1. - p)
+def _split_input(x):
+    """(shape, dtype, device, the tensor or None) of a call's argument."""
+    if isinstance(x, torch.Tensor):
+        return x.shape, x.dtype, x.device, x
+    if isinstance(x, (list, tuple)) and len(x) == 3:
+        shape, dtype, device = x
+        return shape, dtype, device, None
+    raise RuntimeError("input type error! Expected a tensor or [shape, dtype, device]")
 
 
 class NpuCachedDropout(torch.nn.Dropout):
-    """NpuCachedDropout(p, module_name=None); see the module docstring for the protocol."""
+    """``NpuCachedDropout(p, module_name=None)``: see the module docstring."""
 
+    # Shared by every instance: the side stream and the mask queues it fills.
     task_dict = {}
     dropout_stream = None
 
@@ -47,45 +45,31 @@ class NpuCachedDropout(torch.nn.Dropout):
         super().__init__(p)
         self.module_name = module_name
 
+    def _mask_queue(self, shape, dtype, device):
+        shape, device, p = tuple(shape), torch.device(device), self.p
+        return queue_for(NpuCachedDropout.task_dict, (shape, dtype, device, p),
+                         lambda: torch.rand(shape, device=device) >= p)
+
     def forward(self, x):
-        if isinstance(x, torch.Tensor):
-            shape, dtype, device = x.shape, x.dtype, x.device
-            do_mask, unchanged = True, x
-        elif isinstance(x, (list, tuple)) and len(x) == 3:
-            shape, dtype, device = x
-            do_mask, unchanged = False, None
-        else:
-            raise RuntimeError("input type error! Expected a tensor or [shape, dtype, device]")
+        shape, dtype, device, tensor = _split_input(x)
         if self.p == 0:
-            return unchanged
-        key = (tuple(shape), dtype, torch.device(device), self.p)
-        task = NpuCachedDropout.task_dict.get(key)
-        if task is None:
-            task = _DropOutTask(tuple(shape), dtype, torch.device(device), self.p)
-            NpuCachedDropout.task_dict[key] = task
-        if not task.mask_queue:
-            task.request_count += 1
-            return unchanged
-        keep = task.mask_queue.pop(0)
-        return _apply_mask(x, keep, self.p) if do_mask else keep
+            return tensor
+        keep = self._mask_queue(shape, dtype, device).take()
+        if tensor is None:
+            return keep  # asked for the mask itself
+        if keep is None:
+            return tensor
+        return tensor * keep.to(tensor.dtype) / (1. - self.p)
 
     @classmethod
     def enable_dropout_ensemble(cls, model):
-        """Hooks ``model``: wait for the side stream before forward, draw the next masks after it."""
+        """Hooks ``model``: its forward first waits for the masks drawn so far,
+        and once it has run the masks of the next step are drawn on the side stream."""
         if cls.dropout_stream is None:
             cls.dropout_stream = torch.npu.Stream()
-
-        def wait_for_masks(module, inputs):
-            torch.npu.current_stream().wait_stream(cls.dropout_stream)
-
-        def draw_masks(module, inputs, outputs):
-            with torch.npu.stream(cls.dropout_stream), torch.no_grad():
-                for task in cls.task_dict.values():
-                    while len(task.mask_queue) < task.request_count:
-                        task.mask_queue.append(torch.rand(task.shape, device=task.device) >= task.p)
-
-        model.register_forward_pre_hook(wait_for_masks)
-        model.register_forward_hook(draw_masks)
+        model.register_forward_pre_hook(lambda module, inputs: wait_for(cls.dropout_stream))
+        model.register_forward_hook(lambda module, inputs, outputs: refill_on(cls.dropout_stream,
+                                                                              cls.task_dict.values()))
 
 
 NpuFairseqDropout = NpuCachedDropout
