@@ -474,3 +474,44 @@ def test_bad_non_intrusive_settings_are_reported_at_import(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "'KINETO_USE_DAEMON' will be deprecated" in result.stdout
     assert "'MSMONITOR_USE_DAEMON' value not valid" in result.stdout
+
+
+def test_only_the_optimizer_made_last_counts_the_training_steps(monkeypatch):
+    # a job with several optimizers steps each of them once per training step
+    from torch_npu.profiler._non_intrusive_profile import _NonIntrusiveProfile
+    counted = []
+    monkeypatch.setattr(dp, "step", lambda: counted.append(1))
+    monkeypatch.setattr(_NonIntrusiveProfile, "OPTIMIZER_ID", 0)
+    monkeypatch.setattr(_NonIntrusiveProfile, "_folder_to_watch", None)  # no profiler to start
+    monkeypatch.setattr(torch.optim.Optimizer, "_patch_step_function", _NonIntrusiveProfile.patch_step_function)
+
+    class SGD(torch.optim.SGD):  # subclasses: the wrapped steps stay on this test's classes
+        pass
+
+    class Adam(torch.optim.Adam):
+        pass
+
+    w = torch.zeros(2, requires_grad=True)
+    w.grad = torch.ones(2)
+    first = SGD([w], lr=0.1)
+    wrapped_once = SGD.step
+    optimizers = [first, Adam([w], lr=0.1), SGD([w], lr=0.1)]
+    assert SGD.step is wrapped_once and SGD.step.step_hooked and Adam.step.step_hooked
+    for optimizer in optimizers:
+        optimizer.step()
+    assert len(counted) == 1  # the last SGD's step
+    optimizers[-1].step()
+    assert len(counted) == 2
+
+
+def test_msmonitor_use_daemon_selects_dynologs_configs(monkeypatch):
+    from torch_npu.profiler import _non_intrusive_profile as non_intrusive
+    monkeypatch.setattr(DynamicProfilerUtils, "DYNAMIC_PROFILER_MODEL", DynamicProfilerUtils.DYNAMIC_PROFILER_MODEL)
+    monkeypatch.delenv("PROF_CONFIG_PATH", raising=False)
+    monkeypatch.delenv("KINETO_USE_DAEMON", raising=False)
+    monkeypatch.setenv("MSMONITOR_USE_DAEMON", "0")
+    assert non_intrusive._requested_config_folder() is None
+    assert not DynamicProfilerUtils.is_dyno_model()
+    monkeypatch.setenv("MSMONITOR_USE_DAEMON", "1")
+    assert non_intrusive._requested_config_folder() == ""  # dynamic_profile.init's folder in dynolog mode
+    assert DynamicProfilerUtils.is_dyno_model()

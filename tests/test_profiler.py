@@ -315,10 +315,14 @@ def test_hccl_profile_writes_one_folder_per_rank_with_communication(tmp_path):
         assert any(n.startswith("hcom_all_reduce__") for n in names), names
         steps = _rows(out / "step_trace_time.csv")
         assert all(float(s["Communication"]) > 0 for s in steps)
-        assert json.loads((folder / "profiler_metadata.json").read_text())["distributed_args"]["world_size"] == 2
+        metadata = json.loads((folder / "profiler_metadata.json").read_text())
+        rank = int(folder.name[len("rank")])
+        assert metadata["distributed_args"] == {"rank": rank, "world_size": 2, "backend": "hccl"}
+        # the hccl groups, by communicator name: here the default group, whose communicator all_reduce made
+        (group,) = metadata["parallel_group_info"].values()
+        assert group == {"group_name": "default_group", "group_rank": rank, "global_ranks": [0, 1]}
         # the db export of the same profile: each collective of communication.json, on the rank's own file
         import sqlite3
-        rank = int(folder.name[len("rank")])
         with sqlite3.connect(out / f"ascend_pytorch_profiler_{rank}.db") as db:
             ops = db.execute("SELECT s.value, endNs - startNs FROM COMMUNICATION_OP op "
                              "JOIN STRING_IDS s ON s.id = op.opName").fetchall()

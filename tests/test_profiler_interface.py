@@ -326,3 +326,18 @@ def test_kineto_profile_runs_on_its_prof_interface(tmp_path):
     assert any(e.key == "aten::mm" for e in prof.key_averages())
     prof.export_chrome_trace(str(tmp_path / "t.json"))
     assert json.loads((tmp_path / "t.json").read_text()) == json.loads((folder / analysis.RAW_TRACE).read_text())
+
+
+def test_event_ranges_put_back_exactly_what_event_had():
+    # some of the methods are Event's own, some inherited from torch.Event: after the
+    # recording each is what it was, an inherited one inherited again, not pinned on Event
+    from torch_npu.npu import Event
+    from torch_npu.profiler.profiler_interface import _disable_event_record, _enable_event_record
+    names = ("record", "wait", "query", "elapsed_time", "synchronize")
+    before = {name: Event.__dict__.get(name) for name in names}
+    _enable_event_record()
+    _enable_event_record()  # a second profile's start wraps nothing twice
+    assert all(getattr(Event, name).origin_func is not None for name in names)
+    assert not hasattr(getattr(Event, "record").origin_func, "origin_func")
+    _disable_event_record()
+    assert {name: Event.__dict__.get(name) for name in names} == before

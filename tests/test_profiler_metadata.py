@@ -49,3 +49,18 @@ def test_the_rewrite_itself():
     assert _sanitize_json_value('{"a": 1}') == ('{"a": 1}', [])
     safe, notes = _sanitize_json_value(json.dumps({'k"': ['x\\y']}))
     assert json.loads(safe) == {"k'": ["x/y"]} and "\\" not in safe and notes
+
+
+def test_the_warning_points_at_the_users_call():
+    prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+    prof.start()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            prof.add_metadata('k"', "v\\")
+    finally:
+        prof.stop()
+    altered = [w for w in caught if "altered" in str(w.message)]
+    assert [str(w.message).split(" was ")[0] for w in altered] == [
+        "profiler metadata key 'k\"'", "profiler metadata value of \"k'\""]
+    assert {w.filename for w in altered} == {__file__}

@@ -1,16 +1,24 @@
-"""Keeps profiler metadata from corrupting the trace file.
+"""Metadata that cannot break the trace file.
 
-``prof.add_metadata(key, value)`` hands ``'"' + value.replace('"', '\\"') + '"'``
-to Kineto, whose trace writer puts the key and the value into the JSON
-document as they are: a backslash, a control character or (in the key) a
-double quote then makes the whole trace unreadable (chrome://tracing, the
-TensorBoard plugin and MindStudio reject it), on every device. Real torch_npu
-wraps ``add_metadata`` and ``add_metadata_json`` at import; so does vNPU,
-with the same private names: keys and values are rewritten to characters
-the writer cannot break (``"`` becomes ``'``, ``\\`` becomes ``/``, control
-characters a space; anything else, non-ASCII included, is kept) and the user
-is warned that the metadata was altered. ``add_metadata_json`` values that
-parse as JSON keep their structure, with each string inside rewritten.
+torch's ``prof.add_metadata(key, value)`` hands Kineto the value as
+``'"' + value.replace('"', '\\"') + '"'``, and Kineto's trace writer copies the
+key and that text into the JSON document as they are. A backslash or a
+control character in the value, or a double quote in the key, therefore
+leaves a trace that no reader accepts (chrome://tracing, TensorBoard's plugin
+and MindStudio all reject it), whatever the device.
+
+Real torch_npu wraps ``add_metadata`` and ``add_metadata_json`` when the
+profiler is imported, and so does vNPU, under the same private names. Each
+key and value is rewritten with characters the writer cannot break:
+
+    "           -> '
+    \\           -> /
+    a control character (below U+0020, and U+007F) -> a space
+
+Everything else, non-ASCII text included, is kept. For ``add_metadata_json``
+a value that parses as JSON keeps its structure, and the strings inside it
+(object keys too) are rewritten. Whenever something was rewritten the user
+gets a UserWarning that says what.
 """
 
 import functools
@@ -19,80 +27,95 @@ import warnings
 
 from torch.profiler.profiler import _KinetoProfile
 
-_REPLACEMENTS = (
-    ('"', "'", "a double quote became a single quote"),
-    ("\\", "/", "a backslash became a slash"),
-)
+_DOUBLE_QUOTE_NOTE = "a double quote became a single quote"
+_BACKSLASH_NOTE = "a backslash became a slash"
+_CONTROL_NOTE = "a control character became a space"
+
+_CONTROL_CHARACTERS = [chr(code) for code in range(0x20)] + ["\x7f"]
+_SAFE_CHARACTERS = str.maketrans({'"': "'", "\\": "/", **{c: " " for c in _CONTROL_CHARACTERS}})
+
+
+def _notes_for(text):
+    """What rewriting text changes, one note per kind of character, in a fixed order."""
+    notes = []
+    if '"' in text:
+        notes.append(_DOUBLE_QUOTE_NOTE)
+    if "\\" in text:
+        notes.append(_BACKSLASH_NOTE)
+    if any(c in text for c in _CONTROL_CHARACTERS):
+        notes.append(_CONTROL_NOTE)
+    return notes
 
 
 def _sanitize_value(value):
-    """(safe text, notes on what changed) for one metadata string."""
+    """(value as text the trace writer cannot break, the notes on what was changed)."""
     text = str(value)
-    notes = []
-    for bad, good, note in _REPLACEMENTS:
-        if bad in text:
-            text = text.replace(bad, good)
-            notes.append(note)
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
-        text = "".join(" " if ord(c) < 0x20 or ord(c) == 0x7F else c for c in text)
-        notes.append("a control character became a space")
-    return text, notes
+    return text.translate(_SAFE_CHARACTERS), _notes_for(text)
 
 
 def _sanitize_json_value(value):
-    """(safe JSON text, notes) for add_metadata_json: every string in the
-    document (keys too) rewritten; text that is not JSON is rewritten whole."""
+    """(add_metadata_json's value made safe, the notes on what was changed).
+
+    A JSON document keeps its structure, each string in it (object keys too)
+    rewritten, and is returned as it came when nothing needed rewriting; text
+    that is not JSON is rewritten as a whole, as add_metadata's values are.
+    """
     try:
         document = json.loads(value)
     except (TypeError, ValueError):
         return _sanitize_value(value)
     notes = []
 
-    def walk(node):
-        if isinstance(node, str):
-            safe, changed = _sanitize_value(node)
-            notes.extend(changed)
-            return safe
-        if isinstance(node, list):
-            return [walk(item) for item in node]
+    def rewritten(node):
         if isinstance(node, dict):
-            return {walk(key): walk(item) for key, item in node.items()}
-        return node
+            return {rewritten(key): rewritten(item) for key, item in node.items()}
+        if isinstance(node, list):
+            return [rewritten(item) for item in node]
+        if not isinstance(node, str):
+            return node  # numbers, booleans, null
+        safe, changes = _sanitize_value(node)
+        notes.extend(changes)
+        return safe
 
-    safe = walk(document)
-    if not notes:
-        return value, []
-    return json.dumps(safe, ensure_ascii=False), notes
-
-
-def _warn(what, key, notes):
-    warnings.warn(f"profiler metadata {what} {key!r} was altered so that the trace stays valid JSON: "
-                  f"{'; '.join(dict.fromkeys(notes))}.", UserWarning, stacklevel=3)
-
-
-def _safe_key(key):
-    safe, notes = _sanitize_value(key)
+    safe_document = rewritten(document)
     if notes:
-        _warn("key", key, notes)
-    return safe
+        return json.dumps(safe_document, ensure_ascii=False), notes
+    return value, notes
 
 
-def _patched(original, sanitize):
-    @functools.wraps(original)
-    def add(self, key, value):
-        safe_key = _safe_key(key)
-        safe_value, notes = sanitize(value)
-        if notes:
-            _warn("value of", safe_key, notes)
-        return original(self, safe_key, safe_value)
-    add._vnpu_sanitized = True
-    return add
+def _warn_altered(subject, notes):
+    # stacklevel: this function, _safe_pair, the wrapper, then the user's call of add_metadata
+    summary = "; ".join(dict.fromkeys(notes))  # each kind of change once, in the order met
+    warnings.warn(f"profiler metadata {subject} was altered so that the trace stays valid JSON: {summary}.",
+                  UserWarning, stacklevel=4)
+
+
+def _safe_pair(key, value, sanitize_value):
+    """(key, value) as the trace writer may take them, with a warning for each one rewritten."""
+    safe_key, notes = _sanitize_value(key)
+    if notes:
+        _warn_altered(f"key {key!r}", notes)
+    safe_value, notes = sanitize_value(value)
+    if notes:
+        _warn_altered(f"value of {safe_key!r}", notes)
+    return safe_key, safe_value
+
+
+def _sanitizing(add, sanitize_value):
+    """add (add_metadata or add_metadata_json) that only ever sees a safe key and value."""
+    def safe_add(self, key, value):
+        return add(self, *_safe_pair(key, value, sanitize_value))
+
+    safe_add = functools.update_wrapper(safe_add, add)
+    safe_add._vnpu_sanitized = True  # marks the wrapper, so a second application wraps nothing
+    return safe_add
 
 
 def _apply_metadata_sanitizer_patch():
-    """Wraps torch's add_metadata / add_metadata_json once (idempotent)."""
-    for name, sanitize in (("add_metadata", _sanitize_value), ("add_metadata_json", _sanitize_json_value)):
-        original = getattr(_KinetoProfile, name)
-        if not getattr(original, "_vnpu_sanitized", False):
-            setattr(_KinetoProfile, name, _patched(original, sanitize))
-
+    """Makes torch's add_metadata and add_metadata_json safe; applying it again changes nothing."""
+    for method_name, sanitize_value in (("add_metadata", _sanitize_value),
+                                        ("add_metadata_json", _sanitize_json_value)):
+        add = getattr(_KinetoProfile, method_name)
+        if getattr(add, "_vnpu_sanitized", False):
+            continue
+        setattr(_KinetoProfile, method_name, _sanitizing(add, sanitize_value))

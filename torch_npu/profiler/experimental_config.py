@@ -1,14 +1,23 @@
-"""torch_npu.profiler._ExperimentalConfig and its enums.
+"""torch_npu.profiler._ExperimentalConfig: what the npu profiler records beyond torch.profiler's options.
 
-Validated the way torch_npu does it: a bad value prints a warning in the
-profiler's format (analysis/prof_common_func/_constant.py) and is reset to
-its default; nothing raises. The values live in private attributes under
-torch_npu's names (``_profiler_level``, ``_mstx_domain_include``, ...), which
-profiler_info.json records as they are; read-only properties give them public
-names. Calling the config gives the native side's copy
-(``torch_npu._C._profiler._ExperimentalConfig``, profiler/_c_profiler.py).
+A value the config cannot use never raises: like torch_npu, it prints a
+warning in the profiler's console format (analysis/prof_common_func/_constant.py)
+and takes the default instead. Each option is cleaned by one function below;
+the few that depend on another option (AI Core metrics on the level, op_attr on
+the export type, the mstx domains on mstx) are cleaned after the one they
+depend on.
+
+The cleaned values are kept under torch_npu's private attribute names
+(``_profiler_level``, ``_mstx_domain_include``, ...; ``record_op_args`` is
+public): profiler_info.json records them under exactly these names
+(``to_dict``), and analysis/_profiler_config.py reads them back from there.
+Each private value can also be read, not written, under its public name.
+
+Calling a config gives the native session's copy of it,
+``torch_npu._C._profiler._ExperimentalConfig`` (profiler/_c_profiler.py).
 """
 
+import operator
 import warnings
 
 from torch_npu.profiler.analysis.prof_common_func._constant import Constant, print_info_msg, print_warn_msg
@@ -16,6 +25,8 @@ from torch_npu.profiler.analysis.prof_common_func._constant import Constant, pri
 __all__ = ["AiCMetrics", "ExportType", "HostSystem", "ProfilerLevel", "_ExperimentalConfig", "supported_profiler_level",
            "supported_ai_core_metrics", "supported_export_type"]
 
+
+# --- the accepted values -----------------------------------------------------------------
 
 class ProfilerLevel:
     Level_none = Constant.LEVEL_NONE
@@ -51,35 +62,141 @@ class HostSystem:
     NUMA = Constant.NUMA
 
 
-def _values(cls):
-    return {v for k, v in vars(cls).items() if not k.startswith("_")}
+def _members(namespace):
+    return {value for name, value in vars(namespace).items() if not name.startswith("_")}
 
 
 def supported_profiler_level():
     """The profiler levels _ExperimentalConfig accepts."""
-    return _values(ProfilerLevel)
+    return _members(ProfilerLevel)
 
 
 def supported_ai_core_metrics():
     """The AI Core metric sets _ExperimentalConfig accepts (recorded; vNPU has no AI Core counters)."""
-    return _values(AiCMetrics)
+    return _members(AiCMetrics)
 
 
 def supported_export_type():
     """The export types _ExperimentalConfig accepts."""
-    return _values(ExportType)
+    return _members(ExportType)
 
 
-_BOOL_SWITCHES = (  # attribute, name in the messages, default
-    ("_l2_cache", "l2_cache", False),
-    ("_msprof_tx", "msprof_tx", False),
-    ("_mstx", "mstx", False),
-    ("record_op_args", "record_op_args", False),
-    ("_op_attr", "op_attr", False),
-    ("_sys_io", "sys_io", False),
-    ("_sys_interconnection", "sys_interconnection", False),
-)
+# --- cleaning one option ---------------------------------------------------------------------
 
+def _switch(name, value):
+    """An on/off option: a bool, else False."""
+    if isinstance(value, bool):
+        return value
+    print_warn_msg(f"Invalid parameter {name}, which must be of bool type, reset it to False.")
+    return False
+
+
+def _level(value):
+    if value in supported_profiler_level():
+        return value
+    print_warn_msg("Invalid parameter profiler_level, reset it to ProfilerLevel.Level0.")
+    return ProfilerLevel.Level0
+
+
+def _ai_core_metrics(value, level):
+    # AI Core counters exist from Level1 on; there the default set is PipeUtilization
+    with_counters = level in (ProfilerLevel.Level1, ProfilerLevel.Level2)
+    if value is None:
+        return AiCMetrics.PipeUtilization if with_counters else AiCMetrics.AiCoreNone
+    if not with_counters:
+        if value != AiCMetrics.AiCoreNone:
+            print_warn_msg("Please use level1 or level2 if you want to collect aic metrics, reset aic metrics to None!")
+        return AiCMetrics.AiCoreNone
+    if value in supported_ai_core_metrics():
+        return value
+    print_warn_msg("Invalid parameter aic_metrics, reset it to default.")
+    return AiCMetrics.PipeUtilization
+
+
+def _data_simplification(value):
+    # None is let through: the analysis then decides
+    if value is None or isinstance(value, bool):
+        return value
+    print_warn_msg("Invalid parameter data_simplification, which must be of bool type, reset it to default.")
+    return True
+
+
+def _export_types(value):
+    """export_type as a sorted list of distinct known types; [text] when it cannot be one."""
+    if isinstance(value, str) and value:
+        kinds = [value]
+    elif isinstance(value, (list, tuple)) and value:
+        try:
+            kinds = sorted(set(value))
+        except TypeError as error:  # an element that cannot be hashed or ordered
+            print_warn_msg(f"Invalid parameter export_type: {value}, reset it to text. Error is {error}")
+            return [ExportType.Text]
+    else:
+        print_warn_msg(f"Invalid parameter export_type: {value}, reset it to text.")
+        return [ExportType.Text]
+    if set(kinds) <= supported_export_type():
+        return kinds
+    print_warn_msg("Invalid parameter export_type, reset it to text.")
+    return [ExportType.Text]
+
+
+def _gc_threshold(value):
+    """Milliseconds a collection must take to be recorded, or None (collections not recorded)."""
+    if value is None:
+        return None
+    is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not is_number:
+        print_warn_msg("Parameter gc_detect_threshold is not int or float type, reset it to default.")
+        return None
+    if value < 0:
+        print_warn_msg("Parameter gc_detect_threshold can not be negative, reset it to default.")
+        return None
+    if value == 0:
+        print_info_msg("Parameter gc_detect_threshold is set to 0, it will collect all gc events.")
+    return value
+
+
+def _domains(name, value):
+    """An mstx domain filter as a sorted list of distinct names; [] when it is not a list of str."""
+    if not value:
+        return []
+    if not isinstance(value, list):
+        print_warn_msg(f"Invalid parameter {name}, which must be of list type, reset it to default.")
+        return []
+    if any(not isinstance(domain, str) for domain in value):
+        print_warn_msg(f"Invalid parameter {name}, which contents must be of str type, reset it to default.")
+        return []
+    return sorted(set(value))
+
+
+def _domain_filters(include, exclude, tx_enabled):
+    """(include, exclude): at most one of them set, and only when mstx data is collected."""
+    if not tx_enabled:
+        if include or exclude:
+            print_warn_msg("mstx_domain_include and mstx_domain_exclude are valid when msprof_tx or mstx is True.")
+        return [], []
+    include = _domains("mstx_domain_include", include)
+    exclude = _domains("mstx_domain_exclude", exclude)
+    if include and exclude:
+        print_warn_msg("Parameter mstx_domain_include and mstx_domain_exclude can not be both set, "
+                       "only mstx_domain_include will work.")
+        exclude = []
+    return include, exclude
+
+
+def _host_system(value):
+    if not value:
+        return []
+    if not isinstance(value, list):
+        print_warn_msg("Invalid parameter host_sys, which must be of list type, reset it to empty.")
+        return []
+    if not set(value) <= _members(HostSystem):
+        print_warn_msg("Invalid parameter host_sys, reset it to empty.")
+        return []
+    return sorted({str(item) for item in value})
+
+
+# --- the config ------------------------------------------------------------------------------
 
 class _ExperimentalConfig:
     """What torch_npu's profiler records beyond torch.profiler's options.
@@ -109,56 +226,55 @@ class _ExperimentalConfig:
                  mstx=False, data_simplification=True, record_op_args=False, op_attr=False,
                  gc_detect_threshold=None, export_type=ExportType.Text, host_sys=None, mstx_domain_include=None,
                  mstx_domain_exclude=None, sys_io=False, sys_interconnection=False):
-        self._profiler_level = profiler_level
-        self._aic_metrics = aic_metrics
-        self._l2_cache = l2_cache
+        export_types = _export_types(export_type)
+        msprof_tx = _switch("msprof_tx", msprof_tx)
+        if msprof_tx:
+            warnings.warn("The parameter msprof_tx will be deprecated. Please use the new parameter mstx instead.")
+        mstx = _switch("mstx", mstx)
+        level = _level(profiler_level)
+        if level == ProfilerLevel.Level_none and not (msprof_tx or mstx):
+            # Level_none collects nothing but mstx data: without mstx there would be nothing at all
+            mstx = True
+            print_warn_msg("Parameter mstx or msprof_tx must be True if profiler_level is set to Level_none.")
+        op_attr = _switch("op_attr", op_attr)
+        if op_attr and ExportType.Db not in export_types:
+            print_warn_msg("op_attr switch is invalid with export type set as text.")  # it only goes to the db
+            op_attr = False
+        include, exclude = _domain_filters(mstx_domain_include, mstx_domain_exclude, msprof_tx or mstx)
+
+        # profiler_info.json lists these in this order
+        self._profiler_level = level
+        self._aic_metrics = _ai_core_metrics(aic_metrics, level)
+        self._l2_cache = _switch("l2_cache", l2_cache)
         self._msprof_tx = msprof_tx
         self._mstx = mstx
-        self._data_simplification = data_simplification
-        self.record_op_args = record_op_args
-        self._export_type = self._export_type_list(export_type)
-        self._host_sys = host_sys if host_sys else []
+        self._data_simplification = _data_simplification(data_simplification)
+        self.record_op_args = _switch("record_op_args", record_op_args)
+        self._export_type = export_types
+        self._host_sys = _host_system(host_sys)
         self._op_attr = op_attr
-        self._gc_detect_threshold = gc_detect_threshold
-        self._mstx_domain_include = mstx_domain_include if mstx_domain_include else []
-        self._mstx_domain_exclude = mstx_domain_exclude if mstx_domain_exclude else []
-        self._sys_io = sys_io
-        self._sys_interconnection = sys_interconnection
-        self._check_params()
-        self._check_mstx_domain_params()
-        self._check_host_sys_params()
+        self._gc_detect_threshold = _gc_threshold(gc_detect_threshold)
+        self._mstx_domain_include = include
+        self._mstx_domain_exclude = exclude
+        self._sys_io = _switch("sys_io", sys_io)
+        self._sys_interconnection = _switch("sys_interconnection", sys_interconnection)
 
     def __call__(self):
-        """The native side's copy of this config."""
-        from torch_npu._C._profiler import _ExperimentalConfig as NativeConfig
-        return NativeConfig(trace_level=self._profiler_level, metrics=self._aic_metrics, l2_cache=self._l2_cache,
-                            record_op_args=self.record_op_args, msprof_tx=self.tx_enabled, op_attr=self._op_attr,
-                            host_sys=self._host_sys, mstx_domain_include=self._mstx_domain_include,
-                            mstx_domain_exclude=self._mstx_domain_exclude, sys_io=self._sys_io,
-                            sys_interconnection=self._sys_interconnection)
-
-    # --- public names of the values -------------------------------------------------
-
-    profiler_level = property(lambda self: self._profiler_level)
-    aic_metrics = property(lambda self: self._aic_metrics)
-    l2_cache = property(lambda self: self._l2_cache)
-    msprof_tx = property(lambda self: self._msprof_tx)
-    mstx = property(lambda self: self._mstx)
-    data_simplification = property(lambda self: self._data_simplification)
-    op_attr = property(lambda self: self._op_attr)
-    host_sys = property(lambda self: self._host_sys)
-    mstx_domain_include = property(lambda self: self._mstx_domain_include)
-    mstx_domain_exclude = property(lambda self: self._mstx_domain_exclude)
-    sys_io = property(lambda self: self._sys_io)
-    sys_interconnection = property(lambda self: self._sys_interconnection)
-
-    @property
-    def export_type(self):
-        return self._export_type
-
-    @property
-    def gc_detect_threshold(self):
-        return self._gc_detect_threshold
+        """The native session's copy of this config."""
+        from torch_npu._C._profiler import _ExperimentalConfig as NativeExperimentalConfig
+        return NativeExperimentalConfig(
+            trace_level=self._profiler_level,
+            metrics=self._aic_metrics,
+            msprof_tx=self.tx_enabled,  # the native side knows one switch for both names
+            record_op_args=self.record_op_args,
+            l2_cache=self._l2_cache,
+            op_attr=self._op_attr,
+            sys_io=self._sys_io,
+            sys_interconnection=self._sys_interconnection,
+            host_sys=self._host_sys,
+            mstx_domain_include=self._mstx_domain_include,
+            mstx_domain_exclude=self._mstx_domain_exclude,
+        )
 
     @property
     def with_gc(self):
@@ -168,107 +284,20 @@ class _ExperimentalConfig:
     @property
     def tx_enabled(self):
         """Whether mstx data is collected (mstx or msprof_tx)."""
-        return self._msprof_tx or self._mstx
+        return self._mstx or self._msprof_tx
 
     def to_dict(self):
         """The values under their attribute names, as profiler_info.json records them."""
         return dict(vars(self))
 
-    # --- validation -------------------------------------------------------------------
 
-    @staticmethod
-    def _export_type_list(export_type):
-        if isinstance(export_type, str) and export_type:
-            return [export_type]
-        if isinstance(export_type, (list, tuple)) and export_type:
-            try:
-                return sorted(set(export_type))
-            except TypeError as error:  # unhashable elements
-                print_warn_msg(f"Invalid parameter export_type: {export_type}, reset it to text. Error is {error}")
-                return [ExportType.Text]
-        print_warn_msg(f"Invalid parameter export_type: {export_type}, reset it to text.")
-        return [ExportType.Text]
+def _read_only(attribute):
+    return property(operator.attrgetter(attribute), doc=f"The cleaned value of {attribute[1:]} (read-only).")
 
-    def _check_params(self):
-        for attr, name, default in _BOOL_SWITCHES:
-            if not isinstance(getattr(self, attr), bool):
-                print_warn_msg(f"Invalid parameter {name}, which must be of bool type, reset it to {default}.")
-                setattr(self, attr, default)
-        if self._msprof_tx:
-            warnings.warn("The parameter msprof_tx will be deprecated. Please use the new parameter mstx instead.")
-        if self._data_simplification is not None and not isinstance(self._data_simplification, bool):
-            print_warn_msg("Invalid parameter data_simplification, which must be of bool type, reset it to default.")
-            self._data_simplification = True
-        if self._profiler_level not in supported_profiler_level():
-            print_warn_msg("Invalid parameter profiler_level, reset it to ProfilerLevel.Level0.")
-            self._profiler_level = ProfilerLevel.Level0
-        if self._profiler_level == ProfilerLevel.Level_none and not self.tx_enabled:
-            self._mstx = True
-            print_warn_msg("Parameter mstx or msprof_tx must be True if profiler_level is set to Level_none.")
-        self._check_aic_metrics()
-        if not all(t in supported_export_type() for t in self._export_type):
-            print_warn_msg("Invalid parameter export_type, reset it to text.")
-            self._export_type = [ExportType.Text]
-        if self._op_attr and ExportType.Db not in self._export_type:
-            print_warn_msg("op_attr switch is invalid with export type set as text.")
-            self._op_attr = False
-        self._check_gc_detect_threshold()
 
-    def _check_aic_metrics(self):
-        counters = self._profiler_level in (ProfilerLevel.Level1, ProfilerLevel.Level2)
-        if self._aic_metrics is None:  # not given: the level's default
-            self._aic_metrics = AiCMetrics.PipeUtilization if counters else AiCMetrics.AiCoreNone
-        elif not counters and self._aic_metrics != AiCMetrics.AiCoreNone:
-            print_warn_msg("Please use level1 or level2 if you want to collect aic metrics, reset aic metrics to None!")
-            self._aic_metrics = AiCMetrics.AiCoreNone
-        elif self._aic_metrics not in supported_ai_core_metrics():
-            print_warn_msg("Invalid parameter aic_metrics, reset it to default.")
-            self._aic_metrics = AiCMetrics.PipeUtilization
-
-    def _check_gc_detect_threshold(self):
-        threshold = self._gc_detect_threshold
-        if threshold is None:
-            return
-        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
-            print_warn_msg("Parameter gc_detect_threshold is not int or float type, reset it to default.")
-            self._gc_detect_threshold = None
-        elif threshold < 0:
-            print_warn_msg("Parameter gc_detect_threshold can not be negative, reset it to default.")
-            self._gc_detect_threshold = None
-        elif threshold == 0:
-            print_info_msg("Parameter gc_detect_threshold is set to 0, it will collect all gc events.")
-
-    def _check_mstx_domain_params(self):
-        if not self.tx_enabled:
-            if self._mstx_domain_include or self._mstx_domain_exclude:
-                print_warn_msg("mstx_domain_include and mstx_domain_exclude are valid when msprof_tx or mstx is True.")
-            self._mstx_domain_include = []
-            self._mstx_domain_exclude = []
-            return
-        self._mstx_domain_include = self._domain_list("mstx_domain_include", self._mstx_domain_include)
-        self._mstx_domain_exclude = self._domain_list("mstx_domain_exclude", self._mstx_domain_exclude)
-        if self._mstx_domain_include and self._mstx_domain_exclude:
-            print_warn_msg("Parameter mstx_domain_include and mstx_domain_exclude can not be both set, "
-                           "only mstx_domain_include will work.")
-            self._mstx_domain_exclude = []
-
-    @staticmethod
-    def _domain_list(name, domains):
-        if not domains:
-            return []
-        if not isinstance(domains, list):
-            print_warn_msg(f"Invalid parameter {name}, which must be of list type, reset it to default.")
-            return []
-        if not all(isinstance(d, str) for d in domains):
-            print_warn_msg(f"Invalid parameter {name}, which contents must be of str type, reset it to default.")
-            return []
-        return sorted(set(domains))
-
-    def _check_host_sys_params(self):
-        if not isinstance(self._host_sys, list):
-            print_warn_msg("Invalid parameter host_sys, which must be of list type, reset it to empty.")
-            self._host_sys = []
-        if not all(item in _values(HostSystem) for item in self._host_sys):
-            print_warn_msg("Invalid parameter host_sys, reset it to empty.")
-            self._host_sys = []
-        self._host_sys = sorted({str(item) for item in self._host_sys})
+# each private value under its public name: profiler_level for _profiler_level, ...
+for _attribute in ("_profiler_level", "_aic_metrics", "_l2_cache", "_msprof_tx", "_mstx", "_data_simplification",
+                   "_export_type", "_host_sys", "_op_attr", "_gc_detect_threshold", "_mstx_domain_include",
+                   "_mstx_domain_exclude", "_sys_io", "_sys_interconnection"):
+    setattr(_ExperimentalConfig, _attribute[1:], _read_only(_attribute))
+del _attribute
