@@ -262,6 +262,58 @@ def test_step_before_init_counts_steps_only(dyn):
     assert _DynamicProfile().cur_step == 3 and _DynamicProfile().prof is None
 
 
+class _FakeMonitor:
+    """Records what the dynamic profile tells its monitor; publishes nothing."""
+
+    def __init__(self):
+        self.poll_intervals, self.statuses, self.steps = [], [], {}
+
+    def shm_to_prof_conf_context(self):
+        return None
+
+    def modify_step_time(self, seconds):
+        self.poll_intervals.append(seconds)
+
+    def update_profiler_status(self, status):
+        self.statuses.append(status)
+
+    def update_step_info(self, step, flag):
+        self.steps[flag] = step
+
+    def report_profiler_status(self):
+        pass
+
+
+def test_the_timed_step_sets_the_poll_interval(dyn):
+    profile, monitor = _DynamicProfile(), _FakeMonitor()
+    profile._dynamic_monitor = monitor
+    for _ in range(profile.RECORD_TIME_STEP + 3):
+        dp.step()
+    assert monitor.poll_intervals == [1]  # measured once; a step of under a second polls every second
+    assert monitor.steps[DynamicProfilerUtils.CURRENT_STEP] == profile.RECORD_TIME_STEP + 3
+    profile._dynamic_monitor = None
+
+
+def test_a_profile_that_fails_mid_way_is_stopped_and_reported(dyn, capsys):
+    class Failing:
+        stopped = False
+
+        def step(self):
+            raise RuntimeError("disk full")
+
+        def stop(self):
+            Failing.stopped = True
+
+    profile, monitor = _DynamicProfile(), _FakeMonitor()
+    profile._dynamic_monitor = monitor
+    profile.prof, profile.step_num = Failing(), 3
+    dp.step()
+    assert "Dynamic profiler failed at step 1, it stops: disk full" in capsys.readouterr().out
+    assert profile.prof is None and Failing.stopped
+    assert monitor.statuses == [DynamicProfilerUtils.ProfilerStatus.IDLE]
+    profile._dynamic_monitor = None
+
+
 def test_init_with_a_file_path_is_refused(dyn, capsys):
     target = dyn / "plain_file"
     target.write_text("")
