@@ -173,6 +173,21 @@ def test_an_invalid_file_warns_keeps_the_profiler_off_and_a_later_fix_works(dyn,
     assert len(list(out.glob("*_ascend_pt"))) == 1
 
 
+def test_an_oversized_file_is_refused_and_a_removed_one_is_logged_once(dyn, capsys, monkeypatch):
+    cfg = dyn / "cfg"
+    dp.init(str(cfg))
+    monkeypatch.setattr(DynamicProfilerUtils, "CFG_BUFFER_SIZE", 64)  # the segment keeps its size
+    _edit_config(cfg, start_step=-1, prof_dir=str(dyn / "out"))  # published as invalid after a second read
+    _train(1)
+    printed = capsys.readouterr().out
+    assert "Dynamic profiler config is not valid" in printed and "over the 64 allowed" in printed
+    assert _DynamicProfile().prof is None
+    (cfg / "profiler_config.json").unlink()
+    time.sleep(0.2)  # several polls
+    (log,) = (cfg / "log").glob("monitor_dp_*.log")
+    assert log.read_text().count("Dynamic profiler cfg json not exists") == 1
+
+
 def test_wrong_values_are_reset_and_the_profile_still_runs(dyn, capsys):
     cfg, out = dyn / "cfg", dyn / "out"
     dp.init(str(cfg))
