@@ -242,6 +242,29 @@ def test_config_context_resets_every_wrong_value():
     assert good.problems == [] and _activity_names(good) == ["CPU", "NPU"] and good.start_step() == 0
 
 
+def test_utils_rank_dyno_replies_and_log_files(tmp_path, monkeypatch):
+    monkeypatch.setenv("RANK", "two")
+    assert DynamicProfilerUtils.get_rank_id() == -1  # warned on rank 0's console only
+    monkeypatch.setenv("RANK", "5")
+    assert DynamicProfilerUtils.get_rank_id() == 5
+    assert DynamicProfilerUtils.dyno_str_to_json("A=1\n B = x \nno pair\nC=1=2") == {"A": "1", "B": "x"}
+    assert DynamicProfilerUtils.parse_str_params_to_list("None") == []
+    try:
+        DynamicProfilerUtils.init_logger(log_path=str(tmp_path))
+        DynamicProfilerUtils.init_logger(log_path=str(tmp_path))  # the same file: no second handler
+        DynamicProfilerUtils.out_log("a warning", DynamicProfilerUtils.LoggerLevelEnum.WARNING)
+        for handler in DynamicProfilerUtils.LOGGER.handlers:
+            handler.flush()
+        (log,) = (tmp_path / "log").glob("dp_*_rank_5.log")
+        (line,) = log.read_text().splitlines()
+        assert line.endswith("[WARNING] [%d] test_dynamic_profile.py: a warning" % os.getpid())
+    finally:
+        for handler in list(DynamicProfilerUtils.LOGGER.handlers):
+            DynamicProfilerUtils.LOGGER.removeHandler(handler)
+            handler.close()
+        DynamicProfilerUtils._log_files.clear()
+
+
 def test_config_context_reads_dynologs_strings(monkeypatch):
     monkeypatch.setattr(DynamicProfilerUtils, "DYNAMIC_PROFILER_MODEL",
                         DynamicProfilerUtils.DynamicProfilerConfigModel.DYNO_CONFIG)
