@@ -173,6 +173,21 @@ def test_an_invalid_file_warns_keeps_the_profiler_off_and_a_later_fix_works(dyn,
     assert len(list(out.glob("*_ascend_pt"))) == 1
 
 
+def test_an_oversized_file_is_refused_and_a_removed_one_is_logged_once(dyn, capsys, monkeypatch):
+    cfg = dyn / "cfg"
+    dp.init(str(cfg))
+    monkeypatch.setattr(DynamicProfilerUtils, "CFG_BUFFER_SIZE", 64)  # the segment keeps its size
+    _edit_config(cfg, start_step=-1, prof_dir=str(dyn / "out"))  # published as invalid after a second read
+    _train(1)
+    printed = capsys.readouterr().out
+    assert "Dynamic profiler config is not valid" in printed and "over the 64 allowed" in printed
+    assert _DynamicProfile().prof is None
+    (cfg / "profiler_config.json").unlink()
+    time.sleep(0.2)  # several polls
+    (log,) = (cfg / "log").glob("monitor_dp_*.log")
+    assert log.read_text().count("Dynamic profiler cfg json not exists") == 1
+
+
 def test_wrong_values_are_reset_and_the_profile_still_runs(dyn, capsys):
     cfg, out = dyn / "cfg", dyn / "out"
     dp.init(str(cfg))
@@ -227,6 +242,29 @@ def test_config_context_resets_every_wrong_value():
     assert good.problems == [] and _activity_names(good) == ["CPU", "NPU"] and good.start_step() == 0
 
 
+def test_utils_rank_dyno_replies_and_log_files(tmp_path, monkeypatch):
+    monkeypatch.setenv("RANK", "two")
+    assert DynamicProfilerUtils.get_rank_id() == -1  # warned on rank 0's console only
+    monkeypatch.setenv("RANK", "5")
+    assert DynamicProfilerUtils.get_rank_id() == 5
+    assert DynamicProfilerUtils.dyno_str_to_json("A=1\n B = x \nno pair\nC=1=2") == {"A": "1", "B": "x"}
+    assert DynamicProfilerUtils.parse_str_params_to_list("None") == []
+    try:
+        DynamicProfilerUtils.init_logger(log_path=str(tmp_path))
+        DynamicProfilerUtils.init_logger(log_path=str(tmp_path))  # the same file: no second handler
+        DynamicProfilerUtils.out_log("a warning", DynamicProfilerUtils.LoggerLevelEnum.WARNING)
+        for handler in DynamicProfilerUtils.LOGGER.handlers:
+            handler.flush()
+        (log,) = (tmp_path / "log").glob("dp_*_rank_5.log")
+        (line,) = log.read_text().splitlines()
+        assert line.endswith("[WARNING] [%d] test_dynamic_profile.py: a warning" % os.getpid())
+    finally:
+        for handler in list(DynamicProfilerUtils.LOGGER.handlers):
+            DynamicProfilerUtils.LOGGER.removeHandler(handler)
+            handler.close()
+        DynamicProfilerUtils._log_files.clear()
+
+
 def test_config_context_reads_dynologs_strings(monkeypatch):
     monkeypatch.setattr(DynamicProfilerUtils, "DYNAMIC_PROFILER_MODEL",
                         DynamicProfilerUtils.DynamicProfilerConfigModel.DYNO_CONFIG)
@@ -260,6 +298,58 @@ def test_start_profiles_once_from_a_file(dyn, capsys):
 def test_step_before_init_counts_steps_only(dyn):
     _train(3)
     assert _DynamicProfile().cur_step == 3 and _DynamicProfile().prof is None
+
+
+class _FakeMonitor:
+    """Records what the dynamic profile tells its monitor; publishes nothing."""
+
+    def __init__(self):
+        self.poll_intervals, self.statuses, self.steps = [], [], {}
+
+    def shm_to_prof_conf_context(self):
+        return None
+
+    def modify_step_time(self, seconds):
+        self.poll_intervals.append(seconds)
+
+    def update_profiler_status(self, status):
+        self.statuses.append(status)
+
+    def update_step_info(self, step, flag):
+        self.steps[flag] = step
+
+    def report_profiler_status(self):
+        pass
+
+
+def test_the_timed_step_sets_the_poll_interval(dyn):
+    profile, monitor = _DynamicProfile(), _FakeMonitor()
+    profile._dynamic_monitor = monitor
+    for _ in range(profile.RECORD_TIME_STEP + 3):
+        dp.step()
+    assert monitor.poll_intervals == [1]  # measured once; a step of under a second polls every second
+    assert monitor.steps[DynamicProfilerUtils.CURRENT_STEP] == profile.RECORD_TIME_STEP + 3
+    profile._dynamic_monitor = None
+
+
+def test_a_profile_that_fails_mid_way_is_stopped_and_reported(dyn, capsys):
+    class Failing:
+        stopped = False
+
+        def step(self):
+            raise RuntimeError("disk full")
+
+        def stop(self):
+            Failing.stopped = True
+
+    profile, monitor = _DynamicProfile(), _FakeMonitor()
+    profile._dynamic_monitor = monitor
+    profile.prof, profile.step_num = Failing(), 3
+    dp.step()
+    assert "Dynamic profiler failed at step 1, it stops: disk full" in capsys.readouterr().out
+    assert profile.prof is None and Failing.stopped
+    assert monitor.statuses == [DynamicProfilerUtils.ProfilerStatus.IDLE]
+    profile._dynamic_monitor = None
 
 
 def test_init_with_a_file_path_is_refused(dyn, capsys):

@@ -13,7 +13,7 @@ import torch_npu  # noqa: F401
 import torch_npu.profiler as npu_profiler
 from torch_npu.profiler import analysis
 from torch_npu.profiler.analysis.prof_common_func._cann_package_manager import CannPackageManager
-from torch_npu.profiler.analysis.prof_common_func._db_manager import DbManager, EmptyClass, TorchDb
+from torch_npu.profiler.analysis.prof_common_func._db_manager import BasicDb, DbManager, EmptyClass, TorchDb
 
 NPU_ACTIVITIES = [npu_profiler.ProfilerActivity.CPU, npu_profiler.ProfilerActivity.NPU]
 
@@ -220,3 +220,19 @@ def test_db_manager_reports_failures_as_torch_npu_does(tmp_path, capsys):
     (tmp_path / "dir.db").mkdir()
     with pytest.raises(RuntimeError, match="not a file"):
         DbManager.create_connect_db(str(tmp_path / "dir.db"))
+
+
+def test_basic_db_keeps_its_first_path_until_closed(tmp_path):
+    db = BasicDb()
+    db.init(str(tmp_path / "a.db"))
+    db.init(str(tmp_path / "b.db"))  # ignored: a path is set
+    assert db.get_db_path() == str(tmp_path / "a.db") and db.create_connect_db()
+    db.create_table_with_headers("T", [("a", "INTEGER")])
+    db.insert_data_into_table("T", [[1], [2]])
+    assert db.judge_table_exist("T") and db.fetch_all_data("SELECT a FROM T") == [(1,), (2,)]
+    db.clear_table_data("T")
+    assert db.fetch_one_data("SELECT count(*) FROM T") == (0,)
+    db.close()
+    assert db.get_db_path() is None and db.conn is None
+    db.init(str(tmp_path / "b.db"))
+    assert db.get_db_path() == str(tmp_path / "b.db")

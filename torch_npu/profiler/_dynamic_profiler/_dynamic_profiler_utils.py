@@ -1,10 +1,13 @@
-"""DynamicProfilerUtils: what the dynamic profiler's parts share: the mode
-(config file or dynolog), the rank, the log files, the status a rank reports.
+"""DynamicProfilerUtils: the settings and small services the dynamic
+profiler's parts share, under torch_npu's class name: which mode it runs in
+(a config file, or dynolog), this process's rank, where messages go, and the
+status a rank reports to dynolog.
 
-Messages go to ``<config dir>/log/dp_<host>_<pid>_rank_<rank>.log`` (the
-poller's to ``monitor_dp_...``), as in real torch_npu: a job of many ranks
-would otherwise print each one per rank. In dynolog mode there is no config
-folder, and they are printed instead.
+Where messages go: a job of many ranks would print every message once per
+rank, so in config-file mode each process writes them to its own file,
+``<config folder>/log/dp_<host>_<pid>_rank_<rank>.log`` (its poller thread to
+``monitor_dp_...``), as real torch_npu does. Dynolog mode has no folder: there
+they are printed.
 """
 
 import logging
@@ -20,103 +23,130 @@ from torch_npu.utils._path_manager import PathManager
 
 __all__ = []
 
-_LOG_FILE_BYTES = 200 * 1024  # a log file rolls over (one backup) past this size
+
+class _Mode(Enum):
+    CFG_CONFIG = 0  # dynamic_profile.init(folder): the folder's profiler_config.json
+    DYNO_CONFIG = 1  # MSMONITOR_USE_DAEMON=1: dynolog sends the configs
+
+
+class _Level(Enum):
+    INFO = 0
+    WARNING = 1
+    ERROR = 2
+
+
+class _Status(Enum):
+    """A rank's profiler as dynolog sees it (these numbers are sent)."""
+    UNINITIALIZED = -1
+    IDLE = 0
+    RUNNING = 1
+    READY = 2  # a config waits for its start_step
+
+
+_LOGGING_LEVELS = {_Level.INFO: logging.INFO, _Level.WARNING: logging.WARNING, _Level.ERROR: logging.ERROR}
+_CONSOLE = {_Level.INFO: print_info_msg, _Level.WARNING: print_warn_msg, _Level.ERROR: print_error_msg}
+_LOG_LINE = "%(asctime)s [%(levelname)s] [%(process)d] %(filename)s: %(message)s"
+_LOG_ROLLOVER_BYTES = 200 * 1024  # one backup is kept
+
+
+def _rank_from_environment() -> int:
+    """$RANK, as torchrun sets it; else the initialised process group's rank;
+    else -1 (a single process)."""
+    text = os.environ.get("RANK")
+    if text is not None:
+        try:
+            return int(text)
+        except ValueError:
+            print_warn_msg(f"Get rank id failed: RANK={text!r} is not an integer, rank_id will be set to -1 !")
+            return -1
+    distributed = torch.distributed
+    if distributed.is_available() and distributed.is_initialized():
+        return distributed.get_rank()
+    return -1
+
+
+def _dyno_reply_fields(reply) -> dict:
+    """dynolog's reply is ``KEY=value`` lines; a line of another shape is skipped."""
+    fields = {}
+    for line in str(reply).split("\n"):
+        parts = line.split("=")
+        if len(parts) == 2:
+            fields[parts[0].strip()] = parts[1].strip()
+    return fields
+
+
+def _comma_list(params) -> list:
+    """``"a, b"`` -> ``["a", "b"]``; dynolog writes a missing list as "None"."""
+    if params is None or params == "None":
+        return []
+    return [item.strip() for item in str(params).split(",")]
+
+
+def _log_file_name(for_poller: bool, rank: int) -> str:
+    own = f"dp_{socket.gethostname()}_{os.getpid()}_rank_{rank}.log"
+    return "monitor_" + own if for_poller else own
 
 
 class DynamicProfilerUtils:
-    class DynamicProfilerConfigModel(Enum):
-        CFG_CONFIG = 0  # enabled by dynamic_profile.init(path): a profiler_config.json
-        DYNO_CONFIG = 1  # enabled by MSMONITOR_USE_DAEMON=1: configs from dynolog
+    DynamicProfilerConfigModel = _Mode
+    LoggerLevelEnum = _Level
+    ProfilerStatus = _Status
 
-    class LoggerLevelEnum(Enum):
-        INFO = 0
-        WARNING = 1
-        ERROR = 2
-
-    class ProfilerStatus(Enum):
-        UNINITIALIZED = -1
-        IDLE = 0
-        RUNNING = 1
-        READY = 2
-
-    DYNAMIC_PROFILER_MODEL = DynamicProfilerConfigModel.CFG_CONFIG
-    LOGGER = logging.getLogger("DynamicProfiler")
-    LOGGER_MONITOR = logging.getLogger("DynamicProfilerMonitor")
-
+    DYNAMIC_PROFILER_MODEL = _Mode.CFG_CONFIG
     CFG_CONFIG_PATH = None  # the folder dynamic_profile.init() watches
-    CFG_BUFFER_SIZE = 1024 * 1024  # bytes of the shared segment: the largest config it carries
-    POLL_INTERVAL = 2  # seconds between two reads of the config file (or polls of dynolog)
+    CFG_BUFFER_SIZE = 1024 * 1024  # bytes in the shared segment, so the largest config
+    POLL_INTERVAL = 2  # seconds between two polls, until a step has been timed
 
-    # The status a rank reports to dynolog (msmonitor), under these keys.
+    LOGGER = logging.getLogger("DynamicProfiler")
+    LOGGER_MONITOR = logging.getLogger("DynamicProfilerMonitor")  # the poller's
+    _log_files = set()  # (logger name, file) pairs that have a handler
+
+    # the status report to dynolog: its keys, and the least time between two
     PROFILER_STATUS = "profiler_status"
     CURRENT_STEP = "current_step"
     START_STEP = "start_step"
     STOP_STEP = "stop_step"
-    REPORT_INTERVAL = 1.0  # seconds between two reports
+    REPORT_INTERVAL = 1.0
 
-    _log_files = set()  # (logger name, file) pairs already attached
-
-    @classmethod
-    def init_logger(cls, is_monitor_process: bool = False, log_path: str = None):
-        """Sends this process's messages (or its poller's) to a file under
-        ``log_path``/log; calling it again for the same file changes nothing."""
-        logger = cls.LOGGER_MONITOR if is_monitor_process else cls.LOGGER
-        folder = os.path.join(log_path, "log")
-        name = f"dp_{socket.gethostname()}_{os.getpid()}_rank_{cls.get_rank_id()}.log"
-        log_file = os.path.join(folder, ("monitor_" if is_monitor_process else "") + name)
-        if (logger.name, log_file) in cls._log_files:
-            return
-        PathManager.make_dir_safety(folder)
-        PathManager.create_file_safety(log_file)
-        handler = RotatingFileHandler(filename=log_file, maxBytes=_LOG_FILE_BYTES, backupCount=1)
-        handler.setFormatter(logging.Formatter("%(asctime)s [%(levelname)s] [%(process)d] %(filename)s: %(message)s"))
-        logger.setLevel(logging.DEBUG)
-        logger.addHandler(handler)
-        cls._log_files.add((logger.name, log_file))
+    get_rank_id = staticmethod(_rank_from_environment)
+    dyno_str_to_json = staticmethod(_dyno_reply_fields)
+    parse_str_params_to_list = staticmethod(_comma_list)
 
     @classmethod
     def is_dyno_model(cls) -> bool:
-        return cls.DYNAMIC_PROFILER_MODEL != cls.DynamicProfilerConfigModel.CFG_CONFIG
+        return cls.DYNAMIC_PROFILER_MODEL != _Mode.CFG_CONFIG
 
     @classmethod
-    def out_log(cls, message: str, level: LoggerLevelEnum = LoggerLevelEnum.INFO, is_monitor_process: bool = False):
-        """To the log file in config-file mode, to the console in dynolog mode."""
+    def _logger(cls, is_monitor_process):
+        return cls.LOGGER_MONITOR if is_monitor_process else cls.LOGGER
+
+    @classmethod
+    def init_logger(cls, is_monitor_process: bool = False, log_path: str = None):
+        """Sends this process's messages (``is_monitor_process``: its poller's)
+        to their file under ``log_path``/log. Once per file: a second call for
+        it adds no handler, so no line is written twice."""
+        logger = cls._logger(is_monitor_process)
+        folder = os.path.join(log_path, "log")
+        path = os.path.join(folder, _log_file_name(is_monitor_process, cls.get_rank_id()))
+        if (logger.name, path) in cls._log_files:
+            return
+        PathManager.make_dir_safety(folder)
+        PathManager.create_file_safety(path)
+        handler = RotatingFileHandler(filename=path, maxBytes=_LOG_ROLLOVER_BYTES, backupCount=1)
+        handler.setFormatter(logging.Formatter(_LOG_LINE))
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG)
+        cls._log_files.add((logger.name, path))
+
+    @classmethod
+    def out_log(cls, message: str, level: LoggerLevelEnum = _Level.INFO, is_monitor_process: bool = False):
+        """A message for the log file; printed instead in dynolog mode."""
         if cls.is_dyno_model():
             cls.stdout_log(message, level)
             return
-        logger = cls.LOGGER_MONITOR if is_monitor_process else cls.LOGGER
-        log = {cls.LoggerLevelEnum.INFO: logger.info, cls.LoggerLevelEnum.WARNING: logger.warning,
-               cls.LoggerLevelEnum.ERROR: logger.error}[level]
-        log(message, stacklevel=2)  # the line names the caller's file
+        # stacklevel 2: the line names the file that called out_log
+        cls._logger(is_monitor_process).log(_LOGGING_LEVELS[level], message, stacklevel=2)
 
     @classmethod
-    def stdout_log(cls, message: str, level: LoggerLevelEnum = LoggerLevelEnum.INFO):
-        {cls.LoggerLevelEnum.INFO: print_info_msg, cls.LoggerLevelEnum.WARNING: print_warn_msg,
-         cls.LoggerLevelEnum.ERROR: print_error_msg}[level](message)
-
-    @staticmethod
-    def get_rank_id() -> int:
-        """$RANK (torchrun's), else the initialised process group's rank, else -1."""
-        rank = os.environ.get("RANK")
-        if rank is None:
-            if torch.distributed.is_available() and torch.distributed.is_initialized():
-                return torch.distributed.get_rank()
-            return -1
-        try:
-            return int(rank)
-        except ValueError:
-            print_warn_msg(f"Get rank id failed: RANK={rank!r} is not an integer, rank_id will be set to -1 !")
-            return -1
-
-    @staticmethod
-    def dyno_str_to_json(res: str) -> dict:
-        """dynolog's reply, ``KEY=value`` lines, as a dict of strings."""
-        pairs = (line.split("=") for line in str(res).split("\n"))
-        return {p[0].strip(): p[1].strip() for p in pairs if len(p) == 2}
-
-    @staticmethod
-    def parse_str_params_to_list(params) -> list:
-        """``"a, b"`` -> ``["a", "b"]``; None or "None" -> []."""
-        if params is None or params == "None":
-            return []
-        return [item.strip() for item in str(params).split(",")]
+    def stdout_log(cls, message: str, level: LoggerLevelEnum = _Level.INFO):
+        _CONSOLE[level](message)
