@@ -64,3 +64,15 @@ def test_bbox_coder_bad_shapes(fn):
         fn(torch.zeros(3, 4), torch.zeros(3, 5))
     with pytest.raises(ValueError, match="size\\(0\\)"):
         cf.npu_bbox_coder_encode_yolo(torch.zeros(3, 4), torch.zeros(2, 4), torch.ones(3))
+
+
+def test_bbox_coder_integer_boxes_and_max_shape():
+    anchors, gts = random_boxes(6, 51).round(), random_boxes(6, 53).round()
+    as_float = cf.npu_bbox_coder_encode_xyxy2xywh(anchors.to(NPU), gts.to(NPU))
+    as_int = cf.npu_bbox_coder_encode_xyxy2xywh(anchors.long().to(NPU), gts.long().to(NPU))
+    assert as_int.dtype == torch.float32
+    assert_close(as_int.cpu(), as_float.cpu())
+    decoded = cf.npu_bbox_coder_decode_xywh2xyxy(anchors.int().to(NPU), as_float)
+    assert decoded.dtype == torch.float32
+    with pytest.raises(ValueError, match="max_shape of two numbers"):
+        cf.npu_bbox_coder_decode_xywh2xyxy(anchors, as_float.cpu(), max_shape=(10, 10, 3))

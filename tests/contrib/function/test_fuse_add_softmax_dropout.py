@@ -27,3 +27,9 @@ def test_fuse_add_softmax_dropout(shape):
     kept = dropped.cpu() != 0
     assert 0.3 < kept.float().mean() < 0.7
     assert_close(dropped.cpu()[kept], (ref * 2)[kept], atol=1e-5, rtol=1e-5)
+
+
+def test_fuse_add_softmax_dropout_wants_4d_scores():
+    scores = rnd(8, 128, 16, seed=3)
+    with pytest.raises(ValueError, match=r"shape \(n, c, h, w\), but got \(8, 128, 16\)"):
+        cf.fuse_add_softmax_dropout(True, nn.Dropout(0.), scores.to(NPU), scores.to(NPU), 64)

@@ -1,16 +1,18 @@
-"""Box coders: boxes <-> regression deltas, as mmdetection's coders define them.
+"""Box coders: the regression targets of detection heads, as mmdetection
+defines them, over vNPU's box operators (torch_npu.npu_yolo_boxes_encode,
+npu_bounding_box_encode, npu_bounding_box_decode).
 
-Real torch_npu's contrib wrappers over npu_yolo_boxes_encode,
-npu_bounding_box_encode and npu_bounding_box_decode (which vNPU defines in
-ATen operators): argument checks, dtype promotion (integer boxes become
-float32), un-normalising, and the means / stds defaults.
+All boxes are corner rows (x1, y1, x2, y2), one target per anchor, (n, 4).
 
-- YOLO: x, y = (gt centre - anchor centre) / stride + 0.5, clamped to
-  [1e-6, 1 - 1e-6]; w, h = log(gt size / anchor size), ratio clamped >= 1e-6.
-- xyxy -> xywh: dx = (gx - px) / pw, dw = log(gw / pw) (same for y, h), then
-  (delta - means) / stds, sizes with the legacy +1 (w = x2 - x1 + 1).
-- decode: the inverse, dw and dh clamped to |log(wh_ratio_clip)|, corners
-  clamped to [0, max_shape - 1].
+    YOLO encode     x, y = (gt centre - anchor centre) / stride + 0.5, kept in [eps, 1 - eps]
+                    w, h = log(gt size / anchor size), the ratio kept >= eps          (eps = 1e-6)
+    encode          dx = (gx - px) / pw, dw = log(gw / pw), likewise y and h,
+                    then (delta - means) / stds; sizes count pixels, w = x2 - x1 + 1
+    decode          the inverse: delta * stds + means, dw and dh limited to
+                    |log(wh_ratio_clip)|, corners clipped to [0, max_shape - 1]
+
+What the wrappers add to the operators: the shape checks, integer boxes
+promoted to float32, pixel units for normalised boxes, and the defaults.
 """
 
 import torch
@@ -20,60 +22,62 @@ import torch_npu
 __all__ = ["npu_bbox_coder_encode_yolo", "npu_bbox_coder_decode_xywh2xyxy",
            "npu_bbox_coder_encode_xyxy2xywh"]
 
+# Deltas neither shifted nor scaled.
+_NO_MEANS = (0., 0., 0., 0.)
+_NO_STDS = (1., 1., 1., 1.)
+# Clipping bound for decoded corners when the image size is not given.
+_UNBOUNDED_IMAGE = (9999, 9999)
 
-def _check_pair(bboxes, other, other_name):
-    if bboxes.size(0) != other.size(0):
-        raise ValueError(f"Expected bboxes.size(0) == {other_name}.size(0)")
-    if not (bboxes.size(-1) == other.size(-1) == 4):
-        raise ValueError(f"Expected bboxes.size(-1) == {other_name}.size(-1) == 4")
+
+def _require_paired_boxes(bboxes, others, others_name):
+    """Coders pair bboxes[i] with others[i]: same count, four coordinates each."""
+    if bboxes.size(0) != others.size(0):
+        raise ValueError(f"Expected bboxes.size(0) == {others_name}.size(0)")
+    if bboxes.size(-1) != 4 or others.size(-1) != 4:
+        raise ValueError(f"Expected bboxes.size(-1) == {others_name}.size(-1) == 4")
 
 
-def _as_box_dtype(box):
-    return box if box.dtype in (torch.float32, torch.float16) else box.float()
+def _float_boxes(boxes):
+    # The operators compute in float16 or float32; integer (or other) boxes become float32.
+    return boxes if boxes.dtype in (torch.float16, torch.float32) else boxes.float()
 
 
 def npu_bbox_coder_encode_yolo(bboxes, gt_bboxes, stride):
-    """YOLO deltas (n, 4) from anchors ``bboxes`` to ``gt_bboxes`` (both (n, 4) corners).
-
-    x, y: (gt centre - anchor centre) / stride + 0.5, clamped to [eps, 1 - eps];
-    w, h: log(gt size / anchor size), the ratio clamped to >= eps (eps = 1e-6).
-    """
-    _check_pair(bboxes, gt_bboxes, "gt_bboxes")
-    # performance_mode=False: the accurate kernel (real torch_npu's choice too).
-    return torch_npu.npu_yolo_boxes_encode(_as_box_dtype(bboxes), _as_box_dtype(gt_bboxes),
-                                           stride.int(), performance_mode=False)
+    """YOLO targets (n, 4) of ``gt_bboxes`` against the anchors ``bboxes``, with one ``stride`` per anchor."""
+    _require_paired_boxes(bboxes, gt_bboxes, "gt_bboxes")
+    # performance_mode=False selects the exact kernel over the fast approximate one.
+    return torch_npu.npu_yolo_boxes_encode(_float_boxes(bboxes), _float_boxes(gt_bboxes), stride.int(),
+                                           performance_mode=False)
 
 
 def npu_bbox_coder_encode_xyxy2xywh(bboxes, gt_bboxes, means=None, stds=None, is_normalized=False,
                                     normalized_scale=10000.):
-    """Deltas (dx, dy, dw, dh) from corner boxes ``bboxes`` to ``gt_bboxes``, both (n, 4).
+    """Deltas (dx, dy, dw, dh), (n, 4), that take the anchors ``bboxes`` to ``gt_bboxes``.
 
-    dx = (gx - px) / pw, dw = log(gw / pw) (same for y, h), then
-    (delta - means) / stds. ``is_normalized``: the coordinates are first
-    multiplied by ``normalized_scale`` (the +1 convention needs pixel units).
+    The +1 in the sizes assumes pixel coordinates: for boxes normalised to
+    [0, 1] pass ``is_normalized`` and they are scaled by ``normalized_scale`` first.
     """
-    means = [0., 0., 0., 0.] if means is None else means
-    stds = [1., 1., 1., 1.] if stds is None else stds
-    _check_pair(bboxes, gt_bboxes, "gt_bboxes")
-    b, g = _as_box_dtype(bboxes), _as_box_dtype(gt_bboxes)
+    _require_paired_boxes(bboxes, gt_bboxes, "gt_bboxes")
+    anchors, targets = _float_boxes(bboxes), _float_boxes(gt_bboxes)
     if is_normalized:
-        b, g = b * normalized_scale, g * normalized_scale
-    return torch_npu.npu_bounding_box_encode(b, g, *means, *stds)
+        anchors = anchors * normalized_scale
+        targets = targets * normalized_scale
+    means = _NO_MEANS if means is None else means
+    stds = _NO_STDS if stds is None else stds
+    return torch_npu.npu_bounding_box_encode(anchors, targets, *means, *stds)
 
 
 def npu_bbox_coder_decode_xywh2xyxy(bboxes, pred_bboxes, means=None, stds=None, max_shape=None,
                                     wh_ratio_clip=16 / 1000):
-    """Corner boxes (n, 4) from anchors ``bboxes`` and deltas ``pred_bboxes``, the inverse of the encoder.
+    """Corner boxes (n, 4) from the anchors ``bboxes`` and the deltas ``pred_bboxes``.
 
-    deltas * stds + means; dw, dh clamped to |log(wh_ratio_clip)|;
-    centre = p + p_size * d, size = p_size * exp(d); corners
-    centre -/+ (size / 2) +/- 0.5, clamped to [0, max_shape - 1] ((H, W)).
+    ``max_shape`` is the image's (H, W): x is clipped to W - 1 and y to H - 1.
     """
-    means = [0., 0., 0., 0.] if means is None else means
-    stds = [1., 1., 1., 1.] if stds is None else stds
-    max_shape = [9999, 9999] if max_shape is None else max_shape
-    _check_pair(bboxes, pred_bboxes, "pred_bboxes")
-    if len(max_shape) != 2:
+    _require_paired_boxes(bboxes, pred_bboxes, "pred_bboxes")
+    image_hw = list(_UNBOUNDED_IMAGE if max_shape is None else max_shape)
+    if len(image_hw) != 2:
         raise ValueError("Expected max_shape of two numbers (H, W)")
-    return torch_npu.npu_bounding_box_decode(_as_box_dtype(bboxes), _as_box_dtype(pred_bboxes),
-                                             *means, *stds, list(max_shape), wh_ratio_clip)
+    means = _NO_MEANS if means is None else means
+    stds = _NO_STDS if stds is None else stds
+    return torch_npu.npu_bounding_box_decode(_float_boxes(bboxes), _float_boxes(pred_bboxes), *means, *stds,
+                                             image_hw, wh_ratio_clip)

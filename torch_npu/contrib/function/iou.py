@@ -1,23 +1,25 @@
-"""The IoU family used to match boxes and as box-regression losses.
+"""IoU measures between boxes: pairwise IoU for matching, and the one-to-one
+GIoU / DIoU / CIoU that box-regression losses are built from.
 
-These are real torch_npu's thin contrib wrappers over the IoU operators
-(torch_npu.npu_iou / npu_ptiou / npu_giou / npu_diou / npu_ciou, which vNPU
-defines in ATen operators, so gradients flow where autograd applies). The
-wrappers fix the argument conventions:
+Every function here forwards to one of vNPU's box operators
+(torch_npu.npu_iou, npu_ptiou, npu_giou, npu_diou, npu_ciou); what this module
+adds is the layout convention each caller expects.
 
-- ``npu_iou`` / ``npu_ptiou``: rows of (x1, y1, x2, y2); N x M pairs, result (N, M).
-- ``npu_giou``: rows of (cx, cy, w, h), one-to-one (n, 4) pairs, result (n, 1).
-- ``npu_diou`` / ``npu_ciou``: columns of (cx, cy, w, h) when ``trans`` (else
-  (x1, y1, x2, y2)), shape (4, n); one-to-one result (1, n).
+    function    box layout                              pairs          result
+    npu_iou     rows (x1, y1, x2, y2), (N, 4) / (M, 4)  every N x M    (N, M)
+    npu_giou    rows (cx, cy, w, h), (n, 4)             one-to-one     (n, 1)
+    npu_diou    columns, (4, n); (cx, cy, w, h) when    one-to-one     (1, n)
+    npu_ciou    trans, else (x1, y1, x2, y2)
 
-Formulas (overlap, union and enclose are areas; rho the distance of the box
-centres, c the diagonal of the smallest box enclosing both):
+With overlap, union and enclose the areas of the intersection, the union and
+the smallest box around both, rho the distance between the centres and c the
+diagonal of that enclosing box:
 
     iou  = overlap / union
     giou = iou - (enclose - union) / enclose
     diou = iou - rho^2 / c^2
-    ciou = iou - (rho^2 / c^2 + alpha v),  v = 4 / pi^2 (atan(w_gt / h_gt) - atan(w / h))^2,
-                                           alpha = v / (1 - iou + v)
+    ciou = diou - alpha * v,   v = 4 / pi^2 * (atan(w_gt / h_gt) - atan(w / h))^2,
+                               alpha = v / (1 - iou + v)
 """
 
 import torch
@@ -26,57 +28,78 @@ import torch_npu
 
 __all__ = ["npu_iou", "npu_ptiou", "npu_giou", "npu_diou", "npu_ciou"]
 
+# The box kernels compute in half or single precision; integer or double boxes
+# are brought to single precision first.
+_KERNEL_DTYPES = (torch.float16, torch.float32)
 
-def _as_box_dtype(box):
-    # The kernels take float32 or float16; other boxes are computed in float32.
-    return box if box.dtype in (torch.float32, torch.float16) else box.float()
+# npu_iou's modes and the operator each one runs.
+_PAIRWISE_KERNELS = {"iou": "npu_iou", "ptiou": "npu_ptiou"}
+
+
+def _for_kernel(boxes, scale=None):
+    """``boxes`` in a dtype the kernels take, multiplied by ``scale`` if one is given."""
+    if boxes.dtype not in _KERNEL_DTYPES:
+        boxes = boxes.to(torch.float32)
+    return boxes if scale is None else boxes * scale
+
+
+def _check_one_to_one(boxes1, boxes2):
+    # One-to-one measures pair boxes1[i] with boxes2[i]: both need the same count.
+    if boxes1.shape != boxes2.shape:
+        raise ValueError("Expected boxes1.shape == boxes2.shape")
 
 
 def npu_iou(boxes1, boxes2, mode="ptiou", is_normalized=False, normalized_scale=100.):
-    """IoU of every pair of boxes1 (N, 4) and boxes2 (M, 4), (x1, y1, x2, y2); returns (N, M).
+    """IoU of each box of boxes1 (N, 4) with each box of boxes2 (M, 4), as (N, M).
 
-    ``mode`` selects the operator, "iou" (npu_iou) or "ptiou" (npu_ptiou).
-    The kernels keep empty boxes finite with a small constant in the
-    denominator, which weighs on normalized coordinates: with
-    ``is_normalized`` the boxes are first multiplied by ``normalized_scale``.
-    Meant for matching; real torch_npu has no backward for it.
+    Boxes are corner rows (x1, y1, x2, y2). ``mode`` names the operator:
+    "iou" or "ptiou" (the default). Both kernels add a small constant to
+    numerator and denominator so that empty boxes stay finite; on coordinates
+    normalised to [0, 1] that constant would dominate, so ``is_normalized``
+    rescales the boxes by ``normalized_scale`` before the kernel sees them.
+    This is a matching measure: there is no gradient, as in torch_npu.
     """
-    if mode not in ("iou", "ptiou"):
+    kernel_name = _PAIRWISE_KERNELS.get(mode)
+    if kernel_name is None:
         raise ValueError("Expected mode in [iou, ptiou]")
-    boxes1, boxes2 = _as_box_dtype(boxes1), _as_box_dtype(boxes2)
-    if is_normalized:
-        boxes1, boxes2 = boxes1 * normalized_scale, boxes2 * normalized_scale
-    # The operators take (bboxes, gtboxes) and return (gt, box) pairs: swap to get (N, M).
-    if mode == "iou":
-        return torch_npu.npu_iou(boxes2, boxes1)
-    return torch_npu.npu_ptiou(boxes2, boxes1)
+    scale = normalized_scale if is_normalized else None
+    # The operator is called as (bboxes, gtboxes) and indexes its result by
+    # gt box first; handing it boxes1 as the gt boxes puts boxes1 on the rows.
+    return getattr(torch_npu, kernel_name)(_for_kernel(boxes2, scale), _for_kernel(boxes1, scale))
 
 
-# Real torch_npu exports the same function under both names; the mode selects.
+# torch_npu exports npu_iou under this second name too; ``mode`` still decides
+# which kernel runs.
 npu_ptiou = npu_iou
 
 
 def npu_giou(boxes1, boxes2, is_permuted=True):
-    """Generalized IoU of one-to-one (cx, cy, w, h) boxes; returns (n, 1). Differentiable.
+    """Generalised IoU of boxes1[i] with boxes2[i], (cx, cy, w, h); result (n, 1).
 
-    ``is_permuted`` (default): the boxes are rows, (n, 4), and are transposed
-    to the operator's (4, n); otherwise they are already (4, n).
+    The operator wants columns, (4, n). Rows, (n, 4), are the usual layout, so
+    by default (``is_permuted=True``) they are transposed here; pass
+    ``is_permuted=False`` for boxes that are already columns. Differentiable.
     """
-    if boxes1.shape != boxes2.shape:
-        raise ValueError("Expected boxes1.shape == boxes2.shape")
-    boxes1, boxes2 = _as_box_dtype(boxes1), _as_box_dtype(boxes2)
+    _check_one_to_one(boxes1, boxes2)
     if is_permuted:
-        boxes1, boxes2 = boxes1.permute(1, 0), boxes2.permute(1, 0)
-    return torch_npu.npu_giou(boxes1, boxes2, trans=True, is_cross=False)
+        boxes1, boxes2 = boxes1.t(), boxes2.t()
+    return torch_npu.npu_giou(_for_kernel(boxes1), _for_kernel(boxes2), trans=True, is_cross=False)
 
 
 def npu_diou(boxes1, boxes2, trans=True, is_cross=False, mode=0):
-    """Distance IoU of (4, n) boxes: iou - rho^2 / c^2; (1, n) one-to-one. Differentiable
-    (real torch_npu's backward covers trans=True, is_cross=False, mode=0 only)."""
-    return torch_npu.npu_diou(boxes1, boxes2, trans, is_cross, mode)
+    """Distance IoU, iou - rho^2 / c^2, of one-to-one column boxes (4, n); result (1, n).
+
+    Differentiable; torch_npu's backward exists for the defaults only
+    (trans=True, is_cross=False, mode=0).
+    """
+    return torch_npu.npu_diou(boxes1, boxes2, trans=trans, is_cross=is_cross, mode=mode)
 
 
 def npu_ciou(boxes1, boxes2, trans=True, is_cross=False, mode=0):
-    """Complete IoU of (4, n) boxes: iou - (rho^2 / c^2 + alpha v); (1, n) one-to-one.
-    Differentiable (real torch_npu's backward covers trans=True, is_cross=False, mode=0)."""
-    return torch_npu.npu_ciou(boxes1, boxes2, trans, is_cross, mode, True)
+    """Complete IoU, diou - alpha * v, of one-to-one column boxes (4, n); result (1, n).
+
+    The aspect term's atan difference is kept for the backward
+    (atan_sub_flag), which, as for npu_diou, covers the defaults only.
+    """
+    return torch_npu.npu_ciou(boxes1, boxes2, trans=trans, is_cross=is_cross, mode=mode,
+                              atan_sub_flag=True)

@@ -17,8 +17,9 @@ last dim, lowest nibble first, as npu_quantize packs them.
 """
 
 import torch
+from torch.nn.parameter import Parameter
 
-__all__ = ["quant_matmul", "unpack_int4", "dequant_scale"]
+__all__ = ["quant_matmul", "unpack_int4", "dequant_scale", "declare_quant_linear", "quant_linear"]
 
 _OUTPUT_DTYPES = (None, torch.int8, torch.float16, torch.bfloat16, torch.int32)
 
@@ -55,3 +56,31 @@ def quant_matmul(x1, x2, scale, offset=None, pertoken_scale=None, bias=None, out
                          f"features of the weight ({x2.shape[-2]}).")
     return torch.ops.npu.npu_quant_matmul(x1, x2, scale, offset=offset, pertoken_scale=pertoken_scale, bias=bias,
                                           output_dtype=output_dtype)
+
+
+def declare_quant_linear(module, in_features, out_features, device, *, bias, offset, pertoken_scale):
+    """Give ``module`` the parameters of a quantised linear layer, uninitialised.
+
+    The user loads them (``module.weight.data = ...``) from a quantisation
+    tool's output, so they are allocated empty and frozen: the integer matmul
+    has no gradient. ``weight`` (out_features, in_features) and ``scale``
+    (out_features) take the default dtype until loaded; the optional
+    ``offset`` and ``pertoken_scale`` are float32, ``bias`` int32, and each is
+    None when not asked for. Declared in this order, the state_dict order.
+    """
+    def frozen(*shape, dtype=None):
+        return Parameter(torch.empty(shape, dtype=dtype, device=device), requires_grad=False)
+
+    module.in_features = in_features
+    module.out_features = out_features
+    module.weight = frozen(out_features, in_features)
+    module.scale = frozen(out_features)
+    module.offset = frozen(out_features, dtype=torch.float32) if offset else None
+    module.pertoken_scale = frozen(out_features, dtype=torch.float32) if pertoken_scale else None
+    module.bias = frozen(out_features, dtype=torch.int32) if bias else None
+
+
+def quant_linear(module, x, weight, fn):
+    """``x @ weight^T`` dequantised with the parameters ``declare_quant_linear`` gave ``module``."""
+    return quant_matmul(x, weight.t(), module.scale, offset=module.offset, pertoken_scale=module.pertoken_scale,
+                        bias=module.bias, output_dtype=module.output_dtype, fn=fn)

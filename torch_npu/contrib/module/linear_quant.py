@@ -1,53 +1,47 @@
-"""LinearQuant: y = x W^T with int8 (or packed int4) x and W, dequantised (A8W8 / A4W4).
+"""LinearQuant: an inference linear layer over quantised integers (A8W8 and A4W4).
 
-The module holds the quantised weight (out_features, in_features) and the
-dequantisation parameters; forward is npu_quant_matmul's formula (see
-_quant_matmul). All parameters are frozen (requires_grad=False): this is
-an inference layer, the integer matmul has no gradient.
+Activations and weight are both int8, or both int32 words packing eight int4
+values each; the product is accumulated in integers and dequantised by
+npu_quant_matmul's formula (see _quant_matmul). The layer only holds the
+parameters a quantisation tool produced: nothing here trains.
 """
 
 import torch
 import torch.nn as nn
-from torch.nn.parameter import Parameter
 
-from ._quant_matmul import quant_matmul, unpack_int4
+from ._quant_matmul import declare_quant_linear, quant_linear, unpack_int4
 
 __all__ = ["LinearQuant"]
+
+# Packed int4 travels as int32 words; plain int8 as itself.
+_PACKED_INT4 = torch.int32
+_INTEGER_DTYPES = (torch.int8, _PACKED_INT4)
 
 
 class LinearQuant(nn.Module):
     """LinearQuant(in_features, out_features, *, bias=True, offset=False, pertoken_scale=False,
     device=None, dtype=None, output_dtype=None).
 
-    Set ``weight`` (int8, or int32 holding eight int4 each), ``scale``
-    (out_features or 1) and the optional ``offset`` / ``pertoken_scale`` /
-    ``bias`` (int32) before calling. Output dtype: ``output_dtype`` (int8 when
-    None, float16, bfloat16, or int32: the accumulator, scales unused).
+    Load ``weight`` and ``scale`` (per output channel, or a single value) and,
+    when enabled, ``offset``, ``pertoken_scale`` and the int32 ``bias`` before
+    the first call. ``output_dtype`` is int8 when None, or float16 / bfloat16;
+    int32 returns the integer accumulator, ignoring the scales. ``dtype`` is
+    accepted for torch_npu's signature and not used.
     """
 
     def __init__(self, in_features, out_features, *, bias=True, offset=False, pertoken_scale=False,
                  device=None, dtype=None, output_dtype=None):
         super().__init__()
-        self.in_features = in_features
-        self.out_features = out_features
+        declare_quant_linear(self, in_features, out_features, device,
+                             bias=bias, offset=offset, pertoken_scale=pertoken_scale)
         self.output_dtype = output_dtype
-        self.weight = Parameter(torch.empty((out_features, in_features), device=device), False)
-        self.scale = Parameter(torch.empty(out_features, device=device), False)
-        self.offset = Parameter(torch.empty(out_features, dtype=torch.float32, device=device), False) \
-            if offset else None
-        self.pertoken_scale = Parameter(torch.empty(out_features, dtype=torch.float32, device=device),
-                                        False) if pertoken_scale else None
-        self.bias = Parameter(torch.empty(out_features, dtype=torch.int32, device=device), False) \
-            if bias else None
 
     def forward(self, linear_quant_input):
-        x, w = linear_quant_input, self.weight
-        if not ((x.dtype == torch.int32 and w.dtype == torch.int32)
-                or (x.dtype == torch.int8 and w.dtype == torch.int8)):
+        activations, weight = linear_quant_input, self.weight
+        if activations.dtype not in _INTEGER_DTYPES or activations.dtype != weight.dtype:
             raise ValueError("input and weight should be both torch.int32 or both torch.int8 datatype, "
-                             f"but now input is {x.dtype}, weight is {w.dtype}.")
-        if x.dtype == torch.int32:  # A4W4: unpack the int4 nibbles of both along k
-            x, w = unpack_int4(x), unpack_int4(w)
-        return quant_matmul(x, w.transpose(-2, -1), self.scale, offset=self.offset,
-                            pertoken_scale=self.pertoken_scale, bias=self.bias,
-                            output_dtype=self.output_dtype, fn="LinearQuant")
+                             f"but now input is {activations.dtype}, weight is {weight.dtype}.")
+        if activations.dtype == _PACKED_INT4:
+            # Both operands pack along the reduction dim, so both widen to int8 alike.
+            activations, weight = unpack_int4(activations), unpack_int4(weight)
+        return quant_linear(self, activations, weight, fn="LinearQuant")

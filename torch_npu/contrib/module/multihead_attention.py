@@ -1,20 +1,25 @@
-"""fairseq's MultiheadAttention, in real torch_npu's fused form (npu_multi_head_attention).
+"""fairseq's MultiheadAttention as torch_npu ships it: one fused attention
+(the formula of npu_multi_head_attention) over flat, batch-major inputs.
 
-Inputs are flat: query (bsz * tgt_len, E), key and value (bsz * src_len, E).
-With N heads of size D = E / N:
+Shapes: query (bsz * tgt_len, E); key and value (bsz * src_len, kdim / vdim);
+N heads of D = E / N features each. The computation:
 
-    q = (query W_q^T + b_q) * D^-0.5,  k = key W_k^T + b_k,  v = value W_v^T + b_v
-    each reshaped (bsz, len, N, D) -> (bsz, N, len, D)
-    p = softmax(q k^T + key_padding_mask)     mask (bsz, N, tgt_len, src_len), additive
-    out = (dropout(p) v -> (bsz * tgt_len, E)) W_o^T + b_o
+    q = (query W_q^T + b_q) * D^-0.5,   k = key W_k^T + b_k,   v = value W_v^T + b_v
+    q, k, v seen as (bsz, N, len, D)
+    p = softmax(q k^T + key_padding_mask)       the mask additive, (bsz, N, tgt_len, src_len)
+    out = (dropout(p) v, back to (bsz * tgt_len, E)) W_o^T + b_o
 
-Projections run in the activations' dtype (weights cast to it); the softmax
-is taken in float32 (the kernel's softmax_use_float), then cast back.
-Dropout masks come from NpuFairseqDropout's pre-generated queue (see
-ensemble_dropout), in training mode only. Real torch_npu computes this only
-after ``MHAConfig.set_fussion()`` (its unfused path is elided and returns
-(None, None)); vNPU always computes it, and ``set_fussion`` just records the
-choice.
+Like the Ascend kernel, the projections run in the activations' dtype (a
+float32 module is cast to float16 activations) and the softmax in float32
+(its softmax_use_float). Training-mode dropout takes its masks from
+NpuFairseqDropout's drawn-ahead queue (see ensemble_dropout).
+
+torch_npu computes this only once ``MHAConfig.set_fussion()`` was called and
+returns (None, None) otherwise (it has no unfused path); vNPU always
+computes it, and ``set_fussion`` only records the request.
+
+Also here, because torch_npu has them in this module: fairseq's Quant-Noise
+(``_quant_noise``), the 2-D / 3-D ``_NpuLinear`` and ``Matmul_transpose``.
 """
 
 import math
@@ -29,15 +34,15 @@ __all__ = ["Matmul_transpose", "MultiheadAttention", "MHAConfig", "quant_noise"]
 
 
 def Matmul_transpose(tensor1, tensor2):
-    """``tensor1 @ tensor2.transpose(-2, -1)``, with its gradients: real torch_npu's
-    name for contrib.function.matmul_transpose's autograd Function."""
+    """tensor1 @ tensor2^T (last two dims) with gradients; torch_npu's name here
+    for contrib.function.matmul_transpose."""
     from torch_npu.contrib.function.matmul_transpose import MatmulApply
 
     return MatmulApply.apply(tensor1, tensor2)
 
 
 class MHAConfig:
-    """Whether the fused attention kernel was requested (``set_fussion``)."""
+    """Records whether a model asked for the fused attention (``set_fussion``)."""
 
     use_fussion_mha = False
 
@@ -46,65 +51,80 @@ class MHAConfig:
         cls.use_fussion_mha = True
 
 
-_MHAConfig = MHAConfig  # real torch_npu's (private) name
+_MHAConfig = MHAConfig  # torch_npu's tests import the private spelling
+
+
+# ----------------------------------------------------------------------------
+# Quant-Noise (Fan et al., https://arxiv.org/abs/2004.07320)
+#
+# While training, whole blocks of a weight are zeroed with probability p and
+# the survivors scaled by 1 / (1 - p), so that the model learns to live with
+# the blocks a later product quantisation will share. A block is
+# ``block_size`` consecutive input features of one output row (Linear,
+# Embedding, 1x1 Conv2d), or one whole k x k kernel (other Conv2d).
+
+
+def _check_quant_noise_blocks(module, block_size):
+    """Refuses a module whose weight does not split into blocks; the texts are fairseq's."""
+    from torch_npu.utils._error_code import ErrCode, ops_error
+
+    if not isinstance(module, (nn.Linear, nn.Embedding, nn.Conv2d)):
+        raise TypeError("Expected isinstance(module, (nn.Linear, nn.Embedding, nn.Conv2d))" + ops_error(ErrCode.TYPE))
+    if module.weight.ndim != 4:
+        features, what = module.weight.size(1), "Input features must be a multiple of block sizes"
+    elif module.kernel_size == (1, 1):
+        features, what = module.in_channels, "Input channels must be a multiple of block sizes"
+    else:
+        features, what = math.prod(module.kernel_size), "Kernel size must be a multiple of block size"
+    if features % block_size:
+        raise ValueError(what + ops_error(ErrCode.VALUE))
+
+
+def _dropped_blocks(weight, block_size, p, whole_kernels):
+    """A bool mask shaped like ``weight``, True on the entries of the blocks drawn for dropping."""
+    rows, columns = weight.shape[:2]
+    if whole_kernels:
+        per_kernel = torch.zeros(rows, columns, device=weight.device).bernoulli_(p)
+        return per_kernel[:, :, None, None].expand_as(weight).bool()
+    per_block = torch.zeros(rows * (columns // block_size), device=weight.device).bernoulli_(p)
+    return per_block.repeat_interleave(block_size).view(weight.shape).bool()
 
 
 def _quant_noise(module, p, block_size):
-    """Quant-Noise (https://arxiv.org/abs/2004.07320): in training, blocks of a
-    Linear's / Embedding's weight (``block_size`` input features) or of a
-    Conv2d's (``block_size`` input channels of a 1x1 kernel, or whole k x k
-    kernels, whose k*k must be a multiple of ``block_size``) are dropped with
-    probability ``p`` and the rest scaled by 1 / (1 - p). p <= 0 returns the
-    module untouched."""
-    from torch_npu.utils._error_code import ErrCode, ops_error
+    """Adds Quant-Noise to ``module`` (a forward pre-hook) and returns it; p <= 0 leaves it as it is."""
     if p <= 0:
         return module
-    if not isinstance(module, (nn.Linear, nn.Embedding, nn.Conv2d)):
-        raise TypeError("Expected isinstance(module, (nn.Linear, nn.Embedding, nn.Conv2d))" + ops_error(ErrCode.TYPE))
-    is_conv = module.weight.ndim == 4
-    if not is_conv:
-        if module.weight.size(1) % block_size != 0:
-            raise ValueError("Input features must be a multiple of block sizes" + ops_error(ErrCode.VALUE))
-    elif module.kernel_size == (1, 1):
-        if module.in_channels % block_size != 0:
-            raise ValueError("Input channels must be a multiple of block sizes" + ops_error(ErrCode.VALUE))
-    elif (module.kernel_size[0] * module.kernel_size[1]) % block_size != 0:
-        raise ValueError("Kernel size must be a multiple of block size" + ops_error(ErrCode.VALUE))
+    _check_quant_noise_blocks(module, block_size)
+    whole_kernels = module.weight.ndim == 4 and module.kernel_size != (1, 1)
 
-    def drop_blocks(mod, inputs):
-        if not mod.training:
-            return
-        weight = mod.weight
-        if not is_conv or mod.kernel_size == (1, 1):
-            rows, features = weight.size(0), weight.size(1)
-            mask = torch.zeros(features // block_size * rows, device=weight.device)
-            mask.bernoulli_(p)
-            mask = mask.repeat_interleave(block_size, -1).view(rows, features)
-            if is_conv:
-                mask = mask.view(rows, features, 1, 1)
-        else:  # whole kernels
-            mask = torch.zeros(weight.size(0), weight.size(1), device=weight.device)
-            mask.bernoulli_(p)
-            mask = mask[:, :, None, None].expand_as(weight)
-        mod.weight.data = weight.masked_fill(mask.bool(), 0) / (1 - p)
+    def drop_blocks_when_training(mod, _inputs):
+        if mod.training:
+            dropped = _dropped_blocks(mod.weight, block_size, p, whole_kernels)
+            mod.weight.data = mod.weight.masked_fill(dropped, 0) / (1 - p)
 
-    module.register_forward_pre_hook(drop_blocks)
+    module.register_forward_pre_hook(drop_blocks_when_training)
     return module
 
 
-quant_noise = _quant_noise  # the name vNPU exported first
+quant_noise = _quant_noise  # the public name vNPU exported first
 
 
 class _NpuLinear(nn.Linear):
-    """A Linear over 2-D (N, in) or 3-D (B, S, in) inputs, as the fused
-    attention's projections take them; other ranks raise."""
+    """nn.Linear restricted to what the fused attention's projections take:
+    (N, in) or (B, S, in) inputs."""
 
     def forward(self, input):
+        if input.dim() in (2, 3):
+            return F.linear(input, self.weight, self.bias)
         from torch_npu.utils._error_code import ErrCode, ops_error
-        if input.dim() not in (2, 3):
-            raise RuntimeError(f"_NpuLinear supports 2-D or 3-D inputs, got {input.dim()}-D"
-                               + ops_error(ErrCode.NOT_SUPPORT))
-        return F.linear(input, self.weight, self.bias)
+        raise RuntimeError(f"_NpuLinear supports 2-D or 3-D inputs, got {input.dim()}-D"
+                           + ops_error(ErrCode.NOT_SUPPORT))
+
+
+def _in_activation_dtype(linear, x):
+    # The fused kernel projects in the activations' precision, whatever the module's.
+    bias = None if linear.bias is None else linear.bias.to(x.dtype)
+    return F.linear(x, linear.weight.to(x.dtype), bias)
 
 
 class MultiheadAttention(nn.Module):
@@ -112,10 +132,12 @@ class MultiheadAttention(nn.Module):
     add_bias_kv=False, add_zero_attn=False, self_attention=False, encoder_decoder_attention=False,
     q_noise=0.0, qn_block_size=8).
 
-    forward(query, key, value, bsz, tgt_len, s_len, key_padding_mask=None, ...) -> (attn, None).
-    add_bias_kv / add_zero_attn and the incremental-decoding arguments
-    (incremental_state, attn_mask, before_softmax) belong to fairseq's unfused
-    path and are not supported on vNPU.
+    ``forward(query, key, value, bsz, tgt_len, s_len, key_padding_mask=None, ...)``
+    returns (attention output, None). The module's attributes are fairseq's.
+    What only fairseq's unfused path can do is refused: add_zero_attn at
+    construction, and in forward the learned bias_k / bias_v of
+    add_bias_kv (created, as torch_npu does, but the kernel has no input for
+    them), incremental_state, attn_mask and before_softmax.
     """
 
     def __init__(self, embed_dim, num_heads, kdim=None, vdim=None, dropout=0.0, bias=True,
@@ -125,46 +147,49 @@ class MultiheadAttention(nn.Module):
         if add_zero_attn:
             raise RuntimeError("MultiheadAttention: add_zero_attn is not supported on vNPU "
                                "(the fused attention kernel has no such input).")
-        self.embed_dim = embed_dim
-        self.kdim = kdim if kdim is not None else embed_dim
-        self.vdim = vdim if vdim is not None else embed_dim
-        self.qkv_same_dim = self.kdim == embed_dim and self.vdim == embed_dim
-        self.num_heads = num_heads
-        self.dropout_module = NpuFairseqDropout(dropout, module_name=self.__class__.__name__)
-        self.dropout_prob = dropout
-        self.head_dim = embed_dim // num_heads
-        if self.head_dim * num_heads != embed_dim:
+        if embed_dim % num_heads:
             raise ValueError("embed_dim must be divisible by num_heads")
+        kdim = embed_dim if kdim is None else kdim
+        vdim = embed_dim if vdim is None else vdim
+        qkv_same_dim = kdim == vdim == embed_dim
+        if self_attention and not qkv_same_dim:
+            raise ValueError("Self-attention requires query, key and value to be of the same size")
+
+        self.embed_dim, self.num_heads = embed_dim, num_heads
+        self.kdim, self.vdim, self.qkv_same_dim = kdim, vdim, qkv_same_dim
+        self.head_dim = embed_dim // num_heads
         self.scaling = self.head_dim ** -0.5
         self.self_attention = self_attention
         self.encoder_decoder_attention = encoder_decoder_attention
-        if self_attention and not self.qkv_same_dim:
-            raise ValueError("Self-attention requires query, key and value to be of the same size")
-        self.k_proj = _quant_noise(nn.Linear(self.kdim, embed_dim, bias=bias), q_noise, qn_block_size)
-        self.v_proj = _quant_noise(nn.Linear(self.vdim, embed_dim, bias=bias), q_noise, qn_block_size)
-        self.q_proj = _quant_noise(nn.Linear(embed_dim, embed_dim, bias=bias), q_noise, qn_block_size)
-        self.out_proj = _quant_noise(nn.Linear(embed_dim, embed_dim, bias=bias), q_noise, qn_block_size)
-        # fairseq's learned key/value biases: created and initialised as there,
-        # but the fused kernel has no input for them, so forward refuses them.
-        if add_bias_kv:
-            self.bias_k = nn.Parameter(torch.empty(1, 1, embed_dim))
-            self.bias_v = nn.Parameter(torch.empty(1, 1, embed_dim))
-        else:
-            self.bias_k = self.bias_v = None
         self.add_zero_attn = add_zero_attn
+        self.dropout_prob = dropout
+        self.dropout_module = NpuFairseqDropout(dropout, module_name=type(self).__name__)
+
+        def projection(in_features):
+            return _quant_noise(nn.Linear(in_features, embed_dim, bias=bias), q_noise, qn_block_size)
+
+        # Created in fairseq's order, which fixes the state_dict's order and the random draws.
+        self.k_proj = projection(kdim)
+        self.v_proj = projection(vdim)
+        self.q_proj = projection(embed_dim)
+        self.out_proj = projection(embed_dim)
+        # fairseq's learned key / value biases exist, but forward refuses them.
+        self.bias_k = nn.Parameter(torch.empty(1, 1, embed_dim)) if add_bias_kv else None
+        self.bias_v = nn.Parameter(torch.empty(1, 1, embed_dim)) if add_bias_kv else None
         self.reset_parameters()
 
     def reset_parameters(self):
-        # fairseq: the scaled init converges better when q, k, v share a size.
-        gain = 1 / math.sqrt(2) if self.qkv_same_dim else 1.
-        for proj in (self.k_proj, self.v_proj, self.q_proj):
-            nn.init.xavier_uniform_(proj.weight, gain=gain)
-        nn.init.xavier_uniform_(self.out_proj.weight)
+        """fairseq's initialisation; the random draws come in its order."""
+        # With q, k and v of one size fairseq scales their init by 1/sqrt(2): it converges better.
+        input_gain = 1 / math.sqrt(2) if self.qkv_same_dim else 1.
+        for linear, gain in ((self.k_proj, input_gain), (self.v_proj, input_gain), (self.q_proj, input_gain),
+                             (self.out_proj, 1.)):
+            nn.init.xavier_uniform_(linear.weight, gain=gain)
         if self.out_proj.bias is not None:
-            nn.init.constant_(self.out_proj.bias, 0.0)
-        if self.bias_k is not None:
-            nn.init.xavier_normal_(self.bias_k)
-            nn.init.xavier_normal_(self.bias_v)
+            nn.init.zeros_(self.out_proj.bias)
+        for learned in (self.bias_k, self.bias_v):
+            if learned is not None:
+                nn.init.xavier_normal_(learned)
 
     def forward(self, query, key, value, bsz, tgt_len, s_len, key_padding_mask=None,
                 incremental_state=None, need_weights=True, static_kv=False, attn_mask=None,
@@ -175,36 +200,37 @@ class MultiheadAttention(nn.Module):
         if incremental_state is not None or attn_mask is not None or before_softmax:
             raise RuntimeError("MultiheadAttention: incremental_state / attn_mask / before_softmax are not "
                                "supported on vNPU; pass the additive mask as key_padding_mask.")
+        # The kernel never returns attention weights, whatever need_weights asks.
         return self.multi_attn(query, key, value, key_padding_mask, bsz, tgt_len), None
 
+    def _split_heads(self, flat, bsz):
+        """(bsz * len, E) -> (bsz, heads, len, head_dim)."""
+        return flat.view(bsz, -1, self.num_heads, self.head_dim).transpose(1, 2)
+
+    def _attention_probs(self, q, k, key_padding_mask):
+        """softmax(q k^T + mask) in float32, returned in q's dtype, with dropout in training."""
+        logits = q.float() @ k.float().transpose(-2, -1)
+        if key_padding_mask is not None:
+            logits = logits + key_padding_mask.float()
+        probs = logits.softmax(dim=-1).to(q.dtype)
+        if not self.training or self.dropout_prob <= 0:
+            return probs
+        # Asked for the mask itself (None until the drawn-ahead queue has one).
+        keep = self.dropout_module([probs.shape, probs.dtype, probs.device])
+        if keep is None:
+            return probs
+        return probs * keep.to(probs.dtype) / (1 - self.dropout_prob)
+
     def multi_attn(self, query, key, value, key_padding_mask, bsz, tgt_len):
+        """The fused attention on flat inputs; see the module docstring."""
         if query.dim() != 2 or query.shape[0] != bsz * tgt_len:
             raise ValueError(f"query should be (bsz * tgt_len, embed_dim) = ({bsz * tgt_len}, "
                              f"{self.embed_dim}), but got {tuple(query.shape)}")
         if key.shape[0] % bsz:
             raise ValueError(f"key rows ({key.shape[0]}) should be a multiple of bsz ({bsz})")
-        src_len = key.size(0) // bsz
-        heads, dim = self.num_heads, self.head_dim
-
-        def split(t, length):
-            return t.reshape(bsz, length, heads, dim).permute(0, 2, 1, 3)
-
-        def project(proj, x):
-            # The fused kernel computes in the activations' dtype (float16
-            # activations with a float32 module are its usual inputs).
-            bias = None if proj.bias is None else proj.bias.to(x.dtype)
-            return F.linear(x, proj.weight.to(x.dtype), bias)
-
-        q = split(project(self.q_proj, query) * self.scaling, tgt_len)
-        k = split(project(self.k_proj, key), src_len)
-        v = split(project(self.v_proj, value), src_len)
-        scores = torch.matmul(q.float(), k.float().transpose(-2, -1))
-        if key_padding_mask is not None:
-            scores = scores + key_padding_mask.float()
-        probs = torch.softmax(scores, dim=-1).to(q.dtype)
-        if self.training and self.dropout_prob > 0:
-            keep = self.dropout_module([(bsz, heads, tgt_len, src_len), query.dtype, query.device])
-            if keep is not None:
-                probs = probs * keep.to(probs.dtype) / (1 - self.dropout_prob)
-        context = torch.matmul(probs, v).permute(0, 2, 1, 3).reshape(bsz * tgt_len, self.embed_dim)
-        return project(self.out_proj, context)
+        q = self._split_heads(_in_activation_dtype(self.q_proj, query) * self.scaling, bsz)
+        k = self._split_heads(_in_activation_dtype(self.k_proj, key), bsz)
+        v = self._split_heads(_in_activation_dtype(self.v_proj, value), bsz)
+        context = self._attention_probs(q, k, key_padding_mask) @ v
+        merged = context.transpose(1, 2).reshape(bsz * tgt_len, self.embed_dim)
+        return _in_activation_dtype(self.out_proj, merged)
