@@ -1207,12 +1207,8 @@ def npu_quant_conv2d(input, weight, scale, strides=(1, 1), pads=(0, 0), dilation
     acc = F.conv2d(xf, wv, None, strides, 0, dilations, groups)
     check(acc.shape[-1] > 0 and acc.shape[-2] > 0, f"{fn}: ho, wo should be positive, got {list(acc.shape[-2:])}.")
     sv = scale if scale.dtype == torch.float32 else _scale_value(scale.view(torch.int64))
-    # An int32 bias is in the accumulator's units and joins it before the dequantisation,
-    # (conv + bias) * scale, as QuantConv2d documents; a float bias is added to the result.
-    if bias is not None and bias.dtype == torch.int32:
-        acc = acc + bias.double().view(1, -1, 1, 1)
     y = acc.float() * sv.view(1, -1, 1, 1)
-    if bias is not None and bias.dtype != torch.int32:
+    if bias is not None:
         y = y + bias.float().view(1, -1, 1, 1)
     return _hifloat8.encode(y) if hif8_out else y.to(_TORCH[kind])
 
