@@ -133,6 +133,26 @@ def test_collect_env_report_and_path_checks(tmp_path, monkeypatch):
         collect_env.check_path_owner_consistent(str(tmp_path / "missing"))
 
 
+def test_collect_env_cann_version_search_and_install_path(tmp_path, monkeypatch):
+    from torch_npu.utils import collect_env
+
+    monkeypatch.setenv("ASCEND_HOME_PATH", str(tmp_path))
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "ascend_nnae_install.info").write_text("package_name=nnae\n")  # no version line
+    (tmp_path / "a" / "ascend_zz_install.info").write_text("version=1.0\n")  # not the folder's first info
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "notes.info").write_text("version=2.0\n")  # not an install info
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "ascend_toolkit_install.info").write_text("name=t\nversion=8.0.RC3\n")
+    assert collect_env.get_cann_version() == "8.0.RC3"
+    monkeypatch.setenv("ASCEND_HOME_PATH", "")  # empty counts as unset: vNPU's stand-in folder
+    assert collect_env.get_cann_version() == torch.version.cann
+    monkeypatch.setattr(collect_env.site, "getsitepackages", lambda: ["/x/site-packages", "/y"])
+    assert collect_env.get_torch_npu_install_path() == "/x/site-packages"
+    monkeypatch.setattr(collect_env.site, "getsitepackages", lambda: [])
+    assert collect_env.get_torch_npu_install_path() == ""
+
+
 def test_vllm_ascend_start_up_names():
     # What vllm-ascend's platform and worker read before any model runs.
     from torch_npu.npu.streams import Event

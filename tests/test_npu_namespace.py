@@ -141,6 +141,35 @@ def test_restart_device_marks_live_data_unsafe_until_a_copy_rewrites_it():
         torch.npu.restart_device(99)
 
 
+def test_recovery_storage_functions_and_host_data():
+    from torch_npu.npu import _recovery
+    t = torch.randn(16, device="npu")
+    host = torch.randn(16)
+    try:
+        _recovery.mark_all_npu_tensor_unsafe(0)
+        assert not _recovery.check_npu_storage_is_safe(t.untyped_storage())
+        assert not _recovery.check_npu_storage_is_safe(t[4:].storage())  # a TypedStorage of a view: same block
+        _recovery.update_npu_storage_to_safe(t.untyped_storage())
+        assert _recovery.check_npu_tensor_is_safe(t)
+        _recovery.mark_all_npu_tensor_unsafe(0)
+        _recovery.update_npu_tensor_to_safe(t)
+        assert _recovery.check_npu_storage_is_safe(t.untyped_storage())
+        # host memory is never marked: always safe, and marking it safe is a no-op
+        assert _recovery.check_npu_tensor_is_safe(host) and _recovery.check_npu_storage_is_safe(host.untyped_storage())
+        _recovery.update_npu_tensor_to_safe(host)
+    finally:
+        _recovery.update_npu_tensor_to_safe(t)
+        _recovery.set_npu_tensor_unsafe_check_flag(False)
+    with pytest.raises(RuntimeError, match="param type should be TypedStorage or UntypedStorage"):
+        _recovery.check_npu_storage_is_safe(t)
+    with pytest.raises(RuntimeError, match="param type should be Tensor"):
+        _recovery.update_npu_tensor_to_safe(t.untyped_storage())
+    with pytest.raises(RuntimeError, match="param type should be TypedStorage or UntypedStorage"):
+        _recovery.update_npu_storage_to_safe(None)
+    with pytest.raises(RuntimeError, match="not supported on vNPU"):
+        _recovery.stop_device(0)
+
+
 def test_restart_device_drops_the_errors_its_streams_hold():
     src = torch.randn(5, 3, device="npu")
     src.gather(0, torch.tensor([[1, 0, 0]], device="npu"))  # a first launch runs on the caller: not the bad one

@@ -260,6 +260,27 @@ def test_combine_tensors_bad_input():
         torch_npu.npu_change_data_ptr(torch.ones(3, device="npu"), torch.ones(4, device="npu"), 2)
 
 
+def test_combine_tensors_without_values_and_the_edge_cases():
+    a, b = torch.ones(3, device="npu"), torch.full((2, 2), 7.0, device="npu")
+    combined = torch_npu.utils.npu_combine_tensors([a, b], require_copy_value=False)
+    assert combined.shape == (7,) and b.data_ptr() == a.data_ptr() + 3 * a.element_size()
+    assert a.tolist() == [0.0] * 3 and b.sum().item() == 0.0  # moved, values not carried over
+    b.fill_(1.0)
+    assert combined.tolist() == [0.0] * 3 + [1.0] * 4
+    assert torch_npu.utils.npu_combine_tensors([torch.ones(0, device="npu")]) is None  # no elements
+    assert torch_npu.utils.get_part_combined_tensor(combined, 2, 0) is None
+    assert torch_npu.utils.get_part_combined_tensor(None, 0, 3) is None
+    assert not torch_npu.utils.is_combined_tensor_valid(None, [a])
+    dst = torch.zeros(2, device="npu")
+    assert torch_npu.npu_change_data_ptr(dst, combined, 5) == 0 and dst.tolist() == [1.0, 1.0]
+    with pytest.raises(RuntimeError, match="should have the same dtype"):
+        torch_npu.npu_change_data_ptr(torch.zeros(2, device="npu", dtype=torch.half), combined, 0)
+    with pytest.raises(RuntimeError, match="both tensors should be on npu"):
+        torch_npu.npu_change_data_ptr(torch.zeros(2), combined, 0)
+    with pytest.raises(RuntimeError, match="exceeds"):
+        torch_npu.npu_change_data_ptr(dst, combined, -1)
+
+
 def test_save_async_writes_the_state_of_the_call(tmp_path):
     from torch_npu.utils._save_async import _wait_for_pending_saves
     w = torch.arange(6.0, device="npu")

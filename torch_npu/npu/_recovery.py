@@ -26,83 +26,98 @@ __all__ = ["check_npu_storage_is_safe", "check_npu_tensor_is_safe", "mark_all_np
 
 logger = logging.getLogger("torch_npu.recovery")
 
-_STORAGES = (torch.storage.TypedStorage, torch.storage.UntypedStorage)
+
+def restart_device(device_id: int, rebuild_all_resources: bool = False, disable_tensor_unsafe_check: bool = False):
+    """Brings a device back after a fault; the virtual NPU never stops, so only the resources are rebuilt.
+
+    With ``rebuild_all_resources`` the streams' pending errors are dropped and, unless
+    ``disable_tensor_unsafe_check``, all data alive on the device is marked unsafe and the check switched on.
+    """
+    from torch_npu.npu.recovery import _checked   # recovery.py imports this module: import at call time
+    device = _checked(device_id)
+    logger.info("restart device start, device_id=%s, rebuild_all_resources=%s, disable_tensor_unsafe_check=%s",
+                device, rebuild_all_resources, disable_tensor_unsafe_check)
+    if rebuild_all_resources:
+        distrust_live_data = not disable_tensor_unsafe_check
+        if distrust_live_data:
+            mark_all_npu_tensor_unsafe(device)
+            set_npu_tensor_unsafe_check_flag(True)
+        _discard_stream_errors(device)
+    logger.info("restart device end, device_id=%s", device)
 
 
-def _storage_data(storage_obj):
-    if not isinstance(storage_obj, _STORAGES):
-        raise RuntimeError(f"param type should be TypedStorage or UntypedStorage, could not be {type(storage_obj)}" +
-                           pta_error(ErrCode.TYPE))
-    if storage_obj.device.type != "npu":
-        return None  # host data is never marked
-    return storage_obj.data_ptr()
+# A stream reports the error of a failed task once, to the next synchronisation; with several streams in error,
+# each synchronize() raises one of them. This bounds the passes (no process makes that many streams).
+_MAX_STREAM_ERRORS = 1024
 
 
-def _tensor_storage(tensor_obj):
-    if not isinstance(tensor_obj, torch.Tensor):
-        raise RuntimeError(f"param type should be Tensor, could not be {type(tensor_obj)}" + pta_error(ErrCode.TYPE))
-    return tensor_obj.untyped_storage()
+def _discard_stream_errors(device) -> None:
+    """Synchronizes the device until no stream has an error left to report, logging each one dropped."""
+    for _ in range(_MAX_STREAM_ERRORS):
+        try:
+            torch.npu.synchronize(device)
+        except RuntimeError as error:
+            first_line = str(error).splitlines()[0]
+            logger.info("restart device %s: dropped the stream error %s", device, first_line)
+        else:
+            break
 
 
-def check_npu_storage_is_safe(storage_obj) -> bool:
-    data = _storage_data(storage_obj)
-    return data is None or _C._npu_data_ptr_is_safe(data)
-
-
-def check_npu_tensor_is_safe(tensor_obj) -> bool:
-    return check_npu_storage_is_safe(_tensor_storage(tensor_obj))
+def stop_device(device_id):
+    """torch.npu.stop_device (it raises: the virtual NPU's runtime has no device to stop)."""
+    from torch_npu.npu import recovery
+    return recovery.stop_device(device_id)
 
 
 def mark_all_npu_tensor_unsafe(device: int) -> None:
     _C._mark_all_npu_data_ptr_unsafe(device)
 
 
-def update_npu_storage_to_safe(storage_obj) -> None:
-    data = _storage_data(storage_obj)
-    if data is not None:
-        _C._update_npu_data_ptr_to_safe(data)
-
-
-def update_npu_tensor_to_safe(tensor_obj) -> None:
-    update_npu_storage_to_safe(_tensor_storage(tensor_obj))
+def get_npu_tensor_unsafe_check_flag() -> bool:
+    return _C._get_npu_data_unsafe_flag()
 
 
 def set_npu_tensor_unsafe_check_flag(flag: bool) -> None:
     _C._set_npu_data_unsafe_flag(bool(flag))
 
 
-def get_npu_tensor_unsafe_check_flag() -> bool:
-    return _C._get_npu_data_unsafe_flag()
+def check_npu_tensor_is_safe(tensor_obj) -> bool:
+    return _is_safe(_npu_address_of_tensor(tensor_obj))
 
 
-def _recover_streams(device):
-    """Takes the errors the device's streams hold (each is reported once),
-    so work after the restart starts clean."""
-    for _ in range(1024):  # more streams than a process makes; each pass takes one error
-        try:
-            torch.npu.synchronize(device)
-            return
-        except RuntimeError as error:
-            logger.info("restart device %s: dropped the stream error %s", device, str(error).splitlines()[0])
+def check_npu_storage_is_safe(storage_obj) -> bool:
+    return _is_safe(_npu_address_of_storage(storage_obj))
 
 
-def restart_device(device_id: int, rebuild_all_resources: bool = False, disable_tensor_unsafe_check: bool = False):
-    """Brings a device back after a fault. With ``rebuild_all_resources``, the
-    data of the tensors alive now is marked unsafe and checked (unless
-    ``disable_tensor_unsafe_check``), and the errors its streams hold are
-    dropped."""
-    from torch_npu.npu.recovery import _checked
-    device = _checked(device_id)
-    logger.info("restart device start, device_id=%s, rebuild_all_resources=%s, disable_tensor_unsafe_check=%s",
-                device, rebuild_all_resources, disable_tensor_unsafe_check)
-    if rebuild_all_resources:
-        if not disable_tensor_unsafe_check:
-            mark_all_npu_tensor_unsafe(device)
-            set_npu_tensor_unsafe_check_flag(True)
-        _recover_streams(device)
-    logger.info("restart device end, device_id=%s", device)
+def update_npu_tensor_to_safe(tensor_obj) -> None:
+    _make_safe(_npu_address_of_tensor(tensor_obj))
 
 
-def stop_device(device_id):
-    from torch_npu.npu.recovery import stop_device as _stop
-    return _stop(device_id)
+def update_npu_storage_to_safe(storage_obj) -> None:
+    _make_safe(_npu_address_of_storage(storage_obj))
+
+
+# The safe/unsafe marks live in the caching allocator, keyed by the address of each block (csrc/core/npu_recovery.h).
+# The helpers below turn the object they are given into such an address, or into None for host memory, which no
+# fault touches: host data always counts as safe, and marking it safe does nothing.
+
+def _npu_address_of_storage(storage_obj):
+    if isinstance(storage_obj, (torch.storage.UntypedStorage, torch.storage.TypedStorage)):
+        return storage_obj.data_ptr() if storage_obj.device.type == "npu" else None
+    raise RuntimeError(f"param type should be TypedStorage or UntypedStorage, could not be {type(storage_obj)}" +
+                       pta_error(ErrCode.TYPE))
+
+
+def _npu_address_of_tensor(tensor_obj):
+    if isinstance(tensor_obj, torch.Tensor):
+        return _npu_address_of_storage(tensor_obj.untyped_storage())
+    raise RuntimeError(f"param type should be Tensor, could not be {type(tensor_obj)}" + pta_error(ErrCode.TYPE))
+
+
+def _is_safe(address) -> bool:
+    return address is None or _C._npu_data_ptr_is_safe(address)
+
+
+def _make_safe(address) -> None:
+    if address is not None:
+        _C._update_npu_data_ptr_to_safe(address)

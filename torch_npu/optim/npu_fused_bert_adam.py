@@ -33,28 +33,52 @@ WARMUP_DEFAULT = 0.002
 DEGREE_DEFAULT = 0.5
 
 
-def _warmup_cosine(x, warmup=WARMUP_DEFAULT):
-    return x / warmup if x < warmup else 0.5 * (1.0 + math.cos(math.pi * x))
+def _ramped(after_warmup):
+    """A schedule ``f(x, warmup)`` that rises linearly to 1 over [0, warmup), then follows ``after_warmup``."""
+    def schedule(x, warmup=WARMUP_DEFAULT):
+        if x < warmup:
+            return x / warmup
+        return after_warmup(x, warmup)
+    return schedule
 
 
-def _warmup_constant(x, warmup=WARMUP_DEFAULT):
-    return x / warmup if x < warmup else 1.0
+def _cosine_decay(x, warmup):
+    return 0.5 * (1.0 + math.cos(math.pi * x))
 
 
-def _warmup_linear(x, warmup=WARMUP_DEFAULT):
-    return x / warmup if x < warmup else max((x - 1.0) / (warmup - 1.0), 0.0)
+def _no_decay(x, warmup):
+    return 1.0
 
 
-def _warmup_poly(x, warmup=WARMUP_DEFAULT, degree=DEGREE_DEFAULT):
-    return x / warmup if x < warmup else max(1.0 - x, 0.0) ** degree
+def _linear_decay(x, warmup):
+    # from 1 at x = warmup to 0 at x = 1, and 0 from there on
+    return max((x - 1.0) / (warmup - 1.0), 0.0)
 
 
+def _poly_decay(x, warmup):
+    remaining = max(1.0 - x, 0.0)  # past t_total the formula would take a root of a negative number
+    return remaining ** DEGREE_DEFAULT
+
+
+# schedule name -> lr factor as a function of (progress = step / t_total, warmup)
 SCHEDULES = {
-    "warmup_cosine": _warmup_cosine,
-    "warmup_constant": _warmup_constant,
-    "warmup_linear": _warmup_linear,
-    "warmup_poly": _warmup_poly,
+    "warmup_cosine": _ramped(_cosine_decay),
+    "warmup_constant": _ramped(_no_decay),
+    "warmup_linear": _ramped(_linear_decay),
+    "warmup_poly": _ramped(_poly_decay),
 }
+
+# Added to the norm before dividing, so that all-zero gradients give a finite coefficient.
+_CLIP_EPS = 1e-6
+
+
+def _clip_together(grads, max_norm) -> None:
+    """Scales the bucket's gradients in place so that their joint L2 norm is at most ``max_norm``."""
+    coefficient = max_norm / (_total_norm(grads, 2.0) + _CLIP_EPS)
+    if coefficient >= 1:
+        return
+    for grad in grads:
+        grad.mul_(coefficient.to(grad.device))
 
 
 class NpuFusedBertAdam(NpuFusedOptimizerBase):
@@ -62,55 +86,57 @@ class NpuFusedBertAdam(NpuFusedOptimizerBase):
     for none), ``t_total`` (-1: constant lr), ``schedule``, ``b1``, ``b2``,
     ``e`` (epsilon), ``weight_decay`` (decoupled), ``max_grad_norm`` (-1: no clipping)."""
 
+    # An attribute (as in torch_npu) besides the per-group value: it has to survive pickling.
     _pickled_attributes = ("max_grad_norm",)
 
     def __init__(self, params, lr=required, warmup=-1, t_total=-1, schedule="warmup_linear", b1=0.9, b2=0.999,
                  e=1e-6, weight_decay=0.01, max_grad_norm=1.0):
+        bad_warmup = warmup >= 1.0 or (warmup < 0.0 and warmup != -1)   # -1: no warmup
         _refuse_invalid(
             (lr is not required and lr < 0.0, "learning rate", lr),
-            ((warmup < 0.0 and warmup != -1) or warmup >= 1.0, "warmup", warmup),
+            (bad_warmup, "warmup", warmup),
             (schedule not in SCHEDULES, "schedule parameter", schedule),
             (not 0.0 <= b1 < 1.0, "b1 parameter", b1),
             (not 0.0 <= b2 < 1.0, "b2 parameter", b2),
             (e < 0.0, "epsilon value", e))
-        defaults = dict(lr=lr, schedule=schedule, warmup=warmup, t_total=t_total, b1=b1, b2=b2, e=e,
-                        weight_decay=weight_decay, max_grad_norm=max_grad_norm)
         self.max_grad_norm = max_grad_norm
-        super().__init__(params, defaults)
+        super().__init__(params, dict(
+            lr=lr, schedule=schedule, warmup=warmup, t_total=t_total, b1=b1, b2=b2, e=e,
+            weight_decay=weight_decay, max_grad_norm=max_grad_norm))
 
     def _init_param_state(self, p):
         self._init_adam_moments(p)
 
-    def _scheduled_lr(self, group, step):
-        if group["t_total"] == -1:
-            return group["lr"]
-        return group["lr"] * SCHEDULES[group["schedule"]](step / group["t_total"], group["warmup"])
+    def _advance_lrs(self, group, params):
+        """Each parameter's learning rate for this step (its own step count), counting the step."""
+        lrs = []
+        for param in params:
+            state = self.state[param]
+            progress_factor = 1.0
+            if group["t_total"] != -1:
+                schedule = SCHEDULES[group["schedule"]]
+                progress_factor = schedule(state["step"] / group["t_total"], group["warmup"])
+            lrs.append(group["lr"] * progress_factor)
+            state["step"] += 1
+        return lrs
 
     def _group_step(self, group_index):
         group = self.param_groups[group_index]
-        beta1, beta2 = group["b1"], group["b2"]
-        max_grad_norm = group.get("max_grad_norm", self.max_grad_norm)
+        clip_norm = group.get("max_grad_norm", self.max_grad_norm)   # groups from old pickles lack the key
+        b1, b2 = group["b1"], group["b2"]
         for params, grads, states in self._buckets(group_index):
-            if max_grad_norm > 0:
-                clip_coef = max_grad_norm / (_total_norm(grads, 2.0) + 1e-6)
-                if clip_coef < 1:
-                    for g in grads:
-                        g.mul_(clip_coef.to(g.device))
-            exp_avgs, exp_avg_sqs = states["exp_avg"], states["exp_avg_sq"]
-            torch._foreach_mul_(exp_avgs, beta1)
-            torch._foreach_add_(exp_avgs, grads, alpha=1 - beta1)
-            torch._foreach_mul_(exp_avg_sqs, beta2)
-            torch._foreach_addcmul_(exp_avg_sqs, grads, grads, value=1 - beta2)
-
-            updates = torch._foreach_sqrt(exp_avg_sqs)
-            torch._foreach_add_(updates, group["e"])
-            updates = torch._foreach_div(exp_avgs, updates)
+            if clip_norm > 0:
+                _clip_together(grads, clip_norm)
+            m, v = states["exp_avg"], states["exp_avg_sq"]
+            # moments: m <- b1 m + (1 - b1) g,  v <- b2 v + (1 - b2) g^2
+            torch._foreach_mul_(m, b1)
+            torch._foreach_add_(m, grads, alpha=1.0 - b1)
+            torch._foreach_mul_(v, b2)
+            torch._foreach_addcmul_(v, grads, grads, value=1.0 - b2)
+            # direction: m / (sqrt(v) + e), plus the decoupled weight decay; no bias correction (BERT's choice)
+            denominators = torch._foreach_add(torch._foreach_sqrt(v), group["e"])
+            direction = torch._foreach_div(m, denominators)
             if group["weight_decay"] > 0.0:
-                torch._foreach_add_(updates, params, alpha=group["weight_decay"])
-            lrs = []
-            for p in params:
-                state = self.state[p]
-                lrs.append(self._scheduled_lr(group, state["step"]))
-                state["step"] += 1
-            torch._foreach_mul_(updates, lrs)
-            torch._foreach_sub_(params, updates)
+                torch._foreach_add_(direction, params, alpha=group["weight_decay"])
+            torch._foreach_mul_(direction, self._advance_lrs(group, params))
+            torch._foreach_sub_(params, direction)

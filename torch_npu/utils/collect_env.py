@@ -6,13 +6,16 @@ The module's names are real torch_npu's: ``SystemEnv`` (the report's fields),
 ``get_env_info()`` / ``pretty_str()`` / ``get_pretty_env_info()``, the path
 checks, and ``TORCH_AVAILABLE`` / ``TORCH_NPU_AVAILABLE`` with the ``torch`` and
 ``torch_npu`` it imported (tests replace them to see the "N/A" answers).
+
+Everything the report shares with PyTorch's (compilers, OS, Python, packages,
+CPU) comes from torch.utils.collect_env.get_env_info itself; this module adds
+the torch_npu and CANN versions and its own layout of the report.
 """
 
 import collections
 import os
 import re
 import site
-import sys
 import warnings
 
 from torch.utils import collect_env as _torch_collect_env
@@ -40,92 +43,23 @@ SystemEnv = collections.namedtuple("SystemEnv", [
 ])
 
 _NOT_KNOWN = "not known"
+_NOT_AVAILABLE = "N/A"
 
 
-def get_torch_npu_install_path():
-    """The first site-packages folder ("" when there is none)."""
-    folders = site.getsitepackages()
-    return folders[0] if folders else ""
-
-
-def check_directory_path_readable(path):
-    """RuntimeError unless `path` exists, is no symbolic link and is readable."""
-    if not os.path.exists(path):
-        raise RuntimeError(f"The path does not exist: {path}")
-    if os.path.islink(path):
-        raise RuntimeError(f"Invalid path is a soft chain (symbolic link): {path}")
-    if not os.access(path, os.R_OK):
-        raise RuntimeError(f"The path permission check failed: {path}")
-
-
-def check_path_owner_consistent(path):
-    """Deprecated in real torch_npu: only checks that `path` exists."""
-    warnings.warn("`torch_npu.utils.collect_env.check_path_owner_consistent(path)` is deprecated and no longer "
-                  "performs path owner verification. Please use `check_directory_path_readable(path)` to check "
-                  "whether the path exists.", FutureWarning, stacklevel=2)
-    if not os.path.exists(path):
-        raise RuntimeError(f"The path does not exist: {path}")
-
-
-def _cann_home():
-    # Unset (or empty): the folder torch_npu points ASCEND_HOME_PATH at by default.
-    from torch_npu._client_names import _CANN_FOLDER
-    return os.environ.get("ASCEND_HOME_PATH", "") or _CANN_FOLDER
-
-
-def get_cann_version():
-    """The version line of the first ``ascend_*_install.info`` under the CANN
-    folder (ASCEND_HOME_PATH, else vNPU's stand-in); "not known" without one."""
-    home = os.path.realpath(_cann_home())
-    if not os.path.isdir(home):
-        return _NOT_KNOWN
-    for folder, _, files in sorted(os.walk(home)):
-        infos = sorted(f for f in files if re.fullmatch(r"ascend_.*_install\.info", f))
-        if not infos:
-            continue
-        with open(os.path.join(folder, infos[0])) as f:
-            for line in f:
-                if "version" in line:
-                    return line.strip().split("=")[-1]
-    return _NOT_KNOWN
-
-
-def get_torch_npu_version():
-    return torch_npu.__version__ if TORCH_NPU_AVAILABLE and torch_npu is not None else "N/A"
-
-
-def _optional(name, *args):
-    # Some of torch's collectors are newer than others.
-    collect = getattr(_torch_collect_env, name, None)
-    return collect(*args) if collect is not None else _NOT_KNOWN
-
+# ---------------------------------------------------------------------------------------------- the report
 
 def get_env_info():
-    run = _torch_collect_env.run
-    pip_version, pip_packages = _torch_collect_env.get_pip_packages(run)
-    if TORCH_AVAILABLE and torch is not None:
-        torch_version, debug = torch.__version__, str(torch.version.debug)
-    else:
-        torch_version = debug = "N/A"
-    return SystemEnv(
-        torch_version=torch_version,
-        torch_npu_version=get_torch_npu_version(),
-        is_debug_build=debug,
-        gcc_version=_torch_collect_env.get_gcc_version(run),
-        clang_version=_torch_collect_env.get_clang_version(run),
-        cmake_version=_torch_collect_env.get_cmake_version(run),
-        os=_torch_collect_env.get_os(run),
-        libc_version=_torch_collect_env.get_libc_version(),
-        python_version=f"{sys.version.replace(chr(10), ' ')} ({sys.maxsize.bit_length() + 1}-bit runtime)",
-        python_platform=_torch_collect_env.get_python_platform(),
-        pip_version=pip_version,
-        pip_packages=pip_packages,
-        conda_packages=_torch_collect_env.get_conda_packages(run),
-        caching_allocator_config=_torch_collect_env.get_cachingallocator_config(),
-        is_xnnpack_available=_optional("is_xnnpack_available"),
-        cpu_info=_optional("get_cpu_info", run),
-        cann_version=get_cann_version(),
-    )
+    # PyTorch's collector already finds the fields the two reports share; older torch versions lack a few
+    # of them, which then read "not known".
+    from_pytorch = _torch_collect_env.get_env_info()._asdict()
+    fields = {name: from_pytorch.get(name, _NOT_KNOWN) for name in SystemEnv._fields}
+    fields["torch_npu_version"] = get_torch_npu_version()
+    fields["cann_version"] = get_cann_version()
+    # Judged by this module's own import of torch (the one tests switch off), not PyTorch's.
+    have_torch = TORCH_AVAILABLE and torch is not None
+    fields["torch_version"] = torch.__version__ if have_torch else _NOT_AVAILABLE
+    fields["is_debug_build"] = str(torch.version.debug) if have_torch else _NOT_AVAILABLE
+    return SystemEnv(**fields)
 
 
 _REPORT = """PyTorch version: {torch_version}
@@ -154,42 +88,119 @@ Versions of relevant libraries:
 {conda_packages}"""
 
 
+def _as_text(value):
+    """How a field reads in the report, as in PyTorch's: booleans Yes / No, a missing value "Could not collect"."""
+    if value is None:
+        return "Could not collect"
+    if isinstance(value, bool):
+        return "Yes" if value else "No"
+    return value
+
+
+def _package_lines(listing, installer):
+    """Each line of a package listing, tagged with the installer that reported it."""
+    listing = _as_text(listing) or "No relevant packages"
+    return "\n".join(f"[{installer}] {line}" for line in listing.split("\n"))
+
+
 def pretty_str(env_info):
-    """The report of a SystemEnv: None reads "Could not collect", booleans
-    Yes/No, empty package lists "No relevant packages", package lines are
-    tagged with their installer."""
-    fields = env_info._asdict()
-    for key, value in fields.items():
-        if value is None:
-            fields[key] = "Could not collect"
-        elif value is True or value is False:
-            fields[key] = "Yes" if value else "No"
-    for key, tag in (("pip_packages", f"[{env_info.pip_version}] "), ("conda_packages", "[conda] ")):
-        text = fields[key]
-        if text == "":
-            text = "No relevant packages"
-        fields[key] = "\n".join(tag + line for line in text.split("\n"))
-    fields["cpu_info"] = env_info.cpu_info
-    return _REPORT.format(**fields)
+    shown = {name: _as_text(value) for name, value in env_info._asdict().items()}
+    shown["pip_packages"] = _package_lines(env_info.pip_packages, env_info.pip_version)
+    shown["conda_packages"] = _package_lines(env_info.conda_packages, "conda")
+    shown["cpu_info"] = env_info.cpu_info    # printed as collected, even when missing
+    return _REPORT.format(**shown)
 
 
 def get_npu_env_lines():
     """The virtual devices this process sees (vNPU's addition to the report)."""
+    count = torch.npu.device_count()
     lines = [f"torch_npu version: {torch_npu.__version__} (vNPU, an emulator)",
              f"CANN version: {torch.version.cann}",
-             f"NPU count: {torch.npu.device_count()}"]
-    if torch.npu.device_count():
+             f"NPU count: {count}"]
+    if count > 0:
         lines.append(f"NPU 0: {torch.npu.get_device_name(0)} (SoC version {torch_npu.npu.get_soc_version()})")
     return lines
 
 
 def get_pretty_env_info():
-    return pretty_str(get_env_info()) + "\n\n" + "\n".join(get_npu_env_lines()) + "\n"
+    npu_part = "\n".join(get_npu_env_lines())
+    return f"{pretty_str(get_env_info())}\n\n{npu_part}\n"
 
 
 def main():
     print("Collecting environment information...")
     print(get_pretty_env_info())
+
+
+# ---------------------------------------------------------------------------------------------- versions
+
+def get_torch_npu_version():
+    if not TORCH_NPU_AVAILABLE or torch_npu is None:
+        return _NOT_AVAILABLE
+    return torch_npu.__version__
+
+
+_INSTALL_INFO = re.compile(r"ascend_.*_install\.info")
+
+
+def _install_info_files(home):
+    """Per folder under ``home`` (walked in sorted order), the first ``ascend_*_install.info`` in it."""
+    for folder, _, names in sorted(os.walk(home)):
+        infos = sorted(name for name in names if _INSTALL_INFO.fullmatch(name))
+        if infos:
+            yield os.path.join(folder, infos[0])
+
+
+def _version_field(info_path):
+    """The value of the first line that names a version (``version=8.0.RC1``), or None."""
+    with open(info_path) as info:
+        for line in info:
+            if "version" in line:
+                return line.strip().split("=")[-1]
+    return None
+
+
+def get_cann_version():
+    """The version in the CANN folder's install info (ASCEND_HOME_PATH, else vNPU's stand-in); "not known"
+    when there is none."""
+    from torch_npu._client_names import _CANN_FOLDER
+    # An empty ASCEND_HOME_PATH counts as unset: torch_npu then looks in its default folder.
+    home = os.path.realpath(os.environ.get("ASCEND_HOME_PATH") or _CANN_FOLDER)
+    if os.path.isdir(home):
+        for info_path in _install_info_files(home):
+            version = _version_field(info_path)
+            if version is not None:
+                return version
+    return _NOT_KNOWN
+
+
+# ---------------------------------------------------------------------------------------------- paths
+
+def get_torch_npu_install_path():
+    """The first site-packages folder ("" when there is none)."""
+    return next(iter(site.getsitepackages()), "")
+
+
+def _refuse_missing(path):
+    if not os.path.exists(path):
+        raise RuntimeError(f"The path does not exist: {path}")
+
+
+def check_directory_path_readable(path):
+    """RuntimeError unless ``path`` exists, is no symbolic link and can be read."""
+    _refuse_missing(path)
+    if os.path.islink(path):
+        raise RuntimeError(f"Invalid path is a soft chain (symbolic link): {path}")
+    if not os.access(path, os.R_OK):
+        raise RuntimeError(f"The path permission check failed: {path}")
+
+
+def check_path_owner_consistent(path):
+    """Deprecated in real torch_npu, which no longer compares owners: checks only that ``path`` exists."""
+    warnings.warn("`torch_npu.utils.collect_env.check_path_owner_consistent(path)` is deprecated and no longer "
+                  "performs path owner verification. Please use `check_directory_path_readable(path)` to check "
+                  "whether the path exists.", FutureWarning, stacklevel=2)
+    _refuse_missing(path)
 
 
 if __name__ == "__main__":

@@ -11,81 +11,111 @@ the tensor holds a reference to the buffer's storage (``_combined_storage``)
 to keep it alive.
 """
 
+import itertools
+
 import torch
 
 
 def get_storage_size(tensor) -> int:
-    """The number of elements of the tensor's storage."""
+    """How many elements of the tensor's dtype its storage holds (not the tensor's numel)."""
     return tensor.untyped_storage().nbytes() // tensor.element_size()
 
 
 def npu_change_data_ptr(dst, src, offset) -> int:
-    """Moves dst's storage to ``src.data_ptr() + offset`` elements, keeping
-    dst's shape, strides and storage size; dst's old contents are not copied."""
-    if dst.device.type != "npu" or src.device.type != "npu":
-        raise RuntimeError(f"npu_change_data_ptr: both tensors should be on npu, got {dst.device} and {src.device}.")
-    if dst.dtype != src.dtype:
-        raise RuntimeError(f"npu_change_data_ptr: dst ({dst.dtype}) and src ({src.dtype}) should have the same dtype.")
-    size = get_storage_size(dst)
-    available = get_storage_size(src) - src.storage_offset()
-    if offset < 0 or offset + size > available:
-        raise RuntimeError(f"npu_change_data_ptr: offset {offset} + dst's storage size {size} exceeds the "
-                           f"{available} elements of src.")
-    storage = torch._C._construct_storage_from_data_pointer(
-        src.data_ptr() + offset * src.element_size(), src.device, size * src.element_size())
+    """Points dst at src's memory from element ``offset`` of src on (dst's view and storage size unchanged).
+
+    What dst held before is not carried over. Returns 0, torch_npu's success code.
+    """
+    _check_can_move(dst, src, offset)
+    storage = _borrowed_storage(src, offset, get_storage_size(dst))
     with torch.no_grad():
         dst.set_(storage, dst.storage_offset(), dst.size(), dst.stride())
+    # The borrowed storage does not keep src's memory alive; this reference does.
     dst._combined_storage = src.untyped_storage()
     return 0
 
 
 def npu_combine_tensors(list_of_tensor, require_copy_value=True):
-    """One zero-initialised flat npu buffer holding every tensor's storage, in
-    order; each tensor is moved into it (values kept unless
-    require_copy_value=False). None for an empty list or no elements."""
-    if len(list_of_tensor) == 0:
+    """Allocates one zeroed flat buffer and moves every tensor's storage into it, back to back in list order.
+
+    Values survive the move unless ``require_copy_value`` is False (the tensors then read zeros).
+    Returns the buffer, or None when the list is empty or holds no elements at all.
+    """
+    if not list_of_tensor:
         return None
-    if any(t is None for t in list_of_tensor):
-        raise RuntimeError("Tensors to combine must not have `None`.")
-    dtype = list_of_tensor[0].dtype
-    for tensor in list_of_tensor:
-        if tensor.dtype != dtype:
-            raise RuntimeError("Tensors to combine must have the same dtype.")
-        if tensor.device.type != "npu":
-            raise RuntimeError(f"Tensors to combine must be on NPU, got {tensor.device.type}.")
-    sizes = [get_storage_size(t) for t in list_of_tensor]
-    if sum(sizes) == 0:
+    _check_combinable(list_of_tensor)
+    sizes = [get_storage_size(tensor) for tensor in list_of_tensor]
+    starts = [0, *itertools.accumulate(sizes)]
+    if starts[-1] == 0:
         return None
-    combined = torch.zeros(sum(sizes), dtype=dtype, device=list_of_tensor[0].device)
-    offset = 0
-    for tensor, size in zip(list_of_tensor, sizes):
-        values = tensor.detach().clone() if require_copy_value else None
-        npu_change_data_ptr(tensor, combined, offset)
-        if values is not None:
-            with torch.no_grad():
-                tensor.copy_(values)
-        offset += size
-    return combined
+    buffer = torch.zeros(starts[-1], dtype=list_of_tensor[0].dtype, device=list_of_tensor[0].device)
+    move = _move_keeping_values if require_copy_value else npu_change_data_ptr
+    for tensor, start in zip(list_of_tensor, starts):
+        move(tensor, buffer, start)
+    return buffer
 
 
 def get_part_combined_tensor(combined_tensor, index, size):
-    """A flat tensor of ``size`` elements over combined_tensor from element ``index``."""
+    """A new 1-d tensor of ``size`` elements sharing combined_tensor's memory from element ``index``."""
     if combined_tensor is None or size == 0:
         return None
-    total = get_storage_size(combined_tensor)
-    if index + size > total:
-        raise RuntimeError(f"(index + size) ({index + size}) > torch_npu.get_storage_size(combined_tensor) ({total})")
+    end, available = index + size, get_storage_size(combined_tensor)
+    if end > available:
+        raise RuntimeError(f"(index + size) ({end}) > torch_npu.get_storage_size(combined_tensor) ({available})")
     part = torch.empty(size, dtype=combined_tensor.dtype, device=combined_tensor.device)
     npu_change_data_ptr(part, combined_tensor, index)
     return part
 
 
 def is_combined_tensor_valid(combined_tensor, list_of_tensor) -> bool:
-    """True when every tensor's data lies inside combined_tensor."""
-    if len(list_of_tensor) == 0:
+    """Whether each tensor of the list starts inside combined_tensor's memory (an empty list always does)."""
+    if not list_of_tensor:
         return True
     if combined_tensor is None:
         return False
-    start = combined_tensor.data_ptr()
-    end = start + get_storage_size(combined_tensor) * combined_tensor.element_size()
-    return all(t is not None and start <= t.data_ptr() < end for t in list_of_tensor)
+    low = combined_tensor.data_ptr()
+    high = low + combined_tensor.element_size() * get_storage_size(combined_tensor)
+
+    def inside(tensor):
+        return tensor is not None and low <= tensor.data_ptr() < high
+
+    return all(map(inside, list_of_tensor))
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+
+def _check_can_move(dst, src, offset):
+    if "npu" != dst.device.type or "npu" != src.device.type:
+        raise RuntimeError(f"npu_change_data_ptr: both tensors should be on npu, got {dst.device} and {src.device}.")
+    if dst.dtype != src.dtype:
+        raise RuntimeError(f"npu_change_data_ptr: dst ({dst.dtype}) and src ({src.dtype}) should have the same dtype.")
+    needed = get_storage_size(dst)
+    room = get_storage_size(src) - src.storage_offset()
+    if not 0 <= offset <= room - needed:
+        raise RuntimeError(f"npu_change_data_ptr: offset {offset} + dst's storage size {needed} exceeds the "
+                           f"{room} elements of src.")
+
+
+def _borrowed_storage(src, offset, elements):
+    """A storage of ``elements`` over src's memory from element ``offset`` on; it frees nothing when dropped."""
+    itemsize = src.element_size()
+    return torch._C._construct_storage_from_data_pointer(
+        src.data_ptr() + itemsize * offset, src.device, itemsize * elements)
+
+
+def _check_combinable(tensors):
+    if any(tensor is None for tensor in tensors):
+        raise RuntimeError("Tensors to combine must not have `None`.")
+    expected_dtype = tensors[0].dtype
+    for tensor in tensors:
+        if tensor.dtype != expected_dtype:
+            raise RuntimeError("Tensors to combine must have the same dtype.")
+        if tensor.device.type != "npu":
+            raise RuntimeError(f"Tensors to combine must be on NPU, got {tensor.device.type}.")
+
+
+def _move_keeping_values(tensor, buffer, offset):
+    saved = tensor.detach().clone()
+    npu_change_data_ptr(tensor, buffer, offset)
+    with torch.no_grad():
+        tensor.copy_(saved)

@@ -42,242 +42,268 @@ from torch_npu import _hifloat8
 
 __all__ = []
 
-aten = torch.ops.aten
+_aten = torch.ops.aten
 
-# Nominal dtypes whose values the casts keep as they are; others go through float32.
-_CAST_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-
-
-def _codes(data):
-    """The uint8 view of an 8-bit buffer."""
-    return data if data.dtype == torch.uint8 else data.view(torch.uint8)
+# The casts keep these dtypes as the nominal one; any other input is converted to float32 before encoding.
+_NOMINAL_KEPT = frozenset((torch.float32, torch.float16, torch.bfloat16))
 
 
-def _decode(tensor, dtype=None):
-    """The values of a _HiFloat8Tensor's codes, as an ordinary tensor of ``dtype`` (default: nominal dtype)."""
-    return _hifloat8.decode(_codes(tensor._data), dtype=tensor.dtype if dtype is None else dtype)
+# ---------------------------------------------------------------------------------------------- values <-> codes
+#
+# A HiFloat8Tensor's ``_data`` may hold any 1-byte dtype (float8_e4m3fn buffers are accepted, as in torch_npu);
+# the codec works on the raw bytes, so every read and write goes through a uint8 view of it.
+
+def _raw_bytes(buffer: torch.Tensor) -> torch.Tensor:
+    if buffer.dtype is torch.uint8:
+        return buffer
+    return buffer.view(torch.uint8)
 
 
-def _encode_into(dst, src):
-    """Encodes ``src`` (broadcast to dst's shape, moved to its device) into the codes of _HiFloat8Tensor ``dst``."""
-    src = src.expand(dst.size()).to(device=dst._data.device)
-    if not src.is_floating_point():
-        src = src.float()
-    _codes(dst._data).copy_(_hifloat8.encode(src))
+def _values_of(hf8: _HiFloat8Tensor, dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+    """An ordinary tensor with what ``hf8`` holds, in ``dtype`` (its nominal dtype when None)."""
+    return _hifloat8.decode(_raw_bytes(hf8._data), dtype=dtype or hf8.dtype)
 
 
-class _FromHiFloat8Func(torch.autograd.Function):
-    """HiFloat8Tensor -> ordinary tensor of a given dtype; gradients pass unchanged."""
+def _store_values(hf8: _HiFloat8Tensor, values: torch.Tensor) -> None:
+    """Rounds ``values`` to HiFloat8 and writes them over ``hf8``'s codes (broadcasting, crossing devices)."""
+    target = hf8._data
+    values = values.expand(target.shape).to(device=target.device)
+    if not values.is_floating_point():
+        values = values.float()
+    _raw_bytes(target).copy_(_hifloat8.encode(values))
+
+
+# ---------------------------------------------------------------------------------------------- autograd
+#
+# Rounding to HiFloat8 has no useful derivative, so every cast and every re-layout of the codes is
+# straight-through: the gradient passes unchanged, only brought back to the input's shape, layout, dtype
+# or device. One Function serves them all; ``forward_fn`` builds the output, ``grad_fn`` maps the gradient.
+
+class _StraightThrough(torch.autograd.Function):
 
     @staticmethod
-    def forward(ctx, tensor, dtype=None):
-        return _decode(tensor, dtype).detach()
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad, None
-
-
-class _ToHiFloat8Func(torch.autograd.Function):
-    """Ordinary tensor -> HiFloat8Tensor on npu; gradients pass unchanged."""
-
-    @staticmethod
-    def forward(ctx, tensor):
-        ctx.device, ctx.dtype = tensor.device, tensor.dtype
-        tensor = tensor.detach().contiguous().npu()
-        if tensor.dtype not in _CAST_DTYPES:
-            tensor = tensor.float()
-        return _HiFloat8Tensor(data=_hifloat8.encode(tensor), dtype=tensor.dtype)
+    def forward(ctx, source, forward_fn, grad_fn):
+        ctx.grad_fn = grad_fn
+        return forward_fn(source)
 
     @staticmethod
     def backward(ctx, grad):
-        return grad.to(device=ctx.device, dtype=ctx.dtype)
+        return ctx.grad_fn(grad), None, None
 
 
-class _NewCodesFunc(torch.autograd.Function):
-    """A HiFloat8Tensor over other codes (a copy, a view, another layout); gradients pass, reshaped back."""
+def _relayout(hf8: _HiFloat8Tensor, codes: torch.Tensor) -> _HiFloat8Tensor:
+    """``hf8``'s values over ``codes`` (a copy or view of its codes with another shape or layout)."""
+    shape, dtype = hf8.shape, hf8.dtype
 
-    @staticmethod
-    def forward(ctx, tensor, data, kwargs):
-        ctx.shape, ctx.dtype = tensor.shape, tensor.dtype
-        return _HiFloat8Tensor.make_like(tensor, data=data, **kwargs)
+    def grad_back(grad):
+        return grad.reshape(shape).to(dtype)
 
-    @staticmethod
-    def backward(ctx, grad):
-        if grad.shape != ctx.shape:
-            grad = grad.reshape(ctx.shape)
-        return grad.to(ctx.dtype), None, None
+    return _StraightThrough.apply(hf8, lambda t: _HiFloat8Tensor.make_like(t, data=codes), grad_back)
 
 
-class _TransposeFunc(torch.autograd.Function):
-    """Transposes a HiFloat8Tensor's codes; the gradient is transposed back."""
+def _cast_to_hifloat8(tensor: torch.Tensor) -> _HiFloat8Tensor:
+    device, dtype = tensor.device, tensor.dtype
 
-    @staticmethod
-    def forward(ctx, tensor, dim0, dim1):
-        ctx.dims = (dim0, dim1)
-        return _HiFloat8Tensor.make_like(tensor, data=tensor._data.transpose(dim0, dim1))
+    def encode(t):
+        t = t.detach().contiguous().npu()
+        if t.dtype not in _NOMINAL_KEPT:
+            t = t.float()
+        return _HiFloat8Tensor(data=_hifloat8.encode(t), dtype=t.dtype)
 
-    @staticmethod
-    def backward(ctx, grad):
-        return grad.transpose(*ctx.dims), None, None
+    return _StraightThrough.apply(tensor, encode, lambda grad: grad.to(device=device, dtype=dtype))
 
+
+# ---------------------------------------------------------------------------------------------- dispatch
+#
+# Below autograd every aten operator reaches __torch_dispatch__. Three kinds are handled on the codes
+# (copies, and the views that must stay HiFloat8Tensors so writes reach the original); everything else
+# runs on decoded values and gives ordinary tensors back.
+
+def _copy(dst, src):
+    if not (isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor)):
+        raise RuntimeError("HiFloat8Tensor copy_: both the destination and the source should be tensors")
+    dst_is_hf8 = isinstance(dst, _HiFloat8Tensor)
+    src_is_hf8 = isinstance(src, _HiFloat8Tensor)
+    if not dst_is_hf8:
+        dst.copy_(_values_of(src))          # a plain tensor receives the decoded values
+    elif src_is_hf8:
+        dst._data.copy_(src._data)          # code to code: nothing to round
+    else:
+        _store_values(dst, src)
+    return dst
+
+
+def _on_codes(func, hf8, *rest, **kwargs):
+    """Applies a view operator to ``hf8``'s codes, so the result shares (and writes into) them."""
+    return _HiFloat8Tensor.make_like(hf8, data=func(hf8._data, *rest, **kwargs))
+
+
+_CODE_VIEWS = (_aten.slice.Tensor, _aten.view.default)
+
+
+def _written_arguments(schema, args, kwargs):
+    """Yields (position or name) of each argument the operator writes into, as passed by the caller."""
+    for index, argument in enumerate(schema.arguments):
+        alias = argument.alias_info
+        if alias is None or not alias.is_write:
+            continue
+        if index < len(args):
+            yield index
+        elif argument.name in kwargs:
+            yield argument.name
+
+
+def _run_on_values(func, args, kwargs):
+    decode = lambda x: _values_of(x) if isinstance(x, _HiFloat8Tensor) else x  # noqa: E731
+    plain_args = tree_map(decode, args)
+    plain_kwargs = tree_map(decode, kwargs)
+    result = func(*plain_args, **plain_kwargs)
+    if not func._schema.is_mutable:
+        return result
+
+    # The operator wrote into decoded copies. Round what it wrote back into the HiFloat8Tensors, and hand
+    # those back wherever the result names a copy (``r = h.mul_(3)`` gives ``h``).
+    stand_ins = {}
+    for key in _written_arguments(func._schema, args, kwargs):
+        where = args if isinstance(key, int) else kwargs
+        plain_where = plain_args if isinstance(key, int) else plain_kwargs
+        originals, copies = where[key], plain_where[key]
+        if not isinstance(originals, (list, tuple)):    # Tensor(a!) rather than Tensor(a!)[]
+            originals, copies = [originals], [copies]
+        for original, copy in zip(originals, copies):
+            if isinstance(original, _HiFloat8Tensor) and isinstance(copy, torch.Tensor):
+                _store_values(original, copy)
+                stand_ins[id(copy)] = original
+    return tree_map(lambda x: stand_ins.get(id(x), x) if isinstance(x, torch.Tensor) else x, result)
+
+
+# ---------------------------------------------------------------------------------------------- the tensor
 
 class _HiFloat8Tensor(torch.Tensor):
-    """A tensor of nominal dtype ``dtype`` whose elements are the HiFloat8 codes in ``data``.
+    """Shows ``dtype`` and ``data``'s shape and strides; its elements are the HiFloat8 codes in ``data``.
 
-    Parameters
-    ----------
-    data: torch.Tensor
-        the HiFloat8 codes: an 8-bit tensor (torch.uint8), not requiring grad; moved to npu.
-    dtype: torch.dtype, default torch.float32
-        the nominal dtype: the dtype the tensor shows, and that operators see the values in.
+    ``data``: 8-bit tensor of codes (moved to npu), must not require grad.
+    ``dtype``: the nominal floating dtype, the one operators see the values in.
     """
 
     def __new__(cls, *, data: torch.Tensor, dtype: torch.dtype = torch.float32):
-        if not isinstance(data, torch.Tensor):
-            raise TypeError(f"HiFloat8Tensor: data should be a tensor, got {type(data).__name__}")
-        if data.element_size() != 1:
-            raise ValueError(f"HiFloat8Tensor requires data buffer with 8-bit dtype (got dtype={data.dtype})")
-        if data.requires_grad:
-            raise ValueError("HiFloat8Tensor requires non-differentiable data buffer")
-        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-            raise ValueError(f"HiFloat8Tensor: the nominal dtype should be a floating-point dtype, got {dtype}")
+        _check_codes_and_dtype(data, dtype)
         if data.device.type != "npu":
             data = data.npu()
-        self = torch.Tensor._make_wrapper_subclass(
-            cls, data.size(), strides=data.stride(), storage_offset=data.storage_offset(), dtype=dtype,
-            layout=data.layout, requires_grad=False, device=data.device)
-        self._data = data
-        return self
+        wrapper = torch.Tensor._make_wrapper_subclass(
+            cls, data.size(), strides=data.stride(), storage_offset=data.storage_offset(),
+            dtype=dtype, layout=data.layout, device=data.device, requires_grad=False)
+        wrapper._data = data
+        return wrapper
 
-    @classmethod
-    def make_like(cls, tensor: _HiFloat8Tensor, *, data: torch.Tensor, **kwargs) -> _HiFloat8Tensor:
-        """A _HiFloat8Tensor over ``data`` with ``tensor``'s attributes, unless ``kwargs`` override them."""
-        kwargs.setdefault("dtype", tensor.dtype)
-        return _HiFloat8Tensor(data=data, **kwargs)
-
-    def __repr__(self, *, tensor_contents=None):
-        return f"HiFloat8Tensor(data={self.from_hifloat8(dtype=self.dtype)})"
-
-    def from_hifloat8(self, dtype: Optional[torch.dtype] = None) -> torch.Tensor:
-        """The values as an ordinary tensor of ``dtype`` (default: the nominal dtype)."""
-        return _FromHiFloat8Func.apply(self, dtype)
-
-    @classmethod
-    def to_hifloat8(cls, tensor: torch.Tensor):
-        """A _HiFloat8Tensor on npu holding ``tensor`` rounded to HiFloat8."""
-        if not isinstance(tensor, torch.Tensor):
-            raise TypeError(f"HiFloat8Tensor.to_hifloat8: expected a tensor, got {type(tensor).__name__}")
-        if isinstance(tensor, _HiFloat8Tensor):
-            tensor = tensor.from_hifloat8()
-        return _ToHiFloat8Func.apply(tensor)
-
-    def float(self) -> torch.Tensor:
-        return self.from_hifloat8(dtype=torch.float32)
-
-    def bfloat16(self) -> torch.Tensor:
-        return self.from_hifloat8(dtype=torch.bfloat16)
-
-    def half(self) -> torch.Tensor:
-        return self.from_hifloat8(dtype=torch.float16)
-
-    def cpu(self) -> torch.Tensor:
-        return self.from_hifloat8().cpu()
-
-    def clone(self) -> _HiFloat8Tensor:
-        return _NewCodesFunc.apply(self, self._data.detach().clone(), {})
-
-    def view(self, *shape: Tuple[int]) -> _HiFloat8Tensor:
-        return _NewCodesFunc.apply(self, self._data.view(*shape), {})
-
-    def reshape(self, *shape: Tuple[int]) -> _HiFloat8Tensor:
-        return _NewCodesFunc.apply(self, self._data.reshape(*shape), {})
-
-    def contiguous(self, *, memory_format: torch.memory_format = torch.contiguous_format) -> _HiFloat8Tensor:
-        """``self`` if its codes are laid out in ``memory_format`` already, else a copy that is."""
-        if self._data.is_contiguous(memory_format=memory_format):
-            return self
-        return _NewCodesFunc.apply(self, self._data.detach().contiguous(memory_format=memory_format), {})
-
-    def to_dtype(self, dtype: torch.dtype) -> _HiFloat8Tensor:
-        """A _HiFloat8Tensor over the same codes with nominal dtype ``dtype``."""
-        return _HiFloat8Tensor.make_like(self, data=self._data, dtype=dtype)
-
-    def transpose(self, dim0, dim1):
-        return _TransposeFunc.apply(self, dim0, dim1)
+    # torch functions reach __torch_dispatch__ without subclass-preserving wrapping of their results.
+    __torch_function__ = torch._C._disabled_torch_function_impl
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func is aten.copy_.default:
-            dst, src = args[0], args[1]
-            if not isinstance(dst, torch.Tensor) or not isinstance(src, torch.Tensor):
-                raise RuntimeError("HiFloat8Tensor copy_: both the destination and the source should be tensors")
-            if isinstance(dst, _HiFloat8Tensor) and isinstance(src, _HiFloat8Tensor):
-                dst._data.copy_(src._data.to(dst._data.dtype) if src._data.dtype != dst._data.dtype
-                                else src._data)
-            elif isinstance(src, _HiFloat8Tensor):
-                dst.copy_(_decode(src))
-            else:
-                _encode_into(dst, src)
-            return dst
-        if func in (aten.slice.Tensor, aten.view.default):
-            tensor = args[0]
-            return _HiFloat8Tensor.make_like(tensor, data=func(tensor._data, *args[1:], **kwargs))
-        if func is aten.detach.default:
-            return _HiFloat8Tensor.make_like(args[0], data=args[0]._data)
-
-        def unwrap(t):
-            return _decode(t) if isinstance(t, _HiFloat8Tensor) else t
-
-        new_args, new_kwargs = tree_map(unwrap, args), tree_map(unwrap, kwargs)
-        out = func(*new_args, **new_kwargs)
-        if not func._schema.is_mutable:
-            return out
-        # An in-place / out= operator wrote into the decoded copies: encode what it wrote back into the codes.
-        originals = {}
-        for schema_arg, arg, new_arg in _bound(func._schema, args, kwargs, new_args, new_kwargs):
-            if schema_arg.alias_info is None or not schema_arg.alias_info.is_write:
-                continue
-            pairs = zip(arg, new_arg) if isinstance(arg, (list, tuple)) else [(arg, new_arg)]  # Tensor(a!)[]
-            for old, new in pairs:
-                if isinstance(old, _HiFloat8Tensor) and isinstance(new, torch.Tensor):
-                    _encode_into(old, new)
-                    originals[id(new)] = old
-        return tree_map(lambda t: originals.get(id(t), t) if isinstance(t, torch.Tensor) else t, out)
+        if func is _aten.copy_.default:
+            return _copy(args[0], args[1])
+        if func in _CODE_VIEWS:
+            return _on_codes(func, *args, **kwargs)
+        if func is _aten.detach.default:
+            return cls.make_like(args[0], data=args[0]._data)
+        return _run_on_values(func, args, kwargs)
 
     @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        return torch._C._disabled_torch_function_impl(func, types, args, kwargs or {})
+    def make_like(cls, tensor: _HiFloat8Tensor, *, data: torch.Tensor, **kwargs) -> _HiFloat8Tensor:
+        """A HiFloat8Tensor over ``data``; attributes not given in ``kwargs`` come from ``tensor``."""
+        return _HiFloat8Tensor(data=data, **{"dtype": tensor.dtype, **kwargs})
+
+    def __repr__(self, *, tensor_contents=None):
+        return f"HiFloat8Tensor(data={self.from_hifloat8(dtype=self.dtype)})"
+
+    # -- casts (straight-through for autograd)
 
     @classmethod
-    def _make_in_reduce_ex(cls, data: torch.Tensor, dtype: torch.dtype) -> _HiFloat8Tensor:
-        """Rebuilds a pickled _HiFloat8Tensor."""
-        return _HiFloat8Tensor(data=data, dtype=dtype)
+    def to_hifloat8(cls, tensor: torch.Tensor):
+        """``tensor`` rounded to HiFloat8, as a HiFloat8Tensor on npu."""
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"HiFloat8Tensor.to_hifloat8: expected a tensor, got {type(tensor).__name__}")
+        if isinstance(tensor, _HiFloat8Tensor):
+            tensor = tensor.from_hifloat8()
+        return _cast_to_hifloat8(tensor)
+
+    def from_hifloat8(self, dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+        """The values as an ordinary tensor of ``dtype`` (the nominal dtype when None)."""
+        return _StraightThrough.apply(self, lambda t: _values_of(t, dtype).detach(), lambda grad: grad)
+
+    def float(self) -> torch.Tensor:
+        return self.from_hifloat8(torch.float32)
+
+    def half(self) -> torch.Tensor:
+        return self.from_hifloat8(torch.float16)
+
+    def bfloat16(self) -> torch.Tensor:
+        return self.from_hifloat8(torch.bfloat16)
+
+    def cpu(self) -> torch.Tensor:
+        return self.from_hifloat8().cpu()
+
+    def to_dtype(self, dtype: torch.dtype) -> _HiFloat8Tensor:
+        """The same codes read with another nominal dtype."""
+        return self.make_like(self, data=self._data, dtype=dtype)
+
+    # -- new layouts of the codes
+
+    def view(self, *shape: Tuple[int]) -> _HiFloat8Tensor:
+        return _relayout(self, self._data.view(*shape))
+
+    def reshape(self, *shape: Tuple[int]) -> _HiFloat8Tensor:
+        return _relayout(self, self._data.reshape(*shape))
+
+    def clone(self) -> _HiFloat8Tensor:
+        return _relayout(self, self._data.detach().clone())
+
+    def contiguous(self, *, memory_format: torch.memory_format = torch.contiguous_format) -> _HiFloat8Tensor:
+        codes = self._data
+        if codes.is_contiguous(memory_format=memory_format):
+            return self
+        return _relayout(self, codes.detach().contiguous(memory_format=memory_format))
+
+    def transpose(self, dim0, dim1):
+        return _StraightThrough.apply(
+            self,
+            lambda t: t.make_like(t, data=t._data.transpose(dim0, dim1)),
+            lambda grad: grad.transpose(dim0, dim1))
+
+    # -- ``.data``: reading gives a detached HiFloat8Tensor over the same codes (what detach dispatches to),
+    #    assigning rounds the new values into the codes instead of swapping the tensor's storage.
+
+    @property
+    def data(self) -> _HiFloat8Tensor:
+        return super().data
+
+    @data.setter
+    def data(self, values: torch.Tensor) -> None:
+        with torch.no_grad():
+            self.copy_(values)
+
+    # -- pickling: the codes and the nominal dtype. The rebuild hook keeps torch_npu's name so that
+    #    checkpoints saved by either load in the other.
 
     def __reduce_ex__(self, protocol: int) -> tuple:
         return _HiFloat8Tensor._make_in_reduce_ex, (self._data, self.dtype)
 
-    def _get_data(self) -> _HiFloat8Tensor:
-        return super().data
-
-    def _set_data(self, tensor: torch.Tensor) -> None:
-        with torch.no_grad():
-            self.copy_(tensor)
-
-    # ``t.data`` is a detached HiFloat8Tensor over the same codes; ``t.data = x`` encodes x into them.
-    data = property(_get_data, _set_data)
+    @classmethod
+    def _make_in_reduce_ex(cls, data: torch.Tensor, dtype: torch.dtype) -> _HiFloat8Tensor:
+        return cls(data=data, dtype=dtype)
 
 
-def _bound(schema, args, kwargs, new_args, new_kwargs):
-    """(schema argument, original value, unwrapped value) for each argument passed, positional or keyword."""
-    triples = []
-    for i, schema_arg in enumerate(schema.arguments):
-        if i < len(args):
-            triples.append((schema_arg, args[i], new_args[i]))
-        elif schema_arg.name in kwargs:
-            triples.append((schema_arg, kwargs[schema_arg.name], new_kwargs[schema_arg.name]))
-    return triples
+def _check_codes_and_dtype(data, dtype):
+    if not isinstance(data, torch.Tensor):
+        raise TypeError(f"HiFloat8Tensor: data should be a tensor, got {type(data).__name__}")
+    if data.element_size() != 1:
+        raise ValueError(f"HiFloat8Tensor requires data buffer with 8-bit dtype (got dtype={data.dtype})")
+    if data.requires_grad:
+        raise ValueError("HiFloat8Tensor requires non-differentiable data buffer")
+    if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        raise ValueError(f"HiFloat8Tensor: the nominal dtype should be a floating-point dtype, got {dtype}")
 
 
 HiFloat8Tensor = _HiFloat8Tensor
