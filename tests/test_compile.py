@@ -351,6 +351,32 @@ def test_the_device_interface_worker_never_touches_the_device():
     assert NpuInterface.is_bf16_supported(including_emulation=True)
 
 
+def test_the_device_interface_names_devices_every_way_and_never_offers_triton():
+    from torch._dynamo.device_interface import caching_worker_current_devices
+    from torch_npu.utils._dynamo_device import NpuInterface
+    saved = caching_worker_current_devices.pop("npu", None)
+    try:
+        NpuInterface.Worker.set_device(1)
+        by_index = NpuInterface.Worker.get_device_properties(1)
+        assert NpuInterface.Worker.get_device_properties(torch.device("npu:1")) is by_index
+        assert NpuInterface.Worker.get_device_properties("npu") is by_index  # no index: the recorded one
+        with pytest.raises(AssertionError, match="expected an npu device, got cpu"):
+            NpuInterface.Worker.get_device_properties(torch.device("cpu"))
+    finally:
+        caching_worker_current_devices.pop("npu", None)
+        if saved is not None:
+            caching_worker_current_devices["npu"] = saved
+    before = torch.npu.current_device()
+    other = 1 - before if torch.npu.device_count() > 1 else before
+    assert NpuInterface.exchange_device(other) == before and torch.npu.current_device() == other
+    assert NpuInterface.maybe_exchange_device(-1) == other and torch.npu.current_device() == other
+    NpuInterface.set_device(before)
+    assert NpuInterface.get_device_properties().multi_processor_count == (os.cpu_count() or 1)
+    assert NpuInterface.get_compute_capability() == "" and not NpuInterface.is_triton_capable()
+    with pytest.raises(RuntimeError, match="C\\+\\+ backend, not triton"):
+        NpuInterface.raise_if_triton_unavailable()
+
+
 def test_tensors_of_another_device_are_refused():
     with pytest.raises(Exception, match="device"):
         torch.compile(lambda a, b: a + b)(torch.ones(4, device="npu"), torch.ones(4))

@@ -116,6 +116,39 @@ def test_npu_tensorpipe_options_and_device_map_checks():
         backend_registry._validate_device_maps(["w0"], {"w0": {"npu": 2}}, {"w0": {"w9": {}}}, {"w0": []})
 
 
+def test_npu_tensorpipe_workers_join_a_dynamic_group():
+    # init_rpc without world_size: the second worker starts its agent, asks the
+    # first for its device maps over rpc, checks them and announces itself
+    # (backend_registry._set_devices_and_reverse_device_map).
+    code = """
+import os, sys, time
+import torch, torch_npu
+import torch.distributed.rpc as rpc
+from torch_npu.distributed.rpc.options import NPUTensorPipeRpcBackendOptions
+
+rank, port = int(sys.argv[1]), sys.argv[2]
+options = NPUTensorPipeRpcBackendOptions(num_worker_threads=4, init_method=f"tcp://127.0.0.1:{port}")
+if rank == 1:
+    time.sleep(1)  # the first member is in the group
+rpc.init_rpc(f"w{rank}", rank=rank, backend=rpc.BackendType.NPU_TENSORPIPE, rpc_backend_options=options)
+if rank == 1:
+    assert rpc.rpc_sync("w0", torch.add, args=(torch.ones(2), 1)).tolist() == [2.0, 2.0]
+    print("OK")
+else:
+    time.sleep(6)  # w1 joins, calls and leaves
+rpc.shutdown()
+"""
+    port = str(free_port())
+    env = clean_env(OMP_NUM_THREADS=1)
+    first = subprocess.Popen([sys.executable, "-c", code, "0", port], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    second = subprocess.run([sys.executable, "-c", code, "1", port], env=env, capture_output=True, text=True,
+                            timeout=150)
+    out, err = first.communicate(timeout=150)
+    assert second.returncode == 0 and "OK" in second.stdout, second.stderr[-4000:]
+    assert first.returncode == 0, err[-4000:]
+
+
 def test_parallel_store_is_a_store_under_torch_npus_api():
     # Real torch_npu's constructor (positional order included), a server and
     # a client in one process, the Store API between them, and its names.
@@ -163,3 +196,32 @@ def test_parallel_store_is_a_store_under_torch_npus_api():
     assert isinstance(_create_c10d_store("127.0.0.1", 0, 0, 2, timedelta(seconds=60)), ParallelStore)
     with pytest.raises(ValueError, match="port must have value from 0 to 65535"):
         _create_c10d_store("127.0.0.1", 70000, 0, 2, timedelta(seconds=60))
+
+
+def test_parallel_rendezvous_refuses_incomplete_urls_and_endpoints():
+    import pytest
+    from torch.distributed.elastic.rendezvous.api import RendezvousParameters
+
+    from torch_npu.distributed.rendezvous import _create_parallel_handler, _parallel_rendezvous_handler
+
+    prefix = "Error initializing torch_npu.distributed using parallel:// rendezvous: "
+    for url, missing in (("parallel://h?rank=0&world_size=1", "port number missing"),
+                         ("parallel://h:1?world_size=1", "rank parameter missing"),
+                         ("parallel://h:1?rank=0", "world size parameter missing")):
+        with pytest.raises(ValueError) as refused:
+            next(_parallel_rendezvous_handler(url))
+        assert str(refused.value) == prefix + missing
+
+    def params(endpoint, **config):
+        return RendezvousParameters("parallel", endpoint, "run", 2, 2, **config)
+
+    with pytest.raises(ValueError, match="rank is absent in RendezvousParameters"):
+        _create_parallel_handler(params("h:1"))
+    with pytest.raises(ValueError, match="endpoint is absent in RendezvousParameters"):
+        _create_parallel_handler(params(" ", rank=0))
+    with pytest.raises(ValueError, match="Port is absent in endpoint: h"):
+        _create_parallel_handler(params("h", rank=0))
+    handler = _create_parallel_handler(params("h:29400", rank=1, timeout=5))
+    assert (handler.get_backend(), handler.use_agent_store, handler.get_run_id()) == ("parallel", True, "run")
+    assert (handler.master_addr, handler.master_port, handler.rank, handler.world_size) == ("h", 29400, 1, 2)
+    assert handler.timeout.total_seconds() == 5 and not handler.is_closed() and handler.num_nodes_waiting() == 0

@@ -75,3 +75,38 @@ def test_spawned_processes_share_npu_tensors_both_ways(tmp_path):
     proc = run_python(f"import runpy; runpy.run_path({str(script)!r}, run_name='__main__')", timeout=180,
                       VNPU_SHARED_DEVICE_MEMORY="1")
     assert proc.returncode == 0 and "ok" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-4000:]
+
+
+def test_views_of_one_storage_open_it_once_and_sparse_tensors_travel_by_their_parts():
+    # Pickled and loaded in one process: each view's handle names the same
+    # storage, which the receiver opens once (torch's shared_cache); a sparse
+    # npu tensor goes as its indices and values, each an npu tensor; a meta
+    # storage is refused in torch's words.
+    proc = run_python("""
+        import pickle, torch, torch_npu
+        from multiprocessing.reduction import ForkingPickler
+        from torch_npu.multiprocessing import reductions
+
+        def round_trip(obj):
+            return pickle.loads(ForkingPickler.dumps(obj))
+
+        base = torch.arange(8.0, device="npu")
+        a, b = round_trip(base[1:3]), round_trip(base[4:])
+        assert (a.tolist(), b.tolist()) == ([1.0, 2.0], [4.0, 5.0, 6.0, 7.0])
+        assert a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+        a.fill_(-1)
+        assert base.tolist() == [0.0, -1.0, -1.0, 3.0, 4.0, 5.0, 6.0, 7.0]
+        rebuild, args = reductions._npu_reduce_tensor(base[2:6])
+        assert rebuild is reductions.rebuild_npu_tensor and (tuple(args[1]), tuple(args[2]), args[3]) == ((4,), (1,), 2)
+
+        sparse = torch.tensor([0.0, 2.0, 0.0, 3.0], device="npu").to_sparse()
+        back = round_trip(sparse)
+        assert back.is_sparse and back.device.type == "npu" and back.to_dense().tolist() == [0.0, 2.0, 0.0, 3.0]
+        try:
+            ForkingPickler.dumps(torch.UntypedStorage(4, device="meta"))
+            raise AssertionError("meta storage pickled")
+        except RuntimeError as e:
+            assert "Cannot pickle meta storage" in str(e), e
+        print("ok")
+    """, VNPU_SHARED_DEVICE_MEMORY="1")
+    assert proc.returncode == 0 and "ok" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-4000:]

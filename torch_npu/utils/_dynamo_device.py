@@ -2,11 +2,19 @@
 real torch_npu's module path (torch_npu.utils._dynamo_device); the Dynamo
 setup registers it for the npu device (torch_npu/utils/_dynamo.py).
 
-Its Worker answers for Inductor's compile workers, which must not touch the
-device: set_device only records the index, and current_device and the device
-properties come from that record and a cache filled once, as for CUDA. The
-module-level names they use (current_device, device_count,
-get_device_properties_npu) are looked up at call time, so they can be replaced.
+Most of the interface is torch.npu under the names Dynamo asks for. Two parts
+are more than that:
+
+* the Worker, which answers for Inductor's compile workers. A worker must not
+  touch the device, so set_device only records an index, and the device
+  properties are read once for every npu and kept (torch's
+  caching_worker_* dicts, as CUDA's Worker does);
+* the properties Inductor's heuristics see: vNPU's kernels are C++ loops on
+  the host, so the "multiprocessor count" they size work by is the host's
+  core count.
+
+The module-level names the Worker calls (current_device, device_count,
+get_device_properties_npu) are looked up when it runs, so tests can replace them.
 """
 
 import os
@@ -22,22 +30,40 @@ from torch_npu.npu import current_device, device_count
 
 __all__ = []
 
+_NPU = "npu"  # the key of npu's entries in torch's caching_worker_* dicts
 
-class _KernelDeviceProperties:
-    """The npu's properties, plus what Inductor's heuristics ask of a device
-    that runs its kernels: the kernels run on the host's cores."""
 
-    def __init__(self, props):
-        self._props = props
+class _HostKernelProperties:
+    """An npu's properties, with what Inductor sizes its kernels by made the
+    host's: vNPU's kernels run on the host's cores."""
+
+    def __init__(self, npu_properties):
+        self._npu_properties = npu_properties
         self.multi_processor_count = os.cpu_count() or 1
 
     def __getattr__(self, name):
-        return getattr(self._props, name)
+        return getattr(self._npu_properties, name)
 
 
 def get_device_properties_npu(device):
-    """The npu's properties as Inductor's heuristics read them."""
-    return _KernelDeviceProperties(torch.npu.get_device_properties(device))
+    """The properties of npu ``device`` as Inductor's heuristics read them."""
+    return _HostKernelProperties(torch.npu.get_device_properties(device))
+
+
+def _worker_device_index(device):
+    """The npu index a Worker call names: an int, "npu:i" or torch.device, None (or "npu") for the current one."""
+    if device is not None and not isinstance(device, int):
+        device = torch.device(device)
+        if device.type != _NPU:
+            raise AssertionError(f"NpuInterface.Worker.get_device_properties: expected an npu device, got {device}")
+        device = device.index
+    return NpuInterface.Worker.current_device() if device is None else device
+
+
+def _worker_properties_of_every_npu():
+    if _NPU not in caching_worker_device_properties:
+        caching_worker_device_properties[_NPU] = [get_device_properties_npu(i) for i in range(device_count())]
+    return caching_worker_device_properties[_NPU]
 
 
 class NpuInterface(DeviceInterface):
@@ -46,51 +72,39 @@ class NpuInterface(DeviceInterface):
     Stream = torch.npu.Stream
 
     class Worker:
+        """Inductor's compile workers' view: recorded and cached, never the device itself."""
+
         @staticmethod
         def set_device(device: int) -> None:
-            caching_worker_current_devices["npu"] = device
+            caching_worker_current_devices[_NPU] = device
 
         @staticmethod
         def current_device() -> int:
-            if "npu" in caching_worker_current_devices:
-                return caching_worker_current_devices["npu"]
-            return current_device()
+            recorded = caching_worker_current_devices.get(_NPU)
+            return current_device() if recorded is None else recorded
 
         @staticmethod
         def get_device_properties(device=None):
-            if isinstance(device, str):
-                device = torch.device(device)
-                if device.type != "npu":
-                    raise AssertionError(f"NpuInterface.Worker.get_device_properties: expected an npu device, "
-                                         f"got {device}")
-            if isinstance(device, torch.device):
-                device = device.index
-            if device is None:
-                device = NpuInterface.Worker.current_device()
-            if "npu" not in caching_worker_device_properties:
-                caching_worker_device_properties["npu"] = [get_device_properties_npu(i) for i in range(device_count())]
-            return caching_worker_device_properties["npu"][device]
+            return _worker_properties_of_every_npu()[_worker_device_index(device)]
 
+    # ---- devices and streams: torch.npu's own functions
     current_device = staticmethod(torch.npu.current_device)
     set_device = staticmethod(torch.npu.set_device)
     device_count = staticmethod(torch.npu.device_count)
     is_available = staticmethod(torch.npu.is_available)
+    synchronize = staticmethod(torch.npu.synchronize)
     stream = staticmethod(torch.npu.stream)
     current_stream = staticmethod(torch.npu.current_stream)
     set_stream = staticmethod(torch.npu.set_stream)
-    synchronize = staticmethod(torch.npu.synchronize)
-    @staticmethod
-    def get_device_properties(device=None):
-        return get_device_properties_npu(device if device is not None else current_device())
-
     memory_allocated = staticmethod(torch.npu.memory_allocated)
 
     @staticmethod
     def maybe_exchange_device(device: int) -> int:
-        previous = torch.npu.current_device()
-        if device >= 0 and device != previous:
+        """Makes ``device`` current (a negative index: leaves it) and returns the one it replaced."""
+        replaced = torch.npu.current_device()
+        if 0 <= device != replaced:
             torch.npu.set_device(device)
-        return previous
+        return replaced
 
     exchange_device = maybe_exchange_device
 
@@ -104,17 +118,21 @@ class NpuInterface(DeviceInterface):
         # The aclrtStream handle, as torch.cuda's is the cudaStream_t.
         return torch.npu.current_stream(device_idx).npu_stream
 
+    # ---- what Inductor asks before it generates code
     @staticmethod
-    def get_compute_capability(device=None) -> str:
-        return ""  # no triton: the C++ backend makes npu's kernels
+    def get_device_properties(device=None):
+        return get_device_properties_npu(torch.npu.current_device() if device is None else device)
 
     @staticmethod
     def is_bf16_supported(including_emulation: bool = False) -> bool:
         return torch.npu.is_bf16_supported()
 
+    # Inductor's C++ backend makes npu's kernels, so there is no compute
+    # capability to report and triton is never the way (is_triton_capable:
+    # DeviceInterface's False).
     @staticmethod
-    def is_triton_capable(device=None) -> bool:
-        return False
+    def get_compute_capability(device=None) -> str:
+        return ""
 
     @staticmethod
     def raise_if_triton_unavailable(device=None) -> None:
