@@ -20,3 +20,15 @@ def test_npu_single_level_responsible_flags():
         out = cf.npu_single_level_responsible_flags((h, w), gt.to(NPU), stride, 3)
         assert out.dtype == torch.uint8
         assert torch.equal(out.cpu(), ref)
+
+
+def test_npu_single_level_responsible_flags_box_dtypes_and_shape_check():
+    import pytest
+    gt = torch.tensor([[0., 0., 10., 10.], [40., 8., 60., 30.]])
+    ref = cf.npu_single_level_responsible_flags((4, 4), gt.to(NPU), (16, 16), 2).cpu()
+    assert ref.sum() == 4  # two cells, two anchors each
+    for dtype in (torch.float16, torch.int32, torch.int64):
+        out = cf.npu_single_level_responsible_flags((4, 4), gt.to(dtype).to(NPU), (16, 16), 2)
+        assert torch.equal(out.cpu(), ref)
+    with pytest.raises(ValueError, match="gt_bboxes"):
+        cf.npu_single_level_responsible_flags((4, 4), gt[:, :3].to(NPU), (16, 16), 2)

@@ -20,3 +20,15 @@ def test_npu_fast_condition_index_put(value):
     assert_close(x.grad.cpu(), (~cond).float().cpu())
     with pytest.raises(TypeError, match="bool"):
         cf.npu_fast_condition_index_put(x, cond.int(), value)
+
+
+def test_npu_fast_condition_index_put_is_out_of_place_and_broadcasts_the_mask():
+    import torch
+    x = rnd(6, 7, seed=52, dtype=torch.float16).to(NPU)
+    before = x.clone()
+    cond = (rnd(1, 7, seed=53) > 0).to(NPU)
+    out = cf.npu_fast_condition_index_put(x, cond, -3.)
+    assert torch.equal(x.cpu(), before.cpu()) and out.dtype == torch.float16
+    ref = before.cpu().clone()
+    ref[cond.cpu().expand(6, 7)] = -3.
+    assert torch.equal(out.cpu(), ref)

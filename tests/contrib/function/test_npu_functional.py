@@ -34,3 +34,18 @@ def test_dropout_with_byte_mask_and_module(p):
         cf.dropout_with_byte_mask(x, 0.5, inplace=True)
     with pytest.raises(ValueError, match="between 0 and 1"):
         cm.DropoutWithByteMask(-0.1)
+
+
+def test_dropout_with_byte_mask_module_in_training_equals_the_function():
+    x = rnd(32, 32, seed=72).to(NPU)
+    module = cm.DropoutWithByteMask(0.25)
+    assert module.training and module.max_seed == 1023 and "p=0.25" in repr(module)
+    torch.manual_seed(5)
+    got = module(x)
+    torch.manual_seed(5)
+    want = cf.dropout_with_byte_mask(x, 0.25, training=True)
+    assert torch.equal(got.cpu(), want.cpu())
+    kept = want != 0
+    assert_close(want[kept].cpu(), (x[kept] / 0.75).cpu())
+    with pytest.raises(ValueError, match="no-inplace"):
+        cm.DropoutWithByteMask(0.25, inplace=True)(x)

@@ -29,3 +29,15 @@ def test_bilstm_equals_torch_bidirectional_lstm():
     out.sum().backward()
     ref_out.sum().backward()
     assert_close(a.grad.cpu(), r.grad, atol=1e-5, rtol=1e-4)
+
+
+def test_bilstm_state_dict_keys_and_unbatched_input():
+    with pytest.warns(FutureWarning, match="BiLSTM is deprecated"):
+        model = cm.BiLSTM(3, 2)
+    assert sorted(model.state_dict()) == sorted(f"{d}_rnn.{w}_{m}_l0" for d in ("fw", "bw")
+                                                for w in ("weight", "bias") for m in ("ih", "hh"))
+    x = rnd(4, 3, seed=83)
+    out = model.to(NPU)(x.to(NPU))
+    batched = model(x.to(NPU)[:, None])
+    assert out.shape == (4, 4)
+    assert_close(out.cpu(), batched[:, 0].cpu(), atol=1e-6, rtol=1e-5)

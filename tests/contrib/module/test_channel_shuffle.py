@@ -32,3 +32,13 @@ def test_channel_shuffle(groups, split):
     assert_close(a2.grad.cpu(), r2.grad)
     with pytest.raises(ValueError, match="divisible"):
         cm.ChannelShuffle(7, groups=2)
+
+
+def test_channel_shuffle_uses_the_first_in_channels_and_splits_after_one_group():
+    x = rnd(2, 4, 3, 3, seed=94)
+    model = cm.ChannelShuffle(4, split_shuffle=True).to(NPU)  # cat(x, x) has 8 channels
+    head, tail = model(x.to(NPU), x.to(NPU))
+    assert head.shape == tail.shape == (2, 2, 3, 3)
+    want = torchvision_channel_shuffle(x, 2)
+    assert_close(torch.cat([head, tail], 1).cpu(), want)
+    assert not model.state_dict()  # the channel order is derived, not saved

@@ -38,3 +38,15 @@ def test_label_smoothing_cross_entropy_values_of_real_test():
     assert_close(loss.detach().cpu(), torch.tensor(3.8078), atol=1e-4, rtol=1e-4)
     with pytest.raises(ValueError, match="pred"):
         cm.LabelSmoothingCrossEntropy(10)(x[:, :5], y)
+
+
+def test_label_smoothing_cross_entropy_half_logits_give_a_float32_mean():
+    pred = rnd(6, 5, seed=102)
+    target = torch.tensor([0, 4, 2, 2, 1, 3])
+    loss = cm.LabelSmoothingCrossEntropy(5, 0.2)(pred.half().to(NPU), target.to(NPU))
+    t = torch.full((6, 5), 0.2 / 4).scatter_(1, target[:, None], 0.8)
+    ref = -(t * torch.log_softmax(pred, 1)).sum(1).mean()
+    assert loss.dtype == torch.float32
+    assert_close(loss.cpu(), ref, atol=2e-3, rtol=2e-3)
+    with pytest.raises(ValueError, match="at least 2"):
+        cm.LabelSmoothingCrossEntropy(1)

@@ -24,3 +24,17 @@ def test_focus_slices_and_module():
     assert_close(out.detach().cpu(), ref.detach(), atol=1e-5, rtol=1e-4)
     out.sum().backward()
     assert a.grad.shape == x.shape
+
+
+def test_focus_conv_padding_activation_and_fused_forward():
+    from torch_npu.contrib.module.focus import Conv, autopad
+    assert autopad(3) == 1 and autopad((3, 5)) == [1, 2] and autopad(3, 0) == 0
+    torch.manual_seed(0)
+    conv = Conv(3, 4, k=3, act=False)
+    assert isinstance(conv.act, torch.nn.Identity)
+    assert conv.conv.padding == (1, 1) and conv.conv.bias is None
+    x = rnd(1, 3, 5, 5, seed=172)
+    torch.manual_seed(0)  # the same weights as ``conv``
+    fused = Conv(3, 4, k=3).to(NPU).fuseforward(x.to(NPU))
+    ref = torch.nn.functional.leaky_relu(conv.conv(x), 0.1)
+    assert_close(fused.cpu(), ref.detach(), atol=1e-5, rtol=1e-4)

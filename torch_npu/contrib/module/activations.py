@@ -1,8 +1,10 @@
-"""Mish and SiLU (Swish) modules, kept for models written before torch.nn had them.
+"""Mish and SiLU (alias Swish) as modules, for models written before torch.nn had them.
 
-Both are deprecated in real torch_npu in favour of torch.nn.Mish / SiLU and
-warn so on construction. Mish is x * tanh(softplus(x)) through npu_mish,
-SiLU x * sigmoid(x) through npu_silu (vNPU defines both in ATen operators).
+Real torch_npu deprecates both in favour of torch.nn.Mish / torch.nn.SiLU and
+says so with a FutureWarning each time one is built; the wording is theirs.
+The arithmetic is done by the torch_npu operators (npu_mish, npu_silu, defined
+with their gradients in vNPU's ATen operators), looked up when called so that
+importing contrib does not depend on the order torch_npu registers them.
 """
 
 import warnings
@@ -13,29 +15,37 @@ import torch_npu
 
 __all__ = ["Mish", "SiLU", "Swish"]
 
-
-class Mish(nn.Module):
-    """mish(x) = x * tanh(ln(1 + exp(x))), element-wise."""
-
-    def __init__(self):
-        super().__init__()
-        warnings.warn("torch_npu.contrib.module.Mish is deprecated. "
-                      "Please use torch.nn.Mish for replacement.", FutureWarning)
-
-    def forward(self, x):
-        return torch_npu.npu_mish(x)
+_DEPRECATION = ("torch_npu.contrib.module.{name} is deprecated. "
+                "Please use torch.nn.{name} for replacement.")
 
 
-class SiLU(nn.Module):
-    """silu(x) = x * sigmoid(x), element-wise (also known as Swish)."""
+class _ReplacedActivation(nn.Module):
+    """An element-wise activation that torch.nn now provides under the same name.
+
+    Subclasses name the torch_npu operator that computes it in ``operator``.
+    """
+
+    operator = ""
 
     def __init__(self):
         super().__init__()
-        warnings.warn("torch_npu.contrib.module.SiLU is deprecated. "
-                      "Please use torch.nn.SiLU for replacement.", FutureWarning)
+        warnings.warn(_DEPRECATION.format(name=type(self).__name__), FutureWarning)
 
     def forward(self, x):
-        return torch_npu.npu_silu(x)
+        kernel = getattr(torch_npu, self.operator)
+        return kernel(x)
+
+
+class Mish(_ReplacedActivation):
+    """mish(x) = x * tanh(softplus(x)) = x * tanh(ln(1 + exp(x)))."""
+
+    operator = "npu_mish"
+
+
+class SiLU(_ReplacedActivation):
+    """silu(x) = x * sigmoid(x), also published as Swish."""
+
+    operator = "npu_silu"
 
 
 Swish = SiLU

@@ -1,10 +1,11 @@
-"""ShuffleNetV2's channel shuffle of two branches, as an index_select.
+"""ChannelShuffle: ShuffleNetV2's channel shuffle of two branches, as one gather.
 
-torchvision's version concatenates the branches, reshapes to (groups,
-channels / groups), transposes and flattens; real torch_npu replaces the
-non-contiguous transpose by one index_select with the equivalent channel
-permutation, which is what this does. Autograd gives the gradient (the
-inverse permutation) for any group count.
+torchvision shuffles by viewing the channels as a (groups, C / groups) grid,
+transposing it and flattening, which leaves a non-contiguous tensor for the
+device to copy. Real torch_npu gathers the channels in the shuffled order with
+index_select instead; this does the same. The order is a fixed permutation, so
+it is computed once per module, and autograd scatters the gradient back
+through index_select (the inverse permutation) for any group count.
 """
 
 import torch
@@ -13,14 +14,20 @@ import torch.nn as nn
 __all__ = ["ChannelShuffle"]
 
 
+def _shuffled_order(channels, groups):
+    """Input channel feeding each output channel: output i * groups + g reads input g * (channels / groups) + i."""
+    grid = torch.arange(channels).view(groups, channels // groups)
+    return grid.t().flatten()
+
+
 class ChannelShuffle(nn.Module):
     """ChannelShuffle(in_channels, groups=2, split_shuffle=True).
 
-    forward(x1, x2): the channels of cat([x1, x2], 1) are reordered so that
-    output channel i * groups + g is input channel g * (in_channels / groups)
-    + i; only the first ``in_channels`` channels of the concatenation take
-    part. With ``split_shuffle`` the result is returned as two halves
-    (ShuffleNetV2 then splits it anyway), else as one tensor.
+    forward(x1, x2) shuffles the first ``in_channels`` channels of
+    cat([x1, x2], dim=1). With ``split_shuffle`` the result comes back as two
+    tensors, split after the first in_channels / groups channels (the two
+    halves for ShuffleNetV2's groups=2, which splits them into its branches
+    anyway); otherwise as one tensor.
     """
 
     def __init__(self, in_channels, groups=2, split_shuffle=True):
@@ -28,14 +35,14 @@ class ChannelShuffle(nn.Module):
         if in_channels % groups != 0:
             raise ValueError(f"in_channels ({in_channels}) should be divisible by groups ({groups})")
         self.split_shuffle = split_shuffle
-        self.group_len = in_channels // groups
-        order = torch.arange(in_channels).reshape(groups, self.group_len).t().reshape(-1)
-        # Buffers follow the module through .npu() / .to(); not saved in state_dict.
-        self.register_buffer("out_channels", order, persistent=False)
+        self._split_at = in_channels // groups
+        # A buffer so that .npu() / .to() move it with the module; it is derived, so not saved.
+        self.register_buffer("_order", _shuffled_order(in_channels, groups), persistent=False)
 
     def forward(self, x1, x2):
-        x = torch.cat([x1, x2], dim=1)
-        index = self.out_channels.to(x.device)
-        if self.split_shuffle:
-            return x.index_select(1, index[:self.group_len]), x.index_select(1, index[self.group_len:])
-        return x.index_select(1, index)
+        both = torch.cat((x1, x2), 1)
+        order = self._order.to(both.device)
+        if not self.split_shuffle:
+            return both.index_select(1, order)
+        head, tail = order[:self._split_at], order[self._split_at:]
+        return both.index_select(1, head), both.index_select(1, tail)

@@ -1,10 +1,11 @@
-"""YOLOv5's Focus: space-to-depth (2x2 pixel blocks to channels), then Conv-BN-LeakyReLU.
+"""YOLOv5's Focus layer: space-to-depth on 2x2 pixel blocks, then Conv-BN-LeakyReLU.
 
-Reference: ultralytics/yolov5 models/common.py. The four slices are
-x[..., ::2, ::2], x[..., 1::2, ::2], x[..., ::2, 1::2], x[..., 1::2, 1::2],
-concatenated along channels. Real torch_npu builds them from index_selects
-(strided slices were slow on the device); ``fast_slice`` returns the same
-four tensors.
+Each 2x2 block of an (N, C, H, W) image contributes its four pixels to four
+different channel groups, so the image becomes (N, 4C, H/2, W/2) with no
+information lost, and one convolution then mixes them (ultralytics/yolov5,
+models/common.py). Real torch_npu computes the four phase images with
+index_selects because strided slicing was slow on the device; on vNPU a strided
+slice is just a view, so ``fast_slice`` slices and makes each phase contiguous.
 """
 
 import torch
@@ -12,44 +13,63 @@ import torch.nn as nn
 
 __all__ = ["Focus", "fast_slice", "Conv", "autopad"]
 
-
-def autopad(k, p=None):
-    """'same' padding for odd kernels when ``p`` is None."""
-    if p is None:
-        p = k // 2 if isinstance(k, int) else [x // 2 for x in k]
-    return p
-
-
-class Conv(nn.Module):
-    """Conv2d (no bias) -> BatchNorm2d -> LeakyReLU(0.1) (or identity when ``act`` is False)."""
-
-    def __init__(self, c1, c2, k=1, s=1, p=None, g=1, act=True):
-        super().__init__()
-        self.conv = nn.Conv2d(c1, c2, k, s, autopad(k, p), groups=g, bias=False)
-        self.bn = nn.BatchNorm2d(c2)
-        self.act = nn.LeakyReLU(0.1, inplace=True) if act else nn.Identity()
-
-    def forward(self, x):
-        return self.act(self.bn(self.conv(x)))
-
-    def fuseforward(self, x):
-        return self.act(self.conv(x))
-
-
-def fast_slice(x):
-    """The four 2x2-phase slices of an (N, C, H, W) tensor, in Focus's order (contiguous)."""
-    if x.dim() != 4:
-        raise ValueError(f"Expected a 4-D (N, C, H, W) tensor, but got {x.dim()}-D")
-    return [x[..., ::2, ::2].contiguous(), x[..., 1::2, ::2].contiguous(),
-            x[..., ::2, 1::2].contiguous(), x[..., 1::2, 1::2].contiguous()]
+# (row offset, column offset) of each phase image, in the channel order YOLOv5
+# weights expect: top-left, bottom-left, top-right, bottom-right.
+_PHASE_OFFSETS = ((0, 0), (1, 0), (0, 1), (1, 1))
 
 
 class Focus(nn.Module):
-    """Focus(c1, c2, k=1, s=1, p=None, g=1, act=True): (N, c1, H, W) -> (N, c2, H/2, W/2)."""
+    """Focus(c1, c2, k=1, s=1, p=None, g=1, act=True): (N, c1, H, W) -> (N, c2, H/2, W/2) for even H, W."""
 
     def __init__(self, c1, c2, k=1, s=1, p=None, g=1, act=True):
         super().__init__()
-        self.conv = Conv(c1 * 4, c2, k, s, p, g, act)
+        # The phase images quadruple the channels before the convolution sees them.
+        self.conv = Conv(4 * c1, c2, k, s, p, g, act)
 
     def forward(self, x):
-        return self.conv(torch.cat(fast_slice(x), 1))
+        stacked = torch.cat(fast_slice(x), dim=1)
+        return self.conv(stacked)
+
+
+def fast_slice(x):
+    """The four 2x2 phase images of an (N, C, H, W) tensor, each contiguous, in Focus's order."""
+    if x.dim() != 4:
+        raise ValueError(f"Expected a 4-D (N, C, H, W) tensor, but got {x.dim()}-D")
+    return [x[:, :, row::2, col::2].contiguous() for row, col in _PHASE_OFFSETS]
+
+
+class Conv(nn.Module):
+    """Conv2d without bias, BatchNorm2d, then the activation.
+
+    The submodules are named conv / bn / act so that YOLOv5 checkpoints load.
+    """
+
+    def __init__(self, c1, c2, k=1, s=1, p=None, g=1, act=True):
+        super().__init__()
+        padding = autopad(k, p)
+        self.conv = nn.Conv2d(c1, c2, kernel_size=k, stride=s, padding=padding, groups=g, bias=False)
+        self.bn = nn.BatchNorm2d(c2)
+        self.act = _activation(act)
+
+    def forward(self, x):
+        y = self.bn(self.conv(x))
+        return self.act(y)
+
+    def fuseforward(self, x):
+        """The forward pass once the batch norm has been folded into the convolution's weights."""
+        y = self.conv(x)
+        return self.act(y)
+
+
+def _activation(act):
+    # YOLOv5 of that era used LeakyReLU(0.1); act=False turns the nonlinearity off.
+    return nn.LeakyReLU(0.1, inplace=True) if act else nn.Identity()
+
+
+def autopad(k, p=None):
+    """The padding that keeps the spatial size for an odd kernel ``k``; an explicit ``p`` wins."""
+    if p is not None:
+        return p
+    if isinstance(k, int):
+        return k // 2
+    return [side // 2 for side in k]

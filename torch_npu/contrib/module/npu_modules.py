@@ -1,26 +1,34 @@
-"""``DropoutWithByteMask``: the module form of ``function.dropout_with_byte_mask``."""
+"""DropoutWithByteMask: the module around ``contrib.function.dropout_with_byte_mask``.
 
-from torch.nn import Module
+It drops in training mode only (``self.training``), like torch.nn.Dropout. Real
+torch_npu also patches it in as ``torch.nn.DropoutWithByteMask`` (see
+torch_npu/_deprecated_patches.py).
+"""
 
-from ..function import npu_functional as F
+import torch.nn as nn
+
+from ..function.npu_functional import dropout_with_byte_mask
 
 __all__ = ["DropoutWithByteMask"]
 
 
-class DropoutWithByteMask(Module):
-    """DropoutWithByteMask(p=0.5, inplace=False, max_seed=1023): dropout in training mode.
+class DropoutWithByteMask(nn.Module):
+    """DropoutWithByteMask(p=0.5, inplace=False, max_seed=1023).
 
-    ``max_seed`` is accepted for compatibility (the Ascend kernel's seed
-    range); vNPU draws the mask from torch's generator.
+    ``max_seed`` bounds the seeds the Ascend kernel draws its mask from; it is
+    kept as an attribute for compatibility, while vNPU draws the mask from
+    torch's generator (so ``torch.manual_seed`` reproduces it).
     """
 
     def __init__(self, p=0.5, inplace=False, max_seed=2 ** 10 - 1):
         super().__init__()
-        if p < 0 or p > 1:
+        # Checked here too so that a bad p fails when the model is built, not at its first step.
+        if not 0. <= p <= 1.:
             raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-        self.p = p
-        self.inplace = inplace
-        self.max_seed = max_seed
+        self.p, self.inplace, self.max_seed = p, inplace, max_seed
 
     def forward(self, input1):
-        return F.dropout_with_byte_mask(input1, self.p, self.training, self.inplace)
+        return dropout_with_byte_mask(input1, p=self.p, training=self.training, inplace=self.inplace)
+
+    def extra_repr(self):
+        return f"p={self.p}, inplace={self.inplace}"
