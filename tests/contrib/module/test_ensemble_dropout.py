@@ -75,14 +75,14 @@ def test_npu_pregen_dropout_takes_slices_of_one_bit_mask_per_probability():
 def test_npu_cached_dropout_matches_dropout_on_cpu_with_the_same_mask(fresh_task_queues, dtype):
     p = 0.4
     x = rnd(64, 48, seed=163, dtype=dtype)
-    dropout = cm.NpuCachedDropout(p)
-    model = nn.Sequential(nn.Identity())
-    assert dropout(x.to(NPU)) is not None  # registers the request
+    # The dropout runs inside the hooked model, as in fairseq: the forward's pre-hook makes the current
+    # stream wait for the masks the side stream drew after the last step (called outside the model, a
+    # dropout could read its mask before the side stream has drawn it).
+    model = nn.Sequential(cm.NpuCachedDropout(p))
     cm.NpuCachedDropout.enable_dropout_ensemble(model)
-    model(x.to(NPU))  # draws this shape's mask after the forward
+    assert_close(model(x.to(NPU)).cpu(), x)  # the first call registers the request; its mask is drawn after it
     for _ in range(2):
-        out = dropout(x.to(NPU)).cpu()
-        model(x.to(NPU))  # the next step's mask
+        out = model(x.to(NPU)).cpu()
         keep = out != 0  # x has no zeros: a zero output is a dropped element
         assert out.dtype == dtype and 0.5 < keep.float().mean().item() < 0.7
         assert_close(out, x * keep.to(dtype) / (1 - p))  # the CPU's dropout, with the mask the npu drew
