@@ -31,7 +31,11 @@ class DrawAheadQueue:
     def take(self) -> Optional[torch.Tensor]:
         """The oldest drawn tensor; None (counted as one more request) when none is ready."""
         if self.ready:
-            return self.ready.popleft()
+            drawn = self.ready.popleft()
+            # Drawn on the side stream, read on the current one: without this, freeing it after the
+            # call would let the side stream's next draw reuse its memory before the read has run.
+            drawn.record_stream(torch.npu.current_stream())
+            return drawn
         self.per_step += 1
         return None
 
