@@ -145,3 +145,15 @@ def test_log_context_sets_every_cpp_loggers_level_as_torch_npus_does():
     # TORCH_NPU_LOGS_FILTER applies to lines set this way too.
     filtered = run_python(code, TORCH_NPU_LOGS_FILTER="-aclnnSub")
     assert [line.split("] ", 1)[1].split(" ")[0] for line in _op_lines(filtered)] == ["aclnnAdd", "aclnnDiv"]
+
+
+def test_env_reporting_wraps_the_lookups_once_and_keeps_their_names():
+    import importlib
+    import os
+
+    from torch_npu.utils import patch_getenv
+    getenv, environ_get = os.getenv, os.environ.get
+    importlib.reload(patch_getenv)  # a second import must not add a second layer
+    assert os.getenv is getenv and os.environ.get is environ_get
+    assert (os.getenv.__name__, os.environ.get.__name__) == ("getenv", "get")
+    assert os.getenv("VNPU_TEST_SURELY_UNSET", "fallback") == "fallback"

@@ -90,6 +90,34 @@ def test_asd_config_settings_are_applied_and_bad_numbers_keep_the_defaults():
         vars(matmul_check).update(saved)
 
 
+def test_silent_check_settings_have_real_torch_npus_accessors_and_nothing_else():
+    from torch_npu.asd.asd import _MatmulSilentCheck, _SilentCheckState
+    state, matmul = _SilentCheckState(), _MatmulSilentCheck()
+    assert state.get_check_enable() == 0
+    state.set_check_enable(2)
+    assert state.check_enable == 2 and state.get_check_enable() == 2
+    assert matmul.get_matmul_hook_enable() == 0 and matmul.get_strikes_window() == 480
+    matmul.set_checksum_cooldown(7)
+    assert matmul.checksum_cooldown == 7
+    for unknown in ("get_nothing", "set_nothing", "fetch_cooldown", "nothing"):
+        with pytest.raises(AttributeError, match=f"'_MatmulSilentCheck' object has no attribute '{unknown}'"):
+            getattr(matmul, unknown)
+
+
+def test_a_version_1_hook_records_its_weight_and_lets_unscaled_fp16_through():
+    from torch_npu.asd.asd import _SilentFaultDetector
+    detector, weight = _SilentFaultDetector(), torch.ones(1)
+    hook = detector.silent_fault_check_hook(weight)
+    assert hook(torch.ones(2, dtype=torch.float16)) is None  # no loss scale yet: fp16 is not checked
+    assert detector.idx == id(weight)
+    detector.set_asd_loss_scale(128.0)
+    assert detector.loss_scale == 128.0 and detector.set_loss_scale_flag
+    with pytest.raises(RuntimeError, match="is not supported on vNPU"):
+        hook(torch.ones(2, dtype=torch.float16))
+    with pytest.raises(RuntimeError, match="is not supported on vNPU"):
+        _SilentFaultDetector().silent_fault_check(torch.ones(2))
+
+
 def test_register_asd_hook_does_nothing_at_silent_check_version_2_as_real_torch_npu():
     assert torch_npu._C._get_silent_check_version() == 2
     x = torch.ones(3, requires_grad=True)

@@ -19,91 +19,90 @@ are kept and validated as real torch_npu does, so a configuration that
 real torch_npu refuses is refused here too.
 """
 
+import functools
+
 import torch
 
-from torch_npu.utils._error_code import ErrCode, pta_error
+from torch_npu.utils._error_code import pta_error, ErrCode
 
 __all__ = []
 
+_KERNEL_IS_THE_CHIPS = (
+    "torch_npu._npu_silent_check (silent check 1.0) is not supported on vNPU: its statistics are the Ascend "
+    "chip's kernel's. vNPU reports silent check version 2, for which torch_npu never arms the 1.0 hooks.")
+
 
 class _SilentFaultDetector:
-    """Silent check 1.0: per-weight statistics of gradients (see above)."""
+    """Silent check 1.0: per-weight statistics of gradients (see above).
+
+    fp16 gradients are scaled by the training's loss scale, so until the
+    script has said what that scale is they are let through unchecked, as
+    real torch_npu does.
+    """
 
     def __init__(self):
         self.loss_scale = 1.0
-        self.set_loss_scale_flag = False
-        self.idx = None
+        self.set_loss_scale_flag = False  # whether loss_scale came from the script
+        self.idx = None  # id() of the weight whose gradient was checked last
 
     def set_asd_loss_scale(self, loss_scale=1.0):
         if loss_scale == 0:
-            raise ValueError("loss scale cannot be 0." + pta_error(ErrCode.VALUE))
-        self.set_loss_scale_flag = True
-        self.loss_scale = loss_scale
+            message = "loss scale cannot be 0."
+            raise ValueError(message + pta_error(ErrCode.VALUE))
+        self.loss_scale, self.set_loss_scale_flag = loss_scale, True
 
     def silent_fault_check(self, grad):
-        if grad.dtype == torch.float16 and not self.set_loss_scale_flag:
-            return  # as real torch_npu: fp16 gradients are checked only once the loss scale is known
-        raise RuntimeError("torch_npu._npu_silent_check (silent check 1.0) is not supported on vNPU: its "
-                           "statistics are the Ascend chip's kernel's. vNPU reports silent check version 2, "
-                           "for which torch_npu never arms the 1.0 hooks." + pta_error(ErrCode.NOT_SUPPORT))
+        scale_unknown = not self.set_loss_scale_flag
+        if scale_unknown and grad.dtype == torch.float16:
+            return
+        raise RuntimeError(_KERNEL_IS_THE_CHIPS + pta_error(ErrCode.NOT_SUPPORT))
+
+    def _check_gradient_of(self, weight, grad):
+        self.idx = id(weight)
+        self.silent_fault_check(grad)
 
     def silent_fault_check_hook(self, weight):
-        def hook(grad):
-            self.idx = id(weight)
-            self.silent_fault_check(grad)
+        """The tensor hook that checks a gradient on behalf of ``weight``."""
+        return functools.partial(self._check_gradient_of, weight)
 
-        return hook
+
+class _Settings:
+    """Named settings with defaults, read and written as attributes or
+    through real torch_npu's accessors (``get_cooldown()``, ``set_cooldown(7)``)."""
+
+    def __init__(self, **defaults):
+        vars(self).update(defaults)
+
+    def __getattr__(self, name):
+        # Reached only for names that are not attributes, i.e. the accessors.
+        verb, _, setting = name.partition("_")
+        if setting in vars(self):
+            if verb == "get":
+                return functools.partial(getattr, self, setting)
+            if verb == "set":
+                return functools.partial(setattr, self, setting)
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+
+class _SilentCheckState(_Settings):
+    """Silent check 2.0: only its switch, NPU_ASD_ENABLE's level (never on in vNPU)."""
+
+    def __init__(self):
+        super().__init__(check_enable=0)
+
+
+class _MatmulSilentCheck(_Settings):
+    """Silent check 3.0's settings (NPU_ASD_CONFIG), with real torch_npu's
+    defaults: cooldowns and windows in minutes, thresholds as multiples of
+    the running average of a gradient's squared max-norm."""
+
+    def __init__(self):
+        super().__init__(
+            matmul_hook_enable=0, with_checksum=False, grad_sample_interval=3,
+            upper_thresh1=1000000, upper_thresh2=100,
+            cooldown=5, checksum_cooldown=180, strikes_num=3, strikes_window=480)
 
 
 _silent_fault_detector = _SilentFaultDetector()
-
-
-class _SilentCheckState:
-    """Silent check 2.0's switch (NPU_ASD_ENABLE's level); never on in vNPU."""
-
-    def __init__(self):
-        self.check_enable = 0
-
-    def set_check_enable(self, enable):
-        self.check_enable = enable
-
-    def get_check_enable(self):
-        return self.check_enable
-
-
 silent_check = _SilentCheckState()
-
-
-# Silent check 3.0's settings (NPU_ASD_CONFIG) with real torch_npu's
-# defaults: cooldowns and windows in minutes, thresholds as multiples of the
-# running average of a gradient's squared max-norm.
-_MATMUL_CHECK_DEFAULTS = {
-    "matmul_hook_enable": 0,
-    "with_checksum": False,
-    "cooldown": 5,
-    "strikes_num": 3,
-    "strikes_window": 480,
-    "checksum_cooldown": 180,
-    "upper_thresh1": 1000000,
-    "upper_thresh2": 100,
-    "grad_sample_interval": 3,
-}
-
-
-class _MatmulSilentCheck:
-    """Silent check 3.0's settings, as attributes, each also read and written
-    through real torch_npu's accessors (``get_cooldown()``, ``set_cooldown(7)``)."""
-
-    def __init__(self):
-        vars(self).update(_MATMUL_CHECK_DEFAULTS)
-
-    def __getattr__(self, name):  # only for names that are not attributes: the accessors
-        verb, _, setting = name.partition("_")
-        if setting in _MATMUL_CHECK_DEFAULTS and verb == "get":
-            return lambda: getattr(self, setting)
-        if setting in _MATMUL_CHECK_DEFAULTS and verb == "set":
-            return lambda value: setattr(self, setting, value)
-        raise AttributeError(f"'_MatmulSilentCheck' object has no attribute '{name}'")
-
-
 matmul_check = _MatmulSilentCheck()

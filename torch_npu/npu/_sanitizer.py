@@ -1,21 +1,27 @@
-"""NPU Sanitizer: finds kernels on different npu streams that race on a tensor.
+"""NPU Sanitizer: the switch for torch_npu's two checks of npu kernels.
 
-The npu counterpart of ``torch.cuda._sanitizer`` (CSAN), enabled by
-``TORCH_NPU_SANITIZER=1`` or :func:`enable_npu_sanitizer`. Real torch_npu
-has two modes: the stream check (torch_npu/npu/_stream_check.py: races
-between streams, memory reused while another stream still used it, missing
-``record_stream``) and, when ``ASCEND_OPP_DEBUG_PATH`` names CANN debug
-kernels, a kernel check that runs those instead of the operator package's
-and reports every operator with its Python stack. vNPU runs both; its
-kernels are ATen's, so the kernel check's debug package is built but not
-read, and the check is the operator trace run synchronously
-(torch_npu/npu/_kernel_check.py).
+Turned on by ``TORCH_NPU_SANITIZER=1`` (read at ``import torch_npu``) or by
+:func:`enable_npu_sanitizer`. Which check runs is decided by the environment
+at that moment:
 
-A race is raised at the kernel that makes it, as ``CUDASanitizerErrors`` (what
-torch_npu raises), after each error was printed to stderr with both stack
-traces. docs/sanitizer.md explains the design.
+- ``ASCEND_OPP_DEBUG_PATH`` names CANN's debug kernels: the kernel check
+  (torch_npu/npu/_kernel_check.py). On Ascend it swaps the operator package
+  for the debug one and reports every operator with its Python stack. vNPU's
+  kernels are ATen's, so the debug package is built but never read; what is
+  left is the operator trace below, run synchronously so an error surfaces at
+  the operator that caused it.
+- otherwise: the stream check (torch_npu/npu/_stream_check.py), CSAN's race
+  analysis fed by the npu runtime's events. A race raises
+  ``torch.cuda._sanitizer.CUDASanitizerErrors`` at the kernel that makes it,
+  after both stack traces went to stderr.
+
+This module only owns the lifetime: what listens to the runtime's events,
+which dispatch mode is entered, and undoing both. docs/sanitizer.md has the
+design of the checks themselves.
 """
 
+import atexit
+import enum
 import os
 import sys
 import warnings
@@ -28,110 +34,124 @@ import torch_npu.npu._stream_check as stream_check
 import torch_npu.utils._npu_trace as npu_trace
 from torch_npu import _C
 
-# What the earlier single-module sanitizer exported, for code that imports it from here.
+# Names that lived here before the stream check got its own module; code
+# still imports them from torch_npu.npu._sanitizer.
 from torch_npu.npu._stream_check import (
     MissingRecordStreamWarning, NPUArgumentHandler, NPUEventHandler, NPURecordStreamHandler,
     NPUSanitizerDispatchMode, UseOfFreedMemoryError)
 
-__all__ = ["MissingRecordStreamWarning", "NPUArgumentHandler", "NPUEventHandler", "NPURecordStreamHandler",
-           "NPUSanitizer", "NPUSanitizerDispatchMode", "SanitizerMode", "UseOfFreedMemoryError",
-           "enable_npu_sanitizer", "npu_sanitizer"]
+__all__ = ["enable_npu_sanitizer", "npu_sanitizer", "NPUSanitizer", "SanitizerMode",
+           "MissingRecordStreamWarning", "NPUArgumentHandler", "NPUEventHandler", "NPURecordStreamHandler",
+           "NPUSanitizerDispatchMode", "UseOfFreedMemoryError"]
 
 _stream_key = npu_trace.stream_key
 
+_DEBUG_KERNELS_ENV = "ASCEND_OPP_DEBUG_PATH"
 
-class SanitizerMode:
+# The runtime events each check listens to. For an event E, _npu_trace offers
+# `<prefix>E` to register a listener and the check's handler has `_handle_E`.
+_STREAM_CHECK_EVENTS = (
+    "stream_creation", "event_creation", "event_deletion", "event_record", "event_wait",
+    "event_synchronization", "stream_synchronization", "device_synchronization",
+    "memory_allocation", "memory_deallocation", "record_stream", "erase_stream")
+_KERNEL_CHECK_EVENTS = ("acl_start_execution", "acl_finish_execution")
+
+
+class SanitizerMode(enum.Enum):
     STREAM = 0
     KERNEL = 1
 
 
+def _listen(handler, registrar_prefix, events):
+    """Starts `handler` hearing `events`, and nothing else.
+
+    Both names are resolved late on purpose: the registrar when the check
+    starts and the handler's method on each event, so a test that patches a
+    registrar or swaps a handler method in place sees its version used.
+    """
+    npu_trace.clear_callbacks()
+    for event in events:
+        register = getattr(npu_trace, registrar_prefix + event)
+        method = "_handle_" + event
+        register(lambda *args, _method=method: getattr(handler, _method)(*args), event)
+
+
 class NPUSanitizer:
-    """The sanitizer of this process: its dispatch mode lives from enable()
-    to disable() (or the end of the program), on the thread that enabled it."""
+    """The process's one sanitizer.
+
+    Its dispatch mode is entered on the thread that enables it and stays
+    until disable() or the end of the program. Real torch_npu's tests reset
+    it by hand through `dispatch`, `event_handler` and `enabled`.
+    """
 
     def __init__(self):
-        self.event_handler = None
-        self.dispatch = None
-        self.mode = SanitizerMode.STREAM
         self.enabled = False
+        self.mode = SanitizerMode.STREAM
+        self.event_handler = None  # what the running check reports to
+        self.dispatch = None       # the entered TorchDispatchMode
 
     def enable(self):
         if self.enabled:
             return
-        if os.getenv("ASCEND_OPP_DEBUG_PATH"):
+        if os.getenv(_DEBUG_KERNELS_ENV):
             self.mode = SanitizerMode.KERNEL
-            success = self.enable_kernel_check()
+            self.enabled = self.enable_kernel_check()
         else:
             self.mode = SanitizerMode.STREAM
-            success = self.enable_stream_check()
-        self.enabled = success
-
-    def enable_kernel_check(self) -> bool:
-        """Every npu operator from now on is reported as it starts ("====== Start
-        acl operator <op>") and finishes (its Python stack), and runs to
-        completion before the next, so an error raises at its operator. The
-        debug operator package of ASCEND_OPP_DEBUG_PATH is built as on Ascend
-        (./opp_debug_path, removed at exit), though vNPU's ATen kernels do not
-        read it."""
-        if not os.getenv("ASCEND_OPP_DEBUG_PATH"):
-            warnings.warn("ASCEND_OPP_DEBUG_PATH is not set! TORCH_NPU_SANITIZER takes no effect!")
-            return False
-        import atexit
-
-        from torch_npu.npu import _kernel_check
-
-        paths = _kernel_check.KernelPathManager()
-        atexit.register(paths.clear_debug_env)
-        atexit.register(self.disable)  # before torch_npu's own exit work, which is not the program's
-        handler = _kernel_check.EventHandler()
-        self.event_handler = handler
-        npu_trace.clear_callbacks()
-        npu_trace.register_callback_for_acl_start_execution(
-            lambda name: handler._handle_acl_start_execution(name), "acl_start_execution")
-        npu_trace.register_callback_for_acl_finish_execution(
-            lambda name: handler._handle_acl_finish_execution(name), "acl_finish_execution")
-        self.dispatch = _KernelCheckDispatchMode()
-        self.dispatch.__enter__()
-        return True
+            self.enabled = self.enable_stream_check()
 
     def enable_stream_check(self) -> bool:
         handler = stream_check.NPURecordStreamHandler()
-        self.event_handler = handler
-        self.dispatch = stream_check.NPUSanitizerDispatchMode(handler)
-        npu_trace.clear_callbacks()
-        # Each callback looks the handler's method up when called, so a
-        # replaced method (a test's spy) is the one that runs.
-        for register, method in (
-                (npu_trace.register_callback_for_npu_event_creation, "_handle_event_creation"),
-                (npu_trace.register_callback_for_npu_event_deletion, "_handle_event_deletion"),
-                (npu_trace.register_callback_for_npu_event_record, "_handle_event_record"),
-                (npu_trace.register_callback_for_npu_event_wait, "_handle_event_wait"),
-                (npu_trace.register_callback_for_npu_memory_allocation, "_handle_memory_allocation"),
-                (npu_trace.register_callback_for_npu_memory_deallocation, "_handle_memory_deallocation"),
-                (npu_trace.register_callback_for_npu_stream_creation, "_handle_stream_creation"),
-                (npu_trace.register_callback_for_npu_device_synchronization, "_handle_device_synchronization"),
-                (npu_trace.register_callback_for_npu_stream_synchronization, "_handle_stream_synchronization"),
-                (npu_trace.register_callback_for_npu_event_synchronization, "_handle_event_synchronization"),
-                (npu_trace.register_callback_for_npu_record_stream, "_handle_record_stream"),
-                (npu_trace.register_callback_for_npu_erase_stream, "_handle_erase_stream")):
-            register(lambda *args, _m=method: getattr(handler, _m)(*args), method.lstrip("_"))
-        _C._set_npu_trace(False)  # a new analysis: drop records an earlier one left
+        _listen(handler, "register_callback_for_npu_", _STREAM_CHECK_EVENTS)
+        # Off then on: a trace left by an earlier run of the check holds
+        # events this new analysis must not see.
+        _C._set_npu_trace(False)
         _C._set_npu_trace(True)
-        self.dispatch.__enter__()
+        self._start(handler, stream_check.NPUSanitizerDispatchMode(handler))
         return True
+
+    def enable_kernel_check(self) -> bool:
+        """Reports each npu operator as it starts ("====== Start acl operator
+        <op>") and as it ends (with its Python stack), and waits for it before
+        the next one runs. Without a debug kernel path this warns and returns
+        False: there is nothing to check against."""
+        if not os.getenv(_DEBUG_KERNELS_ENV):
+            warnings.warn("ASCEND_OPP_DEBUG_PATH is not set! TORCH_NPU_SANITIZER takes no effect!")
+            return False
+        from torch_npu.npu import _kernel_check  # it builds ./opp_debug_path: only when asked
+
+        debug_package = _kernel_check.KernelPathManager()
+        atexit.register(debug_package.clear_debug_env)
+        # atexit runs the last registration first, so the trace stops before
+        # the debug package goes and before torch_npu's own exit work, whose
+        # operators are not the program's.
+        atexit.register(self.disable)
+        handler = _kernel_check.EventHandler()
+        _listen(handler, "register_callback_for_", _KERNEL_CHECK_EVENTS)
+        self._start(handler, _OperatorTrace())
+        return True
+
+    def _start(self, handler, dispatch):
+        self.event_handler = handler
+        self.dispatch = dispatch
+        dispatch.__enter__()
+
+    def _leave_dispatch(self):
+        dispatch, self.dispatch = self.dispatch, None
+        if dispatch is not None:
+            dispatch.__exit__(None, None, None)
 
     def disable(self):
         if not self.enabled:
             return
-        if self.dispatch is not None:
-            self.dispatch.__exit__(None, None, None)
-            self.dispatch = None
+        self._leave_dispatch()
         npu_trace.clear_callbacks()
         _C._set_npu_trace(False)
         self.enabled = False
 
     def __del__(self):
-        # At interpreter exit the mode may outlive the modules it needs.
+        # When the interpreter shuts down, the modules leaving the mode needs
+        # may be gone already; then there is nothing worth restoring.
         if sys is None or sys.is_finalizing():
             return
         try:
@@ -141,24 +161,30 @@ class NPUSanitizer:
             pass
 
 
-class _KernelCheckDispatchMode(TorchDispatchMode):
-    """The kernel check's operator trace: each aten operator on npu tensors
-    fires the acl start callbacks, runs, is waited for, then fires the finish
-    callbacks (named as torch prints the overload, e.g. "aten.add.Tensor")."""
+def _runs_on_npu(args, kwargs):
+    if any(isinstance(leaf, torch.Tensor) and leaf.device.type == "npu"
+           for leaf in pytree.tree_leaves((args, kwargs))):
+        return True
+    # A factory has no tensor argument; its target device says where it runs.
+    target = kwargs.get("device")
+    return target is not None and torch.device(target).type == "npu"
+
+
+class _OperatorTrace(TorchDispatchMode):
+    """The kernel check's view of the program: every aten operator that runs
+    on npu is announced, run, waited for, and announced as finished, under
+    the name torch prints for its overload (e.g. "aten.add.Tensor")."""
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        on_npu = any(isinstance(t, torch.Tensor) and t.device.type == "npu"
-                     for t in pytree.tree_leaves((args, kwargs)))
-        on_npu = on_npu or torch.device(kwargs.get("device") or "cpu").type == "npu"  # factories
-        if not on_npu:
+        if not _runs_on_npu(args, kwargs):
             return func(*args, **kwargs)
-        name = str(func)
-        npu_trace.NPUACLStartExecuteCallbacks.fire_callbacks(name)
-        out = func(*args, **kwargs)
-        torch.npu.synchronize()
-        npu_trace.NPUACLFinishExecuteCallbacks.fire_callbacks(name)
-        return out
+        operator = str(func)
+        npu_trace.NPUACLStartExecuteCallbacks.fire_callbacks(operator)
+        result = func(*args, **kwargs)
+        torch.npu.synchronize()  # an asynchronous failure belongs to this operator
+        npu_trace.NPUACLFinishExecuteCallbacks.fire_callbacks(operator)
+        return result
 
 
 def enable_npu_sanitizer():

@@ -2,9 +2,9 @@
 operations of the ATen ops that run between start() and stop(), with PyTorch's
 FLOP formulas (torch.utils.flop_counter).
 
-As in real torch_npu, the counts belong to the process (one context that every
-counter reads and drives): start() switches counting on without clearing,
-stop() switches it off and clears the counts, pause()/resume() stop and resume
+As in real torch_npu, the counts belong to the process: every counter reads
+and drives the one tally. start() switches counting on without clearing,
+stop() switches it off and clears the tally, pause()/resume() stop and resume
 the recorded count only. get_flops() returns [recorded, traversed]: traversed
 counts every op, recorded leaves out what ran while paused (MindSpeed pauses
 during activation recomputation, so recorded is the model's useful work).
@@ -22,65 +22,79 @@ from torch.utils.flop_counter import flop_registry
 __all__ = []
 
 
-class _Context:
-    """The process's counts, as real torch_npu's FlopCountContext."""
+def _flops_of(func, args, kwargs, result):
+    """PyTorch's count for one op call; 0 for an op it has no formula for."""
+    formula = flop_registry.get(func._overloadpacket)
+    if formula is None:
+        return 0
+    return formula(*args, **kwargs, out_val=result)
+
+
+class _Tally:
+    """The process's FLOP counts (real torch_npu's FlopCountContext)."""
 
     def __init__(self):
-        self.mode = None  # the dispatch mode while counting is on
-        self.paused = False
         self.recorded = 0
         self.traversed = 0
+        self.recording = True  # False while paused
+        self._watch = None     # the dispatch mode that sees the ops, while counting
 
-    def reset(self):
-        self.paused = False
-        self.recorded = self.traversed = 0
+    def add(self, flops):
+        self.traversed += flops
+        if self.recording:
+            self.recorded += flops
+
+    def switch_on(self):
+        if self._watch is not None:
+            return  # already counting: the counts so far stay
+        self._watch = _OpWatch()
+        self._watch.__enter__()
+
+    def switch_off(self):
+        watch, self._watch = self._watch, None
+        if watch is not None:
+            watch.__exit__(None, None, None)
+        self.recorded, self.traversed, self.recording = 0, 0, True
 
 
-_CONTEXT = _Context()
+_TALLY = _Tally()
 
 
-class _CountingMode(TorchDispatchMode):
+class _OpWatch(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        formula = flop_registry.get(func._overloadpacket)
-        if formula is not None:
-            flops = formula(*args, **kwargs, out_val=out)
-            _CONTEXT.traversed += flops
-            if not _CONTEXT.paused:
-                _CONTEXT.recorded += flops
-        return out
+        result = func(*args, **kwargs)
+        _TALLY.add(_flops_of(func, args, kwargs, result))
+        return result
 
 
 class _FlopsCounter:
+    """A handle on the process's tally; usable as a context manager that
+    starts counting on entry and stops on exit."""
+
+    def start(self):
+        """Switches counting on (the counts so far are kept)."""
+        _TALLY.switch_on()
+
+    def stop(self):
+        """Switches counting off and clears the counts; nothing when it is off."""
+        _TALLY.switch_off()
+
+    def pause(self):
+        _TALLY.recording = False
+
+    def resume(self):
+        _TALLY.recording = True
+
+    def get_flops(self):
+        return [_TALLY.recorded, _TALLY.traversed]
+
     def __enter__(self):
         self.start()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc_info):
         self.stop()
-
-    def start(self):
-        """Switches counting on (the counts so far are kept)."""
-        if _CONTEXT.mode is None:
-            _CONTEXT.mode = _CountingMode()
-            _CONTEXT.mode.__enter__()
-
-    def stop(self):
-        """Switches counting off and clears the counts; nothing when it is off."""
-        if _CONTEXT.mode is not None:
-            mode, _CONTEXT.mode = _CONTEXT.mode, None
-            mode.__exit__(None, None, None)
-        _CONTEXT.reset()
-
-    def pause(self):
-        _CONTEXT.paused = True
-
-    def resume(self):
-        _CONTEXT.paused = False
-
-    def get_flops(self):
-        return [_CONTEXT.recorded, _CONTEXT.traversed]
 
 
 class FlopsCounter(_FlopsCounter):

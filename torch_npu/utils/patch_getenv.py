@@ -1,40 +1,49 @@
 """Logs each environment variable the process reads, once, on the
-``torch_npu.env`` logger (``TORCH_NPU_LOGS=env`` or ``TORCH_LOGS=env`` shows it):
-``os.getenv`` and ``os.environ.get`` are wrapped when torch_npu is imported, as
-real torch_npu does. A variable that is unset or empty is not logged."""
+``torch_npu.env`` logger (``TORCH_NPU_LOGS=env`` or ``TORCH_LOGS=env`` shows it).
+
+Importing this module (torch_npu does, as real torch_npu does) replaces
+``os.getenv`` and ``os.environ.get`` with versions that report what they
+return. Only variables that are set to something non-empty are reported: a
+default handed back for a missing variable says nothing about the
+environment.
+"""
 
 import logging
 import os
 
 __all__ = []
 
-_env_logger = logging.getLogger("torch_npu.env")
-_logged = set()
-_original_getenv = os.getenv
-_original_environ_get = os.environ.get
+
+class _EnvReadReport:
+    """The variables reported so far, and the lookups that report to it."""
+
+    def __init__(self, logger):
+        self._logger = logger
+        self._reported = set()
+
+    def _record(self, name, value):
+        if name in self._reported or not isinstance(value, str) or not value:
+            return
+        self._reported.add(name)
+        self._logger.info("get env %s = %s", name, value)
+
+    def reporting(self, read):
+        """``read`` (a ``(key, default=None)`` lookup), reporting variables that are set."""
+
+        def read_and_report(key, default=None):
+            value = read(key, default)
+            if key in os.environ:
+                self._record(key, value)
+            return value
+
+        read_and_report.__name__ = read.__name__
+        read_and_report.__doc__ = read.__doc__
+        read_and_report.env_report = self
+        return read_and_report
 
 
-def _note(key, value):
-    if key in _logged or not isinstance(value, str) or value == "":
-        return
-    _logged.add(key)
-    _env_logger.info("get env %s = %s", key, value)
-
-
-def _getenv(key, default=None):
-    value = _original_getenv(key, default)
-    if key in os.environ:
-        _note(key, value)
-    return value
-
-
-def _environ_get(key, default=None):
-    value = _original_environ_get(key, default)
-    if key in os.environ:
-        _note(key, value)
-    return value
-
-
-if getattr(os.getenv, "__module__", None) != __name__:  # once, even if reloaded
-    os.getenv = _getenv
-    os.environ.get = _environ_get
+# Wrapping twice (a reload of this module) would report through two layers.
+if not hasattr(os.getenv, "env_report"):
+    _report = _EnvReadReport(logging.getLogger("torch_npu.env"))
+    os.getenv = _report.reporting(os.getenv)
+    os.environ.get = _report.reporting(os.environ.get)
