@@ -110,3 +110,45 @@ def test_views_of_one_storage_open_it_once_and_sparse_tensors_travel_by_their_pa
         print("ok")
     """, VNPU_SHARED_DEVICE_MEMORY="1")
     assert proc.returncode == 0 and "ok" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-4000:]
+
+
+RETURN_RIGHT_AFTER_PUT = """
+        import time
+        import torch, torch_npu
+        import torch.multiprocessing as mp
+
+        def child(rank, queue):
+            queue.put((rank, (torch.arange(4.0, device="npu") * (rank + 1)).cpu()))
+
+        if __name__ == "__main__":
+            ctx = mp.get_context("spawn")
+            queue = ctx.Queue()
+            procs = [ctx.Process(target=child, args=(r, queue)) for r in range(2)]
+            for p in procs:
+                p.start()
+            time.sleep(1.0)  # the children have long returned from child()
+            got = dict(queue.get(timeout=60) for _ in procs)
+            for p in procs:
+                p.join(30)
+            assert {r: t.tolist() for r, t in got.items()} == {0: [0.0, 1.0, 2.0, 3.0], 1: [0.0, 2.0, 4.0, 6.0]}
+            assert [p.exitcode for p in procs] == [0, 0]
+            start = time.monotonic()
+            unread = ctx.Queue()
+            p = ctx.Process(target=child, args=(2, unread))  # nobody reads: the wait is bounded
+            p.start()
+            p.join(60)
+            assert p.exitcode == 0 and time.monotonic() - start < 40, (p.exitcode, time.monotonic() - start)
+            print("ok")
+"""
+
+
+def test_a_child_that_returns_right_after_put_still_hands_over_its_tensor(tmp_path):
+    # Note [A producer outlives its shared descriptors] (torch_npu/multiprocessing/_exit.py): the CPU
+    # tensor's file descriptor is fetched from the child when the parent reads, here well after the
+    # child's function has returned; the child waits at exit until it was fetched. Without torch_npu's
+    # wait the read fails (FileNotFoundError / ConnectionResetError).
+    import textwrap
+    script = tmp_path / "return_right_after_put.py"
+    script.write_text(textwrap.dedent(RETURN_RIGHT_AFTER_PUT))
+    proc = run_python(f"import runpy; runpy.run_path({str(script)!r}, run_name='__main__')", timeout=180)
+    assert proc.returncode == 0 and "ok" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-4000:]

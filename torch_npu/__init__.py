@@ -120,6 +120,7 @@ from torch_npu.asd.checksum import _matmul_checksum as matmul_checksum  # noqa: 
 from torch_npu.npu.memory import _erase_stream as erase_stream  # noqa: E402
 
 multiprocessing.reductions._add_reductions_methods()  # npu tensors on torch.multiprocessing queues: IPC handles
+multiprocessing._exit.install()  # a child process waits at exit until its shared descriptors were fetched
 
 import torch.distributed as _dist  # noqa: E402
 

@@ -8,4 +8,4 @@ that says to send ``tensor.cpu()`` instead, and leave everything else to
 torch's own reducers. ``import torch_npu`` installs them.
 """
 
-from torch_npu.multiprocessing import reductions  # noqa: F401
+from torch_npu.multiprocessing import _exit, reductions  # noqa: F401
