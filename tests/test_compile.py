@@ -520,6 +520,52 @@ def test_npu_graph_mode_skips_graphs_it_cannot_capture():
     assert counters["inductor"]["cudagraph_skips"] == 1 and count.captures == 0
 
 
+class _HostDataInBackward(torch.autograd.Function):
+    """Its backward adds a host-to-device copy: the backward graph has a cpu
+    node, so "npugraphs" records the forward only."""
+
+    @staticmethod
+    def forward(ctx, a):
+        return a * 3
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 3 + torch.arange(4.0).to(grad.device) * 0
+
+
+@pytest.mark.parametrize("skipped", ["backward", "forward"])
+def test_npu_graph_mode_trains_when_a_graph_is_skipped(skipped, monkeypatch):
+    # A skipped backward runs eagerly, after telling the forward's tree that a
+    # backward is running (torch's Note [Backward Generation Handling]); a
+    # skipped forward makes its backward run eagerly too.
+    from torch._dynamo.utils import counters
+    from torch_npu.npu import _graph_tree as gt
+
+    if skipped == "backward":
+        fn = lambda a: _HostDataInBackward.apply(a).sin()  # noqa: E731
+    else:
+        fn = lambda a: (a * 3 + torch.arange(4.0).to("npu")).sin()  # noqa: E731
+    running_backward = []
+    original = gt.NPUGraphTreeManager.set_to_running_backward
+    monkeypatch.setattr(gt.NPUGraphTreeManager, "set_to_running_backward",
+                        lambda self: running_backward.append(1) or original(self))
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(fn, backend="npugraphs")
+    with CountGraphs() as count:
+        for _ in range(3):
+            x = torch.randn(4, device="npu", requires_grad=True)
+            compiled(x).sum().backward()
+            expected = x.detach().clone().requires_grad_(True)
+            fn(expected).sum().backward()
+            assert close(x.grad, expected.grad)
+    assert counters["inductor"]["cudagraph_skips"] == 1
+    if skipped == "backward":
+        assert count.captures >= 1 and len(running_backward) == 3
+    else:
+        assert count.captures == 0 and not running_backward
+
+
 def test_npu_graph_mode_replays_random_ops_with_fresh_numbers():
     def fn(a):
         return a * 2 + torch.rand_like(a)

@@ -88,8 +88,8 @@ def ints_only_updated(gm, example_inputs):
     of) an argument that an NpuGraph handler's update replaces."""
     import sympy
 
-    from torch_npu._inductor._aclgraph_update_plan.codegen import _bind_by_schema, _handler_for_op
-    from torch_npu.npu._aclgraph_update_plan.resolver import _get_update_specs
+    from torch_npu._inductor._aclgraph_update_plan.codegen import _arguments_by_name, _npugraph_handler
+    from torch_npu.npu._aclgraph_update_plan.resolver import _handler_update_keys
 
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     if len(placeholders) != len(example_inputs):
@@ -103,11 +103,11 @@ def ints_only_updated(gm, example_inputs):
 
     def only_updated_by(user, node):
         target = user.target
-        handler = _handler_for_op(getattr(target, "__name__", "")) if user.op == "call_function" else None
+        handler = _npugraph_handler(getattr(target, "__name__", "")) if user.op == "call_function" else None
         if handler is None:
             return False
-        update_keys = {key for _where, _slot, key in _get_update_specs(handler, target.__name__)}
-        bound = _bind_by_schema(target, user.args, user.kwargs)
+        update_keys = _handler_update_keys(handler, target.__name__)
+        bound = _arguments_by_name(target, user.args, user.kwargs)
         in_updates = sum(_flat(bound[key]).count(node) for key in update_keys if key in bound)
         return in_updates > 0 and in_updates == _flat([user.args, user.kwargs]).count(node)
 

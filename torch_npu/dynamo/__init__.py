@@ -1,34 +1,34 @@
-"""torch_npu.dynamo: the compile backends of npu, and the lazy torchair and
-npugraph_ex packages.
+"""torch_npu.dynamo: npu's compile backends, and the torchair and
+npugraph_ex packages, imported only when a program uses them.
 
-Backends (entry points of the ``torch_dynamo_backends`` group, pyproject.toml,
-so that ``torch.compiler.list_backends()`` names them before anything is
-compiled, and registered again by the Dynamo setup, torch_npu/utils/_dynamo.py):
+Three backends are known to Dynamo by name. pyproject.toml declares each as
+an entry point of the ``torch_dynamo_backends`` group, so that
+``torch.compiler.list_backends()`` names them before anything is compiled;
+the Dynamo setup (torch_npu/utils/_dynamo.py) registers them again:
 
-- ``"npu"``: torchair's backend (``torchair.get_npu_backend()``), compiled
-  by Inductor for npu underneath (torch_npu/_inductor);
-- ``"npugraph_ex"``: torchair's mode of that name (Inductor's graphs, each
-  replayed as an NPU graph), through the ``npugraph_ex`` package;
-- ``"npugraphs"``: the eager FX graphs replayed as NPU graphs (torch's
-  "cudagraphs" backend for npu, torch_npu/utils/_graph_tree.py).
+- ``"npu"``: torchair's backend (``torchair.get_npu_backend()``), which
+  compiles with Inductor for npu (torch_npu/_inductor);
+- ``"npugraph_ex"``: torchair in its mode of that name (each graph Inductor
+  makes is replayed as an NPU graph), reached through ``npugraph_ex``;
+- ``"npugraphs"``: the eager FX graph replayed as an NPU graph, i.e. torch's
+  "cudagraphs" backend for npu (torch_npu/utils/_graph_tree.py).
 
 Note [Lazy torchair and npugraph_ex]
 Real torch_npu ships torchair and npugraph_ex inside this package and puts a
 proxy under the top-level names (``sys.modules["torchair"]``,
 ``sys.modules["npugraph_ex"]``) at ``import torch_npu``, so that neither is
-imported until a program asks for it. A proxy answers only ``__spec__`` and
-``__path__`` before that: those are what an ``import torchair`` statement
-(and ``from torchair.x import y``) reads, so such a statement loads the real
-package; any other attribute read before then (``hasattr``, a
-``__warningregistry__`` sweep over ``sys.modules``, pytest's module scans)
-raises AttributeError and loads nothing. Once loaded, the proxy hands every
-attribute on to the package and binds its loaded submodules on both.
-A failed load is kept and raised again at each later use.
+imported until a program asks for it. Asking means an ``import torchair``
+statement (or ``from torchair.x import y``): the import system reads the
+proxy's ``__spec__`` / ``__path__``, and only those two names load the
+package. Every other read before then - ``hasattr``, a
+``__warningregistry__`` sweep over ``sys.modules``, pytest scanning modules -
+gets AttributeError and loads nothing. After the load, the proxy forwards
+every attribute to the package and binds the package's loaded submodules on
+both. A load that fails is remembered and raised again at every later use.
 
-vNPU's torchair modules are named ``torch_npu.dynamo.torchair.*``; the
-public names ``torchair.*`` are the same module objects (``_PublicNameAlias``
-on sys.meta_path, and aliases made when the package is loaded), never a
-second copy.
+The implementation's modules are named ``torch_npu.dynamo.torchair.*``; the
+public names ``torchair.*`` refer to the same module objects (the finder
+below, plus aliases made at the load), never to a second copy.
 """
 
 import importlib
@@ -38,244 +38,265 @@ import sys
 
 __all__ = []
 
-NPUGRAPH_EX_BACKEND = "npugraph_ex"
-_LAZY_PACKAGES = ("torchair", NPUGRAPH_EX_BACKEND)
-
-_global_npu_backend = {}
-_global_backend_name = None
+_NPUGRAPH_EX = "npugraph_ex"
 
 
-class _LazyException:
-    """A failed load of a lazy package, raised again at each later use."""
+# ---------------------------------------------------------------------------
+# The backends Dynamo knows by name
+# ---------------------------------------------------------------------------
 
-    def __init__(self, error, pkg_name):
-        note = (f"\nThis error was raised while importing `{pkg_name}` (torch_npu.dynamo.{pkg_name}), "
-                f"which is imported at its first use; see the error above.")
-        error.args = (f"{error.args[0]}{note}", *error.args[1:]) if error.args else (note,)
-        if isinstance(error, ImportError) and error.msg is not None:
-            error.msg += note  # what an ImportError prints
-        self._error = error
-
-    def __getattr__(self, name):
-        raise self._error
-
-    def __call__(self, *args, **kwargs):
-        raise self._error
+def _npu_backend_entrypoint(gm, example_inputs, **kwargs):
+    """Entry point of "npu": set npu up in Dynamo, then compile with torchair."""
+    _setup_dynamo()
+    return _get_default_backend("npu")(gm, example_inputs, **kwargs)
 
 
-def _alias_public_names(package, pkg_name):
-    """``torchair.x`` in sys.modules for each loaded ``torch_npu.dynamo.torchair.x``."""
-    prefix = package.__name__ + "."
-    for name, module in list(sys.modules.items()):
-        if module is not None and name.startswith(prefix):
-            sys.modules.setdefault(pkg_name + name[len(package.__name__):], module)
+def _npugraph_ex_backend_entrypoint(gm, example_inputs, **kwargs):
+    """Entry point of "npugraph_ex"."""
+    _setup_dynamo()
+    return _compile_as_npugraph_ex(gm, example_inputs, **kwargs)
 
 
-def _bind_lazy_submodules(proxy, package, pkg_name):
-    """Binds each loaded direct child module of the package (under either
-    name) as an attribute of both the proxy and the package."""
-    prefixes = {pkg_name + "."}
-    if getattr(package, "__name__", "") not in ("", pkg_name):
-        prefixes.add(package.__name__ + ".")
-    for name, module in list(sys.modules.items()):
-        if module is None:
-            continue
-        prefix = next((p for p in prefixes if name.startswith(p)), None)
-        if prefix is not None and "." not in name[len(prefix):]:
-            setattr(proxy, name[len(prefix):], module)
-            setattr(package, name[len(prefix):], module)
+def _npugraphs_backend_entrypoint(gm, example_inputs, **kwargs):
+    """Entry point of "npugraphs". Dynamo's generic keyword arguments
+    (``options``) are accepted here and not passed on: the backend itself,
+    ``NpugraphsBackend``, takes none and refuses them."""
+    from torch_npu.utils._dynamo import _lazy_inductor_setup
+
+    _setup_dynamo()
+    _lazy_inductor_setup()
+    from torch_npu.utils._graph_tree import NpugraphsBackend
+
+    return NpugraphsBackend()(gm, example_inputs)
 
 
-class _LazyBackend:
-    """The proxy of one lazy package (Note [Lazy torchair and npugraph_ex]).
-    Subclasses name the slot that holds the loaded package."""
-
-    _slot = None
-    _allowed_list = ("__spec__", "__path__")
-
-    def __init__(self, pkg_name):
-        self._pkg_name = pkg_name
-        self._exception = None
-        setattr(self, self._slot, None)
-
-    def _load(self):
-        try:
-            package = importlib.import_module(f"{__name__}.{self._pkg_name}")
-        except Exception as error:
-            self._exception = _LazyException(error, self._pkg_name)
-            raise
-        setattr(self, self._slot, package)
-        _alias_public_names(package, self._pkg_name)
-        _bind_lazy_submodules(self, package, self._pkg_name)
-        return package
-
-    def __getattr__(self, name):
-        # Only reached for what the instance itself lacks: the package's names.
-        if self.__dict__.get("_exception") is not None:
-            return self._exception()
-        package = self.__dict__.get(self._slot)
-        if package is None:
-            if name not in self._allowed_list:
-                from torch_npu.utils._error_code import ErrCode, pta_error
-                raise AttributeError(f"Try to get {self._pkg_name}'s attr `{name}` before {self._pkg_name} "
-                                     f"is initialized." + pta_error(ErrCode.INTERNAL))
-            package = self._load()
-        try:
-            return getattr(package, name)
-        except AttributeError:
-            _bind_lazy_submodules(self, package, self._pkg_name)  # a child loaded since
-            return getattr(package, name)
-
-    def __repr__(self):
-        return f"<lazy package {self._pkg_name!r} (torch_npu.dynamo.{self._pkg_name})>"
+def _forget_recorded_npu_graphs():
+    # torch.compiler.reset() calls this on each backend it used. Only what was
+    # imported can hold graphs, so nothing is imported here.
+    for module_name, reset_name in (("torch_npu.npu._graph_tree", "reset_npugraph_trees"),
+                                    ("torch_npu._inductor.npugraph_runner", "reset_runners")):
+        module = sys.modules.get(module_name)
+        if module is not None:
+            getattr(module, reset_name)()
 
 
-class _LazyTorchair(_LazyBackend):
-    _slot = "_torchair"
+_npugraphs_backend_entrypoint.reset = _forget_recorded_npu_graphs
+_npugraphs_backend_entrypoint.compiler_name = "npugraphs"
 
 
-class _LazyNpuGraphEx(_LazyBackend):
-    _slot = "_npugraph_ex"
+def _setup_dynamo():
+    from torch_npu.utils._dynamo import _lazy_dynamo_setup
+
+    _lazy_dynamo_setup()
 
 
-class _PublicNameAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Resolves ``torchair.x`` and ``npugraph_ex.x`` to the module objects of
-    ``torch_npu.dynamo.torchair.x`` and ``torch_npu.dynamo.npugraph_ex.x``
-    (and the top-level names, should their proxies be removed)."""
-
-    def __init__(self):
-        self._own_specs = {}
-
-    def find_spec(self, name, path=None, target=None):
-        if name.partition(".")[0] in _LAZY_PACKAGES:
-            return importlib.util.spec_from_loader(name, self)
-        return None
-
-    def create_module(self, spec):
-        module = importlib.import_module(f"{__name__}.{spec.name}")
-        # The import system writes the alias's spec over the module's own.
-        self._own_specs[module.__name__] = module.__spec__
-        return module
-
-    def exec_module(self, module):
-        module.__spec__ = self._own_specs.pop(module.__name__, module.__spec__)
-
-
-def _install_lazy_torchair():
-    """Puts the proxies under the public names, once (at ``import torch_npu``)."""
-    if not any(isinstance(f, _PublicNameAlias) for f in sys.meta_path):
-        sys.meta_path.insert(0, _PublicNameAlias())  # before the path finder, so submodules resolve here
-    if "torchair" not in sys.modules:
-        sys.modules["torchair"] = _LazyTorchair("torchair")
-    if NPUGRAPH_EX_BACKEND not in sys.modules:
-        sys.modules[NPUGRAPH_EX_BACKEND] = _LazyNpuGraphEx(NPUGRAPH_EX_BACKEND)
-    return True
+# torchair's backend per backend name, made at its first use.
+_torchair_backends = {}
 
 
 def _get_global_npu_backend(name, config=None):
-    """torchair's backend for ``name`` (made once, except npugraph_ex's)."""
-    if name != NPUGRAPH_EX_BACKEND and name in _global_npu_backend:
-        return _global_npu_backend[name]
+    """torchair's backend for ``name``; npugraph_ex's is made anew each time,
+    the others once."""
+    cached = _torchair_backends.get(name)
+    if cached is not None and name != _NPUGRAPH_EX:
+        return cached
     if "torchair" not in sys.modules:
         from torch_npu.utils._error_code import ErrCode, pta_error
         raise AssertionError("Could not find module torchair. Please check if torchair is removed from "
                              "sys.modules." + pta_error(ErrCode.NOT_FOUND))
     import torchair
-    _global_npu_backend[name] = torchair.get_npu_backend(compiler_config=config)
-    return _global_npu_backend[name]
 
-
-def _lazy_exec(*args, **kwargs):
-    return _get_global_npu_backend(_global_backend_name)(*args, **kwargs)
+    backend = torchair.get_npu_backend(compiler_config=config)
+    _torchair_backends[name] = backend
+    return backend
 
 
 def _get_default_backend(name):
-    global _global_backend_name
+    """The compiler function registered under ``name``: it asks for torchair's
+    backend only when Dynamo first calls it, which is what keeps torchair
+    unloaded until something is compiled."""
     _install_lazy_torchair()
-    _global_backend_name = name
-    return _lazy_exec
+
+    def compile_with_torchair(*args, **kwargs):
+        return _get_global_npu_backend(name)(*args, **kwargs)
+
+    return compile_with_torchair
 
 
-def _exec(*args, **kwargs):
+def _compile_as_npugraph_ex(*args, **kwargs):
     import npugraph_ex
+
     config = npugraph_ex.CompilerConfig()
-    config.mode = NPUGRAPH_EX_BACKEND
+    config.mode = _NPUGRAPH_EX
     return npugraph_ex.get_npu_backend(compiler_config=config)(*args, **kwargs)
 
 
-def _get_npugraph_ex_backend():
-    _install_lazy_torchair()
-    return _exec
-
-
 def _register_npu_backend(backend, name="npu"):
-    """Registers ``backend`` under ``name`` with Dynamo, unless this module's
-    backend is registered already or is being registered by Dynamo itself."""
+    """Registers ``backend`` with Dynamo under ``name``. Nothing is done when a
+    backend of this module holds the name already, or when Dynamo is itself
+    loading this module's entry point for it: importing the entry point
+    imports torch_npu, whose setup comes here, and Dynamo registers what the
+    load returns once it returns, so registering now would be a duplicate."""
     from torch._dynamo.backends.registry import _BACKENDS, _COMPILER_FNS, register_backend
 
-    registered = _COMPILER_FNS.get(name)
-    if registered is not None and getattr(registered, "__module__", None) == __name__:
-        return
-    # Dynamo loading our entry point (which imports torch_npu, whose setup
-    # lands here) registers the loaded function itself once the load
-    # returns; registering now would make that a duplicate.
-    pending = _BACKENDS.get(name)
-    if name not in _COMPILER_FNS and getattr(pending, "module", None) == __name__:
+    if name in _COMPILER_FNS:
+        if getattr(_COMPILER_FNS[name], "__module__", None) == __name__:
+            return
+    elif getattr(_BACKENDS.get(name), "module", None) == __name__:
         return
     _BACKENDS.pop(name, None)
     register_backend(backend, name)
 
 
 def _register_backends():
-    """The Dynamo setup's backends, "npu" then "npugraph_ex": each step
-    skips what is registered already, so a retry after a failure completes it."""
+    """The Dynamo setup's step: "npu", then "npugraph_ex". Each registration
+    leaves a done one alone, so retrying after a failure finishes the job."""
     _register_npu_backend(_get_default_backend(name="npu"))
-    _register_npu_backend(_get_npugraph_ex_backend(), NPUGRAPH_EX_BACKEND)
+    _register_npu_backend(_compile_as_npugraph_ex, _NPUGRAPH_EX)
 
 
-def _npu_backend_entrypoint(gm, example_inputs, **kwargs):
-    """The "npu" entry point: Dynamo's setup for npu first, then torchair's backend."""
-    from torch_npu.utils._dynamo import _lazy_dynamo_setup
+# ---------------------------------------------------------------------------
+# The lazy packages (Note [Lazy torchair and npugraph_ex])
+# ---------------------------------------------------------------------------
 
-    _lazy_dynamo_setup()
-    return _get_default_backend("npu")(gm, example_inputs, **kwargs)
-
-
-def _npugraph_ex_backend_entrypoint(gm, example_inputs, **kwargs):
-    """The "npugraph_ex" entry point."""
-    from torch_npu.utils._dynamo import _lazy_dynamo_setup
-
-    _lazy_dynamo_setup()
-    return _exec(gm, example_inputs, **kwargs)
+def _implementation_name(public_name):
+    """``torchair.x`` -> ``torch_npu.dynamo.torchair.x``."""
+    return f"{__name__}.{public_name}"
 
 
-class _NpugraphsBackendEntryPoint:
-    """The "npugraphs" entry point: a callable that also carries the backend's
-    ``reset`` (``torch.compiler.reset()`` calls it on every backend it used).
-    Options are not the baseline backend's: they are dropped here, and
-    ``NpugraphsBackend`` itself refuses them."""
-
-    compiler_name = "npugraphs"
-
-    def __call__(self, gm, example_inputs, **kwargs):
-        from torch_npu.utils._dynamo import _lazy_dynamo_setup, _lazy_inductor_setup
-
-        _lazy_dynamo_setup()
-        _lazy_inductor_setup()
-        from torch_npu.utils._graph_tree import NpugraphsBackend
-
-        return NpugraphsBackend()(gm, example_inputs)
-
-    @staticmethod
-    def reset():
-        # Only graph trees and runners that exist are reset: this must not import them.
-        graph_tree = sys.modules.get("torch_npu.npu._graph_tree")
-        if graph_tree is not None:
-            graph_tree.reset_npugraph_trees()
-        runners = sys.modules.get("torch_npu._inductor.npugraph_runner")
-        if runners is not None:
-            runners.reset_runners()
+def _explain_failed_load(error, pkg_name):
+    """Adds to ``error`` that it comes from the deferred import of the package."""
+    note = (f"\nThis error was raised while importing `{pkg_name}` (torch_npu.dynamo.{pkg_name}), "
+            f"which is imported at its first use; see the error above.")
+    if error.args:
+        error.args = (f"{error.args[0]}{note}",) + tuple(error.args[1:])
+    else:
+        error.args = (note,)
+    if isinstance(error, ImportError) and error.msg is not None:
+        error.msg += note  # an ImportError prints its msg, not its args
+    return error
 
 
-_npugraphs_backend_entrypoint = _NpugraphsBackendEntryPoint()
+def _loaded_children(*package_names):
+    """(child name, module) for each loaded direct submodule of the packages."""
+    for module_name, module in list(sys.modules.items()):
+        if module is None:
+            continue
+        for package_name in package_names:
+            child = module_name[len(package_name) + 1:]
+            if module_name.startswith(package_name + ".") and "." not in child:
+                yield child, module
+                break
 
+
+class _LazyPackage:
+    """Stands in sys.modules for one package until an import statement loads it.
+
+    Subclasses name, in ``_package_attr``, the attribute that holds the
+    package once it is loaded (None before); ``_exception`` holds the error
+    of a failed load (None otherwise)."""
+
+    _package_attr = None
+    # What the import system reads from a module in sys.modules.
+    _names_that_load = frozenset(("__spec__", "__path__"))
+
+    def __init__(self, pkg_name):
+        self._pkg_name = pkg_name
+        self._exception = None
+        setattr(self, self._package_attr, None)
+
+    def __getattr__(self, name):
+        # Python calls this only for names the proxy itself lacks: the package's.
+        own = self.__dict__
+        if own.get("_exception") is not None:
+            raise own["_exception"]
+        package = own.get(self._package_attr)
+        if package is None:
+            self._refuse_before_load(name)
+            package = self._load()
+        if not hasattr(package, name):
+            self._bind_children(package)  # a submodule imported since the load
+        return getattr(package, name)
+
+    def _refuse_before_load(self, name):
+        if name in self._names_that_load:
+            return
+        from torch_npu.utils._error_code import ErrCode, pta_error
+        pkg_name = self._pkg_name
+        raise AttributeError(f"Try to get {pkg_name}'s attr `{name}` before {pkg_name} "
+                             f"is initialized." + pta_error(ErrCode.INTERNAL))
+
+    def _load(self):
+        implementation = _implementation_name(self._pkg_name)
+        try:
+            package = importlib.import_module(implementation)
+        except Exception as error:
+            self._exception = _explain_failed_load(error, self._pkg_name)
+            raise
+        setattr(self, self._package_attr, package)
+        # One module object per module: its public name is an alias.
+        for module_name, module in list(sys.modules.items()):
+            if module is not None and module_name.startswith(implementation + "."):
+                sys.modules.setdefault(self._pkg_name + module_name[len(implementation):], module)
+        self._bind_children(package)
+        return package
+
+    def _bind_children(self, package):
+        """Makes each loaded submodule, under either name, an attribute of
+        both the proxy and the package."""
+        names = [self._pkg_name]
+        real_name = getattr(package, "__name__", "")
+        if real_name and real_name != self._pkg_name:
+            names.append(real_name)
+        for child, module in _loaded_children(*names):
+            setattr(self, child, module)
+            setattr(package, child, module)
+
+    def __repr__(self):
+        return f"<lazy package {self._pkg_name!r} (torch_npu.dynamo.{self._pkg_name})>"
+
+
+class _LazyTorchair(_LazyPackage):
+    _package_attr = "_torchair"
+
+
+class _LazyNpuGraphEx(_LazyPackage):
+    _package_attr = "_npugraph_ex"
+
+
+_LAZY_PROXIES = {"torchair": _LazyTorchair, _NPUGRAPH_EX: _LazyNpuGraphEx}
+
+
+class _PublicNameFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Answers an import of ``torchair.x`` or ``npugraph_ex.x`` (or of the
+    top-level name, should its proxy be gone) with the module object of
+    ``torch_npu.dynamo.torchair.x`` / ``torch_npu.dynamo.npugraph_ex.x``."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".", 1)[0] not in _LAZY_PROXIES:
+            return None
+        return importlib.util.spec_from_loader(name, self)
+
+    def create_module(self, spec):
+        module = importlib.import_module(_implementation_name(spec.name))
+        # The import system sets module.__spec__ to this alias spec next;
+        # exec_module puts the module's own back from here.
+        spec.loader_state = module.__spec__
+        return module
+
+    def exec_module(self, module):
+        own_spec = getattr(module.__spec__, "loader_state", None)
+        if own_spec is not None:
+            module.__spec__ = own_spec
+
+
+def _install_lazy_torchair():
+    """Puts the proxies under the public names (at ``import torch_npu``);
+    what is there already is left."""
+    if not any(isinstance(finder, _PublicNameFinder) for finder in sys.meta_path):
+        # First on the path, so that submodules of the public names resolve here.
+        sys.meta_path.insert(0, _PublicNameFinder())
+    for pkg_name, proxy_type in _LAZY_PROXIES.items():
+        if pkg_name not in sys.modules:
+            sys.modules[pkg_name] = proxy_type(pkg_name)
+    return True
