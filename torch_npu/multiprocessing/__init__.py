@@ -1,11 +1,10 @@
-"""torch_npu.multiprocessing: how npu tensors cross process boundaries.
+"""torch_npu.multiprocessing: how tensors cross process boundaries on vNPU.
 
-Real torch_npu shares an npu tensor put on a ``torch.multiprocessing`` queue
-through an IPC handle to its device memory (``reductions``). A virtual NPU's
-memory belongs to the process that allocated it, so there is nothing to hand
-over: vNPU's reducers refuse npu tensors, storages and events with a message
-that says to send ``tensor.cpu()`` instead, and leave everything else to
-torch's own reducers. ``import torch_npu`` installs them.
+``reductions``: an npu tensor put on a ``torch.multiprocessing`` queue travels
+as an IPC handle of its storage, as a CUDA tensor does (it needs the sender's
+device memory in vNPU's shared arena: VNPU_SHARED_DEVICE_MEMORY=1).
+``_exit``: a child process waits at exit until the file descriptors of the
+CPU tensors it put on queues were fetched. ``import torch_npu`` installs both.
 """
 
 from torch_npu.multiprocessing import _exit, reductions  # noqa: F401
