@@ -24,7 +24,7 @@ would only delay that. The main process never waits.
 """
 
 import time
-from multiprocessing import process, queues, resource_sharer, util
+from multiprocessing import process, resource_sharer, util
 
 _WAIT_SECONDS = 10.0
 # multiprocessing's exit finalizers run by priority, highest first: a queue's
@@ -47,6 +47,8 @@ def _is_dataloader_worker():
 def _flush_queues():
     """Joins the queues' feeder threads now rather than at their own finalizer (-5): a
     message is pickled, and its descriptors registered, by the feeder thread."""
+    from multiprocessing import queues  # at exit: importing it with torch_npu would cost every process
+
     for finalizer in list(util._finalizer_registry.values()):
         if getattr(finalizer, "_callback", None) is queues.Queue._finalize_join:
             finalizer()
