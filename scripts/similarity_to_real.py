@@ -23,6 +23,7 @@ read it against PyTorch's module, not real torch_npu's.
 """
 import ast
 import difflib
+import importlib.util
 import io
 import keyword
 import os
@@ -32,7 +33,9 @@ import tokenize
 
 R = "/work/.mirror/Ascend+pytorch/repo"
 DATA = ("_constant.py", "_csv_headers.py")
-TORCH = os.path.dirname(os.path.dirname(os.path.abspath(__import__("torch").__file__)))
+# Where the installed torch lives, found without importing it (an import would load torch and,
+# through its backend autoload, torch_npu: seconds, for a path).
+TORCH = os.path.dirname(os.path.dirname(importlib.util.find_spec("torch").origin))
 # Our module -> the PyTorch module it adapts, where the path does not say.
 ANCESTORS = {
     "torch_npu/npu/_graph_tree.py": "torch/_inductor/cudagraph_trees.py",
