@@ -32,7 +32,12 @@ How the real files are run:
   fail on its hardware. Without it those run too; report which figure you give;
 - --build-cpp-extensions builds `test/cpp_extensions/setup.py` first, one
   extension at a time (so one that cannot build is reported and the others
-  still build), in place, as the real suite's run_cpp_test does.
+  still build), in place, as the real suite's run_cpp_test does. Without
+  the flag the same build runs when a selected file imports the
+  extensions' package (`torch_test_cpp_extension`), as real torch_npu's
+  run_test.py builds them before their tests: test_npu_aoti_shim.py would
+  otherwise build them in its class setup (3.5 minutes on 2 cores), which
+  counts against its first test's --test-timeout.
 
 Some real test files import test-only packages of their own (expecttest,
 ml_dtypes for the int4 quantisation tests): install them first
@@ -420,6 +425,27 @@ def build_cpp_extensions(work, env, timeout):
     return built
 
 
+def selected_files(work, paths):
+    files = []
+    for p in paths:
+        full = os.path.join(work, p)
+        if os.path.isdir(full):
+            for root, _, names in os.walk(full):
+                files += [os.path.join(root, n) for n in sorted(names) if n.startswith("test") and n.endswith(".py")]
+        else:
+            files.append(full)
+    return files
+
+
+def imports_cpp_extensions(path):
+    """Whether a test file loads real torch_npu's test extensions (built from `test/cpp_extensions`)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return "torch_test_cpp_extension" in f.read()
+    except OSError:
+        return False
+
+
 # Tests not run: they write more host memory than this machine has (the
 # virtual NPU's HBM is host RAM), so the kernel's OOM killer would end the
 # whole file's process, and the other tests of the file with it. Each is
@@ -638,19 +664,12 @@ def main():
                                                   ".pytorch-disabled-tests.json")
 
     results = {"build": {}, "submodule_files": submodule_files, "files": {}}
-    if args.build_cpp_extensions:
+    files = selected_files(work, args.paths)
+    if args.build_cpp_extensions or any(map(imports_cpp_extensions, files)):
         results["build"] = build_cpp_extensions(work, env, timeout=1800)
         for name, result in results["build"].items():
             print(f"build {name}: {result[:400]}")
 
-    files = []
-    for p in args.paths:
-        full = os.path.join(work, p)
-        if os.path.isdir(full):
-            for root, _, names in os.walk(full):
-                files += [os.path.join(root, n) for n in sorted(names) if n.startswith("test") and n.endswith(".py")]
-        else:
-            files.append(full)
     totals = {}
     for path in sorted(files):
         rel = os.path.relpath(path, work)

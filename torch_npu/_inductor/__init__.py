@@ -53,6 +53,7 @@ def codegen_classes():
 def _register(classes):
     from torch._inductor.codegen.common import register_backend_for_device, register_device_op_overrides
 
+    from torch_npu._inductor import graph_partition
     from torch_npu._inductor.wrapper import NpuDeviceOpOverrides
     from torch_npu.utils._dynamo import _dynamo_register_interface_for_device
 
@@ -61,6 +62,7 @@ def _register(classes):
     register_backend_for_device("npu", classes["Scheduling"], classes["PythonWrapperCodegen"],
                                 classes["CppWrapperCodegen"])
     _treat_npu_nodes_as_cpp_kernels()
+    graph_partition.install()
     _name_cpp_as_npu_backend()
     _copy_empty_buffers_as_empty_buffers()
 

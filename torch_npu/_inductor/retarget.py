@@ -308,6 +308,40 @@ def _writing_update_plans(npu_graphs):
     return generating_for_npu_graphs()
 
 
+@contextlib.contextmanager
+def _updated_ints_named(gm, example_inputs, npu_graphs):
+    """While ``gm`` compiles: the names of its integer inputs that it uses only
+    as arguments an ACLGraph update plan replaces (``ints_only_updated``),
+    for the NPU graphs of its partitions (graph_partition.py), whose inputs
+    are a subset of the graph's, known by their placeholders' names."""
+    names = frozenset()
+    if npu_graphs:
+        from torch_npu._inductor.npugraph_runner import ints_only_updated
+
+        placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+        updated = ints_only_updated(gm, example_inputs)
+        # A partition takes such an input by its symbol's name (s0), the graph by the placeholder's.
+        names = frozenset([placeholders[i] for i in updated] + [str(example_inputs[i].node.expr) for i in updated])
+    previous = getattr(_compiling, "updated_int_names", frozenset())
+    _compiling.updated_int_names = names
+    try:
+        yield
+    finally:
+        _compiling.updated_int_names = previous
+
+
+def updated_int_names():
+    """The names ``_updated_ints_named`` gave for the graph compiling now."""
+    return getattr(_compiling, "updated_int_names", frozenset())
+
+
+def _graphs_by_partition(compiled):
+    """Whether Inductor's post-compile step took care of ``compiled``'s NPU
+    graphs (its partitions recorded, or its reasons not to record them; set
+    by graph_partition.py, which imports this module): it is left as it is."""
+    return bool(getattr(compiled, "_npu_graphs_by_partition", False))
+
+
 def _npu_graphs_of(compiled, gm, index, kwargs, example_inputs):
     """``compiled`` (boxed) replayed as NPU graphs, for mode="reduce-overhead":
     a function of the device's NPU graph tree (torch_npu/npu/_graph_tree.py),
@@ -363,9 +397,13 @@ def _backward_beside_npu_graphs(compiled, index):
 def _retargeting_inner(inner, index, npu_graphs=False):
     @functools.wraps(inner)
     def compile_for_cpu(gm, example_inputs, *args, **kwargs):
+        # Inductor checks this option when it compiles each graph: a backward
+        # compiled under it runs without NPU graphs beside a recorded forward.
+        graphs_here = npu_graphs and not torch._inductor.config.force_disable_cudagraph_TESTING_ONLY
         if graph_device_index(example_inputs) != index or _has_npu_constants(gm) or _saves_rng_state(gm):
             compiled = inner(gm, example_inputs, *args, **kwargs)
-            if npu_graphs and kwargs.get("is_backward") and torch._inductor.config.triton.cudagraph_trees:
+            if npu_graphs and kwargs.get("is_backward") and torch._inductor.config.triton.cudagraph_trees \
+                    and not _graphs_by_partition(compiled):
                 return _backward_beside_npu_graphs(compiled, index)
             return compiled
         from torch._guards import detect_fake_mode
@@ -379,11 +417,15 @@ def _retargeting_inner(inner, index, npu_graphs=False):
         with _cpu_codegen_is_npus(index), _random_operators_fall_back(), \
                 torch.compiler.config.patch(cache_key_tag=tag), \
                 torch._inductor.config.patch(**{"cpp.weight_prepack": False, **_npu_cpp_config(), **_NPU_RANDOM_CONFIG}):
-            with _writing_update_plans(npu_graphs):
+            with _writing_update_plans(npu_graphs), _updated_ints_named(gm, example_inputs, graphs_here):
                 compiled = inner(gm, cpu_inputs, *args, **kwargs)
-        if npu_graphs:
+        if _graphs_by_partition(compiled):
+            return compiled  # its partitions are NPU graphs already (graph_partition.py)
+        if graphs_here:
             # mode="reduce-overhead": what CUDA graphs are to cuda, NPU graphs are here.
             return _npu_graphs_of(compiled, gm, index, kwargs, example_inputs)
+        if npu_graphs and kwargs.get("is_backward") and torch._inductor.config.triton.cudagraph_trees:
+            return _backward_beside_npu_graphs(compiled, index)
         return compiled
 
     return compile_for_cpu

@@ -46,9 +46,30 @@ class _NpuKernels:
             kernel_body = kernel_body.replace(_CPU_BINDING, _NPU_BINDING, 1)
         return super().define_kernel(kernel_name, kernel_body, metadata, gpu, cpp_definition)
 
+    # ACLGraph update plans (torch_npu/_inductor/_aclgraph_update_plan): each
+    # extern kernel whose operator has an NpuGraph handler gets an entry, and
+    # the plan is written as an attribute of the function an NPU graph
+    # records: ``call``, or with graph partitions each partition's launcher
+    # (``partition_N``). The branches of torch.cond write none.
+    def generate_fallback_kernel(self, node) -> None:
+        from torch_npu._inductor._aclgraph_update_plan import append_inductor_aclgraph_update_plan_for_codegen_node
+        append_inductor_aclgraph_update_plan_for_codegen_node(self, node)
+        super().generate_fallback_kernel(node)
+
+    def generate_extern_kernel_alloc(self, extern_kernel, *args, **kwargs) -> None:
+        from torch_npu._inductor._aclgraph_update_plan import append_inductor_aclgraph_update_plan_for_codegen_node
+        append_inductor_aclgraph_update_plan_for_codegen_node(self, extern_kernel)
+        super().generate_extern_kernel_alloc(extern_kernel, *args, **kwargs)
+
 
 class NpuSubgraphWrapperCodegen(_NpuKernels, SubgraphPythonWrapperCodegen):
     """A subgraph's wrapper; it writes into its parent's module (and header)."""
+
+    def generate_after_suffix(self, result) -> None:
+        super().generate_after_suffix(result)
+        if self.partition_signatures is not None:
+            from torch_npu._inductor._aclgraph_update_plan import emit_inductor_aclgraph_update_plan_for_wrapper
+            emit_inductor_aclgraph_update_plan_for_wrapper(self, result, is_graph_partition_subgraph=True)
 
 
 class NpuPythonWrapperCodegen(_NpuKernels, PythonWrapperCodegen):
@@ -64,20 +85,6 @@ class NpuPythonWrapperCodegen(_NpuKernels, PythonWrapperCodegen):
         super().write_header()
         self.imports.writeline("from torch_npu._inductor.codecache import npu_cpp_pybinding")
         self.imports.writeline("from torch_npu._C import _empty_strided_npu as empty_strided_npu")
-
-    # ACLGraph update plans (torch_npu/_inductor/_aclgraph_update_plan): each
-    # extern kernel whose operator has an NpuGraph handler gets an entry, and
-    # the plan is written as an attribute of ``call`` for the NPU graph
-    # replay to read. Subgraph wrappers (torch.cond branches) write none.
-    def generate_fallback_kernel(self, node) -> None:
-        from torch_npu._inductor._aclgraph_update_plan import append_inductor_aclgraph_update_plan_for_codegen_node
-        append_inductor_aclgraph_update_plan_for_codegen_node(self, node)
-        super().generate_fallback_kernel(node)
-
-    def generate_extern_kernel_alloc(self, extern_kernel, *args, **kwargs) -> None:
-        from torch_npu._inductor._aclgraph_update_plan import append_inductor_aclgraph_update_plan_for_codegen_node
-        append_inductor_aclgraph_update_plan_for_codegen_node(self, extern_kernel)
-        super().generate_extern_kernel_alloc(extern_kernel, *args, **kwargs)
 
     def generate_after_suffix(self, result) -> None:
         from torch_npu._inductor._aclgraph_update_plan import emit_inductor_aclgraph_update_plan_for_wrapper

@@ -106,6 +106,10 @@ from torch_npu.npu._npugraph_conditional_nodes import (
 
 __all__ = []
 
+# The "cudagraphs" artifact of real torch_npu's "npugraph" log
+# (TORCH_LOGS="cudagraphs" or torch._logging.set_logs(cudagraphs=True)).
+log = torch._logging.getArtifactLogger("torch_npu.npugraph", "cudagraphs")
+
 
 def _check(condition, text):
     """Real torch_npu's form of torch's asserts here: a RuntimeError naming the check."""
@@ -971,6 +975,7 @@ class NPUGraphTreeManager(_trees.CUDAGraphTreeManager):
         with torch._dynamo.callback_handler.install_callbacks(CallbackTrigger.CUDAGRAPH_RECORDING,
                                                               str(self.compile_id)):
             graph_id = self.new_graph_id()
+            log.debug("NPUGRAPH-TREE Node Record function=%d, graph=%d", function_id.id, graph_id.id)
             torch.npu.synchronize()
             # Kept only while recording: a refused capture runs the function on them.
             inputs = list(new_inputs)

@@ -98,6 +98,15 @@ def emit_inductor_aclgraph_update_plan_for_wrapper(wrapper, result, is_graph_par
     fn = wrapper.launcher_fn_name
     attribute = resolver.ACLGRAPH_UPDATE_PLAN_GLOBAL
     result.writeline(f"setattr(getattr({fn}, '__func__', {fn}), {attribute!r}, {collected!r})")
+    if is_graph_partition_subgraph:
+        # A plan's inputs are the partition's arguments: named, so that the
+        # graph's integer inputs the plan alone reads (retarget.py's
+        # updated_int_names) are found among them, symbols included.
+        names = list(wrapper.get_graph_input_names())
+        result.writeline(f"setattr({fn}, {PARTITION_ARGUMENT_NAMES!r}, {names!r})")
+
+
+PARTITION_ARGUMENT_NAMES = "_torch_npu_argument_names"
 
 
 def _left_to_partitions(wrapper, is_graph_partition_subgraph):
