@@ -149,6 +149,44 @@ rpc.shutdown()
     assert first.returncode == 0, err[-4000:]
 
 
+def test_a_worker_with_a_device_map_joins_a_dynamic_group():
+    # The newcomer maps its npu:0 to the member's npu:1: its tensor arrives
+    # there, and the reply comes back to npu:0 by the reverse of that map.
+    code = """
+import sys, time
+import torch, torch_npu
+import torch.distributed.rpc as rpc
+from torch_npu.distributed.rpc.options import NPUTensorPipeRpcBackendOptions
+
+def where_and_plus_one(t):
+    return str(t.device), t + 1
+
+rank, port = int(sys.argv[1]), sys.argv[2]
+options = NPUTensorPipeRpcBackendOptions(num_worker_threads=4, init_method=f"tcp://127.0.0.1:{port}", rpc_timeout=60)
+if rank == 1:
+    options.set_device_map("w0", {"npu:0": "npu:1"})
+    time.sleep(1)  # the first member is in the group
+rpc.init_rpc(f"w{rank}", rank=rank, backend=rpc.BackendType.NPU_TENSORPIPE, rpc_backend_options=options)
+if rank == 1:
+    device, out = rpc.rpc_sync("w0", where_and_plus_one, args=(torch.arange(3.0, device="npu:0"),))
+    assert device == "npu:1", device
+    assert out.device == torch.device("npu:0") and out.tolist() == [1.0, 2.0, 3.0], out
+    print("OK")
+else:
+    time.sleep(8)  # w1 joins, calls and leaves
+rpc.shutdown()
+"""
+    port = str(free_port())
+    env = clean_env(OMP_NUM_THREADS=1)
+    first = subprocess.Popen([sys.executable, "-c", code, "0", port], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    second = subprocess.run([sys.executable, "-c", code, "1", port], env=env, capture_output=True, text=True,
+                            timeout=150)
+    out, err = first.communicate(timeout=150)
+    assert second.returncode == 0 and "OK" in second.stdout, second.stderr[-4000:]
+    assert first.returncode == 0, err[-4000:]
+
+
 def test_parallel_store_is_a_store_under_torch_npus_api():
     # Real torch_npu's constructor (positional order included), a server and
     # a client in one process, the Store API between them, and its names.

@@ -180,11 +180,16 @@ def _set_devices_and_reverse_device_map(agent):
     for info in agent.get_worker_infos():
         declared = _own_devices(agent) if info.name == me.name else api.rpc_sync(info.name, _get_device_infos)
         workers.append(_WorkerDevices(info.name, *declared))
-    reverse_device_maps = _reverse_maps_of_checked_group(me.name, workers, is_static_group=False)
+    _reverse_maps_of_checked_group(me.name, workers, is_static_group=False)
     for worker in workers:
-        served = torch_registry._create_device_list(worker.devices, worker.device_maps, reverse_device_maps)
-        api.rpc_sync(worker.name, torch_registry._update_group_membership,
-                     args=(me, served, reverse_device_maps, True))
+        # Each member learns of the newcomer without devices: torch's agent
+        # handles CUDA devices, and given npu ones it tracks the streams of
+        # every reply's Python value, which fails on such a value ("Cannot
+        # inspect value of type Capsule"). The npu tensors are placed by
+        # vNPU's agent and pickler from the senders' own maps (Note [npu
+        # tensors over TensorPipe]), as in a static group, whose agents are
+        # started without devices too.
+        api.rpc_sync(worker.name, torch_registry._update_group_membership, args=(me, [], {}, True))
 
 
 def _start_agent(store, name, rank, world_size, rpc_backend_options):
