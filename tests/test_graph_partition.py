@@ -3,6 +3,8 @@ with mode="reduce-overhead", a compiled graph is split at what an NPU graph
 cannot capture, each other part is recorded in the device's NPU graph tree,
 and the results equal eager execution."""
 
+import warnings
+
 import pytest
 import torch
 from torch._inductor import config
@@ -79,6 +81,19 @@ def test_items_of_an_unsafe_ops_outputs_stay_outside_the_graphs():
         torch.testing.assert_close(compiled(x), f(x))
     # The two parts around host_pair; its items are read in `call`, not in a graph.
     assert recorded_graphs() == 2
+
+
+def test_a_graph_with_nothing_to_record_runs_without_graphs_or_warnings():
+    def f(x):
+        return host_round_trip(x)
+
+    x = torch.randn(8, device="npu")
+    compiled = torch.compile(f, mode="reduce-overhead", fullgraph=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "skipping NPU graphs": nothing was tried
+        for _ in range(3):
+            torch.testing.assert_close(compiled(x), f(x))
+    assert recorded_graphs() == 0
 
 
 def test_torch_cond_with_an_npu_predicate_runs_between_partitions():

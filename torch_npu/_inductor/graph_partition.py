@@ -50,8 +50,9 @@ _state = threading.local()
 # it is given its npu's for that step. A partition whose launcher carries an
 # ACLGraph update plan, and every partition while NPU graph trees are off, is
 # replayed by an NpuGraphRunner, as a whole graph was. A graph compiled
-# without partitions (``graph_partition=False``, or nothing graph-able in it)
-# is recorded whole, by retarget.py's ``_npu_graphs_of``, as before.
+# without partitions (``graph_partition=False``) is recorded whole, by
+# retarget.py's ``_npu_graphs_of``, as before; one with nothing graph-able
+# is not recorded.
 def _npu_index_of(compiled_graph):
     """The npu device index the compiled graph's NPU graphs belong to, or None."""
     from torch_npu._inductor.retarget import compiling_device_index
@@ -213,8 +214,11 @@ def _npu_backward_generation(compiled_graph, boxed_forward_device_index):
 
 
 def _records_whole(compiled_graph):
-    """A graph compiled as a CPU graph that retarget.py records whole (Note [Graph partitions on npu])."""
-    return not compiled_graph.partition_maps
+    """A graph compiled as a CPU graph that retarget.py records whole (Note
+    [Graph partitions on npu]): one compiled without partitions. With them,
+    a graph that has nothing graph-able (no partition map) is not recorded
+    at all, as on CUDA."""
+    return compiled_graph.partition_maps is None
 
 
 def _post_compile_on_npu(post_compile):
