@@ -182,3 +182,20 @@ def test_without_graph_partitions_a_graph_is_recorded_whole():
         assert recorded_graphs() == 1
         _, (code,) = run_and_get_code(compiled, x)
     assert "partition_0" not in code
+
+
+def test_a_process_whose_first_graph_mixes_devices_compiles_it():
+    # Its first compilation takes the direct path (npu as an Inductor device
+    # of its own), so no graph of one npu had been compiled on this thread
+    # before the partition decisions asked which one compiles now.
+    from conftest import run_python
+
+    result = run_python("""
+        import torch, torch_npu
+        f = torch.compile(lambda x, y: (x * 2, y + 1), mode="reduce-overhead")
+        for _ in range(3):
+            a, b = f(torch.ones(4, device="npu"), torch.ones(3))
+        assert a.device.type == "npu" and a.tolist() == [2.0] * 4 and b.tolist() == [2.0] * 3
+        print("OK")
+    """, timeout=300)
+    assert result.returncode == 0 and "OK" in result.stdout, result.stderr[-3000:]

@@ -143,7 +143,8 @@ def _cpu_codegen_is_npus(index):
 
 
 def compiling_device_index():
-    return _compiling.index
+    """The npu device of the graph compiling as a CPU graph on this thread, or None."""
+    return getattr(_compiling, "index", None)
 
 
 # The wrapper of a retargeted graph subclasses wrapper.py's npu wrappers,
