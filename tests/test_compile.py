@@ -825,6 +825,33 @@ def test_philox_rand_on_npu_is_a_function_of_seed_and_offset_compiled_as_eager()
     assert torch.equal(compiled(seed, offset, x).cpu(), (first * 2 + x).cpu())
 
 
+def test_philox_rand_with_seed_made_in_the_graph_draws_as_eager():
+    # npu constants in the graph take the direct path (npu as an Inductor
+    # device of its own), whose lowering of philox_rand is Inductor's too.
+    def fn(x):
+        seed = torch.tensor(1234, device=x.device, dtype=torch.int64)
+        offset = torch.tensor(0, device=x.device, dtype=torch.int64)
+        return _philox(seed, offset, x)[0] * 2 + x
+
+    torch._dynamo.reset()
+    x = torch.ones(2, 4, device="npu")
+    assert torch.equal(torch.compile(fn, fullgraph=True)(x).cpu(), fn(x).cpu())
+
+
+def test_random_ops_of_a_graph_mixing_devices_draw_as_eager():
+    def fn(x, scale):  # scale: a cpu tensor beside the npu input
+        return torch.dropout(x, p=0.5, train=True) * scale.to(x.device) + torch.rand_like(x)
+
+    torch._dynamo.reset()
+    x, scale = torch.ones(8, 8, device="npu"), torch.tensor(3.0)
+    results = []
+    for run in (fn, torch.compile(fn, fullgraph=True)):
+        torch.manual_seed(11)
+        results.append((run(x, scale).cpu(), torch.npu.get_rng_state()))
+    (eager, eager_state), (compiled, compiled_state) = results
+    assert torch.equal(compiled, eager) and torch.equal(compiled_state, eager_state)
+
+
 def _npu_autocast_region(x, w):
     with torch.npu.amp.autocast(dtype=torch.bfloat16):
         y = torch.mm(x, w)

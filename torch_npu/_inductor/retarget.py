@@ -273,7 +273,9 @@ def _npu_cpp_config():
 # the others: the graph calls its npu kernel. fallback_random does not reach
 # it (Inductor lowers it whatever the config says, to its own CPU philox,
 # which draws other numbers), so its lowering is swapped for a fallback
-# while an npu graph compiles.
+# while an npu graph compiles. Both hold for graphs compiled on the direct
+# path too (npu constants, the generator's state saved, devices mixed:
+# ``_drawing_as_eager``), forward and backward.
 _NPU_RANDOM_CONFIG = {"fallback_random": True}
 
 
@@ -291,6 +293,27 @@ def _random_operators_fall_back():
         yield
     finally:
         lowering.lowerings.update(saved)
+
+
+@contextlib.contextmanager
+def _drawing_as_eager():
+    """Note [Random numbers of compiled npu graphs are eager's], for a graph
+    compiled on the direct path (npu as a device of its own)."""
+    with _random_operators_fall_back(), torch._inductor.config.patch(**_NPU_RANDOM_CONFIG):
+        yield
+
+
+def _direct_inner(inner):
+    """The inner compiler of a graph whose npu inputs are not all on one
+    device (or that mixes in cpu ones): Inductor's, its random operators
+    drawing as eager (forward and, compiled later, backward)."""
+    @functools.wraps(inner)
+    def compile_direct(gm, example_inputs, *args, **kwargs):
+        with _drawing_as_eager():
+            return inner(gm, example_inputs, *args, **kwargs)
+
+    compile_direct._npu_retargeting = True  # passed through when compile_fx calls itself
+    return compile_direct
 
 
 def _saves_rng_state(gm):
@@ -402,7 +425,8 @@ def _retargeting_inner(inner, index, npu_graphs=False):
         # compiled under it runs without NPU graphs beside a recorded forward.
         graphs_here = npu_graphs and not torch._inductor.config.force_disable_cudagraph_TESTING_ONLY
         if graph_device_index(example_inputs) != index or _has_npu_constants(gm) or _saves_rng_state(gm):
-            compiled = inner(gm, example_inputs, *args, **kwargs)
+            with _drawing_as_eager():
+                compiled = inner(gm, example_inputs, *args, **kwargs)
             if npu_graphs and kwargs.get("is_backward") and torch._inductor.config.triton.cudagraph_trees \
                     and not _graphs_by_partition(compiled):
                 return _backward_beside_npu_graphs(compiled, index)
@@ -441,8 +465,11 @@ def compile_npu_graph(original, module, model_, example_inputs_, inner_compile=N
     index = graph_device_index(example_inputs_)
     # compile_fx calls itself (through the wrapper) for config patches and
     # subgraphs: an inner compiler that retargets already is passed through.
-    if index is None or getattr(inner, "_npu_retargeting", False):
+    if getattr(inner, "_npu_retargeting", False):
         return original(model_, example_inputs_, inner, *args, **kwargs)
+    if index is None:
+        with torch._inductor.config.patch(**_NPU_RANDOM_CONFIG):
+            return original(model_, example_inputs_, _direct_inner(inner), *args, **kwargs)
     # mode="reduce-overhead" turns cudagraphs on; Inductor turns it off
     # again for a CPU graph, so decide here, for forward and backward.
     patches = kwargs.get("config_patches") or {}
