@@ -116,6 +116,22 @@ def test_npu_tensorpipe_options_and_device_map_checks():
         backend_registry._validate_device_maps(["w0"], {"w0": {"npu": 2}}, {"w0": {"w9": {}}}, {"w0": []})
 
 
+def _member_and_newcomer(code):
+    """Runs ``code`` as worker 0 (the member) and worker 1 (which joins and prints OK), 150 s at most."""
+    port = str(free_port())
+    env = clean_env(OMP_NUM_THREADS=1)
+    first = subprocess.Popen([sys.executable, "-c", code, "0", port], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        second = subprocess.run([sys.executable, "-c", code, "1", port], env=env, capture_output=True, text=True,
+                                timeout=150)
+        out, err = first.communicate(timeout=150)
+    finally:
+        first.kill()
+    assert second.returncode == 0 and "OK" in second.stdout, second.stderr[-4000:]
+    assert first.returncode == 0, err[-4000:]
+
+
 def test_npu_tensorpipe_workers_join_a_dynamic_group():
     # init_rpc without world_size: the second worker starts its agent, asks the
     # first for its device maps over rpc, checks them and announces itself
@@ -138,15 +154,7 @@ else:
     time.sleep(6)  # w1 joins, calls and leaves
 rpc.shutdown()
 """
-    port = str(free_port())
-    env = clean_env(OMP_NUM_THREADS=1)
-    first = subprocess.Popen([sys.executable, "-c", code, "0", port], env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
-    second = subprocess.run([sys.executable, "-c", code, "1", port], env=env, capture_output=True, text=True,
-                            timeout=150)
-    out, err = first.communicate(timeout=150)
-    assert second.returncode == 0 and "OK" in second.stdout, second.stderr[-4000:]
-    assert first.returncode == 0, err[-4000:]
+    _member_and_newcomer(code)
 
 
 def test_a_worker_with_a_device_map_joins_a_dynamic_group():
@@ -176,15 +184,7 @@ else:
     time.sleep(8)  # w1 joins, calls and leaves
 rpc.shutdown()
 """
-    port = str(free_port())
-    env = clean_env(OMP_NUM_THREADS=1)
-    first = subprocess.Popen([sys.executable, "-c", code, "0", port], env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
-    second = subprocess.run([sys.executable, "-c", code, "1", port], env=env, capture_output=True, text=True,
-                            timeout=150)
-    out, err = first.communicate(timeout=150)
-    assert second.returncode == 0 and "OK" in second.stdout, second.stderr[-4000:]
-    assert first.returncode == 0, err[-4000:]
+    _member_and_newcomer(code)
 
 
 def test_parallel_store_is_a_store_under_torch_npus_api():
