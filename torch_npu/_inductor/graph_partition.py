@@ -227,6 +227,7 @@ def _post_compile_on_npu(post_compile):
         from torch._inductor.utils import BoxedBool
         from torch_npu._inductor.retarget import compiling_device_index
 
+        self._npu_graphs_by_partition = False  # decided afresh each time (a graph from the cache too)
         index = _npu_index_of(self)
         cudagraphs = graph_kwargs.get("cudagraphs")
         if index is None or not cudagraphs:
