@@ -77,22 +77,25 @@ def _graphs_npu(device_type):
 
 @contextlib.contextmanager
 def _npu_counts_as_graph_device():
-    from torch._inductor import scheduler
-
-    inductor_is_gpu = scheduler.is_gpu
-    if getattr(inductor_is_gpu, "_npu_aware", False):
-        yield
-        return
-
-    def is_gpu(device):
-        return inductor_is_gpu(device) or _graphs_npu(device)
-
-    is_gpu._npu_aware = True
-    scheduler.is_gpu = is_gpu
+    """Within this (on this thread), the scheduler's ``is_gpu`` answers yes
+    for npu: see ``_is_gpu_in_partition_decisions``."""
+    depth = getattr(_state, "partitioning", 0)
+    _state.partitioning = depth + 1
     try:
         yield
     finally:
-        scheduler.is_gpu = inductor_is_gpu
+        _state.partitioning = depth
+
+
+def _is_gpu_in_partition_decisions(inductor_is_gpu):
+    """The scheduler module's ``is_gpu``, installed once: Inductor's answer,
+    and yes for npu while this thread makes a partition decision (the flag
+    is per thread, so a compilation on another thread is not affected)."""
+    @functools.wraps(inductor_is_gpu)
+    def is_gpu(device):
+        return inductor_is_gpu(device) or (getattr(_state, "partitioning", 0) > 0 and _graphs_npu(device))
+
+    return is_gpu
 
 
 def _with_npu_as_graph_device(method):
@@ -269,6 +272,7 @@ def install():
 
     if getattr(scheduler.Scheduler.should_partition, "_npu_partitions", False):
         return
+    scheduler.is_gpu = _is_gpu_in_partition_decisions(scheduler.is_gpu)
     should_partition = _should_partition_on_npu(scheduler.Scheduler.should_partition)
     should_partition._npu_partitions = True
     scheduler.Scheduler.should_partition = should_partition
