@@ -162,19 +162,16 @@ def _npu_cudagraphify(model, static_input_idxs=(), *, device_index, stack_traces
     real inputs; with NPU graph trees off, an NpuGraphRunner."""
     from torch._dynamo.utils import preserve_rng_state
 
-    from torch_npu.npu._graph_tree import npugraphify_impl
-
+    from torch_npu._inductor._aclgraph_update_plan.codegen import PARTITION_ARGUMENT_NAMES
     from torch_npu._inductor.npugraph_runner import NpuGraphRunner, _update_plan_of
+    from torch_npu._inductor.retarget import updated_int_names
+    from torch_npu.npu._graph_tree import npugraphify_impl
 
     if not torch._inductor.config.triton.cudagraph_trees or _update_plan_of(model):
         # A partition whose captured operators are updated per call (its
         # launcher carries an ACLGraph update plan) replays through
         # NpuGraphRunner, which applies the plan, as a whole graph does.
-        from torch_npu._inductor.retarget import updated_int_names
-
         model._boxed_call = True  # Inductor calls its partitions with one list, as compiled graphs
-        from torch_npu._inductor._aclgraph_update_plan.codegen import PARTITION_ARGUMENT_NAMES
-
         names = updated_int_names()
         arguments = getattr(model, PARTITION_ARGUMENT_NAMES, None) or [p.name for p in placeholders]
         updated = [i for i, name in enumerate(arguments) if name in names]
