@@ -160,12 +160,10 @@ def _npu_cudagraphify(model, static_input_idxs=(), *, device_index, stack_traces
     """``compile_fx.cudagraphify`` for npu: the partition (or graph) as a
     function of the NPU graph tree, made at its first call, which has the
     real inputs; with NPU graph trees off, an NpuGraphRunner."""
-    from torch._dynamo.utils import preserve_rng_state
-
     from torch_npu._inductor._aclgraph_update_plan.codegen import PARTITION_ARGUMENT_NAMES
     from torch_npu._inductor.npugraph_runner import NpuGraphRunner, _update_plan_of
     from torch_npu._inductor.retarget import updated_int_names
-    from torch_npu.npu._graph_tree import npugraphify_impl
+    from torch_npu.npu._graph_tree import npugraphify_at_first_call
 
     if not torch._inductor.config.triton.cudagraph_trees or _update_plan_of(model):
         # A partition whose captured operators are updated per call (its
@@ -177,18 +175,9 @@ def _npu_cudagraphify(model, static_input_idxs=(), *, device_index, stack_traces
         updated = [i for i, name in enumerate(arguments) if name in names]
         return NpuGraphRunner(model, tuple(static_input_idxs), tuple(mutated_input_idxs),
                               name="backward graph" if is_backward else "graph", updated_ints=updated)
-    kwargs = dict(device_index=device_index, is_backward=is_backward, is_inference=is_inference,
-                  stack_traces=stack_traces, constants=constants, placeholders=placeholders,
-                  mutated_input_idxs=mutated_input_idxs)
-    made = []
-
-    def run(new_inputs):
-        if not made:
-            with preserve_rng_state():
-                made.append(npugraphify_impl(model, new_inputs, static_input_idxs, **kwargs))
-        return made[0](new_inputs)
-
-    return run
+    return npugraphify_at_first_call(model, static_input_idxs, device_index=device_index, is_backward=is_backward,
+                                     is_inference=is_inference, stack_traces=stack_traces, constants=constants,
+                                     placeholders=placeholders, mutated_input_idxs=mutated_input_idxs)
 
 
 def _npu_backward_generation(compiled_graph, boxed_forward_device_index):

@@ -381,25 +381,13 @@ def _npu_graphs_of(compiled, gm, index, kwargs, example_inputs):
         # update plan) replays through NpuGraphRunner, which applies the plan.
         return NpuGraphRunner(compiled, static, mutated, name="backward graph" if is_backward else "graph",
                               updated_ints=ints_only_updated(gm, example_inputs))
-    from torch._dynamo.utils import preserve_rng_state
     from torch._inductor.cudagraph_utils import get_placeholder_info
 
-    from torch_npu.npu._graph_tree import npugraphify_impl
+    from torch_npu.npu._graph_tree import npugraphify_at_first_call
 
-    tree_kwargs = dict(device_index=index, is_backward=is_backward, is_inference=bool(kwargs.get("is_inference")),
-                       stack_traces=None, placeholders=get_placeholder_info(gm.graph),
-                       mutated_input_idxs=mutated)
-    deferred = []
-
-    def run(new_inputs):
-        # The tree's function is made at the first call, which has the real inputs.
-        if not deferred:
-            with preserve_rng_state():
-                deferred.append(npugraphify_impl(compiled, new_inputs, static, **tree_kwargs))
-        return deferred[0](new_inputs)
-
-    run._boxed_call = True
-    return run
+    return npugraphify_at_first_call(compiled, static, device_index=index, is_backward=is_backward,
+                                     is_inference=bool(kwargs.get("is_inference")), stack_traces=None,
+                                     placeholders=get_placeholder_info(gm.graph), mutated_input_idxs=mutated)
 
 
 def _backward_beside_npu_graphs(compiled, index):

@@ -293,6 +293,22 @@ def npugraphify_impl(model, inputs, static_input_idxs, *args, **kwargs):
     return deferred_npugraphify
 
 
+def npugraphify_at_first_call(model, static_input_idxs, **kwargs):
+    """``model`` (a boxed compiled graph or partition) as a function of the
+    tree, made by ``npugraphify_impl`` at its first call, which has the real
+    inputs (what Inductor's ``cudagraphify`` returns for CUDA)."""
+    made = []
+
+    def run(new_inputs):
+        if not made:
+            with preserve_rng_state():
+                made.append(npugraphify_impl(model, new_inputs, static_input_idxs, **kwargs))
+        return made[0](new_inputs)
+
+    run._boxed_call = True
+    return run
+
+
 def npugraphify(model, inputs, static_input_idxs=(), *, device_index, is_backward, is_inference,
                 stack_traces=None, constants=(), placeholders=(), mutated_input_idxs=()):
     """Adds ``model`` to the tree of npu ``device_index`` and runs it on
