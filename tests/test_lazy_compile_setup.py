@@ -33,7 +33,8 @@ from torch_npu.utils import _dynamo
 from torch_npu import dynamo
 for prefix in ("torch._dynamo", "torch._inductor", "torch_npu._inductor", "triton", "torch_npu.dynamo.torchair"):
     assert not loaded(prefix), loaded(prefix)
-assert "torch.utils._triton" not in sys.modules  # patched at its import (Inductor's), below
+assert "torch.utils._triton" not in sys.modules  # imported at first use, then patched
+assert torch.utils._triton.has_triton is _dynamo.has_triton  # an attribute access is a use, as in real torch_npu
 assert any(isinstance(f, _dynamo._DynamoPostImportFinder) for f in sys.meta_path)
 assert isinstance(sys.modules["torchair"], dynamo._LazyTorchair)
 assert isinstance(sys.modules["npugraph_ex"], dynamo._LazyNpuGraphEx)
@@ -216,11 +217,13 @@ assert os.environ["TORCHINDUCTOR_NPU_BACKEND"] == "default"
 
 
 def test_shape_handling_set_up_by_the_wrapper_pads_to_gears():
-    _ok("""
+    # torch.compile installs the hook; npu's Inductor backend loads at the first call.
+    _ok(_LOADED + """
 import torch, torch_npu
 from torch._dynamo.utils import counters
 f = lambda x: x * 2 + 1
 compiled = torch.compile(f, options={"enable_shape_handling": True}, dynamic=False)
+assert not loaded("torch_npu._inductor"), loaded("torch_npu._inductor")
 for batch in (3, 4):  # both run as the gear 4
     x = torch.randn(batch, 4, device="npu")
     torch.testing.assert_close(compiled(x), f(x))

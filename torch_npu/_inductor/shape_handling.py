@@ -26,8 +26,6 @@ batch elements do not interact, as on the chip.
 """
 
 import copy
-import functools
-import inspect
 import logging
 import warnings
 from typing import Any, Callable, Dict, List, Optional
@@ -261,41 +259,25 @@ def _handling_for(compiler_config):
                             recover_pre_fn=hooks.get("re_pre_fn"), recover_post_fn=hooks.get("re_post_fn"))
 
 
+def call_through_gears(handling, compiled, args, kwargs):
+    """One call of a function compiled with shape handling: its arguments
+    transformed into one group per call, ``compiled`` called on each, the
+    results recovered (torch_npu/utils/_shape_handling_hook.py)."""
+    args_per_call, kwargs_per_call = handling.transform_hook(*args, **kwargs)
+    calls = list(zip(args_per_call, kwargs_per_call))
+    # With several calls, an earlier call's outputs may live in memory the
+    # next replay reuses (NPU graphs): each is copied before that call.
+    keep = unified_copy if len(calls) > 1 else (lambda result: result)
+    return handling.recover_hook([keep(compiled(*a, **k)) for a, k in calls])
+
+
 def patch_dynamo_context():
-    """Makes a function compiled with shape handling run through its gears:
-    Dynamo's optimize context (what torch.compile returns a function through)
-    builds the NPUShapeHandling from the Inductor options it was given, and
-    the function it returns transforms each call's arguments, calls the
-    compiled function once per group and recovers the result. Modules and
-    classes are compiled as they are, as in real torch_npu."""
-    from torch._dynamo.eval_frame import _TorchDynamoContext
+    """Makes a function compiled with shape handling run through its gears
+    (torch_npu/utils/_shape_handling_hook.py, which torch.compile installs
+    without loading npu's Inductor backend)."""
+    from torch_npu.utils import _shape_handling_hook
 
-    if getattr(_TorchDynamoContext.__call__, "_npu_shape_handling", False):
-        return
-    original_init, original_call = _TorchDynamoContext.__init__, _TorchDynamoContext.__call__
-
-    def init(self, callback, *args, **kwargs):
-        original_init(self, callback, *args, **kwargs)
-        self._npu_shape_handling = _handling_for(kwargs.get("compiler_config"))
-
-    def call(self, fn):
-        compiled = original_call(self, fn)
-        handling = getattr(self, "_npu_shape_handling", None)
-        if handling is None or isinstance(fn, torch.nn.Module) or inspect.isclass(fn):
-            return compiled
-
-        @functools.wraps(compiled)
-        def through_gears(*args, **kwargs):
-            args_per_call, kwargs_per_call = handling.transform_hook(*args, **kwargs)
-            calls = list(zip(args_per_call, kwargs_per_call))
-            # With several calls, an earlier call's outputs may live in memory
-            # the next replay reuses (NPU graphs): each is copied before that call.
-            keep = unified_copy if len(calls) > 1 else (lambda result: result)
-            return handling.recover_hook([keep(compiled(*a, **k)) for a, k in calls])
-        return through_gears
-
-    call._npu_shape_handling = True
-    _TorchDynamoContext.__init__, _TorchDynamoContext.__call__ = init, call
+    _shape_handling_hook.patch_dynamo_context()
 
 
 def patch_shape_handling():

@@ -115,8 +115,30 @@ def _patch_has_triton(_triton):
 
 
 def patch_has_triton():
-    # At torch.utils._triton's import (Inductor's), not with torch_npu's.
+    # Patched when torch.utils._triton is imported (Inductor imports it), and
+    # the submodule made reachable as ``torch.utils._triton`` before that, as
+    # real torch_npu, which imports it at its own import, has it (its
+    # test_compile_trigger.py reads the attribute right after ``import
+    # torch_npu``). Importing it here instead would cost a third full garbage
+    # collection in ``import torch`` (about 80 ms), though the module is small.
     call_after_import("torch.utils._triton", _patch_has_triton)
+    _import_on_first_access(torch.utils, "_triton")
+
+
+def _import_on_first_access(package, name):
+    """``package.<name>`` imports the submodule on first access (PEP 562's
+    module ``__getattr__``) where it was not imported yet."""
+    if "__getattr__" in vars(package):
+        return  # the package has its own; leave it
+    qualified = f"{package.__name__}.{name}"
+
+    def __getattr__(attribute):
+        if attribute == name:
+            import importlib
+            return importlib.import_module(qualified)
+        raise AttributeError(f"module {package.__name__!r} has no attribute {attribute!r}")
+
+    package.__getattr__ = __getattr__
 
 
 def patch_dynamo_optimize():
@@ -287,11 +309,18 @@ class _NpuBackendScope:
 
 def _patch_shape_handling():
     """``options={"enable_shape_handling": True}``: inputs padded or split to
-    gear sizes (torch_npu/_inductor/shape_handling.py). Looked up on
-    torch_npu._inductor at each call, as real torch_npu's wrapper does."""
-    import torch_npu._inductor
+    gear sizes (torch_npu/_inductor/shape_handling.py). The hook is installed
+    here; npu's Inductor backend loads at the compiled function's first call
+    (torch_npu/utils/_shape_handling_hook.py). Once torch_npu._inductor is
+    loaded, its ``patch_shape_handling`` is looked up at each call, as real
+    torch_npu's wrapper does; before, importing it would load the backend."""
+    inductor_npu = sys.modules.get("torch_npu._inductor")
+    if inductor_npu is not None:
+        inductor_npu.patch_shape_handling()
+        return
+    from torch_npu.utils import _shape_handling_hook
 
-    torch_npu._inductor.patch_shape_handling()
+    _shape_handling_hook.patch_dynamo_context()
 
 
 @run_once
