@@ -337,16 +337,20 @@ def _updated_ints_named(gm, example_inputs, npu_graphs):
     """While ``gm`` compiles: the names of its integer inputs that it uses only
     as arguments an ACLGraph update plan replaces (``ints_only_updated``),
     for the NPU graphs of its partitions (graph_partition.py), whose inputs
-    are a subset of the graph's, known by their placeholders' names."""
-    names = frozenset()
-    if npu_graphs:
+    are a subset of the graph's, known by their placeholders' names. Found
+    when first asked (only a partition with an update plan asks)."""
+    @functools.lru_cache(None)
+    def names():
+        if not npu_graphs:
+            return frozenset()
         from torch_npu._inductor.npugraph_runner import ints_only_updated
 
         placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
         updated = ints_only_updated(gm, example_inputs)
         # A partition takes such an input by its symbol's name (s0), the graph by the placeholder's.
-        names = frozenset([placeholders[i] for i in updated] + [str(example_inputs[i].node.expr) for i in updated])
-    previous = getattr(_compiling, "updated_int_names", frozenset())
+        return frozenset([placeholders[i] for i in updated] + [str(example_inputs[i].node.expr) for i in updated])
+
+    previous = getattr(_compiling, "updated_int_names", None)
     _compiling.updated_int_names = names
     try:
         yield
@@ -355,8 +359,9 @@ def _updated_ints_named(gm, example_inputs, npu_graphs):
 
 
 def updated_int_names():
-    """The names ``_updated_ints_named`` gave for the graph compiling now."""
-    return getattr(_compiling, "updated_int_names", frozenset())
+    """The names ``_updated_ints_named`` gives for the graph compiling now."""
+    names = getattr(_compiling, "updated_int_names", None)
+    return frozenset() if names is None else names()
 
 
 def _graphs_by_partition(compiled):
