@@ -118,3 +118,39 @@ def test_real_names_on_torch_npu_c():
     assert torch_npu._C.ShapeType.BATCHSIZE == 0 and torch_npu._C.ShapePolicy.TIMES == 0
     assert issubclass(NPUShapeHandling, torch_npu._C._NPUShapeHandling)
     assert torch_npu._inductor.NPUShapeHandling is NPUShapeHandling
+
+
+def test_custom_strategies_are_called_and_their_outputs_used():
+    from torch_npu._C import _BSShapeOpStrategy, _SeqShapeOpStrategy
+
+    class AsOneList(_SeqShapeOpStrategy):  # appends its tensors as one list, as a batch strategy appends a group
+        def Transform(self, inputs, outputs):
+            outputs.append([t * 2 for t in inputs])
+
+    class OneByOne(_SeqShapeOpStrategy):
+        def Transform(self, inputs, outputs):
+            outputs.extend(t + 1 for t in inputs)
+
+    class Whole(_BSShapeOpStrategy):
+        def Transform(self, inputs, outputs):
+            self.seen = inputs
+            outputs.append(list(inputs))
+
+    configs = [{"type": "BATCHSIZE", "gears": [4, 8], "indices": [0]},
+               {"type": "SEQLEN", "gears": [8], "dimensions": [1], "indices": [0]}]
+    x = torch.randn(3, 5)
+    for seq, expected in ((AsOneList(), x * 2), (OneByOne(), x + 1)):
+        handling, batch = NPUShapeHandling(configs), Whole()
+        handling.register_sequence_strategy(seq)
+        handling.register_batch_size_strategy(batch)
+        assert torch.equal(handling.transform([x])[0][0], expected)
+        assert torch.equal(batch.seen[0], expected)
+
+    class Wrong(_SeqShapeOpStrategy):
+        def Transform(self, inputs, outputs):
+            outputs.append({"x": inputs[0]})
+
+    handling = NPUShapeHandling(configs)
+    handling.register_sequence_strategy(Wrong())
+    with pytest.raises(RuntimeError, match=r"Wrong.Transform must append tensors .*got dict"):
+        handling.transform([x])

@@ -260,9 +260,7 @@ class _NPUShapeHandling:
         if self._handles_sequence:
             padded = []
             self._seq.Transform(tensors, padded)
-            _check(all(isinstance(t, torch.Tensor) for t in padded),
-                   f"{type(self._seq).__name__}.Transform must append tensors to its outputs.")
-            tensors = padded
+            tensors = _appended_tensors(padded, self._seq)
             if not self._handles_batch:
                 return [tensors]
         groups = []
@@ -277,6 +275,22 @@ class _NPUShapeHandling:
         outputs = []
         self._bs.Recover([list(group) for group in tensor_groups], outputs)
         return outputs
+
+
+def _appended_tensors(outputs, strategy):
+    """The tensors a sequence strategy appended, in order.
+
+    A custom strategy may append its tensors one by one or as one list, the
+    way a batch strategy appends a group; anything else is a mistake to report,
+    not to pass on to the batch strategy."""
+    tensors = []
+    for item in outputs:
+        items = item if isinstance(item, (list, tuple)) else [item]
+        _check(all(isinstance(t, torch.Tensor) for t in items),
+               f"{type(strategy).__name__}.Transform must append tensors (or lists of tensors) to its outputs, "
+               f"got {type(item).__name__}.")
+        tensors.extend(items)
+    return tensors
 
 
 # The names real torch_npu binds on torch_npu._C (installed there lazily: torch_npu/_c_lazy.py).
