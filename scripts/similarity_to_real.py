@@ -8,7 +8,8 @@ vNPU reads real torch_npu's code to learn and never copies it; this measures it.
 Per file: `same` = share of our non-trivial lines (stripped, > 25 chars) found verbatim in real's file;
 `shape` = difflib ratio of the two files' token streams with names, strings and numbers normalized
 (a paraphrase with renamed variables scores high). Data-only modules (constants, headers)
-are marked. A file of 10 or more such lines is flagged `<-- over` when shape > 0.5 or same > 0.2; independently written files score shape
+are marked, and so are re-export modules (imports, `__all__` and name aliases only: their
+content is the list of names the real package exports). A file of 10 or more such lines is flagged `<-- over` when shape > 0.5 or same > 0.2; independently written files score shape
 0.1-0.4. White-box tests fix names and signatures, re-export modules are lists of names,
 so a flag is a prompt to read both files, not a verdict. Real torch_npu is read from the
 bare mirror `fetch` makes (/work/.mirror/Ascend+pytorch/repo).
@@ -79,6 +80,27 @@ def strip_docstrings(src):
     return ast.unparse(tree)
 
 
+def reexports_only(src):
+    """True for a module of imports, `__all__` and plain name aliases only (a package's list of names)."""
+    try:
+        body = ast.parse(src).body
+    except SyntaxError:
+        return False
+
+    def plain(node):
+        if isinstance(node, (ast.Import, ast.ImportFrom, ast.Delete, ast.Pass)):
+            return True
+        if isinstance(node, ast.Expr):  # the docstring
+            return isinstance(node.value, ast.Constant)
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            value = node.value
+            return isinstance(value, (ast.Name, ast.Attribute, ast.List, ast.Tuple, ast.Constant)) and \
+                all(isinstance(e, (ast.Constant, ast.Name, ast.Attribute)) for e in getattr(value, "elts", []))
+        return False
+
+    return bool(body) and all(plain(node) for node in body)
+
+
 def compare(path):
     real = subprocess.run(["git", "--git-dir", R, "show", "HEAD:" + path], capture_output=True, text=True).stdout
     ours = open(path).read() if os.path.exists(path) else ""
@@ -89,7 +111,7 @@ def compare(path):
     same = sum(l in rl for l in ol) / max(1, len(ol))
     a, b = tokens(strip_docstrings(ours)), tokens(strip_docstrings(real))
     shape = difflib.SequenceMatcher(None, a, b, autojunk=False).ratio() if a and b else 0.0
-    return same, shape, len(ol), torch_shape(path, a)
+    return same, shape, len(ol), torch_shape(path, a), reexports_only(ours)
 
 
 def torch_shape(path, ours_tokens):
@@ -119,9 +141,9 @@ def main():
         if f.endswith(".py"):
             r = compare(f)
             if r:
-                rows.append((r[1], r[0], r[2], r[3], f))
-    for shape, same, n, torch_ratio, f in sorted(rows, reverse=True):
-        flag = " (data)" if f.endswith(DATA) else ""
+                rows.append((r[1], r[0], r[2], r[3], r[4], f))
+    for shape, same, n, torch_ratio, reexports, f in sorted(rows, reverse=True):
+        flag = " (data)" if f.endswith(DATA) else " (re-exports)" if reexports else ""
         if not flag and n >= 10 and (shape > 0.5 or same > 0.2):
             flag = " (common ancestor)" if torch_ratio >= min(shape, 0.6) else " <-- over"
         print(f"shape {shape:.2f}  same {same:.2f}  torch {torch_ratio:.2f}  lines {n:4d}  {f}{flag}")
