@@ -88,3 +88,11 @@ def test_a_window_that_is_not_npu_memory_is_refused_untouched():
         torch_npu._afd.create_schedule_context_holder(**PARAMS, ffn_window=small.data_ptr(), ffn_window_size=1 << 16)
     with pytest.raises(TypeError, match="session_num=-1 is not an unsigned 32-bit number"):
         torch_npu._afd.create_schedule_context_holder(**dict(PARAMS, session_num=-1))
+
+
+def test_public_names_and_signature():
+    import inspect
+    assert torch_npu._afd.__all__ == ["create_schedule_context_holder"]
+    params = inspect.signature(torch_npu._afd.create_schedule_context_holder).parameters
+    assert list(params)[:2] == ["schedule_mode", "session_num"] and params["ffn_window"].default == 0
+    assert isinstance(torch_npu._afd.ScheduleContextHolder, type)

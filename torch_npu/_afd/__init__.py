@@ -16,32 +16,4 @@ are not provided.
 
 __all__ = ["create_schedule_context_holder"]
 
-from ._schedule_context import ScheduleContextHolder, _create_schedule_context_holder
-
-
-def create_schedule_context_holder(
-        schedule_mode: int,
-        session_num: int,
-        micro_batch_num: int,
-        micro_batch_size: int,
-        selected_expert_num: int,
-        expert_num: int,
-        attn_to_ffn_token_size: int,
-        ffn_to_attn_token_size: int,
-        ffn_window: int = 0,
-        ffn_window_size: int = 0,
-        attention_window: int = 0,
-        attention_window_size: int = 0,
-) -> ScheduleContextHolder:
-    """An initialised schedule context for one side of the disaggregation.
-
-    schedule_mode: 0 schedules the FFN side (``ffn_window`` and
-    ``ffn_window_size`` needed), 1 the attention side (``attention_window``
-    and ``attention_window_size``). A window is the address and size of npu
-    memory the caller owns (an npu tensor's ``data_ptr()``). Token sizes are
-    multiples of 512 bytes. Raises RuntimeError saying what is wrong.
-    """
-    return _create_schedule_context_holder(
-        schedule_mode, session_num, micro_batch_num, micro_batch_size, selected_expert_num, expert_num,
-        attn_to_ffn_token_size, ffn_to_attn_token_size, ffn_window, ffn_window_size, attention_window,
-        attention_window_size)
+from ._schedule_context import ScheduleContextHolder, create_schedule_context_holder  # noqa: F401

@@ -7,6 +7,7 @@ product that overflows is refused, not wrapped.
 """
 
 import ctypes
+import inspect
 
 import torch
 
@@ -247,7 +248,21 @@ class ScheduleContextHolder:
         return text + ", attention info: " + ", ".join(f"{f}={getattr(attention, f)}" for f in fields) + ";"
 
 
-def _create_schedule_context_holder(*args) -> ScheduleContextHolder:
-    holder = ScheduleContextHolder(*args)
+def create_schedule_context_holder(*args, **kwargs) -> ScheduleContextHolder:
+    """An initialised schedule context for one side of the disaggregation.
+
+    Takes ScheduleContextHolder's parameters. schedule_mode 0 schedules the
+    FFN side (``ffn_window`` and ``ffn_window_size`` needed), 1 the attention
+    side (``attention_window`` and ``attention_window_size``). A window is the
+    address and size of npu memory the caller owns (an npu tensor's
+    ``data_ptr()``); token sizes are multiples of 512 bytes. Raises
+    RuntimeError saying what is wrong.
+    """
+    holder = ScheduleContextHolder(*args, **kwargs)
     holder.init()
     return holder
+
+
+# help() and inspect show the parameters the holder takes.
+create_schedule_context_holder.__signature__ = inspect.signature(ScheduleContextHolder).replace(
+    return_annotation=ScheduleContextHolder)
