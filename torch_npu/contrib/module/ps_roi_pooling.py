@@ -21,31 +21,37 @@ import torch_npu
 
 __all__ = ["PSROIPool"]
 
+# The settings in the order the module's repr lists them.
+_SETTINGS = ("pooled_width", "pooled_height", "spatial_scale", "group_size", "output_dim")
+
+# Those npu_ps_roi_pooling takes, as keywords (its pooled size is group_size).
+_OPERATOR_SETTINGS = ("spatial_scale", "group_size", "output_dim")
+
+
+def _check_pooled_on_group_grid(pooled_height, pooled_width, group_size):
+    # The operator pools on the group grid itself; a different pooled size is
+    # something it cannot produce.
+    if not pooled_height == pooled_width == group_size:
+        raise ValueError("only pooled_height == pooled_width == group_size supported.")
+
 
 class PSROIPool(nn.Module):
     """PSROIPool(pooled_height=7, pooled_width=7, spatial_scale=1/16, group_size=7, output_dim=22).
 
-    The operator pools on the group grid itself, so the pooled size must be
-    that grid: pooled_height == pooled_width == group_size.
+    pooled_height and pooled_width must equal group_size; they are kept as
+    attributes because callers read them.
     """
 
     def __init__(self, pooled_height=7, pooled_width=7, spatial_scale=1 / 16.0, group_size=7, output_dim=22):
-        super().__init__()
-        if {pooled_height, pooled_width} != {group_size}:
-            raise ValueError("only pooled_height == pooled_width == group_size supported.")
-        self.spatial_scale = spatial_scale
-        self.group_size = group_size
-        self.output_dim = output_dim
-        # Kept, though equal to group_size, because callers read them.
-        self.pooled_height = pooled_height
-        self.pooled_width = pooled_width
-
-    def extra_repr(self):
-        # With no submodules, nn.Module prints "PSROIPool(<this>)".
-        return (f"pooled_width={self.pooled_width}, pooled_height={self.pooled_height}, "
-                f"spatial_scale={self.spatial_scale}, group_size={self.group_size}, "
-                f"output_dim={self.output_dim}")
+        _check_pooled_on_group_grid(pooled_height, pooled_width, group_size)
+        nn.Module.__init__(self)
+        self.pooled_height, self.pooled_width = pooled_height, pooled_width
+        self.spatial_scale, self.group_size, self.output_dim = spatial_scale, group_size, output_dim
 
     def forward(self, features, rois):
-        return torch_npu.npu_ps_roi_pooling(features, rois, spatial_scale=self.spatial_scale,
-                                            group_size=self.group_size, output_dim=self.output_dim)
+        operator_args = {name: getattr(self, name) for name in _OPERATOR_SETTINGS}
+        return torch_npu.npu_ps_roi_pooling(features, rois, **operator_args)
+
+    def extra_repr(self):
+        # nn.Module wraps this as "PSROIPool(...)", the module having no children.
+        return ", ".join(f"{name}={getattr(self, name)}" for name in _SETTINGS)
