@@ -28,3 +28,14 @@ def test_activations(cls, formula, dtype):
     out.sum().backward()
     ref.sum().backward()
     assert_close(a.grad.cpu().float(), r.grad, atol=tol * 3, rtol=tol * 3)
+
+
+def test_a_subclass_of_an_activation_computes_it():
+    class Scaled(cm.Mish):  # a user's subclass keeps mish's arithmetic
+        def forward(self, x):
+            return 2 * super().forward(x)
+
+    with pytest.warns(FutureWarning, match="torch_npu.contrib.module.Scaled is deprecated"):
+        m = Scaled()
+    x = rnd(7, seed=82)
+    assert_close(m(x.to(NPU)).cpu(), 2 * x * torch.tanh(F.softplus(x)), atol=1e-5, rtol=1e-5)
