@@ -9,15 +9,25 @@ bidirectional=True works), and warns on construction.
 Inputs are sequence-first, (seq, batch, input_size) or unbatched (seq, input_size).
 """
 
-import warnings
+from warnings import warn
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 __all__ = ["BiLSTM"]
 
-_DEPRECATION = "torch_npu.contrib.BiLSTM is deprecated. Please check document for replacement."
-_TIME_DIM = 0
+
+def _warn_deprecated():
+    warn("torch_npu.contrib.BiLSTM is deprecated. Please check document for replacement.", FutureWarning)
+
+
+def _per_step_outputs(lstm, sequence, backwards):
+    """What ``lstm`` outputs at each step of ``sequence`` (its final (h, c) are
+    not part of BiLSTM's result), in input order even when it reads the
+    sequence last step first."""
+    if backwards:
+        return _per_step_outputs(lstm, sequence.flip(0), False).flip(0)  # time is dimension 0
+    return lstm(sequence)[0]
 
 
 class BiLSTM(nn.Module):
@@ -29,20 +39,10 @@ class BiLSTM(nn.Module):
     """
 
     def __init__(self, input_size, hidden_size):
-        super().__init__()
-        warnings.warn(_DEPRECATION, FutureWarning)
+        _warn_deprecated()
+        nn.Module.__init__(self)
         self.fw_rnn, self.bw_rnn = (nn.LSTM(input_size, hidden_size) for _direction in range(2))
 
     def forward(self, inputs):
-        forwards = _outputs(self.fw_rnn, inputs)
-        backwards = _time_reversed(_outputs(self.bw_rnn, _time_reversed(inputs)))
-        return torch.cat([forwards, backwards], dim=-1)
-
-
-def _time_reversed(seq):
-    return torch.flip(seq, dims=[_TIME_DIM])
-
-
-def _outputs(lstm, seq):
-    # The per-step outputs; the final (h, c) states are not part of BiLSTM's result.
-    return lstm(seq)[0]
+        directions = ((self.fw_rnn, False), (self.bw_rnn, True))
+        return torch.cat([_per_step_outputs(lstm, inputs, backwards) for lstm, backwards in directions], dim=-1)
