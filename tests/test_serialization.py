@@ -181,6 +181,19 @@ def test_a_deepcopy_keeps_the_format_and_owns_its_memory():
     assert torch_npu.get_npu_format(plain) == 0  # untagged tensors keep their base format
 
 
+def test_the_format_enum_prints_by_name_pickles_and_counts_as_its_number():
+    import pickle
+    from enum import IntEnum
+    fmt = torch_npu.Format
+    assert issubclass(fmt, IntEnum) and fmt.__module__ == "torch_npu.npu._format" and fmt.__name__ == "Format"
+    assert (fmt.UNDEFINED, fmt.NCHW, fmt.ND, fmt.FRACTAL_NZ, fmt.FRACTAL_NZ_C0_8) == (-1, 0, 2, 29, 54)
+    assert str(fmt.FRACTAL_NZ) == f"{fmt.FRACTAL_NZ}" == "FRACTAL_NZ" and repr(fmt.ND) == "<Format.ND: 2>"
+    assert fmt(29) is fmt.FRACTAL_NZ and fmt["NC1HWC0"] == 3 and len(fmt) == 20
+    assert pickle.loads(pickle.dumps(fmt.FRACTAL_Z)) is fmt.FRACTAL_Z
+    got = torch_npu.get_npu_format(torch_npu.npu_format_cast(torch.rand(2, 2).npu(), 29))
+    assert got is fmt.FRACTAL_NZ
+
+
 def test_a_view_has_the_format_of_the_tensor_it_views():
     # on the chip the format belongs to the storage, which views share
     nz = torch_npu.npu_format_cast(torch.rand(4, 2).npu(), 29)

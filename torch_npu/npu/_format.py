@@ -3,8 +3,12 @@ aclFormat numbering), and torch_npu.get_npu_format returning them.
 
 vNPU stores every tensor in its logical layout; the format is the label
 npu_format_cast gives it, so the enum matters for the code that compares or
-prints formats (``torch_npu.get_npu_format(w) ==
-torch_npu.Format.FRACTAL_NZ``).
+prints formats (``torch_npu.get_npu_format(w) == torch_npu.Format.FRACTAL_NZ``).
+
+Real torch_npu keeps the format in the storage, so a deep copy, which
+duplicates the storage, keeps it. vNPU's label is on the tensor, and torch's
+``Tensor.__deepcopy__`` (a new tensor set to the copied storage) would drop
+it; importing this module makes deep copies carry the label over.
 """
 
 from enum import IntEnum
@@ -12,61 +16,73 @@ from enum import IntEnum
 import torch
 
 
-class Format(IntEnum):
-    """An npu tensor's storage format; the values are CANN's aclFormat."""
-    UNDEFINED = -1
-    NCHW = 0
-    NHWC = 1
-    ND = 2
-    NC1HWC0 = 3
-    FRACTAL_Z = 4
-    NC1HWC0_C04 = 12
-    HWCN = 16
-    NDHWC = 27
-    FRACTAL_NZ = 29
-    NCDHW = 30
-    NDC1HWC0 = 32
-    FRACTAL_Z_3D = 33
-    NC = 35
-    NCL = 47
-    FRACTAL_NZ_C0_16 = 50
-    FRACTAL_NZ_C0_32 = 51
-    FRACTAL_NZ_C0_2 = 52
-    FRACTAL_NZ_C0_4 = 53
-    FRACTAL_NZ_C0_8 = 54
+def _label_of(tensor):
+    return torch.ops.npu.get_npu_format(tensor)
 
+
+# CANN's aclFormat numbers of the formats torch_npu names.
+_ACL_FORMATS = {
+    "UNDEFINED": -1,
+    "NCHW": 0,
+    "NHWC": 1,
+    "ND": 2,
+    "NC1HWC0": 3,
+    "FRACTAL_Z": 4,
+    "NC1HWC0_C04": 12,
+    "HWCN": 16,
+    "NDHWC": 27,
+    "FRACTAL_NZ": 29,
+    "NCDHW": 30,
+    "NDC1HWC0": 32,
+    "FRACTAL_Z_3D": 33,
+    "NC": 35,
+    "NCL": 47,
+    "FRACTAL_NZ_C0_16": 50,
+    "FRACTAL_NZ_C0_32": 51,
+    "FRACTAL_NZ_C0_2": 52,
+    "FRACTAL_NZ_C0_4": 53,
+    "FRACTAL_NZ_C0_8": 54,
+}
+
+
+class _NamedFormat(IntEnum):
+    # Printed by name ("FRACTAL_NZ"), not by number as a plain IntEnum is.
     def __str__(self):
         return self.name
 
 
+Format = _NamedFormat("Format", _ACL_FORMATS, module=__name__, qualname="Format")
+Format.__doc__ = "An npu tensor's storage format; the values are CANN's aclFormat."
+
+
 def get_npu_format(tensor):
-    """The storage format of ``tensor`` as a torch_npu.Format (an int)."""
-    value = torch.ops.npu.get_npu_format(tensor)
-    try:
-        return Format(value)
-    except ValueError:  # a format the enum does not name: the number itself
-        return value
+    """The storage format of ``tensor``: a Format, or the bare number for a
+    format the enum does not name."""
+    label = _label_of(tensor)
+    return Format(label) if label in _ACL_FORMATS.values() else label
 
 
-_tensor_deepcopy = torch.Tensor.__deepcopy__
+def _is_npu(value):
+    return isinstance(value, torch.Tensor) and value.device.type == "npu"
 
 
-def _deepcopy_keeping_the_format(self, memo):
-    """torch.Tensor.__deepcopy__, then the copy gets the original's format
-    label. On real torch_npu the format lives in the storage, which the copy
-    duplicates; vNPU labels tensors, which torch's deepcopy (a new tensor
-    set_ to the copied storage) does not carry over."""
-    copied = _tensor_deepcopy(self, memo)
-    if self.device.type == "npu" and isinstance(copied, torch.Tensor) and copied.device.type == "npu":
-        label = torch.ops.npu.get_npu_format(self)
-        if label != torch.ops.npu.get_npu_format(copied):
-            torch.ops.npu.npu_format_cast_.acl_format(copied, label)
-    return copied
+def _copy_label(source, copy):
+    label = _label_of(source)
+    if _label_of(copy) != label:
+        torch.ops.npu.npu_format_cast_.acl_format(copy, label)
 
 
-def _keep_the_format_in_deepcopies():
-    if torch.Tensor.__deepcopy__ is _tensor_deepcopy:
-        torch.Tensor.__deepcopy__ = _deepcopy_keeping_the_format
+def _with_format_label(plain_deepcopy):
+    def __deepcopy__(self, memo):
+        copied = plain_deepcopy(self, memo)
+        if _is_npu(self) and _is_npu(copied):
+            _copy_label(self, copied)
+        return copied
+
+    __deepcopy__.plain = plain_deepcopy
+    return __deepcopy__
 
 
-_keep_the_format_in_deepcopies()
+# A reload of this module must not wrap the wrapper.
+if not hasattr(torch.Tensor.__deepcopy__, "plain"):
+    torch.Tensor.__deepcopy__ = _with_format_label(torch.Tensor.__deepcopy__)
