@@ -155,5 +155,7 @@ def test_env_reporting_wraps_the_lookups_once_and_keeps_their_names():
     getenv, environ_get = os.getenv, os.environ.get
     importlib.reload(patch_getenv)  # a second import must not add a second layer
     assert os.getenv is getenv and os.environ.get is environ_get
+    # real torch_npu's tests compare the lookups with these module attributes
+    assert (patch_getenv._patched_getenv, patch_getenv._patched_environ_get) == (os.getenv, os.environ.get)
     assert (os.getenv.__name__, os.environ.get.__name__) == ("getenv", "get")
     assert os.getenv("VNPU_TEST_SURELY_UNSET", "fallback") == "fallback"
