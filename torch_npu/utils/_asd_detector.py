@@ -7,33 +7,28 @@ torch_npu makes them do nothing, and so do we: no hook, and no validation
 of the loss scale either.
 """
 
-import functools
-
 import torch_npu
-from torch_npu.asd import asd as _silent_checks
+from torch_npu.asd import asd as _asd
 
 
-def _silent_check_1_only(entry_point):
-    @functools.wraps(entry_point)
-    def when_version_1(*args, **kwargs):
-        # Asked on every call: tests (and real torch_npu's) replace the query.
-        if torch_npu._C._get_silent_check_version() <= 1:
-            entry_point(*args, **kwargs)
-    return when_version_1
-
-
-@_silent_check_1_only
-def set_asd_loss_scale(loss_scale=1.0):
-    """The loss scale that fp16 gradients are divided by before the 1.0 check."""
-    _silent_checks._silent_fault_detector.set_asd_loss_scale(loss_scale)
-
-
-@_silent_check_1_only
 def register_asd_hook(x, weight):
-    """Places the 1.0 check on the gradient of ``x``, keyed by ``weight``."""
-    # A tensor outside autograd has no gradient to check; one with backward
-    # hooks of its own already is left to them.
-    if x is None or not x.requires_grad or x._backward_hooks is not None:
-        return
-    check = _silent_checks._silent_fault_detector.silent_fault_check_hook(weight)
-    x.register_hook(check)
+    """Places the 1.0 check on the gradient of ``x``, on behalf of ``weight``."""
+    if _needs_check_1() and _gradient_unwatched(x):
+        x.register_hook(_asd._silent_fault_detector.silent_fault_check_hook(weight))
+
+
+def set_asd_loss_scale(loss_scale=1.0):
+    """Sets the loss scale that fp16 gradients are divided by before the 1.0 check."""
+    if _needs_check_1():
+        _asd._silent_fault_detector.set_asd_loss_scale(loss_scale)
+
+
+def _needs_check_1():
+    # Asked at every call: tests (real torch_npu's among them) replace the query.
+    return torch_npu._C._get_silent_check_version() < 2
+
+
+def _gradient_unwatched(x):
+    # A tensor outside autograd has no gradient; one with backward hooks of
+    # its own is left to them.
+    return x is not None and x.requires_grad and x._backward_hooks is None
