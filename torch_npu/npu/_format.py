@@ -20,46 +20,38 @@ def _label_of(tensor):
     return torch.ops.npu.get_npu_format(tensor)
 
 
-# CANN's aclFormat numbers of the formats torch_npu names.
-_ACL_FORMATS = {
-    "UNDEFINED": -1,
-    "NCHW": 0,
-    "NHWC": 1,
-    "ND": 2,
-    "NC1HWC0": 3,
-    "FRACTAL_Z": 4,
-    "NC1HWC0_C04": 12,
-    "HWCN": 16,
-    "NDHWC": 27,
-    "FRACTAL_NZ": 29,
-    "NCDHW": 30,
-    "NDC1HWC0": 32,
-    "FRACTAL_Z_3D": 33,
-    "NC": 35,
-    "NCL": 47,
-    "FRACTAL_NZ_C0_16": 50,
-    "FRACTAL_NZ_C0_32": 51,
-    "FRACTAL_NZ_C0_2": 52,
-    "FRACTAL_NZ_C0_4": 53,
-    "FRACTAL_NZ_C0_8": 54,
-}
+class Format(IntEnum):
+    """An npu tensor's storage format; the values are CANN's aclFormat numbers."""
+    UNDEFINED = -1
+    NCHW = 0
+    NHWC = 1
+    ND = 2
+    NC1HWC0 = 3
+    FRACTAL_Z = 4
+    NC1HWC0_C04 = 12
+    HWCN = 16
+    NDHWC = 27
+    FRACTAL_NZ = 29
+    NCDHW = 30
+    NDC1HWC0 = 32
+    FRACTAL_Z_3D = 33
+    NC = 35
+    NCL = 47
+    FRACTAL_NZ_C0_16 = 50
+    FRACTAL_NZ_C0_32 = 51
+    FRACTAL_NZ_C0_2 = 52
+    FRACTAL_NZ_C0_4 = 53
+    FRACTAL_NZ_C0_8 = 54
 
-
-class _NamedFormat(IntEnum):
-    # Printed by name ("FRACTAL_NZ"), not by number as a plain IntEnum is.
-    def __str__(self):
+    def __str__(self):  # printed by name ("FRACTAL_NZ"), not by number as a plain IntEnum is
         return self.name
-
-
-Format = _NamedFormat("Format", _ACL_FORMATS, module=__name__, qualname="Format")
-Format.__doc__ = "An npu tensor's storage format; the values are CANN's aclFormat."
 
 
 def get_npu_format(tensor):
     """The storage format of ``tensor``: a Format, or the bare number for a
     format the enum does not name."""
     label = _label_of(tensor)
-    return Format(label) if label in _ACL_FORMATS.values() else label
+    return Format(label) if label in Format._value2member_map_ else label
 
 
 def _is_npu(value):
