@@ -16,6 +16,6 @@ it was first optimized from: TorchScript caches that copy per function, and
 ``check_trace=False``, to run the rewritten graph.
 """
 
-from torch_npu.jit.register_fusion_pattern import optimize
-
 __all__ = ["optimize"]
+
+from torch_npu.jit.register_fusion_pattern import optimize

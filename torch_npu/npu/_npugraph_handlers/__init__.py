@@ -13,7 +13,8 @@ Built in: the fused infer attention (v1 and v2, functional and .out), paged
 attention and MLA. Register more with ``register_npu_graph_handler``.
 """
 
-from .npugraph_handler import NpuGraphOpHandler, register_npu_graph_handler  # noqa: F401
-from . import builtin  # noqa: F401  (registers the built-in handlers)
-
 __all__ = ["NpuGraphOpHandler", "register_npu_graph_handler"]
+
+from torch_npu.npu._npugraph_handlers.npugraph_handler import NpuGraphOpHandler, register_npu_graph_handler
+# Imported for its side effect: it registers the built-in handlers.
+from torch_npu.npu._npugraph_handlers import builtin  # noqa: F401
