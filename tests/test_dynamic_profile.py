@@ -428,6 +428,26 @@ def test_a_live_creators_segment_is_kept(dyn):
     assert not _segment_exists(first.shm_path)
 
 
+def test_msmonitors_proxy_is_one_object_and_its_absence_is_remembered(monkeypatch):
+    imports = []
+
+    class Finder:  # counts the imports of IPCMonitor, and fails them: msmonitor is not installed
+        @staticmethod
+        def find_spec(name, path=None, target=None):
+            if name == "IPCMonitor":
+                imports.append(name)
+                raise ImportError("No module named 'IPCMonitor'")
+            return None
+
+    monkeypatch.delitem(sys.modules, "IPCMonitor", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [Finder()] + sys.meta_path)
+    monkeypatch.setattr(_dynamic_monitor_proxy.PyDynamicMonitorProxySingleton, "_instance", None)
+    handle = _dynamic_monitor_proxy.PyDynamicMonitorProxySingleton()
+    assert handle is _dynamic_monitor_proxy.PyDynamicMonitorProxySingleton()
+    assert handle.get_proxy() is None and handle.get_proxy() is None
+    assert imports == ["IPCMonitor"] and handle._load_success is False
+
+
 def test_dynolog_mode_through_msmonitors_proxy(dyn, monkeypatch):
     """A stand-in for msmonitor's IPCMonitor module: dynolog's reply starts a profile."""
     out = dyn / "out"
