@@ -1,8 +1,10 @@
 """The profile analysis's helpers (torch_npu/profiler/analysis/prof_common_func and prof_bean): the
 decoders of the framework's binary records, the beans, interval arithmetic on a step's timeline,
-the id managers of export_type "db", the op call tree, the trace's events and the task manager."""
+the id managers of export_type "db", the op call tree, the trace's events, the task manager, what
+msprof can export and which described features apply."""
 
 import json
+import os
 import struct
 import subprocess
 import sys
@@ -11,12 +13,15 @@ from types import SimpleNamespace
 import pytest
 
 from torch_npu.profiler.analysis.prof_bean._gc_record_bean import GCRecordBean
+from torch_npu.profiler.analysis.prof_bean._npu_mem_bean import NpuMemoryBean
 from torch_npu.profiler.analysis.prof_bean._op_mark_bean import OpMarkBean
 from torch_npu.profiler.analysis.prof_bean._torch_op_bean import TorchOpBean
+from torch_npu.profiler.analysis.prof_common_func import _cann_package_manager as cann_package
 from torch_npu.profiler.analysis.prof_common_func._binary_decoder import BinaryDecoder
 from torch_npu.profiler.analysis.prof_common_func._constant import (
     Constant, DbConstant, convert_ns2us_float, convert_ns2us_str, convert_us2ns,
 )
+from torch_npu.profiler.analysis.prof_common_func._feature_manager import FeatureManager
 from torch_npu.profiler.analysis.prof_common_func._file_manager import FileManager
 from torch_npu.profiler.analysis.prof_common_func._id_manager import (
     CallChainIdManager, ConnectionIdManager, Str2IdManager,
@@ -209,6 +214,75 @@ def test_tasks_run_after_their_dependencies_in_every_mode():
     assert infos["view"].output == {"me": "view", "got": ["parse"]}
     assert infos["broken"].status == TaskStatus.Failed
     assert infos["after_broken"].status == TaskStatus.Failed and infos["after_broken"].start_time is None
+
+
+# --- npu_mem.csv -> memory_record.csv ------------------------------------------------------------
+
+def test_npu_memory_rows_keep_the_applications_totals_only():
+    line = {"event": Constant.APP, "timestamp(us)": "17", "allocated(KB)": "2048", "memory(KB)": "4096",
+            "Device_id": "3"}
+    # Total Allocated keeps msprof's KB figure (as real torch_npu does); Total Reserved is in MB.
+    assert NpuMemoryBean(line).row == [Constant.APP, "17", "2048", 4.0, "", "", "3"]
+    assert NpuMemoryBean({**line, "event": Constant.PTA}).row == []
+    assert NpuMemoryBean({"event": Constant.APP}).row == [Constant.APP, None, None, 0.0, "", "", None]
+
+
+# --- what the CANN package can export ---------------------------------------------------------------
+
+def _fake_msprof(folder, help_text, exit_code=0):
+    folder.mkdir(exist_ok=True)
+    msprof = folder / "msprof"
+    msprof.write_text(f"#!/bin/sh\necho '{help_text}'\nexit {exit_code}\n")  # echo: PATH holds only msprof
+    msprof.chmod(0o755)
+    return msprof
+
+
+def test_msprof_help_is_read_from_a_working_msprof_that_only_its_owner_may_write(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    assert not cann_package.check_msprof_help_output("")  # no msprof at all
+    msprof = _fake_msprof(tmp_path / "bin", "--type <text|db>  default text: text(which will also export "
+                                            "the database)")
+    assert cann_package.check_cann_package_support_export_db()
+    assert cann_package.check_cann_package_support_default_export_db()
+    assert not cann_package.check_msprof_help_output("--no-such-option")
+    msprof.chmod(0o775)  # group-writable: not run
+    assert not cann_package.check_cann_package_support_export_db()
+    _fake_msprof(tmp_path / "bin", "--type <text|db>", exit_code=1)  # a failing msprof
+    assert not cann_package.check_cann_package_support_export_db()
+
+
+def test_cann_package_answers_are_asked_of_msprof_once(monkeypatch):
+    asked = []
+    monkeypatch.setattr(cann_package, "check_cann_package_support_export_db", lambda: asked.append(1) or False)
+    monkeypatch.setattr(cann_package.CannPackageManager, "SUPPORT_EXPORT_DB", None)
+    assert cann_package.CannPackageManager.is_support_export_db() is False
+    assert cann_package.CannPackageManager.is_support_export_db() is False
+    assert asked == [1] and cann_package.CannPackageManager.SUPPORT_EXPORT_DB is False
+
+
+# --- described features -------------------------------------------------------------------------
+
+def _feature(component, versions):
+    return {Constant.AffectedComponent: component, Constant.AffectedComponentVersion: versions}
+
+
+def test_a_feature_applies_when_it_names_torch_npu_in_every_or_this_version():
+    import torch_npu
+    features = FeatureManager()
+    features.load_feature_info({
+        "everywhere": _feature("PTA", "all"),
+        "this_version": _feature("PTA", f"0.0.1, {torch_npu.__version__}"),
+        "other_version": _feature("PTA", "0.0.1"),
+        "other_component": _feature("MindSpore", "all"),
+        "malformed": "PTA",
+    })
+    supported = [name for name in ("everywhere", "this_version", "other_version", "other_component", "malformed",
+                                   "never_described") if features.is_supported_feature(name)]
+    assert supported == ["everywhere", "this_version"]
+    features.load_feature_info({"everywhere": _feature("MindSpore", "all")})  # described again: decided again
+    assert not features.is_supported_feature("everywhere")
+    features.clear()
+    assert not features.is_supported_feature("this_version")
 
 
 # --- import cost ------------------------------------------------------------------------------
