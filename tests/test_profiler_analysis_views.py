@@ -1,8 +1,11 @@
 """The profile analysis's steps (torch_npu/profiler/analysis/prof_parse, prof_view, _profiler_config):
 reading msprof's exports, linking host launches to device tasks, the framework's api rows, the
-views they write, the event tree and the memory timeline on torch's memory profiler."""
+views they write, the event tree and the memory timeline on torch's memory profiler, msprof's own
+analysis and the db's description of the run."""
 
 import json
+import logging
+import sqlite3
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -13,18 +16,23 @@ import torch
 from torch_npu.profiler.analysis._profiler_config import ProfilerConfig
 from torch_npu.profiler.analysis.prof_common_func._constant import ApiType, Constant, TorchOpDataOri
 from torch_npu.profiler.analysis.prof_common_func._csv_headers import CsvHeaders
+from torch_npu.profiler.analysis.prof_common_func._db_manager import TorchDb
+from torch_npu.profiler.analysis.prof_common_func._log import ProfilerLogger
 from torch_npu.profiler.analysis.prof_parse._cann_file_parser import CANNDataEnum, CANNFileParser
 from torch_npu.profiler.analysis.prof_parse._event_tree_parser import (
     _EventType, _ProfilerEvent, build_event_tree, parse_input_from_string, parse_tensor_metadata,
 )
 from torch_npu.profiler.analysis.prof_parse._fwk_cann_relation_parser import FwkCANNRelationParser
 from torch_npu.profiler.analysis.prof_parse._fwk_file_parser import FwkFileParser
+from torch_npu.profiler.analysis.prof_view._base_parser import BaseParser
 from torch_npu.profiler.analysis.prof_view._communication_parser import CommunicationParser
 from torch_npu.profiler.analysis.prof_view._kernel_view_parser import KernelViewParser
 from torch_npu.profiler.analysis.prof_view._memory_timeline_parser import (
     Action, Category, DeviceKey, MemoryProfileTimeline, Storage, TensorKey,
 )
 from torch_npu.profiler.analysis.prof_view._trace_step_time_parser import TraceStepTimeParser
+from torch_npu.profiler.analysis.prof_view.cann_parse._cann_analyze import CANNAnalyzeParser
+from torch_npu.profiler.analysis.prof_view.prof_db_parse._basic_db_parser import BasicDbParser
 from torch_npu.profiler.analysis.prof_view.prof_db_parse._fwk_api_db_parser import FwkApiDbParser
 
 
@@ -174,6 +182,72 @@ def test_memory_timeline_goes_through_torchs_coalescing():
     assert times == [2, 5]
     assert sum(sizes[0]) == 64 and sum(sizes[1]) == 0
     assert timeline._construct_timeline("cpu") == ([], [])
+
+
+# --- the steps' common part, msprof's analysis, the run's description in the db ------------------
+
+def test_a_step_keeps_its_paths_and_logs_before_the_analysis_log_is_opened(monkeypatch):
+    monkeypatch.setattr(ProfilerLogger, "_instance", None)
+    step = BaseParser("step", {"profiler_path": "/p", "output_path": "/o", "export_type": ["db"]})
+    assert (step._name, step._profiler_path, step._output_path) == ("step", "/p", "/o")
+    assert isinstance(step.logger, logging.Logger) and step.logger.name == ProfilerLogger.LOGGER_NAME
+    assert step.run({}) == (Constant.SUCCESS, None)
+
+
+def _recording_msprof(folder, exit_code=0):
+    """An msprof that appends its arguments to calls.txt next to it."""
+    folder.mkdir()
+    msprof = folder / "msprof"
+    msprof.write_text(f'#!/bin/sh\necho "$*" >> "{folder}/calls.txt"\nexit {exit_code}\n')
+    msprof.chmod(0o755)
+    return folder / "calls.txt"
+
+
+@pytest.mark.parametrize("export_type, rank_id, types_run", [
+    (["db"], -1, ["db"]),
+    (["text"], 2, ["text"]),
+    (["text"], -1, []),  # text's analysis is communication: none outside a job
+    (["text", "db"], -1, ["db", "text"]),
+])
+def test_msprof_analyzes_the_cann_folder_per_export_type(tmp_path, monkeypatch, export_type, rank_id, types_run):
+    calls = _recording_msprof(tmp_path / "bin")
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    monkeypatch.setattr(ProfilerConfig(), "_rank_id", rank_id)
+    cann = _cann_folder(tmp_path).parent
+    step = CANNAnalyzeParser("analyze", {"profiler_path": str(tmp_path), "export_type": export_type})
+    assert step.run({}) == (Constant.SUCCESS, None)
+    lines = calls.read_text().splitlines() if calls.exists() else []
+    assert lines == [f"--analyze=on --type={kind} --output={cann}" for kind in types_run]
+
+
+def test_msprof_analysis_failures_are_reported_and_a_missing_msprof_skips_it(tmp_path, monkeypatch, capsys):
+    _cann_folder(tmp_path)
+    params = {"profiler_path": str(tmp_path), "export_type": ["db"]}
+    monkeypatch.setenv("PATH", str(tmp_path / "none"))
+    assert CANNAnalyzeParser("analyze", params).run({}) == (Constant.SUCCESS, None)
+    _recording_msprof(tmp_path / "bin", exit_code=3)
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    assert CANNAnalyzeParser("analyze", params).run({}) == (Constant.SUCCESS, None)
+    assert "exited with 3" in capsys.readouterr().out
+
+
+def test_basic_db_tables_describe_the_run_and_find_msprofs_db(tmp_path, monkeypatch):
+    monkeypatch.setattr(ProfilerLogger, "_instance", logging.getLogger(ProfilerLogger.LOGGER_NAME))
+    monkeypatch.setattr(ProfilerConfig(), "_rank_id", 1)
+    export = _cann_folder(tmp_path)
+    (export.parent / "device_4").mkdir()
+    (export / "msprof_20260101000000.db").write_bytes(b"")
+    (tmp_path / Constant.PROFILER_META_DATA).write_text(json.dumps({"model": "llama", "layers": 2}))
+    step = BasicDbParser("basic", {"profiler_path": str(tmp_path), "output_path": str(tmp_path)})
+    try:
+        assert step.run({}) == (Constant.SUCCESS, str(export / "msprof_20260101000000.db"))
+    finally:
+        TorchDb().close()
+    with sqlite3.connect(tmp_path / "ascend_pytorch_profiler_1.db") as db:
+        assert db.execute("SELECT rankId, deviceId FROM RANK_DEVICE_MAP").fetchall() == [(1, 4)]
+        assert len(db.execute("SELECT * FROM HOST_INFO").fetchall()) == 1
+        meta = dict(db.execute("SELECT name, value FROM META_DATA").fetchall())
+    assert "ENV_VARIABLES" in meta and (meta["model"], meta["layers"]) == ("llama", "2")
 
 
 # --- import cost ---------------------------------------------------------------------------------

@@ -1,5 +1,12 @@
-"""The common shape of one analysis step: built from a name and a dict of parameters, ``run(deps)``
-returns ``(status, result)`` where status is Constant.SUCCESS or Constant.FAIL."""
+"""BaseParser: what every step of the analysis has in common.
+
+A step (a parser or a view) is built from its name and a dict of parameters
+the analysis hands to all steps; it reads the two paths every step needs
+out of that dict and the rest as it likes. The task manager calls
+``run(deps_data)`` with the results of the steps it depends on, and keeps
+what it returns: ``(status, result)``, status being Constant.SUCCESS or
+Constant.FAIL.
+"""
 
 import logging
 
@@ -8,25 +15,23 @@ from torch_npu.profiler.analysis.prof_common_func._log import ProfilerLogger
 
 __all__ = []
 
-
-def step_logger():
-    """The analysis's log when it has been opened, else a plain module logger (so steps can be built
-    and tried without a profile)."""
-    try:
-        return ProfilerLogger.get_instance()
-    except Exception:  # the log was never opened
-        return logging.getLogger(ProfilerLogger.LOGGER_NAME)
-
-
 class BaseParser:
-    """Keeps the step's name and parameters; profiler_path and output_path are read out of them."""
-
     def __init__(self, name: str, param_dict: dict):
-        self._name, self._param_dict = name, param_dict
+        self._name = name
+        self._param_dict = param_dict
         self._profiler_path = param_dict.get("profiler_path")
         self._output_path = param_dict.get("output_path")
-        self.logger = step_logger()
+        self.logger = _analysis_log()
 
     def run(self, deps_data: dict):
-        """Subclasses do their work here; the default does nothing and succeeds."""
+        """A step does its work here; this default does nothing and succeeds."""
         return Constant.SUCCESS, None
+
+
+def _analysis_log() -> logging.Logger:
+    """The analysis's log once it has been opened (ProfilerLogger.init); before that, which is when
+    a step is built and tried on its own, the plain logger of the same name."""
+    try:
+        return ProfilerLogger.get_instance()
+    except RuntimeError:
+        return logging.getLogger(ProfilerLogger.LOGGER_NAME)

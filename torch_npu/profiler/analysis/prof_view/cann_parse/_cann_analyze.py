@@ -1,5 +1,11 @@
-"""Runs msprof's own analysis (``msprof --analyze=on``) over the profile's CANN folder, for the
-export types that need it (its communication analysis for text, its db for db)."""
+"""CANNAnalyzeParser: has msprof analyze the profile's CANN folder itself
+(``msprof --analyze=on``) for the exports that use msprof's analysis: its
+database for export_type "db", its communication analysis for "text".
+
+Without CANN's toolkit (no msprof on the PATH) or without a CANN folder
+there is nothing to analyze, and the step succeeds doing nothing. msprof
+failing on one type is reported and does not stop the others.
+"""
 
 import os
 import shutil
@@ -12,40 +18,43 @@ from torch_npu.profiler.analysis.prof_view._base_parser import BaseParser
 
 __all__ = []
 
-_ANALYZE_TIMEOUT_S = 3600
+# msprof's analysis of a large profile takes minutes; an hour means it hangs.
+_MSPROF_ANALYZE_TIMEOUT_S = 3600
 
 
-def _find_msprof() -> str:
-    """msprof's path, '' when CANN's toolkit is not installed."""
-    return shutil.which("msprof") or ""
+def _msprof_analyze(msprof: str, cann_path: str, export_type: str):
+    """One ``msprof --analyze=on`` run; a failure is reported, not raised."""
+    argv = [msprof, "--analyze=on", "--type=" + export_type, "--output=" + cann_path]
+    exit_code = subprocess.run(argv, capture_output=True, timeout=_MSPROF_ANALYZE_TIMEOUT_S, check=False).returncode
+    if exit_code:
+        print_error_msg(f"msprof --analyze=on --type={export_type} exited with {exit_code}.")
+
+
+def _analyzed_types(export_types, rank_id) -> list:
+    """Which of ``export_types`` msprof has an analysis for, in the order run: db, then text. Text's
+    analysis is communication's: a text-only export of a process outside a job (rank_id -1) has none."""
+    chosen = [kind for kind in (Constant.Db, Constant.Text) if kind in export_types]
+    return [] if chosen == [Constant.Text] and rank_id == -1 else chosen
 
 
 class CANNAnalyzeParser(BaseParser):
     def __init__(self, name: str, param_dict: dict):
         super().__init__(name, param_dict)
-        self.msprof_path = _find_msprof()
+        self.msprof_path = shutil.which("msprof") or ""  # '' without CANN's toolkit
         self._cann_path = ProfilerPathManager.get_cann_path(self._profiler_path)
 
-    def _analyze_commands(self, config) -> list:
-        """One msprof call per export type that needs msprof's analysis; a single-rank text export
-        has no communication to analyze."""
-        kinds = self._param_dict.get("export_type") or config.export_type
-        wanted = [kind for kind in (Constant.Db, Constant.Text) if kind in kinds]
-        if wanted == [Constant.Text] and config.rank_id == -1:
-            wanted = []
-        return [[self.msprof_path, "--analyze=on", "--type=" + kind, "--output=" + self._cann_path]
-                for kind in wanted]
-
     def run(self, deps_data: dict):
+        status = Constant.SUCCESS
         try:
             config = ProfilerConfig()
-            has_cann_data = bool(self._cann_path) and os.path.isdir(self._cann_path)
-            commands = self._analyze_commands(config) if has_cann_data and self.msprof_path else []
-            for command in commands:
-                finished = subprocess.run(command, capture_output=True, timeout=_ANALYZE_TIMEOUT_S, check=False)
-                if finished.returncode:
-                    print_error_msg(f"{' '.join(command[1:3])} exited with {finished.returncode}.")
-        except Exception:
+            types = _analyzed_types(self._param_dict.get("export_type") or config.export_type, config.rank_id)
+            if self._has_msprof_and_data():
+                for export_type in types:
+                    _msprof_analyze(self.msprof_path, self._cann_path, export_type)
+        except Exception:  # msprof hanging past its timeout, an unreadable config: no analysis, reported
             print_error_msg("Failed to analyze CANN Profiling data.")
-            return Constant.FAIL, None
-        return Constant.SUCCESS, None
+            status = Constant.FAIL
+        return status, None
+
+    def _has_msprof_and_data(self) -> bool:
+        return bool(self.msprof_path and self._cann_path) and os.path.isdir(self._cann_path)
