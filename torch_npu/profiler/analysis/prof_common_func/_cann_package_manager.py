@@ -72,4 +72,4 @@ def _help_of(msprof):
                               timeout=_HELP_TIMEOUT_S, check=False)
     except (OSError, subprocess.SubprocessError):
         return None
-    return done.stdout if done.returncode == 0 else None
+    return (done.stdout or "") if done.returncode == 0 else None
