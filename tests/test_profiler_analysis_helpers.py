@@ -4,7 +4,6 @@ the id managers of export_type "db", the op call tree, the trace's events, the t
 msprof can export and which described features apply."""
 
 import json
-import os
 import struct
 import subprocess
 import sys
