@@ -1,9 +1,11 @@
 """The profile analysis's helpers (torch_npu/profiler/analysis/prof_common_func and prof_bean): the
 decoders of the framework's binary records, the beans, interval arithmetic on a step's timeline,
 the id managers of export_type "db", the op call tree, the trace's events, the task manager, what
-msprof can export and which described features apply."""
+msprof can export, which described features apply, the analysis log and the msprof check."""
 
 import json
+import logging
+import os
 import struct
 import subprocess
 import sys
@@ -13,6 +15,7 @@ import pytest
 
 from torch_npu.profiler.analysis.prof_bean._gc_record_bean import GCRecordBean
 from torch_npu.profiler.analysis.prof_bean._npu_mem_bean import NpuMemoryBean
+from torch_npu.profiler.analysis.prof_bean._node_info_bean import NodeInfoBean
 from torch_npu.profiler.analysis.prof_bean._op_mark_bean import OpMarkBean
 from torch_npu.profiler.analysis.prof_bean._torch_op_bean import TorchOpBean
 from torch_npu.profiler.analysis.prof_common_func import _cann_package_manager as cann_package
@@ -25,6 +28,7 @@ from torch_npu.profiler.analysis.prof_common_func._file_manager import FileManag
 from torch_npu.profiler.analysis.prof_common_func._id_manager import (
     CallChainIdManager, ConnectionIdManager, Str2IdManager,
 )
+from torch_npu.profiler.analysis.prof_common_func._log import ProfilerLogger
 from torch_npu.profiler.analysis.prof_common_func._path_manager import ProfilerPathManager
 from torch_npu.profiler.analysis.prof_common_func._task_manager import (
     ConcurrentMode, ConcurrentTask, ConcurrentTasksManager, TaskStatus,
@@ -35,6 +39,7 @@ from torch_npu.profiler.analysis.prof_common_func._time_range_calculator import 
 from torch_npu.profiler.analysis.prof_common_func._tlv_decoder import TLVDecoder
 from torch_npu.profiler.analysis.prof_common_func._trace_event_manager import TraceEventManager
 from torch_npu.profiler.analysis.prof_common_func._tree_builder import TreeBuilder
+from torch_npu.profiler.analysis.prof_common_func._utils import check_msprof_env
 
 
 def _tlv_record(fixed: bytes, fields: dict, record_type=1) -> bytes:
@@ -282,6 +287,64 @@ def test_a_feature_applies_when_it_names_torch_npu_in_every_or_this_version():
     assert not features.is_supported_feature("everywhere")
     features.clear()
     assert not features.is_supported_feature("this_version")
+# --- an op's kernels ------------------------------------------------------------------------
+
+def test_node_info_sums_kernel_time_and_spans_first_start_to_last_end():
+    kernels = [SimpleNamespace(ts=1_000, dur=0.5, is_ai_core=True),
+               SimpleNamespace(ts=900, dur="2.25", is_ai_core=False),  # msprof's csv gives text
+               SimpleNamespace(ts=1_200, dur=0.125, is_ai_core=True)]
+    node = NodeInfoBean(kernels)
+    assert node.kernel_list is kernels
+    assert node.device_dur == 2.875 and node.device_dur_with_ai_core == 0.625
+    assert node.min_start == 900
+    assert node.max_end == 900 + 2250  # the longest kernel ends last, though it started first
+    with pytest.raises(ValueError):
+        NodeInfoBean([]).min_start
+
+
+# --- the analysis log and the environment ------------------------------------------------------
+
+def test_analysis_log_is_per_process_and_reopened_by_each_init(tmp_path):
+    ProfilerLogger.destroy()
+    with pytest.raises(RuntimeError, match="ProfilerLogger.init"):
+        ProfilerLogger.get_instance()
+    try:
+        ProfilerLogger.init(str(tmp_path / "first"))
+        ProfilerLogger.get_instance().info("to the first profile")
+        ProfilerLogger.init(str(tmp_path / "second"), custom_name="rank0")
+        log = ProfilerLogger.get_instance()
+        assert len(log.handlers) == 1 and not log.propagate
+        ProfilerLogger.set_level(logging.DEBUG)
+        assert log.level == logging.DEBUG and log.handlers[0].level == logging.DEBUG
+        log.debug("to the second profile")
+    finally:
+        ProfilerLogger.destroy()
+    first = (tmp_path / "first" / "logs" / f"profiler_{os.getpid()}.log").read_text()
+    second = (tmp_path / "second" / "logs" / f"profiler_rank0_{os.getpid()}.log").read_text()
+    assert "[INFO]" in first and "to the first profile" in first and "second" not in first
+    assert "[DEBUG]" in second and "to the second profile" in second
+    with pytest.raises(RuntimeError):
+        ProfilerLogger.get_instance()
+
+
+def test_msprof_check_is_answered_once_until_reset(monkeypatch, capsys):
+    def reset():
+        for name in ("_called", "_cached_result"):
+            if hasattr(check_msprof_env, name):
+                delattr(check_msprof_env, name)
+
+    reset()
+    monkeypatch.delenv(Constant.MSPROF_STATIC_ENV, raising=False)
+    monkeypatch.setenv(Constant.MSPROF_DYNAMIC_ENV, "1")
+    try:
+        assert check_msprof_env() is False
+        assert "torch_npu's profiler is disabled" in capsys.readouterr().out
+        monkeypatch.delenv(Constant.MSPROF_DYNAMIC_ENV)
+        assert check_msprof_env() is False  # the first answer stands
+        reset()
+        assert check_msprof_env() is True
+    finally:
+        reset()
 
 
 # --- import cost ------------------------------------------------------------------------------

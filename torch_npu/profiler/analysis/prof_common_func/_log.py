@@ -1,67 +1,78 @@
-"""The analysis's log file: <profile>/logs/profiler_<pid>.log (rotated).
+"""The analysis's own log: <profile>/logs/profiler_<pid>.log, rotated by size.
 
-One logger per process; ``ProfilerLogger.init(profile_path)`` (re)opens it,
-``get_instance()`` returns it and fails before the first ``init``.
+There is one per process, held by ``ProfilerLogger``: ``init(profile_path)`` opens it (closing a
+log opened earlier, so analysing a second profile does not write into the first one's folder),
+``get_instance()`` returns it and raises RuntimeError before the first ``init``.
 """
 
 import logging
+import logging.handlers
 import os
-from logging.handlers import RotatingFileHandler
 
 __all__ = []
+
+# The log may grow to _KEEP_FILES + 1 files of _ROTATE_BYTES each.
+_ROTATE_BYTES = 10 * 1024 * 1024
+_KEEP_FILES = 3
+_LINE_FORMAT = "[%(asctime)s] [%(levelname)s] [%(process)d] %(filename)s: %(message)s"
+
+
+def _log_file_path(profile_path: str, custom_name) -> str:
+    folder = os.path.join(profile_path, ProfilerLogger.DEFAULT_LOG_DIR)
+    os.makedirs(folder, mode=0o750, exist_ok=True)
+    prefix = "profiler" if not custom_name else f"profiler_{custom_name}"
+    # The pid keeps processes that analyse the same profile from rotating each other's file.
+    return os.path.join(folder, f"{prefix}_{os.getpid()}.log")
+
+
+def _close_all_handlers(logger: logging.Logger):
+    while logger.handlers:
+        handler = logger.handlers[0]
+        logger.removeHandler(handler)
+        handler.close()
+
+
+def _apply_level(logger: logging.Logger, level: int):
+    # The handlers filter too, so they follow the logger's level.
+    logger.setLevel(level)
+    for handler in logger.handlers:
+        handler.setLevel(level)
 
 
 class ProfilerLogger:
     DEFAULT_LOG_DIR = "logs"
     DEFAULT_LOG_LEVEL = logging.INFO
-    LOG_FORMAT = "[%(asctime)s] [%(levelname)s] [%(process)d] %(filename)s: %(message)s"
-    MAX_BYTES = 10 * 1024 * 1024  # per file
-    BACKUP_COUNT = 3  # rotated files kept
     LOGGER_NAME = "torch_npu.profiler.analysis"
 
-    _instance = None
+    _instance = None  # the open log; None before init and after destroy
 
     @classmethod
     def init(cls, output_dir: str, custom_name: str = None):
-        """Opens the log under ``output_dir``/logs, at DEFAULT_LOG_LEVEL, replacing any earlier
-        one."""
-        log_dir = os.path.join(output_dir, cls.DEFAULT_LOG_DIR)
-        os.makedirs(log_dir, mode=0o750, exist_ok=True)
-        stem = f"profiler_{custom_name}" if custom_name else "profiler"
-        log_file = os.path.join(log_dir, f"{stem}_{os.getpid()}.log")
-
+        """Opens the log in ``output_dir``/logs at DEFAULT_LOG_LEVEL."""
+        path = _log_file_path(output_dir, custom_name)
         logger = logging.getLogger(cls.LOGGER_NAME)
-        cls._close_handlers(logger)
-        handler = RotatingFileHandler(log_file, maxBytes=cls.MAX_BYTES, backupCount=cls.BACKUP_COUNT)
-        handler.setFormatter(logging.Formatter(cls.LOG_FORMAT))
-        handler.setLevel(cls.DEFAULT_LOG_LEVEL)
-        logger.addHandler(handler)
-        logger.setLevel(cls.DEFAULT_LOG_LEVEL)
-        logger.propagate = False  # the profile's log only, not the program's
+        _close_all_handlers(logger)
+        file_handler = logging.handlers.RotatingFileHandler(path, maxBytes=_ROTATE_BYTES, backupCount=_KEEP_FILES)
+        file_handler.setFormatter(logging.Formatter(_LINE_FORMAT))
+        logger.addHandler(file_handler)
+        _apply_level(logger, cls.DEFAULT_LOG_LEVEL)
+        logger.propagate = False  # the analysis's messages go to the profile, not to the program's log
         cls._instance = logger
 
     @classmethod
-    def get_instance(cls) -> logging.Logger:
+    def get_instance(cls):
+        """The open log (a logging.Logger)."""
         if cls._instance is None:
             raise RuntimeError("ProfilerLogger is not initialized: call ProfilerLogger.init(path) first.")
         return cls._instance
 
     @classmethod
     def set_level(cls, level: int):
-        logger = cls.get_instance()
-        logger.setLevel(level)
-        for handler in logger.handlers:
-            handler.setLevel(level)
+        _apply_level(cls.get_instance(), level)
 
     @classmethod
     def destroy(cls):
-        """Closes the log file."""
-        if cls._instance is not None:
-            cls._close_handlers(cls._instance)
-            cls._instance = None
-
-    @staticmethod
-    def _close_handlers(logger):
-        for handler in list(logger.handlers):
-            logger.removeHandler(handler)
-            handler.close()
+        """Closes the log file; a later get_instance fails until the next init."""
+        logger, cls._instance = cls._instance, None
+        if logger is not None:
+            _close_all_handlers(logger)
