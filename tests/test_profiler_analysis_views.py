@@ -1,11 +1,14 @@
 """The profile analysis's steps (torch_npu/profiler/analysis/prof_parse, prof_view, _profiler_config):
-reading msprof's exports, linking host launches to device tasks, the framework's api rows, the
-views they write, the event tree and the memory timeline on torch's memory profiler, msprof's own
-analysis and the db's description of the run."""
+reading msprof's exports, having msprof export them, linking host launches to device tasks, the
+framework's records and api rows, the views they write (the trace's paths and pruning), the event
+tree and the memory timeline on torch's memory profiler, msprof's own analysis and the db's
+description of the run."""
 
 import json
 import logging
+import os
 import sqlite3
+import stat
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -33,6 +36,12 @@ from torch_npu.profiler.analysis.prof_view._memory_timeline_parser import (
 from torch_npu.profiler.analysis.prof_view._trace_step_time_parser import TraceStepTimeParser
 from torch_npu.profiler.analysis.prof_view.cann_parse._cann_analyze import CANNAnalyzeParser
 from torch_npu.profiler.analysis.prof_view.prof_db_parse._basic_db_parser import BasicDbParser
+from torch_npu.profiler.analysis.prof_view._trace_view_parser import TraceViewParser
+from torch_npu.profiler.analysis.prof_view.cann_parse import _cann_export
+from torch_npu.profiler.analysis.prof_view.cann_parse._cann_export import CANNExportParser
+from torch_npu.profiler.analysis.prof_view.prepare_parse._fwk_pre_parser import (
+    DbPreParser, TaskQueueParser, TorchOpParser,
+)
 from torch_npu.profiler.analysis.prof_view.prof_db_parse._fwk_api_db_parser import FwkApiDbParser
 
 
@@ -118,6 +127,83 @@ def test_launch_in_a_dequeue_goes_to_the_op_that_enqueued_it():
     parser.get_torch_op_connection_ids_with_task_queue(
         [[120, 130, 1, queue_id, "enq"]], [[300, 400, 2, queue_id, "deq"]], [op], 1, [[350, 360, 2, 42]])
     assert op[TorchOpDataOri.CONNECTION_ID] == [42]
+
+
+def test_first_steps_hand_records_on_and_fail_alone(tmp_path, monkeypatch):
+    params = {"profiler_path": str(tmp_path), "output_path": str(tmp_path)}
+    spans = ([_mark("mm", 12, 1, 77, 2)], [_mark("mm", 30, 5, 77, 3)])
+    monkeypatch.setattr(FwkFileParser, "get_task_queue_data", lambda self: spans)
+    monkeypatch.setattr(FwkFileParser, "get_file_data_by_tag",
+                        lambda self, tag: [_op("aten::mm", 10, 20, args={Constant.SEQUENCE_NUMBER: 4})])
+    queue = TaskQueueParser("queue", params).run({})
+    ops = TorchOpParser("ops", params).run({})
+    assert queue == (Constant.SUCCESS, {Constant.ENQUEUE_DATA: spans[0], Constant.DEQUEUE_DATA: spans[1]})
+    status, rows = DbPreParser("db", params).run({Constant.TASK_QUEUE_PARSER: queue[1],
+                                                  Constant.TORCH_OP_PARSER: ops[1]})
+    assert status == Constant.SUCCESS
+    assert len(rows[Constant.TORCH_OP_DATA]) == 1 and len(rows[Constant.ENQUEUE_DATA]) == 1
+
+    def unreadable(self):
+        raise OSError("truncated record")
+
+    monkeypatch.setattr(FwkFileParser, "get_task_queue_data", unreadable)
+    assert TaskQueueParser("queue", params).run({}) == (Constant.FAIL, None)
+    status, rows = DbPreParser("db", params).run({Constant.TASK_QUEUE_PARSER: None})  # a failed step
+    assert status == Constant.SUCCESS and rows[Constant.ENQUEUE_DATA] == []
+
+
+def test_trace_view_paths_and_level0_pruning(monkeypatch):
+    parser = TraceViewParser("trace", {"output_path": "/data/prof/ASCEND_PROFILER_OUTPUT"})
+    assert parser._temp_trace_file_path == "/data/prof/ASCEND_PROFILER_OUTPUT/trace_view.json"
+    assert parser._trace_file_path == "data/prof/ASCEND_PROFILER_OUTPUT/trace_view.json"
+    assert TraceViewParser("trace", {"output_path": "out"})._trace_file_path == "out/trace_view.json"
+    monkeypatch.setattr(ProfilerConfig(), "_profiler_level", Constant.LEVEL0)
+    events = [{"ph": "X", "name": "aten::mm"}, {"ph": "X", "name": "Computing"},
+              {"ph": "M", "name": "process_name", "args": {"name": "Overlap Analysis"}},
+              {"ph": "M", "name": "process_name", "args": {"name": "Python"}}]
+    assert TraceViewParser._prune_trace_by_level(events) == [events[0], events[3]]
+    assert TraceViewParser._prune_trace_by_level([]) == []
+
+
+class _ConfigLoads:
+    """Stands in for ProfilerConfig, recording which profile it was asked to load."""
+    loaded = []
+
+    def load_info(self, path):
+        self.loaded.append(path)
+
+
+def _fake_msprof(folder, exit_code):
+    # Writes its arguments where the test reads them, then exits as told.
+    script = folder / "msprof"
+    script.write_text(f"#!/bin/sh\necho \"$@\" > {folder / 'args'}\nexit {exit_code}\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return script
+
+
+@pytest.mark.parametrize("export_type,exit_code", [([Constant.Db], 0), ([Constant.Text], 0), ([Constant.Db], 3)])
+def test_cann_export_runs_msprof_over_the_cann_folder(tmp_path, monkeypatch, export_type, exit_code):
+    cann = _cann_folder(tmp_path).parent
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    _fake_msprof(tools, exit_code)
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(_cann_export, "ProfilerConfig", _ConfigLoads)
+    parser = CANNExportParser("export", {"profiler_path": str(tmp_path), Constant.EXPORT_TYPE: export_type})
+    status = parser.run({})
+    assert status == ((Constant.SUCCESS if exit_code == 0 else Constant.FAIL), None)
+    assert _ConfigLoads.loaded[-1] == str(tmp_path)
+    flags = f"--export=on --output={cann}" + (" --type=db" if export_type == [Constant.Db] else "")
+    assert (tools / "args").read_text().strip() == flags
+
+
+def test_cann_export_without_cann_data_or_without_msprof(tmp_path, monkeypatch):
+    monkeypatch.setattr(_cann_export, "ProfilerConfig", _ConfigLoads)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert CANNExportParser("export", {"profiler_path": str(tmp_path)}).run({}) == (Constant.SUCCESS, None)
+    _cann_folder(tmp_path)
+    parser = CANNExportParser("export", {"profiler_path": str(tmp_path)})
+    assert parser.msprof_path == "" and parser.run({}) == (Constant.FAIL, None)
 
 
 # --- relations and views --------------------------------------------------------------------------

@@ -1,5 +1,7 @@
-"""trace_view.json: the profile's timeline (framework ops, device tasks, flows) for chrome://tracing;
-levels below Level1 drop the analysis tracks their data cannot fill."""
+"""trace_view.json: the profile's timeline (framework ops, device tasks, flows) for
+chrome://tracing. Levels below Level1 collect too little to fill some analysis tracks, so the
+events of those tracks are dropped rather than shown empty.
+"""
 
 import os
 
@@ -10,26 +12,32 @@ from torch_npu.profiler.analysis.prof_view._base_parser import BaseParser
 __all__ = []
 
 
+def _event_labels(event: dict) -> tuple:
+    # A metadata event ("M") names its track in args.name; any other event names itself.
+    return event.get("name"), (event.get("args") or {}).get("name")
+
+
 class TraceViewParser(BaseParser):
-    def __init__(self, name: str, param_dict: dict):
-        super().__init__(name, param_dict)
-        output_path = self._output_path or ""
-        # Where the trace is written while the analysis runs, and its place relative to the root
-        # of the output (the form kept in the profile's manifest).
-        self._temp_trace_file_path = os.path.join(output_path, Constant.TRACE_VIEW)
-        self._trace_file_path = os.path.relpath(self._temp_trace_file_path, os.sep) \
-            if os.path.isabs(self._temp_trace_file_path) else self._temp_trace_file_path
+    """The paths of the trace and the level's pruning; writing it is vNPU's exporter's job (see run)."""
+
+    @property
+    def _temp_trace_file_path(self) -> str:
+        """Where the trace is written while the analysis runs."""
+        return os.path.join(self._output_path or "", Constant.TRACE_VIEW)
+
+    @property
+    def _trace_file_path(self) -> str:
+        """The same file relative to the filesystem's root: the form the profile's manifest keeps."""
+        written_at = self._temp_trace_file_path
+        return os.path.relpath(written_at, os.sep) if os.path.isabs(written_at) else written_at
 
     @staticmethod
-    def _prune_trace_by_level(json_data: list) -> list:
-        """The events whose name (or, for metadata events, label in args.name) the level keeps."""
-        if not json_data:
+    def _prune_trace_by_level(events):
+        """The events the profiler level keeps, in their order."""
+        if not events:
             return []
-        pruned = ProfilerConfig().get_prune_config()
-        if not pruned:
-            return list(json_data)
-        return [event for event in json_data
-                if event.get("name") not in pruned and (event.get("args") or {}).get("name") not in pruned]
+        dropped = ProfilerConfig().get_prune_config()
+        return [event for event in events if not any(label in dropped for label in _event_labels(event))]
 
     def run(self, deps_data: dict):
         raise NotImplementedError(

@@ -1,7 +1,11 @@
-"""Runs ``msprof --export=on`` over the profile's CANN folder, so msprof writes its timeline and
-summaries (text) or its database (db) before the analysis reads them."""
+"""The step that has msprof export the profile's CANN folder (``msprof --export=on``): msprof
+writes its timeline and summaries (export type text) or its database (db) there, for the steps
+after this one to read. A profile without a CANN folder (CPU only) has nothing to export.
+"""
 
+import functools
 import os
+import pathlib
 import shutil
 import subprocess
 
@@ -13,46 +17,60 @@ from torch_npu.profiler.analysis.prof_view._base_parser import BaseParser
 
 __all__ = []
 
+_EXPORT_TIMEOUT_S = 3600
+_SLOW_EXPORT_BYTES = 10 * 1024 ** 3  # from this much raw data on, msprof takes minutes: say so
+
 
 class CANNExportParser(BaseParser):
-    TIMEOUT_S = 3600
-    LARGE_DATA_BYTES = 10 * 1024 ** 3  # above this, warn that the export will take long
+    """The CANN folder and msprof are looked up on first use, not when the pipeline builds its steps."""
 
-    def __init__(self, name: str, param_dict: dict):
-        super().__init__(name, param_dict)
-        self._cann_path = ProfilerPathManager.get_cann_path(self._profiler_path)
-        self._export_type = param_dict.get(Constant.EXPORT_TYPE, [Constant.Text])
-        self.msprof_path = shutil.which("msprof") or ""  # '' when CANN's toolkit is not installed
+    @functools.cached_property
+    def _cann_path(self) -> str:
+        return ProfilerPathManager.get_cann_path(self._profiler_path)
+
+    @functools.cached_property
+    def msprof_path(self) -> str:
+        """msprof's executable, '' when CANN's toolkit is not on PATH."""
+        return shutil.which("msprof") or ""
+
+    @property
+    def _export_type(self) -> list:
+        return self._param_dict.get(Constant.EXPORT_TYPE, [Constant.Text])
+
+    def _log(self):
+        # The profile's analysis log once the pipeline opened it, else BaseParser's fallback.
+        return ProfilerLogger.get_instance() if ProfilerLogger._instance is not None else self.logger
 
     def _check_msprof_environment(self):
         if not self.msprof_path:
             raise RuntimeError("msprof was not found: install CANN's toolkit and source its set_env.sh.")
 
     def _check_prof_data_size(self):
-        total = 0
-        for folder, _, names in os.walk(self._cann_path):
-            total += sum(os.path.getsize(os.path.join(folder, name)) for name in names)
-        if total > self.LARGE_DATA_BYTES:
-            ProfilerLogger.get_instance().warning("The CANN data is %d bytes; msprof's export will take a while.",
-                                                  total)
+        size = sum(item.stat().st_size for item in pathlib.Path(self._cann_path).rglob("*") if item.is_file())
+        if size > _SLOW_EXPORT_BYTES:
+            self._log().warning("The CANN data is %d bytes; msprof's export will take a while.", size)
 
-    def _command(self) -> list:
-        command = [self.msprof_path, "--export=on", f"--output={self._cann_path}"]
-        if Constant.Db in self._export_type:
-            command.append("--type=db")
-        return command
+    def _msprof_command(self) -> list:
+        # Without --type msprof writes text (timeline and summaries); the database is asked for.
+        type_flag = ["--type=db"] if Constant.Db in self._export_type else []
+        return [self.msprof_path, "--export=on", f"--output={self._cann_path}", *type_flag]
+
+    def _export(self):
+        ProfilerConfig().load_info(self._profiler_path)
+        if not (self._cann_path and os.path.isdir(self._cann_path)):
+            return
+        self._check_msprof_environment()
+        self._check_prof_data_size()
+        finished = subprocess.run(self._msprof_command(), capture_output=True, timeout=_EXPORT_TIMEOUT_S,
+                                  check=False)
+        if finished.returncode:
+            raise RuntimeError(f"msprof --export exited with {finished.returncode}")
 
     def run(self, deps_data: dict):
+        status = Constant.SUCCESS
         try:
-            ProfilerConfig().load_info(self._profiler_path)
-            if not self._cann_path or not os.path.isdir(self._cann_path):
-                return Constant.SUCCESS, None
-            self._check_msprof_environment()
-            self._check_prof_data_size()
-            done = subprocess.run(self._command(), capture_output=True, timeout=self.TIMEOUT_S, check=False)
-            if done.returncode != 0:
-                raise RuntimeError(f"msprof --export exited with {done.returncode}")
-        except Exception as err:
-            ProfilerLogger.get_instance().error("Failed to export CANN data: %s", err)
-            return Constant.FAIL, None
-        return Constant.SUCCESS, None
+            self._export()
+        except Exception as err:  # the later steps then work from what the profile already holds
+            self._log().error("Failed to export CANN data: %s", err)
+            status = Constant.FAIL
+        return status, None
