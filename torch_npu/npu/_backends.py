@@ -10,13 +10,14 @@ preferred_linalg_library picks between CUDA's solver libraries, which an
 NPU has none of: it warns and reports the default, as real torch_npu does.
 """
 
-import contextlib
 import warnings
+from contextlib import contextmanager
 
 import torch
 from torch.backends import cuda as _global_sdp_flags
 
 __all__ = []
+
 
 class _GlobalSdpSwitch:
     """One of PyTorch's global SDP flags, read and written with a warning.
@@ -37,7 +38,7 @@ class _GlobalSdpSwitch:
         warnings.warn(self._warning)
         self._write(enabled)
 
-    @contextlib.contextmanager
+    @contextmanager
     def held_at(self, enabled: bool):
         before = self.get()
         self.set(enabled)
@@ -77,7 +78,7 @@ def enable_math_sdp(enabled: bool) -> None:
     _MATH.set(enabled)
 
 
-@contextlib.contextmanager
+@contextmanager
 def sdp_kernel(enable_flash: bool = True, enable_math: bool = True, enable_mem_efficient: bool = True):
     """Within the block the three switches have the values given; on leaving, the values they had before."""
     with _FLASH.held_at(enable_flash), _MEM_EFFICIENT.held_at(enable_mem_efficient), _MATH.held_at(enable_math):
