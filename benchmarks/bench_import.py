@@ -8,13 +8,20 @@ of N is the least noisy on a shared machine). Also prints torch_npu's own
 share, from `python -X importtime`, and whether the heavy subsystems
 (dynamo, Inductor, sympy) were imported.
 
-    python benchmarks/bench_import.py [--runs N]
+    python benchmarks/bench_import.py [--runs N] [--instructions]
+
+--instructions also counts the instructions each import executes under
+valgrind's callgrind (a minute or two each): unlike wall time, the count does
+not move with the load of a shared machine, so it shows what torch_npu adds
+when the wall-time ratio is lost in noise.
 
 Issue 28's figures: ratio <= 1.15, torch_npu's own import <= 0.4 s.
 """
 
 import argparse
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -41,9 +48,21 @@ def torch_npu_own_seconds():
     raise RuntimeError("torch_npu's line not found in -X importtime's output")
 
 
+def instructions(env):
+    """Instructions executed by `python -c "import torch"`, counted by callgrind."""
+    run = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+                          sys.executable, "-c", "import torch"], env=env, capture_output=True, text=True, check=True)
+    found = re.search(r"Collected : (\d+)", run.stderr)
+    if not found:
+        raise RuntimeError("callgrind's total not found in its output:\n" + run.stderr[-2000:])
+    return int(found.group(1))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--instructions", action="store_true",
+                        help="also compare the instructions each import executes (needs valgrind)")
     args = parser.parse_args()
     plain, npu = [], []
     for _ in range(args.runs):
@@ -58,6 +77,12 @@ def main():
           "  (target <= 1.15)")
     print(f"torch_npu's own import: {torch_npu_own_seconds():.3f} s  (target <= 0.4 s)")
     print(f"heavy subsystems imported: {heavy}")
+    if args.instructions:
+        if shutil.which("valgrind") is None:
+            raise SystemExit("--instructions needs valgrind (apt install valgrind)")
+        plain_ir, npu_ir = instructions(PLAIN), instructions(WITH_NPU)
+        print(f"instructions: plain {plain_ir / 1e9:.3f} G, with torch_npu {npu_ir / 1e9:.3f} G, "
+              f"ratio {npu_ir / plain_ir:.3f}")
 
 
 if __name__ == "__main__":
