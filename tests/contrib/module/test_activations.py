@@ -35,7 +35,7 @@ def test_a_subclass_of_an_activation_computes_it():
         def forward(self, x):
             return 2 * super().forward(x)
 
-    with pytest.warns(FutureWarning, match="torch_npu.contrib.module.Scaled is deprecated"):
+    with pytest.warns(FutureWarning, match=r"torch_npu.contrib.module.Mish is deprecated. Please use torch.nn.Mish"):
         m = Scaled()
     x = rnd(7, seed=82)
     assert_close(m(x.to(NPU)).cpu(), 2 * x * torch.tanh(F.softplus(x)), atol=1e-5, rtol=1e-5)

@@ -15,40 +15,29 @@ import torch_npu
 
 __all__ = ["Mish", "SiLU", "Swish"]
 
-# Each activation's class name -> the torch_npu operator that computes it.
-_OPERATORS = {"Mish": "npu_mish", "SiLU": "npu_silu"}
-
-
-def _warn_replaced_by_torch_nn(name):
-    warn(f"torch_npu.contrib.module.{name} is deprecated. Please use torch.nn.{name} for replacement.",
-         FutureWarning)
-
-
-def _operator_for(module_type):
-    # Walks up the class hierarchy so that a user's subclass of Mish still computes mish.
-    for cls in module_type.__mro__:
-        if cls.__name__ in _OPERATORS:
-            return getattr(torch_npu, _OPERATORS[cls.__name__])
-    raise TypeError(f"{module_type.__name__} derives from neither Mish nor SiLU")
-
-
 class _TorchNpuActivation(nn.Module):
-    """Shared by Mish and SiLU: both are one element-wise torch_npu operator."""
+    """Shared by Mish and SiLU: each is one element-wise torch_npu operator."""
+
+    replacement = ""  # the torch.nn module to use instead
+    operator = ""     # the torch_npu operator that computes it
 
     def __init__(self):
         nn.Module.__init__(self)
-        _warn_replaced_by_torch_nn(type(self).__name__)
+        warn(f"torch_npu.contrib.module.{self.replacement} is deprecated. "
+             f"Please use torch.nn.{self.replacement} for replacement.", FutureWarning)
 
     def forward(self, x):
-        return _operator_for(type(self))(x)
+        return getattr(torch_npu, self.operator)(x)
 
 
 class Mish(_TorchNpuActivation):
     """mish(x) = x * tanh(softplus(x)) = x * tanh(ln(1 + exp(x)))."""
+    replacement, operator = "Mish", "npu_mish"
 
 
 class SiLU(_TorchNpuActivation):
     """silu(x) = x * sigmoid(x), also published as Swish."""
+    replacement, operator = "SiLU", "npu_silu"
 
 
 Swish = SiLU
