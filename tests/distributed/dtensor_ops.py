@@ -284,6 +284,15 @@ expect("repeat_interleave keeps a sharding off its dim", out.placements == (Shar
 out = torch.repeat_interleave(dt(x, Shard(1)), 2, dim=1)  # 4 columns split evenly: each rank repeats its own
 expect("repeat_interleave keeps an even sharding on its dim", out.placements == (Shard(1),))
 
+# --- one_hot: one npu operator, sharded wherever its input is (_one_hot_rules.py)
+labels = torch.tensor([[0, 3, 1, 2], [2, 2, 0, 4]], device="npu")
+ref = torch.nn.functional.one_hot(labels, 5)
+for p in [Shard(0), Shard(1), Replicate()]:
+    out = torch.nn.functional.one_hot(dt(labels, p), 5)
+    expect(f"one_hot {p}", same(out, ref) and out.placements == (p,))
+out = torch.nn.functional.one_hot(dt(labels, Shard(1)))  # classes counted over the whole tensor
+expect("one_hot without num_classes", same(out, ref) and out.placements == (Shard(1),))
+
 # --- bad input
 try:
     torch_npu.npu_rms_norm(dt(torch.randn(4, 16, device="npu"), Shard(0)), torch.randn(16, device="npu"))
