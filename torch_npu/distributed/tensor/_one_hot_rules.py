@@ -17,6 +17,7 @@ the operator on meta tensors, which have no values).
 """
 
 import torch
+from torch._prims_common import make_contiguous_strides_for
 from torch.distributed.tensor import DTensor
 from torch.distributed.tensor.placement_types import Partial, Replicate
 
@@ -34,7 +35,7 @@ def _one_hot_handler(op_call, args, kwargs):
     local = op_call(x.to_local(), num_classes)
     shape = (*x.shape, local.shape[-1])
     return DTensor.from_local(local, x.device_mesh, placements, run_check=False, shape=shape,
-                              stride=torch.empty(shape, device="meta").stride())
+                              stride=make_contiguous_strides_for(shape))
 
 
 DTensor._op_dispatcher._custom_op_handlers[ONE_HOT] = _one_hot_handler
