@@ -250,9 +250,8 @@ def unified_copy(data: Any) -> Any:
 
 
 def _handling_for(compiler_config):
-    """The NPUShapeHandling a torch.compile with these Inductor options uses, or None."""
-    if not isinstance(compiler_config, dict) or not compiler_config.get("enable_shape_handling", False):
-        return None
+    """The NPUShapeHandling a torch.compile with these Inductor options uses
+    (options that enable it: torch_npu/utils/_shape_handling_hook.py decides)."""
     hooks = compiler_config.get("shape_handling_dict") or {}
     return NPUShapeHandling(configs=compiler_config.get("shape_handling_configs"),
                             transform_pre_fn=hooks.get("trans_pre_fn"), transform_post_fn=hooks.get("trans_post_fn"),
