@@ -30,7 +30,8 @@ class BaseParser:
 
 def _analysis_log() -> logging.Logger:
     """The analysis's log once it has been opened (ProfilerLogger.init); before that, which is when
-    a step is built and tried on its own, the plain logger of the same name."""
+    a step is built and tried on its own, the plain logger of the same name. Both are the one
+    logging.Logger of that name, so a step logs through ``self.logger`` whenever the log is opened."""
     try:
         return ProfilerLogger.get_instance()
     except RuntimeError:

@@ -11,7 +11,7 @@ import subprocess
 
 from torch_npu.profiler.analysis._profiler_config import ProfilerConfig
 from torch_npu.profiler.analysis.prof_common_func._constant import Constant
-from torch_npu.profiler.analysis.prof_common_func._log import ProfilerLogger
+from torch_npu.profiler.analysis.prof_common_func._log import ProfilerLogger  # noqa: F401  (real tests patch it here)
 from torch_npu.profiler.analysis.prof_common_func._path_manager import ProfilerPathManager
 from torch_npu.profiler.analysis.prof_view._base_parser import BaseParser
 
@@ -37,10 +37,6 @@ class CANNExportParser(BaseParser):
     def _export_type(self) -> list:
         return self._param_dict.get(Constant.EXPORT_TYPE, [Constant.Text])
 
-    def _log(self):
-        # The profile's analysis log once the pipeline opened it, else BaseParser's fallback.
-        return ProfilerLogger.get_instance() if ProfilerLogger._instance is not None else self.logger
-
     def _check_msprof_environment(self):
         if not self.msprof_path:
             raise RuntimeError("msprof was not found: install CANN's toolkit and source its set_env.sh.")
@@ -48,7 +44,7 @@ class CANNExportParser(BaseParser):
     def _check_prof_data_size(self):
         size = sum(item.stat().st_size for item in pathlib.Path(self._cann_path).rglob("*") if item.is_file())
         if size > _SLOW_EXPORT_BYTES:
-            self._log().warning("The CANN data is %d bytes; msprof's export will take a while.", size)
+            self.logger.warning("The CANN data is %d bytes; msprof's export will take a while.", size)
 
     def _msprof_command(self) -> list:
         # Without --type msprof writes text (timeline and summaries); the database is asked for.
@@ -71,6 +67,6 @@ class CANNExportParser(BaseParser):
         try:
             self._export()
         except Exception as err:  # the later steps then work from what the profile already holds
-            self._log().error("Failed to export CANN data: %s", err)
+            self.logger.error("Failed to export CANN data: %s", err)
             status = Constant.FAIL
         return status, None

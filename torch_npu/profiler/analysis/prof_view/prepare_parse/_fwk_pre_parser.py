@@ -6,7 +6,7 @@ the records, turning a failure into Constant.FAIL) lives once in ``_FwkRecordSte
 """
 
 from torch_npu.profiler.analysis.prof_common_func._constant import Constant
-from torch_npu.profiler.analysis.prof_common_func._log import ProfilerLogger
+from torch_npu.profiler.analysis.prof_common_func._log import ProfilerLogger  # noqa: F401  (real tests patch it here)
 from torch_npu.profiler.analysis.prof_parse._fwk_file_parser import FwkFileParser, FwkFileTag
 from torch_npu.profiler.analysis.prof_view._base_parser import BaseParser
 
@@ -19,19 +19,12 @@ class _FwkRecordStep(BaseParser):
     def _read(self, records: FwkFileParser, deps_data: dict):
         raise NotImplementedError
 
-    def _failure_log(self):
-        # The profile's analysis log once the pipeline opened it; a step run on its own (a test,
-        # a tool) logs through the fallback logger BaseParser chose.
-        if ProfilerLogger._instance is None:
-            return self.logger
-        return ProfilerLogger.get_instance()
-
     def run(self, deps_data: dict):
         status, result = Constant.SUCCESS, None
         try:
             result = self._read(FwkFileParser(self._profiler_path), deps_data)
         except Exception as err:  # one unreadable kind of record must not stop the others
-            self._failure_log().error("%s failed: %s", self._name, err)
+            self.logger.error("%s failed: %s", self._name, err)
             status = Constant.FAIL
         return status, result
 
