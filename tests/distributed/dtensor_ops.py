@@ -293,6 +293,12 @@ for p in [Shard(0), Shard(1), Replicate()]:
 out = torch.nn.functional.one_hot(dt(labels, Shard(1)))  # classes counted over the whole tensor
 expect("one_hot without num_classes", same(out, ref) and out.placements == (Shard(1),))
 
+try:  # a class past num_classes, on every rank: the local kernel's message
+    torch.nn.functional.one_hot(dt(labels, Replicate()), 4)
+    failures.append("one_hot with a class past num_classes accepted")
+except RuntimeError as e:
+    expect("one_hot message", "Class values must be smaller than num_classes" in str(e))
+
 # --- bad input
 try:
     torch_npu.npu_rms_norm(dt(torch.randn(4, 16, device="npu"), Shard(0)), torch.randn(16, device="npu"))
